@@ -1,0 +1,225 @@
+"""Calling the wrapped agent and pulling its answer out of whatever it returns.
+
+An agent may be a compiled graph with a ``messages`` key (e.g. ``create_agent``), a chat
+model, any other ``Runnable``, or a plain sync or async function. Graphs are given
+``{"messages": [...]}``; everything else is given the list of messages.
+"""
+
+from __future__ import annotations
+
+import inspect
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, TypeAlias, cast
+
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    AnyMessage,
+    BaseMessage,
+    convert_to_messages,
+    message_chunk_to_message,
+)
+from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.runnables.config import run_in_executor
+from langgraph.pregel import Pregel
+
+AgentFunction: TypeAlias = Callable[[list[AnyMessage]], Any]
+"""A plain function (sync or async) given the messages; returns an answer."""
+
+AgentLike: TypeAlias = Runnable[Any, Any] | AgentFunction
+"""Anything `create_loop_agent` accepts as the agent."""
+
+ACCEPTED = (
+    "an AIMessage, a string, or a mapping with a 'messages' list that contains an AIMessage"
+)
+
+
+def describe(obj: object) -> str:
+    """Return a short human name for a callable or runnable, for error messages."""
+    name = getattr(obj, "name", None)
+    if isinstance(name, str) and name:
+        return name
+    for attr in ("__qualname__", "__name__"):
+        value = getattr(obj, attr, None)
+        if isinstance(value, str):
+            return value
+    func = getattr(obj, "func", None)  # functools.partial
+    if func is not None:
+        return describe(func)
+    return type(obj).__name__
+
+
+def is_async_callable(func: object) -> bool:
+    """Tell whether calling ``func`` returns an awaitable (async def, partials, __call__)."""
+    while hasattr(func, "func"):  # functools.partial and similar wrappers
+        func = func.func
+    if inspect.iscoroutinefunction(func):
+        return True
+    call = getattr(func, "__call__", None)  # noqa: B004
+    return call is not None and inspect.iscoroutinefunction(call)
+
+
+def check_agent(agent: object) -> None:
+    """Raise `TypeError` when ``agent`` is not something a loop can call."""
+    if isinstance(agent, Runnable) or callable(agent):
+        return
+    raise TypeError(
+        f"agent must be a compiled graph (e.g. create_agent(...)), a chat model, a Runnable "
+        f"or a function of a list of messages; got {type(agent).__name__}: {agent!r:.80}"
+    )
+
+
+def _takes_state(agent: object) -> bool:
+    """Graphs take ``{"messages": [...]}``; other runnables and functions take the list."""
+    return isinstance(agent, Pregel)
+
+
+class AgentCaller:
+    """Calls one wrapped agent, sync or async, and normalises what it returns."""
+
+    def __init__(self, agent: AgentLike) -> None:
+        """Wrap ``agent``; see the module docstring for what is accepted."""
+        check_agent(agent)
+        self.agent = agent
+        self.name = describe(agent)
+        self._takes_state = _takes_state(agent)
+        self._is_runnable = isinstance(agent, Runnable)
+        self._is_async_function = not self._is_runnable and is_async_callable(agent)
+
+    def _input(self, messages: list[AnyMessage]) -> Any:
+        return {"messages": messages} if self._takes_state else messages
+
+    def invoke(self, messages: list[AnyMessage], config: RunnableConfig) -> list[AnyMessage]:
+        """Call the agent synchronously; return the new messages, the answer last."""
+        if self._is_runnable:
+            runnable = cast(Runnable[Any, Any], self.agent)
+            result = runnable.invoke(self._input(messages), config)
+        elif self._is_async_function:
+            raise TypeError(
+                f"agent {self.name!r} is an async function; call the loop with "
+                f"ainvoke()/astream() instead of invoke()/stream()"
+            )
+        else:
+            result = cast(AgentFunction, self.agent)(messages)
+            if inspect.isawaitable(result):
+                _close(result)
+                raise TypeError(
+                    f"agent {self.name!r} returned an awaitable; call the loop with "
+                    f"ainvoke()/astream() instead of invoke()/stream()"
+                )
+        return self.new_messages(messages, result)
+
+    async def ainvoke(
+        self, messages: list[AnyMessage], config: RunnableConfig
+    ) -> list[AnyMessage]:
+        """Call the agent asynchronously; return the new messages, the answer last."""
+        if self._is_runnable:
+            runnable = cast(Runnable[Any, Any], self.agent)
+            result = await runnable.ainvoke(self._input(messages), config)
+        elif self._is_async_function:
+            result = await cast(Callable[[list[AnyMessage]], Awaitable[Any]], self.agent)(
+                messages
+            )
+        else:
+            func = cast(AgentFunction, self.agent)
+            result = await run_in_executor(config, func, messages)
+            if inspect.isawaitable(result):
+                result = await result
+        return self.new_messages(messages, result)
+
+    def new_messages(self, sent: Sequence[AnyMessage], result: Any) -> list[AnyMessage]:
+        """Turn what the agent returned into the messages it produced, its answer last.
+
+        Raises:
+            TypeError: when the result holds no answer (see `ACCEPTED`).
+        """
+        if isinstance(result, str):
+            return [AIMessage(content=result)]
+        if isinstance(result, BaseMessage):
+            produced: list[AnyMessage] = [cast(AnyMessage, result)]
+        elif isinstance(result, Mapping) and isinstance(result.get("messages"), list):
+            produced = _produced_by_call(sent, result["messages"], self.name)
+        else:
+            raise TypeError(
+                f"agent {self.name!r} returned {_shape(result)}; expected {ACCEPTED}"
+            )
+        produced = [_as_message(m) for m in produced]
+        if not any(isinstance(m, AIMessage) for m in produced):
+            kinds = ", ".join(type(m).__name__ for m in produced) or "no new messages"
+            raise TypeError(
+                f"agent {self.name!r} returned {kinds} but no AIMessage answer; "
+                f"expected {ACCEPTED}"
+            )
+        return produced
+
+
+def _produced_by_call(
+    sent: Sequence[AnyMessage], returned: Sequence[Any], name: str
+) -> list[AnyMessage]:
+    """The messages in a graph-style result that were not in what the agent was sent."""
+    try:
+        messages = cast(list[AnyMessage], convert_to_messages(returned))
+    except (ValueError, TypeError, NotImplementedError) as exc:
+        raise TypeError(
+            f"agent {name!r} returned a 'messages' list that is not messages ({exc}); "
+            f"expected {ACCEPTED}"
+        ) from exc
+    sent_by_id = {m.id: m for m in sent if m.id is not None}
+    if len(messages) >= len(sent) and all(
+        a is b or (a.id is not None and a.id == b.id and a == b)
+        for a, b in zip(messages, sent, strict=False)
+    ):
+        return messages[len(sent) :]
+    return [m for m in messages if m.id is None or sent_by_id.get(m.id) != m]
+
+
+def _as_message(message: BaseMessage) -> AnyMessage:
+    if isinstance(message, AIMessageChunk):
+        return cast(AnyMessage, message_chunk_to_message(message))
+    return cast(AnyMessage, message)
+
+
+def _shape(result: Any) -> str:
+    if isinstance(result, Mapping):
+        return f"a mapping with keys {sorted(map(str, result))}"
+    return f"{type(result).__name__} {result!r:.60}"
+
+
+def _close(awaitable: Any) -> None:
+    close = getattr(awaitable, "close", None)
+    if callable(close):
+        close()
+
+
+def with_fresh_ids(
+    produced: list[AnyMessage], history: Sequence[AnyMessage]
+) -> list[AnyMessage]:
+    """Give a new id to every produced message whose id is already used.
+
+    ``add_messages`` replaces a message that has the same id as an earlier one; caches
+    and some fake models reuse ids, and the loop must append, never overwrite.
+    """
+    used = {m.id for m in history if m.id is not None}
+    fresh: list[AnyMessage] = []
+    for message in produced:
+        if message.id is None or message.id in used:
+            message = message.model_copy(update={"id": str(uuid.uuid4())})
+        used.add(cast(str, message.id))
+        fresh.append(message)
+    return fresh
+
+
+def answer_of(produced: Sequence[AnyMessage]) -> AIMessage:
+    """The answer among the messages an agent produced: its last AI message."""
+    return next(m for m in reversed(produced) if isinstance(m, AIMessage))
+
+
+def usage(produced: Sequence[AnyMessage]) -> tuple[int, int]:
+    """Sum ``(input_tokens, output_tokens)`` over the AI messages' ``usage_metadata``."""
+    tokens_in = tokens_out = 0
+    for message in produced:
+        if isinstance(message, AIMessage) and message.usage_metadata:
+            tokens_in += int(message.usage_metadata.get("input_tokens", 0))
+            tokens_out += int(message.usage_metadata.get("output_tokens", 0))
+    return tokens_in, tokens_out

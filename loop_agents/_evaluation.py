@@ -1,0 +1,135 @@
+"""Calling the evaluator and validating its verdict."""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeAlias, cast
+
+from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.runnables.config import run_in_executor
+
+from loop_agents._agent import describe, is_async_callable
+from loop_agents.state import LoopContext, LoopEvaluation
+
+Evaluator: TypeAlias = (
+    Callable[[LoopContext], LoopEvaluation]
+    | Callable[[LoopContext], Awaitable[LoopEvaluation]]
+    | Runnable[LoopContext, LoopEvaluation]
+)
+"""A sync or async function (or a Runnable) from `LoopContext` to `LoopEvaluation`."""
+
+
+class InvalidEvaluationError(ValueError):
+    """An evaluator returned something that is not a valid `LoopEvaluation`."""
+
+
+def check_evaluator(evaluator: object) -> None:
+    """Raise `TypeError` when ``evaluator`` cannot be called with a `LoopContext`."""
+    if isinstance(evaluator, Runnable) or callable(evaluator):
+        return
+    raise TypeError(
+        "evaluator must be a function (sync or async) of a LoopContext returning a "
+        f"LoopEvaluation; got {type(evaluator).__name__}: {evaluator!r:.80}"
+    )
+
+
+class EvaluatorCaller:
+    """Calls one evaluator, sync or async, and validates what it returns."""
+
+    def __init__(self, evaluator: Evaluator) -> None:
+        """Wrap ``evaluator``; see `Evaluator` for what is accepted."""
+        check_evaluator(evaluator)
+        self.evaluator = evaluator
+        self.name = describe(evaluator)
+        self._is_runnable = isinstance(evaluator, Runnable)
+        self.is_async = not self._is_runnable and is_async_callable(evaluator)
+
+    def invoke(self, context: LoopContext, config: RunnableConfig) -> LoopEvaluation:
+        """Evaluate synchronously; async evaluators need the async methods."""
+        if self._is_runnable:
+            result = cast(Runnable[LoopContext, Any], self.evaluator).invoke(context, config)
+        elif self.is_async:
+            raise TypeError(self._use_async_message())
+        else:
+            result = cast(Callable[[LoopContext], Any], self.evaluator)(context)
+            if inspect.isawaitable(result):
+                close = getattr(result, "close", None)
+                if callable(close):
+                    close()
+                raise TypeError(self._use_async_message())
+        return self.validate(result, context["iteration"])
+
+    async def ainvoke(self, context: LoopContext, config: RunnableConfig) -> LoopEvaluation:
+        """Evaluate asynchronously; sync evaluators run in an executor thread."""
+        if self._is_runnable:
+            result = await cast(Runnable[LoopContext, Any], self.evaluator).ainvoke(
+                context, config
+            )
+        elif self.is_async:
+            result = await cast(Callable[[LoopContext], Awaitable[Any]], self.evaluator)(
+                context
+            )
+        else:
+            func = cast(Callable[[LoopContext], Any], self.evaluator)
+            result = await run_in_executor(config, func, context)
+            if inspect.isawaitable(result):
+                result = await result
+        return self.validate(result, context["iteration"])
+
+    def _use_async_message(self) -> str:
+        return (
+            f"evaluator {self.name!r} is async; run the loop with ainvoke()/astream() "
+            f"instead of invoke()/stream()"
+        )
+
+    def validate(self, result: Any, iteration: int) -> LoopEvaluation:
+        """Check ``result`` is a `LoopEvaluation`; return a clean copy of it.
+
+        Raises:
+            InvalidEvaluationError: naming the evaluator, the iteration and the problem.
+        """
+        where = f"evaluator {self.name!r} at iteration {iteration}"
+        if not isinstance(result, Mapping):
+            raise InvalidEvaluationError(
+                f"{where} returned {type(result).__name__} {result!r:.60}; expected a "
+                f"LoopEvaluation mapping such as {{'stop': False, 'feedback': '...'}}"
+            )
+        unknown = sorted(set(map(str, result)) - {"stop", "feedback", "score"})
+        if unknown:
+            raise InvalidEvaluationError(
+                f"{where} returned unknown keys {unknown}; a LoopEvaluation has 'stop', "
+                f"'feedback' and 'score'"
+            )
+        stop = result.get("stop")
+        if not isinstance(stop, bool):
+            raise InvalidEvaluationError(
+                f"{where} returned 'stop'={stop!r} ({type(stop).__name__}); 'stop' must be "
+                f"True or False"
+            )
+        evaluation: LoopEvaluation = {"stop": stop}
+        feedback = result.get("feedback")
+        if feedback is not None and not isinstance(feedback, str):
+            raise InvalidEvaluationError(
+                f"{where} returned 'feedback' of type {type(feedback).__name__}; it must be "
+                f"a string"
+            )
+        if not stop and not (feedback and feedback.strip()):
+            raise InvalidEvaluationError(
+                f"{where} asked to continue (stop=False) without feedback; give a "
+                f"non-empty 'feedback' string telling the agent what to improve"
+            )
+        if feedback is not None:
+            evaluation["feedback"] = feedback
+        if "score" in result and result["score"] is not None:
+            score = result["score"]
+            if isinstance(score, bool) or not isinstance(score, int | float):
+                raise InvalidEvaluationError(
+                    f"{where} returned 'score'={score!r} ({type(score).__name__}); "
+                    f"'score' must be a number"
+                )
+            if not math.isfinite(score):
+                raise InvalidEvaluationError(f"{where} returned a non-finite score {score!r}")
+            evaluation["score"] = float(score)
+        return evaluation

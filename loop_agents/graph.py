@@ -1,0 +1,306 @@
+"""`create_loop_agent`: the two-node graph that calls an agent until an evaluator is satisfied.
+
+```
+START -> invoke_agent -> evaluate --(continue)--> invoke_agent
+                                 \\--(stop)------> END
+```
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any, cast
+
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.store.base import BaseStore
+from langgraph.types import Checkpointer, Overwrite
+
+from loop_agents._agent import AgentCaller, AgentLike, answer_of, usage, with_fresh_ids
+from loop_agents._evaluation import EvaluatorCaller, Evaluator
+from loop_agents.feedback import feedback_message
+from loop_agents.state import (
+    IterationRecord,
+    LoopContext,
+    LoopEvaluation,
+    LoopInput,
+    LoopOutput,
+    LoopState,
+    StopReason,
+)
+
+STEPS_PER_ITERATION = 2
+"""LangGraph steps one iteration takes: ``invoke_agent`` then ``evaluate``."""
+
+
+def _check_max_iterations(max_iterations: object) -> int:
+    if isinstance(max_iterations, bool) or not isinstance(max_iterations, int):
+        raise TypeError(
+            f"max_iterations must be an int >= 1; got {type(max_iterations).__name__} "
+            f"{max_iterations!r}"
+        )
+    if max_iterations < 1:
+        raise ValueError(
+            f"max_iterations must be >= 1 (the agent is called at least once); "
+            f"got {max_iterations}"
+        )
+    return max_iterations
+
+
+class _LoopNodes:
+    """The loop's node functions, bound to one agent, one evaluator and one cap."""
+
+    def __init__(self, agent: AgentLike, evaluator: Evaluator, max_iterations: int) -> None:
+        self.agent = AgentCaller(agent)
+        self.evaluator = EvaluatorCaller(evaluator)
+        self.max_iterations = max_iterations
+
+    # -- invoke_agent -------------------------------------------------------------
+
+    def invoke_agent(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
+        updates, history = _start_iteration(state)
+        started = time.perf_counter()
+        produced = self.agent.invoke(history, config)
+        return _agent_updates(updates, history, produced, time.perf_counter() - started)
+
+    async def ainvoke_agent(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
+        updates, history = _start_iteration(state)
+        started = time.perf_counter()
+        produced = await self.agent.ainvoke(history, config)
+        return _agent_updates(updates, history, produced, time.perf_counter() - started)
+
+    # -- evaluate -----------------------------------------------------------------
+
+    def evaluate(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
+        context = _context(state)
+        started = time.perf_counter()
+        evaluation = self.evaluator.invoke(context, config)
+        return self._evaluation_updates(state, evaluation, time.perf_counter() - started)
+
+    async def aevaluate(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
+        context = _context(state)
+        started = time.perf_counter()
+        evaluation = await self.evaluator.ainvoke(context, config)
+        return self._evaluation_updates(state, evaluation, time.perf_counter() - started)
+
+    def _evaluation_updates(
+        self, state: LoopState, evaluation: LoopEvaluation, seconds: float
+    ) -> dict[str, Any]:
+        iteration = state.get("iteration", 0)
+        text = evaluation.get("feedback", "")
+        reason = self._stop_reason(state, evaluation)
+        agent_run = state.get("agent_run") or {
+            "seconds": 0.0,
+            "input_tokens": 0,
+            "output_tokens": 0,
+        }
+        record: IterationRecord = {
+            "iteration": iteration,
+            "answer": state["last_response"],
+            "stop": evaluation["stop"],
+            "feedback": text,
+            "score": evaluation.get("score"),
+            "evaluator": self.evaluator.name,
+            "agent_seconds": agent_run["seconds"],
+            "evaluation_seconds": seconds,
+            "input_tokens": agent_run["input_tokens"],
+            "output_tokens": agent_run["output_tokens"],
+        }
+        updates: dict[str, Any] = {
+            "stop": evaluation["stop"],
+            "feedback": [text],
+            "records": [record],
+            "stop_reason": reason,
+        }
+        if reason is None:
+            updates["messages"] = [feedback_message(text, iteration=iteration)]
+        return updates
+
+    def _stop_reason(self, state: LoopState, evaluation: LoopEvaluation) -> StopReason | None:
+        if evaluation["stop"]:
+            return "accepted"
+        if state.get("iteration", 0) >= self.max_iterations:
+            return "max_iterations"
+        remaining = state.get("remaining_steps")
+        if remaining is not None and remaining <= STEPS_PER_ITERATION:
+            return "recursion_limit"
+        return None
+
+
+def route(state: LoopState) -> str:
+    """Go back to the agent unless the evaluate node recorded why the loop ends."""
+    return END if state.get("stop_reason") else "invoke_agent"
+
+
+def _start_iteration(state: LoopState) -> tuple[dict[str, Any], list[AnyMessage]]:
+    """The updates that open an iteration, and the messages the agent is sent.
+
+    The first iteration of a loop fixes ``init_messages``. A loop that already ended on
+    this thread (``stop_reason`` set) is followed by a new one: its counters restart and
+    the conversation in ``messages`` is kept.
+    """
+    messages = list(state.get("messages") or [])
+    previous_done = state.get("stop_reason") is not None
+    if not previous_done and state.get("iteration", 0) > 0:
+        return {"iteration": 1}, messages
+    init = _initial_messages(state, messages, previous_done)
+    updates: dict[str, Any] = {
+        "init_messages": init,
+        "loop_init_ids": [cast(str, m.id) for m in init],
+        "stop_reason": None,
+    }
+    if previous_done:
+        updates |= {
+            "iteration": Overwrite(1),
+            "feedback": Overwrite([]),
+            "records": Overwrite([]),
+            "stop": False,
+        }
+    else:
+        updates["iteration"] = 1
+    if not messages:
+        updates["messages"] = init
+        messages = list(init)
+    return updates, messages
+
+
+def _initial_messages(
+    state: LoopState, messages: list[AnyMessage], previous_done: bool
+) -> list[AnyMessage]:
+    given = list(state.get("init_messages") or [])
+    if previous_done:
+        recorded = state.get("loop_init_ids") or []
+        if not given or [m.id for m in given] == recorded:
+            given = _after_previous_answer(messages, state.get("last_response"))
+    elif not given:
+        given = messages
+    if not given:
+        raise ValueError(
+            "a loop needs a request to start from: pass {'messages': [HumanMessage(...)]} "
+            "(or the seed form {'init_messages': [...], 'messages': [...]}) with at least "
+            "one message"
+        )
+    return with_fresh_ids(given, ()) if any(m.id is None for m in given) else given
+
+
+def _after_previous_answer(
+    messages: Sequence[AnyMessage], answer: AIMessage | None
+) -> list[AnyMessage]:
+    ids = [m.id for m in messages]
+    if answer is not None and answer.id in ids:
+        return list(messages[ids.index(answer.id) + 1 :])
+    last_ai = max((i for i, m in enumerate(messages) if isinstance(m, AIMessage)), default=-1)
+    return list(messages[last_ai + 1 :])
+
+
+def _agent_updates(
+    updates: dict[str, Any],
+    history: list[AnyMessage],
+    produced: list[AnyMessage],
+    seconds: float,
+) -> dict[str, Any]:
+    produced = with_fresh_ids(produced, history)
+    tokens_in, tokens_out = usage(produced)
+    new_messages = [*updates.get("messages", []), *produced]
+    return updates | {
+        "messages": new_messages,
+        "last_response": answer_of(produced),
+        "agent_run": {"seconds": seconds, "input_tokens": tokens_in, "output_tokens": tokens_out},
+    }
+
+
+def _context(state: LoopState) -> LoopContext:
+    feedback = list(state.get("feedback") or [])
+    return {
+        "iteration": state.get("iteration", 0),
+        "init_messages": list(state.get("init_messages") or []),
+        "last_response": state["last_response"],
+        "feedback": feedback,
+        "messages": list(state.get("messages") or []),
+    }
+
+
+def create_loop_agent(
+    agent: AgentLike,
+    evaluator: Evaluator,
+    max_iterations: int = 100,
+    *,
+    name: str = "loop_agent",
+    checkpointer: Checkpointer = None,
+    store: BaseStore | None = None,
+) -> CompiledStateGraph[LoopState, None, LoopInput, LoopOutput]:
+    """Build a loop agent: call ``agent``, let ``evaluator`` judge, repeat until accepted.
+
+    The result is a compiled LangGraph graph with two nodes, ``invoke_agent`` and
+    ``evaluate``. Each iteration the agent is sent the whole conversation (the request,
+    its earlier answers and the feedback on them); its answer is appended to
+    ``messages`` and the evaluator is given a `LoopContext`. When the evaluator returns
+    ``stop=False`` its feedback is appended as a user turn and the agent tries again;
+    the loop ends when the evaluator says stop or after ``max_iterations`` answers.
+
+    Args:
+        agent: What produces the answers. A compiled graph with a ``messages`` key
+            (e.g. ``create_agent(...)``) is given ``{"messages": [...]}``; a chat model,
+            any other ``Runnable`` or a plain sync or async function is given the list
+            of messages and may return an ``AIMessage``, a string, or a mapping with
+            ``messages``. Everything it produced is appended; its last AI message is
+            the answer.
+        evaluator: A sync or async function of `LoopContext` returning a
+            `LoopEvaluation` (``stop``, ``feedback``, optional ``score``).
+        max_iterations: The most times the agent is called in one loop (an int >= 1).
+        name: The graph's name (shown in traces and when nested in a parent graph).
+        checkpointer: A LangGraph checkpointer; with it a loop resumes after an error
+            and a second run on the same thread starts a new loop on the same
+            conversation.
+        store: A LangGraph store, passed to the compiled graph.
+
+    Returns:
+        A compiled ``StateGraph``. Its output has ``messages`` (ending with the
+        accepted or last answer), ``init_messages``, ``iteration``, ``last_response``,
+        ``stop``, ``feedback``, ``stop_reason`` and ``records``.
+
+    Raises:
+        TypeError: ``agent`` or ``evaluator`` cannot be called, or ``max_iterations``
+            is not an int.
+        ValueError: ``max_iterations`` is below 1.
+
+    Example:
+        ```python
+        from langchain.agents import create_agent
+        from langchain_core.messages import HumanMessage
+        from loop_agents import LoopContext, LoopEvaluation, create_loop_agent
+
+
+        def evaluate(context: LoopContext) -> LoopEvaluation:
+            text = context["last_response"].text
+            if len(text) <= 280:
+                return {"stop": True}
+            return {"stop": False, "feedback": f"{len(text)} characters; keep it to 280."}
+
+
+        loop = create_loop_agent(create_agent("openai:gpt-5.4-mini"), evaluate, 3)
+        result = loop.invoke({"messages": [HumanMessage("Announce our release.")]})
+        print(result["last_response"].text, result["stop_reason"])
+        ```
+    """
+    max_iterations = _check_max_iterations(max_iterations)
+    nodes = _LoopNodes(agent, evaluator, max_iterations)
+    builder = StateGraph(LoopState, input_schema=LoopInput, output_schema=LoopOutput)
+    builder.add_node(
+        "invoke_agent",
+        RunnableLambda(nodes.invoke_agent, afunc=nodes.ainvoke_agent, name="invoke_agent"),
+    )
+    builder.add_node(
+        "evaluate",
+        RunnableLambda(nodes.evaluate, afunc=nodes.aevaluate, name="evaluate"),
+    )
+    builder.add_edge(START, "invoke_agent")
+    builder.add_edge("invoke_agent", "evaluate")
+    builder.add_conditional_edges("evaluate", route, ["invoke_agent", END])
+    graph = builder.compile(checkpointer=checkpointer, store=store, name=name)
+    return graph.with_config(
+        recursion_limit=STEPS_PER_ITERATION * max_iterations + STEPS_PER_ITERATION + 1
+    )

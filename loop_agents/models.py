@@ -1,0 +1,127 @@
+"""Model settings read from the environment (``.env``), shared by the examples and tools.
+
+| variable | meaning | default |
+| --- | --- | --- |
+| ``OPENAI_API_KEY`` | the API key | none |
+| ``OPENAI_BASE_URL`` | any OpenAI-compatible server (llama.cpp, vLLM, a proxy) | OpenAI |
+| ``LOOP_AGENTS_MODEL`` | the model name | ``gpt-5.4-mini`` |
+| ``LOOP_AGENTS_STRUCTURED_OUTPUT`` | ``json_schema``, ``function_calling`` or ``json_mode`` | ``json_schema`` |
+| ``LOOP_AGENTS_MAX_TOKENS`` | a cap on each answer's length, in tokens | no cap |
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, cast, get_args
+
+from langchain_openai import ChatOpenAI
+
+StructuredOutputMethod = Literal["json_schema", "function_calling", "json_mode"]
+
+DEFAULT_MODEL = "gpt-5.4-mini"
+NO_KEY_PLACEHOLDER = "not-needed"
+"""The API key sent to a server at ``OPENAI_BASE_URL`` when no key is set."""
+
+
+class SettingsError(ValueError):
+    """A model setting is missing or malformed."""
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    """Where the model is and how to talk to it.
+
+    Attributes:
+        api_key: ``OPENAI_API_KEY``.
+        base_url: ``OPENAI_BASE_URL``; ``None`` means OpenAI itself.
+        model: ``LOOP_AGENTS_MODEL``.
+        structured_output_method: ``LOOP_AGENTS_STRUCTURED_OUTPUT``; servers such as
+            llama.cpp reject ``json_schema`` and need ``function_calling``.
+        max_tokens: ``LOOP_AGENTS_MAX_TOKENS``; sent as ``max_completion_tokens`` and,
+            for servers at ``base_url`` that ignore it (llama.cpp), as ``max_tokens`` too.
+    """
+
+    api_key: str | None = None
+    base_url: str | None = None
+    model: str = DEFAULT_MODEL
+    structured_output_method: StructuredOutputMethod = "json_schema"
+    max_tokens: int | None = None
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> ModelSettings:
+        """Read the settings from ``environ`` (default: ``os.environ``).
+
+        Raises:
+            SettingsError: a value is malformed; the message names the variable.
+
+        Example:
+            ```python
+            from dotenv import load_dotenv
+
+            load_dotenv()
+            settings = ModelSettings.from_env()
+            composer = settings.chat_model()
+            ```
+        """
+        env = os.environ if environ is None else environ
+        method = env.get("LOOP_AGENTS_STRUCTURED_OUTPUT", "").strip() or "json_schema"
+        if method not in get_args(StructuredOutputMethod):
+            raise SettingsError(
+                f"LOOP_AGENTS_STRUCTURED_OUTPUT={method!r} is not one of "
+                f"{', '.join(get_args(StructuredOutputMethod))}"
+            )
+        raw_cap = env.get("LOOP_AGENTS_MAX_TOKENS", "").strip()
+        max_tokens: int | None = None
+        if raw_cap:
+            try:
+                max_tokens = int(raw_cap)
+            except ValueError:
+                max_tokens = 0
+            if max_tokens < 1:
+                raise SettingsError(
+                    f"LOOP_AGENTS_MAX_TOKENS={raw_cap!r} must be a whole number >= 1 "
+                    f"(or unset for no cap)"
+                )
+        return cls(
+            api_key=env.get("OPENAI_API_KEY", "").strip() or None,
+            base_url=env.get("OPENAI_BASE_URL", "").strip() or None,
+            model=env.get("LOOP_AGENTS_MODEL", "").strip() or DEFAULT_MODEL,
+            structured_output_method=cast(StructuredOutputMethod, method),
+            max_tokens=max_tokens,
+        )
+
+    @property
+    def configured(self) -> bool:
+        """Whether an endpoint is set: an API key, a base URL, or both."""
+        return bool(self.api_key or self.base_url)
+
+    def chat_model(self, **kwargs: Any) -> ChatOpenAI:
+        """A ``ChatOpenAI`` for these settings; ``kwargs`` go to ``ChatOpenAI``.
+
+        Raises:
+            SettingsError: neither ``OPENAI_API_KEY`` nor ``OPENAI_BASE_URL`` is set.
+
+        Example:
+            ```python
+            model = ModelSettings(base_url="http://127.0.0.1:8080/v1").chat_model()
+            ```
+        """
+        if not self.configured:
+            raise SettingsError(
+                "no model endpoint is configured: set OPENAI_API_KEY (for OpenAI) or "
+                "OPENAI_BASE_URL (for an OpenAI-compatible server) in the environment "
+                "or in a .env file; see .env.example"
+            )
+        options: dict[str, Any] = {
+            "model": self.model,
+            "api_key": self.api_key or NO_KEY_PLACEHOLDER,
+        }
+        if self.base_url:
+            options["base_url"] = self.base_url
+        if self.max_tokens is not None:
+            options["max_tokens"] = self.max_tokens
+            if self.base_url:
+                options["extra_body"] = {"max_tokens": self.max_tokens}
+        return ChatOpenAI(**(options | kwargs))

@@ -1,0 +1,136 @@
+"""The loop's state, what an evaluator sees and returns, and the per-iteration record."""
+
+from __future__ import annotations
+
+import operator
+from typing import Annotated, Literal, NotRequired, Required, TypedDict
+
+from langchain_core.messages import AIMessage, AnyMessage
+from langgraph.graph.message import add_messages
+from langgraph.managed import RemainingSteps
+
+StopReason = Literal["accepted", "max_iterations", "recursion_limit"]
+"""Why a loop ended.
+
+- ``accepted``: the evaluator said stop.
+- ``max_iterations``: the agent was called ``max_iterations`` times without acceptance.
+- ``recursion_limit``: the graph's step budget (a parent graph's ``recursion_limit``)
+  had no room for another iteration, so the loop ended cleanly instead of raising.
+"""
+
+
+class LoopContext(TypedDict):
+    """What an evaluator is given after each answer of the agent.
+
+    Attributes:
+        iteration: How many times the agent has answered in this loop (1 after the
+            first answer).
+        init_messages: The messages the loop started from (the request).
+        last_response: The agent's latest answer.
+        feedback: The feedback of earlier evaluations in this loop, oldest first.
+        messages: The whole conversation so far, the latest answer included.
+    """
+
+    iteration: int
+    init_messages: list[AnyMessage]
+    last_response: AIMessage
+    feedback: list[str]
+    messages: list[AnyMessage]
+
+
+class LoopEvaluation(TypedDict):
+    """What an evaluator returns.
+
+    Attributes:
+        stop: ``True`` to accept the answer and end the loop, ``False`` to ask for
+            another attempt.
+        feedback: What the agent should improve. Required (a non-empty string) when
+            ``stop`` is ``False``: it is sent to the agent as the next user turn.
+        score: An optional number describing the answer's quality; it is recorded
+            per iteration.
+    """
+
+    stop: bool
+    feedback: NotRequired[str]
+    score: NotRequired[float]
+
+
+class IterationRecord(TypedDict):
+    """What happened in one iteration of a loop.
+
+    Attributes:
+        iteration: The iteration number, starting at 1.
+        answer: The agent's answer in this iteration.
+        stop: The evaluator's verdict.
+        feedback: The evaluator's feedback ("" when it gave none).
+        score: The evaluator's score, or ``None`` when it gave none.
+        evaluator: The name of the evaluator that decided.
+        agent_seconds: Wall-clock seconds spent in the agent call.
+        evaluation_seconds: Wall-clock seconds spent in the evaluator.
+        input_tokens: Prompt tokens the agent reported (``usage_metadata``), 0 if none.
+        output_tokens: Completion tokens the agent reported, 0 if none.
+    """
+
+    iteration: int
+    answer: AIMessage
+    stop: bool
+    feedback: str
+    score: float | None
+    evaluator: str
+    agent_seconds: float
+    evaluation_seconds: float
+    input_tokens: int
+    output_tokens: int
+
+
+class AgentRun(TypedDict):
+    """Measurements of the latest agent call, completed into an `IterationRecord`."""
+
+    seconds: float
+    input_tokens: int
+    output_tokens: int
+
+
+class LoopInput(TypedDict, total=False):
+    """What a loop accepts as input: ``messages``, optionally the seed's ``init_messages``."""
+
+    messages: Required[Annotated[list[AnyMessage], add_messages]]
+    init_messages: list[AnyMessage]
+
+
+class LoopOutput(TypedDict, total=False):
+    """What a loop returns: the public keys of `LoopState`."""
+
+    messages: Required[Annotated[list[AnyMessage], add_messages]]
+    init_messages: list[AnyMessage]
+    iteration: Annotated[int, operator.add]
+    last_response: AIMessage
+    stop: bool
+    feedback: Annotated[list[str], operator.add]
+    stop_reason: StopReason | None
+    records: Annotated[list[IterationRecord], operator.add]
+
+
+class LoopState(LoopOutput, total=False):
+    """The loop's state; the reducers are part of the public contract.
+
+    Attributes:
+        messages: The whole conversation: input, answers, tool traffic and feedback
+            (reducer ``add_messages``).
+        init_messages: The messages the current loop started from.
+        iteration: Agent calls made in the current loop (reducer ``operator.add``).
+        last_response: The agent's latest answer.
+        stop: The evaluator's latest verdict.
+        feedback: Every evaluation's feedback in the current loop, oldest first
+            (reducer ``operator.add``).
+        stop_reason: Why the loop ended; ``None`` while it runs.
+        records: One `IterationRecord` per iteration (reducer ``operator.add``).
+        loop_init_ids: Internal: the ids of ``init_messages`` as the loop recorded
+            them, used to tell a new request from a resumed one. Not in the output.
+        agent_run: Internal: measurements of the latest agent call. Not in the output.
+        remaining_steps: Managed by LangGraph: steps left under the recursion limit.
+    """
+
+    loop_init_ids: list[str]
+    agent_run: AgentRun
+    remaining_steps: RemainingSteps

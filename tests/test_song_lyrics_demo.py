@@ -1,0 +1,129 @@
+"""The Song-lyrics demo end to end: real ChatOpenAI, scripted OpenAI transport."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import song_lyrics
+from prompts import composer_system_message, prompt, reviewer_system_message
+
+from loop_agents import is_feedback
+from loop_agents.models import ModelSettings
+from tests.conftest import ROOT
+from tests.scripted_openai import ScriptedOpenAI, Structured
+
+DRAFT_1 = "【相见欢】\n当年初见斜阳，过横塘。\n一诺轻轻，笑语付疏妆。"
+DRAFT_2 = "【相见欢】\n当年一笑相逢。过淇东。\n布贸无非，来语问深衷。"
+REVIEW_1 = {"score": 70, "feedback": "格律功夫明显欠缺。"}
+REVIEW_2 = {"score": 81, "feedback": "情绪线索尚明。"}
+
+
+@pytest.mark.parametrize("method", ["json_schema", "function_calling"])
+async def test_demo_two_iterations(method, capsys):
+    server = ScriptedOpenAI([DRAFT_1, Structured(REVIEW_1), DRAFT_2, Structured(REVIEW_2)])
+    settings = ModelSettings(api_key="sk-test", structured_output_method=method)
+    result = await song_lyrics.run(settings, http_async_client=server.async_client())
+
+    # transcript: request, draft 1, review 1 as feedback, draft 2 (accepted, no feedback)
+    kinds = [(m.type, m.text) for m in result["messages"]]
+    assert kinds == [
+        ("human", prompt),
+        ("ai", DRAFT_1),
+        ("human", "格律功夫明显欠缺。\n\n综合得分：70"),
+        ("ai", DRAFT_2),
+    ]
+    assert is_feedback(result["messages"][2])
+    assert result["feedback"] == ["格律功夫明显欠缺。\n\n综合得分：70", "情绪线索尚明。\n\n综合得分：81"]
+    assert result["iteration"] == 2
+    assert result["stop_reason"] == "accepted"
+    assert [r["score"] for r in result["records"]] == [70.0, 81.0]
+
+    # four requests: composer, reviewer, composer, reviewer
+    composer_1, review_1, composer_2, review_2 = server.requests
+    assert composer_1["messages"] == [
+        {"role": "system", "content": composer_system_message.content},
+        {"role": "user", "content": prompt},
+    ]
+    assert [m["content"] for m in composer_2["messages"]] == [
+        composer_system_message.content,
+        prompt,
+        DRAFT_1,
+        "格律功夫明显欠缺。\n\n综合得分：70",
+    ]
+    for request, draft in ((review_1, DRAFT_1), (review_2, DRAFT_2)):
+        # the reviewer sees its rubric, the original request and the latest draft only
+        assert [(m["role"], m["content"]) for m in request["messages"]] == [
+            ("system", reviewer_system_message.content),
+            ("user", prompt),
+            ("assistant", draft),
+        ]
+        if method == "json_schema":
+            assert request["response_format"]["type"] == "json_schema"
+            assert "tools" not in request
+        else:
+            assert request["tools"][0]["function"]["name"] == "Review"
+            assert "response_format" not in request
+
+    out = capsys.readouterr().out
+    assert out.count("Ai Message") == 2
+    assert "iterations: 2 of 3" in out
+    assert "scores: #1: 70, #2: 81" in out
+    assert "stopped: the reviewer accepted the ci (score >= 75)" in out
+
+
+async def test_demo_cap_and_token_limit(capsys):
+    server = ScriptedOpenAI(
+        [DRAFT_1, Structured(REVIEW_1)] * 3
+    )
+    settings = ModelSettings(
+        base_url="http://127.0.0.1:9/v1", structured_output_method="function_calling",
+        max_tokens=64,
+    )
+    result = await song_lyrics.run(settings, http_async_client=server.async_client())
+    assert result["iteration"] == 3
+    assert result["stop_reason"] == "max_iterations"
+    assert len(server.requests) == 6
+    for request in server.requests:
+        assert request["max_completion_tokens"] == 64
+        assert request["max_tokens"] == 64  # honoured by llama.cpp-style servers
+    assert "stopped: the cap of 3 iterations was reached" in capsys.readouterr().out
+
+
+def test_demo_without_endpoint_exits_with_instructions(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "LOOP_AGENTS_"))}
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "song_lyrics.py")],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert proc.returncode == 2
+    assert "OPENAI_API_KEY" in proc.stderr
+    assert "OPENAI_BASE_URL" in proc.stderr
+    assert proc.stdout == ""
+
+
+def test_demo_rejects_bad_setting(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "LOOP_AGENTS_"))}
+    env |= {"OPENAI_API_KEY": "sk-test", "LOOP_AGENTS_MAX_TOKENS": "lots"}
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "song_lyrics.py")],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert proc.returncode == 2
+    assert "LOOP_AGENTS_MAX_TOKENS='lots'" in proc.stderr
+
+
+def test_settings_from_env():
+    settings = ModelSettings.from_env(
+        {"OPENAI_BASE_URL": "http://127.0.0.1:8080/v1", "LOOP_AGENTS_MODEL": "smol",
+         "LOOP_AGENTS_STRUCTURED_OUTPUT": "function_calling", "LOOP_AGENTS_MAX_TOKENS": "200"}
+    )
+    assert settings == ModelSettings(
+        None, "http://127.0.0.1:8080/v1", "smol", "function_calling", 200
+    )
+    assert json.dumps(settings.chat_model().extra_body) == '{"max_tokens": 200}'
+    with pytest.raises(ValueError, match="LOOP_AGENTS_STRUCTURED_OUTPUT='xml'"):
+        ModelSettings.from_env({"LOOP_AGENTS_STRUCTURED_OUTPUT": "xml"})
