@@ -6,8 +6,11 @@ and mood of 《卫风·氓》, and review it on a 100-point rubric.
 
 from langchain_core.messages import SystemMessage
 
-composer_system_message = SystemMessage(content="你是一个精通宋词创作的智能体，负责根据提供的主题、意境和评估反馈以词牌名**相见欢**创作一首词")
-reviewer_system_message = SystemMessage(content="""\
+composer_system_message = SystemMessage(
+    content="你是一个精通宋词创作的智能体，负责根据提供的主题、意境和评估反馈以词牌名**相见欢**创作一首词"
+)
+reviewer_system_message = SystemMessage(
+    content="""\
 你是一个深谙古典文化和诗词的文化大家，请按照如下的标准对创作的这首词进行评价。评语保持500字以内，尽可能简洁。
 
 1. 格律规范 (Metrical Accuracy) —— 30分
@@ -38,7 +41,8 @@ reviewer_system_message = SystemMessage(content="""\
 
 - 情感共鸣（10分）：词中所表达的悲欢离合、家国情怀或羁旅之思是否真挚饱满。
 - 陈词翻新（10分）：是否只会堆砌**愁**、**泪**等陈词滥调。优秀的词作应当在传统框架下有独特的视角或新颖的构思。
-""")
+"""
+)
 
 prompt = """\
 基于如下这首《卫风·氓》的背景和情感基调，创作**一首**宋词。

@@ -21,10 +21,10 @@ from langchain_core.messages import AnyMessage, HumanMessage
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from prompts import composer_system_message, prompt, reviewer_system_message  # noqa: E402
+from prompts import composer_system_message, prompt, reviewer_system_message
 
-from loop_agents import LoopContext, LoopEvaluation, LoopOutput, create_loop_agent  # noqa: E402
-from loop_agents.models import ModelSettings, SettingsError  # noqa: E402
+from loop_agents import LoopContext, LoopEvaluation, LoopOutput, create_loop_agent
+from loop_agents.models import ModelSettings, SettingsError
 
 PASS_SCORE = 75
 MAX_ITERATIONS = 3

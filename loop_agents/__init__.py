@@ -13,6 +13,7 @@ Example:
 
     loop = create_loop_agent(agent, evaluate, max_iterations=3)
     ```
+
 """
 
 from loop_agents._agent import AgentLike

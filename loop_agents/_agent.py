@@ -30,9 +30,7 @@ AgentFunction: TypeAlias = Callable[[list[AnyMessage]], Any]
 AgentLike: TypeAlias = Runnable[Any, Any] | AgentFunction
 """Anything `create_loop_agent` accepts as the agent."""
 
-ACCEPTED = (
-    "an AIMessage, a string, or a mapping with a 'messages' list that contains an AIMessage"
-)
+ACCEPTED = "an AIMessage, a string, or a mapping with a 'messages' list that contains an AIMessage"
 
 
 def describe(obj: object) -> str:
@@ -40,7 +38,7 @@ def describe(obj: object) -> str:
     name = getattr(obj, "name", None)
     if isinstance(name, str) and name:
         return name
-    for attr in ("__qualname__", "__name__"):
+    for attr in ("__name__", "__qualname__"):
         value = getattr(obj, attr, None)
         if isinstance(value, str):
             return value
@@ -110,17 +108,13 @@ class AgentCaller:
                 )
         return self.new_messages(messages, result)
 
-    async def ainvoke(
-        self, messages: list[AnyMessage], config: RunnableConfig
-    ) -> list[AnyMessage]:
+    async def ainvoke(self, messages: list[AnyMessage], config: RunnableConfig) -> list[AnyMessage]:
         """Call the agent asynchronously; return the new messages, the answer last."""
         if self._is_runnable:
             runnable = cast(Runnable[Any, Any], self.agent)
             result = await runnable.ainvoke(self._input(messages), config)
         elif self._is_async_function:
-            result = await cast(Callable[[list[AnyMessage]], Awaitable[Any]], self.agent)(
-                messages
-            )
+            result = await cast(Callable[[list[AnyMessage]], Awaitable[Any]], self.agent)(messages)
         else:
             func = cast(AgentFunction, self.agent)
             result = await run_in_executor(config, func, messages)
@@ -133,6 +127,7 @@ class AgentCaller:
 
         Raises:
             TypeError: when the result holds no answer (see `ACCEPTED`).
+
         """
         if isinstance(result, str):
             return [AIMessage(content=result)]
@@ -141,15 +136,12 @@ class AgentCaller:
         elif isinstance(result, Mapping) and isinstance(result.get("messages"), list):
             produced = _produced_by_call(sent, result["messages"], self.name)
         else:
-            raise TypeError(
-                f"agent {self.name!r} returned {_shape(result)}; expected {ACCEPTED}"
-            )
+            raise TypeError(f"agent {self.name!r} returned {_shape(result)}; expected {ACCEPTED}")
         produced = [_as_message(m) for m in produced]
         if not any(isinstance(m, AIMessage) for m in produced):
             kinds = ", ".join(type(m).__name__ for m in produced) or "no new messages"
             raise TypeError(
-                f"agent {self.name!r} returned {kinds} but no AIMessage answer; "
-                f"expected {ACCEPTED}"
+                f"agent {self.name!r} returned {kinds} but no AIMessage answer; expected {ACCEPTED}"
             )
         return produced
 
@@ -192,9 +184,7 @@ def _close(awaitable: Any) -> None:
         close()
 
 
-def with_fresh_ids(
-    produced: list[AnyMessage], history: Sequence[AnyMessage]
-) -> list[AnyMessage]:
+def with_fresh_ids(produced: list[AnyMessage], history: Sequence[AnyMessage]) -> list[AnyMessage]:
     """Give a new id to every produced message whose id is already used.
 
     ``add_messages`` replaces a message that has the same id as an earlier one; caches

@@ -64,13 +64,9 @@ class EvaluatorCaller:
     async def ainvoke(self, context: LoopContext, config: RunnableConfig) -> LoopEvaluation:
         """Evaluate asynchronously; sync evaluators run in an executor thread."""
         if self._is_runnable:
-            result = await cast(Runnable[LoopContext, Any], self.evaluator).ainvoke(
-                context, config
-            )
+            result = await cast(Runnable[LoopContext, Any], self.evaluator).ainvoke(context, config)
         elif self.is_async:
-            result = await cast(Callable[[LoopContext], Awaitable[Any]], self.evaluator)(
-                context
-            )
+            result = await cast(Callable[[LoopContext], Awaitable[Any]], self.evaluator)(context)
         else:
             func = cast(Callable[[LoopContext], Any], self.evaluator)
             result = await run_in_executor(config, func, context)
@@ -89,6 +85,7 @@ class EvaluatorCaller:
 
         Raises:
             InvalidEvaluationError: naming the evaluator, the iteration and the problem.
+
         """
         where = f"evaluator {self.name!r} at iteration {iteration}"
         if not isinstance(result, Mapping):

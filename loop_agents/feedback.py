@@ -24,6 +24,7 @@ def feedback_message(text: str, *, iteration: int) -> HumanMessage:
         message = feedback_message("Too long.", iteration=1)
         assert is_feedback(message)
         ```
+
     """
     return HumanMessage(content=text, additional_kwargs={FEEDBACK_KEY: {"iteration": iteration}})
 
@@ -35,6 +36,7 @@ def is_feedback(message: BaseMessage) -> bool:
         ```python
         user_turns = [m for m in result["messages"] if m.type == "human" and not is_feedback(m)]
         ```
+
     """
     return isinstance(message, HumanMessage) and FEEDBACK_KEY in message.additional_kwargs
 

@@ -1,8 +1,8 @@
-"""`create_loop_agent`: the two-node graph that calls an agent until an evaluator is satisfied.
+r"""`create_loop_agent`: the two-node graph that calls an agent until an evaluator is satisfied.
 
 ```
 START -> invoke_agent -> evaluate --(continue)--> invoke_agent
-                                 \\--(stop)------> END
+                                 \--(stop)------> END
 ```
 """
 
@@ -12,7 +12,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, cast
 
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langchain_core.messages import AIMessage, AnyMessage
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
@@ -20,7 +20,7 @@ from langgraph.store.base import BaseStore
 from langgraph.types import Checkpointer, Overwrite
 
 from loop_agents._agent import AgentCaller, AgentLike, answer_of, usage, with_fresh_ids
-from loop_agents._evaluation import EvaluatorCaller, Evaluator
+from loop_agents._evaluation import Evaluator, EvaluatorCaller
 from loop_agents.feedback import feedback_message
 from loop_agents.state import (
     IterationRecord,
@@ -44,8 +44,7 @@ def _check_max_iterations(max_iterations: object) -> int:
         )
     if max_iterations < 1:
         raise ValueError(
-            f"max_iterations must be >= 1 (the agent is called at least once); "
-            f"got {max_iterations}"
+            f"max_iterations must be >= 1 (the agent is called at least once); got {max_iterations}"
         )
     return max_iterations
 
@@ -285,6 +284,7 @@ def create_loop_agent(
         result = loop.invoke({"messages": [HumanMessage("Announce our release.")]})
         print(result["last_response"].text, result["stop_reason"])
         ```
+
     """
     max_iterations = _check_max_iterations(max_iterations)
     nodes = _LoopNodes(agent, evaluator, max_iterations)

@@ -1,12 +1,12 @@
 """Model settings read from the environment (``.env``), shared by the examples and tools.
 
-| variable | meaning | default |
-| --- | --- | --- |
-| ``OPENAI_API_KEY`` | the API key | none |
-| ``OPENAI_BASE_URL`` | any OpenAI-compatible server (llama.cpp, vLLM, a proxy) | OpenAI |
-| ``LOOP_AGENTS_MODEL`` | the model name | ``gpt-5.4-mini`` |
-| ``LOOP_AGENTS_STRUCTURED_OUTPUT`` | ``json_schema``, ``function_calling`` or ``json_mode`` | ``json_schema`` |
-| ``LOOP_AGENTS_MAX_TOKENS`` | a cap on each answer's length, in tokens | no cap |
+- ``OPENAI_API_KEY``: the API key.
+- ``OPENAI_BASE_URL``: any OpenAI-compatible server (llama.cpp, vLLM, a proxy);
+  unset means OpenAI.
+- ``LOOP_AGENTS_MODEL``: the model name (default ``gpt-5.4-mini``).
+- ``LOOP_AGENTS_STRUCTURED_OUTPUT``: ``json_schema`` (default), ``function_calling``
+  or ``json_mode``.
+- ``LOOP_AGENTS_MAX_TOKENS``: a cap on each answer's length, in tokens (default: none).
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ class ModelSettings:
             llama.cpp reject ``json_schema`` and need ``function_calling``.
         max_tokens: ``LOOP_AGENTS_MAX_TOKENS``; sent as ``max_completion_tokens`` and,
             for servers at ``base_url`` that ignore it (llama.cpp), as ``max_tokens`` too.
+
     """
 
     api_key: str | None = None
@@ -64,6 +65,7 @@ class ModelSettings:
             settings = ModelSettings.from_env()
             composer = settings.chat_model()
             ```
+
         """
         env = os.environ if environ is None else environ
         method = env.get("LOOP_AGENTS_STRUCTURED_OUTPUT", "").strip() or "json_schema"
@@ -107,6 +109,7 @@ class ModelSettings:
             ```python
             model = ModelSettings(base_url="http://127.0.0.1:8080/v1").chat_model()
             ```
+
         """
         if not self.configured:
             raise SettingsError(

@@ -29,6 +29,7 @@ class LoopContext(TypedDict):
         last_response: The agent's latest answer.
         feedback: The feedback of earlier evaluations in this loop, oldest first.
         messages: The whole conversation so far, the latest answer included.
+
     """
 
     iteration: int
@@ -48,6 +49,7 @@ class LoopEvaluation(TypedDict):
             ``stop`` is ``False``: it is sent to the agent as the next user turn.
         score: An optional number describing the answer's quality; it is recorded
             per iteration.
+
     """
 
     stop: bool
@@ -69,6 +71,7 @@ class IterationRecord(TypedDict):
         evaluation_seconds: Wall-clock seconds spent in the evaluator.
         input_tokens: Prompt tokens the agent reported (``usage_metadata``), 0 if none.
         output_tokens: Completion tokens the agent reported, 0 if none.
+
     """
 
     iteration: int
@@ -129,6 +132,7 @@ class LoopState(LoopOutput, total=False):
             them, used to tell a new request from a resumed one. Not in the output.
         agent_run: Internal: measurements of the latest agent call. Not in the output.
         remaining_steps: Managed by LangGraph: steps left under the recursion limit.
+
     """
 
     loop_init_ids: list[str]

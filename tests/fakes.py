@@ -65,7 +65,9 @@ class FakeChat(GenericFakeChatModel):
         self.messages = iter([message])
         return super()._generate(messages, stop, run_manager, **kwargs)
 
-    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Runnable[LanguageModelInput, AIMessage]:
+    def bind_tools(
+        self, tools: Sequence[Any], **kwargs: Any
+    ) -> Runnable[LanguageModelInput, AIMessage]:
         """Accept tools (the answers decide whether a tool is called)."""
         return self
 

@@ -102,9 +102,7 @@ class ScriptedOpenAI:
         return {"role": "assistant", "content": arguments}
 
 
-def _sse(
-    completion_id: str, model: str, message: dict[str, Any], usage: dict[str, int]
-) -> bytes:
+def _sse(completion_id: str, model: str, message: dict[str, Any], usage: dict[str, int]) -> bytes:
     def event(delta: dict[str, Any], finish: str | None = None) -> str:
         chunk = {
             "id": completion_id,

@@ -37,7 +37,10 @@ async def test_demo_two_iterations(method, capsys):
         ("ai", DRAFT_2),
     ]
     assert is_feedback(result["messages"][2])
-    assert result["feedback"] == ["格律功夫明显欠缺。\n\n综合得分：70", "情绪线索尚明。\n\n综合得分：81"]
+    assert result["feedback"] == [
+        "格律功夫明显欠缺。\n\n综合得分：70",
+        "情绪线索尚明。\n\n综合得分：81",
+    ]
     assert result["iteration"] == 2
     assert result["stop_reason"] == "accepted"
     assert [r["score"] for r in result["records"]] == [70.0, 81.0]
@@ -76,11 +79,10 @@ async def test_demo_two_iterations(method, capsys):
 
 
 async def test_demo_cap_and_token_limit(capsys):
-    server = ScriptedOpenAI(
-        [DRAFT_1, Structured(REVIEW_1)] * 3
-    )
+    server = ScriptedOpenAI([DRAFT_1, Structured(REVIEW_1)] * 3)
     settings = ModelSettings(
-        base_url="http://127.0.0.1:9/v1", structured_output_method="function_calling",
+        base_url="http://127.0.0.1:9/v1",
+        structured_output_method="function_calling",
         max_tokens=64,
     )
     result = await song_lyrics.run(settings, http_async_client=server.async_client())
@@ -97,7 +99,12 @@ def test_demo_without_endpoint_exits_with_instructions(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "LOOP_AGENTS_"))}
     proc = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "song_lyrics.py")],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False,
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert proc.returncode == 2
     assert "OPENAI_API_KEY" in proc.stderr
@@ -110,7 +117,12 @@ def test_demo_rejects_bad_setting(tmp_path):
     env |= {"OPENAI_API_KEY": "sk-test", "LOOP_AGENTS_MAX_TOKENS": "lots"}
     proc = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "song_lyrics.py")],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False,
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert proc.returncode == 2
     assert "LOOP_AGENTS_MAX_TOKENS='lots'" in proc.stderr
@@ -118,8 +130,12 @@ def test_demo_rejects_bad_setting(tmp_path):
 
 def test_settings_from_env():
     settings = ModelSettings.from_env(
-        {"OPENAI_BASE_URL": "http://127.0.0.1:8080/v1", "LOOP_AGENTS_MODEL": "smol",
-         "LOOP_AGENTS_STRUCTURED_OUTPUT": "function_calling", "LOOP_AGENTS_MAX_TOKENS": "200"}
+        {
+            "OPENAI_BASE_URL": "http://127.0.0.1:8080/v1",
+            "LOOP_AGENTS_MODEL": "smol",
+            "LOOP_AGENTS_STRUCTURED_OUTPUT": "function_calling",
+            "LOOP_AGENTS_MAX_TOKENS": "200",
+        }
     )
     assert settings == ModelSettings(
         None, "http://127.0.0.1:8080/v1", "smol", "function_calling", 200

@@ -1,0 +1,40 @@
+# The README's commands. Each creates the virtual environment it needs on first use.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+EXTRAS ?= dev
+
+.PHONY: venv demo test test-fast lint format clean
+
+$(VENV)/.installed-$(EXTRAS): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[$(EXTRAS)]"
+	touch $@
+
+venv: $(VENV)/.installed-$(EXTRAS)
+
+## demo: run the Song-lyrics demo (reads .env; see .env.example)
+demo: venv
+	$(PY) examples/song_lyrics.py
+
+## test: run the whole test suite
+test: venv
+	$(PY) -m pytest
+
+## test-fast: the offline tests only (no real servers)
+test-fast: venv
+	$(PY) -m pytest -m "not slow"
+
+## lint: ruff and mypy (strict)
+lint: venv
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	$(PY) -m mypy
+
+format: venv
+	$(PY) -m ruff check --fix .
+	$(PY) -m ruff format .
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
