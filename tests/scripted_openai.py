@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterable
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import httpx
@@ -44,6 +47,40 @@ class ScriptedOpenAI:
 
     def client(self) -> httpx.Client:
         return httpx.Client(transport=self.transport(), base_url="https://scripted.invalid")
+
+    @contextmanager
+    def serve(self) -> Iterator[str]:
+        """Serve the script over real HTTP on a free loopback port; yield the base URL.
+
+        For programs in a subprocess, which reach it through ``OPENAI_BASE_URL``.
+        """
+        script = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length", 0))
+                request = httpx.Request(
+                    "POST", f"http://127.0.0.1{self.path}", content=self.rfile.read(length)
+                )
+                response = script._handle(request)
+                self.send_response(response.status_code)
+                self.send_header("content-type", response.headers["content-type"])
+                self.send_header("content-length", str(len(response.content)))
+                self.end_headers()
+                self.wfile.write(response.content)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+        finally:
+            server.shutdown()
+            server.server_close()
+            thread.join(timeout=5)
 
     def _handle(self, request: httpx.Request) -> httpx.Response:
         if not request.url.path.endswith("/chat/completions"):
