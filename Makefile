@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 EXTRAS ?= dev
 
-.PHONY: venv demo test test-fast lint format clean
+.PHONY: venv demo serve test test-fast lint format clean
 
 $(VENV)/.installed-$(EXTRAS): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,6 +17,11 @@ venv: $(VENV)/.installed-$(EXTRAS)
 ## demo: run the Song-lyrics demo (reads .env; see .env.example)
 demo: venv
 	$(PY) examples/song_lyrics.py
+
+## serve: serve langgraph.json's graphs on LangGraph's in-memory dev server (PORT=2024)
+PORT ?= 2024
+serve: venv
+	LANGGRAPH_CLI_NO_ANALYTICS=1 $(VENV)/bin/langgraph dev --no-browser --host 127.0.0.1 --port $(PORT)
 
 ## test: run the whole test suite
 test: venv

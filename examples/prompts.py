@@ -1,75 +1,9 @@
 """The Song-lyrics demo's prompts: the composer's and reviewer's system messages and the request.
 
-The texts are the article's, verbatim: compose a ci to the tune 相见欢 from the background
-and mood of 《卫风·氓》, and review it on a 100-point rubric.
+The texts are the article's, verbatim (see `loop_agents.demos.prompts`, where they live);
+this module lets programs next to it, such as the article's own, ``from prompts import ...``.
 """
 
-from langchain_core.messages import SystemMessage
+from loop_agents.demos.prompts import composer_system_message, prompt, reviewer_system_message
 
-composer_system_message = SystemMessage(
-    content="你是一个精通宋词创作的智能体，负责根据提供的主题、意境和评估反馈以词牌名**相见欢**创作一首词"
-)
-reviewer_system_message = SystemMessage(
-    content="""\
-你是一个深谙古典文化和诗词的文化大家，请按照如下的标准对创作的这首词进行评价。评语保持500字以内，尽可能简洁。
-
-1. 格律规范 (Metrical Accuracy) —— 30分
-
-检测AI生成的词是否真正符合该词牌的“说明书”。
-
-- 词牌结构（20分）：总字数、分片、每句的字数长短必须与词牌名保持一致。
-- 平仄规范（5分）：关键位置的平仄（平声、仄声）必须严格符合词牌要求。
-- 押韵规则（5分）：检查是否在规定位置押韵，是否混淆了平仄韵，有无出韵。
-
-2. 意境创设 (Imagery & Conception) —— 30分
-
-评估词作是否具备古典美感，是否能画出**画面感**。
-
-- 意象选用（15分）：是否恰当使用了符合古典美学的意象。意象之间是否逻辑自洽，没有现代感违和物。
-- 流派风格（15分）：整体意境的深远程度。
-
-3. 语言艺术 (Linguistic Artistry) —— 20分
-
-评估遣词造句的功底和文字的流畅度。
-
-- 用词典雅（10分）：遣词造句需有**词味**，杜绝使用现代大白话或过于生硬的拼凑词。
-- 对仗与过片（10分）：若词牌要求对仗，需检查是否工整；重点评估**过片**（上下片过渡）是否自然流转，有无断层。
-
-4. 情感寄托与创新 (Emotional Depth & Innovation) —— 20分
-
-评估诗词的灵魂，拒绝纯粹的字词堆砌。
-
-- 情感共鸣（10分）：词中所表达的悲欢离合、家国情怀或羁旅之思是否真挚饱满。
-- 陈词翻新（10分）：是否只会堆砌**愁**、**泪**等陈词滥调。优秀的词作应当在传统框架下有独特的视角或新颖的构思。
-"""
-)
-
-prompt = """\
-基于如下这首《卫风·氓》的背景和情感基调，创作**一首**宋词。
-
-原文如下：
-
-氓之蚩蚩，抱布贸丝。匪来贸丝，来即我谋。
-送子涉淇，至于顿丘。匪我愆期，子无良媒。
-将子无怒，秋以为期。
-
-乘彼垝垣，以望复关。不见复关，泣涕涟涟。
-既见复关，载笑载言。尔卜尔筮，体无咎言。
-以尔车来，以我贿迁。
-
-桑之未落，其叶沃若。于嗟鸠兮，无食桑葚！
-于嗟女兮，无与士耽！士之耽兮，犹可说也；
-女之耽兮，不可说也。
-
-桑之落矣，其黄而陨。自我徂尔，三岁食贫。
-淇水汤汤，渐车帷裳。女也不爽，士贰其行。
-士也罔极，二三其德。
-
-三岁为妇，靡室劳矣；夙兴夜寐，靡有朝矣。
-言既遂矣，至于暴怒。兄弟不知，咥其笑矣。
-静言思之，躬自悼矣。
-
-及尔偕老，老使我怨。淇则有岸，隰则有泮。
-总角之宴，言笑晏晏。信誓旦旦，不思其反。
-反是不思，亦已焉哉！
-"""
+__all__ = ["composer_system_message", "prompt", "reviewer_system_message"]

@@ -2,9 +2,14 @@
 
 The composer is a ``create_agent`` agent; the reviewer a ``ChatOpenAI`` with structured
 output into ``Review``. While the score is below 75 the review goes back to the composer,
-at most three times. Settings come from ``.env`` (see ``.env.example``).
+at most three times. Settings come from ``.env`` (see ``.env.example``). The loop is
+streamed to the console: the composer's tokens under ``----Agent----``, each review under
+``----Evaluator----``, a status line per iteration and a summary at the end.
 
-Run it with ``make demo`` or ``python examples/song_lyrics.py``.
+The demo's code lives in `loop_agents.demos.song_lyrics` (so that the ``loop-agents demo
+song-lyrics`` command can run it too); this program runs it with the settings of ``.env``.
+
+Run it with ``make demo``, ``python examples/song_lyrics.py`` or ``loop-agents demo song-lyrics``.
 """
 
 from __future__ import annotations
@@ -12,112 +17,61 @@ from __future__ import annotations
 import asyncio
 import sys
 from pathlib import Path
-from typing import Any, TypedDict
 
 import httpx
 from dotenv import find_dotenv, load_dotenv
-from langchain.agents import create_agent
-from langchain_core.messages import AnyMessage, HumanMessage
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from prompts import composer_system_message, prompt, reviewer_system_message
-
-from loop_agents import LoopContext, LoopEvaluation, LoopOutput, create_loop_agent
+from loop_agents import LoopOutput, local_model
+from loop_agents.demos import song_lyrics as demo
+from loop_agents.demos.song_lyrics import MAX_ITERATIONS, PASS_SCORE, Review, build_loop, verdict
 from loop_agents.models import ModelSettings, SettingsError
 
-PASS_SCORE = 75
-MAX_ITERATIONS = 3
-
-
-class Review(TypedDict):
-    """评估结果"""
-
-    score: int
-    """分数（百分制）"""
-    feedback: str
-    """评语"""
-
-
-def build_loop(
-    settings: ModelSettings, *, http_async_client: httpx.AsyncClient | None = None
-) -> Any:
-    """The composer/reviewer loop of the article, for the given model settings."""
-    client: dict[str, Any] = {}
-    if http_async_client is not None:
-        client["http_async_client"] = http_async_client
-    composer = create_agent(
-        model=settings.chat_model(**client), system_prompt=composer_system_message
-    )
-    reviewer = settings.chat_model(**client).with_structured_output(
-        Review, method=settings.structured_output_method
-    )
-
-    async def evaluate(context: LoopContext) -> LoopEvaluation:
-        messages: list[AnyMessage] = [
-            reviewer_system_message,
-            *context["init_messages"],
-            context["last_response"],
-        ]
-        review: Any = await reviewer.ainvoke(input=messages)
-        return {
-            "stop": review["score"] >= PASS_SCORE,
-            "feedback": review["feedback"] + f"\n\n综合得分：{review['score']}",
-            "score": review["score"],
-        }
-
-    return create_loop_agent(agent=composer, evaluator=evaluate, max_iterations=MAX_ITERATIONS)
-
-
-def verdict(result: LoopOutput) -> str:
-    """A short account of the run: iterations, the score of each try, why it stopped."""
-    records = result.get("records", [])
-    scores = ", ".join(
-        f"#{r['iteration']}: {r['score']:g}" if r["score"] is not None else f"#{r['iteration']}: -"
-        for r in records
-    )
-    reasons = {
-        "accepted": f"the reviewer accepted the ci (score >= {PASS_SCORE})",
-        "max_iterations": f"the cap of {MAX_ITERATIONS} iterations was reached",
-        "recursion_limit": "the graph's recursion limit left no room for another try",
-    }
-    reason = result.get("stop_reason")
-    return "\n".join(
-        [
-            "================================== Verdict ===================================",
-            f"iterations: {result.get('iteration', 0)} of {MAX_ITERATIONS}",
-            f"scores: {scores}",
-            f"stopped: {reasons.get(str(reason), str(reason))}",
-        ]
-    )
+__all__ = ["MAX_ITERATIONS", "PASS_SCORE", "Review", "build_loop", "main", "run", "verdict"]
 
 
 async def run(
     settings: ModelSettings, *, http_async_client: httpx.AsyncClient | None = None
 ) -> LoopOutput:
-    """Run the demo once and print the transcript and the verdict."""
-    agent = build_loop(settings, http_async_client=http_async_client)
-    message = HumanMessage(content=prompt)
-    result: LoopOutput = await agent.ainvoke(
-        input={"init_messages": [message], "messages": [message]}
-    )
-    for item in result["messages"]:
-        item.pretty_print()
-    print(verdict(result))
-    return result
+    """Run the demo once: stream it to the console, then print the verdict."""
+    return await demo.run(settings, http_async_client=http_async_client)
 
 
 def main() -> int:
-    """Entry point: read ``.env``, check the settings, run the loop."""
+    """Entry point: read ``.env``, check the settings, run the loop.
+
+    With neither ``OPENAI_API_KEY`` nor ``OPENAI_BASE_URL`` set, the bundled offline
+    model is used when the ``local`` extra is installed; otherwise the message says how
+    to install it (exit code 2). Nothing is installed here.
+    """
     load_dotenv(find_dotenv(usecwd=True))
     try:
         settings = ModelSettings.from_env()
-        if not settings.configured:
-            settings.chat_model()  # raises SettingsError with what to set
     except SettingsError as exc:
         print(f"song_lyrics: {exc}", file=sys.stderr)
         return 2
+    if not settings.configured:
+        return run_local(settings)
     asyncio.run(run(settings))
+    return 0
+
+
+LOCAL_MAX_TOKENS = 256
+"""Token cap per answer on the offline model (``LOOP_AGENTS_MAX_TOKENS`` overrides it)."""
+
+
+def run_local(settings: ModelSettings) -> int:
+    """Run the demo on the bundled offline model, or explain how to install it (exit 2)."""
+    if not local_model.is_installed():
+        print(f"song_lyrics: {local_model.no_endpoint_message()}", file=sys.stderr)
+        return 2
+    print(local_model.banner(), flush=True)
+    with local_model.LocalModelServer() as server:
+        # function_calling structured output and a max_tokens cap: what llama.cpp honours;
+        # the client bounds the review's strings so its JSON always fits in the cap
+        local = server.settings(max_tokens=settings.max_tokens or LOCAL_MAX_TOKENS)
+        asyncio.run(run(local, http_async_client=server.http_async_client()))
     return 0
 
 

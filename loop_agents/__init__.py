@@ -18,8 +18,44 @@ Example:
 
 from loop_agents._agent import AgentLike
 from loop_agents._evaluation import Evaluator, InvalidEvaluationError
+from loop_agents.checkpoints import (
+    acheckpoint_before_iteration,
+    checkpoint_before_iteration,
+    checkpointed,
+)
+from loop_agents.configurable import LoopSettings, configurable_loop
+from loop_agents.console import LoopConsole, astream_to_console, stream_to_console
+from loop_agents.evaluators import (
+    FormProblem,
+    FormReport,
+    JudgeError,
+    all_of,
+    check_xiangjianhuan,
+    llm_judge,
+    panel,
+    rule,
+    text_rule,
+    xiangjianhuan_form,
+)
+from loop_agents.events import (
+    AgentFinished,
+    EvaluationFinished,
+    IterationStarted,
+    LoopEvent,
+    LoopFinished,
+    is_loop_event,
+)
 from loop_agents.feedback import feedback_message, is_feedback
 from loop_agents.graph import create_loop_agent
+from loop_agents.human import (
+    InvalidReviewError,
+    ReviewDecision,
+    ReviewRequest,
+    human_review,
+    parse_review,
+)
+from loop_agents.output import LoopMessages, OutputMode
+from loop_agents.selection import Selection, selected_iteration_of
 from loop_agents.state import (
     IterationRecord,
     LoopContext,
@@ -29,19 +65,64 @@ from loop_agents.state import (
     LoopState,
     StopReason,
 )
+from loop_agents.stopping import tokens_used
+from loop_agents.timeouts import LoopTimeoutError
+from loop_agents.tool import LoopToolArtifact, loop_as_tool
+from loop_agents.tracing import LoopRole, iteration_config, iteration_of, role_of
 
 __all__ = [
+    "AgentFinished",
     "AgentLike",
+    "EvaluationFinished",
     "Evaluator",
+    "FormProblem",
+    "FormReport",
     "InvalidEvaluationError",
+    "InvalidReviewError",
     "IterationRecord",
+    "IterationStarted",
+    "JudgeError",
+    "LoopConsole",
     "LoopContext",
     "LoopEvaluation",
+    "LoopEvent",
+    "LoopFinished",
     "LoopInput",
+    "LoopMessages",
     "LoopOutput",
+    "LoopRole",
+    "LoopSettings",
     "LoopState",
+    "LoopTimeoutError",
+    "LoopToolArtifact",
+    "OutputMode",
+    "ReviewDecision",
+    "ReviewRequest",
+    "Selection",
     "StopReason",
+    "acheckpoint_before_iteration",
+    "all_of",
+    "astream_to_console",
+    "check_xiangjianhuan",
+    "checkpoint_before_iteration",
+    "checkpointed",
+    "configurable_loop",
     "create_loop_agent",
     "feedback_message",
+    "human_review",
     "is_feedback",
+    "is_loop_event",
+    "iteration_config",
+    "iteration_of",
+    "llm_judge",
+    "loop_as_tool",
+    "panel",
+    "parse_review",
+    "role_of",
+    "rule",
+    "selected_iteration_of",
+    "stream_to_console",
+    "text_rule",
+    "tokens_used",
+    "xiangjianhuan_form",
 ]

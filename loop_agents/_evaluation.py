@@ -93,11 +93,11 @@ class EvaluatorCaller:
                 f"{where} returned {type(result).__name__} {result!r:.60}; expected a "
                 f"LoopEvaluation mapping such as {{'stop': False, 'feedback': '...'}}"
             )
-        unknown = sorted(set(map(str, result)) - {"stop", "feedback", "score"})
+        unknown = sorted(set(map(str, result)) - {"stop", "feedback", "score", "decided_by"})
         if unknown:
             raise InvalidEvaluationError(
                 f"{where} returned unknown keys {unknown}; a LoopEvaluation has 'stop', "
-                f"'feedback' and 'score'"
+                f"'feedback', 'score' and 'decided_by'"
             )
         stop = result.get("stop")
         if not isinstance(stop, bool):
@@ -129,4 +129,14 @@ class EvaluatorCaller:
             if not math.isfinite(score):
                 raise InvalidEvaluationError(f"{where} returned a non-finite score {score!r}")
             evaluation["score"] = float(score)
+        decided_by = result.get("decided_by")
+        if decided_by is not None:
+            if not isinstance(decided_by, list) or not all(
+                isinstance(name, str) for name in decided_by
+            ):
+                raise InvalidEvaluationError(
+                    f"{where} returned 'decided_by'={decided_by!r:.80}; it must be a list "
+                    f"of evaluator names (strings)"
+                )
+            evaluation["decided_by"] = list(decided_by)
         return evaluation

@@ -8,7 +8,8 @@ START -> invoke_agent -> evaluate --(continue)--> invoke_agent
 
 from __future__ import annotations
 
-from langchain_core.runnables import RunnableLambda
+from datetime import timedelta
+
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.store.base import BaseStore
@@ -17,11 +18,15 @@ from langgraph.types import Checkpointer
 from loop_agents._agent import AgentLike
 from loop_agents._evaluation import Evaluator
 from loop_agents.nodes import STEPS_PER_ITERATION, LoopNodes
+from loop_agents.output import OutputMode, check_output_mode, output_schema
+from loop_agents.selection import Selection, check_select
 from loop_agents.state import (
     LoopInput,
     LoopOutput,
     LoopState,
 )
+from loop_agents.stopping import StopPolicy
+from loop_agents.timeouts import RetryPolicies, check_retry_policy, check_timeout, loop_node
 
 
 def _check_max_iterations(max_iterations: object) -> int:
@@ -50,6 +55,16 @@ def create_loop_agent(
     name: str = "loop_agent",
     checkpointer: Checkpointer = None,
     store: BaseStore | None = None,
+    agent_retry_policy: RetryPolicies | None = None,
+    evaluator_retry_policy: RetryPolicies | None = None,
+    agent_timeout: float | timedelta | None = None,
+    evaluator_timeout: float | timedelta | None = None,
+    output_mode: OutputMode = "full_state",
+    select: Selection = "last",
+    patience: int | None = None,
+    min_delta: float = 0.0,
+    token_budget: int | None = None,
+    time_budget: float | timedelta | None = None,
 ) -> CompiledStateGraph[LoopState, None, LoopInput, LoopOutput]:
     """Build a loop agent: call ``agent``, let ``evaluator`` judge, repeat until accepted.
 
@@ -59,6 +74,12 @@ def create_loop_agent(
     ``messages`` and the evaluator is given a `LoopContext`. When the evaluator returns
     ``stop=False`` its feedback is appended as a user turn and the agent tries again;
     the loop ends when the evaluator says stop or after ``max_iterations`` answers.
+
+    While it runs the loop streams the agent's tokens (``stream_mode="messages"``, each
+    with ``loop_iteration`` and ``loop_role`` in its metadata; add ``subgraphs=True`` when
+    the agent is a graph or the loop is nested in one) and typed loop events
+    (``stream_mode="custom"``, see `loop_agents.events`); every agent and evaluator call
+    is a run named ``"iteration N: agent"`` / ``"iteration N: evaluator"`` in traces.
 
     Args:
         agent: What produces the answers. A compiled graph with a ``messages`` key
@@ -70,21 +91,64 @@ def create_loop_agent(
         evaluator: A sync or async function of `LoopContext` returning a
             `LoopEvaluation` (``stop``, ``feedback``, optional ``score``).
         max_iterations: The most times the agent is called in one loop (an int >= 1).
-        name: The graph's name (shown in traces and when nested in a parent graph).
-        checkpointer: A LangGraph checkpointer; with it a loop resumes after an error
-            and a second run on the same thread starts a new loop on the same
-            conversation.
+        name: The graph's name (shown in traces, in the loop events and when nested in
+            a parent graph).
+        checkpointer: A LangGraph checkpointer (``InMemorySaver``, ``SqliteSaver``,
+            ``PostgresSaver`` or their async forms); with it a loop resumes after an
+            error (``invoke(None, config)``) and a second run on the same thread starts
+            a new loop on the same conversation. Resume after a hard kill of the
+            process is exact when the loop is run with ``durability="sync"``.
         store: A LangGraph store, passed to the compiled graph.
+        agent_retry_policy: LangGraph's ``RetryPolicy`` (or a sequence of them, the
+            first whose ``retry_on`` matches applies) for the agent call: attempts,
+            backoff and which errors are retried, e.g.
+            ``RetryPolicy(max_attempts=5, retry_on=openai.RateLimitError)``.
+        evaluator_retry_policy: The same for the evaluation.
+        agent_timeout: A limit, in seconds or as a ``timedelta``, on each agent call.
+            When exceeded the call is cancelled and `LoopTimeoutError` (naming the
+            node, the iteration and the limit) is raised, or retried by
+            ``agent_retry_policy``; with a checkpointer the loop resumes from there.
+            Enforced in the async form only: run the loop with ``ainvoke``/``astream``.
+        evaluator_timeout: The same for each evaluation.
+        output_mode: What the loop returns, to its caller or to a parent graph that
+            has it as a node. ``"full_state"`` (the default): every key listed under
+            Returns. ``"full_history"``: ``messages`` only, the whole transcript with
+            every attempt and its feedback. ``"last_message"``: ``messages`` only, and
+            the loop's attempts and feedback are taken out of it when the loop ends,
+            so a parent gains just the final answer. Choose one of the last two when
+            a parent graph uses the loop's key names (``feedback``, ``iteration``, ...)
+            for values of its own: they then come out of the loop step unchanged.
+        select: Which attempt is the loop's answer. ``"last"`` (the default): the
+            last one. ``"best"``: the one with the highest ``score`` (the later one on
+            a tie; attempts without a score only when none has one); when it is not
+            the last, a copy of it is appended to ``messages`` and becomes
+            ``last_response``. Either way ``selected_iteration`` and
+            ``selected_score`` say which attempt was chosen.
+        patience: Stop with reason ``"plateau"`` after this many scored iterations in
+            a row without improving the best score by at least ``min_delta``;
+            ``None`` (the default) turns the rule off.
+        min_delta: The least gain over the best score so far that counts as an
+            improvement for ``patience`` (default 0: any gain).
+        token_budget: Stop with reason ``"token_budget"`` once the tokens used in
+            this loop, by the agent and by the evaluator (input and output, from
+            ``usage_metadata``), reach this number. Checked after each evaluation.
+        time_budget: Stop with reason ``"time_budget"`` once the loop has run this
+            long (seconds or a ``timedelta``, wall-clock, from the loop's first
+            agent call; the start is kept in the state, so a resumed loop counts
+            from its original start). Checked after each evaluation.
 
     Returns:
         A compiled ``StateGraph``. Its output has ``messages`` (ending with the
         accepted or last answer), ``init_messages``, ``iteration``, ``last_response``,
-        ``stop``, ``feedback``, ``stop_reason`` and ``records``.
+        ``stop``, ``feedback``, ``stop_reason``, ``records``, ``selected_iteration``
+        and ``selected_score``; with ``output_mode="full_history"`` or
+        ``"last_message"``, ``messages`` only.
 
     Raises:
         TypeError: ``agent`` or ``evaluator`` cannot be called, or ``max_iterations``
-            is not an int.
-        ValueError: ``max_iterations`` is below 1.
+            or a stop option has the wrong type.
+        ValueError: ``max_iterations`` is below 1, or a stop or selection option is
+            out of range.
 
     Example:
         ```python
@@ -107,15 +171,39 @@ def create_loop_agent(
 
     """
     max_iterations = _check_max_iterations(max_iterations)
-    nodes = LoopNodes(agent, evaluator, max_iterations)
-    builder = StateGraph(LoopState, input_schema=LoopInput, output_schema=LoopOutput)
+    agent_retry_policy = check_retry_policy("agent_retry_policy", agent_retry_policy)
+    evaluator_retry_policy = check_retry_policy("evaluator_retry_policy", evaluator_retry_policy)
+    agent_limit = check_timeout("agent_timeout", agent_timeout)
+    evaluator_limit = check_timeout("evaluator_timeout", evaluator_timeout)
+    output_mode = check_output_mode(output_mode)
+    policy = StopPolicy.build(
+        max_iterations,
+        patience=patience,
+        min_delta=min_delta,
+        token_budget=token_budget,
+        time_budget=time_budget,
+    )
+    nodes = LoopNodes(
+        agent,
+        evaluator,
+        max_iterations,
+        name=name,
+        output_mode=output_mode,
+        policy=policy,
+        select=check_select(select),
+    )
+    builder = StateGraph(
+        LoopState, input_schema=LoopInput, output_schema=output_schema(output_mode)
+    )
     builder.add_node(
         "invoke_agent",
-        RunnableLambda(nodes.invoke_agent, afunc=nodes.ainvoke_agent, name="invoke_agent"),
+        loop_node("invoke_agent", nodes.invoke_agent, nodes.ainvoke_agent, agent_limit),
+        retry_policy=agent_retry_policy,
     )
     builder.add_node(
         "evaluate",
-        RunnableLambda(nodes.evaluate, afunc=nodes.aevaluate, name="evaluate"),
+        loop_node("evaluate", nodes.evaluate, nodes.aevaluate, evaluator_limit),
+        retry_policy=evaluator_retry_policy,
     )
     builder.add_edge(START, "invoke_agent")
     builder.add_edge("invoke_agent", "evaluate")

@@ -16,7 +16,11 @@ from langgraph.types import Overwrite
 
 from loop_agents._agent import AgentCaller, AgentLike, answer_of, usage, with_fresh_ids
 from loop_agents._evaluation import Evaluator, EvaluatorCaller
+from loop_agents._reporting import LoopReporter
+from loop_agents._usage import counting_tokens
 from loop_agents.feedback import feedback_message
+from loop_agents.output import OutputMode, keep_final_answer
+from loop_agents.selection import Selection, selection_updates
 from loop_agents.state import (
     IterationRecord,
     LoopContext,
@@ -24,6 +28,7 @@ from loop_agents.state import (
     LoopState,
     StopReason,
 )
+from loop_agents.stopping import StopPolicy, wall_clock
 
 STEPS_PER_ITERATION = 2
 """LangGraph steps one iteration takes: ``invoke_agent`` then ``evaluate``."""
@@ -32,26 +37,55 @@ STEPS_PER_ITERATION = 2
 class LoopNodes:
     """The loop's node functions, bound to one agent, one evaluator and one cap."""
 
-    def __init__(self, agent: AgentLike, evaluator: Evaluator, max_iterations: int) -> None:
+    def __init__(
+        self,
+        agent: AgentLike,
+        evaluator: Evaluator,
+        max_iterations: int,
+        *,
+        name: str = "loop_agent",
+        output_mode: OutputMode = "full_state",
+        policy: StopPolicy | None = None,
+        select: Selection = "last",
+    ) -> None:
         self.agent = AgentCaller(agent)
         self.evaluator = EvaluatorCaller(evaluator)
         self.max_iterations = max_iterations
+        self.policy = policy or StopPolicy(max_iterations)
+        self.select = select
+        self.output_mode = output_mode
+        # events on the custom stream; agent/evaluator calls as runs named per iteration
+        self.report = LoopReporter(name, max_iterations)
+        self._call_agent = self.report.traced("agent", self.agent.invoke, self.agent.ainvoke)
+        self._call_evaluator = self.report.traced(
+            "evaluator", self.evaluator.invoke, self.evaluator.ainvoke
+        )
 
     # -- invoke_agent -------------------------------------------------------------
 
     def invoke_agent(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
         """Call the agent (sync) and return the state updates of this iteration."""
         updates, history = _start_iteration(state)
+        iteration = _iteration_number(state, updates)
+        self.report.iteration_started(iteration)
         started = time.perf_counter()
-        produced = self.agent.invoke(history, config)
-        return _agent_updates(updates, history, produced, time.perf_counter() - started)
+        produced = self._call_agent.invoke(history, self.report.config(config, iteration, "agent"))
+        updates = _agent_updates(updates, history, produced, time.perf_counter() - started)
+        self.report.agent_finished(iteration, updates["last_response"], updates["agent_run"])
+        return updates
 
     async def ainvoke_agent(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
         """Call the agent (async) and return the state updates of this iteration."""
         updates, history = _start_iteration(state)
+        iteration = _iteration_number(state, updates)
+        self.report.iteration_started(iteration)
         started = time.perf_counter()
-        produced = await self.agent.ainvoke(history, config)
-        return _agent_updates(updates, history, produced, time.perf_counter() - started)
+        produced = await self._call_agent.ainvoke(
+            history, self.report.config(config, iteration, "agent")
+        )
+        updates = _agent_updates(updates, history, produced, time.perf_counter() - started)
+        self.report.agent_finished(iteration, updates["last_response"], updates["agent_run"])
+        return updates
 
     # -- evaluate -----------------------------------------------------------------
 
@@ -59,22 +93,33 @@ class LoopNodes:
         """Judge the latest answer (sync) and decide whether the loop goes on."""
         context = _context(state)
         started = time.perf_counter()
-        evaluation = self.evaluator.invoke(context, config)
-        return self._evaluation_updates(state, evaluation, time.perf_counter() - started)
+        with counting_tokens() as used:
+            evaluation = self._call_evaluator.invoke(
+                context, self.report.config(config, context["iteration"], "evaluator")
+            )
+        seconds = time.perf_counter() - started
+        return self._evaluation_updates(state, evaluation, seconds, used.totals)
 
     async def aevaluate(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
         """Judge the latest answer (async) and decide whether the loop goes on."""
         context = _context(state)
         started = time.perf_counter()
-        evaluation = await self.evaluator.ainvoke(context, config)
-        return self._evaluation_updates(state, evaluation, time.perf_counter() - started)
+        with counting_tokens() as used:
+            evaluation = await self._call_evaluator.ainvoke(
+                context, self.report.config(config, context["iteration"], "evaluator")
+            )
+        seconds = time.perf_counter() - started
+        return self._evaluation_updates(state, evaluation, seconds, used.totals)
 
     def _evaluation_updates(
-        self, state: LoopState, evaluation: LoopEvaluation, seconds: float
+        self,
+        state: LoopState,
+        evaluation: LoopEvaluation,
+        seconds: float,
+        evaluator_tokens: tuple[int, int] = (0, 0),
     ) -> dict[str, Any]:
         iteration = state.get("iteration", 0)
         text = evaluation.get("feedback", "")
-        reason = self._stop_reason(state, evaluation)
         agent_run = state.get("agent_run") or {
             "seconds": 0.0,
             "input_tokens": 0,
@@ -87,30 +132,43 @@ class LoopNodes:
             "feedback": text,
             "score": evaluation.get("score"),
             "evaluator": self.evaluator.name,
+            "decided_by": evaluation.get("decided_by") or [self.evaluator.name],
             "agent_seconds": agent_run["seconds"],
             "evaluation_seconds": seconds,
             "input_tokens": agent_run["input_tokens"],
             "output_tokens": agent_run["output_tokens"],
+            "evaluator_input_tokens": evaluator_tokens[0],
+            "evaluator_output_tokens": evaluator_tokens[1],
         }
+        records = [*state.get("records", []), record]
+        reason = self._stop_reason(state, evaluation, records)
         updates: dict[str, Any] = {
             "stop": evaluation["stop"],
             "feedback": [text],
             "records": [record],
             "stop_reason": reason,
         }
+        self.report.evaluation_finished(record)
         if reason is None:
             updates["messages"] = [feedback_message(text, iteration=iteration)]
+        else:
+            updates |= selection_updates(records, self.select)
+            self.report.loop_finished(reason, records, updates["selected_iteration"])
+        if reason is not None and self.output_mode == "last_message":
+            updates = keep_final_answer(state, updates)
         return updates
 
-    def _stop_reason(self, state: LoopState, evaluation: LoopEvaluation) -> StopReason | None:
-        if evaluation["stop"]:
-            return "accepted"
-        if state.get("iteration", 0) >= self.max_iterations:
-            return "max_iterations"
+    def _stop_reason(
+        self, state: LoopState, evaluation: LoopEvaluation, records: list[IterationRecord]
+    ) -> StopReason | None:
         remaining = state.get("remaining_steps")
-        if remaining is not None and remaining <= STEPS_PER_ITERATION:
-            return "recursion_limit"
-        return None
+        return self.policy.stop_reason(
+            accepted=evaluation["stop"],
+            iteration=state.get("iteration", 0),
+            records=records,
+            started_at=state.get("started_at"),
+            out_of_steps=remaining is not None and remaining <= STEPS_PER_ITERATION,
+        )
 
 
 def _start_iteration(state: LoopState) -> tuple[dict[str, Any], list[AnyMessage]]:
@@ -129,6 +187,9 @@ def _start_iteration(state: LoopState) -> tuple[dict[str, Any], list[AnyMessage]
         "init_messages": init,
         "loop_init_ids": [cast(str, m.id) for m in init],
         "stop_reason": None,
+        "started_at": wall_clock(),
+        "selected_iteration": None,
+        "selected_score": None,
     }
     if previous_done:
         updates |= {
@@ -143,6 +204,13 @@ def _start_iteration(state: LoopState) -> tuple[dict[str, Any], list[AnyMessage]
         updates["messages"] = init
         messages = list(init)
     return updates, messages
+
+
+def _iteration_number(state: LoopState, updates: dict[str, Any]) -> int:
+    """The number of the iteration `_start_iteration` opened (1 when a new loop starts)."""
+    if isinstance(updates["iteration"], Overwrite):
+        return 1
+    return state.get("iteration", 0) + 1
 
 
 def _initial_messages(

@@ -9,11 +9,23 @@ from langchain_core.messages import AIMessage, AnyMessage
 from langgraph.graph.message import add_messages
 from langgraph.managed import RemainingSteps
 
-StopReason = Literal["accepted", "max_iterations", "recursion_limit"]
+StopReason = Literal[
+    "accepted",
+    "max_iterations",
+    "plateau",
+    "token_budget",
+    "time_budget",
+    "recursion_limit",
+]
 """Why a loop ended.
 
 - ``accepted``: the evaluator said stop.
 - ``max_iterations``: the agent was called ``max_iterations`` times without acceptance.
+- ``plateau``: the score stopped improving (``patience`` iterations without a gain of
+  at least ``min_delta``).
+- ``token_budget``: the tokens used by the agent and the evaluator reached
+  ``token_budget``.
+- ``time_budget``: the loop's wall-clock time reached ``time_budget`` seconds.
 - ``recursion_limit``: the graph's step budget (a parent graph's ``recursion_limit``)
   had no room for another iteration, so the loop ended cleanly instead of raising.
 """
@@ -48,13 +60,17 @@ class LoopEvaluation(TypedDict):
         feedback: What the agent should improve. Required (a non-empty string) when
             ``stop`` is ``False``: it is sent to the agent as the next user turn.
         score: An optional number describing the answer's quality; it is recorded
-            per iteration.
+            per iteration and used by best-of selection and the plateau stop.
+        decided_by: Optional: the names of the evaluators that decided the verdict;
+            combinators such as ``all_of`` and ``panel`` set it. Recorded per
+            iteration (default: the evaluator's own name).
 
     """
 
     stop: bool
     feedback: NotRequired[str]
     score: NotRequired[float]
+    decided_by: NotRequired[list[str]]
 
 
 class IterationRecord(TypedDict):
@@ -66,11 +82,17 @@ class IterationRecord(TypedDict):
         stop: The evaluator's verdict.
         feedback: The evaluator's feedback ("" when it gave none).
         score: The evaluator's score, or ``None`` when it gave none.
-        evaluator: The name of the evaluator that decided.
+        evaluator: The name of the evaluator given to the loop.
+        decided_by: The names of the evaluators that decided the verdict: the
+            evaluator itself, or the members a combinator (``all_of``, ``panel``)
+            names.
         agent_seconds: Wall-clock seconds spent in the agent call.
         evaluation_seconds: Wall-clock seconds spent in the evaluator.
         input_tokens: Prompt tokens the agent reported (``usage_metadata``), 0 if none.
         output_tokens: Completion tokens the agent reported, 0 if none.
+        evaluator_input_tokens: Prompt tokens of the chat-model calls made while the
+            evaluator ran (an LLM judge's calls), 0 if none.
+        evaluator_output_tokens: Completion tokens of those calls, 0 if none.
 
     """
 
@@ -80,10 +102,13 @@ class IterationRecord(TypedDict):
     feedback: str
     score: float | None
     evaluator: str
+    decided_by: list[str]
     agent_seconds: float
     evaluation_seconds: float
     input_tokens: int
     output_tokens: int
+    evaluator_input_tokens: int
+    evaluator_output_tokens: int
 
 
 class AgentRun(TypedDict):
@@ -112,6 +137,8 @@ class LoopOutput(TypedDict, total=False):
     feedback: Annotated[list[str], operator.add]
     stop_reason: StopReason | None
     records: Annotated[list[IterationRecord], operator.add]
+    selected_iteration: int | None
+    selected_score: float | None
 
 
 class LoopState(LoopOutput, total=False):
@@ -122,19 +149,28 @@ class LoopState(LoopOutput, total=False):
             (reducer ``add_messages``).
         init_messages: The messages the current loop started from.
         iteration: Agent calls made in the current loop (reducer ``operator.add``).
-        last_response: The agent's latest answer.
+        last_response: The agent's latest answer; once the loop ends, the selected
+            answer (with ``select="best"`` a copy of the best-scoring one, also
+            appended to ``messages``).
         stop: The evaluator's latest verdict.
         feedback: Every evaluation's feedback in the current loop, oldest first
             (reducer ``operator.add``).
         stop_reason: Why the loop ended; ``None`` while it runs.
         records: One `IterationRecord` per iteration (reducer ``operator.add``).
+        selected_iteration: The iteration whose answer is the loop's answer (the last
+            one, or with ``select="best"`` the best-scoring one); ``None`` while the
+            loop runs.
+        selected_score: That iteration's score (``None`` if it had none).
         loop_init_ids: Internal: the ids of ``init_messages`` as the loop recorded
             them, used to tell a new request from a resumed one. Not in the output.
         agent_run: Internal: measurements of the latest agent call. Not in the output.
+        started_at: Internal: when the current loop started (seconds since the epoch),
+            for the time budget; kept in the state so that it survives a resume.
         remaining_steps: Managed by LangGraph: steps left under the recursion limit.
 
     """
 
     loop_init_ids: list[str]
     agent_run: AgentRun
+    started_at: float
     remaining_steps: RemainingSteps

@@ -91,6 +91,8 @@ def test_output_keys():
         "feedback",
         "stop_reason",
         "records",
+        "selected_iteration",
+        "selected_score",
     }
 
 

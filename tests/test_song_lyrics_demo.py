@@ -12,6 +12,7 @@ import song_lyrics
 from prompts import composer_system_message, prompt, reviewer_system_message
 
 from loop_agents import is_feedback
+from loop_agents.console import section_header
 from loop_agents.models import ModelSettings
 from tests.conftest import ROOT
 from tests.scripted_openai import ScriptedOpenAI, Structured
@@ -71,8 +72,26 @@ async def test_demo_two_iterations(method, capsys):
             assert request["tools"][0]["function"]["name"] == "Review"
             assert "response_format" not in request
 
+    # the console: each draft under ----Agent----, each review under ----Evaluator----,
+    # in the loop's order, then the summary and the verdict
     out = capsys.readouterr().out
-    assert out.count("Ai Message") == 2
+    assert out.count(section_header("Agent")) == 2
+    assert out.count(section_header("Evaluator")) == 2
+    positions = [
+        out.index(text)
+        for text in (
+            "iteration 1 of 3",
+            f"{section_header('Agent')}\n{DRAFT_1}\n",
+            f"{section_header('Evaluator')}\n格律功夫明显欠缺。\n\n综合得分：70\n",
+            "iteration 2 of 3",
+            f"{section_header('Agent')}\n{DRAFT_2}\n",
+            f"{section_header('Evaluator')}\n情绪线索尚明。\n\n综合得分：81\n",
+            "stopped: accepted after 2 of 3 iterations",
+            section_header("Verdict"),
+        )
+    ]
+    assert positions == sorted(positions)
+    assert "\x1b" not in out  # captured output is not a terminal: plain lines
     assert "iterations: 2 of 3" in out
     assert "scores: #1: 70, #2: 81" in out
     assert "stopped: the reviewer accepted the ci (score >= 75)" in out

@@ -1,0 +1,185 @@
+"""The Song-lyrics demo: a composer writes a ci to the tune 相见欢, a reviewer scores it.
+
+The composer is a ``create_agent`` agent; the reviewer a chat model with structured
+output into `Review`. While the score is below `PASS_SCORE` the review goes back to the
+composer, at most `MAX_ITERATIONS` times. `run` streams the loop to the console: the
+composer's tokens under ``----Agent----``, each review under ``----Evaluator----``, a
+status line per iteration and a summary at the end.
+
+Run it with ``loop-agents demo song-lyrics`` or ``python examples/song_lyrics.py``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any, TypedDict
+
+import httpx
+from langchain.agents import create_agent
+from langchain_core.messages import AnyMessage, HumanMessage
+from langgraph.graph.state import CompiledStateGraph
+
+from loop_agents._evaluation import Evaluator
+from loop_agents.console import LoopConsole, astream_to_console, section_header
+from loop_agents.demos.prompts import composer_system_message, prompt, reviewer_system_message
+from loop_agents.evaluators import all_of, xiangjianhuan_form
+from loop_agents.graph import create_loop_agent
+from loop_agents.models import ModelSettings, SettingsError
+from loop_agents.state import LoopContext, LoopEvaluation, LoopOutput
+
+PASS_SCORE = 75
+MAX_ITERATIONS = 3
+
+
+class Review(TypedDict):
+    """评估结果"""  # noqa: D415 (the schema description sent to the model, as in the article)
+
+    score: int
+    """分数（百分制）"""
+    feedback: str
+    """评语"""
+
+
+FORM_CHECK_VARIABLE = "LOOP_AGENTS_FORM_CHECK"
+"""The environment variable that turns the 相见欢 form check on (``1``/``true``/``yes``)."""
+
+
+def form_check_from_env(environ: Mapping[str, str] | None = None) -> bool:
+    """Read `FORM_CHECK_VARIABLE`: ``1``/``true``/``yes``/``on`` or ``0``/``false``/``no``/``off``.
+
+    Raises:
+        SettingsError: the value is none of these.
+
+    Example:
+        ```python
+        assert form_check_from_env({"LOOP_AGENTS_FORM_CHECK": "yes"})
+        ```
+
+    """
+    value = (os.environ if environ is None else environ).get(FORM_CHECK_VARIABLE, "")
+    flag = value.strip().lower()
+    if flag in ("", "0", "false", "no", "off"):
+        return False
+    if flag in ("1", "true", "yes", "on"):
+        return True
+    raise SettingsError(
+        f"{FORM_CHECK_VARIABLE}={value!r} is not a yes/no value; use 1 (check the form of "
+        f"each draft before the reviewer) or 0"
+    )
+
+
+def build_loop(
+    settings: ModelSettings,
+    *,
+    http_async_client: httpx.AsyncClient | None = None,
+    form_check: bool | None = None,
+) -> CompiledStateGraph[Any, Any, Any, Any]:
+    """The composer/reviewer loop of the article, for the given model settings.
+
+    Args:
+        settings: Where the model is (see `loop_agents.models.ModelSettings`).
+        http_async_client: An ``httpx.AsyncClient`` for both models (tests use a
+            scripted transport); default: the OpenAI client's own.
+        form_check: Check each draft's form (`xiangjianhuan_form`) before the
+            reviewer sees it: a malformed draft goes back to the composer with what is
+            wrong, at no reviewer call. Default: `FORM_CHECK_VARIABLE` in the
+            environment (off unless set).
+
+    Example:
+        ```python
+        loop = build_loop(ModelSettings.from_env())
+        result = await loop.ainvoke({"messages": [HumanMessage(prompt)]})
+        ```
+
+    """
+    client: dict[str, Any] = {}
+    if http_async_client is not None:
+        client["http_async_client"] = http_async_client
+    composer = create_agent(
+        model=settings.chat_model(**client), system_prompt=composer_system_message
+    )
+    reviewer = settings.chat_model(**client).with_structured_output(
+        Review, method=settings.structured_output_method
+    )
+
+    async def evaluate(context: LoopContext) -> LoopEvaluation:
+        messages: list[AnyMessage] = [
+            reviewer_system_message,
+            *context["init_messages"],
+            context["last_response"],
+        ]
+        review: Any = await reviewer.ainvoke(input=messages)
+        return {
+            "stop": review["score"] >= PASS_SCORE,
+            "feedback": review["feedback"] + f"\n\n综合得分：{review['score']}",
+            "score": review["score"],
+        }
+
+    evaluator: Evaluator = evaluate
+    if form_check_from_env() if form_check is None else form_check:
+        evaluator = all_of(xiangjianhuan_form(), evaluate, name="form_then_review")
+    return create_loop_agent(agent=composer, evaluator=evaluator, max_iterations=MAX_ITERATIONS)
+
+
+def verdict(result: LoopOutput) -> str:
+    """A short account of the run: iterations, the score of each try, why it stopped.
+
+    Example:
+        ```python
+        print(verdict(await build_loop(settings).ainvoke({"messages": [request]})))
+        ```
+
+    """
+    records = result.get("records", [])
+    scores = ", ".join(
+        f"#{r['iteration']}: {r['score']:g}" if r["score"] is not None else f"#{r['iteration']}: -"
+        for r in records
+    )
+    reasons = {
+        "accepted": f"the reviewer accepted the ci (score >= {PASS_SCORE})",
+        "max_iterations": f"the cap of {MAX_ITERATIONS} iterations was reached",
+        "recursion_limit": "the graph's recursion limit left no room for another try",
+    }
+    reason = result.get("stop_reason")
+    return "\n".join(
+        [
+            section_header("Verdict"),
+            f"iterations: {result.get('iteration', 0)} of {MAX_ITERATIONS}",
+            f"scores: {scores}",
+            f"stopped: {reasons.get(str(reason), str(reason))}",
+        ]
+    )
+
+
+async def run(
+    settings: ModelSettings,
+    *,
+    http_async_client: httpx.AsyncClient | None = None,
+    view: LoopConsole | None = None,
+) -> LoopOutput:
+    """Run the demo once, streaming it to the console, then print the verdict.
+
+    Args:
+        settings: Where the model is.
+        http_async_client: Passed to `build_loop`.
+        view: The renderer; default a `LoopConsole` on stdout.
+
+    Returns:
+        The loop's output.
+
+    Example:
+        ```python
+        result = asyncio.run(run(ModelSettings.from_env()))
+        ```
+
+    """
+    loop = build_loop(settings, http_async_client=http_async_client)
+    view = view if view is not None else LoopConsole()
+    message = HumanMessage(content=prompt)
+    result: LoopOutput = await astream_to_console(
+        loop, {"init_messages": [message], "messages": [message]}, view=view
+    )
+    view.console.print()
+    view.console.print(verdict(result), markup=False, highlight=False)
+    return result

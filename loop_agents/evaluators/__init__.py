@@ -1,0 +1,51 @@
+"""Ready-made evaluators and ways to combine them.
+
+- `llm_judge`: a chat model scores each answer on a fixed scale; below the threshold its
+  feedback goes back to the agent.
+- `rule` and `text_rule`: a plain check of the context, or a predicate on the answer
+  text, as an evaluator.
+- `xiangjianhuan_form` and `check_xiangjianhuan`: the form of the ci pattern 相见欢,
+  checked phrase by phrase.
+- `all_of` (in order; the first that asks to continue decides) and `panel` (at the same
+  time; verdicts combined).
+
+Every evaluator here is a ``Runnable`` with a sync and an async path, so a loop that uses
+it runs with ``invoke``/``stream`` as well as ``ainvoke``/``astream``.
+
+Example:
+    ```python
+    from loop_agents import all_of, create_loop_agent, llm_judge, xiangjianhuan_form
+
+    evaluator = all_of(xiangjianhuan_form(), llm_judge(model, rubric, threshold=75))
+    loop = create_loop_agent(composer, evaluator, max_iterations=3)
+    ```
+
+"""
+
+from loop_agents.evaluators.combinators import Combine, all_of, panel
+from loop_agents.evaluators.form_problems import FormProblem
+from loop_agents.evaluators.judge import DEFAULT_TEMPLATE, JudgeError, JudgeMethod, llm_judge
+from loop_agents.evaluators.rules import RuleCheck, RuleResult, rule, text_rule
+from loop_agents.evaluators.xiangjianhuan import (
+    FormReport,
+    check_xiangjianhuan,
+    xiangjianhuan_form,
+)
+
+__all__ = [
+    "DEFAULT_TEMPLATE",
+    "Combine",
+    "FormProblem",
+    "FormReport",
+    "JudgeError",
+    "JudgeMethod",
+    "RuleCheck",
+    "RuleResult",
+    "all_of",
+    "check_xiangjianhuan",
+    "llm_judge",
+    "panel",
+    "rule",
+    "text_rule",
+    "xiangjianhuan_form",
+]

@@ -1,0 +1,65 @@
+"""What the ready-made evaluators share: one runnable with a sync and an async path."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+
+from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
+
+from loop_agents._agent import describe
+from loop_agents.state import LoopContext, LoopEvaluation
+
+SyncBody = Callable[[LoopContext, RunnableConfig], LoopEvaluation]
+AsyncBody = Callable[[LoopContext, RunnableConfig], Awaitable[LoopEvaluation]]
+
+
+def make_evaluator(
+    name: str, func: SyncBody, afunc: AsyncBody
+) -> Runnable[LoopContext, LoopEvaluation]:
+    """Bind a sync and an async implementation into one evaluator runnable.
+
+    The loop calls a runnable evaluator with ``invoke`` when it runs with
+    ``invoke``/``stream`` and with ``ainvoke`` when it runs with ``ainvoke``/``astream``,
+    so the evaluator works both ways; each call is a run named ``name`` in traces, and
+    whatever it calls with the given config is that run's child.
+    """
+    return RunnableLambda(func, afunc=afunc, name=name)
+
+
+def check_name(name: object, default: str) -> str:
+    """Return ``name`` (or ``default`` for ``None``) after checking it is a usable name."""
+    if name is None:
+        return default
+    if not isinstance(name, str) or not name.strip():
+        raise TypeError(f"name must be a non-empty string; got {name!r}")
+    return name
+
+
+def unique_names(members: Sequence[object]) -> list[str]:
+    """Names for ``members``: their own names, numbered when several share one.
+
+    Example:
+        ```python
+        unique_names([judge, judge, check])  # ['llm_judge', 'llm_judge#2', 'check']
+        ```
+
+    """
+    names: list[str] = []
+    for member in members:
+        base = describe(member)
+        name, number = base, 1
+        while name in names:
+            number += 1
+            name = f"{base}#{number}"
+        names.append(name)
+    return names
+
+
+def merge_feedback(labelled: Iterable[tuple[str, str]]) -> str:
+    """Join several evaluators' feedback, each under its evaluator's name."""
+    return "\n\n".join(f"[{name}]\n{text.strip()}" for name, text in labelled if text.strip())
+
+
+def format_score(value: float) -> str:
+    """A score as people write it: ``81`` rather than ``81.0``, ``72.5`` as is."""
+    return f"{value:g}"

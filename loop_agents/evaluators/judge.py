@@ -1,0 +1,426 @@
+"""`llm_judge`: a chat model scores the answer; below the threshold its comments go back.
+
+The seed's reviewer as one call: the judge model is asked, through structured output,
+for a verdict with a ``feedback`` text and a ``score`` on a fixed scale. A verdict that
+does not parse, lacks a field or scores outside the scale is asked for again (telling
+the model what was wrong) a bounded number of times, then raises `JudgeError`: a broken
+judge never passes an answer.
+"""
+
+from __future__ import annotations
+
+import math
+import string
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, get_type_hints
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage
+from langchain_core.runnables import Runnable, RunnableConfig
+from pydantic import BaseModel
+
+from loop_agents.evaluators._base import check_name, format_score, make_evaluator
+from loop_agents.state import LoopContext, LoopEvaluation
+
+JudgeMethod = Literal["json_schema", "function_calling", "json_mode"]
+"""How structured output is requested: ``json_schema`` (OpenAI), ``function_calling``
+(servers that only do tool calls, such as llama.cpp's) or ``json_mode``."""
+
+DEFAULT_TEMPLATE = "{feedback}\n\nScore: {score}"
+"""The default feedback text: the judge's comments, then a score line."""
+
+_BUILT_IN_FIELDS = frozenset({"feedback", "score", "threshold", "low", "high"})
+
+
+class JudgeError(RuntimeError):
+    """An LLM judge gave no usable verdict within its retries.
+
+    Attributes:
+        problems: What was wrong with each attempt, in order.
+
+    """
+
+    def __init__(self, message: str, problems: Sequence[str]) -> None:
+        super().__init__(message)
+        self.problems = list(problems)
+
+
+def default_schema(scale: tuple[float, float]) -> dict[str, Any]:
+    """The JSON schema of the default verdict: ``feedback`` first, then ``score``."""
+    low, high = (format_score(v) for v in scale)
+    return {
+        "title": "Verdict",
+        "description": "The judgement of the latest answer.",
+        "type": "object",
+        "properties": {
+            "feedback": {
+                "type": "string",
+                "description": "What is good and, concretely, what to improve.",
+            },
+            "score": {
+                "type": "number",
+                "description": f"The answer's score, from {low} (worst) to {high} (best).",
+            },
+        },
+        "required": ["feedback", "score"],
+    }
+
+
+def schema_fields(schema: object) -> set[str]:
+    """The top-level field names of a verdict schema (TypedDict, pydantic or JSON schema)."""
+    if isinstance(schema, Mapping):
+        for nested in ("parameters", "schema"):  # OpenAI tool / response_format shapes
+            if isinstance(schema.get(nested), Mapping):
+                return schema_fields(schema[nested])
+        properties = schema.get("properties")
+        if isinstance(properties, Mapping):
+            return set(map(str, properties))
+    elif isinstance(schema, type) and issubclass(schema, BaseModel):
+        return set(schema.model_fields)
+    elif isinstance(schema, type) and hasattr(schema, "__annotations__"):
+        return set(get_type_hints(schema))
+    raise TypeError(
+        f"schema must be a TypedDict class, a pydantic model class or a JSON-schema dict "
+        f"with 'properties'; got {schema!r:.80}"
+    )
+
+
+class _Shown(float):
+    """A number for templates: ``{score}`` shows 81 (not 81.0); ``{score:.1f}`` works."""
+
+    def __format__(self, spec: str) -> str:
+        return format_score(self) if not spec else float.__format__(self, spec)
+
+    def __str__(self) -> str:
+        return format_score(self)
+
+
+class _Judge:
+    """The judge's state and both call paths; `llm_judge` wraps it in a runnable."""
+
+    def __init__(
+        self,
+        model: BaseChatModel,
+        instructions: SystemMessage,
+        *,
+        threshold: float,
+        scale: tuple[float, float],
+        schema: dict[str, Any] | type,
+        method: JudgeMethod,
+        template: str,
+        whole_conversation: bool,
+        retries: int,
+        score_key: str,
+        feedback_key: str,
+        name: str,
+    ) -> None:
+        self.structured: Runnable[Any, Any] = model.with_structured_output(
+            schema, method=method, include_raw=True
+        )
+        self.instructions = instructions
+        self.threshold = threshold
+        self.low, self.high = scale
+        self.template = template
+        self.whole_conversation = whole_conversation
+        self.retries = retries
+        self.score_key = score_key
+        self.feedback_key = feedback_key
+        self.name = name
+
+    # -- calls ---------------------------------------------------------------------
+
+    def invoke(self, context: LoopContext, config: RunnableConfig) -> LoopEvaluation:
+        problems: list[str] = []
+        for _ in range(self.retries + 1):
+            out = self.structured.invoke(self.prompt(context, problems), config)
+            verdict = self.read(out, problems)
+            if verdict is not None:
+                return self.evaluation(verdict)
+        raise self.error(context, problems)
+
+    async def ainvoke(self, context: LoopContext, config: RunnableConfig) -> LoopEvaluation:
+        problems: list[str] = []
+        for _ in range(self.retries + 1):
+            out = await self.structured.ainvoke(self.prompt(context, problems), config)
+            verdict = self.read(out, problems)
+            if verdict is not None:
+                return self.evaluation(verdict)
+        raise self.error(context, problems)
+
+    # -- the prompt ----------------------------------------------------------------
+
+    def prompt(self, context: LoopContext, problems: Sequence[str]) -> list[AnyMessage]:
+        """Instructions, then the request and the answer (or the whole conversation)."""
+        if self.whole_conversation:
+            shown = list(context["messages"])
+        else:
+            shown = [*context["init_messages"], context["last_response"]]
+        messages: list[AnyMessage] = [self.instructions, *shown]
+        if problems:
+            messages.append(
+                HumanMessage(
+                    content=(
+                        f"Your verdict could not be used: {problems[-1]}. Judge the answer "
+                        f"again and reply with '{self.feedback_key}' (text) and "
+                        f"'{self.score_key}' (a number from {format_score(self.low)} to "
+                        f"{format_score(self.high)})."
+                    )
+                )
+            )
+        return messages
+
+    # -- reading the verdict -------------------------------------------------------
+
+    def read(self, out: Any, problems: list[str]) -> dict[str, Any] | None:
+        """The verdict as a dict with a float score, or ``None`` (problem recorded)."""
+        raw = out.get("raw") if isinstance(out, Mapping) else None
+        parsed = out.get("parsed") if isinstance(out, Mapping) else out
+        error = out.get("parsing_error") if isinstance(out, Mapping) else None
+        problem: str | None = None
+        if error is not None:
+            first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
+            problem = f"the reply did not parse ({first_line}); it was {_excerpt(raw)}"
+        elif parsed is None:
+            problem = f"the reply held no verdict; it was {_excerpt(raw)}"
+        else:
+            if isinstance(parsed, BaseModel):
+                parsed = parsed.model_dump()
+            if not isinstance(parsed, Mapping):
+                problem = f"the verdict is {type(parsed).__name__} {parsed!r:.60}, not an object"
+            else:
+                verdict = {str(k): v for k, v in parsed.items()}
+                problem = self.check(verdict)
+                if problem is None:
+                    return verdict
+        problems.append(problem)
+        return None
+
+    def check(self, verdict: dict[str, Any]) -> str | None:
+        """Validate ``verdict`` in place (the score becomes a float); say what is wrong."""
+        if self.score_key not in verdict:
+            return f"the verdict has no '{self.score_key}' (fields: {sorted(verdict)})"
+        score = verdict[self.score_key]
+        if isinstance(score, str):
+            try:
+                score = float(score.strip())
+            except ValueError:
+                return f"'{self.score_key}' is {score!r}, not a number"
+        if isinstance(score, bool) or not isinstance(score, int | float):
+            return f"'{self.score_key}' is {score!r} ({type(score).__name__}), not a number"
+        if not math.isfinite(score):
+            return f"'{self.score_key}' is {score!r}, not a finite number"
+        if not self.low <= score <= self.high:
+            return (
+                f"the {self.score_key} {format_score(score)} is outside the scale "
+                f"{format_score(self.low)}-{format_score(self.high)}"
+            )
+        feedback = verdict.get(self.feedback_key)
+        if not isinstance(feedback, str):
+            return f"'{self.feedback_key}' is {feedback!r:.40}, not a text"
+        verdict[self.score_key] = float(score)
+        return None
+
+    def evaluation(self, verdict: dict[str, Any]) -> LoopEvaluation:
+        score = float(verdict[self.score_key])
+        values = {
+            **verdict,
+            "feedback": str(verdict[self.feedback_key]).strip(),
+            "score": _Shown(score),
+            "threshold": _Shown(self.threshold),
+            "low": _Shown(self.low),
+            "high": _Shown(self.high),
+        }
+        return {
+            "stop": score >= self.threshold,
+            "feedback": self.template.format_map(values).strip(),
+            "score": score,
+        }
+
+    def error(self, context: LoopContext, problems: Sequence[str]) -> JudgeError:
+        attempts = "; ".join(f"attempt {i}: {p}" for i, p in enumerate(problems, 1))
+        return JudgeError(
+            f"llm_judge {self.name!r} gave no usable verdict at iteration "
+            f"{context['iteration']} after {len(problems)} attempts ({attempts}). Expected "
+            f"'{self.feedback_key}' and '{self.score_key}' from {format_score(self.low)} to "
+            f"{format_score(self.high)}; make the scale clear in the instructions, check "
+            f"`method` suits the server (llama.cpp needs 'function_calling'), or raise "
+            f"`retries`.",
+            problems,
+        )
+
+
+def _excerpt(raw: object) -> str:
+    if isinstance(raw, AIMessage):
+        if raw.tool_calls:
+            return f"a call of {raw.tool_calls[0]['name']} with {raw.tool_calls[0]['args']!r:.160}"
+        if raw.invalid_tool_calls:
+            call = raw.invalid_tool_calls[0]
+            return f"a malformed call of {call.get('name')} with {call.get('args')!r:.160}"
+        return repr(raw.text[:160]) if raw.text else "empty"
+    return f"{raw!r:.160}"
+
+
+def _check_scale(scale: object, threshold: object) -> tuple[float, float, float]:
+    if (
+        not isinstance(scale, tuple | list)
+        or len(scale) != 2
+        or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in scale)
+    ):
+        raise TypeError(
+            f"scale must be a (low, high) pair of numbers, e.g. (0, 100); got {scale!r}"
+        )
+    low, high = float(scale[0]), float(scale[1])
+    if not (math.isfinite(low) and math.isfinite(high) and low < high):
+        raise ValueError(f"scale must have low < high, both finite; got {scale!r}")
+    if isinstance(threshold, bool) or not isinstance(threshold, int | float):
+        raise TypeError(f"threshold must be a number on the scale {scale!r}; got {threshold!r}")
+    if not low <= threshold <= high:
+        raise ValueError(
+            f"threshold {threshold!r} is outside the scale {format_score(low)}-"
+            f"{format_score(high)}; pass a threshold on the scale or change `scale`"
+        )
+    return low, high, float(threshold)
+
+
+def _check_template(template: object, fields: set[str]) -> str:
+    if not isinstance(template, str):
+        raise TypeError(f"template must be a format string; got {template!r:.60}")
+    allowed = fields | _BUILT_IN_FIELDS
+    try:
+        used = {
+            field.split(".")[0].split("[")[0]
+            for _, field, _, _ in string.Formatter().parse(template)
+            if field is not None
+        }
+    except ValueError as exc:
+        raise ValueError(f"template {template!r:.60} is not a valid format string: {exc}") from exc
+    unknown = sorted(used - allowed)
+    if unknown or "" in used:
+        raise ValueError(
+            f"template {template!r:.60} uses {unknown or ['{}']}; it may use the named fields "
+            f"{sorted(allowed)}"
+        )
+    return template
+
+
+def llm_judge(
+    model: BaseChatModel,
+    instructions: str | SystemMessage,
+    *,
+    threshold: float,
+    scale: tuple[float, float] = (0, 100),
+    schema: type | Mapping[str, Any] | None = None,
+    method: JudgeMethod = "json_schema",
+    template: str = DEFAULT_TEMPLATE,
+    whole_conversation: bool = False,
+    retries: int = 2,
+    score_key: str = "score",
+    feedback_key: str = "feedback",
+    name: str = "llm_judge",
+) -> Runnable[LoopContext, LoopEvaluation]:
+    r"""An evaluator that asks a chat model for a score and feedback on each answer.
+
+    The judge is sent ``instructions`` as a system message, then the original request
+    and the latest answer (as in the seed), or with ``whole_conversation=True`` the whole
+    conversation. Its reply is read through structured output into ``schema``; the
+    answer is accepted when the score reaches ``threshold``. The feedback sent back to
+    the agent is ``template`` filled in with the verdict.
+
+    A reply that does not parse, lacks a field or scores outside ``scale`` is asked for
+    again (the model is told what was wrong) up to ``retries`` times; then `JudgeError`
+    is raised. The evaluator works with both ``invoke`` and ``ainvoke`` of the loop.
+
+    Args:
+        model: The judge, a chat model with ``with_structured_output`` (e.g.
+            ``ChatOpenAI``).
+        instructions: The judge's system prompt: the rubric.
+        threshold: The score at or above which the answer is accepted.
+        scale: The ``(low, high)`` range scores must fall in (default 0-100).
+        schema: The verdict's schema: a TypedDict or pydantic class or a JSON-schema
+            dict with ``score_key`` and ``feedback_key`` fields (more fields may be
+            used in ``template``). Default: ``feedback`` and ``score``, described with
+            the scale.
+        method: How structured output is requested: ``"json_schema"`` (OpenAI's
+            default), ``"function_calling"`` (llama.cpp's server and others that only
+            do tool calls) or ``"json_mode"``.
+        template: The feedback text, a ``str.format`` template with the verdict's
+            fields and ``{feedback}``, ``{score}``, ``{threshold}``, ``{low}``, ``{high}``.
+            Default ``"{feedback}\n\nScore: {score}"``; the seed's Chinese form is
+            ``"{feedback}\n\n综合得分：{score}"``.
+        whole_conversation: Show the judge every message of the conversation (earlier
+            attempts and feedback included) instead of the request and latest answer.
+        retries: How many times an unusable verdict is asked for again (>= 0).
+        score_key: The schema field holding the score.
+        feedback_key: The schema field holding the comments.
+        name: The evaluator's name in records, traces and combinators.
+
+    Returns:
+        A runnable evaluator for `create_loop_agent`, ``all_of`` or ``panel``.
+
+    Raises:
+        TypeError: ``model`` has no ``with_structured_output`` or an option has the
+            wrong type.
+        ValueError: the threshold is off the scale, the schema lacks the score or
+            feedback field, or the template names unknown fields.
+
+    Example:
+        ```python
+        from langchain_openai import ChatOpenAI
+        from loop_agents import create_loop_agent, llm_judge
+
+        judge = llm_judge(
+            ChatOpenAI(model="gpt-5.4-mini"),
+            "Score the haiku from 0 to 100: form, imagery, surprise.",
+            threshold=75,
+        )
+        loop = create_loop_agent(poet, judge, max_iterations=3)
+        ```
+
+    """
+    if not callable(getattr(model, "with_structured_output", None)):
+        raise TypeError(
+            f"model must be a chat model with with_structured_output (e.g. ChatOpenAI); got "
+            f"{type(model).__name__}"
+        )
+    if isinstance(instructions, str):
+        instructions = SystemMessage(content=instructions)
+    elif not isinstance(instructions, SystemMessage):
+        raise TypeError(
+            f"instructions must be a string or a SystemMessage; got {type(instructions).__name__}"
+        )
+    low, high, threshold = _check_scale(scale, threshold)
+    if method not in ("json_schema", "function_calling", "json_mode"):
+        raise ValueError(
+            f"method must be 'json_schema', 'function_calling' or 'json_mode'; got {method!r}"
+        )
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+        raise ValueError(f"retries must be an int >= 0; got {retries!r}")
+    chosen_schema: dict[str, Any] | type
+    if schema is None:
+        chosen_schema = default_schema((low, high))
+    elif isinstance(schema, Mapping):
+        chosen_schema = dict(schema)
+    else:
+        chosen_schema = schema
+    fields = schema_fields(chosen_schema)
+    missing = [key for key in (score_key, feedback_key) if key not in fields]
+    if missing:
+        raise ValueError(
+            f"the verdict schema has no field {missing[0]!r} (fields: {sorted(fields)}); add "
+            f"it or pass score_key=/feedback_key= naming the schema's fields"
+        )
+    judge = _Judge(
+        model,
+        instructions,
+        threshold=threshold,
+        scale=(low, high),
+        schema=chosen_schema,
+        method=method,
+        template=_check_template(template, fields),
+        whole_conversation=bool(whole_conversation),
+        retries=retries,
+        score_key=score_key,
+        feedback_key=feedback_key,
+        name=check_name(name, "llm_judge"),
+    )
+    return make_evaluator(judge.name, judge.invoke, judge.ainvoke)

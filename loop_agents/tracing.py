@@ -1,0 +1,108 @@
+"""Names, tags and metadata of a loop's calls, for traces and for the ``messages`` stream.
+
+Every agent call and every evaluator call of a loop runs as its own named run,
+``"iteration 2: agent"`` or ``"iteration 2: evaluator"``, tagged ``loop_agents``,
+``iteration:2`` and ``loop_role:agent`` (or ``loop_role:evaluator``) and carrying the
+metadata ``{"loop_name": ..., "loop_iteration": 2, "loop_role": "agent"}``. A LangSmith
+trace or LangGraph Studio therefore shows iteration 1, 2, 3 rather than anonymous calls,
+and every token on ``stream_mode="messages"`` says which iteration and role it belongs
+to, because LangGraph passes a run's metadata along with its tokens:
+
+```python
+async for token, metadata in loop.astream(inputs, stream_mode="messages"):
+    if role_of(metadata) == "agent":
+        print(iteration_of(metadata), token.text)
+```
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal, TypeAlias
+
+from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables.config import merge_configs
+
+LoopRole: TypeAlias = Literal["agent", "evaluator"]
+"""Which of a loop's two calls a run (or a token) belongs to."""
+
+LOOP_TAG = "loop_agents"
+"""The tag every agent and evaluator run of a loop carries."""
+
+LOOP_KEY = "loop_name"
+"""Metadata key: the loop's name (``create_loop_agent(..., name=...)``)."""
+
+ITERATION_KEY = "loop_iteration"
+"""Metadata key: the iteration's number, starting at 1."""
+
+ROLE_KEY = "loop_role"
+"""Metadata key: ``"agent"`` or ``"evaluator"`` (see `LoopRole`)."""
+
+
+def iteration_config(
+    config: RunnableConfig | None, *, loop: str, iteration: int, role: LoopRole
+) -> RunnableConfig:
+    """Return ``config`` with the run name, tags and metadata of one call of a loop.
+
+    The loop applies this to the config of every agent and evaluator call; the run name
+    applies to that call only, while tags and metadata are inherited by everything the
+    call runs (a graph agent's model calls, an LLM judge inside an evaluator function).
+
+    Args:
+        config: The config the call would get otherwise (kept: callbacks, configurable,
+            the caller's own tags and metadata).
+        loop: The loop's name.
+        iteration: The iteration's number, starting at 1.
+        role: ``"agent"`` or ``"evaluator"``.
+
+    Example:
+        ```python
+        config = iteration_config(None, loop="poet", iteration=2, role="agent")
+        assert config["run_name"] == "iteration 2: agent"
+        assert config["metadata"]["loop_iteration"] == 2
+        ```
+
+    """
+    return merge_configs(
+        config,
+        {
+            "run_name": f"iteration {iteration}: {role}",
+            "tags": [LOOP_TAG, f"iteration:{iteration}", f"{ROLE_KEY}:{role}"],
+            "metadata": {LOOP_KEY: loop, ITERATION_KEY: iteration, ROLE_KEY: role},
+        },
+    )
+
+
+def iteration_of(metadata: Mapping[str, Any]) -> int | None:
+    """The loop iteration a run or a ``messages``-stream token belongs to, if any.
+
+    Example:
+        ```python
+        for token, metadata in loop.stream(inputs, stream_mode="messages"):
+            print(iteration_of(metadata), token.text)
+        ```
+
+    """
+    value = metadata.get(ITERATION_KEY)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def role_of(metadata: Mapping[str, Any]) -> LoopRole | None:
+    """Whether a run or a ``messages``-stream token comes from the agent or the evaluator.
+
+    Example:
+        ```python
+        agent_tokens = [
+            token
+            for token, metadata in loop.stream(inputs, stream_mode="messages")
+            if role_of(metadata) == "agent"
+        ]
+        ```
+
+    """
+    value = metadata.get(ROLE_KEY)
+    if value == "agent":
+        return "agent"
+    if value == "evaluator":
+        return "evaluator"
+    return None

@@ -1,0 +1,300 @@
+"""The console renderer: plain output of a recorded stream, terminal output, the stream helpers."""
+
+from __future__ import annotations
+
+import io
+import itertools
+from typing import Any
+
+from langchain_core.messages import AIMessageChunk, HumanMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command, interrupt
+from rich.console import Console
+
+from loop_agents import (
+    LoopConsole,
+    LoopContext,
+    LoopEvaluation,
+    astream_to_console,
+    create_loop_agent,
+    stream_to_console,
+)
+from loop_agents.console import format_seconds, section_header
+from tests.fakes import FakeChat
+
+REQUEST = HumanMessage("Write a haiku about rain.")
+
+
+def agent_token(text: str, iteration: int) -> tuple[str, Any]:
+    metadata = {
+        "langgraph_node": "model",
+        "loop_name": "poet",
+        "loop_iteration": iteration,
+        "loop_role": "agent",
+    }
+    return ("messages", (AIMessageChunk(content=text), metadata))
+
+
+def event(type_: str, **fields: Any) -> tuple[str, Any]:
+    return ("custom", {"type": type_, "loop": "poet", **fields})
+
+
+# A loop of two iterations as the streams deliver it: the first answer streamed token by
+# token, the second from an agent that does not stream; a judge's tokens and a feedback
+# message (which the console leaves out) and another node's custom data in between.
+RECORDED: list[tuple[str, Any]] = [
+    event("iteration_started", iteration=1, max_iterations=3),
+    agent_token("Rain on the ", 1),
+    agent_token("roof\nsoft drums", 1),
+    event(
+        "agent_finished",
+        iteration=1,
+        answer="Rain on the roof\nsoft drums",
+        seconds=2.5,
+        input_tokens=30,
+        output_tokens=12,
+    ),
+    ("messages", (AIMessageChunk(content='{"score": 6'), {"loop_role": "evaluator"})),
+    event(
+        "evaluation_finished",
+        iteration=1,
+        stop=False,
+        score=62.0,
+        feedback="Only two lines; a haiku has three.",
+        evaluator="judge",
+        decided_by=["judge"],
+        seconds=1.25,
+        input_tokens=40,
+        output_tokens=9,
+    ),
+    ("messages", (HumanMessage("Only two lines; a haiku has three."), {"langgraph_node": "x"})),
+    ("custom", {"progress": 0.5}),
+    event("iteration_started", iteration=2, max_iterations=3),
+    event(
+        "agent_finished",
+        iteration=2,
+        answer="Rain on the roof\nsoft drums in the dark\nthe gutter sings",
+        seconds=3.0,
+        input_tokens=50,
+        output_tokens=15,
+    ),
+    event(
+        "evaluation_finished",
+        iteration=2,
+        stop=True,
+        score=88.5,
+        feedback="",
+        evaluator="judge",
+        decided_by=["judge"],
+        seconds=1.0,
+        input_tokens=60,
+        output_tokens=4,
+    ),
+    event(
+        "loop_finished",
+        stop_reason="accepted",
+        iterations=2,
+        best_score=88.5,
+        best_iteration=2,
+        selected_iteration=2,
+        answer="Rain on the roof\nsoft drums in the dark\nthe gutter sings",
+    ),
+]
+
+EXPECTED_PLAIN = """\
+iteration 1 of 3 · 0.0s elapsed · scores: none yet
+--------------------Agent--------------------
+Rain on the roof
+soft drums
+
+--------------------Evaluator--------------------
+Only two lines; a haiku has three.
+score 62 · another try (judge)
+
+iteration 2 of 3 · 1m 20s elapsed · scores: 62
+--------------------Agent--------------------
+Rain on the roof
+soft drums in the dark
+the gutter sings
+
+--------------------Evaluator--------------------
+score 88.5 · accepted (judge)
+
+--------------------Summary--------------------
++---------------------------------------------------+
+| iteration |  score | seconds | tokens | outcome   |
+|-----------+--------+---------+--------+-----------|
+|         1 |     62 |     3.8 |     91 | continued |
+|         2 | 88.5 * |     4.0 |    129 | accepted  |
++---------------------------------------------------+
+stopped: accepted after 2 of 3 iterations · best score 88.5 (iteration 2) · 2m 00s in all
+"""
+
+
+def plain_console() -> tuple[Console, io.StringIO]:
+    out = io.StringIO()
+    return Console(file=out, width=100), out
+
+
+def test_plain_output_of_a_recorded_stream():
+    console, out = plain_console()
+    times = iter([0.0, 0.0, 80.0, 120.0])  # start, status 1, status 2, summary
+    view = LoopConsole(console, clock=lambda: next(times))
+    for mode, payload in RECORDED:
+        view.handle(mode, payload)
+    view.close()
+    assert out.getvalue() == EXPECTED_PLAIN
+    assert "\x1b" not in out.getvalue()
+    assert view.finished is not None
+    assert view.finished["stop_reason"] == "accepted"
+
+
+def test_terminal_output_has_colour_and_the_same_text():
+    out = io.StringIO()
+    console = Console(file=out, width=100, force_terminal=True, color_system="standard")
+    clock = itertools.count()
+    view = LoopConsole(console, clock=lambda: float(next(clock)))
+    for mode, payload in RECORDED:
+        view.handle(mode, payload)
+    view.close()
+    text = out.getvalue()
+    assert "\x1b[" in text  # styles (and the spinner's cursor control) in a terminal
+    for line in ("Rain on the roof", "soft drums in the dark", "Only two lines"):
+        assert line in text
+    assert section_header("Agent") in text
+    assert "+-----" not in text  # the terminal table is not the ASCII one
+
+
+def test_tokens_of_an_iteration_are_not_printed_twice():
+    console, out = plain_console()
+    view = LoopConsole(console, clock=lambda: 0.0)
+    for mode, payload in RECORDED[:4]:
+        view.handle(mode, payload)
+    assert out.getvalue().count("Rain on the") == 1
+
+
+def test_summary_names_a_selected_answer_that_is_not_the_last():
+    console, out = plain_console()
+    view = LoopConsole(console, clock=lambda: 0.0)
+    for i, score in ((1, 90.0), (2, 70.0)):
+        view.handle(*event("iteration_started", iteration=i, max_iterations=2))
+        view.handle(*agent_token(f"answer {i}", i))
+        view.handle(
+            *event(
+                "agent_finished",
+                iteration=i,
+                answer=f"answer {i}",
+                seconds=1.0,
+                input_tokens=1,
+                output_tokens=1,
+            )
+        )
+        view.handle(
+            *event(
+                "evaluation_finished",
+                iteration=i,
+                stop=False,
+                score=score,
+                feedback="again",
+                evaluator="judge",
+                decided_by=["judge"],
+                seconds=0.5,
+                input_tokens=0,
+                output_tokens=0,
+            )
+        )
+    view.handle(
+        *event(
+            "loop_finished",
+            stop_reason="max_iterations",
+            iterations=2,
+            best_score=90.0,
+            best_iteration=1,
+            selected_iteration=1,
+            answer="answer 1",
+        )
+    )
+    assert out.getvalue().splitlines()[-4:] == [
+        "|         1 |  90 * |     1.5 |      2 | continued      |",
+        "|         2 |    70 |     1.5 |      2 | max_iterations |",
+        "+-------------------------------------------------------+",
+        "stopped: max_iterations after 2 of 2 iterations · best score 90 (iteration 1) · "
+        "the answer is iteration 1's · 0.0s in all",
+    ]
+
+
+def test_format_seconds():
+    assert [format_seconds(s) for s in (0, 4.24, 59.94, 125.4)] == [
+        "0.0s",
+        "4.2s",
+        "59.9s",
+        "2m 05s",
+    ]
+
+
+def until_two(context: LoopContext) -> LoopEvaluation:
+    iteration = context["iteration"]
+    return {"stop": iteration >= 2, "feedback": f"feedback {iteration}", "score": 40 * iteration}
+
+
+async def test_astream_to_console_renders_a_loop_and_returns_its_output():
+    console, out = plain_console()
+    loop = create_loop_agent(FakeChat.of("first draft", "second draft"), until_two, 3)
+    result = await astream_to_console(
+        loop, {"messages": [REQUEST]}, view=LoopConsole(console, clock=lambda: 0.0)
+    )
+    text = out.getvalue()
+    assert text.count(section_header("Agent")) == 2
+    assert text.count(section_header("Evaluator")) == 2
+    assert text.index("first draft") < text.index("feedback 1") < text.index("second draft")
+    assert "stopped: accepted after 2 of 3 iterations · best score 80 (iteration 2)" in text
+    expected = await create_loop_agent(
+        FakeChat.of("first draft", "second draft"), until_two, 3
+    ).ainvoke({"messages": [REQUEST]})
+    assert set(result) == set(expected)  # the output keys, not the internal ones
+    assert result["last_response"].text == "second draft"
+
+
+def test_stream_to_console_sync():
+    console, out = plain_console()
+    loop = create_loop_agent(FakeChat.of("first draft", "second draft"), until_two, 3)
+    result = stream_to_console(
+        loop, {"messages": [REQUEST]}, view=LoopConsole(console, clock=lambda: 0.0)
+    )
+    assert result["stop_reason"] == "accepted"
+    assert "second draft" in out.getvalue()
+    assert out.getvalue().rstrip().endswith("0.0s in all")
+
+
+async def test_a_paused_run_says_so_and_resumes():
+    def person(context: LoopContext) -> LoopEvaluation:
+        reply = interrupt({"answer": context["last_response"].text})
+        return {"stop": reply == "ok", "feedback": str(reply)}
+
+    loop = create_loop_agent(
+        FakeChat.of("first draft", "second draft"), person, 3, checkpointer=InMemorySaver()
+    )
+    config = {"configurable": {"thread_id": "review"}}
+    console, out = plain_console()
+    paused = await astream_to_console(
+        loop, {"messages": [REQUEST]}, config, view=LoopConsole(console, clock=lambda: 0.0)
+    )
+    assert paused["__interrupt__"][0].value == {"answer": "first draft"}
+    assert (
+        out.getvalue()
+        .rstrip()
+        .endswith(
+            "paused: the run waits for input (an interrupt); resume it on the same thread with "
+            "Command(resume=...)"
+        )
+    )
+    console, out = plain_console()
+    view = LoopConsole(console, clock=lambda: 0.0)
+    await astream_to_console(loop, Command(resume="Shorter, please."), config, view=view)
+    resumed = await astream_to_console(loop, Command(resume="ok"), config, view=view)
+    assert resumed["stop_reason"] == "accepted"
+    assert "__interrupt__" not in resumed
+    text = out.getvalue()
+    assert "Shorter, please." in text
+    assert "second draft" in text
+    assert "stopped: accepted after 2 of 3 iterations" in text

@@ -1,0 +1,354 @@
+"""Retry policies and time limits for the agent call and the evaluation."""
+
+from __future__ import annotations
+
+import asyncio
+import pickle
+from datetime import timedelta
+
+import httpx
+import openai
+import pytest
+from langchain_core.messages import AnyMessage, HumanMessage
+from langchain_openai import ChatOpenAI
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.errors import NodeTimeoutError
+from langgraph.types import RetryPolicy
+
+from loop_agents import LoopContext, LoopEvaluation, LoopTimeoutError, create_loop_agent
+from tests.durable_helpers import (
+    REQUEST,
+    CountingAgent,
+    CountingEvaluator,
+    answers,
+    iteration_of,
+    thread,
+    transcript,
+)
+from tests.fakes import texts
+from tests.scripted_openai import ScriptedOpenAI
+
+
+class Transient(Exception):
+    """A passing failure (a dropped connection, an overloaded server)."""
+
+
+def quick(**kwargs: object) -> RetryPolicy:
+    """A retry policy with no real waiting."""
+    return RetryPolicy(initial_interval=0.001, max_interval=0.001, jitter=False, **kwargs)  # type: ignore[arg-type]
+
+
+def rate_limit_error() -> openai.RateLimitError:
+    request = httpx.Request("POST", "https://api.openai.com/v1/chat/completions")
+    response = httpx.Response(429, request=request, json={"error": {"message": "slow down"}})
+    return openai.RateLimitError("Rate limit reached", response=response, body=None)
+
+
+class FlakyAgent(CountingAgent):
+    """Raises ``errors`` (in order) at ``fail_at`` before answering."""
+
+    def __init__(self, fail_at: int, errors: list[Exception]) -> None:
+        super().__init__()
+        self.fail_on = fail_at
+        self.errors = list(errors)
+
+    def __call__(self, messages: list[AnyMessage]) -> str:
+        iteration = iteration_of(messages)
+        self.calls.append(iteration)
+        if iteration == self.fail_on and self.errors:
+            raise self.errors.pop(0)
+        return f"answer {iteration}"
+
+
+# -- retries --------------------------------------------------------------------------
+
+
+def test_transient_agent_error_is_retried():
+    agent = FlakyAgent(2, [Transient("reset"), Transient("reset again")])
+    loop = create_loop_agent(
+        agent, CountingEvaluator(3), agent_retry_policy=quick(max_attempts=3, retry_on=Transient)
+    )
+    result = loop.invoke({"messages": [REQUEST]})
+    assert agent.calls == [1, 2, 2, 2, 3]
+    assert texts(result["messages"]) == transcript(3)
+
+
+def test_hand_built_rate_limit_error_is_retried_by_the_default_policy():
+    agent = FlakyAgent(1, [rate_limit_error()])
+    loop = create_loop_agent(agent, CountingEvaluator(2), agent_retry_policy=quick())
+    result = loop.invoke({"messages": [REQUEST]})
+    assert agent.calls == [1, 1, 2]
+    assert result["stop_reason"] == "accepted"
+
+
+def test_errors_outside_retry_on_are_not_retried():
+    agent = FlakyAgent(1, [ValueError("a bug, not a hiccup")])
+    loop = create_loop_agent(
+        agent, CountingEvaluator(2), agent_retry_policy=quick(retry_on=Transient)
+    )
+    with pytest.raises(ValueError, match="a bug"):
+        loop.invoke({"messages": [REQUEST]})
+    assert agent.calls == [1]
+
+
+def test_exhausted_retries_raise_and_the_loop_resumes(saver):
+    agent = FlakyAgent(2, [Transient("1"), Transient("2"), Transient("3")])
+    evaluator = CountingEvaluator(3)
+    loop = create_loop_agent(
+        agent,
+        evaluator,
+        checkpointer=saver,
+        agent_retry_policy=quick(max_attempts=2, retry_on=Transient),
+    )
+    config = thread("exhausted")
+    with pytest.raises(Transient, match="2"):
+        loop.invoke({"messages": [REQUEST]}, config)
+    assert agent.calls == [1, 2, 2]
+    result = loop.invoke(None, config)  # the third error is retried, then it answers
+    assert agent.calls == [1, 2, 2, 2, 2, 3]
+    assert evaluator.calls == [1, 2, 3]
+    assert texts(result["messages"]) == transcript(3)
+
+
+def test_evaluator_retry_policy():
+    failures = [Transient("judge hiccup")]
+    calls: list[int] = []
+
+    def evaluate(context: LoopContext) -> LoopEvaluation:
+        calls.append(context["iteration"])
+        if context["iteration"] == 2 and failures:
+            raise failures.pop()
+        return {"stop": context["iteration"] >= 3, "feedback": f"feedback {context['iteration']}"}
+
+    agent = CountingAgent()
+    loop = create_loop_agent(
+        agent,
+        evaluate,
+        evaluator_retry_policy=[quick(retry_on=ValueError), quick(retry_on=Transient)],
+    )
+    result = loop.invoke({"messages": [REQUEST]})
+    assert calls == [1, 2, 2, 3]
+    assert agent.calls == [1, 2, 3]  # the agent is not called again for a retried evaluation
+    assert result["iteration"] == 3
+
+
+def rate_limited_then(script: ScriptedOpenAI, limited: int) -> httpx.MockTransport:
+    """The script's server, answering the first ``limited`` requests with HTTP 429."""
+    inner = script.transport()
+    seen = {"n": 0}
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        seen["n"] += 1
+        if seen["n"] <= limited:
+            return httpx.Response(
+                429,
+                headers={"retry-after-ms": "1"},
+                json={"error": {"message": "Rate limit reached", "type": "requests"}},
+            )
+        return inner.handle_request(request)
+
+    return httpx.MockTransport(handle)
+
+
+def test_rate_limited_chat_openai_is_retried():
+    script = ScriptedOpenAI(["first draft", "second draft"])
+    model = ChatOpenAI(
+        model="gpt-test",
+        api_key="sk-test",
+        base_url="https://scripted.invalid/v1",
+        max_retries=0,  # the loop's retry policy decides
+        http_client=httpx.Client(transport=rate_limited_then(script, 2)),
+    )
+    loop = create_loop_agent(
+        model,
+        CountingEvaluator(2),
+        agent_retry_policy=quick(max_attempts=4, retry_on=openai.RateLimitError),
+    )
+    result = loop.invoke({"messages": [REQUEST]})
+    assert answers(result["messages"]) == ["first draft", "second draft"]
+    assert len(script.requests) == 2  # the two 429s never reached the script
+
+
+async def test_rate_limited_chat_openai_is_retried_async():
+    script = ScriptedOpenAI(["only draft"])
+    model = ChatOpenAI(
+        model="gpt-test",
+        api_key="sk-test",
+        base_url="https://scripted.invalid/v1",
+        max_retries=0,
+        http_async_client=httpx.AsyncClient(transport=rate_limited_then(script, 1)),
+    )
+    loop = create_loop_agent(
+        model, CountingEvaluator(1), agent_retry_policy=quick(retry_on=openai.RateLimitError)
+    )
+    result = await loop.ainvoke({"messages": [REQUEST]})
+    assert answers(result["messages"]) == ["only draft"]
+
+
+# -- time limits ----------------------------------------------------------------------
+
+
+class HangingAgent:
+    """Hangs (until cancelled) at the iterations in ``hang_at``; answers otherwise."""
+
+    def __init__(self, *hang_at: int) -> None:
+        self.hang_at = list(hang_at)
+        self.calls: list[int] = []
+        self.cancelled: list[int] = []
+        self.__name__ = "agent"
+
+    async def __call__(self, messages: list[AnyMessage]) -> str:
+        iteration = iteration_of(messages)
+        self.calls.append(iteration)
+        if iteration in self.hang_at:
+            self.hang_at.remove(iteration)
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                self.cancelled.append(iteration)
+                raise
+        return f"answer {iteration}"
+
+
+async def test_agent_timeout_names_node_iteration_and_limit_and_the_loop_resumes(async_saver):
+    agent = HangingAgent(2)
+    loop = create_loop_agent(
+        agent, CountingEvaluator(3), checkpointer=async_saver, agent_timeout=0.05
+    )
+    config = thread("agent-timeout")
+
+    with pytest.raises(LoopTimeoutError) as caught:
+        await loop.ainvoke({"messages": [REQUEST]}, config)
+    error = caught.value
+    assert isinstance(error, NodeTimeoutError)
+    assert (error.node, error.iteration, error.timeout) == ("invoke_agent", 2, 0.05)
+    assert str(error).startswith(
+        "node 'invoke_agent' timed out at iteration 2: the agent call ran longer than "
+        "agent_timeout=0.05s and was cancelled"
+    )
+    assert "ainvoke(None, config)" in str(error)
+    assert agent.cancelled == [2]
+    assert (await loop.aget_state(config)).next == ("invoke_agent",)
+
+    result = await loop.ainvoke(None, config)
+    assert agent.calls == [1, 2, 2, 3]
+    assert texts(result["messages"]) == transcript(3)
+
+
+async def test_evaluator_timeout(async_saver):
+    hang = {2}
+    calls: list[int] = []
+
+    async def evaluate(context: LoopContext) -> LoopEvaluation:
+        calls.append(context["iteration"])
+        if context["iteration"] in hang:
+            hang.clear()
+            await asyncio.Event().wait()
+        return {"stop": context["iteration"] >= 3, "feedback": f"feedback {context['iteration']}"}
+
+    agent = HangingAgent()
+    loop = create_loop_agent(
+        agent, evaluate, checkpointer=async_saver, evaluator_timeout=timedelta(milliseconds=50)
+    )
+    config = thread("evaluator-timeout")
+    with pytest.raises(
+        LoopTimeoutError,
+        match=r"node 'evaluate' timed out at iteration 2: the evaluation ran longer than evaluator_timeout=0.05s",
+    ):
+        await loop.ainvoke({"messages": [REQUEST]}, config)
+    result = await loop.ainvoke(None, config)
+    assert agent.calls == [1, 2, 3]
+    assert calls == [1, 2, 2, 3]
+    assert texts(result["messages"]) == transcript(3)
+
+
+async def test_timeout_is_retried_by_the_default_retry_policy():
+    agent = HangingAgent(1)
+    loop = create_loop_agent(
+        agent, CountingEvaluator(1), agent_timeout=0.05, agent_retry_policy=quick(max_attempts=2)
+    )
+    result = await loop.ainvoke({"messages": [REQUEST]})
+    assert agent.calls == [1, 1]
+    assert agent.cancelled == [1]
+    assert answers(result["messages"]) == ["answer 1"]
+
+
+async def test_timeout_of_the_first_iteration_of_a_later_loop_names_iteration_1():
+    agent = HangingAgent(3)  # the second loop's first call has two answers before it
+    loop = create_loop_agent(
+        agent, CountingEvaluator(2), checkpointer=InMemorySaver(), agent_timeout=0.05
+    )
+    config = thread("later-loop")
+    await loop.ainvoke({"messages": [REQUEST]}, config)
+    with pytest.raises(LoopTimeoutError, match="at iteration 1:"):
+        await loop.ainvoke({"messages": [HumanMessage("Now one about snow.")]}, config)
+
+
+async def test_a_timeout_error_raised_by_the_agent_itself_is_not_a_loop_timeout():
+    async def agent(messages: list[AnyMessage]) -> str:
+        raise TimeoutError("the agent's own socket timed out")
+
+    loop = create_loop_agent(agent, CountingEvaluator(1), agent_timeout=30)
+    with pytest.raises(TimeoutError, match="own socket") as caught:
+        await loop.ainvoke({"messages": [REQUEST]})
+    assert not isinstance(caught.value, LoopTimeoutError)
+
+
+async def test_fast_calls_are_unaffected_by_the_limit():
+    agent = HangingAgent()
+    loop = create_loop_agent(agent, CountingEvaluator(3), agent_timeout=30, evaluator_timeout=30)
+    result = await loop.ainvoke({"messages": [REQUEST]})
+    assert texts(result["messages"]) == transcript(3)
+
+
+def test_sync_invoke_with_a_time_limit_says_use_ainvoke():
+    loop = create_loop_agent(CountingAgent(), CountingEvaluator(1), evaluator_timeout=5)
+    with pytest.raises(
+        TypeError,
+        match=r"evaluator_timeout=5s is enforced only when the loop runs with ainvoke\(\)/astream\(\)",
+    ):
+        loop.invoke({"messages": [REQUEST]})
+
+
+def test_loop_timeout_error_pickles():
+    error = LoopTimeoutError("evaluate", 3, 1.5, 1.6)
+    copy = pickle.loads(pickle.dumps(error))
+    assert (copy.node, copy.iteration, copy.timeout, str(copy)) == ("evaluate", 3, 1.5, str(error))
+
+
+# -- option checks --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "message"),
+    [
+        (
+            {"agent_timeout": 0},
+            ValueError,
+            r"agent_timeout must be a positive, finite number of seconds; got 0",
+        ),
+        ({"evaluator_timeout": -1.0}, ValueError, r"evaluator_timeout must be a positive"),
+        ({"agent_timeout": float("nan")}, ValueError, r"positive, finite"),
+        ({"agent_timeout": timedelta(0)}, ValueError, r"positive, finite"),
+        (
+            {"agent_timeout": "30"},
+            TypeError,
+            r"agent_timeout must be a number of seconds, a datetime.timedelta or None; got str '30'",
+        ),
+        ({"agent_timeout": True}, TypeError, r"got bool True"),
+        (
+            {"agent_retry_policy": 3},
+            TypeError,
+            r"agent_retry_policy must be a langgraph.types.RetryPolicy, .*got int 3",
+        ),
+        (
+            {"evaluator_retry_policy": []},
+            TypeError,
+            r"evaluator_retry_policy must be .*non-empty sequence",
+        ),
+        ({"agent_retry_policy": [quick(), "again"]}, TypeError, r"agent_retry_policy must be"),
+    ],
+)
+def test_bad_options(options, error, message):
+    with pytest.raises(error, match=message):
+        create_loop_agent(CountingAgent(), CountingEvaluator(1), **options)
