@@ -35,7 +35,7 @@ TASK = "What is the 39th Fibonacci number?"
 ANSWER = "63245986"
 MAX_ITERATIONS = 5
 LOCAL_MAX_TOKENS = 256
-"""Token cap per answer for the offline model (llama.cpp honours it via ``max_tokens``)."""
+"""Token cap per answer on the offline model (``LOOP_AGENTS_MAX_TOKENS`` overrides it)."""
 
 CODER_SYSTEM_MESSAGE = SystemMessage(
     content="""\
@@ -127,8 +127,10 @@ def verdict(result: Any) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: read ``.env``, pick the model (or the offline one), run the loop."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--max-iterations", type=int, default=MAX_ITERATIONS)
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n", 1)[0])
+    parser.add_argument(
+        "--max-iterations", type=int, default=MAX_ITERATIONS, help="the most attempts"
+    )
     args = parser.parse_args(argv)
     load_dotenv(find_dotenv(usecwd=True))
     try:
@@ -137,14 +139,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"coder_reviewer: {exc}", file=sys.stderr)
         return 2
     if settings.configured:
-        asyncio.run(run(settings.chat_model(temperature=0.4), max_iterations=args.max_iterations))
+        asyncio.run(run(settings.chat_model(), max_iterations=args.max_iterations))
         return 0
     if not local_model.is_installed():
         print(f"coder_reviewer: {local_model.no_endpoint_message()}", file=sys.stderr)
         return 2
-    print(local_model.banner(), file=sys.stderr)
+    print(local_model.banner(), flush=True)
     with local_model.LocalModelServer() as server:
-        model = server.settings(max_tokens=LOCAL_MAX_TOKENS).chat_model(temperature=0.4)
+        model = server.chat_model(max_tokens=settings.max_tokens or LOCAL_MAX_TOKENS)
         asyncio.run(run(model, max_iterations=args.max_iterations))
     return 0
 

@@ -16,14 +16,11 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from pathlib import Path
 
 import httpx
 from dotenv import find_dotenv, load_dotenv
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from loop_agents import LoopOutput, local_model
+from loop_agents import LoopOutput
 from loop_agents.demos import song_lyrics as demo
 from loop_agents.demos.song_lyrics import MAX_ITERATIONS, PASS_SCORE, Review, build_loop, verdict
 from loop_agents.models import ModelSettings, SettingsError
@@ -48,30 +45,13 @@ def main() -> int:
     load_dotenv(find_dotenv(usecwd=True))
     try:
         settings = ModelSettings.from_env()
+        if settings.configured:
+            asyncio.run(run(settings))
+        else:
+            asyncio.run(demo.run_offline(settings))
     except SettingsError as exc:
         print(f"song_lyrics: {exc}", file=sys.stderr)
         return 2
-    if not settings.configured:
-        return run_local(settings)
-    asyncio.run(run(settings))
-    return 0
-
-
-LOCAL_MAX_TOKENS = 256
-"""Token cap per answer on the offline model (``LOOP_AGENTS_MAX_TOKENS`` overrides it)."""
-
-
-def run_local(settings: ModelSettings) -> int:
-    """Run the demo on the bundled offline model, or explain how to install it (exit 2)."""
-    if not local_model.is_installed():
-        print(f"song_lyrics: {local_model.no_endpoint_message()}", file=sys.stderr)
-        return 2
-    print(local_model.banner(), flush=True)
-    with local_model.LocalModelServer() as server:
-        # function_calling structured output and a max_tokens cap: what llama.cpp honours;
-        # the client bounds the review's strings so its JSON always fits in the cap
-        local = server.settings(max_tokens=settings.max_tokens or LOCAL_MAX_TOKENS)
-        asyncio.run(run(local, http_async_client=server.http_async_client()))
     return 0
 
 

@@ -47,6 +47,12 @@ from loop_agents.events import (
 )
 from loop_agents.feedback import feedback_message, is_feedback
 from loop_agents.graph import create_loop_agent
+from loop_agents.history import (
+    HistoryPolicy,
+    LoopHistory,
+    feedback_log_message,
+    without_rejected_attempts,
+)
 from loop_agents.human import (
     InvalidReviewError,
     ReviewDecision,
@@ -77,6 +83,7 @@ __all__ = [
     "Evaluator",
     "FormProblem",
     "FormReport",
+    "HistoryPolicy",
     "InvalidEvaluationError",
     "InvalidReviewError",
     "IterationRecord",
@@ -87,6 +94,7 @@ __all__ = [
     "LoopEvaluation",
     "LoopEvent",
     "LoopFinished",
+    "LoopHistory",
     "LoopInput",
     "LoopMessages",
     "LoopOutput",
@@ -108,6 +116,7 @@ __all__ = [
     "checkpointed",
     "configurable_loop",
     "create_loop_agent",
+    "feedback_log_message",
     "feedback_message",
     "human_review",
     "is_feedback",
@@ -124,5 +133,6 @@ __all__ = [
     "stream_to_console",
     "text_rule",
     "tokens_used",
+    "without_rejected_attempts",
     "xiangjianhuan_form",
 ]

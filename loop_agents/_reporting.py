@@ -10,9 +10,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
 from langchain_core.messages import AIMessage
-from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_stream_writer
 
+from loop_agents._function_runnable import FunctionRunnable
 from loop_agents.events import (
     AgentFinished,
     EvaluationFinished,
@@ -62,14 +63,14 @@ class LoopReporter:
         role: LoopRole,
         func: Callable[[In, RunnableConfig], Out],
         afunc: Callable[[In, RunnableConfig], Awaitable[Out]],
-    ) -> RunnableLambda[In, Out]:
+    ) -> FunctionRunnable[In, Out]:
         """A runnable that calls ``func``/``afunc`` as a run of its own.
 
         Run with the config of `config`, it is a run named after the iteration, and
         whatever ``func`` calls (a model inside a plain function included) is its child
         and inherits its tags and metadata.
         """
-        return RunnableLambda(func, afunc=afunc, name=role)
+        return FunctionRunnable(func, afunc, name=role)
 
     def config(self, config: RunnableConfig, iteration: int, role: LoopRole) -> RunnableConfig:
         """The config of the ``role`` call of ``iteration`` (see `iteration_config`)."""

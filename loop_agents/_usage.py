@@ -29,11 +29,47 @@ class TokenCounter(BaseCallbackHandler):
     carry no model name too (custom and fake chat models).
     """
 
+    run_inline = True  # a sum under a lock: no executor hop from async callback managers
+
     def __init__(self) -> None:
         super().__init__()
         self._lock = threading.Lock()
         self.input_tokens = 0
         self.output_tokens = 0
+
+    @property
+    def ignore_chain(self) -> bool:
+        """Chain runs carry no usage: skip their events."""
+        return True
+
+    @property
+    def ignore_agent(self) -> bool:
+        """Agent actions carry no usage: skip their events."""
+        return True
+
+    @property
+    def ignore_retriever(self) -> bool:
+        """Retriever runs carry no usage: skip their events."""
+        return True
+
+    @property
+    def ignore_custom_event(self) -> bool:
+        """Custom events carry no usage: skip them."""
+        return True
+
+    @property
+    def ignore_chat_model(self) -> bool:
+        """Skip chat-model starts (the usage comes with ``on_llm_end``).
+
+        Without this, LangChain falls back to ``on_llm_start`` with every prompt
+        rendered as a string.
+        """
+        return True
+
+    @property
+    def ignore_retry(self) -> bool:
+        """Retries carry no usage: skip their events."""
+        return True
 
     def on_llm_end(self, response: LLMResult, **kwargs: Any) -> None:
         """Add the usage of one model call (its first generation carries it)."""

@@ -208,7 +208,7 @@ def _text(value: str | None, path: Path | None, what: str, *, required: bool) ->
     return value.strip()
 
 
-def _settings(args: argparse.Namespace) -> ModelSettings:
+def _settings(args: argparse.Namespace, *, require_endpoint: bool = True) -> ModelSettings:
     env_file: Path | None = args.env_file
     if env_file is not None:
         if not env_file.is_file():
@@ -232,7 +232,7 @@ def _settings(args: argparse.Namespace) -> ModelSettings:
             raise UsageError(f"--max-tokens must be >= 1; got {args.max_tokens}")
         overrides["max_tokens"] = args.max_tokens
     settings = dataclasses.replace(settings, **overrides)
-    if not settings.configured:
+    if require_endpoint and not settings.configured:
         try:
             settings.chat_model()
         except SettingsError as exc:
@@ -246,7 +246,14 @@ def _settings(args: argparse.Namespace) -> ModelSettings:
 async def _demo(args: argparse.Namespace) -> int:
     from loop_agents.demos import song_lyrics
 
-    await song_lyrics.run(_settings(args))
+    settings = _settings(args, require_endpoint=False)
+    if settings.configured:
+        await song_lyrics.run(settings)
+        return 0
+    try:  # no endpoint: the bundled offline model, when its extra is installed
+        await song_lyrics.run_offline(settings)
+    except SettingsError as exc:
+        raise UsageError(str(exc)) from exc
     return 0
 
 

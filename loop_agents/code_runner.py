@@ -1,29 +1,13 @@
-"""Run the Python code in an agent's answer, and an evaluator that judges answers by running them.
+"""The runner evaluator of seed 004: review the code in an answer, run it, judge the output.
 
-This is seed 004's *runner*: the evaluator is a program, not a model. `code_runner` reviews
-the answer by rules (exactly one Python code block, which prints its result), runs the code
-in a child process and feeds the error or the output back to the agent, until the output
-holds the expected answer.
+The evaluator is a program, not a model. `code_runner` reviews each answer by rules
+(exactly one Python code block, which prints its result), runs the code with
+`loop_agents.python_runner` (time, memory, output and file-size limits, an empty temporary
+working folder, no inherited secrets, stdin closed) and feeds the error or the output back
+to the agent, until the output holds the expected answer.
 
-The child process runs with guards against **accidents** (an endless loop, a runaway
-allocation, a flood of output, a stray file, a leaked API key), not against a hostile
-program. It is **not a security sandbox**:
-
-| guarded | how |
-| --- | --- |
-| time | wall-clock limit; the whole process group is killed when it is reached |
-| CPU | ``RLIMIT_CPU`` a little above the time limit, as a backstop |
-| memory | ``RLIMIT_AS`` (address space); allocations beyond it raise ``MemoryError`` |
-| output | at most ``max_output`` bytes per stream kept (head and tail), the rest dropped |
-| files written | ``RLIMIT_FSIZE`` caps the size of any one file the program writes |
-| working folder | a fresh empty temporary folder (also ``HOME``, ``TMPDIR``), removed after |
-| environment | minimal: ``PATH``, ``HOME``, ``TMPDIR``, ``LANG``; no API keys, tokens, secrets |
-| stdin | ``/dev/null``: ``input()`` raises ``EOFError`` instead of waiting forever |
-
-Not stopped: reading or writing files elsewhere that your user may access, network access,
-starting other programs, killing your processes, exhausting disk space with many files, or
-anything else a program running as your user may do. Run code from models you do not trust
-in a container or a virtual machine.
+The limits guard against **accidents**, not against a hostile program: this is **not a
+security sandbox** (see `loop_agents.python_runner` for what is and is not stopped).
 
 Example:
     ```python
@@ -37,24 +21,25 @@ Example:
 from __future__ import annotations
 
 import ast
-import asyncio
-import math
-import os
 import re
-import selectors
-import signal
-import subprocess
-import sys
-import tempfile
-import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager, suppress
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.runnables import Runnable, RunnableConfig
 
+from loop_agents.python_runner import (
+    DEFAULT_MAX_FILE_SIZE,
+    DEFAULT_MAX_OUTPUT,
+    DEFAULT_MEMORY_LIMIT,
+    DEFAULT_TIMEOUT,
+    SCRIPT_NAME,
+    RunLimits,
+    RunResult,
+    arun_python,
+    make_limits,
+    run_python,
+)
 from loop_agents.state import LoopContext, LoopEvaluation
 
 __all__ = [
@@ -68,18 +53,6 @@ __all__ = [
     "run_python",
 ]
 
-DEFAULT_TIMEOUT = 10.0
-"""Seconds a program may run."""
-DEFAULT_MEMORY_LIMIT = 512 * 1024 * 1024
-"""Bytes of address space a program may use (``RLIMIT_AS``)."""
-DEFAULT_MAX_OUTPUT = 10_000
-"""Bytes of stdout and of stderr kept."""
-DEFAULT_MAX_FILE_SIZE = 16 * 1024 * 1024
-"""Bytes any one file written by the program may have (``RLIMIT_FSIZE``)."""
-
-SCRIPT_NAME = "answer.py"
-"""The file name the program is given; tracebacks show it."""
-
 PYTHON_LANGUAGES = frozenset({"", "python", "python3", "py", "py3"})
 """Code fence info strings that count as Python; ``""`` is an unlabeled fence."""
 
@@ -89,9 +62,10 @@ _FENCE = re.compile(
     r"^[ \t]{0,3}(?P=fence)[ \t]*$",
     re.MULTILINE | re.DOTALL,
 )
-_SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.IGNORECASE)
-_SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 
+_OPENING_FENCE = re.compile(
+    r"^[ \t]{0,3}(`{3,}|~{3,})[ \t]*(python3?|py3?)?[ \t]*$", re.MULTILINE | re.IGNORECASE
+)
 
 # -- extracting and reviewing code ----------------------------------------------------------
 
@@ -162,6 +136,14 @@ def review_code(text: str, *, require_print: bool = True) -> CodeReview:
         ```
     """
     blocks = extract_python_blocks(text)
+    if not blocks and _OPENING_FENCE.search(_FENCE.sub("", text)):
+        return CodeReview(
+            None,
+            (
+                "The Python code block is not closed (the answer may have been cut off): "
+                "write a short program and end the block with ```.",
+            ),
+        )
     if not blocks:
         return CodeReview(
             None,
@@ -186,7 +168,8 @@ def review_code(text: str, *, require_print: bool = True) -> CodeReview:
     except SyntaxError as exc:
         where = f"line {exc.lineno}" if exc.lineno else "the code"
         return CodeReview(
-            code, (f"The program does not compile: SyntaxError at {where}: {exc.msg}.",)
+            code,
+            (f"The program does not compile: SyntaxError at {where}: {exc.msg.rstrip('.?!')}.",),
         )
     if require_print and not _prints(tree):
         return CodeReview(code, ("The program prints nothing: print the result with print(...).",))
@@ -203,381 +186,6 @@ def _prints(tree: ast.AST) -> bool:
         if isinstance(func, ast.Attribute) and func.attr in {"write", "print", "pprint"}:
             return True
     return False
-
-
-# -- running code ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class RunResult:
-    """What happened when a program ran.
-
-    Attributes:
-        exit_code: The process's exit status; negative when a signal ended it
-            (``-9`` after the time limit).
-        stdout: What it printed (decoded as UTF-8, undecodable bytes replaced).
-        stderr: Its error output, e.g. a traceback.
-        timed_out: Whether it was killed at the time limit.
-        truncated: Whether some stdout or stderr was dropped for the output limit.
-        seconds: Wall-clock run time.
-    """
-
-    exit_code: int
-    stdout: str
-    stderr: str
-    timed_out: bool = False
-    truncated: bool = False
-    seconds: float = 0.0
-
-    @property
-    def ok(self) -> bool:
-        """Whether the program finished in time with exit code 0."""
-        return self.exit_code == 0 and not self.timed_out
-
-
-@dataclass(frozen=True)
-class _Limits:
-    timeout: float
-    memory_limit: int | None
-    max_output: int
-    max_file_size: int | None
-    python: str
-    env: Mapping[str, str] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if not (isinstance(self.timeout, int | float) and math.isfinite(self.timeout)) or (
-            self.timeout <= 0
-        ):
-            raise ValueError(f"timeout must be a number of seconds > 0; got {self.timeout!r}")
-        for name in ("memory_limit", "max_file_size"):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or value < 1024 * 1024):
-                raise ValueError(
-                    f"{name} must be a number of bytes >= 1 MiB, or None for no limit; "
-                    f"got {value!r}"
-                )
-        if not isinstance(self.max_output, int) or self.max_output < 16:
-            raise ValueError(f"max_output must be a number of bytes >= 16; got {self.max_output!r}")
-        secrets = sorted(name for name in self.env if _SECRET_NAME.search(name))
-        if secrets:
-            raise ValueError(
-                f"env must not pass secrets to code from an answer; remove {secrets} "
-                f"(names with KEY, TOKEN, SECRET, PASSWORD or CREDENTIAL are refused)"
-            )
-
-
-class _Capped:
-    """Keeps the first and last bytes of a stream, at most ``limit`` in all."""
-
-    def __init__(self, limit: int) -> None:
-        self.head_limit = limit - limit // 2
-        self.tail_limit = limit // 2
-        self.head = bytearray()
-        self.tail = bytearray()
-        self.dropped = 0
-
-    def add(self, data: bytes) -> None:
-        room = self.head_limit - len(self.head)
-        if room > 0:
-            self.head += data[:room]
-            data = data[room:]
-        if not data:
-            return
-        self.tail += data
-        excess = len(self.tail) - self.tail_limit
-        if excess > 0:
-            self.dropped += excess
-            del self.tail[:excess]
-
-    def text(self, workdir: str) -> str:
-        head = self.head.decode("utf-8", "replace")
-        tail = self.tail.decode("utf-8", "replace")
-        if self.dropped:
-            text = f"{head}\n... [{self.dropped} bytes cut: output limit] ...\n{tail}"
-        else:
-            text = (self.head + self.tail).decode("utf-8", "replace")
-        return _tidy_paths(text, workdir)
-
-
-def _tidy_paths(text: str, root: str) -> str:
-    """Show the script as ``answer.py`` in tracebacks, not by its temporary path."""
-    return text.replace(os.path.join(root, SCRIPT_NAME), SCRIPT_NAME)
-
-
-def _bootstrap(limits: _Limits) -> str:
-    """The child's first program: set the resource limits, then become the real program.
-
-    Limits are set in the child (never in this process) and survive ``execv``; a limit is
-    lowered to the hard limit already in force when that one is lower.
-    """
-    cpu = math.ceil(limits.timeout) + 1
-    wanted = [("RLIMIT_CPU", cpu), ("RLIMIT_CORE", 0)]
-    if limits.memory_limit is not None:
-        wanted.append(("RLIMIT_AS", limits.memory_limit))
-    if limits.max_file_size is not None:
-        wanted.append(("RLIMIT_FSIZE", limits.max_file_size))
-    return "\n".join(
-        [
-            "import os, resource, sys",
-            "def limit(name, value):",
-            "    which = getattr(resource, name)",
-            "    hard = resource.getrlimit(which)[1]",
-            "    if hard != resource.RLIM_INFINITY:",
-            "        value = min(value, hard)",
-            "    resource.setrlimit(which, (value, value))",
-            *(f"limit({name!r}, {value})" for name, value in wanted),
-            "os.execv(sys.executable, [sys.executable, '-I', '-X', 'utf8', sys.argv[1]])",
-        ]
-    )
-
-
-@contextmanager
-def _workspace(code: str, limits: _Limits) -> Iterator[tuple[list[str], str, dict[str, str]]]:
-    """A temporary folder holding the script and an empty working folder; removed after."""
-    with tempfile.TemporaryDirectory(prefix="loop_agents_run_", ignore_cleanup_errors=True) as root:
-        script = os.path.join(root, SCRIPT_NAME)
-        Path(script).write_text(code, encoding="utf-8")
-        workdir = os.path.join(root, "work")
-        os.mkdir(workdir)
-        env = {
-            "PATH": os.environ.get("PATH", _SAFE_PATH),
-            "HOME": workdir,
-            "TMPDIR": workdir,
-            "LANG": "C.UTF-8",
-            "LC_ALL": "C.UTF-8",
-            **limits.env,
-        }
-        command = [limits.python, "-I", "-c", _bootstrap(limits), script]
-        yield command, workdir, env
-
-
-def _kill_group(pid: int) -> None:
-    with suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
-
-
-def _limits(
-    timeout: float,
-    memory_limit: int | None,
-    max_output: int,
-    max_file_size: int | None,
-    python: str | None,
-    env: Mapping[str, str] | None,
-) -> _Limits:
-    return _Limits(
-        timeout=timeout,
-        memory_limit=memory_limit,
-        max_output=max_output,
-        max_file_size=max_file_size,
-        python=python or sys.executable,
-        env=dict(env or {}),
-    )
-
-
-def run_python(
-    code: str,
-    *,
-    timeout: float = DEFAULT_TIMEOUT,
-    memory_limit: int | None = DEFAULT_MEMORY_LIMIT,
-    max_output: int = DEFAULT_MAX_OUTPUT,
-    max_file_size: int | None = DEFAULT_MAX_FILE_SIZE,
-    python: str | None = None,
-    env: Mapping[str, str] | None = None,
-) -> RunResult:
-    r"""Run a Python program in a child process with limits, and wait for it.
-
-    The program runs as ``answer.py`` with ``python -I`` (isolated mode) in a fresh empty
-    temporary folder that is removed afterwards, with a minimal environment (``PATH``,
-    ``HOME`` and ``TMPDIR`` set to that folder, ``LANG``) and stdin closed. A guard
-    against accidents, not a security sandbox: see the module docstring.
-
-    Args:
-        code: The program's source.
-        timeout: Wall-clock seconds before the program (with everything it started) is
-            killed.
-        memory_limit: Bytes of address space (``RLIMIT_AS``); ``None`` for no limit.
-        max_output: Bytes kept of stdout and of stderr each; the head and the tail are
-            kept and the middle is dropped.
-        max_file_size: The largest file, in bytes, the program may write; ``None`` for no
-            limit.
-        python: The interpreter; the current one by default.
-        env: Extra environment variables for the program. Names that look like secrets
-            (containing KEY, TOKEN, SECRET, PASSWORD or CREDENTIAL) are refused.
-
-    Returns:
-        A `RunResult`.
-
-    Raises:
-        ValueError: a limit is out of range or ``env`` holds a secret-like name.
-
-    Example:
-        ```python
-        result = run_python("print(sum(range(10)))", timeout=5)
-        assert result.ok and result.stdout == "45\n"
-        ```
-    """
-    limits = _limits(timeout, memory_limit, max_output, max_file_size, python, env)
-    with _workspace(code, limits) as (command, workdir, child_env):
-        started = time.monotonic()
-        proc = subprocess.Popen(
-            command,
-            cwd=workdir,
-            env=child_env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
-        try:
-            out, err, timed_out = _collect(proc, limits, started)
-        finally:
-            _kill_group(proc.pid)  # the program's leftover children, and it on errors
-            proc.wait()
-            for stream in (proc.stdout, proc.stderr):
-                if stream is not None:
-                    stream.close()
-        seconds = time.monotonic() - started
-        root = os.path.dirname(workdir)
-        return RunResult(
-            exit_code=proc.returncode,
-            stdout=out.text(root),
-            stderr=err.text(root),
-            timed_out=timed_out,
-            truncated=bool(out.dropped or err.dropped),
-            seconds=seconds,
-        )
-
-
-def _collect(
-    proc: subprocess.Popen[bytes], limits: _Limits, started: float
-) -> tuple[_Capped, _Capped, bool]:
-    """Read stdout and stderr until the program ends or the time limit; kill what is left.
-
-    When the program exits, whatever it started and left running is killed at once (the
-    exited program is not reaped yet, so its process group id cannot be reused meanwhile).
-    """
-    out, err = _Capped(limits.max_output), _Capped(limits.max_output)
-    deadline = started + limits.timeout
-    with selectors.DefaultSelector() as selector:
-        for stream, sink in ((proc.stdout, out), (proc.stderr, err)):
-            if stream is not None:
-                os.set_blocking(stream.fileno(), False)
-                selector.register(stream, selectors.EVENT_READ, data=sink)
-        exited = False
-        while not (exited and not selector.get_map()):
-            if not exited and _has_exited(proc.pid):
-                exited = True
-                _kill_group(proc.pid)
-            left = deadline - time.monotonic()
-            if left <= 0 and not exited:
-                _kill_group(proc.pid)
-                return out, err, True
-            wait = 0.05 if exited else min(max(left, 0.0), 0.05)
-            if not selector.get_map():
-                time.sleep(wait)
-                continue
-            for key, _ in selector.select(timeout=wait):
-                chunk = os.read(key.fd, 65536)
-                if chunk:
-                    key.data.add(chunk)
-                else:
-                    selector.unregister(key.fileobj)
-    return out, err, False
-
-
-def _has_exited(pid: int) -> bool:
-    """Whether the child has exited, without reaping it (``WNOWAIT``)."""
-    try:
-        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-    except ChildProcessError:
-        return True
-    return info is not None
-
-
-async def arun_python(
-    code: str,
-    *,
-    timeout: float = DEFAULT_TIMEOUT,
-    memory_limit: int | None = DEFAULT_MEMORY_LIMIT,
-    max_output: int = DEFAULT_MAX_OUTPUT,
-    max_file_size: int | None = DEFAULT_MAX_FILE_SIZE,
-    python: str | None = None,
-    env: Mapping[str, str] | None = None,
-) -> RunResult:
-    """Like `run_python`, with an asyncio subprocess: the event loop is not blocked.
-
-    Args:
-        code: The program's source.
-        timeout: Wall-clock seconds before the program is killed.
-        memory_limit: Bytes of address space; ``None`` for no limit.
-        max_output: Bytes kept of stdout and of stderr each.
-        max_file_size: The largest file the program may write; ``None`` for no limit.
-        python: The interpreter; the current one by default.
-        env: Extra environment variables; secret-like names are refused.
-
-    Returns:
-        A `RunResult`.
-
-    Raises:
-        ValueError: a limit is out of range or ``env`` holds a secret-like name.
-
-    Example:
-        ```python
-        result = await arun_python("while True: pass", timeout=1)
-        assert result.timed_out
-        ```
-    """
-    limits = _limits(timeout, memory_limit, max_output, max_file_size, python, env)
-    with _workspace(code, limits) as (command, workdir, child_env):
-        started = time.monotonic()
-        proc = await asyncio.create_subprocess_exec(
-            *command,
-            cwd=workdir,
-            env=child_env,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,
-        )
-        out, err = _Capped(limits.max_output), _Capped(limits.max_output)
-        timed_out = False
-        assert proc.stdout is not None
-        assert proc.stderr is not None
-        readers = asyncio.gather(_drain(proc.stdout, out), _drain(proc.stderr, err))
-        try:
-            timed_out = not await _exit_within(proc, started + limits.timeout)
-            _kill_group(proc.pid)  # at the time limit, or what the program left running
-            with suppress(TimeoutError):  # a pipe held open by a process that escaped
-                await asyncio.wait_for(asyncio.shield(readers), timeout=5)
-        finally:
-            readers.cancel()
-            _kill_group(proc.pid)
-            await proc.wait()
-        seconds = time.monotonic() - started
-        root = os.path.dirname(workdir)
-        return RunResult(
-            exit_code=proc.returncode if proc.returncode is not None else -signal.SIGKILL,
-            stdout=out.text(root),
-            stderr=err.text(root),
-            timed_out=timed_out,
-            truncated=bool(out.dropped or err.dropped),
-            seconds=seconds,
-        )
-
-
-async def _exit_within(proc: asyncio.subprocess.Process, deadline: float) -> bool:
-    """Wait until the program exits (not its pipes: a child it started may hold them)."""
-    while proc.returncode is None and not _has_exited(proc.pid):
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return False
-        await asyncio.sleep(min(left, 0.02))
-    return True
-
-
-async def _drain(stream: asyncio.StreamReader, sink: _Capped) -> None:
-    while chunk := await stream.read(65536):
-        sink.add(chunk)
 
 
 # -- the evaluator ----------------------------------------------------------------------------
@@ -605,7 +213,7 @@ class CodeRunner(Runnable[LoopContext, LoopEvaluation]):
         *,
         description: str,
         require_print: bool,
-        limits: _Limits,
+        limits: RunLimits,
     ) -> None:
         """Use `code_runner` to make one."""
         self.check = check
@@ -660,14 +268,7 @@ class CodeRunner(Runnable[LoopContext, LoopEvaluation]):
         return await self.aevaluate(input)
 
     def _run_options(self) -> dict[str, Any]:
-        return {
-            "timeout": self.limits.timeout,
-            "memory_limit": self.limits.memory_limit,
-            "max_output": self.limits.max_output,
-            "max_file_size": self.limits.max_file_size,
-            "python": self.limits.python,
-            "env": self.limits.env,
-        }
+        return self.limits.options()
 
     def _rejected(self, review: CodeReview) -> LoopEvaluation:
         problems = "\n".join(f"- {problem}" for problem in review.problems)
@@ -810,5 +411,5 @@ def code_runner(
         if not callable(check):
             raise TypeError(f"check must be a function of a RunResult; got {check!r:.60}")
         description = f"check={getattr(check, '__name__', repr(check))}"
-    limits = _limits(timeout, memory_limit, max_output, max_file_size, python, env)
+    limits = make_limits(timeout, memory_limit, max_output, max_file_size, python, env)
     return CodeRunner(check, description=description, require_print=require_print, limits=limits)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.store.base import BaseStore
@@ -17,6 +18,8 @@ from langgraph.types import Checkpointer
 
 from loop_agents._agent import AgentLike
 from loop_agents._evaluation import Evaluator
+from loop_agents._function_runnable import FunctionRunnable
+from loop_agents.history import HistoryPolicy, check_history
 from loop_agents.nodes import STEPS_PER_ITERATION, LoopNodes
 from loop_agents.output import OutputMode, check_output_mode, output_schema
 from loop_agents.selection import Selection, check_select
@@ -27,6 +30,15 @@ from loop_agents.state import (
 )
 from loop_agents.stopping import StopPolicy
 from loop_agents.timeouts import RetryPolicies, check_retry_policy, check_timeout, loop_node
+
+
+MIN_RECURSION_LIMIT = 10_000
+"""The least recursion limit a loop carries.
+
+The limit in a run's config also applies to graphs the agent runs (a ``create_agent``
+agent's model and tool steps); a limit sized to the loop alone would cut a tool-using
+agent short. Under a caller's lower explicit limit the loop ends cleanly with
+``stop_reason="recursion_limit"``."""
 
 
 def _check_max_iterations(max_iterations: object) -> int:
@@ -47,6 +59,15 @@ def route(state: LoopState) -> str:
     return END if state.get("stop_reason") else "invoke_agent"
 
 
+async def _aroute(state: LoopState, config: RunnableConfig) -> str:
+    return route(state)
+
+
+ROUTER = FunctionRunnable(lambda state, config: route(state), _aroute, name="route", trace=False)
+"""`route` in both call styles (LangGraph runs a plain sync router in a worker thread
+under ``ainvoke``, a thread hop per iteration)."""
+
+
 def create_loop_agent(
     agent: AgentLike,
     evaluator: Evaluator,
@@ -65,15 +86,17 @@ def create_loop_agent(
     min_delta: float = 0.0,
     token_budget: int | None = None,
     time_budget: float | timedelta | None = None,
+    history: HistoryPolicy = "full",
 ) -> CompiledStateGraph[LoopState, None, LoopInput, LoopOutput]:
     """Build a loop agent: call ``agent``, let ``evaluator`` judge, repeat until accepted.
 
     The result is a compiled LangGraph graph with two nodes, ``invoke_agent`` and
     ``evaluate``. Each iteration the agent is sent the whole conversation (the request,
-    its earlier answers and the feedback on them); its answer is appended to
-    ``messages`` and the evaluator is given a `LoopContext`. When the evaluator returns
-    ``stop=False`` its feedback is appended as a user turn and the agent tries again;
-    the loop ends when the evaluator says stop or after ``max_iterations`` answers.
+    its earlier answers and the feedback on them; ``history`` can send less); its
+    answer is appended to ``messages`` and the evaluator is given a `LoopContext`.
+    When the evaluator returns ``stop=False`` its feedback is appended as a user turn
+    and the agent tries again; the loop ends when the evaluator says stop or after
+    ``max_iterations`` answers.
 
     While it runs the loop streams the agent's tokens (``stream_mode="messages"``, each
     with ``loop_iteration`` and ``loop_role`` in its metadata; add ``subgraphs=True`` when
@@ -136,6 +159,15 @@ def create_loop_agent(
             long (seconds or a ``timedelta``, wall-clock, from the loop's first
             agent call; the start is kept in the state, so a resumed loop counts
             from its original start). Checked after each evaluation.
+        history: What the agent is sent on each iteration; the state keeps the whole
+            conversation either way. ``"full"`` (the default): everything, every
+            attempt and its feedback (append-only, so provider prompt caching keeps
+            working). ``"last_attempt"``: the request, the latest attempt (with its
+            tool calls and results) and its feedback. ``"feedback_log"``: the request
+            and one message listing all feedback so far, no earlier attempt. Or a
+            function of `LoopHistory` returning the messages to send. The request is
+            always sent and a tool call is never separated from its result; see
+            `loop_agents.history`.
 
     Returns:
         A compiled ``StateGraph``. Its output has ``messages`` (ending with the
@@ -146,9 +178,10 @@ def create_loop_agent(
 
     Raises:
         TypeError: ``agent`` or ``evaluator`` cannot be called, or ``max_iterations``
-            or a stop option has the wrong type.
+            or a stop option has the wrong type, or ``history`` is neither a policy
+            name nor a sync function.
         ValueError: ``max_iterations`` is below 1, or a stop or selection option is
-            out of range.
+            out of range, or ``history`` names no built-in policy.
 
     Example:
         ```python
@@ -191,6 +224,7 @@ def create_loop_agent(
         output_mode=output_mode,
         policy=policy,
         select=check_select(select),
+        history=check_history(history),
     )
     builder = StateGraph(
         LoopState, input_schema=LoopInput, output_schema=output_schema(output_mode)
@@ -207,8 +241,11 @@ def create_loop_agent(
     )
     builder.add_edge(START, "invoke_agent")
     builder.add_edge("invoke_agent", "evaluate")
-    builder.add_conditional_edges("evaluate", route, ["invoke_agent", END])
+    builder.add_conditional_edges("evaluate", ROUTER, ["invoke_agent", END])
     graph = builder.compile(checkpointer=checkpointer, store=store, name=name)
     return graph.with_config(
-        recursion_limit=STEPS_PER_ITERATION * max_iterations + STEPS_PER_ITERATION + 1
+        recursion_limit=max(
+            STEPS_PER_ITERATION * max_iterations + STEPS_PER_ITERATION + 1,
+            MIN_RECURSION_LIMIT,
+        )
     )

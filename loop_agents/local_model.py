@@ -32,7 +32,6 @@ import contextlib
 import importlib.machinery
 import importlib.metadata
 import importlib.util
-import json
 import os
 import shlex
 import shutil
@@ -42,21 +41,21 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType, TracebackType
-from typing import Any
+from typing import IO, Any
 
 import httpx
 from langchain_openai import ChatOpenAI
 
+from loop_agents.llama_cpp_http import LlamaCppTransport
 from loop_agents.models import ModelSettings
 
 __all__ = [
     "CMAKE_ARGS",
     "DEFAULT_MAX_TOKENS",
     "MODEL_ALIAS",
-    "BoundedToolStrings",
     "LocalModelError",
     "LocalModelNotInstalledError",
     "LocalModelServer",
@@ -300,118 +299,6 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(sock.getsockname()[1])
 
 
-# -- bounding structured output to the token cap ----------------------------------------------
-
-
-class BoundedToolStrings(httpx.BaseTransport, httpx.AsyncBaseTransport):
-    """An HTTP transport that makes forced tool calls fit the request's token cap.
-
-    llama.cpp turns a forced tool's JSON schema into a grammar. A small model may keep
-    writing inside a JSON string until the token cap (``max_tokens``) cuts the
-    arguments off, and cut-off JSON does not parse. When a chat-completion request both
-    forces a tool (``tool_choice`` names a function) and sets ``max_tokens``, this
-    transport adds a ``maxLength`` to every unbounded string in the tool's parameters, so
-    that the arguments close within the cap (counting up to 3 tokens per character).
-    Every other request passes unchanged.
-
-    Example:
-        ```python
-        client = httpx.AsyncClient(transport=BoundedToolStrings())
-        model = ChatOpenAI(base_url=url, api_key="-", http_async_client=client)
-        ```
-    """
-
-    def __init__(
-        self,
-        transport: httpx.BaseTransport | None = None,
-        async_transport: httpx.AsyncBaseTransport | None = None,
-    ) -> None:
-        """Wrap ``transport`` (sync) and ``async_transport``; default: httpx's own."""
-        self._transport = transport
-        self._async_transport = async_transport
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        """Send a request synchronously, bounding forced tool calls."""
-        if self._transport is None:
-            self._transport = httpx.HTTPTransport()
-        return self._transport.handle_request(bound_tool_strings(request))
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        """Send a request asynchronously, bounding forced tool calls."""
-        if self._async_transport is None:
-            self._async_transport = httpx.AsyncHTTPTransport()
-        return await self._async_transport.handle_async_request(bound_tool_strings(request))
-
-    def close(self) -> None:
-        """Close the wrapped sync transport."""
-        if self._transport is not None:
-            self._transport.close()
-
-    async def aclose(self) -> None:
-        """Close the wrapped async transport."""
-        if self._async_transport is not None:
-            await self._async_transport.aclose()
-
-
-def bound_tool_strings(request: httpx.Request) -> httpx.Request:
-    """The request with ``maxLength`` on the forced tool's strings (see `BoundedToolStrings`).
-
-    Example:
-        ```python
-        request = bound_tool_strings(request)
-        ```
-    """
-    if request.method != "POST" or not request.url.path.endswith("/chat/completions"):
-        return request
-    try:
-        body = json.loads(request.content)
-    except (ValueError, httpx.RequestNotRead):
-        return request
-    cap = body.get("max_tokens") if isinstance(body, dict) else None
-    choice = body.get("tool_choice") if isinstance(body, dict) else None
-    if not isinstance(cap, int) or not isinstance(choice, dict):
-        return request
-    name = (choice.get("function") or {}).get("name")
-    changed = False
-    for tool in body.get("tools") or []:
-        function = tool.get("function") or {}
-        if function.get("name") != name or not isinstance(function.get("parameters"), dict):
-            continue
-        strings = list(_unbounded_strings(function["parameters"]))
-        if not strings:
-            continue
-        per_string = max(1, (cap - 24) // (3 * len(strings)))
-        for schema in strings:
-            schema["maxLength"] = per_string
-        changed = True
-    if not changed:
-        return request
-    content = json.dumps(body).encode()
-    headers = httpx.Headers(request.headers)
-    headers["content-length"] = str(len(content))
-    return httpx.Request(
-        request.method,
-        request.url,
-        headers=headers,
-        content=content,
-        extensions=request.extensions,
-    )
-
-
-def _unbounded_strings(schema: Any) -> Iterator[dict[str, Any]]:
-    """The string schemas in ``schema`` that have no length, enum, pattern or format."""
-    if isinstance(schema, dict):
-        if schema.get("type") == "string" and not (
-            {"maxLength", "enum", "const", "pattern", "format"} & set(schema)
-        ):
-            yield schema
-        for value in schema.values():
-            yield from _unbounded_strings(value)
-    elif isinstance(schema, list):
-        for item in schema:
-            yield from _unbounded_strings(item)
-
-
 # -- the server -------------------------------------------------------------------------------
 
 
@@ -475,7 +362,7 @@ class LocalModelServer:
         self.verbose = verbose
         self.process: subprocess.Popen[bytes] | None = None
         self._log_dir: str | None = None
-        self._log_file: Any = None
+        self._log_file: IO[bytes] | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -592,11 +479,11 @@ class LocalModelServer:
             "--use_mlock",
             "False",
             "--verbose",
-            "False",
+            str(self.verbose),
         ]
-        output: Any
+        output: IO[bytes] | int  # the log file, or this process's stderr with verbose
         if self.verbose:
-            output = None
+            output = 2
         else:
             if self._log_dir is None:
                 self._log_dir = tempfile.mkdtemp(prefix="loop_agents_llama_")
@@ -609,7 +496,7 @@ class LocalModelServer:
             command,
             stdin=subprocess.DEVNULL,
             stdout=output,
-            stderr=subprocess.STDOUT if output is not None else None,
+            stderr=subprocess.STDOUT,
             start_new_session=True,
         )
 
@@ -676,7 +563,7 @@ class LocalModelServer:
         llama.cpp rejects ``json_schema`` structured output and ignores
         ``max_completion_tokens``; these settings use function calling and also send
         ``max_tokens``. Pair them with `http_async_client` so that structured output
-        fits the cap (see `BoundedToolStrings`).
+        fits the cap (see `LlamaCppTransport`).
 
         Example:
             ```python
@@ -691,24 +578,24 @@ class LocalModelServer:
         )
 
     def http_client(self, **kwargs: Any) -> httpx.Client:
-        """An ``httpx.Client`` with `BoundedToolStrings`; ``kwargs`` go to ``httpx.Client``.
+        """An ``httpx.Client`` with `LlamaCppTransport`; ``kwargs`` go to ``httpx.Client``.
 
         Example:
             ```python
             ChatOpenAI(base_url=server.base_url, api_key="-", http_client=server.http_client())
             ```
         """
-        return httpx.Client(transport=BoundedToolStrings(), trust_env=False, **kwargs)
+        return httpx.Client(transport=LlamaCppTransport(), trust_env=False, **kwargs)
 
     def http_async_client(self, **kwargs: Any) -> httpx.AsyncClient:
-        """An ``httpx.AsyncClient`` with `BoundedToolStrings`; ``kwargs`` go to httpx.
+        """An ``httpx.AsyncClient`` with `LlamaCppTransport`; ``kwargs`` go to httpx.
 
         Example:
             ```python
             result = await demo.run(server.settings(), http_async_client=server.http_async_client())
             ```
         """
-        return httpx.AsyncClient(transport=BoundedToolStrings(), trust_env=False, **kwargs)
+        return httpx.AsyncClient(transport=LlamaCppTransport(), trust_env=False, **kwargs)
 
     def chat_model(
         self, *, max_tokens: int | None = DEFAULT_MAX_TOKENS, **kwargs: Any

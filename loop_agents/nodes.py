@@ -19,6 +19,7 @@ from loop_agents._evaluation import Evaluator, EvaluatorCaller
 from loop_agents._reporting import LoopReporter
 from loop_agents._usage import counting_tokens
 from loop_agents.feedback import feedback_message
+from loop_agents.history import HistoryPolicy, message_selector
 from loop_agents.output import OutputMode, keep_final_answer
 from loop_agents.selection import Selection, selection_updates
 from loop_agents.state import (
@@ -47,6 +48,7 @@ class LoopNodes:
         output_mode: OutputMode = "full_state",
         policy: StopPolicy | None = None,
         select: Selection = "last",
+        history: HistoryPolicy = "full",
     ) -> None:
         self.agent = AgentCaller(agent)
         self.evaluator = EvaluatorCaller(evaluator)
@@ -54,6 +56,7 @@ class LoopNodes:
         self.policy = policy or StopPolicy(max_iterations)
         self.select = select
         self.output_mode = output_mode
+        self._select_messages = message_selector(history)  # None: send the whole history
         # events on the custom stream; agent/evaluator calls as runs named per iteration
         self.report = LoopReporter(name, max_iterations)
         self._call_agent = self.report.traced("agent", self.agent.invoke, self.agent.ainvoke)
@@ -69,7 +72,10 @@ class LoopNodes:
         iteration = _iteration_number(state, updates)
         self.report.iteration_started(iteration)
         started = time.perf_counter()
-        produced = self._call_agent.invoke(history, self.report.config(config, iteration, "agent"))
+        produced = self._call_agent.invoke(
+            self._to_send(state, updates, history),
+            self.report.config(config, iteration, "agent"),
+        )
         updates = _agent_updates(updates, history, produced, time.perf_counter() - started)
         self.report.agent_finished(iteration, updates["last_response"], updates["agent_run"])
         return updates
@@ -81,11 +87,20 @@ class LoopNodes:
         self.report.iteration_started(iteration)
         started = time.perf_counter()
         produced = await self._call_agent.ainvoke(
-            history, self.report.config(config, iteration, "agent")
+            self._to_send(state, updates, history),
+            self.report.config(config, iteration, "agent"),
         )
         updates = _agent_updates(updates, history, produced, time.perf_counter() - started)
         self.report.agent_finished(iteration, updates["last_response"], updates["agent_run"])
         return updates
+
+    def _to_send(
+        self, state: LoopState, updates: dict[str, Any], history: list[AnyMessage]
+    ) -> list[AnyMessage]:
+        """What the agent is sent: ``history`` as chosen by the loop's history policy."""
+        if self._select_messages is None:
+            return history
+        return self._select_messages(state, updates, history)
 
     # -- evaluate -----------------------------------------------------------------
 

@@ -17,10 +17,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 from typing import Any, Literal
 
-from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langchain_core.runnables import RunnableConfig
 from langgraph.errors import NodeTimeoutError
 from langgraph.types import RetryPolicy
 
+from loop_agents._function_runnable import FunctionRunnable
 from loop_agents.state import LoopState
 
 NodeName = Literal["invoke_agent", "evaluate"]
@@ -126,10 +127,10 @@ def iteration_of(node: NodeName, state: LoopState) -> int:
 
 def loop_node(
     node: NodeName, func: SyncNode, afunc: AsyncNode, timeout: float | None
-) -> RunnableLambda[LoopState, dict[str, Any]]:
+) -> FunctionRunnable[LoopState, dict[str, Any]]:
     """The runnable for one of the loop's nodes, with ``timeout`` enforced when set."""
     if timeout is None:
-        return RunnableLambda(func, afunc=afunc, name=node)
+        return FunctionRunnable(func, afunc, name=node, trace=False)
     limit = timeout
 
     def sync_with_limit(state: LoopState, config: RunnableConfig) -> dict[str, Any]:
@@ -150,4 +151,4 @@ def loop_node(
             elapsed = time.monotonic() - started
             raise LoopTimeoutError(node, iteration_of(node, state), limit, elapsed) from exc
 
-    return RunnableLambda(sync_with_limit, afunc=async_with_limit, name=node)
+    return FunctionRunnable(sync_with_limit, async_with_limit, name=node, trace=False)

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any, Literal, TypeAlias
 
 from langchain_core.runnables import RunnableConfig
-from langchain_core.runnables.config import merge_configs
+from langchain_core.runnables.config import ensure_config
 
 LoopRole: TypeAlias = Literal["agent", "evaluator"]
 """Which of a loop's two calls a run (or a token) belongs to."""
@@ -63,14 +63,22 @@ def iteration_config(
         ```
 
     """
-    return merge_configs(
-        config,
-        {
-            "run_name": f"iteration {iteration}: {role}",
-            "tags": [LOOP_TAG, f"iteration:{iteration}", f"{ROLE_KEY}:{role}"],
-            "metadata": {LOOP_KEY: loop, ITERATION_KEY: iteration, ROLE_KEY: role},
+    # what merge_configs(config, {...}) gives, without re-copying every key of the config
+    base = ensure_config(config)
+    merged: RunnableConfig = {
+        **base,
+        "run_name": f"iteration {iteration}: {role}",
+        "tags": sorted(
+            {*base.get("tags", []), LOOP_TAG, f"iteration:{iteration}", f"{ROLE_KEY}:{role}"}
+        ),
+        "metadata": {
+            **base.get("metadata", {}),
+            LOOP_KEY: loop,
+            ITERATION_KEY: iteration,
+            ROLE_KEY: role,
         },
-    )
+    }
+    return merged
 
 
 def iteration_of(metadata: Mapping[str, Any]) -> int | None:

@@ -7,11 +7,10 @@ import subprocess
 import sys
 
 import coder_reviewer
-import pytest
 from langchain_core.messages import HumanMessage
 
-from loop_agents import create_loop_agent, is_feedback
 from loop_agents import code_runner as code_runner_module
+from loop_agents import create_loop_agent, is_feedback
 from loop_agents.code_runner import code_runner
 from tests.conftest import ROOT
 from tests.fakes import FakeChat
@@ -148,7 +147,12 @@ def test_example_without_endpoint_or_extra_exits_with_instructions(tmp_path):
     env["PYTHONPATH"] = str(tmp_path / "shadow")
     proc = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "coder_reviewer.py")],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False,
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert proc.returncode == 2
     assert "OPENAI_API_KEY" in proc.stderr

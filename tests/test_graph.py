@@ -577,3 +577,15 @@ def test_parent_recursion_limit_wins_and_loop_ends_cleanly():
     answers = [m for m in result["messages"] if m.type == "ai"]
     assert 1 <= len(answers) < 50
     assert result["messages"][-1].type == "ai"
+
+
+def test_tool_using_graph_agent_is_not_cut_short_by_the_loops_recursion_limit():
+    calls = [
+        AIMessage("", tool_calls=[{"name": "word_count", "args": {"text": "a"}, "id": f"c{i}"}])
+        for i in range(6)
+    ]
+    chat = FakeChat.of(*calls, "done after six tool calls")
+    agent = create_agent(chat, [word_count])
+    result = create_loop_agent(agent, until(1), max_iterations=1).invoke({"messages": [REQUEST]})
+    assert result["last_response"].text == "done after six tool calls"
+    assert sum(m.type == "tool" for m in result["messages"]) == 6

@@ -285,7 +285,10 @@ def judge_model(script: ScriptedOpenAI) -> ChatOpenAI:
     )
 
 
-@pytest.mark.parametrize("compose", ["human_review(judge)", "all_of(checkpointed(judge), person)"])
+@pytest.mark.parametrize(
+    "compose",
+    ["human_review(judge)", "all_of(checkpointed(judge), person)", "all_of(judge, person)"],
+)
 def test_llm_judge_then_person_calls_the_judge_model_once_per_answer(saver, compose):
     script = ScriptedOpenAI(
         [
@@ -295,11 +298,11 @@ def test_llm_judge_then_person_calls_the_judge_model_once_per_answer(saver, comp
         ]
     )
     judge = llm_judge(judge_model(script), "Score the haiku from 0 to 100.", threshold=75)
-    evaluator = (
-        human_review(judge)
-        if compose == "human_review(judge)"
-        else all_of(checkpointed(judge), human_review())
-    )
+    evaluator = {
+        "human_review(judge)": lambda: human_review(judge),
+        "all_of(checkpointed(judge), person)": lambda: all_of(checkpointed(judge), human_review()),
+        "all_of(judge, person)": lambda: all_of(judge, human_review()),
+    }[compose]()
     agent = CountingAgent()
     loop = create_loop_agent(agent, evaluator, 5, checkpointer=saver)
     config = thread("llm-judge")

@@ -115,7 +115,14 @@ async def test_demo_cap_and_token_limit(capsys):
 
 
 def test_demo_without_endpoint_exits_with_instructions(tmp_path):
+    # no endpoint and no `local` extra: a llama_cpp package without its server shadows
+    # the real one (if installed), so the demo must name the one install command; the
+    # run on the installed local model is tests/test_local_model.py (slow)
+    shadow = tmp_path / "shadow" / "llama_cpp"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "LOOP_AGENTS_"))}
+    env["PYTHONPATH"] = str(tmp_path / "shadow")
     proc = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "song_lyrics.py")],
         cwd=tmp_path,
@@ -128,6 +135,9 @@ def test_demo_without_endpoint_exits_with_instructions(tmp_path):
     assert proc.returncode == 2
     assert "OPENAI_API_KEY" in proc.stderr
     assert "OPENAI_BASE_URL" in proc.stderr
+    assert 'CMAKE_ARGS="-DGGML_NATIVE=OFF' in proc.stderr
+    assert "pip install" in proc.stderr
+    assert "[local]" in proc.stderr
     assert proc.stdout == ""
 
 

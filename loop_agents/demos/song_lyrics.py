@@ -20,6 +20,7 @@ from langchain.agents import create_agent
 from langchain_core.messages import AnyMessage, HumanMessage
 from langgraph.graph.state import CompiledStateGraph
 
+from loop_agents import local_model
 from loop_agents._evaluation import Evaluator
 from loop_agents.console import LoopConsole, astream_to_console, section_header
 from loop_agents.demos.prompts import composer_system_message, prompt, reviewer_system_message
@@ -30,6 +31,10 @@ from loop_agents.state import LoopContext, LoopEvaluation, LoopOutput
 
 PASS_SCORE = 75
 MAX_ITERATIONS = 3
+REVIEW_RETRIES = 2
+"""Times the reviewer is asked again when its review has no score from 0 to 100."""
+LOCAL_MAX_TOKENS = 256
+"""Token cap per answer on the offline model (``LOOP_AGENTS_MAX_TOKENS`` overrides it)."""
 
 
 class Review(TypedDict):
@@ -109,17 +114,45 @@ def build_loop(
             *context["init_messages"],
             context["last_response"],
         ]
-        review: Any = await reviewer.ainvoke(input=messages)
+        review: Any = None
+        for _ in range(1 + REVIEW_RETRIES):
+            review = await reviewer.ainvoke(input=messages)
+            if _valid_review(review):
+                return {
+                    "stop": review["score"] >= PASS_SCORE,
+                    "feedback": review["feedback"] + f"\n\n综合得分：{review['score']}",
+                    "score": review["score"],
+                }
+        # no usable score after the retries: never a silent pass; the loop goes on and
+        # the record shows no score
+        feedback = review.get("feedback") if isinstance(review, dict) else None
         return {
-            "stop": review["score"] >= PASS_SCORE,
-            "feedback": review["feedback"] + f"\n\n综合得分：{review['score']}",
-            "score": review["score"],
+            "stop": False,
+            "feedback": (feedback or "评审未给出有效评语。")
+            + f"\n\n综合得分：无效（{_shown_score(review)}，应为0至100）",
         }
 
     evaluator: Evaluator = evaluate
     if form_check_from_env() if form_check is None else form_check:
         evaluator = all_of(xiangjianhuan_form(), evaluate, name="form_then_review")
     return create_loop_agent(agent=composer, evaluator=evaluator, max_iterations=MAX_ITERATIONS)
+
+
+def _valid_review(review: object) -> bool:
+    """A review with a score from 0 to 100 and feedback text (small models break both)."""
+    if not isinstance(review, dict):
+        return False
+    score, feedback = review.get("score"), review.get("feedback")
+    return (
+        isinstance(score, int | float)
+        and not isinstance(score, bool)
+        and 0 <= score <= 100
+        and isinstance(feedback, str)
+    )
+
+
+def _shown_score(review: object) -> str:
+    return str(review.get("score")) if isinstance(review, dict) else "无"
 
 
 def verdict(result: LoopOutput) -> str:
@@ -183,3 +216,40 @@ async def run(
     view.console.print()
     view.console.print(verdict(result), markup=False, highlight=False)
     return result
+
+
+async def run_offline(
+    settings: ModelSettings | None = None, *, view: LoopConsole | None = None
+) -> LoopOutput:
+    """Run the demo on the bundled offline model (the ``local`` extra), with a banner.
+
+    Used when neither ``OPENAI_API_KEY`` nor ``OPENAI_BASE_URL`` is set. Nothing is
+    installed here: without the extra this raises with the one command that installs it.
+
+    Args:
+        settings: Read for ``max_tokens`` only (default `LOCAL_MAX_TOKENS`).
+        view: The renderer; default a `LoopConsole` on stdout.
+
+    Raises:
+        SettingsError: the ``local`` extra is not installed; the message says how to
+            install it or how to point the demo at a model server instead.
+
+    Example:
+        ```python
+        result = asyncio.run(run_offline())
+        ```
+
+    """
+    if not local_model.is_installed():
+        raise SettingsError(local_model.no_endpoint_message())
+    view = view if view is not None else LoopConsole()
+    view.console.print(local_model.banner(), markup=False, highlight=False)
+    cap = (settings.max_tokens if settings is not None else None) or LOCAL_MAX_TOKENS
+    with local_model.LocalModelServer() as server:
+        # function_calling structured output and a max_tokens cap: what llama.cpp
+        # honours; the client bounds the review's strings so its JSON fits in the cap
+        return await run(
+            server.settings(max_tokens=cap),
+            http_async_client=server.http_async_client(),
+            view=view,
+        )

@@ -22,6 +22,7 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.runnables.config import get_executor_for_config
 
 from loop_agents._evaluation import Evaluator, EvaluatorCaller
+from loop_agents.checkpoints import checkpointed
 from loop_agents.evaluators._base import (
     check_name,
     format_score,
@@ -92,7 +93,13 @@ def all_of(*evaluators: Evaluator, name: str = "all_of") -> Runnable[LoopContext
         ```
 
     """
-    members = _members("all_of", evaluators)
+    # Each member runs as a checkpointed task: when the node runs again (a human review
+    # in a later member was answered, or a later member failed and the loop resumed),
+    # members that already gave their verdict are not called a second time.
+    members = [
+        (member, EvaluatorCaller(checkpointed(caller.evaluator, name=member)))
+        for member, caller in _members("all_of", evaluators)
+    ]
 
     def evaluate(context: LoopContext, config: RunnableConfig) -> LoopEvaluation:
         passed: list[tuple[str, LoopEvaluation]] = []

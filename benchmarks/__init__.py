@@ -1,0 +1,1 @@
+"""Performance measurements of loop_agents (not tests): run ``python -m benchmarks``."""

@@ -1,0 +1,161 @@
+"""Run the benchmarks, print their tables and (with ``--write``) save them as Markdown.
+
+```
+python -m benchmarks                       # all four, a few minutes
+python -m benchmarks --quick               # fewer rounds and loops, for a smoke run
+python -m benchmarks --write BENCHMARKS.md
+python -m benchmarks --only overhead,context
+```
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from dataclasses import dataclass
+
+from benchmarks import concurrency, context, overhead
+from benchmarks.measure import machine
+
+PARTS = ("overhead", "concurrency", "context", "scaling")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How much to run: rounds per loop length (benchmarks 1 and 4), loops at once."""
+
+    overhead_rounds: dict[int, int]
+    long_rounds: dict[int, int]
+    loops: int
+    concurrency_rounds: int
+
+
+FULL = Plan({5: 60, 50: 25}, {500: 3}, loops=200, concurrency_rounds=7)
+QUICK = Plan({5: 5, 50: 2}, {500: 1}, loops=50, concurrency_rounds=1)
+
+
+def _verdict(ok: bool) -> str:
+    return "met" if ok else "**missed**"
+
+
+async def run(parts: set[str], plan: Plan) -> str:
+    """Run the chosen benchmarks; return the report (Markdown)."""
+    out: list[str] = []
+    targets: list[str] = []
+    started = time.perf_counter()
+
+    def emit(*lines: str) -> None:
+        for line in lines:
+            print(line, flush=True)
+            out.append(line)
+
+    emit("# Benchmarks", "", "Measured with `make bench` (`python -m benchmarks`) on:", "")
+    emit(*machine())
+    results: list[overhead.Overhead] = []
+    if parts & {"overhead", "scaling"}:
+        results = [
+            await overhead.measure(n, r, with_history_policy=True)
+            for n, r in plan.overhead_rounds.items()
+        ]
+    if "overhead" in parts:
+        emit(
+            "",
+            "## 1. Overhead per iteration",
+            "",
+            "An instant fake chat model; the evaluator accepts the last allowed answer. CPU",
+            "time of this process per iteration (median of interleaved runs). vs minimal:",
+            "for create_loop_agent, the median over rounds of its time over the minimal",
+            "loop's in the same round (for the others, the ratio of medians); best vs best:",
+            "the fastest run over the minimal loop's fastest run.",
+            "",
+            overhead.overhead_table(results),
+        )
+        for result in results:
+            targets.append(
+                f"1. overhead at {result.iterations} iterations: {result.ratio:.2f}x the "
+                f"minimal LangGraph loop (target <= 1.10x): {_verdict(result.ratio <= 1.10)}"
+            )
+    if "concurrency" in parts:
+        loads = await concurrency.measure(loops=plan.loops, rounds=plan.concurrency_rounds)
+        emit(
+            "",
+            "## 2. Concurrency",
+            "",
+            f"{plan.loops} loops of 3 iterations at once; the fake model waits 50 ms per",
+            "call (so a loop alone takes about 150 ms). Wall and CPU time of the whole batch",
+            "(median of interleaved rounds); ticker max lag: how late a 5 ms ticker woke;",
+            "callbacks: those that held the event loop >= 20 ms in an asyncio debug-mode",
+            "run (garbage collector paused); peak memory: tracemalloc peak of a separate run.",
+            "",
+            concurrency.concurrency_table(loads, plan.loops),
+        )
+        for how in ("abatch", "gather"):
+            ratio = concurrency.wall_ratio(loads, how)
+            targets.append(
+                f"2. {plan.loops} loops with {how}: {ratio:.2f}x the minimal loop's wall time "
+                f"(target <= 1.15x): {_verdict(ratio <= 1.15)}"
+            )
+        slow = [s for load in loads.values() for s in load.slow_callbacks]
+        targets.append(
+            f"2. callbacks that held the event loop >= {concurrency.SLOW_CALLBACK * 1e3:.0f} "
+            f"ms: {len(slow)} (target: none that blocks): {_verdict(not slow)}"
+        )
+    if "context" in parts:
+        economies = context.measure()
+        emit(
+            "",
+            "## 3. Context economy",
+            "",
+            f"Characters sent to the agent on each of {context.ITERATIONS} iterations, per",
+            "history policy (deterministic).",
+            "",
+            context.context_table(economies),
+        )
+        for economy in economies:
+            share = economy.share_of_full("last_attempt")
+            targets.append(
+                f"3. {economy.shape.name}: last_attempt sends {share:.0%} of full "
+                f"(target <= 40%): {_verdict(share <= 0.40)}"
+            )
+    if "scaling" in parts:
+        scaled = results + [
+            await overhead.measure(n, r, with_history_policy=True)
+            for n, r in plan.long_rounds.items()
+        ]
+        emit(
+            "",
+            "## 4. Scaling",
+            "",
+            "CPU time per iteration by loop length (median of interleaved runs; the first",
+            "columns are benchmark 1's runs); growth is the per-iteration time at the",
+            "longest loop over the shortest.",
+            "",
+            overhead.scaling_table(scaled),
+        )
+    emit("", "## Targets", "", *[f"- {t}" for t in targets])
+    emit("", f"Total time: {time.perf_counter() - started:.0f} s.")
+    return "\n".join(out) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="fewer rounds and loops")
+    parser.add_argument("--write", metavar="PATH", help="also write the report to PATH")
+    parser.add_argument(
+        "--only", default=",".join(PARTS), help=f"comma-separated subset of {', '.join(PARTS)}"
+    )
+    args = parser.parse_args()
+    parts = {p.strip() for p in args.only.split(",") if p.strip()}
+    unknown = parts - set(PARTS)
+    if unknown:
+        parser.error(f"unknown benchmark(s) {sorted(unknown)}; choose from {', '.join(PARTS)}")
+    report = asyncio.run(run(parts, QUICK if args.quick else FULL))
+    if args.write:
+        with open(args.write, "w", encoding="utf-8") as file:
+            file.write(report)
+        print(f"\nwritten to {args.write}")
+
+
+if __name__ == "__main__":
+    main()

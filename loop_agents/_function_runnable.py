@@ -1,0 +1,127 @@
+"""`FunctionRunnable`: a sync and an async function of ``(input, config)`` as one runnable.
+
+It does what ``RunnableLambda(func, afunc=afunc)`` does for the loop's nodes, router and
+calls, with less work per call: ``RunnableLambda`` inspects its functions' signatures on
+every call to find out whether they take a config, where these always do, and always
+makes a run of its own, where LangGraph already makes one for each node.
+
+With ``trace=True`` each call is one run (named after the runnable, or the config's
+``run_name``); the function is given the run's child config, which is also the current
+config while it runs, so ``get_config()``, ``get_stream_writer()`` and models called
+inside it without a config see it. With ``trace=False`` the function is called with the
+config as it is, like a plain function given to ``StateGraph.add_node``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, Generic, TypeVar, cast
+
+from langchain_core.callbacks import BaseCallbackManager
+from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.runnables.config import (
+    ensure_config,
+    get_async_callback_manager_for_config,
+    get_callback_manager_for_config,
+    set_config_context,
+)
+
+In = TypeVar("In")
+Out = TypeVar("Out")
+
+
+class FunctionRunnable(Runnable[In, Out], Generic[In, Out]):
+    """Runs ``func`` (sync) or ``afunc`` (async) with the input and the config.
+
+    Args:
+        func: Called by ``invoke``.
+        afunc: Called by ``ainvoke`` (an ``async def`` function).
+        name: The run's name, unless the config gives a ``run_name``.
+        trace: ``False`` for no run of its own: the function is given the config as is.
+            For a graph's nodes, whose run LangGraph makes (named after the node, with
+            the function called in its context), and for routers.
+
+    Example:
+        ```python
+        async def adouble(x: int, config: RunnableConfig) -> int:
+            return 2 * x
+
+
+        double = FunctionRunnable(lambda x, config: 2 * x, adouble, name="double")
+        assert double.invoke(21) == 42
+        assert await double.ainvoke(21) == 42
+        ```
+
+    """
+
+    def __init__(
+        self,
+        func: Callable[[In, RunnableConfig], Out],
+        afunc: Callable[[In, RunnableConfig], Awaitable[Out]],
+        *,
+        name: str,
+        trace: bool = True,
+    ) -> None:
+        self.func = func
+        self.afunc = afunc
+        self.name = name
+        self.trace = trace
+
+    def invoke(self, input: In, config: RunnableConfig | None = None, **kwargs: Any) -> Out:
+        """Call ``func``, in a run of its own unless ``trace`` is off."""
+        config = _complete(config)
+        if not self.trace:
+            return self.func(input, config)
+        manager = get_callback_manager_for_config(config)
+        run = manager.on_chain_start(
+            None, input, name=config.get("run_name") or self.name, run_id=config.get("run_id")
+        )
+        child = _child(config, run.get_child())
+        try:
+            with set_config_context(child) as context:
+                output = context.run(self.func, input, child)
+        except BaseException as error:
+            run.on_chain_error(error)
+            raise
+        run.on_chain_end(output)
+        return output
+
+    async def ainvoke(self, input: In, config: RunnableConfig | None = None, **kwargs: Any) -> Out:
+        """Call ``afunc``, in a run of its own unless ``trace`` is off."""
+        config = _complete(config)
+        if not self.trace:
+            return await self.afunc(input, config)
+        manager = get_async_callback_manager_for_config(config)
+        run = await manager.on_chain_start(
+            None, input, name=config.get("run_name") or self.name, run_id=config.get("run_id")
+        )
+        child = _child(config, run.get_child())
+        try:
+            with set_config_context(child) as context:
+                call = cast(Coroutine[Any, Any, Out], self.afunc(input, child))
+                output = await asyncio.create_task(call, context=context)
+        except BaseException as error:
+            await run.on_chain_error(error)
+            raise
+        await run.on_chain_end(output)
+        return output
+
+
+def _complete(config: RunnableConfig | None) -> RunnableConfig:
+    """``config`` when it is complete (as LangGraph passes it), else `ensure_config`'s."""
+    if config is not None and "callbacks" in config and "configurable" in config:
+        return config
+    return ensure_config(config)
+
+
+def _child(config: RunnableConfig, callbacks: BaseCallbackManager) -> RunnableConfig:
+    """What ``patch_config(config, callbacks=callbacks)`` gives, for a complete config.
+
+    ``patch_config`` copies the config (and its callback manager) first; a shallow copy
+    is enough here, as nothing in it is changed in place.
+    """
+    child: RunnableConfig = {**config, "callbacks": callbacks}
+    child.pop("run_name", None)
+    child.pop("run_id", None)
+    return child

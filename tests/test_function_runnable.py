@@ -1,0 +1,156 @@
+"""FunctionRunnable: the runnable behind the loop's nodes, router and named calls."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from uuid import UUID
+
+import pytest
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.messages import HumanMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables.config import ensure_config
+
+from loop_agents import LoopContext, LoopEvaluation, create_loop_agent
+from loop_agents._function_runnable import FunctionRunnable
+from tests.fakes import FakeChat
+
+
+class Runs(BaseCallbackHandler):
+    """Records chain runs: (event, name, run_id, parent_run_id)."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str | None, UUID, UUID | None]] = []
+
+    def on_chain_start(self, serialized, inputs, *, run_id, parent_run_id=None, **kwargs):
+        self.events.append(("start", kwargs.get("name"), run_id, parent_run_id))
+
+    def on_chain_end(self, outputs, *, run_id, parent_run_id=None, **kwargs):
+        self.events.append(("end", None, run_id, parent_run_id))
+
+    def on_chain_error(self, error, *, run_id, parent_run_id=None, **kwargs):
+        self.events.append(("error", type(error).__name__, run_id, parent_run_id))
+
+
+def seen_config() -> tuple[FunctionRunnable[int, int], list[RunnableConfig]]:
+    configs: list[RunnableConfig] = []
+
+    def double(x: int, config: RunnableConfig) -> int:
+        configs.append(config)
+        return 2 * x
+
+    async def adouble(x: int, config: RunnableConfig) -> int:
+        configs.append(config)
+        return 2 * x
+
+    return FunctionRunnable(double, adouble, name="double"), configs
+
+
+@pytest.mark.parametrize("style", ["sync", "async"])
+def test_a_call_is_one_named_run_and_the_function_gets_its_child_config(style: str):
+    runnable, configs = seen_config()
+    runs = Runs()
+    run_id = uuid.uuid4()
+    config: RunnableConfig = {"callbacks": [runs], "tags": ["mine"], "run_id": run_id}
+    if style == "sync":
+        assert runnable.invoke(21, config) == 42
+    else:
+        assert asyncio.run(runnable.ainvoke(21, config)) == 42
+    assert [(e, n, r) for e, n, r, _ in runs.events] == [
+        ("start", "double", run_id),
+        ("end", None, run_id),
+    ]
+    child = configs[0]
+    assert "run_id" not in child
+    assert "run_name" not in child
+    assert child["tags"] == ["mine"]
+    assert child["callbacks"].parent_run_id == run_id  # type: ignore[union-attr]
+
+
+def test_run_name_comes_from_the_config():
+    runnable, _ = seen_config()
+    runs = Runs()
+    runnable.invoke(1, {"callbacks": [runs], "run_name": "iteration 3: agent"})
+    assert runs.events[0][1] == "iteration 3: agent"
+
+
+def test_the_current_config_inside_is_the_child_config():
+    inside: list[RunnableConfig] = []
+
+    def read(x: int, config: RunnableConfig) -> int:
+        inside.append(ensure_config())
+        return x
+
+    async def aread(x: int, config: RunnableConfig) -> int:
+        inside.append(ensure_config())
+        return x
+
+    runnable = FunctionRunnable(read, aread, name="read")
+    runs = Runs()
+    runnable.invoke(1, {"callbacks": [runs], "metadata": {"k": 1}})
+    asyncio.run(runnable.ainvoke(1, {"callbacks": [runs], "metadata": {"k": 2}}))
+    starts = [r for e, _, r, _ in runs.events if e == "start"]
+    assert [c["metadata"]["k"] for c in inside] == [1, 2]
+    assert [c["callbacks"].parent_run_id for c in inside] == starts  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("style", ["sync", "async"])
+def test_an_error_ends_the_run_and_propagates(style: str):
+    def fail(x: int, config: RunnableConfig) -> int:
+        raise KeyError("boom")
+
+    async def afail(x: int, config: RunnableConfig) -> int:
+        raise KeyError("boom")
+
+    runnable = FunctionRunnable(fail, afail, name="fail")
+    runs = Runs()
+
+    def call() -> object:
+        if style == "sync":
+            return runnable.invoke(1, {"callbacks": [runs]})
+        return asyncio.run(runnable.ainvoke(1, {"callbacks": [runs]}))
+
+    with pytest.raises(KeyError, match="boom"):
+        call()
+    assert [(e, n) for e, n, _, _ in runs.events] == [("start", "fail"), ("error", "KeyError")]
+
+
+def test_without_trace_there_is_no_run_and_the_config_is_passed_as_is():
+    runnable, configs = seen_config()
+    untraced = FunctionRunnable(runnable.func, runnable.afunc, name="double", trace=False)
+    runs = Runs()
+    config = ensure_config({"callbacks": [runs], "run_name": "kept"})
+    assert untraced.invoke(2, config) == 4
+    assert asyncio.run(untraced.ainvoke(3, config)) == 6
+    assert runs.events == []
+    assert configs == [config, config]
+
+
+def test_a_loop_makes_one_run_per_node_and_names_its_calls():
+    def evaluate(context: LoopContext) -> LoopEvaluation:
+        return {"stop": context["iteration"] >= 2, "feedback": "again"}
+
+    runs = Runs()
+    loop = create_loop_agent(FakeChat.of("a", "b"), evaluate, 3, name="poet")
+    loop.invoke({"messages": [HumanMessage("hi")]}, {"callbacks": [runs]})
+    starts = [(name, run, parent) for event, name, run, parent in runs.events if event == "start"]
+    names = {run: name for name, run, _ in starts}
+    assert [(name, names.get(parent)) for name, _, parent in starts] == [
+        ("poet", None),
+        ("invoke_agent", "poet"),
+        ("iteration 1: agent", "invoke_agent"),
+        ("evaluate", "poet"),
+        ("iteration 1: evaluator", "evaluate"),
+        ("invoke_agent", "poet"),
+        ("iteration 2: agent", "invoke_agent"),
+        ("evaluate", "poet"),
+        ("iteration 2: evaluator", "evaluate"),
+    ]
+
+
+def test_config_given_partially_is_completed():
+    runnable, configs = seen_config()
+    runnable.invoke(1, {"tags": ["t"]})
+    asyncio.run(runnable.ainvoke(1, None))
+    assert all("configurable" in c and "callbacks" in c for c in configs)

