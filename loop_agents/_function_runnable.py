@@ -8,8 +8,12 @@ makes a run of its own, where LangGraph already makes one for each node.
 With ``trace=True`` each call is one run (named after the runnable, or the config's
 ``run_name``); the function is given the run's child config, which is also the current
 config while it runs, so ``get_config()``, ``get_stream_writer()`` and models called
-inside it without a config see it. With ``trace=False`` the function is called with the
-config as it is, like a plain function given to ``StateGraph.add_node``.
+inside it without a config see it. Under LangSmith tracing the call runs in a copy of the
+context (an ``asyncio`` task of its own), as LangChain's runnables do, so that
+``@traceable`` code inside attaches to the run; otherwise the current config is set
+around the call and reset after it, which saves a task per call. With ``trace=False`` the
+function is called with the config as it is, like a plain function given to
+``StateGraph.add_node``.
 """
 
 from __future__ import annotations
@@ -25,7 +29,9 @@ from langchain_core.runnables.config import (
     get_async_callback_manager_for_config,
     get_callback_manager_for_config,
     set_config_context,
+    var_child_runnable_config,
 )
+from langchain_core.tracers.langchain import LangChainTracer
 
 In = TypeVar("In")
 Out = TypeVar("Out")
@@ -77,10 +83,18 @@ class FunctionRunnable(Runnable[In, Out], Generic[In, Out]):
         run = manager.on_chain_start(
             None, input, name=config.get("run_name") or self.name, run_id=config.get("run_id")
         )
-        child = _child(config, run.get_child())
+        callbacks = run.get_child()
+        child = _child(config, callbacks)
         try:
-            with set_config_context(child) as context:
-                output = context.run(self.func, input, child)
+            if _traced_to_langsmith(callbacks):
+                with set_config_context(child) as context:
+                    output = context.run(self.func, input, child)
+            else:
+                token = var_child_runnable_config.set(child)
+                try:
+                    output = self.func(input, child)
+                finally:
+                    var_child_runnable_config.reset(token)
         except BaseException as error:
             run.on_chain_error(error)
             raise
@@ -96,16 +110,35 @@ class FunctionRunnable(Runnable[In, Out], Generic[In, Out]):
         run = await manager.on_chain_start(
             None, input, name=config.get("run_name") or self.name, run_id=config.get("run_id")
         )
-        child = _child(config, run.get_child())
+        callbacks = run.get_child()
+        child = _child(config, callbacks)
         try:
-            with set_config_context(child) as context:
-                call = cast(Coroutine[Any, Any, Out], self.afunc(input, child))
-                output = await asyncio.create_task(call, context=context)
+            if _traced_to_langsmith(callbacks):
+                with set_config_context(child) as context:
+                    call = cast(Coroutine[Any, Any, Out], self.afunc(input, child))
+                    output = await asyncio.create_task(call, context=context)
+            else:
+                token = var_child_runnable_config.set(child)
+                try:
+                    output = await self.afunc(input, child)
+                finally:
+                    var_child_runnable_config.reset(token)
         except BaseException as error:
             await run.on_chain_error(error)
             raise
         await run.on_chain_end(output)
         return output
+
+
+def _traced_to_langsmith(callbacks: BaseCallbackManager) -> bool:
+    """Whether LangSmith traces the run: its calls then need LangSmith's context too.
+
+    ``set_config_context`` sets the current config and, for LangSmith, the run that
+    ``@traceable`` functions called inside attach to; it does so in a copy of the
+    context, so the call must run in a task of its own. Without LangSmith, setting the
+    current config around the call (and resetting it after) is all it does.
+    """
+    return any(isinstance(handler, LangChainTracer) for handler in callbacks.handlers)
 
 
 def _complete(config: RunnableConfig | None) -> RunnableConfig:

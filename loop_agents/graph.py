@@ -31,7 +31,6 @@ from loop_agents.state import (
 from loop_agents.stopping import StopPolicy
 from loop_agents.timeouts import RetryPolicies, check_retry_policy, check_timeout, loop_node
 
-
 MIN_RECURSION_LIMIT = 10_000
 """The least recursion limit a loop carries.
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from typing import Any, ClassVar
 from uuid import UUID
 
 import pytest
@@ -11,6 +12,9 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import ensure_config
+from langchain_core.tracers.langchain import LangChainTracer
+from langsmith import Client
+from langsmith.run_helpers import get_current_run_tree
 
 from loop_agents import LoopContext, LoopEvaluation, create_loop_agent
 from loop_agents._function_runnable import FunctionRunnable
@@ -154,3 +158,51 @@ def test_config_given_partially_is_completed():
     runnable.invoke(1, {"tags": ["t"]})
     asyncio.run(runnable.ainvoke(1, None))
     assert all("configurable" in c and "callbacks" in c for c in configs)
+
+
+class OfflineTracer(LangChainTracer):
+    """A LangSmith tracer that records run names (in `posted`) instead of sending them."""
+
+    posted: ClassVar[list[str]] = []  # shared with the copies LangChain makes of the tracer
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault(
+            "client",
+            Client(api_key="offline", api_url="http://127.0.0.1:9", auto_batch_tracing=False),
+        )
+        super().__init__(**kwargs)
+
+    def _persist_run_single(self, run: Any) -> None:
+        self.posted.append(run.name)
+
+    @staticmethod
+    def _update_run_single(run: Any) -> None:
+        return None
+
+
+@pytest.mark.parametrize("style", ["sync", "async"])
+def test_under_langsmith_tracing_traceable_code_attaches_to_the_iteration_run(style: str):
+    parents: list[str | None] = []
+
+    def record_parent() -> None:
+        tree = get_current_run_tree()
+        parents.append(tree.name if tree is not None else None)
+
+    def evaluate(context: LoopContext) -> LoopEvaluation:
+        record_parent()
+        return {"stop": context["iteration"] >= 2, "feedback": "again"}
+
+    async def aevaluate(context: LoopContext) -> LoopEvaluation:
+        return evaluate(context)
+
+    OfflineTracer.posted.clear()
+    tracer = OfflineTracer(project_name="offline")
+    judge = evaluate if style == "sync" else aevaluate
+    loop = create_loop_agent(FakeChat.of("a", "b"), judge, 3)
+    request = {"messages": [HumanMessage("hi")]}
+    if style == "sync":
+        loop.invoke(request, {"callbacks": [tracer]})
+    else:
+        asyncio.run(loop.ainvoke(request, {"callbacks": [tracer]}))
+    assert parents == ["iteration 1: evaluator", "iteration 2: evaluator"]
+    assert "iteration 2: agent" in OfflineTracer.posted
