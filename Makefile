@@ -38,8 +38,11 @@ PORT ?= 2024
 serve: venv
 	LANGGRAPH_CLI_NO_ANALYTICS=1 $(VENV)/bin/langgraph dev --no-browser --host 127.0.0.1 --port $(PORT)
 
-## test: run the whole test suite
+## test: run the whole test suite, the real-server tests included: installs PostgreSQL
+## (apt-get, when missing) and the offline model (`make local`, about 8 minutes the first time)
 test: venv
+	scripts/install-test-servers.sh
+	$(MAKE) --no-print-directory local
 	$(PY) -m pytest
 
 ## test-fast: the offline tests only (no real servers)

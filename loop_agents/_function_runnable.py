@@ -8,12 +8,17 @@ makes a run of its own, where LangGraph already makes one for each node.
 With ``trace=True`` each call is one run (named after the runnable, or the config's
 ``run_name``); the function is given the run's child config, which is also the current
 config while it runs, so ``get_config()``, ``get_stream_writer()`` and models called
-inside it without a config see it. Under LangSmith tracing the call runs in a copy of the
-context (an ``asyncio`` task of its own), as LangChain's runnables do, so that
-``@traceable`` code inside attaches to the run; otherwise the current config is set
-around the call and reset after it, which saves a task per call. With ``trace=False`` the
-function is called with the config as it is, like a plain function given to
-``StateGraph.add_node``.
+inside it without a config see it. Two savings when a feature is not in use:
+
+- When no callback handler receives chain events (no tracer, no ``astream_events``, no
+  ``stream_mode="messages"``, no callbacks of yours), nobody would see the run, and the
+  call is made without one, with the same config.
+- Under LangSmith tracing the call runs in a copy of the context (an ``asyncio`` task of
+  its own), as LangChain's runnables do, so that ``@traceable`` code inside attaches to
+  the run; otherwise the current config is set around the call and reset after it.
+
+With ``trace=False`` the function is called with the config as it is, like a plain
+function given to ``StateGraph.add_node``.
 """
 
 from __future__ import annotations
@@ -80,6 +85,8 @@ class FunctionRunnable(Runnable[In, Out], Generic[In, Out]):
         if not self.trace:
             return self.func(input, config)
         manager = get_callback_manager_for_config(config)
+        if not _observes_runs(manager):
+            return _call(self.func, input, _child(config, manager))
         run = manager.on_chain_start(
             None, input, name=config.get("run_name") or self.name, run_id=config.get("run_id")
         )
@@ -90,11 +97,7 @@ class FunctionRunnable(Runnable[In, Out], Generic[In, Out]):
                 with set_config_context(child) as context:
                     output = context.run(self.func, input, child)
             else:
-                token = var_child_runnable_config.set(child)
-                try:
-                    output = self.func(input, child)
-                finally:
-                    var_child_runnable_config.reset(token)
+                output = _call(self.func, input, child)
         except BaseException as error:
             run.on_chain_error(error)
             raise
@@ -107,6 +110,8 @@ class FunctionRunnable(Runnable[In, Out], Generic[In, Out]):
         if not self.trace:
             return await self.afunc(input, config)
         manager = get_async_callback_manager_for_config(config)
+        if not _observes_runs(manager):
+            return await _acall(self.afunc, input, _child(config, manager))
         run = await manager.on_chain_start(
             None, input, name=config.get("run_name") or self.name, run_id=config.get("run_id")
         )
@@ -118,16 +123,41 @@ class FunctionRunnable(Runnable[In, Out], Generic[In, Out]):
                     call = cast(Coroutine[Any, Any, Out], self.afunc(input, child))
                     output = await asyncio.create_task(call, context=context)
             else:
-                token = var_child_runnable_config.set(child)
-                try:
-                    output = await self.afunc(input, child)
-                finally:
-                    var_child_runnable_config.reset(token)
+                output = await _acall(self.afunc, input, child)
         except BaseException as error:
             await run.on_chain_error(error)
             raise
         await run.on_chain_end(output)
         return output
+
+
+def _call(func: Callable[[In, RunnableConfig], Out], input: In, config: RunnableConfig) -> Out:
+    """``func(input, config)`` with ``config`` as the current config while it runs."""
+    token = var_child_runnable_config.set(config)
+    try:
+        return func(input, config)
+    finally:
+        var_child_runnable_config.reset(token)
+
+
+async def _acall(
+    afunc: Callable[[In, RunnableConfig], Awaitable[Out]], input: In, config: RunnableConfig
+) -> Out:
+    """``await afunc(input, config)`` with ``config`` as the current config while it runs."""
+    token = var_child_runnable_config.set(config)
+    try:
+        return await afunc(input, config)
+    finally:
+        var_child_runnable_config.reset(token)
+
+
+def _observes_runs(manager: BaseCallbackManager) -> bool:
+    """Whether any handler receives chain events: a tracer, a stream, your callbacks.
+
+    When none does, a run would be seen by nobody, and the call is made without one
+    (with the same config: its tags and metadata still reach what the call runs).
+    """
+    return any(not handler.ignore_chain for handler in manager.handlers)
 
 
 def _traced_to_langsmith(callbacks: BaseCallbackManager) -> bool:

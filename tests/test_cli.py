@@ -230,16 +230,29 @@ def test_bad_arguments_say_what_is_wrong(args, message, tmp_path, monkeypatch, c
 
 
 def test_no_endpoint_configured(tmp_path, monkeypatch, capsys):
+    from loop_agents import local_model
+
     for key in list(os.environ):
         if key.startswith(("OPENAI_", "LOOP_AGENTS_")):
             monkeypatch.delenv(key)
     monkeypatch.chdir(tmp_path)
+    # the demo falls back to the bundled offline model; here it is not installed
+    monkeypatch.setattr(local_model, "is_installed", lambda: False)
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["demo", "song-lyrics"])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
-    assert "no model endpoint is configured: set OPENAI_API_KEY" in err
+    assert "no model endpoint is configured and the offline local model is not installed" in err
+    assert "OPENAI_API_KEY" in err
     assert "OPENAI_BASE_URL" in err
+    assert local_model.install_command() in err
+
+    # `run` has no offline fallback: it says what to set
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["run", "a task", "--rubric", "a rubric"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "no model endpoint is configured: set OPENAI_API_KEY" in err
 
 
 def test_bad_setting_in_env(tmp_path, monkeypatch, capsys):

@@ -13,6 +13,7 @@ from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import ensure_config
 from langchain_core.tracers.langchain import LangChainTracer
+from langgraph.config import get_config
 from langsmith import Client
 from langsmith.run_helpers import get_current_run_tree
 
@@ -206,3 +207,57 @@ def test_under_langsmith_tracing_traceable_code_attaches_to_the_iteration_run(st
         asyncio.run(loop.ainvoke(request, {"callbacks": [tracer]}))
     assert parents == ["iteration 1: evaluator", "iteration 2: evaluator"]
     assert "iteration 2: agent" in OfflineTracer.posted
+
+
+class ChainBlind(BaseCallbackHandler):
+    """A handler that does not receive chain events (like the evaluator's token counter)."""
+
+    def __init__(self) -> None:
+        self.starts: list[str | None] = []
+
+    @property
+    def ignore_chain(self) -> bool:
+        return True
+
+    def on_chain_start(self, serialized, inputs, **kwargs):
+        self.starts.append(kwargs.get("name"))
+
+
+@pytest.mark.parametrize("style", ["sync", "async"])
+def test_without_an_observer_no_run_is_made_and_the_config_still_arrives(style: str):
+    inside: list[RunnableConfig] = []
+
+    def read(x: int, config: RunnableConfig) -> int:
+        inside.append(ensure_config())
+        return x + 1
+
+    async def aread(x: int, config: RunnableConfig) -> int:
+        return read(x, config)
+
+    runnable = FunctionRunnable(read, aread, name="read")
+    blind = ChainBlind()
+    config: RunnableConfig = {"callbacks": [blind], "run_name": "named", "metadata": {"k": 1}}
+    if style == "sync":
+        assert runnable.invoke(1, config) == 2
+    else:
+        assert asyncio.run(runnable.ainvoke(1, config)) == 2
+    assert blind.starts == []
+    assert inside[0]["metadata"] == {"k": 1}
+    assert "run_name" not in inside[0]
+    assert blind in inside[0]["callbacks"].handlers  # type: ignore[union-attr]
+
+
+def test_a_loop_agent_sees_the_iteration_config_without_callbacks():
+    seen: list[tuple[int, str]] = []
+
+    def agent(messages: list[Any]) -> str:
+        metadata = get_config()["metadata"]
+        seen.append((metadata["loop_iteration"], metadata["loop_role"]))
+        return "ok"
+
+    def evaluate(context: LoopContext) -> LoopEvaluation:
+        return {"stop": context["iteration"] >= 2, "feedback": "again"}
+
+    create_loop_agent(agent, evaluate, 3).invoke({"messages": [HumanMessage("hi")]})
+    asyncio.run(create_loop_agent(agent, evaluate, 3).ainvoke({"messages": [HumanMessage("hi")]}))
+    assert seen == [(1, "agent"), (2, "agent")] * 2

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# What the real-server tests need beyond the Python packages, installed when missing:
+# - PostgreSQL's server programs, for the checkpointer tests (tests/savers.py starts a
+#   private cluster with initdb/pg_ctl on a free loopback port). Debian's `postgresql`
+#   package puts them in /usr/lib/postgresql/VERSION/bin.
+# - A C++ compiler, for building llama.cpp (the `local` extra, installed by `make local`).
+# Installing needs root (apt-get); without it, the script says what to install.
+set -euo pipefail
+
+missing=()
+if ! command -v pg_ctl >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1; then
+    missing+=(postgresql)
+fi
+if ! command -v c++ >/dev/null 2>&1 && ! command -v g++ >/dev/null 2>&1; then
+    missing+=(g++)
+fi
+if [ ${#missing[@]} -eq 0 ]; then
+    exit 0
+fi
+if [ "$(id -u)" -ne 0 ]; then
+    echo "The real-server tests need: ${missing[*]}. Install them (e.g. sudo apt-get install -y ${missing[*]})" >&2
+    echo "or run only the offline tests with: make test-fast" >&2
+    exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq "${missing[@]}" >/dev/null
