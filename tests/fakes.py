@@ -2,20 +2,23 @@
 
 `FakeChat` is langchain_core's streaming `GenericFakeChatModel` fed by an endless
 generator: every answer is a new message (a new id), it records the messages of every
-call, and it accepts ``bind_tools`` so that ``create_agent`` can use it.
+call, it accepts ``bind_tools`` so that ``create_agent`` can use it, and its streamed
+answers keep their tool calls (as tool-call chunks).
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import LanguageModelInput
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.outputs import ChatResult
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.messages.tool import tool_call_chunk
+from langchain_core.outputs import ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable
 from pydantic import Field
 
@@ -63,7 +66,29 @@ class FakeChat(GenericFakeChatModel):
             else answer.model_copy(update={"id": None}, deep=True)
         )
         self.messages = iter([message])
+        self.__dict__["last_answer"] = message
         return super()._generate(messages, stop, run_manager, **kwargs)
+
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        yield from super()._stream(messages, stop, run_manager, **kwargs)
+        answer = self.__dict__["last_answer"]
+        if answer.tool_calls:  # GenericFakeChatModel streams the text only
+            calls = [
+                tool_call_chunk(name=c["name"], args=json.dumps(c["args"]), id=c["id"], index=i)
+                for i, c in enumerate(answer.tool_calls)
+            ]
+            chunk = ChatGenerationChunk(
+                message=AIMessageChunk(content="", id=answer.id, tool_call_chunks=calls)
+            )
+            if run_manager:
+                run_manager.on_llm_new_token("", chunk=chunk)
+            yield chunk
 
     def bind_tools(
         self, tools: Sequence[Any], **kwargs: Any

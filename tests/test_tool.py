@@ -3,22 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from langchain.agents import create_agent
-from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.messages import (
     AIMessage,
-    AIMessageChunk,
-    BaseMessage,
     HumanMessage,
     ToolMessage,
 )
-from langchain_core.messages.tool import tool_call_chunk
-from langchain_core.outputs import ChatGenerationChunk, ChatResult
 from langchain_core.runnables import RunnableLambda
 
 from loop_agents import LoopContext, LoopEvaluation, create_loop_agent, loop_as_tool
@@ -28,42 +21,6 @@ from tests.fakes import FakeChat
 from tests.scripted_openai import ScriptedOpenAI, Structured
 
 DESCRIPTION = "Write a haiku and revise it until the haiku judge accepts it."
-
-
-class ToolCallingChat(FakeChat):
-    """`FakeChat` whose streamed answers keep their tool calls (as tool-call chunks)."""
-
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        result = super()._generate(messages, stop, run_manager, **kwargs)
-        self.__dict__["last_answer"] = result.generations[0].message
-        return result
-
-    def _stream(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> Iterator[ChatGenerationChunk]:
-        yield from super()._stream(messages, stop, run_manager, **kwargs)
-        answer = self.__dict__["last_answer"]
-        if isinstance(answer, AIMessage) and answer.tool_calls:
-            calls = [
-                tool_call_chunk(name=c["name"], args=json.dumps(c["args"]), id=c["id"], index=i)
-                for i, c in enumerate(answer.tool_calls)
-            ]
-            chunk = ChatGenerationChunk(
-                message=AIMessageChunk(content="", id=answer.id, tool_call_chunks=calls)
-            )
-            if run_manager:
-                run_manager.on_llm_new_token("", chunk=chunk)
-            yield chunk
 
 
 def until(n: int):
@@ -100,7 +57,7 @@ def tool_message(result: dict[str, Any]) -> ToolMessage:
 
 def test_agent_calls_the_loop_and_gets_its_final_answer():
     poet, haiku = haiku_tool()
-    chat = ToolCallingChat.of(call("A haiku about rain."), "Here is your haiku.")
+    chat = FakeChat.of(call("A haiku about rain."), "Here is your haiku.")
     result = create_agent(chat, [haiku]).invoke({"messages": [HumanMessage("Rain haiku?")]})
 
     # the loop ran on the request the model wrote, alone
@@ -141,7 +98,7 @@ def test_name_description_and_argument_reach_the_model():
 
 def test_unaccepted_answer_is_flagged_to_the_calling_model():
     _, haiku = haiku_tool(never, max_iterations=2)
-    chat = ToolCallingChat.of(call("A haiku about rain."), "Sorry.")
+    chat = FakeChat.of(call("A haiku about rain."), "Sorry.")
     message = tool_message(create_agent(chat, [haiku]).invoke({"messages": [HumanMessage("?")]}))
     assert message.content == (
         "haiku 2\n\n[Not accepted by the evaluator: the loop stopped (max_iterations) after "
@@ -152,7 +109,7 @@ def test_unaccepted_answer_is_flagged_to_the_calling_model():
 
 def test_calling_agents_recursion_limit_ends_the_loop_cleanly():
     _, haiku = haiku_tool(never, max_iterations=50)
-    chat = ToolCallingChat.of(call("A haiku about rain."), "Best I could do.")
+    chat = FakeChat.of(call("A haiku about rain."), "Best I could do.")
     result = create_agent(chat, [haiku]).invoke(
         {"messages": [HumanMessage("?")]}, {"recursion_limit": 12}
     )
@@ -169,7 +126,7 @@ async def test_async_agent_with_an_async_loop():
         return until(3)(context)
 
     _, haiku = haiku_tool(judge)
-    chat = ToolCallingChat.of(call("A haiku about rain."), "Done.")
+    chat = FakeChat.of(call("A haiku about rain."), "Done.")
     result = await create_agent(chat, [haiku]).ainvoke({"messages": [HumanMessage("?")]})
     assert tool_message(result).content == "haiku 3"
     # the sync form says what to use instead
@@ -179,7 +136,7 @@ async def test_async_agent_with_an_async_loop():
 
 async def test_loop_tokens_and_events_stream_under_the_tool_namespace():
     _, haiku = haiku_tool()
-    chat = ToolCallingChat.of(call("A haiku about rain."), "Done.")
+    chat = FakeChat.of(call("A haiku about rain."), "Done.")
     agent = create_agent(chat, [haiku])
     chunks = [
         chunk
