@@ -24,6 +24,8 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.runnables.config import run_in_executor
 from langgraph.pregel import Pregel
 
+from loop_agents._sync_bridge import run_coroutine
+
 AgentFunction: TypeAlias = Callable[[list[AnyMessage]], Any]
 """A plain function (sync or async) given the messages; returns an answer."""
 
@@ -93,19 +95,14 @@ class AgentCaller:
         if self._is_runnable:
             runnable = cast(Runnable[Any, Any], self.agent)
             result = runnable.invoke(self._input(messages), config)
-        elif self._is_async_function:
-            raise TypeError(
-                f"agent {self.name!r} is an async function; call the loop with "
-                f"ainvoke()/astream() instead of invoke()/stream()"
-            )
         else:
+            # an async function (or one returning an awaitable) runs on the background
+            # event loop, so the loop's sync methods work with async agents too
             result = cast(AgentFunction, self.agent)(messages)
-            if inspect.isawaitable(result):
-                _close(result)
-                raise TypeError(
-                    f"agent {self.name!r} returned an awaitable; call the loop with "
-                    f"ainvoke()/astream() instead of invoke()/stream()"
-                )
+            if inspect.iscoroutine(result):
+                result = run_coroutine(result)
+            elif inspect.isawaitable(result):
+                result = run_coroutine(_awaited(result))
         return self.new_messages(messages, result)
 
     async def ainvoke(self, messages: list[AnyMessage], config: RunnableConfig) -> list[AnyMessage]:
@@ -178,10 +175,8 @@ def _shape(result: Any) -> str:
     return f"{type(result).__name__} {result!r:.60}"
 
 
-def _close(awaitable: Any) -> None:
-    close = getattr(awaitable, "close", None)
-    if callable(close):
-        close()
+async def _awaited(awaitable: Awaitable[Any]) -> Any:
+    return await awaitable
 
 
 def with_fresh_ids(produced: list[AnyMessage], history: Sequence[AnyMessage]) -> list[AnyMessage]:

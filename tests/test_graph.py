@@ -292,8 +292,32 @@ async def test_async_function_agent():
     loop = create_loop_agent(agent, until(2))
     result = await loop.ainvoke({"messages": [REQUEST]})
     assert [m.text for m in result["messages"] if m.type == "ai"] == ["async 1", "async 3"]
-    with pytest.raises(TypeError, match=r"agent 'agent' is an async function; .*ainvoke"):
-        loop.invoke({"messages": [REQUEST]})
+    # the sync methods run the async agent too
+    result = loop.invoke({"messages": [REQUEST]})
+    assert [m.text for m in result["messages"] if m.type == "ai"] == ["async 1", "async 3"]
+    chunks = list(loop.stream({"messages": [REQUEST]}, stream_mode="updates"))
+    assert [next(iter(c)) for c in chunks] == ["invoke_agent", "evaluate"] * 2
+
+
+def test_async_agent_with_an_async_client_in_sync_invoke():
+    """An async agent that keeps a loop-bound async client works call after call."""
+    from langchain_openai import ChatOpenAI
+
+    from tests.scripted_openai import ScriptedOpenAI
+
+    server = ScriptedOpenAI([f"draft {i}" for i in range(1, 4)])
+    model = ChatOpenAI(model="m", api_key="sk-test", http_async_client=server.async_client())
+
+    async def agent(messages: list[AnyMessage]) -> AIMessage:
+        return await model.ainvoke(messages)
+
+    result = create_loop_agent(agent, until(3)).invoke({"messages": [REQUEST]})
+    assert [m.text for m in result["messages"] if m.type == "ai"] == [
+        "draft 1",
+        "draft 2",
+        "draft 3",
+    ]
+    assert len(server.requests) == 3
 
 
 def test_reused_message_id_is_appended_not_overwritten():
