@@ -582,21 +582,29 @@ async def test_song_lyrics_loop_end_to_end(real_server, monkeypatch):
     assert len(records) == 2
     for record in records:
         assert record["answer"].text.strip()
-        assert isinstance(record["score"], float)  # any number: a 135M judge's scores vary
-        assert "综合得分" in record["feedback"]
+        # a 135M judge's scores vary; one off the 0-100 scale is asked for again (twice
+        # at most) and, if none is usable, recorded as invalid: never a pass
+        if record["score"] is None:
+            assert "综合得分：无效" in record["feedback"]
+        else:
+            assert 0 <= record["score"] <= 100
+            assert "综合得分" in record["feedback"]
     # the answers were streamed token by token
     assert len(tokens) > 10
     assert "".join(tokens).strip()
 
-    # composer, reviewer, composer, reviewer; all capped, the composer streamed
-    assert len(requests) == 4
-    composer_1, review_1, composer_2, review_2 = requests
+    # composer, reviewer (1 to 3 asks), composer, reviewer; all capped, the composer streamed
+    composers = [body for body in requests if "tools" not in body]
+    reviews = [body for body in requests if "tools" in body]
+    assert len(composers) == 2
+    assert 2 <= len(reviews) <= 2 * (1 + demo.REVIEW_RETRIES)
+    assert "tools" not in requests[0]
     for body in requests:
         assert body["max_tokens"] == cap
-    for body in (composer_1, composer_2):
+    composer_2 = composers[1]
+    for body in composers:
         assert body["stream"] is True
-        assert "tools" not in body
-    for body in (review_1, review_2):
+    for body in reviews:
         assert body["tools"][0]["function"]["name"] == "Review"
         assert body["tool_choice"]["function"]["name"] == "Review"
         assert "response_format" not in body
