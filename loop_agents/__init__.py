@@ -23,7 +23,6 @@ from loop_agents.checkpoints import (
     checkpoint_before_iteration,
     checkpointed,
 )
-from loop_agents.code_runner import CodeRunner, code_runner
 from loop_agents.configurable import LoopSettings, configurable_loop
 from loop_agents.console import LoopConsole, astream_to_console, stream_to_console
 from loop_agents.evaluators import (
@@ -80,7 +79,6 @@ from loop_agents.tracing import LoopRole, iteration_config, iteration_of, role_o
 __all__ = [
     "AgentFinished",
     "AgentLike",
-    "CodeRunner",
     "EvaluationFinished",
     "Evaluator",
     "FormProblem",
@@ -116,7 +114,6 @@ __all__ = [
     "check_xiangjianhuan",
     "checkpoint_before_iteration",
     "checkpointed",
-    "code_runner",
     "configurable_loop",
     "create_loop_agent",
     "feedback_log_message",
