@@ -8,3 +8,14 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 if str(EXAMPLES) not in sys.path:
     sys.path.insert(0, str(EXAMPLES))
+
+
+def env_without_model_settings(**extra: str) -> dict[str, str]:
+    """This process's environment without any OPENAI_*/LOOP_AGENTS_* setting, plus ``extra``.
+
+    For programs run in a subprocess that must not see a developer's model settings.
+    """
+    import os
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "LOOP_AGENTS_"))}
+    return env | extra

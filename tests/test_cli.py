@@ -16,6 +16,7 @@ import pytest
 
 from loop_agents import cli
 from loop_agents.console import section_header
+from tests.conftest import env_without_model_settings
 from tests.scripted_openai import ScriptedOpenAI, Structured
 
 TASK = "Write a limerick about LangGraph."
@@ -29,7 +30,7 @@ SCRIPT_BIN = Path(sys.executable).parent / "loop-agents"
 
 
 def clean_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "LOOP_AGENTS_"))}
+    return env_without_model_settings()
 
 
 def loop_agents(

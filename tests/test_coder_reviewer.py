@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 
@@ -12,7 +11,7 @@ from langchain_core.messages import HumanMessage
 from loop_agents import code_runner as code_runner_module
 from loop_agents import create_loop_agent, is_feedback
 from loop_agents.code_runner import code_runner
-from tests.conftest import ROOT
+from tests.conftest import ROOT, env_without_model_settings
 from tests.fakes import FakeChat
 
 TWO_BLOCKS = """\
@@ -143,7 +142,7 @@ def test_example_without_endpoint_or_extra_exits_with_instructions(tmp_path):
     fake = tmp_path / "shadow" / "llama_cpp"
     fake.mkdir(parents=True)
     (fake / "__init__.py").write_text("")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "LOOP_AGENTS_"))}
+    env = env_without_model_settings()
     env["PYTHONPATH"] = str(tmp_path / "shadow")
     proc = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "coder_reviewer.py")],

@@ -38,7 +38,7 @@ from loop_agents.local_model import (
     free_port,
 )
 from loop_agents.models import ModelSettings
-from tests.conftest import ROOT
+from tests.conftest import ROOT, env_without_model_settings
 
 needs_extra = pytest.mark.skipif(
     not local_model.is_installed(),
@@ -618,18 +618,13 @@ async def test_song_lyrics_loop_end_to_end(real_server, monkeypatch):
             assert usage["output_tokens"] <= cap + 1
 
 
-def _no_endpoint_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "LOOP_AGENTS_"))}
-    return env | extra
-
-
 @pytest.mark.slow
 @needs_extra
 def test_song_lyrics_demo_runs_on_the_local_model_without_a_key(tmp_path):
     proc = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "song_lyrics.py")],
         cwd=tmp_path,
-        env=_no_endpoint_env(LOOP_AGENTS_MAX_TOKENS="48"),
+        env=env_without_model_settings(LOOP_AGENTS_MAX_TOKENS="48"),
         capture_output=True,
         text=True,
         timeout=900,
@@ -648,7 +643,7 @@ def test_coder_reviewer_runs_on_the_local_model_without_a_key(tmp_path):
     proc = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "coder_reviewer.py"), "--max-iterations", "2"],
         cwd=tmp_path,
-        env=_no_endpoint_env(LOOP_AGENTS_MAX_TOKENS="96"),
+        env=env_without_model_settings(LOOP_AGENTS_MAX_TOKENS="96"),
         capture_output=True,
         text=True,
         timeout=900,

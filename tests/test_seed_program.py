@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, env_without_model_settings
 from tests.scripted_openai import ScriptedOpenAI, Structured
 
 
@@ -30,7 +30,7 @@ def test_article_program_runs_unchanged(tmp_path):
             Structured({"score": 81, "feedback": "情绪线索尚明。"}),
         ]
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    env = env_without_model_settings()
     with server.serve() as base_url:
         env |= {
             "OPENAI_BASE_URL": base_url,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
@@ -14,7 +13,7 @@ from prompts import composer_system_message, prompt, reviewer_system_message
 from loop_agents import is_feedback
 from loop_agents.console import section_header
 from loop_agents.models import ModelSettings
-from tests.conftest import ROOT
+from tests.conftest import ROOT, env_without_model_settings
 from tests.scripted_openai import ScriptedOpenAI, Structured
 
 DRAFT_1 = "【相见欢】\n当年初见斜阳，过横塘。\n一诺轻轻，笑语付疏妆。"
@@ -121,7 +120,7 @@ def test_demo_without_endpoint_exits_with_instructions(tmp_path):
     shadow = tmp_path / "shadow" / "llama_cpp"
     shadow.mkdir(parents=True)
     (shadow / "__init__.py").write_text("")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "LOOP_AGENTS_"))}
+    env = env_without_model_settings()
     env["PYTHONPATH"] = str(tmp_path / "shadow")
     proc = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "song_lyrics.py")],
@@ -142,7 +141,7 @@ def test_demo_without_endpoint_exits_with_instructions(tmp_path):
 
 
 def test_demo_rejects_bad_setting(tmp_path):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "LOOP_AGENTS_"))}
+    env = env_without_model_settings()
     env |= {"OPENAI_API_KEY": "sk-test", "LOOP_AGENTS_MAX_TOKENS": "lots"}
     proc = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "song_lyrics.py")],

@@ -52,17 +52,26 @@ def _decided_by(name: str, evaluation: LoopEvaluation) -> list[str]:
     return evaluation.get("decided_by") or [name]
 
 
-def _accept_all(verdicts: Sequence[tuple[str, LoopEvaluation]]) -> LoopEvaluation:
-    """Everyone accepted: stop, with their feedback and the lowest score they gave."""
+def _joined(
+    stop: bool,
+    deciding: Sequence[tuple[str, LoopEvaluation]],
+    scored: Sequence[tuple[str, LoopEvaluation]],
+) -> LoopEvaluation:
+    """One verdict from several: the deciders' feedback, the lowest score of ``scored``."""
     combined: LoopEvaluation = {
-        "stop": True,
-        "feedback": merge_feedback((n, v.get("feedback", "")) for n, v in verdicts),
-        "decided_by": [name for n, v in verdicts for name in _decided_by(n, v)],
+        "stop": stop,
+        "feedback": merge_feedback((n, v.get("feedback", "")) for n, v in deciding),
+        "decided_by": [name for n, v in deciding for name in _decided_by(n, v)],
     }
-    scores = [v["score"] for _, v in verdicts if "score" in v]
+    scores = [v["score"] for _, v in scored if "score" in v]
     if scores:
         combined["score"] = min(scores)
     return combined
+
+
+def _accept_all(verdicts: Sequence[tuple[str, LoopEvaluation]]) -> LoopEvaluation:
+    """Everyone accepted: stop, with their feedback and the lowest score they gave."""
+    return _joined(True, verdicts, verdicts)
 
 
 def all_of(*evaluators: Evaluator, name: str = "all_of") -> Runnable[LoopContext, LoopEvaluation]:
@@ -169,15 +178,7 @@ def _combine(
     if all(v["stop"] for _, v in verdicts):
         return _accept_all(verdicts)
     failing = [(n, v) for n, v in verdicts if not v["stop"]]
-    combined: LoopEvaluation = {
-        "stop": False,
-        "feedback": merge_feedback((n, v.get("feedback", "")) for n, v in failing),
-        "decided_by": [name for n, v in failing for name in _decided_by(n, v)],
-    }
-    scores = [v["score"] for _, v in verdicts if "score" in v]
-    if scores:
-        combined["score"] = min(scores)
-    return combined
+    return _joined(False, failing, verdicts)
 
 
 def panel(
