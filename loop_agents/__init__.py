@@ -61,6 +61,7 @@ from loop_agents.human import (
     parse_review,
 )
 from loop_agents.output import LoopMessages, OutputMode
+from loop_agents.records import record_answer
 from loop_agents.selection import Selection, selected_iteration_of
 from loop_agents.state import (
     IterationRecord,
@@ -72,6 +73,7 @@ from loop_agents.state import (
     StopReason,
 )
 from loop_agents.stopping import tokens_used
+from loop_agents.storage import Storage, StorageLayout, storage_of
 from loop_agents.timeouts import LoopTimeoutError
 from loop_agents.tool import LoopToolArtifact, loop_as_tool
 from loop_agents.tracing import LoopRole, iteration_config, iteration_of, role_of
@@ -108,6 +110,8 @@ __all__ = [
     "ReviewRequest",
     "Selection",
     "StopReason",
+    "Storage",
+    "StorageLayout",
     "acheckpoint_before_iteration",
     "all_of",
     "astream_to_console",
@@ -127,9 +131,11 @@ __all__ = [
     "loop_as_tool",
     "panel",
     "parse_review",
+    "record_answer",
     "role_of",
     "rule",
     "selected_iteration_of",
+    "storage_of",
     "stream_to_console",
     "text_rule",
     "tokens_used",

@@ -36,6 +36,7 @@ from loop_agents.console import LoopConsole, astream_to_console, section_header
 from loop_agents.evaluators.judge import JudgeError, llm_judge
 from loop_agents.graph import create_loop_agent
 from loop_agents.models import ModelSettings, SettingsError, StructuredOutputMethod
+from loop_agents.records import record_answer
 from loop_agents.state import LoopInput, LoopOutput
 
 PROG = "loop-agents"
@@ -300,7 +301,13 @@ def result_json(result: LoopOutput) -> dict[str, Any]:
         ```
 
     """
-    records = [_plain(dict(record)) for record in result.get("records", [])]
+    records = [
+        _plain(
+            {k: v for k, v in record.items() if k != "answer_id"}
+            | {"answer": record_answer(record, result)}
+        )
+        for record in result.get("records", [])
+    ]
     return {
         "answer": result["last_response"].text,
         "stop_reason": result.get("stop_reason"),

@@ -29,6 +29,7 @@ from loop_agents.state import (
     LoopState,
 )
 from loop_agents.stopping import StopPolicy
+from loop_agents.storage import Storage, check_storage, resolve_storage, with_storage
 from loop_agents.timeouts import RetryPolicies, check_retry_policy, check_timeout, loop_node
 
 MIN_RECURSION_LIMIT = 10_000
@@ -86,6 +87,7 @@ def create_loop_agent(
     token_budget: int | None = None,
     time_budget: float | timedelta | None = None,
     history: HistoryPolicy = "full",
+    storage: Storage = "auto",
 ) -> CompiledStateGraph[LoopState, None, LoopInput, LoopOutput]:
     """Build a loop agent: call ``agent``, let ``evaluator`` judge, repeat until accepted.
 
@@ -225,8 +227,11 @@ def create_loop_agent(
         select=check_select(select),
         history=check_history(history),
     )
+    layout = resolve_storage(check_storage(storage), checkpointer)
     builder = StateGraph(
-        LoopState, input_schema=LoopInput, output_schema=output_schema(output_mode)
+        with_storage(LoopState, layout),
+        input_schema=with_storage(LoopInput, layout),
+        output_schema=with_storage(output_schema(output_mode), layout),
     )
     builder.add_node(
         "invoke_agent",

@@ -140,9 +140,10 @@ class LoopNodes:
             "input_tokens": 0,
             "output_tokens": 0,
         }
+        answer = state["last_response"]
         record: IterationRecord = {
             "iteration": iteration,
-            "answer": state["last_response"],
+            "answer_id": cast(str, answer.id),
             "stop": evaluation["stop"],
             "feedback": text,
             "score": evaluation.get("score"),
@@ -155,6 +156,8 @@ class LoopNodes:
             "evaluator_input_tokens": evaluator_tokens[0],
             "evaluator_output_tokens": evaluator_tokens[1],
         }
+        if self.output_mode == "last_message":
+            record["answer"] = answer  # the attempts leave ``messages`` when the loop ends
         records = [*state.get("records", []), record]
         reason = self._stop_reason(state, evaluation, records)
         updates: dict[str, Any] = {
@@ -167,8 +170,9 @@ class LoopNodes:
         if reason is None:
             updates["messages"] = [feedback_message(text, iteration=iteration)]
         else:
-            updates |= selection_updates(records, self.select)
-            self.report.loop_finished(reason, records, updates["selected_iteration"])
+            updates |= selection_updates(records, self.select, state)
+            final = updates.get("last_response", answer)
+            self.report.loop_finished(reason, records, updates["selected_iteration"], final)
         if reason is not None and self.output_mode == "last_message":
             updates = keep_final_answer(state, updates)
         return updates
