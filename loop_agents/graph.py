@@ -169,6 +169,14 @@ def create_loop_agent(
             function of `LoopHistory` returning the messages to send. The request is
             always sent and a tool call is never separated from its result; see
             `loop_agents.history`.
+        storage: How checkpoints store the append-only keys (``messages``,
+            ``feedback``, ``records``). ``"auto"`` (the default): as LangGraph delta
+            channels, each checkpoint holding only its step's new items, when the
+            checkpointer supports them (LangGraph's in-memory, SQLite and PostgreSQL
+            savers, LangGraph Server's, or ``None``: a parent's), else as full values.
+            ``"delta"`` or ``"full"`` force one. Full values make a thread's storage
+            grow with the square of its iterations; see `loop_agents.storage` and
+            `storage_of`.
 
     Returns:
         A compiled ``StateGraph``. Its output has ``messages`` (ending with the
@@ -182,7 +190,8 @@ def create_loop_agent(
             or a stop option has the wrong type, or ``history`` is neither a policy
             name nor a sync function.
         ValueError: ``max_iterations`` is below 1, or a stop or selection option is
-            out of range, or ``history`` names no built-in policy.
+            out of range, or ``history`` names no built-in policy, or ``storage`` is
+            not ``"auto"``, ``"delta"`` or ``"full"``.
 
     Example:
         ```python

@@ -73,4 +73,3 @@ def record_answer(
         f"not in the {len(messages)} messages given; pass the output or state of the loop "
         f"run the record comes from (its 'messages' hold every answer)"
     )
-

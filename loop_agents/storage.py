@@ -4,7 +4,7 @@ A LangGraph checkpoint stores the full value of every channel that changed in it
 For the loop's append-only keys (``messages``, ``feedback``, ``records``) that value is
 everything so far, so storing the whole value at every step makes a thread's storage
 grow with the square of its iterations. With *delta* storage these three keys are
-LangGraph ``DeltaChannel``\\ s: a checkpoint stores only the step's writes (the new answer,
+LangGraph ``DeltaChannel`` channels: a checkpoint stores only the step's writes (the new answer,
 the new feedback, the new record) and a full snapshot now and then; reading a
 checkpoint replays the writes since the last snapshot. Storage then grows linearly.
 
@@ -142,7 +142,7 @@ def _coerced(items: Sequence[Any], start: int, taken: Collection[str]) -> list[B
     if all(type(m) in _PLAIN_TYPES for m in items):
         messages = cast(list[BaseMessage], list(items))
     else:
-        messages = [message_chunk_to_message(m) for m in convert_to_messages(items)]  # type: ignore[arg-type]
+        messages = [message_chunk_to_message(m) for m in convert_to_messages(items)]
     if all(m.id for m in messages):
         return messages
     used = set(taken) | {m.id for m in messages if m.id}
