@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Collection, Sequence
+from operator import attrgetter
 from typing import Annotated, Any, Literal, NotRequired, Required, TypeAlias, cast, get_args
 
 from langchain_core.messages import (
@@ -98,14 +99,18 @@ def append_messages(state: Sequence[AnyMessage], writes: Sequence[Any]) -> list[
         ```
 
     """
-    result: list[BaseMessage | None] = list(_coerced(state, 0, set()))
-    index = {cast(str, m.id): i for i, m in enumerate(result) if m is not None}
+    # the conversation is long and a live step's write short: only C-level passes over it
+    messages, ids = _coerced(state, 0, ())
+    result = cast(list[BaseMessage | None], messages)
+    index: dict[str, int] = dict(zip(ids, range(len(ids)), strict=True))
+    holes = False  # removed messages are left as None until the end
     for write in writes:
-        incoming = _coerced(write if isinstance(write, list) else [write], len(result), index)
+        incoming, _ = _coerced(write if isinstance(write, list) else [write], len(result), index)
         cut = _after_remove_all(incoming)
         if cut is not None:
             result = list(incoming[cut:])
-            index = {cast(str, m.id): i for i, m in enumerate(result) if m is not None}
+            index = dict(zip(map(_ID, result), range(len(result)), strict=True))
+            holes = False
             continue
         removing: set[str] = set()
         for message in incoming:
@@ -125,7 +130,10 @@ def append_messages(state: Sequence[AnyMessage], writes: Sequence[Any]) -> list[
                 result[position] = message
         for mid in removing:
             result[index.pop(mid)] = None
-    return [cast(AnyMessage, m) for m in result if m is not None]
+            holes = True
+    if holes:
+        result = [m for m in result if m is not None]
+    return cast(list[AnyMessage], result)
 
 
 def _after_remove_all(messages: Sequence[BaseMessage]) -> int | None:
@@ -137,14 +145,20 @@ def _after_remove_all(messages: Sequence[BaseMessage]) -> int | None:
     return None
 
 
-def _coerced(items: Sequence[Any], start: int, taken: Collection[str]) -> list[BaseMessage]:
-    """``items`` as messages (not chunks), each with an id (a stable one where missing)."""
-    if all(type(m) in _PLAIN_TYPES for m in items):
+def _coerced(
+    items: Sequence[Any], start: int, taken: Collection[str]
+) -> tuple[list[BaseMessage], list[str]]:
+    """``items`` as a new list of messages (not chunks), each with an id, and their ids.
+
+    A message without an id gets a stable one (see `_stable_id`).
+    """
+    if set(map(type, items)) <= _PLAIN_TYPES:
         messages = cast(list[BaseMessage], list(items))
     else:
         messages = [message_chunk_to_message(m) for m in convert_to_messages(items)]
-    if all(m.id for m in messages):
-        return messages
+    ids = list(map(_ID, messages))
+    if None not in ids and "" not in ids:
+        return messages, ids
     used = set(taken) | {m.id for m in messages if m.id}
     stamped: list[BaseMessage] = []
     for offset, message in enumerate(messages):
@@ -152,13 +166,15 @@ def _coerced(items: Sequence[Any], start: int, taken: Collection[str]) -> list[B
             message = message.model_copy(update={"id": _stable_id(start + offset, message, used)})
             used.add(cast(str, message.id))
         stamped.append(message)
-    return stamped
+    return stamped, [cast(str, m.id) for m in stamped]
 
 
 _PLAIN_TYPES = frozenset(
     {AIMessage, HumanMessage, SystemMessage, ToolMessage, RemoveMessage, FunctionMessage}
 )
 """Message classes that need no conversion (chunks and others go through LangChain's)."""
+
+_ID = attrgetter("id")
 
 
 def _stable_id(position: int, message: BaseMessage, taken: Collection[str | None]) -> str:
