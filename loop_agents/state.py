@@ -148,6 +148,10 @@ class LoopOutput(TypedDict, total=False):
 class LoopState(LoopOutput, total=False):
     """The loop's state; the reducers are part of the public contract.
 
+    With delta storage (``create_loop_agent``'s default where the checkpointer supports
+    it) ``messages``, ``feedback`` and ``records`` are LangGraph delta channels that
+    update by the same rules; see `loop_agents.storage`.
+
     Attributes:
         messages: The whole conversation: input, answers, tool traffic and feedback
             (reducer ``add_messages``).
