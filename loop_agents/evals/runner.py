@@ -168,7 +168,7 @@ async def arun_eval(
         judge_method=judge_method,
         code_timeout=code_timeout,
     )
-    chosen_arms = check_arms(list(arms))
+    chosen_arms = check_arms(arms)
     _check_count("concurrency", concurrency, 1)
     _check_count("retries", retries, 0)
     if not isinstance(retry_delay, int | float) or retry_delay < 0:

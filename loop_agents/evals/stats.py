@@ -42,7 +42,9 @@ def wilson_interval(passed: int, total: int, *, z: float = Z95) -> tuple[float, 
     z2 = z * z
     centre = (p + z2 / (2 * total)) / (1 + z2 / total)
     half = z * math.sqrt(p * (1 - p) / total + z2 / (4 * total * total)) / (1 + z2 / total)
-    return max(0.0, centre - half), min(1.0, centre + half)
+    low = 0.0 if passed == 0 else max(0.0, centre - half)
+    high = 1.0 if passed == total else min(1.0, centre + half)
+    return low, high
 
 
 def sign_test(won: int, lost: int) -> float:

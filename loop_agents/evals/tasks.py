@@ -38,6 +38,7 @@ __all__ = [
     "InstructionsTask",
     "Task",
     "TaskFileError",
+    "bundled_path",
     "load_tasks",
     "parse_task",
     "read_tasks",
@@ -275,12 +276,24 @@ def read_tasks(lines: Iterable[str], *, source: str = "") -> list[Task]:
     return tasks
 
 
+def bundled_path(name: str) -> Path:
+    """The file of a bundled task set (``code`` or ``instructions``) inside the package.
+
+    Example:
+        ```python
+        print(bundled_path("instructions"))  # .../loop_agents/evals/data/instructions.jsonl
+        ```
+    """
+    return Path(str(resources.files("loop_agents.evals").joinpath("data", f"{name}.jsonl")))
+
+
 def _bundled_text(name: str) -> str:
-    return (
-        resources.files("loop_agents.evals")
-        .joinpath("data", f"{name}.jsonl")
-        .read_text(encoding="utf-8")
-    )
+    try:
+        return bundled_path(name).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise TaskFileError(
+            name, None, "", f"the bundled task set is missing from this installation ({exc})"
+        ) from None
 
 
 def load_tasks(

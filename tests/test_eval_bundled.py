@@ -1,0 +1,46 @@
+"""The bundled instructions set: every task's reference answer passes every check, and
+its wrong answer fails, graded exactly as an eval grades answers."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from loop_agents.evals.grading import grader_for
+from loop_agents.evals.tasks import InstructionsTask, bundled_path, load_tasks
+
+TASKS = load_tasks("instructions")
+REFERENCE = {
+    row["id"]: row
+    for row in map(
+        json.loads,
+        bundled_path("instructions_reference").read_text(encoding="utf-8").splitlines(),
+    )
+}
+
+
+def test_the_set_is_large_enough_and_every_task_has_a_reference():
+    assert len(TASKS) >= 30
+    assert all(isinstance(t, InstructionsTask) for t in TASKS)
+    assert set(REFERENCE) == {t.id for t in TASKS}
+    assert all(set(row) == {"id", "solution", "wrong_solution"} for row in REFERENCE.values())
+
+
+@pytest.mark.parametrize("task", TASKS, ids=lambda t: t.id)
+async def test_the_reference_passes_and_the_wrong_answer_fails(task):
+    grader = grader_for(task)
+    row = REFERENCE[task.id]
+    ok, feedback = await grader.visible(row["solution"])
+    assert (ok, feedback) == (True, "")
+    assert await grader.final(row["solution"])
+    ok, feedback = await grader.visible(row["wrong_solution"])
+    assert not ok and feedback.startswith("The answer breaks")
+    assert not await grader.final(row["wrong_solution"])
+
+
+def test_the_checks_used_cover_most_of_the_vocabulary():
+    from loop_agents.evals.checks import CHECKS
+
+    used = {c.name for t in TASKS for c in t.checks}
+    assert used == set(CHECKS)
