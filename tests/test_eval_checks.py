@@ -20,29 +20,89 @@ from loop_agents.evals.checks import (
 CASES = [
     ({"check": "word_count", "min": 3, "max": 5}, "one two three four", "one two", "3 to 5 words"),
     ({"check": "word_count", "max": 2}, "Hello, world!", "well-known don't panic", "at most 2"),
-    ({"check": "sentence_count", "min": 2, "max": 2}, "It rains. We stay in!", "It rains.", "exactly 2"),
+    (
+        {"check": "sentence_count", "min": 2, "max": 2},
+        "It rains. We stay in!",
+        "It rains.",
+        "exactly 2",
+    ),
     ({"check": "line_count", "min": 3}, "a\n\nb\nc", "a\n  \nb", "at least 3 lines"),
     ({"check": "paragraph_count", "max": 1}, "One block\nof text.", "One.\n\nTwo.", "at most 1"),
     ({"check": "char_count", "max": 10}, "  short  ", "far too long for this", "at most 10"),
-    ({"check": "include_words", "words": ["river", "old stone"]}, "The river and an Old  Stone.", "A riverbank of stones.", "'river', 'old stone'"),
-    ({"check": "forbidden_words", "words": ["very"]}, "Everything is fine.", "It is Very good.", "'very'"),
-    ({"check": "word_frequency", "word": "rain", "min": 2}, "Rain, rain, go away.", "Rain and rainbows.", "'rain'"),
-    ({"check": "starts_with", "text": "Dear team,"}, "\n Dear team, hello.", "Hi team,", "'Dear team,'"),
-    ({"check": "ends_with", "text": "Best regards."}, "Thanks.\nBest regards.\n", "Best regards. Bye", "'Best regards.'"),
-    ({"check": "json", "keys": ["name", "year"]}, '```json\n{"name": "x", "year": 1}\n```', '{"name": "x"}', "'year'"),
+    (
+        {"check": "include_words", "words": ["river", "old stone"]},
+        "The river and an Old  Stone.",
+        "A riverbank of stones.",
+        "'river', 'old stone'",
+    ),
+    (
+        {"check": "forbidden_words", "words": ["very"]},
+        "Everything is fine.",
+        "It is Very good.",
+        "'very'",
+    ),
+    (
+        {"check": "word_frequency", "word": "rain", "min": 2},
+        "Rain, rain, go away.",
+        "Rain and rainbows.",
+        "'rain'",
+    ),
+    (
+        {"check": "starts_with", "text": "Dear team,"},
+        "\n Dear team, hello.",
+        "Hi team,",
+        "'Dear team,'",
+    ),
+    (
+        {"check": "ends_with", "text": "Best regards."},
+        "Thanks.\nBest regards.\n",
+        "Best regards. Bye",
+        "'Best regards.'",
+    ),
+    (
+        {"check": "json", "keys": ["name", "year"]},
+        '```json\n{"name": "x", "year": 1}\n```',
+        '{"name": "x"}',
+        "'year'",
+    ),
     ({"check": "json"}, "[1, 2]", "Here: [1, 2]", "does not parse"),
-    ({"check": "bullet_count", "min": 2, "max": 2}, "- a\n* b\nc", "- a\n-b", "exactly 2 bullet points"),
+    (
+        {"check": "bullet_count", "min": 2, "max": 2},
+        "- a\n* b\nc",
+        "- a\n-b",
+        "exactly 2 bullet points",
+    ),
     ({"check": "numbered_count", "min": 3}, "1. a\n2) b\n3. c", "1. a\n2. b", "at least 3"),
     ({"check": "case", "case": "lower"}, "all lower, 42!", "Not lower", "lowercase"),
     ({"check": "case", "case": "upper"}, "LOUD AND CLEAR", "LOUD and CLEAR", "uppercase"),
-    ({"check": "placeholders", "min": 2}, "Dear [name], at [place].", "Dear [name], see [link](http://x).", "at least 2"),
-    ({"check": "sections", "prefix": "Part", "count": 2}, "Part 1\nabc\nPart 2\ndef", "Part 1\nabc\nPart 3", "'Part 1', 'Part 2'"),
+    (
+        {"check": "placeholders", "min": 2},
+        "Dear [name], at [place].",
+        "Dear [name], see [link](http://x).",
+        "at least 2",
+    ),
+    (
+        {"check": "sections", "prefix": "Part", "count": 2},
+        "Part 1\nabc\nPart 2\ndef",
+        "Part 1\nabc\nPart 3",
+        "'Part 1', 'Part 2'",
+    ),
     ({"check": "no_commas"}, "No commas here.", "Yes, one.", "commas"),
     ({"check": "title"}, "<<Spring Rain>>\nIt rained.", "<< >> no title", "<<"),
     ({"check": "quoted"}, ' "All of it." ', '"Half of it.', "double quotation"),
     ({"check": "capital_words", "max": 1}, "Use NASA data. I agree.", "USE NASA DATA", "at most 1"),
-    ({"check": "postscript", "marker": "P.S."}, "Hello.\n\nP.S. Bring tea.", "P.S. first\n\nthen text", "'P.S.'"),
-    ({"check": "highlights", "min": 2}, "A *bold* and **strong** claim.", "* a bullet\n*one*", "at least 2"),
+    (
+        {"check": "postscript", "marker": "P.S."},
+        "Hello.\n\nP.S. Bring tea.",
+        "P.S. first\n\nthen text",
+        "'P.S.'",
+    ),
+    (
+        {"check": "highlights", "min": 2},
+        "A *bold* and **strong** claim.",
+        "* a bullet\n*one*",
+        "at least 2",
+    ),
 ]
 
 
@@ -73,7 +133,11 @@ def test_counting_rules():
         "e",
         "g",
     ]
-    assert sentences("First one. Second one!\nA line\n... ?") == ["First one", "Second one", "A line"]
+    assert sentences("First one. Second one!\nA line\n... ?") == [
+        "First one",
+        "Second one",
+        "A line",
+    ]
 
 
 def test_feedback_lists_every_failure_and_asks_for_the_whole_answer():

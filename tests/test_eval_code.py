@@ -58,8 +58,14 @@ async def test_the_hidden_tests_never_reach_the_feedback():
     ("answer", "problem"),
     [
         ("I cannot write code today, sorry.", "holds no Python code"),
-        ("```python\ndef add(a, b)\n    return a + b\n```", "solution.py\", line 1\n    def add(a, b)\n"),
-        ("```python\ndef plus(a, b):\n    return a + b\n```", "does not define a function named 'add'"),
+        (
+            "```python\ndef add(a, b)\n    return a + b\n```",
+            'solution.py", line 1\n    def add(a, b)\n',
+        ),
+        (
+            "```python\ndef plus(a, b):\n    return a + b\n```",
+            "does not define a function named 'add'",
+        ),
         ("```python\nimport sys\nsys.exit(0)\n```", "loading the code failed: SystemExit"),
         ("```python\nraise RuntimeError('boom')\n```", "RuntimeError: boom"),
         ("```python\nx = input()\n```", "EOFError"),
@@ -75,7 +81,10 @@ async def test_code_that_cannot_be_tested(answer, problem):
 async def test_each_test_runs_on_its_own_with_a_time_limit():
     code = "def add(a, b):\n    while a == 1:\n        pass\n    return a + b\n"
     report = await arun_tests(
-        code, "assert add(1, 2) == 3\nassert add(2, 2) == 4", entry_point="add", per_test_timeout=0.5
+        code,
+        "assert add(1, 2) == 3\nassert add(2, 2) == 4",
+        entry_point="add",
+        per_test_timeout=0.5,
     )
     assert [(o.passed, o.detail) for o in report.outcomes] == [
         (False, "did not finish within 0.5 s"),

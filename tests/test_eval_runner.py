@@ -95,7 +95,9 @@ async def test_an_interrupted_eval_resumes_without_running_done_pairs_again(tmp_
 
     second = ReactiveOpenAI(feedback_helps)
     events = []
-    report = await arun_eval(tasks(4), second.chat_model(), arms=ARMS, out=out, progress=events.append)
+    report = await arun_eval(
+        tasks(4), second.chat_model(), arms=ARMS, out=out, progress=events.append
+    )
     resumed = len(finished)
     assert (events[0].resumed, events[0].done, events[0].total) == (resumed, resumed, 12)
     done_again = {(r.task_id, r.arm) for r in (e.result for e in events) if r is not None}
@@ -126,7 +128,9 @@ async def test_a_changed_task_runs_again_and_a_torn_line_is_ignored(tmp_path):
     assert prompts == ["Reply OK, loudly.", "Task t0: reply OK in capitals."]
     assert len(report.results) == 4
     lines = path.read_text(encoding="utf-8").splitlines()
-    assert all(json.loads(line) for line in lines if not line.startswith('{"task_id": "t1", "arm": "lo'))
+    assert all(
+        json.loads(line) for line in lines if not line.startswith('{"task_id": "t1", "arm": "lo')
+    )
 
 
 async def test_a_journal_of_other_settings_is_refused(tmp_path):

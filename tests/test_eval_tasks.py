@@ -65,7 +65,9 @@ def test_subsets_by_id_and_limit(tmp_path):
 def test_a_changed_task_gets_a_new_digest():
     task = parse_task(CODE)
     assert task_digest(task) == task_digest(parse_task(dict(CODE)))
-    assert task_digest(task) != task_digest(parse_task(CODE | {"hidden_tests": "assert add(0, 0) == 0"}))
+    assert task_digest(task) != task_digest(
+        parse_task(CODE | {"hidden_tests": "assert add(0, 0) == 0"})
+    )
 
 
 @pytest.mark.parametrize(
@@ -86,7 +88,11 @@ def test_a_changed_task_gets_a_new_digest():
         (CODE | {"tests": ["assert add(1, 2) == 3"]}, "tests", "non-empty string"),
         (WRITING | {"checks": []}, "checks", "non-empty list"),
         (WRITING | {"checks": {"check": "no_commas"}}, "checks", "non-empty list"),
-        (WRITING | {"checks": [{"check": "no_commas"}, {"check": "word_count", "max": "5"}]}, "checks[1].max", "whole number"),
+        (
+            WRITING | {"checks": [{"check": "no_commas"}, {"check": "word_count", "max": "5"}]},
+            "checks[1].max",
+            "whole number",
+        ),
         (WRITING | {"checks": [{"check": "rhymes"}]}, "checks[0].check", "known check"),
         (WRITING | {"tests": "assert 1"}, "tests", "not a field of a instructions task"),
         (WRITING | {"prompt": "   "}, "prompt", "non-empty string"),

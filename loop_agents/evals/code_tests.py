@@ -2,7 +2,7 @@ r"""Running a code task's tests on an answer, in the package's runner (`arun_pyt
 
 The answer's code is taken from its Markdown (the first Python block that defines the
 task's function, else the first Python block, else the whole answer), and run in a
-child process with `loop_agents.python_runner.arun_python` together with a small
+child process with `loop_agents.python_runner.run_python` together with a small
 harness. The harness loads the code, then runs each top-level statement of the tests
 on its own, with a time limit per statement, and reports which passed; for a failed
 ``assert f(x) == y`` it also reports what ``f(x)`` gave. The report reaches the parent
@@ -23,12 +23,13 @@ Example:
 from __future__ import annotations
 
 import ast
+import asyncio
 import json
 import secrets
 from dataclasses import dataclass
 
 from loop_agents.code_runner import extract_python_blocks
-from loop_agents.python_runner import arun_python
+from loop_agents.python_runner import run_python
 
 __all__ = ["CodeReport", "TestOutcome", "arun_tests", "code_feedback", "extract_code"]
 
@@ -240,7 +241,10 @@ async def arun_tests(
         limit=per_test_timeout,
         chars=_DETAIL_CHARS,
     )
-    result = await arun_python(program, timeout=timeout, max_output=_MAX_OUTPUT)
+    # run_python in a worker thread rather than arun_python: setting up the child's
+    # folder is blocking file-system work, which an ASGI server (LangGraph Server)
+    # refuses on its event loop; the thread also keeps the eval's loop free meanwhile
+    result = await asyncio.to_thread(run_python, program, timeout=timeout, max_output=_MAX_OUTPUT)
     report = None
     for line in reversed(result.stdout.splitlines()):
         if line.startswith(token):
