@@ -121,10 +121,30 @@ async def test_a_failed_assert_shows_its_message_or_what_was_computed():
         "assert add(1, 2) == 3\nassert len(add(1, 2)) == 3, 'want three items'\nassert add(1, 2)[5]",
         entry_point="add",
     )
-    assert [o.detail for o in report.outcomes] == [
-        "got [1, 2]",
-        "got 2",
-        "IndexError: list index out of range",
+    assert [(o.detail, o.explained) for o in report.outcomes] == [
+        ("got [1, 2]", False),
+        ("want three items", True),
+        ("IndexError: list index out of range", False),
+    ]
+    assert code_feedback(report, entry_point="add").splitlines()[1:3] == [
+        "- assert add(1, 2) == 3  ->  got [1, 2]",
+        "- want three items",
+    ]
+
+
+async def test_a_test_is_an_assert_with_the_statements_before_it():
+    tests = (
+        "got = half(4)\nassert got == 2, f'half(4) returned {got!r}, expected 2'\n"
+        "got = half(None)\nassert got == 0, f'half(None) returned {got!r}, expected 0'\n"
+        "expected = 5\ngot = half(10)\nassert got == expected\n"
+    )
+    code = "def half(n):\n    return n // 2 if n != 10 else 4\n"
+    report = await arun_tests(code, tests, entry_point="half")
+    assert [(o.passed, o.source, o.detail) for o in report.outcomes] == [
+        (True, "assert got == 2, f'half(4) returned {got!r}, expected 2'", ""),
+        # the statement that raised is named; the stale 'got' of the test before is not used
+        (False, "got = half(None)", "TypeError: unsupported operand type(s) for //: 'NoneType' and 'int'"),
+        (False, "assert got == expected", "got 4"),
     ]
 
 

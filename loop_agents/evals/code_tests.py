@@ -92,32 +92,45 @@ except BaseException as exc:
 if not callable(_namespace.get(_ENTRY)):
     _report({{"load_error": "missing"}})
 _results = []
-for _source, _left in _TESTS:
-    try:
-        _run(_source, _namespace, "tests.py")
-        _results.append([True, ""])
-    except AssertionError as exc:
-        _detail = _short(exc) if str(exc) else "assertion failed"
-        if _left is not None:
-            try:
-                _detail = "got " + _short(repr(_run(_left, _namespace, "tests.py", "eval")))
-            except BaseException as inner:
-                _detail = _error(inner)
-        _results.append([False, _detail])
-    except BaseException as exc:
-        _results.append([False, _error(exc)])
+for _test in _TESTS:
+    _outcome = [True, "", -1, False]
+    for _index, (_source, _left) in enumerate(_test):
+        try:
+            _run(_source, _namespace, "tests.py")
+            continue
+        except AssertionError as exc:
+            if str(exc):
+                _outcome = [False, _short(exc), _index, True]
+            elif _left is not None:
+                try:
+                    _got = "got " + _short(repr(_run(_left, _namespace, "tests.py", "eval")))
+                except BaseException as inner:
+                    _got = _error(inner)
+                _outcome = [False, _got, _index, False]
+            else:
+                _outcome = [False, "assertion failed", _index, False]
+        except BaseException as exc:
+            _outcome = [False, _error(exc), _index, False]
+        break
+    _results.append(_outcome)
 _report({{"results": _results}})
 """
 
 
 @dataclass(frozen=True)
 class TestOutcome:
-    """One test statement's result.
+    """One test's result.
+
+    A test is an ``assert`` statement with the statements before it (since the previous
+    ``assert``), e.g. ``got = f(2)`` then ``assert got == 4, f"f(2) returned {got}"``.
 
     Attributes:
-        source: The statement, as written in the task.
-        passed: Whether it ran without error.
-        detail: Why it failed (``"got 6"``, an exception, a timeout); ``""`` if it passed.
+        source: The statement that failed (the ``assert`` when the test passed).
+        passed: Whether every statement of the test ran without error.
+        detail: Why it failed: the assert's own message, ``"got 6"`` for a failed
+            ``assert x == y`` without one, an exception, a timeout; ``""`` if it passed.
+        explained: Whether ``detail`` is the assert's own message (then it is shown
+            alone in the feedback).
     """
 
     __test__ = False  # not a pytest class
@@ -125,6 +138,7 @@ class TestOutcome:
     source: str
     passed: bool
     detail: str = ""
+    explained: bool = False
 
 
 @dataclass(frozen=True)
@@ -188,10 +202,17 @@ def _names(node: ast.stmt) -> set[str]:
     return {getattr(node, "name", "")}
 
 
-def _statements(tests: str) -> list[tuple[str, str | None]]:
-    """Each top-level statement, with the left side of an ``assert a == b`` if it is one."""
+_Statement = tuple[str, str | None]
+
+
+def _split_tests(tests: str) -> list[list[_Statement]]:
+    """The tests: runs of top-level statements, each ending with an ``assert``.
+
+    Each statement comes with the left side of an ``assert a == b`` when it is one
+    (to show what ``a`` was). Statements after the last ``assert`` form a last test.
+    """
     tree = ast.parse(tests)
-    out: list[tuple[str, str | None]] = []
+    groups: list[list[_Statement]] = [[]]
     for node in tree.body:
         source = ast.get_source_segment(tests, node) or ast.unparse(node)
         left: str | None = None
@@ -202,8 +223,10 @@ def _statements(tests: str) -> list[tuple[str, str | None]]:
             and isinstance(node.test.ops[0], ast.Eq)
         ):
             left = ast.unparse(node.test.left)
-        out.append((source, left))
-    return out
+        groups[-1].append((source, left))
+        if isinstance(node, ast.Assert):
+            groups.append([])
+    return [group for group in groups if group]
 
 
 async def arun_tests(
@@ -218,10 +241,11 @@ async def arun_tests(
 
     Args:
         code: The answer's code.
-        tests: The task's tests: Python statements, each run on its own.
+        tests: The task's tests: Python statements; each ``assert`` with the statements
+            before it is one test, run on its own.
         entry_point: The function the code must define.
         timeout: Seconds for the whole run (loading and every test).
-        per_test_timeout: Seconds for loading the code and for each test statement.
+        per_test_timeout: Seconds for loading the code and for each statement.
 
     Returns:
         A `CodeReport`.
@@ -232,11 +256,11 @@ async def arun_tests(
         ```
     """
     token = f"@@loop-agents-tests-{secrets.token_hex(16)}@@"
-    statements = _statements(tests)
+    groups = _split_tests(tests)
     program = _HARNESS.format(
         token=token,
         code=code,
-        tests=statements,
+        tests=groups,
         entry=entry_point,
         limit=per_test_timeout,
         chars=_DETAIL_CHARS,
@@ -261,8 +285,10 @@ async def arun_tests(
             return CodeReport(f"the code does not define a function named {entry_point!r}")
         return CodeReport(f"loading the code failed: {error}")
     outcomes = tuple(
-        TestOutcome(source, bool(passed), str(detail))
-        for (source, _), (passed, detail) in zip(statements, report["results"], strict=True)
+        TestOutcome(group[index][0], bool(passed), str(detail), bool(explained))
+        for group, (passed, detail, index, explained) in zip(
+            groups, report["results"], strict=True
+        )
     )
     return CodeReport(None, outcomes)
 
@@ -281,7 +307,9 @@ def code_feedback(report: CodeReport, *, entry_point: str) -> str:
     if report.problem is not None:
         return f"Your code could not be tested: {report.problem}.\n{fix}"
     failed = [o for o in report.outcomes if not o.passed]
-    lines = "\n".join(f"- {o.source}  ->  {o.detail}" for o in failed)
+    lines = "\n".join(
+        f"- {o.detail}" if o.explained else f"- {o.source}  ->  {o.detail}" for o in failed
+    )
     return f"Your code failed {len(failed)} of {len(report.outcomes)} tests:\n{lines}\n{fix}"
 
 
