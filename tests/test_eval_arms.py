@@ -77,10 +77,12 @@ async def test_the_loop_sends_the_checks_feedback_and_the_judge_loop_only_the_ju
     loop = await arun_arm(task, "loop", server.chat_model(), settings=settings)
     assert (loop.passed, loop.iterations, loop.answer) == (True, 2, "OK")
     feedback = server.requests[1]["messages"][-1]["content"]
-    assert "uppercase" in feedback and feedback.startswith("The answer breaks 1 requirement")
+    assert "uppercase" in feedback
+    assert feedback.startswith("The answer breaks 1 requirement")
     server.requests.clear()
     judged = await arun_arm(task, "judge-loop", server.chat_model(), settings=settings)
-    assert judged.passed and judged.model_calls == 4
+    assert judged.passed
+    assert judged.model_calls == 4
     agent_requests = [b for b in server.requests if not is_judge(b)]
     assert agent_requests[1]["messages"][-1]["content"] == "Make it louder.\n\nScore: 30"
     judge_requests = [b for b in server.requests if is_judge(b)]

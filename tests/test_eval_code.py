@@ -50,8 +50,10 @@ async def test_the_hidden_tests_never_reach_the_feedback():
     grader = grader_for(TASK)
     for answer in (WRONG, OVERFIT, "```python\ndef add(a, b):\n    raise ValueError\n```"):
         _, feedback = await grader.visible(answer)
-        assert "-5" not in feedback and "10, 20" not in feedback
-    assert "add(-5" not in request_text(TASK) and request_text(TASK).endswith("`add`.")
+        assert "-5" not in feedback
+        assert "10, 20" not in feedback
+    assert "add(-5" not in request_text(TASK)
+    assert request_text(TASK).endswith("`add`.")
 
 
 @pytest.mark.parametrize(
@@ -74,7 +76,8 @@ async def test_the_hidden_tests_never_reach_the_feedback():
 async def test_code_that_cannot_be_tested(answer, problem):
     report = await agrade_code(answer, TASK.tests, entry_point="add")
     assert not report.passed
-    assert report.problem is not None and problem in report.problem
+    assert report.problem is not None
+    assert problem in report.problem
     assert code_feedback(report, entry_point="add").startswith("Your code could not be tested:")
 
 
@@ -96,7 +99,8 @@ async def test_a_program_that_never_finishes_fails():
     code = "import time\ndef add(a, b):\n    return a + b\nwhile True:\n    time.sleep(0.01)\n"
     report = await arun_tests(code, "assert add(1, 2) == 3", entry_point="add", timeout=1)
     assert not report.passed
-    assert report.problem is not None and "did not finish" in report.problem
+    assert report.problem is not None
+    assert "did not finish" in report.problem
 
 
 async def test_an_answer_cannot_report_its_own_success():
@@ -143,7 +147,11 @@ async def test_a_test_is_an_assert_with_the_statements_before_it():
     assert [(o.passed, o.source, o.detail) for o in report.outcomes] == [
         (True, "assert got == 2, f'half(4) returned {got!r}, expected 2'", ""),
         # the statement that raised is named; the stale 'got' of the test before is not used
-        (False, "got = half(None)", "TypeError: unsupported operand type(s) for //: 'NoneType' and 'int'"),
+        (
+            False,
+            "got = half(None)",
+            "TypeError: unsupported operand type(s) for //: 'NoneType' and 'int'",
+        ),
         (False, "assert got == expected", "got 4"),
     ]
 

@@ -70,18 +70,21 @@ def test_the_command_prints_the_tables_and_writes_the_json(tmp_path):
         )
     assert done.returncode == 0, done.stderr
     table = done.stdout
-    assert "loop vs resample" in table and "loop vs single" in table
+    assert "loop vs resample" in table
+    assert "loop vs single" in table
     first_table = table.split("Paired, task by task")[0]
     rows = {line.split()[0]: line.split()[1:3] for line in first_table.splitlines() if line.strip()}
     assert rows["single"] == ["0/4", "0%"]
     assert rows["loop"] == ["4/4", "100%"]
     assert rows["resample"] == ["0/4", "0%"]
     data = json.loads(out.read_text(encoding="utf-8"))
-    assert data["arms"]["loop"]["passed"] == 4 and len(data["results"]) == 12
+    assert data["arms"]["loop"]["passed"] == 4
+    assert len(data["results"]) == 12
     assert data["settings"]["model"].startswith("gpt-5.4-mini at http://127.0.0.1:")
     # not a terminal: one progress line per finished pair
     progress = [line for line in done.stderr.splitlines() if line.startswith("[")]
-    assert len(progress) == 12 and progress[-1].startswith("[12/12]")
+    assert len(progress) == 12
+    assert progress[-1].startswith("[12/12]")
     assert len(scripted.requests) == 4 * (1 + 2 + 3)
 
 
@@ -135,7 +138,8 @@ def test_an_interrupted_or_killed_eval_resumes_where_it_stopped(tmp_path):
         process.communicate(timeout=30)
         records = [json.loads(line) for line in journal.read_text().splitlines()[1:]]
         done_before = {(r["task_id"], r["arm"]) for r in records}
-        assert len(done_before) == len(records) and 4 <= len(done_before) < 12
+        assert len(done_before) == len(records)
+        assert 4 <= len(done_before) < 12
         assert not out.exists()
 
         time.sleep(0.5)  # the killed process's last request, if any, is answered
@@ -152,7 +156,8 @@ def test_an_interrupted_or_killed_eval_resumes_where_it_stopped(tmp_path):
     # only the remaining pairs ran (the one running at the kill started over)
     assert len(scripted.requests) - asked == sum(calls[a] for _, a in remaining)
     data = json.loads(out.read_text())
-    assert data["arms"]["loop"]["passed"] == 6 and data["arms"]["single"]["tasks"] == 6
+    assert data["arms"]["loop"]["passed"] == 6
+    assert data["arms"]["single"]["tasks"] == 6
 
 
 @pytest.mark.parametrize(

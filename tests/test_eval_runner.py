@@ -57,7 +57,8 @@ async def test_the_json_result_has_the_documented_shape(tmp_path):
             "output_tokens",
             "seconds",
         }
-    assert data["arms"]["loop"]["passed"] == 3 and data["arms"]["loop"]["pass_rate"] == 1.0
+    assert data["arms"]["loop"]["passed"] == 3
+    assert data["arms"]["loop"]["pass_rate"] == 1.0
     low, high = data["arms"]["single"]["ci95"]
     assert (low, high) == pytest.approx(wilson_interval(0, 3))
     assert len(data["results"]) == 9
@@ -68,7 +69,8 @@ async def test_the_json_result_has_the_documented_shape(tmp_path):
         ("t0", "loop"),
         ("t0", "resample"),
     ]
-    assert data["settings"]["iterations"] == 2 and data["settings"]["tasks"] == 3
+    assert data["settings"]["iterations"] == 2
+    assert data["settings"]["tasks"] == 3
     assert data["errors"] == []
 
 
@@ -105,12 +107,14 @@ async def test_an_interrupted_eval_resumes_without_running_done_pairs_again(tmp_
     assert len(done_again) == 12 - resumed
     calls = {"single": 1, "loop": 2, "resample": 4}
     assert len(second.requests) == sum(calls[arm] for _, arm in done_again)
-    assert len(report.results) == 12 and report.arms["loop"].passed == 4
+    assert len(report.results) == 12
+    assert report.arms["loop"].passed == 4
 
     # everything is done: a third run makes no model call and reports the same
     third = ReactiveOpenAI(feedback_helps)
     again = await arun_eval(tasks(4), third.chat_model(), arms=ARMS, out=out)
-    assert third.requests == [] and again.arms == report.arms
+    assert third.requests == []
+    assert again.arms == report.arms
 
 
 async def test_a_changed_task_runs_again_and_a_torn_line_is_ignored(tmp_path):
@@ -172,7 +176,8 @@ async def test_a_server_error_is_retried_and_reported_never_a_pass(tmp_path):
     )
     by_task = {r.task_id: r for r in report.results}
     assert set(by_task) == {"t0", "t1"}
-    assert by_task["t1"].passed and by_task["t1"].attempts == 2
+    assert by_task["t1"].passed
+    assert by_task["t1"].attempts == 2
     assert by_task["t0"].attempts == 1
     (error,) = report.errors
     assert (error.task_id, error.arm, error.attempts) == ("t2", "single", 3)
@@ -189,7 +194,8 @@ async def test_a_server_error_is_retried_and_reported_never_a_pass(tmp_path):
     failures["t2"] = 0
     again = await arun_eval(tasks(3), server.chat_model(), arms=["single"], out=out, retry_delay=0)
     assert [user_text(b) for b in server.requests] == ["Task t2: reply OK in capitals."]
-    assert again.complete and again.arms["single"].passed == 3
+    assert again.complete
+    assert again.arms["single"].passed == 3
 
 
 class SlowChat(FakeChat):
@@ -211,7 +217,8 @@ FLIGHT = {"now": 0, "peak": 0}
 async def test_pairs_run_concurrently_up_to_the_limit():
     FLIGHT.update(now=0, peak=0)
     report = await arun_eval(tasks(8), SlowChat.of("OK"), arms=["single"], concurrency=3)
-    assert FLIGHT["peak"] == 3 and report.arms["single"].passed == 8
+    assert FLIGHT["peak"] == 3
+    assert report.arms["single"].passed == 8
 
 
 def test_the_sync_form_runs_the_same_eval(tmp_path):
@@ -262,7 +269,8 @@ async def test_no_model_and_a_bad_server_url_are_refused():
 def test_statistics():
     assert wilson_interval(0, 0) == (0.0, 1.0)
     low, high = wilson_interval(10, 10)
-    assert high == 1.0 and low == pytest.approx(0.722, abs=1e-3)
+    assert high == 1.0
+    assert low == pytest.approx(0.722, abs=1e-3)
     low, high = wilson_interval(5, 10)
     assert (low, high) == pytest.approx((0.2366, 0.7634), abs=1e-4)
     with pytest.raises(ValueError):

@@ -140,7 +140,8 @@ async def test_the_arms_run_on_the_server_as_they_do_here(server, model):
     assert len(scripted.requests) - asked == 4 * (1 + 2 + 3 + 4)
     assert report.settings["model"] == f"LangGraph server {server}"
     add = {r.arm: r for r in report.results if r.task_id == "add"}
-    assert add["loop"].answer == RIGHT and add["loop"].iterations == 2
+    assert add["loop"].answer == RIGHT
+    assert add["loop"].iterations == 2
 
 
 async def test_a_run_that_fails_on_the_server_is_retried_and_never_a_pass(server):
@@ -165,7 +166,8 @@ async def test_a_run_that_fails_on_the_server_is_retried_and_never_a_pass(server
     assert (error.task_id, error.attempts) == ("broken", 2)
     assert error.error.startswith("ServerRunError: OpenAIAPIError")  # the server hides the rest
     assert [r.task_id for r in report.results] == ["shout-0"]
-    assert report.arms["single"].errors == 1 and report.arms["single"].tasks == 1
+    assert report.arms["single"].errors == 1
+    assert report.arms["single"].tasks == 1
     assert [e.retrying.task_id for e in events if e.retrying] == ["broken"]
 
 
@@ -189,4 +191,5 @@ def test_the_command_runs_an_eval_on_the_server(server, tmp_path):
     )
     assert done.returncode == 0, done.stderr
     data = json.loads(out.read_text(encoding="utf-8"))
-    assert data["arms"]["loop"]["passed"] == 4 and data["arms"]["single"]["passed"] == 0
+    assert data["arms"]["loop"]["passed"] == 4
+    assert data["arms"]["single"]["passed"] == 0

@@ -44,8 +44,11 @@ def write(tmp_path, *lines: object) -> str:
 def test_both_kinds_load_in_order(tmp_path):
     tasks = load_tasks(write(tmp_path, CODE, "", "   ", WRITING))
     code, writing = tasks
-    assert isinstance(code, CodeTask) and code.entry_point == "add" and code.kind == "code"
-    assert isinstance(writing, InstructionsTask) and writing.kind == "instructions"
+    assert isinstance(code, CodeTask)
+    assert code.entry_point == "add"
+    assert code.kind == "code"
+    assert isinstance(writing, InstructionsTask)
+    assert writing.kind == "instructions"
     assert [c.name for c in writing.checks] == ["line_count", "case"]
     assert [parse_task(t.to_json()) for t in tasks] == tasks
 

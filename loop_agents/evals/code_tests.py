@@ -286,9 +286,7 @@ async def arun_tests(
         return CodeReport(f"loading the code failed: {error}")
     outcomes = tuple(
         TestOutcome(group[index][0], bool(passed), str(detail), bool(explained))
-        for group, (passed, detail, index, explained) in zip(
-            groups, report["results"], strict=True
-        )
+        for group, (passed, detail, index, explained) in zip(groups, report["results"], strict=True)
     )
     return CodeReport(None, outcomes)
 
