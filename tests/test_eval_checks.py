@@ -190,3 +190,11 @@ def test_malformed_checks_name_the_field(spec, field, phrase):
         parse_check(spec)
     assert caught.value.field == field
     assert phrase in caught.value.problem
+
+
+def test_the_documentation_lists_every_check():
+    from tests.conftest import ROOT
+
+    page = (ROOT / "docs" / "eval.md").read_text(encoding="utf-8")
+    listed = {line.split("`")[1] for line in page.splitlines() if line.startswith("| `")}
+    assert set(CHECKS) <= listed

@@ -106,13 +106,17 @@ async def _run(args: argparse.Namespace, options: EvalOptions) -> int:
         if not local_model.is_installed():
             raise EvalUsageError(local_model.no_endpoint_message())
         cap = args.max_tokens or local_model.DEFAULT_MAX_TOKENS
-        with local_model.LocalModelServer() as server:
-            endpoint = EvalEndpoint(
-                server.chat_model(max_tokens=cap),
-                judge_method="function_calling",
-                description=f"{local_model.MODEL_ALIAS} (bundled, llama.cpp, max {cap} tokens)",
-            )
-            return await run_eval_command(options, endpoint)
+        try:
+            with local_model.LocalModelServer() as server:
+                endpoint = EvalEndpoint(
+                    server.chat_model(max_tokens=cap),
+                    judge_method="function_calling",
+                    description=f"{local_model.MODEL_ALIAS} (bundled, llama.cpp, max {cap} tokens)",
+                )
+                return await run_eval_command(options, endpoint)
+        except local_model.LocalModelError as exc:
+            print(f"{PROG}: error: {exc}", file=sys.stderr)
+            return 1
     settings = _settings(args)
     if not settings.configured:
         raise EvalUsageError(
