@@ -279,9 +279,7 @@ def test_threads_count_against_the_cap(mode):
 
 def test_no_cap_when_asked_for_none(mode):
     result = run_python(
-        "import subprocess\n"
-        "ps = [subprocess.Popen(['true']) for _ in range(80)]\n"
-        "print(len(ps))",
+        "import subprocess\nps = [subprocess.Popen(['true']) for _ in range(80)]\nprint(len(ps))",
         max_processes=None,
         **mode,
     )

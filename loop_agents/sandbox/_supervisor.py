@@ -19,9 +19,11 @@ dedicated user) and
 On SIGTERM (the runner's time limit in the plain process isolation) it kills the answer and
 everything left in the same way, and exits.
 
-Arguments: ``STATUS_FD all|tree PYTHON SCRIPT LIMITS_JSON``.
+Arguments: ``STATUS_FD all|tree PYTHON SCRIPT LIMITS_JSON [drop-pwd]`` (``drop-pwd``: bwrap
+set ``PWD``, which the program's environment does not have in the other isolations).
 """
 
+import contextlib
 import ctypes
 import json
 import os
@@ -86,16 +88,12 @@ def kill_everything(kill_all: bool) -> None:
     if kill_all:
         # One call, atomic against fork: every process of this PID namespace, or of this
         # dedicated user, except the supervisor itself (and a namespace's init).
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(-1, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
     while True:
         for pid in _children():
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         if not _reap_all():
             return
         time.sleep(0.002)
@@ -104,6 +102,7 @@ def kill_everything(kill_all: bool) -> None:
 def main(argv: list[str]) -> None:
     """Run the answer; see the module docstring."""
     status_fd, mode, python, script, limits_json = argv[1:6]
+    pwd_set_by_bwrap = len(argv) > 6 and argv[6] == "drop-pwd"
     status = int(status_fd)
     kill_all = mode == "all"
     limits: dict[str, int] = json.loads(limits_json)
@@ -124,6 +123,8 @@ def main(argv: list[str]) -> None:
         try:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             os.closerange(3, 1 << 20)
+            if pwd_set_by_bwrap:
+                os.environ.pop("PWD", None)
             for name, value in limits.items():
                 _set_limit(name, value)
             os.execv(python, [python, "-I", "-X", "utf8", script])
@@ -147,10 +148,8 @@ def main(argv: list[str]) -> None:
 
 
 def _report(fd: int, text: str) -> None:
-    try:
+    with contextlib.suppress(OSError):
         os.write(fd, text.encode())
-    except OSError:
-        pass
 
 
 if __name__ == "__main__":

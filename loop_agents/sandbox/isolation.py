@@ -46,7 +46,7 @@ _SUPERVISOR = (Path(__file__).parent / "_supervisor.py").read_text(encoding="utf
 _PROBE_TIMEOUT = 20.0
 
 
-class IsolationUnavailable(RuntimeError):  # noqa: N818 - reads as a sentence when raised
+class IsolationUnavailable(RuntimeError):
     """The isolation asked for cannot run on this machine; the message says why."""
 
 
@@ -333,6 +333,7 @@ def make_plan(
         limits.python,
         script,
         json.dumps(rlimits),
+        *(["drop-pwd"] if choice.isolation == "bwrap" and "PWD" not in limits.env else []),
     ]
     return Plan(
         isolation=choice.isolation,

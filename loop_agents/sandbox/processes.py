@@ -18,7 +18,6 @@ from contextlib import suppress
 
 __all__ = [
     "DEDICATED_UIDS",
-    "alive",
     "children",
     "kill_uid",
     "pick_uid",
@@ -90,15 +89,6 @@ def children(pid: int) -> list[int]:
             if int(_status(entry)["PPid"]) == pid:
                 kids.append(int(entry))
     return kids
-
-
-def alive(pid: int) -> bool:
-    """Whether ``pid`` exists and is not a zombie."""
-    try:
-        state = _status(str(pid)).get("State", "")
-    except OSError:
-        return False
-    return not state.startswith(("Z", "X"))
 
 
 def _mapped(uid: int) -> bool:

@@ -12,7 +12,7 @@ __all__ = ["CappedOutput", "RunResult"]
 
 @dataclass(frozen=True)
 class RunResult:
-    """What happened when a program ran.
+    r"""What happened when a program ran.
 
     Attributes:
         exit_code: The program's exit status; negative when a signal ended it

@@ -35,7 +35,7 @@ from loop_agents.sandbox.limits import (
     RunLimits,
     make_limits,
 )
-from loop_agents.sandbox.processes import alive, children, kill_tree_of, kill_uid
+from loop_agents.sandbox.processes import children, kill_tree_of, kill_uid
 from loop_agents.sandbox.result import CappedOutput, RunResult
 
 __all__ = ["arun_python", "run_python"]
@@ -224,9 +224,7 @@ def _start_and_wait(
             for stream in (proc.stdout, proc.stderr):
                 if stream is not None:
                     stream.close()
-    exit_code = (
-        -signal.SIGKILL if timed_out else _program_exit(status_read, proc.returncode or 0)
-    )
+    exit_code = -signal.SIGKILL if timed_out else _program_exit(status_read, proc.returncode or 0)
     return RunResult(
         exit_code=exit_code,
         stdout=out.text(root),
