@@ -87,7 +87,7 @@ def kill_everything(kill_all: bool) -> None:
     """Kill every process this run left, and reap them (they are all our children)."""
     if kill_all:
         # One call, atomic against fork: every process of this PID namespace, or of this
-        # dedicated user, except the supervisor itself (and a namespace's init).
+        # dedicated user, except the supervisor itself (the init of its PID namespace).
         with contextlib.suppress(ProcessLookupError):
             os.kill(-1, signal.SIGKILL)
     while True:

@@ -123,7 +123,7 @@ def _bwrap_command(python: str, bind: str, chdir: str) -> list[str]:
     return [
         bwrap,
         *("--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts"),
-        *("--unshare-cgroup-try", "--die-with-parent", "--cap-drop", "ALL"),
+        *("--unshare-cgroup-try", "--die-with-parent", "--as-pid-1", "--cap-drop", "ALL"),
         *("--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"),
         *_under_tmp_binds(python),
         *("--bind", bind, bind, "--chdir", chdir, "--"),
@@ -297,8 +297,8 @@ def make_plan(
     """The command of one run, with its user, its cgroup and the program's resource limits.
 
     ``RLIMIT_NPROC`` counts every process and thread of the program's user (in its user
-    namespace, when it has one); the runner's own processes counted with them (bwrap's init
-    and the supervisor; ``unshare`` and the supervisor; the supervisor) are added to
+    namespace, when it has one); the runner's own processes counted with them (the
+    supervisor, and under ``unshare`` the ``unshare`` process) are added to
     ``max_processes``. Without a user or namespace of its own (``"process"`` for a user
     other than root), the processes the user runs already are added too.
     """
@@ -315,14 +315,16 @@ def make_plan(
     else:
         kill_all = True
         if cap is not None and choice.identity != "root":
-            nproc = cap + 2
+            # bwrap's outer process stays in the caller's user namespace; unshare's joins
+            # the new one, so it counts with the supervisor
+            nproc = cap + (1 if choice.isolation == "bwrap" else 2)
         prefix = (
             _bwrap_command(limits.python, root, workdir)
             if choice.isolation == "bwrap"
             else _unshare_command()
         )
         if choice.cgroup is not None and cap is not None:
-            cgroup = PidsCgroup(choice.cgroup, cap + 3)  # bwrap, its init, the supervisor
+            cgroup = PidsCgroup(choice.cgroup, cap + 2)  # bwrap and the supervisor
             prefix = ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', cgroup.procs_file, *prefix]
     rlimits = _rlimits(limits, nproc)
     supervisor = [
