@@ -40,6 +40,7 @@ from loop_agents.sandbox import (
     DEFAULT_MEMORY_LIMIT,
     DEFAULT_TIMEOUT,
     Isolation,
+    IsolationUnavailable,
     RunLimits,
     RunResult,
     arun_python,
@@ -148,9 +149,13 @@ class CodeRunner(Runnable[LoopContext, LoopEvaluation]):
 
     def __repr__(self) -> str:
         """Show what the runner checks, its time limit and the isolation it runs code in."""
+        try:
+            isolation = self.isolation
+        except IsolationUnavailable:
+            isolation = f"{self.limits.isolation} (unavailable)"
         return (
             f"CodeRunner({self.description}, timeout={self.limits.timeout:g}, "
-            f"isolation={self.isolation!r})"
+            f"isolation={isolation!r})"
         )
 
     @property

@@ -11,6 +11,7 @@ import asyncio
 import base64
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -348,3 +349,25 @@ def test_an_isolation_that_cannot_run_is_a_clear_error():
 def test_bad_options_are_refused_before_anything_runs(kwargs, message):
     with pytest.raises(ValueError, match=message):
         run_python("print(1)", **kwargs)
+
+
+def test_bubblewrap_hides_the_callers_home(monkeypatch):
+    python = python_for("bwrap")
+    home = ROOT / f".test-home-{uuid.uuid4().hex}"
+    secret = f"sk-test-{uuid.uuid4()}"
+    try:
+        (home / ".config").mkdir(parents=True)
+        (home / ".config" / "credentials").write_text(secret)
+        (home / ".config" / "credentials").chmod(0o600)
+        monkeypatch.setenv("HOME", str(home))
+        code = (
+            "import os, sys\n"
+            f"print(os.listdir({str(home)!r}))\n"
+            f"print(os.path.exists({str(home / '.config' / 'credentials')!r}))\n"
+        )
+        result = run_python(code, isolation="bwrap", python=python)
+        assert result.ok, result.stderr
+        assert secret not in result.stdout
+        assert result.stdout.splitlines()[1] == "False"
+    finally:
+        shutil.rmtree(home, ignore_errors=True)

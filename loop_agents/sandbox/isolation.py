@@ -16,6 +16,7 @@ cannot read (e.g. one under ``/root``) runs the program as root *inside* the use
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -105,15 +106,48 @@ def usable_by_others(python: str) -> bool:
     )
 
 
-def _under_tmp_binds(python: str) -> list[str]:
-    """``--ro-bind`` options for the interpreter's folders that bwrap's private /tmp hides."""
-    tmp = os.path.realpath(tempfile.gettempdir())
-    folders = {os.path.dirname(os.path.realpath(python))}
-    if os.path.realpath(python) == os.path.realpath(sys.executable):
-        folders |= {sys.prefix, sys.base_prefix}
+_FOLDERS = (
+    "import json, os, sys; exe = os.path.realpath(sys.executable); "
+    "print(json.dumps([sys.prefix, sys.base_prefix, os.path.dirname(exe)]))"
+)
+
+
+@functools.cache
+def interpreter_folders(python: str) -> tuple[str, ...]:
+    """The folders ``python`` runs from (its prefixes and its executable's folder)."""
+    found = {os.path.dirname(os.path.realpath(python))}
+    probe = _run_probe([python, "-I", "-S", "-c", _FOLDERS], None)
+    if not isinstance(probe, str) and probe.returncode == 0:
+        with contextlib.suppress(ValueError):
+            found |= {str(folder) for folder in json.loads(probe.stdout)}
+    return tuple(sorted(os.path.realpath(folder) for folder in found))
+
+
+def _hidden_folders() -> list[str]:
+    """Folders bwrap replaces by an empty tmpfs: /tmp and the caller's home."""
+    hidden = ["/tmp"]
+    home = os.path.realpath(os.path.expanduser("~"))
+    if home not in ("/", "/tmp") and os.path.isdir(home):
+        hidden.append(home)
+    return hidden
+
+
+def _hiding_options(python: str) -> list[str]:
+    """``--tmpfs`` over /tmp and the home, then ``--ro-bind`` of the interpreter's folders.
+
+    The interpreter (a virtual environment in the home, pyenv under /root) stays usable;
+    nothing else of the home (``~/.ssh``, ``~/.aws``, a project's ``.env``) is visible.
+    """
+    hidden = _hidden_folders()
     options: list[str] = []
-    for folder in sorted(os.path.realpath(f) for f in folders):
-        if folder == "/tmp" or folder.startswith(("/tmp/", tmp + os.sep)):
+    for folder in hidden:
+        options += ["--tmpfs", folder]
+    tmp = os.path.realpath(tempfile.gettempdir())
+    for folder in interpreter_folders(python):
+        inside = [
+            h for h in [*hidden, tmp] if folder == h or folder.startswith(h.rstrip("/") + "/")
+        ]
+        if inside:
             options += ["--ro-bind", folder, folder]
     return options
 
@@ -124,8 +158,8 @@ def _bwrap_command(python: str, bind: str, chdir: str) -> list[str]:
         bwrap,
         *("--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts"),
         *("--unshare-cgroup-try", "--die-with-parent", "--as-pid-1", "--cap-drop", "ALL"),
-        *("--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"),
-        *_under_tmp_binds(python),
+        *("--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"),
+        *_hiding_options(python),
         *("--bind", bind, bind, "--chdir", chdir, "--"),
     ]
 
