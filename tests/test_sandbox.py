@@ -297,8 +297,10 @@ def test_cancelling_arun_python_kills_the_program(mode):
 
     async def main() -> float:
         task = asyncio.create_task(arun_python(code, timeout=60, **mode))
-        await asyncio.sleep(1.0)
-        assert processes_with(mark)  # running
+        waited = time.monotonic()
+        while not processes_with(mark):  # wait until its children run
+            assert time.monotonic() - waited < 30, "the program never started"
+            await asyncio.sleep(0.05)
         begun = time.monotonic()
         task.cancel()
         with pytest.raises(asyncio.CancelledError):

@@ -163,8 +163,8 @@ def _execute(code: str, limits: RunLimits, cancel: threading.Event | None = None
     finally:
         os.close(status_read)
         status_write.close()
-        if plan is not None and plan.cgroup is not None:
-            plan.cgroup.remove(within=1.0)
+        if plan is not None and plan.cgroup is not None:  # removed already, unless it failed
+            plan.cgroup.remove(within=0.2)
 
 
 class _Once:
