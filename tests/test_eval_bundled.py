@@ -45,3 +45,41 @@ def test_the_checks_used_cover_most_of_the_vocabulary():
 
     used = {c.name for t in TASKS for c in t.checks}
     assert used == set(CHECKS)
+
+
+async def test_the_eval_grades_the_bundled_code_references_as_their_tests_say():
+    """The eval's own grading (its harness, the code taken from a Markdown answer) agrees
+    with the code set: each reference passes both test sources, each wrong solution fails
+    the hidden tests (tests/test_code_tasks.py checks the set itself)."""
+    import asyncio
+
+    tasks = load_tasks("code")
+    rows = {
+        row["id"]: row
+        for row in map(
+            json.loads, bundled_path("code_reference").read_text(encoding="utf-8").splitlines()
+        )
+    }
+    assert len(tasks) >= 30
+    assert set(rows) == {t.id for t in tasks}
+
+    async def grade(task):
+        grader = grader_for(task)
+        right = f"```python\n{rows[task.id]['solution']}\n```"
+        wrong = f"```python\n{rows[task.id]['wrong_solution']}\n```"
+        return task.id, await asyncio.gather(
+            grader.visible(right), grader.final(right), grader.final(wrong)
+        )
+
+    gate = asyncio.Semaphore(8)
+
+    async def gated(task):
+        async with gate:
+            return await grade(task)
+
+    for task_id, (visible, right_passes, wrong_passes) in await asyncio.gather(
+        *map(gated, tasks)
+    ):
+        assert visible == (True, ""), task_id
+        assert right_passes, task_id
+        assert not wrong_passes, task_id

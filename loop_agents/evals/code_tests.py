@@ -1,16 +1,19 @@
-r"""Running a code task's tests on an answer, in the package's runner (`arun_python`).
+r"""Running a code task's tests on an answer, in the package's sandbox (`run_python`).
 
 The answer's code is taken from its Markdown (the first Python block that defines the
 task's function, else the first Python block, else the whole answer), and run in a
-child process with `loop_agents.python_runner.run_python` together with a small
-harness. The harness loads the code, then runs each top-level statement of the tests
-on its own, with a time limit per statement, and reports which passed; for a failed
-``assert f(x) == y`` it also reports what ``f(x)`` gave. The report reaches the parent
-on a duplicate of stdout, marked with a random token, after which the child exits at
-once: output the answer prints, ``atexit`` handlers and leftover threads cannot stand
-in for it, and a program that never reports has failed.
+child process with `loop_agents.sandbox.run_python` (its isolation, limits and clean
+environment; see `loop_agents.sandbox`) together with a small harness. The harness
+loads the code, then runs each test (an ``assert`` with the statements before it) on
+its own, with a time limit per statement, and reports which passed; for a failed
+``assert f(x) == y`` without a message it also reports what ``f(x)`` gave. The report
+reaches the parent on a duplicate of stdout, marked with a random token, after which
+the child exits at once: output the answer prints, ``atexit`` handlers and leftover
+threads cannot stand in for it, and a program that never reports has failed.
 
-Like the runner, this guards against accidents, not against a hostile program.
+The token keeps an answer from passing by accident (printing something that looks like
+a report); an answer written to cheat could read it from its own program, so the
+verdict is as trustworthy as the model is honest, within the sandbox's walls.
 
 Example:
     ```python
@@ -28,8 +31,8 @@ import json
 import secrets
 from dataclasses import dataclass
 
-from loop_agents.code_runner import extract_python_blocks
-from loop_agents.python_runner import run_python
+from loop_agents.code_review import extract_python_blocks
+from loop_agents.sandbox import run_python
 
 __all__ = ["CodeReport", "TestOutcome", "arun_tests", "code_feedback", "extract_code"]
 
