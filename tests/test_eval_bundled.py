@@ -77,9 +77,7 @@ async def test_the_eval_grades_the_bundled_code_references_as_their_tests_say():
         async with gate:
             return await grade(task)
 
-    for task_id, (visible, right_passes, wrong_passes) in await asyncio.gather(
-        *map(gated, tasks)
-    ):
+    for task_id, (visible, right_passes, wrong_passes) in await asyncio.gather(*map(gated, tasks)):
         assert visible == (True, ""), task_id
         assert right_passes, task_id
         assert not wrong_passes, task_id

@@ -23,7 +23,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from loop_agents.evals.tasks import BUNDLED_SETS, Task, TaskFileError, load_tasks
 
@@ -121,7 +121,7 @@ class EvalEndpoint:
     """
 
     model: BaseChatModel
-    judge_method: str = "json_schema"
+    judge_method: JudgeMethod = "json_schema"
     description: str | None = None
 
 
@@ -402,7 +402,7 @@ async def run_eval_command(
         if endpoint is None:
             raise EvalUsageError("no model: configure an endpoint, or give --server URL")
         model_options = {
-            "judge_method": cast("JudgeMethod", endpoint.judge_method),
+            "judge_method": endpoint.judge_method,
             "model_id": endpoint.description,
         }
     with _ProgressView(progress_console) as view:
