@@ -1,8 +1,8 @@
-r"""Running a code task's tests on an answer, in the package's sandbox (`run_python`).
+r"""Running a code task's tests on an answer, in the package's sandbox (`arun_python`).
 
 The answer's code is taken from its Markdown (the first Python block that defines the
 task's function, else the first Python block, else the whole answer), and run in a
-child process with `loop_agents.sandbox.run_python` (its isolation, limits and clean
+child process with `loop_agents.sandbox.arun_python` (its isolation, limits and clean
 environment; see `loop_agents.sandbox`) together with a small harness. The harness
 loads the code, then runs each test (an ``assert`` with the statements before it) on
 its own, with a time limit per statement, and reports which passed; for a failed
@@ -26,13 +26,12 @@ Example:
 from __future__ import annotations
 
 import ast
-import asyncio
 import json
 import secrets
 from dataclasses import dataclass
 
 from loop_agents.code_review import extract_python_blocks
-from loop_agents.sandbox import run_python
+from loop_agents.sandbox import arun_python
 
 __all__ = ["CodeReport", "TestOutcome", "arun_tests", "code_feedback", "extract_code"]
 
@@ -268,10 +267,7 @@ async def arun_tests(
         limit=per_test_timeout,
         chars=_DETAIL_CHARS,
     )
-    # run_python in a worker thread rather than arun_python: setting up the child's
-    # folder is blocking file-system work, which an ASGI server (LangGraph Server)
-    # refuses on its event loop; the thread also keeps the eval's loop free meanwhile
-    result = await asyncio.to_thread(run_python, program, timeout=timeout, max_output=_MAX_OUTPUT)
+    result = await arun_python(program, timeout=timeout, max_output=_MAX_OUTPUT)
     report = None
     for line in reversed(result.stdout.splitlines()):
         if line.startswith(token):
