@@ -68,7 +68,7 @@ def free_port() -> int:
 def served_config(folder: Path) -> Path:
     """The repository's langgraph.json, with graph paths made absolute for ``folder``."""
     config = json.loads((ROOT / "langgraph.json").read_text(encoding="utf-8"))
-    assert set(config["graphs"]) == {"song_lyrics", "configurable_loop"}
+    assert set(config["graphs"]) == {"song_lyrics", "configurable_loop", "eval_task"}
     for graph_id, spec in config["graphs"].items():
         path, _, variable = spec.partition(":")
         config["graphs"][graph_id] = f"{(ROOT / path).resolve()}:{variable}"
