@@ -17,7 +17,6 @@ paused at the same point: resume again with a valid answer.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal, TypedDict
 
@@ -30,6 +29,7 @@ from pydantic import PlainValidator, ValidationError, WithJsonSchema
 
 from loop_agents._agent import describe
 from loop_agents._evaluation import Evaluator
+from loop_agents._numbers import describe_number, finite_float
 from loop_agents.checkpoints import checkpointed, in_graph_run
 from loop_agents.state import LoopContext, LoopEvaluation
 
@@ -157,15 +157,14 @@ def _parse_mapping(value: Mapping[Any, Any]) -> LoopEvaluation:
         evaluation["feedback"] = feedback
     score = value.get("score")
     if score is not None:
-        if (
-            isinstance(score, bool)
-            or not isinstance(score, int | float)
-            or not math.isfinite(score)
-        ):
+        number = finite_float(score)
+        if number is None:
+            huge_int = isinstance(score, int) and not isinstance(score, bool)
+            shown = describe_number(score) if huge_int else _describe(score)
             raise InvalidReviewError(
-                f"the review answer's 'score' is {_describe(score)}; it must be a finite number"
+                f"the review answer's 'score' is {shown}; it must be a finite number"
             )
-        evaluation["score"] = float(score)
+        evaluation["score"] = number
     return evaluation
 
 
