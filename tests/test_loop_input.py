@@ -212,7 +212,8 @@ async def test_nested_loop_streams_with_subgraphs():
         subgraphs=True,
     ):
         namespaces.add(namespace)
-    assert () in namespaces and any(ns and ns[0].startswith("loop:") for ns in namespaces)
+    assert () in namespaces
+    assert any(ns and ns[0].startswith("loop:") for ns in namespaces)
 
 
 def test_a_bad_init_messages_in_a_parent_state_is_named():
