@@ -12,7 +12,9 @@ the run is resumed with ``Command(resume=...)``. The accepted answers:
   approval (it is recorded, the agent does not see it).
 
 Anything else raises `InvalidReviewError` from the resuming call and leaves the loop
-paused at the same point: resume again with a valid answer.
+paused at the same point: resume again with a valid answer. ``Command(resume=None)``
+(which LangGraph itself cannot run) is refused before the run starts, with a
+`LoopInputError` listing these forms (see `loop_agents.loop_input`).
 """
 
 from __future__ import annotations

@@ -65,7 +65,10 @@ class ThreadBusyError(RuntimeError):
     Attributes:
         thread_id: The busy thread.
         checkpoint_ns: Its checkpoint namespace (``""`` for a loop run on its own).
-        holder: ``"this process"`` or ``"another process"``.
+        holder: ``"this process"`` (a run of this process holds the thread) or
+            ``"another process"`` (the lock in the database, or next to it, is held:
+            by another process, or by another checkpointer object on the same
+            database).
         waited: Seconds this run waited for the thread (``concurrent_runs="wait"``),
             or ``None`` when it did not wait.
 
@@ -86,9 +89,14 @@ class ThreadBusyError(RuntimeError):
         where = f"thread {thread_id!r}" + (
             f" (checkpoint_ns {checkpoint_ns!r})" if checkpoint_ns else ""
         )
+        place = (
+            "this process"
+            if holder == "this process"
+            else "another process (or through another checkpointer on the same database)"
+        )
         if waited is None:
             what = (
-                f"{where} is busy: another run on it is in progress in {holder}. Two runs "
+                f"{where} is busy: another run on it is in progress in {place}. Two runs "
                 f"at once on one thread would save their checkpoints over each other's "
                 f"and one run's work would be lost, so this run was not started (nothing "
                 f"was called). Call again when the other run has ended, or create the "
@@ -97,7 +105,7 @@ class ThreadBusyError(RuntimeError):
         else:
             what = (
                 f"{where} stayed busy for {waited:.3g}s (busy_timeout): another run on it "
-                f"is still in progress in {holder}, so this run was not started (nothing "
+                f"is still in progress in {place}, so this run was not started (nothing "
                 f"was called). Call again later, or raise busy_timeout (None waits as "
                 f"long as it takes)."
             )

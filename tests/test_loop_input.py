@@ -235,3 +235,17 @@ def test_a_resume_with_a_wrong_value_is_still_the_reviews_clear_error():
         loop.invoke(Command(resume=5), config)
     assert loop.get_state(config).next == ("evaluate",)
     assert loop.invoke(Command(resume=True), config)["stop_reason"] == "accepted"
+
+
+async def test_every_way_of_running_checks_the_input():
+    agent = CountingAgent()
+    loop = create_loop_agent(agent, accept, 2)
+    with pytest.raises(LoopInputError, match="got int 5"):
+        [event async for event in loop.astream_events(5, version="v2")]
+    with pytest.raises(LoopInputError, match="got int 5"):
+        loop.batch([{"messages": [REQUEST]}, 5])
+    with pytest.raises(LoopInputError, match="got int 5"):
+        await loop.abatch([5])
+    with pytest.raises(LoopInputError, match="got int 5"):
+        loop.invoke(5, stream_mode="updates", version="v2")
+    assert agent.calls == [1]  # only the batch's good input ran

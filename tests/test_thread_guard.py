@@ -12,6 +12,7 @@ import asyncio
 import pickle
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import aclosing
 from typing import Annotated, Any, TypedDict
 
@@ -415,3 +416,49 @@ def test_thread_busy_error_pickles_and_says_how_to_queue():
 def test_bad_concurrency_options(options, error, message):
     with pytest.raises(error, match=message):
         create_loop_agent(counting_model(), CountingEvaluator(1), **options)
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.slow)])
+def two_savers(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[tuple[Any, Any]]:
+    """Two checkpointer objects on one database (for PostgreSQL: a connection and a pool)."""
+    if request.param == "sqlite":
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        path = str(tmp_path / "shared.sqlite")
+        with SqliteSaver.from_conn_string(path) as one, SqliteSaver.from_conn_string(path) as two:
+            yield one, two
+    else:
+        from langgraph.checkpoint.postgres import PostgresSaver
+        from psycopg.rows import dict_row
+        from psycopg_pool import ConnectionPool
+
+        url = request.getfixturevalue("postgres_url")
+        kwargs = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
+        with (
+            PostgresSaver.from_conn_string(url) as one,
+            ConnectionPool(url, kwargs=kwargs, min_size=1, max_size=2, open=True) as pool,
+        ):
+            one.setup()
+            yield one, PostgresSaver(pool)  # type: ignore[arg-type]
+
+
+def test_two_checkpointers_on_one_database_share_the_lock(two_savers):
+    one, two = two_savers
+    agent = GateAgent()
+    first = create_loop_agent(agent, CountingEvaluator(1), checkpointer=one)
+    config = thread("shared-db")
+    worker, outcome = run_in_thread(lambda: first.invoke({"messages": [REQUEST]}, config))
+    assert agent.entered.wait(WAIT)
+    model = counting_model()
+    second = create_loop_agent(model, CountingEvaluator(1), checkpointer=two)
+    with pytest.raises(
+        ThreadBusyError, match="another checkpointer on the same database"
+    ) as caught:
+        second.invoke({"messages": [REQUEST]}, config)
+    assert caught.value.holder == "another process"
+    assert model.calls == []
+    agent.gate.set()
+    worker.join(WAIT)
+    assert outcome["result"]["stop_reason"] == "accepted"
+    again = second.invoke({"messages": [HumanMessage("And now?")]}, config)
+    assert again["stop_reason"] == "accepted"
