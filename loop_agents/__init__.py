@@ -60,6 +60,8 @@ from loop_agents.human import (
     human_review,
     parse_review,
 )
+from loop_agents.loop_graph import LoopAgentGraph
+from loop_agents.loop_input import LoopInputError
 from loop_agents.output import LoopMessages, OutputMode
 from loop_agents.selection import Selection, selected_iteration_of
 from loop_agents.state import (
@@ -72,6 +74,7 @@ from loop_agents.state import (
     StopReason,
 )
 from loop_agents.stopping import tokens_used
+from loop_agents.thread_guard import ConcurrentRuns, ThreadBusyError, athread_guard, thread_guard
 from loop_agents.timeouts import LoopTimeoutError
 from loop_agents.tool import LoopToolArtifact, loop_as_tool
 from loop_agents.tracing import LoopRole, iteration_config, iteration_of, role_of
@@ -79,6 +82,7 @@ from loop_agents.tracing import LoopRole, iteration_config, iteration_of, role_o
 __all__ = [
     "AgentFinished",
     "AgentLike",
+    "ConcurrentRuns",
     "EvaluationFinished",
     "Evaluator",
     "FormProblem",
@@ -89,6 +93,7 @@ __all__ = [
     "IterationRecord",
     "IterationStarted",
     "JudgeError",
+    "LoopAgentGraph",
     "LoopConsole",
     "LoopContext",
     "LoopEvaluation",
@@ -96,6 +101,7 @@ __all__ = [
     "LoopFinished",
     "LoopHistory",
     "LoopInput",
+    "LoopInputError",
     "LoopMessages",
     "LoopOutput",
     "LoopRole",
@@ -108,9 +114,11 @@ __all__ = [
     "ReviewRequest",
     "Selection",
     "StopReason",
+    "ThreadBusyError",
     "acheckpoint_before_iteration",
     "all_of",
     "astream_to_console",
+    "athread_guard",
     "check_xiangjianhuan",
     "checkpoint_before_iteration",
     "checkpointed",
@@ -132,6 +140,7 @@ __all__ = [
     "selected_iteration_of",
     "stream_to_console",
     "text_rule",
+    "thread_guard",
     "tokens_used",
     "without_rejected_attempts",
     "xiangjianhuan_form",

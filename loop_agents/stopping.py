@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
+from loop_agents._numbers import describe_number, finite_float
 from loop_agents.state import IterationRecord, StopReason
 
 
@@ -132,8 +133,10 @@ class StopPolicy:
             _check_int("patience", patience, minimum=1, hint="None turns the rule off")
         if isinstance(min_delta, bool) or not isinstance(min_delta, int | float):
             raise TypeError(f"min_delta must be a number >= 0; got {min_delta!r}")
-        if not math.isfinite(min_delta) or min_delta < 0:
-            raise ValueError(f"min_delta must be a finite number >= 0; got {min_delta!r}")
+        if finite_float(min_delta) is None or min_delta < 0:
+            raise ValueError(
+                f"min_delta must be a finite number >= 0; got {describe_number(min_delta)}"
+            )
         if min_delta and patience is None:
             raise ValueError(
                 f"min_delta={min_delta!r} has no effect without patience; pass patience=N "
@@ -151,9 +154,13 @@ class StopPolicy:
                     f"{type(time_budget).__name__} {time_budget!r}"
                 )
             else:
-                seconds = float(time_budget)
+                number = finite_float(time_budget)  # None: inf, nan or a huge int
+                seconds = math.inf if number is None else number
             if not math.isfinite(seconds) or seconds <= 0:
-                raise ValueError(f"time_budget must be > 0 seconds; got {time_budget!r}")
+                raise ValueError(
+                    f"time_budget must be > 0 seconds (a finite number); got "
+                    f"{describe_number(time_budget)}"
+                )
         return cls(max_iterations, patience, float(min_delta), token_budget, seconds)
 
     def stop_reason(

@@ -486,6 +486,96 @@ def test_agent_and_evaluator_must_be_callable():
         create_loop_agent(numbered_chat(), 75)  # type: ignore[arg-type]
 
 
+class Agent:
+    """A callable class: its instances answer, the class itself does not."""
+
+    def __call__(self, messages: list[AnyMessage]) -> str:
+        return "answer"
+
+
+def two_arguments(messages: list[AnyMessage], config: Any) -> str:
+    return "answer"
+
+
+def keyword_only(messages: list[AnyMessage], *, tone: str) -> str:
+    return "answer"
+
+
+async def no_arguments() -> str:
+    return "answer"
+
+
+@pytest.mark.parametrize(
+    ("agent", "message"),
+    [
+        (dict, r"agent is the class dict, not something that answers"),
+        (Agent, r"agent is the class .*Agent.*pass an instance of it"),
+        ({}, r"agent must be a compiled graph .*got dict"),
+        (None, r"agent must be a compiled graph .*got NoneType"),
+        (
+            two_arguments,
+            r"agent 'two_arguments' cannot be called with one argument .*missing a required "
+            r"argument: 'config'",
+        ),
+        (keyword_only, r"agent 'keyword_only' cannot be called with one argument .*'tone'"),
+        (no_arguments, r"agent 'no_arguments' cannot be called with one argument"),
+        (lambda: "x", r"cannot be called with one argument \(the list of messages\)"),
+    ],
+)
+def test_agents_that_cannot_answer_are_rejected_when_the_loop_is_built(agent, message):
+    with pytest.raises(TypeError, match=message):
+        create_loop_agent(agent, until(1))
+
+
+def evaluate_with_config(context: LoopContext, config: Any) -> LoopEvaluation:
+    return {"stop": True}
+
+
+@pytest.mark.parametrize(
+    ("evaluator", "message"),
+    [
+        (dict, r"evaluator is the class dict"),
+        (
+            evaluate_with_config,
+            r"evaluator 'evaluate_with_config' cannot be called with one argument",
+        ),
+        (lambda: {"stop": True}, r"cannot be called with one argument \(the LoopContext\)"),
+        ({}, r"evaluator must be a function .*got dict"),
+    ],
+)
+def test_evaluators_of_the_wrong_shape_are_rejected_when_the_loop_is_built(evaluator, message):
+    with pytest.raises(TypeError, match=message):
+        create_loop_agent(numbered_chat(), evaluator)
+
+
+def test_accepted_callables_still_build():
+    def agent(messages, extra=None):  # a default is fine
+        return "answer"
+
+    def star(*args):
+        return "answer"
+
+    for candidate in (agent, star, Agent(), print):  # print: a built-in, no signature check
+        create_loop_agent(candidate, until(1))
+    assert create_loop_agent(Agent(), until(1)).invoke({"messages": [REQUEST]})["stop"]
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"name": 5}, r"name must be a non-empty string .*got int 5"),
+        ({"name": ""}, r"name must be a non-empty string .*got str ''"),
+        ({"name": "   "}, r"name must be a non-empty string"),
+        ({"name": None}, r"got NoneType None"),
+        ({"store": 5}, r"store must be a LangGraph store .*got int 5"),
+        ({"store": {}}, r"store must be a LangGraph store .*got dict"),
+    ],
+)
+def test_bad_name_and_store_are_rejected_when_the_loop_is_built(options, message):
+    with pytest.raises(TypeError, match=message):
+        create_loop_agent(numbered_chat(), until(1), **options)
+
+
 @pytest.mark.parametrize(
     ("verdict", "message"),
     [
@@ -499,6 +589,10 @@ def test_agent_and_evaluator_must_be_callable():
         ({"stop": True, "score": "high"}, r"'score'='high' \(str\); 'score' must be a number"),
         ({"stop": True, "score": True}, r"'score' must be a number"),
         ({"stop": True, "score": float("nan")}, r"non-finite score"),
+        ({"stop": True, "score": float("inf")}, r"non-finite score: 'score'=inf"),
+        ({"stop": True, "score": -float("inf")}, r"non-finite score: 'score'=-inf"),
+        ({"stop": True, "score": 10**400}, r"non-finite score: 'score'=an int of 401 digits"),
+        ({"stop": True, "score": [80]}, r"'score'=\[80\] \(list\); 'score' must be a number"),
         ({"stop": True, "feeback": "x"}, r"unknown keys \['feeback'\]"),
     ],
 )

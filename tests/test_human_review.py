@@ -169,6 +169,10 @@ MALFORMED = [
     ({"decision": "ok"}, r"unknown keys \['decision'\]"),
     ({"approve": True, "score": "high"}, r"'score' is str 'high'; it must be a finite number"),
     ({"approve": True, "score": float("inf")}, r"'score' is float inf"),
+    (
+        {"approve": True, "score": 10**400},
+        r"'score' is an int of 401 digits; it must be a finite number",
+    ),
 ]
 
 
@@ -178,7 +182,9 @@ def test_parse_review_rejects(answer, message):
         parse_review(answer)
 
 
-@pytest.mark.parametrize(("answer", "message"), [MALFORMED[0], MALFORMED[6], MALFORMED[8]])
+@pytest.mark.parametrize(
+    ("answer", "message"), [MALFORMED[0], MALFORMED[6], MALFORMED[8], MALFORMED[-1]]
+)
 def test_malformed_answer_is_an_error_and_the_loop_stays_paused(saver, answer, message):
     agent = CountingAgent()
     judge = CountingJudge()

@@ -9,7 +9,6 @@ judge never passes an answer.
 
 from __future__ import annotations
 
-import math
 import string
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, get_type_hints
@@ -19,6 +18,7 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemM
 from langchain_core.runnables import Runnable, RunnableConfig
 from pydantic import BaseModel
 
+from loop_agents._numbers import describe_number, finite_float
 from loop_agents.evaluators._base import check_name, format_score, make_evaluator
 from loop_agents.state import LoopContext, LoopEvaluation
 
@@ -206,18 +206,21 @@ class _Judge:
             except ValueError:
                 return f"'{self.score_key}' is {score!r}, not a number"
         if isinstance(score, bool) or not isinstance(score, int | float):
-            return f"'{self.score_key}' is {score!r} ({type(score).__name__}), not a number"
-        if not math.isfinite(score):
-            return f"'{self.score_key}' is {score!r}, not a finite number"
+            return f"'{self.score_key}' is {score!r:.60} ({type(score).__name__}), not a number"
+        number = finite_float(score)
+        if number is None:
+            return f"'{self.score_key}' is {describe_number(score)}, not a finite number"
         if not self.low <= score <= self.high:
+            # the exact value: 100.0000001 must not read as "100"
+            low, high = format_score(self.low), format_score(self.high)
             return (
-                f"the {self.score_key} {format_score(score)} is outside the scale "
-                f"{format_score(self.low)}-{format_score(self.high)}"
+                f"the {self.score_key} {describe_number(score)} is outside the scale "
+                f"{low}-{high} (out of range: it must be from {low} to {high})"
             )
         feedback = verdict.get(self.feedback_key)
         if not isinstance(feedback, str):
             return f"'{self.feedback_key}' is {feedback!r:.40}, not a text"
-        verdict[self.score_key] = float(score)
+        verdict[self.score_key] = number
         return None
 
     def evaluation(self, verdict: dict[str, Any]) -> LoopEvaluation:
@@ -269,14 +272,14 @@ def _check_scale(scale: object, threshold: object) -> tuple[float, float, float]
         raise TypeError(
             f"scale must be a (low, high) pair of numbers, e.g. (0, 100); got {scale!r}"
         )
-    low, high = float(scale[0]), float(scale[1])
-    if not (math.isfinite(low) and math.isfinite(high) and low < high):
-        raise ValueError(f"scale must have low < high, both finite; got {scale!r}")
+    low, high = finite_float(scale[0]), finite_float(scale[1])
+    if low is None or high is None or not low < high:
+        raise ValueError(f"scale must have low < high, both finite; got {scale!r:.80}")
     if isinstance(threshold, bool) or not isinstance(threshold, int | float):
         raise TypeError(f"threshold must be a number on the scale {scale!r}; got {threshold!r}")
-    if not low <= threshold <= high:
+    if finite_float(threshold) is None or not low <= threshold <= high:
         raise ValueError(
-            f"threshold {threshold!r} is outside the scale {format_score(low)}-"
+            f"threshold {describe_number(threshold)} is outside the scale {format_score(low)}-"
             f"{format_score(high)}; pass a threshold on the scale or change `scale`"
         )
     return low, high, float(threshold)
