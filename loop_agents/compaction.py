@@ -131,34 +131,24 @@ class CompactingHistory(StatefulHistory):
     ) -> HistoryChoice:
         """Send everything, or the summary and the recent attempts (sync)."""
         plan = self._plan(history, memory)
-        summary = plan.previous
-        if plan.covered > (len(summary.covers) if summary else 0):
-            key = self._key(plan)
-            text = self._cached(key)
-            if text is None:
-                started = time.perf_counter()
-                reply = self.model.invoke(self._summary_prompt(plan), config)
-                text = self._store(key, self._fit(_reply_text(reply, plan), plan.covered))
-                self._report(history, plan, config, reply, time.perf_counter() - started, text)
-            summary = _Summary(text, tuple(_attempt_key(a) for a in plan.attempts[: plan.covered]))
-        return self._choice(plan, summary)
+        text = self._reused(plan)
+        if text is None:
+            started = time.perf_counter()
+            reply = self.model.invoke(self._summary_prompt(plan), config)
+            text = self._new_summary(plan, history, config, reply, started)
+        return self._choice(plan, text)
 
     async def aselect(
         self, history: LoopHistory, memory: dict[str, Any] | None, config: RunnableConfig
     ) -> HistoryChoice:
         """Send everything, or the summary and the recent attempts (async)."""
         plan = self._plan(history, memory)
-        summary = plan.previous
-        if plan.covered > (len(summary.covers) if summary else 0):
-            key = self._key(plan)
-            text = self._cached(key)
-            if text is None:
-                started = time.perf_counter()
-                reply = await self.model.ainvoke(self._summary_prompt(plan), config)
-                text = self._store(key, self._fit(_reply_text(reply, plan), plan.covered))
-                self._report(history, plan, config, reply, time.perf_counter() - started, text)
-            summary = _Summary(text, tuple(_attempt_key(a) for a in plan.attempts[: plan.covered]))
-        return self._choice(plan, summary)
+        text = self._reused(plan)
+        if text is None:
+            started = time.perf_counter()
+            reply = await self.model.ainvoke(self._summary_prompt(plan), config)
+            text = self._new_summary(plan, history, config, reply, started)
+        return self._choice(plan, text)
 
     # -- deciding what to summarize --------------------------------------------------------
 
@@ -191,7 +181,31 @@ class CompactingHistory(StatefulHistory):
                 break
         return plan
 
-    def _choice(self, plan: _Plan, summary: _Summary | None) -> HistoryChoice:
+    def _reused(self, plan: _Plan) -> str | None:
+        """The summary text to send ("" for none), or ``None`` when one must be made."""
+        done = len(plan.previous.covers) if plan.previous else 0
+        if plan.covered == 0:
+            return ""
+        if plan.covered == done and plan.previous is not None:
+            return plan.previous.text
+        return self._cached(self._key(plan))
+
+    def _new_summary(
+        self,
+        plan: _Plan,
+        history: LoopHistory,
+        config: RunnableConfig,
+        reply: object,
+        started: float,
+    ) -> str:
+        text = self._store(self._key(plan), self._fit(_reply_text(reply, plan), plan.covered))
+        self._report(history, plan, config, reply, time.perf_counter() - started, text)
+        return text
+
+    def _choice(self, plan: _Plan, text: str) -> HistoryChoice:
+        summary = None
+        if plan.covered:
+            summary = _Summary(text, tuple(_attempt_key(a) for a in plan.attempts[: plan.covered]))
         sent = _prompt(plan, plan.covered, self._message(summary, plan.covered))
         tokens = self.count(sent)
         if tokens > self.max_tokens:

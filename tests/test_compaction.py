@@ -269,18 +269,12 @@ class FailingOnce:
         return self.inner.invoke(messages)
 
 
-def test_the_summary_survives_a_resume_with_a_new_policy_object():
-    saver = InMemorySaver()
+def test_the_summary_survives_a_resume_with_a_new_policy_object(saver: Any):
     config = {"configurable": {"thread_id": "compaction"}}
     first_model = summarizer()
     agent = FailingOnce(fail_at=7)
-    loop = create_loop_agent(
-        agent,
-        never_satisfied,
-        ITERATIONS,
-        history=compacting(first_model, max_tokens=BUDGET),
-        checkpointer=saver,
-    )
+    policy = compacting(first_model, max_tokens=BUDGET)
+    loop = create_loop_agent(agent, never_satisfied, ITERATIONS, history=policy, checkpointer=saver)
     with pytest.raises(RuntimeError, match="the agent failed"):
         loop.invoke({"messages": [HumanMessage(REQUEST)]}, config)
     # iterations 4, 5, 6 summarized, and 7's summary was made before the agent failed
@@ -291,12 +285,9 @@ def test_the_summary_survives_a_resume_with_a_new_policy_object():
 
     # a new process: a new policy and summarizer, the same saver
     second_model = summarizer()
+    policy = compacting(second_model, max_tokens=BUDGET)
     again = create_loop_agent(
-        agent,
-        never_satisfied,
-        ITERATIONS,
-        history=compacting(second_model, max_tokens=BUDGET),
-        checkpointer=saver,
+        agent, never_satisfied, ITERATIONS, history=policy, checkpointer=saver
     )
     result = again.invoke(None, config)
     assert result["iteration"] == ITERATIONS
@@ -304,6 +295,24 @@ def test_the_summary_survives_a_resume_with_a_new_policy_object():
     assert len(second_model.calls) == 4
     assert attempts_summarized(second_model) == [5, 6, 7, 8]
     assert "The summary so far (attempts 1-4):" in second_model.calls[0][-1].text
+
+
+async def test_the_summary_survives_an_async_resume(async_saver: Any):
+    config = {"configurable": {"thread_id": "compaction-async"}}
+    agent = FailingOnce(fail_at=7)
+    policy = compacting(summarizer(), max_tokens=BUDGET)
+    loop = create_loop_agent(
+        agent, never_satisfied, ITERATIONS, history=policy, checkpointer=async_saver
+    )
+    with pytest.raises(RuntimeError, match="the agent failed"):
+        await loop.ainvoke({"messages": [HumanMessage(REQUEST)]}, config)
+    second_model = summarizer()
+    policy = compacting(second_model, max_tokens=BUDGET)
+    again = create_loop_agent(
+        agent, never_satisfied, ITERATIONS, history=policy, checkpointer=async_saver
+    )
+    await again.ainvoke(None, config)
+    assert attempts_summarized(second_model) == [5, 6, 7, 8]
 
 
 def test_a_retried_agent_call_reuses_the_summary():
@@ -528,3 +537,18 @@ def test_a_stateful_policys_choice_is_checked(result: Any, error: type, match: s
     loop = create_loop_agent(long_answers(), never_satisfied, 3, history=Returning(result))
     with pytest.raises(error, match=match):
         loop.invoke({"messages": [HumanMessage(REQUEST)]})
+
+
+def test_a_create_agent_graph_is_sent_the_summary_and_the_state_keeps_the_whole_conversation():
+    from langchain.agents import create_agent
+
+    chat, model = long_answers(), summarizer()
+    graph = create_agent(chat, [])
+    loop = create_loop_agent(
+        graph, never_satisfied, 6, history=compacting(model, max_tokens=BUDGET)
+    )
+    result = loop.invoke({"messages": [HumanMessage(REQUEST)]})
+    assert max(count_tokens_approximately(c) for c in chat.calls) <= BUDGET
+    assert any("Summary of your earlier" in m.text for m in chat.calls[-1])
+    assert not any("Summary of your earlier" in m.text for m in result["messages"])
+    assert len(result["messages"]) == 1 + 6 + 5  # request, 6 answers, 5 feedback turns
