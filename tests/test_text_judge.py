@@ -81,6 +81,9 @@ def judge(model: Any, **options: Any) -> Any:
         ),
         ("Score: 60\nFeedback:\n- shorter\n- a kigo", 60.0, "- shorter\n- a kigo"),
         ("Score: 60\n\nFeedback: ok", 60.0, "ok"),
+        ("<think>The form is fine.\nScore: 10?</think>\nScore: 70\nFeedback: Ok.", 70.0, "Ok."),
+        ("```\nScore: 70\nFeedback: Ok.\n```", 70.0, "Ok."),
+        ("```text\nFeedback: Ok.\nScore: 70\n```", 70.0, "Ok."),
     ],
 )
 def test_accepted_forms(reply: str, score: float, feedback: str):
@@ -117,6 +120,8 @@ def test_accepted_forms(reply: str, score: float, feedback: str):
         ("Score: 8/10\nFeedback: !", "given out of 10, but the scale is 0 to 100"),
         ("Score: 160\nFeedback: Superb!", "the score 160 is outside the scale 0-100"),
         ("Score: -5\nFeedback: Bad.", "the score -5 is outside the scale 0-100"),
+        ("```python\nScore: 70\nFeedback: Ok.\n```", "must start with 'Score:' or 'Feedback:'"),
+        ("<think>a</think><think>b</think>\nScore: 70\nFeedback: Ok.", "must start with"),
         ("Score: 100.5\nFeedback: Bad.", "the score 100.5 is outside the scale 0-100"),
     ],
 )

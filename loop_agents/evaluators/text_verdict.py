@@ -12,6 +12,8 @@ and reads the reply with `parse_text_verdict`. What is accepted, exactly:
 
 - two labelled parts, ``Score:`` and ``Feedback:``, each once, in either order, each
   label at the start of a line; the reply starts with one of them (after whitespace);
+- around that, only: one leading ``<think>...</think>`` block (a reasoning model's),
+  and one code fence wrapping the whole verdict (```` ``` ```` or ```` ```text ````);
 - labels in any letter case, optionally in Markdown bold (``**Score:**``,
   ``**Score**:``), with spaces around the colon;
 - after ``Score:`` one plain decimal number (optional sign, at most 15 digits before
@@ -136,7 +138,7 @@ def parse_text_verdict(text: str, scale: tuple[float, float]) -> tuple[float, st
         ```
 
     """
-    lines = text.strip().splitlines()
+    lines = _unwrapped(text).splitlines()
     if not lines:
         raise TextVerdictError("the reply is empty")
     labels = [(i, match) for i, line in enumerate(lines) if (match := _LABEL.match(line))]
@@ -166,6 +168,15 @@ def parse_text_verdict(text: str, scale: tuple[float, float]) -> tuple[float, st
 
 
 _NAMES = {"score": "Score:", "feedback": "Feedback:"}
+_THINK = re.compile(r"^\s*<think>.*?</think>", re.IGNORECASE | re.DOTALL)
+_WRAPPED = re.compile(r"^```(?:text|plain|plaintext)?[ \t]*\n(?P<body>.*)\n```$", re.DOTALL)
+
+
+def _unwrapped(text: str) -> str:
+    """``text`` without a leading think block and a code fence around it all, stripped."""
+    text = _THINK.sub("", text, count=1).strip()
+    match = _WRAPPED.match(text)
+    return match["body"].strip() if match else text
 
 
 def _score(given: str, scale: tuple[float, float]) -> float:
