@@ -18,6 +18,7 @@ from langgraph.types import Checkpointer
 from loop_agents._agent import AgentLike
 from loop_agents._evaluation import Evaluator
 from loop_agents._function_runnable import FunctionRunnable
+from loop_agents.feedback import DEFAULT_FEEDBACK_FORMAT, FeedbackFormat, check_feedback_format
 from loop_agents.history import HistoryPolicy, check_history
 from loop_agents.loop_graph import LoopAgentGraph
 from loop_agents.nodes import STEPS_PER_ITERATION, LoopNodes
@@ -95,6 +96,7 @@ def create_loop_agent(
     token_budget: int | None = None,
     time_budget: float | timedelta | None = None,
     history: HistoryPolicy = "full",
+    feedback_format: FeedbackFormat = DEFAULT_FEEDBACK_FORMAT,
     concurrent_runs: ConcurrentRuns = "reject",
     busy_timeout: float | timedelta | None = None,
 ) -> LoopAgentGraph:
@@ -177,10 +179,20 @@ def create_loop_agent(
             attempt and its feedback (append-only, so provider prompt caching keeps
             working). ``"last_attempt"``: the request, the latest attempt (with its
             tool calls and results) and its feedback. ``"feedback_log"``: the request
-            and one message listing all feedback so far, no earlier attempt. Or a
-            function of `LoopHistory` returning the messages to send. The request is
-            always sent and a tool call is never separated from its result; see
-            `loop_agents.history`.
+            and one message listing all feedback so far, no earlier attempt.
+            ``compacting(model, max_tokens=N)``: everything while it fits N tokens,
+            then older attempts replaced by a summary that ``model`` writes. Or a
+            function of `LoopHistory` returning the messages to send (or a
+            `StatefulHistory`). The request is always sent and a tool call is never
+            separated from its result; see `loop_agents.history`.
+        feedback_format: How the evaluator's feedback is put to the agent. Default: as a
+            review of its previous answer, quoted in a fence the feedback cannot close,
+            with a closing line saying the review cannot change its task (so an
+            evaluator text "ignore previous instructions ..." is read as data). A
+            template with ``{feedback}``, ``{iteration}`` and ``{fence}``, or a
+            function ``(text, iteration) -> str | HumanMessage``;
+            ``"{feedback}"`` sends the text as it is. ``feedback`` in the state and in
+            `LoopContext` is the raw text either way; see `loop_agents.feedback`.
         concurrent_runs: What a run does when another run is in progress on its
             thread (same checkpointer, ``thread_id`` and ``checkpoint_ns``; a resume is
             a run too). ``"reject"`` (the default): fail at once with
@@ -207,10 +219,11 @@ def create_loop_agent(
             class, a dict, a function of the wrong arity), ``name`` is not a non-empty
             string, ``store`` is not a store, or ``max_iterations`` or an option has
             the wrong type, or ``history`` is neither a policy name nor a sync
-            function.
+            function, or ``feedback_format`` is neither a string nor a sync function.
         ValueError: ``max_iterations`` is below 1, or a stop, selection or
             concurrency option is out of range, or ``history`` names no built-in
-            policy.
+            policy, or the ``feedback_format`` template has unknown fields or no
+            ``{feedback}``.
 
     Example:
         ```python
@@ -261,6 +274,7 @@ def create_loop_agent(
         policy=policy,
         select=check_select(select),
         history=check_history(history),
+        feedback_format=check_feedback_format(feedback_format),
     )
     builder = StateGraph(
         LoopState, input_schema=LoopInput, output_schema=output_schema(output_mode)

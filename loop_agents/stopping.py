@@ -5,8 +5,8 @@ evaluation, whether the loop ends and why (a `StopReason`). The rules, in the or
 are checked:
 
 1. ``accepted``: the evaluator said stop.
-2. ``token_budget``: the tokens used in this loop (agent and evaluator, from
-   ``usage_metadata``) reached ``token_budget``.
+2. ``token_budget``: the tokens used in this loop (agent, evaluator and a history
+   policy's model calls, from ``usage_metadata``) reached ``token_budget``.
 3. ``time_budget``: the loop's wall-clock time reached ``time_budget`` seconds.
 4. ``plateau``: ``patience`` scored iterations in a row brought no gain of at least
    ``min_delta`` over the best score so far.
@@ -35,7 +35,7 @@ def wall_clock() -> float:
 
 
 def tokens_used(records: Sequence[IterationRecord]) -> int:
-    """All tokens the agent and the evaluator used over ``records``.
+    """All tokens the agent, the evaluator and the history policy used over ``records``.
 
     Example:
         ```python
@@ -49,6 +49,8 @@ def tokens_used(records: Sequence[IterationRecord]) -> int:
         + r["output_tokens"]
         + r.get("evaluator_input_tokens", 0)
         + r.get("evaluator_output_tokens", 0)
+        + r.get("history_input_tokens", 0)
+        + r.get("history_output_tokens", 0)
         for r in records
     )
 

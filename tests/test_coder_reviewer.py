@@ -12,7 +12,7 @@ from loop_agents import code_runner as code_runner_module
 from loop_agents import create_loop_agent, is_feedback
 from loop_agents.code_runner import code_runner
 from tests.conftest import ROOT, env_without_model_settings
-from tests.fakes import FakeChat
+from tests.fakes import FakeChat, review
 
 TWO_BLOCKS = """\
 First the function:
@@ -71,10 +71,10 @@ def _check_three_iterations(result, coder):
     # the coder was called three times; each retry carried the previous feedback
     assert len(coder.calls) == 3
     assert coder.calls[0][-1].text == coder_reviewer.TASK
-    for call, feedback in zip(coder.calls[1:], (first, second), strict=True):
+    for number, (call, feedback) in enumerate(zip(coder.calls[1:], (first, second), strict=True)):
         assert isinstance(call[-1], HumanMessage)
         assert is_feedback(call[-1])
-        assert call[-1].text == feedback
+        assert call[-1].text == review(feedback, number + 1)
     # the transcript: task, then answer/feedback pairs, the accepted answer last
     kinds = [m.type for m in result["messages"]]
     assert kinds == ["human", "ai", "human", "ai", "human", "ai"]

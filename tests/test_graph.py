@@ -23,7 +23,7 @@ from loop_agents import (
     create_loop_agent,
     is_feedback,
 )
-from tests.fakes import FakeChat, texts
+from tests.fakes import FakeChat, review, texts
 
 REQUEST = HumanMessage("Write a haiku about rain.")
 
@@ -105,9 +105,9 @@ def test_answers_appended_and_seen_by_next_call():
     assert texts(result["messages"]) == [
         ("human", REQUEST.text),
         ("ai", "answer 1"),
-        ("human", "feedback 1"),
+        ("human", review("feedback 1", 1)),
         ("ai", "answer 2"),
-        ("human", "feedback 2"),
+        ("human", review("feedback 2", 2)),
         ("ai", "answer 3"),
     ]
     # each call saw the earlier answers followed by their feedback
@@ -126,7 +126,7 @@ def test_answers_appended_and_seen_by_next_call():
 def test_feedback_only_while_continuing():
     result = create_loop_agent(numbered_chat(), until(2)).invoke({"messages": [REQUEST]})
     feedback_turns = [m for m in result["messages"] if is_feedback(m)]
-    assert [m.text for m in feedback_turns] == ["feedback 1"]
+    assert [m.text for m in feedback_turns] == [review("feedback 1", 1)]
     assert not is_feedback(result["messages"][0])
     # every evaluation's feedback is kept, the accepting one included
     assert result["feedback"] == ["feedback 1", "feedback 2"]
@@ -197,7 +197,10 @@ def test_context_given_to_evaluator():
     assert first["last_response"].text == "answer 1"
     assert first["feedback"] == []
     assert second["feedback"] == ["feedback 1"]
-    assert texts(second["messages"])[-2:] == [("human", "feedback 1"), ("ai", "answer 2")]
+    assert texts(second["messages"])[-2:] == [
+        ("human", review("feedback 1", 1)),
+        ("ai", "answer 2"),
+    ]
 
 
 # -- agent kinds ---------------------------------------------------------------------
@@ -279,7 +282,7 @@ def test_function_agents_returning_each_accepted_shape():
         assert texts(result["messages"]) == [
             ("human", REQUEST.text),
             ("ai", text),
-            ("human", "feedback 1"),
+            ("human", review("feedback 1", 1)),
             ("ai", text),
         ], agent.__name__
 
@@ -449,11 +452,11 @@ def test_second_run_on_a_thread_starts_a_new_loop(seed_form):
     assert texts(second["messages"]) == [
         ("human", REQUEST.text),
         ("ai", "answer 1"),
-        ("human", "feedback 1"),
+        ("human", review("feedback 1", 1)),
         ("ai", "answer 2"),
         ("human", "Now one about snow."),
         ("ai", "answer 3"),
-        ("human", "feedback 1"),
+        ("human", review("feedback 1", 1)),
         ("ai", "answer 4"),
     ]
     # the new loop's first call saw the whole conversation

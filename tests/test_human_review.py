@@ -27,6 +27,7 @@ from loop_agents import (
     parse_review,
 )
 from tests.durable_helpers import REQUEST, AsyncCountingAgent, CountingAgent, answers, thread
+from tests.fakes import review
 from tests.scripted_openai import ScriptedOpenAI, Structured
 
 
@@ -98,7 +99,10 @@ def test_revise_then_approve(saver):
     assert result["iteration"] == 3
     assert agent.calls == [1, 2, 3]
     feedback_turns = [m.text for m in result["messages"] if is_feedback(m)]
-    assert feedback_turns == ["Mention the smell of wet earth.", "Shorter, please."]
+    assert feedback_turns == [
+        review("Mention the smell of wet earth.", 1),
+        review("Shorter, please.", 2),
+    ]
     assert [r["evaluator"] for r in result["records"]] == ["human_review"] * 3
 
 
@@ -139,7 +143,7 @@ def test_revision_shapes(answer):
     assert review_of(paused)["iteration"] == 2
     state = loop.get_state(config).values
     assert state["feedback"] == ["Rhyme the last line."]
-    assert state["messages"][-2].text == "Rhyme the last line."
+    assert state["messages"][-2].text == review("Rhyme the last line.", 1)
     assert is_feedback(state["messages"][-2])
     assert agent.calls == [1, 2]
 

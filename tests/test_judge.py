@@ -8,7 +8,7 @@ from langchain_openai import ChatOpenAI
 from pydantic import BaseModel, Field
 
 from loop_agents import JudgeError, create_loop_agent, is_feedback, llm_judge
-from tests.fakes import FakeChat
+from tests.fakes import FakeChat, review
 from tests.scripted_openai import ScriptedOpenAI, Structured
 
 REQUEST = HumanMessage("Write a haiku about rain.")
@@ -285,7 +285,7 @@ def test_judge_in_a_loop_with_invoke():
     result = loop.invoke({"messages": [REQUEST]})
     assert result["stop_reason"] == "accepted"
     assert [r["score"] for r in result["records"]] == [55.0, 91.0]
-    assert result["messages"][2].text == "More rain.\n\nScore: 55"
+    assert result["messages"][2].text == review("More rain.\n\nScore: 55", 1)
     assert is_feedback(result["messages"][2])
     assert [r["decided_by"] for r in result["records"]] == [["llm_judge"], ["llm_judge"]]
     # the judge's tokens (the scripted server reports 11 in, 7 out) are recorded
