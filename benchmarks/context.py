@@ -11,7 +11,12 @@ loop makes exactly 6 attempts. Two shapes of loop:
 
 With request R and an attempt plus its feedback A, over 6 iterations ``"full"`` sends
 6R + 15A and ``"last_attempt"`` 6R + 5A: between a third of ``"full"`` (answers
-dominate) and all of it (the request dominates).
+dominate) and all of it (the request dominates). The feedback is sent fenced (the
+default ``feedback_format``), about 290 characters more than its text.
+
+``compacting`` runs with a character budget (its token counter counts characters, so
+the budget is in the same unit as the table) and a fake summarizer whose summaries are
+`SUMMARY_CHARS` characters; the characters it is sent are reported separately.
 """
 
 from __future__ import annotations
@@ -21,9 +26,16 @@ from dataclasses import dataclass
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
-from benchmarks.contenders import FakeChat
+from benchmarks.contenders import FakeChat, message_chars
 from benchmarks.measure import table
-from loop_agents import HistoryPolicy, LoopContext, LoopEvaluation, LoopHistory, create_loop_agent
+from loop_agents import (
+    HistoryPolicy,
+    LoopContext,
+    LoopEvaluation,
+    LoopHistory,
+    compacting,
+    create_loop_agent,
+)
 
 ITERATIONS = 6
 
@@ -36,12 +48,19 @@ class Shape:
     request: int
     answer: int
     feedback: int
+    budget: int  # compacting's max_tokens (characters here)
 
 
 SHAPES = (
-    Shape("long answers", request=400, answer=1500, feedback=300),
-    Shape("Song-lyrics demo", request=364, answer=80, feedback=260),
+    Shape("long answers", request=400, answer=1500, feedback=300, budget=4_000),
+    Shape("Song-lyrics demo", request=364, answer=80, feedback=260, budget=1_500),
 )
+
+SUMMARY_CHARS = 150
+"""The length of the fake summarizer's summaries."""
+
+COMPACTING = "compacting"
+"""The name of the compacting row; its budget is the shape's."""
 
 
 def last_two_attempts(history: LoopHistory) -> Sequence[BaseMessage]:
@@ -56,6 +75,7 @@ POLICIES: dict[str, HistoryPolicy] = {
     "last_attempt": "last_attempt",
     "feedback_log": "feedback_log",
     "function: last two attempts": last_two_attempts,
+    COMPACTING: "full",  # replaced by compacting(...) with the shape's budget
 }
 
 
@@ -80,17 +100,33 @@ class Economy:
 
     shape: Shape
     sent: dict[str, list[int]]
+    summarizer_calls: int = 0
+    summarizer_chars: int = 0
 
     def share_of_full(self, policy: str) -> float:
         return sum(self.sent[policy]) / sum(self.sent["full"])
 
 
+def _compacted(shape: Shape) -> tuple[list[int], FakeChat]:
+    summarizer = FakeChat(answer_chars=SUMMARY_CHARS, record=True)
+    policy = compacting(
+        summarizer, max_tokens=shape.budget, token_counter=lambda m: message_chars(list(m))
+    )
+    return sent_per_iteration(shape, policy), summarizer
+
+
 def measure() -> list[Economy]:
     """Every policy on every shape (deterministic: no timing involved)."""
-    return [
-        Economy(shape, {name: sent_per_iteration(shape, p) for name, p in POLICIES.items()})
-        for shape in SHAPES
-    ]
+    economies = []
+    for shape in SHAPES:
+        sent = {
+            name: sent_per_iteration(shape, p) for name, p in POLICIES.items() if name != COMPACTING
+        }
+        sent[COMPACTING], summarizer = _compacted(shape)
+        economies.append(
+            Economy(shape, sent, len(summarizer.sent_chars), sum(summarizer.sent_chars))
+        )
+    return economies
 
 
 def context_table(results: list[Economy]) -> str:
@@ -98,13 +134,19 @@ def context_table(results: list[Economy]) -> str:
     rows = []
     for result in results:
         for policy, sent in result.sent.items():
+            name = policy
+            summarizer = ""
+            if policy == COMPACTING:
+                name = f"compacting(max_tokens={result.shape.budget:,})"
+                summarizer = f"{result.summarizer_chars:,} in {result.summarizer_calls} calls"
             rows.append(
                 [
                     result.shape.name,
-                    policy,
+                    name,
                     *[f"{chars:,}" for chars in sent],
                     f"{sum(sent):,}",
                     f"{result.share_of_full(policy):.0%}",
+                    summarizer,
                 ]
             )
     header = [
@@ -113,5 +155,6 @@ def context_table(results: list[Economy]) -> str:
         *[f"it. {i}" for i in range(1, ITERATIONS + 1)],
         "total",
         "of full",
+        "sent to the summarizer",
     ]
     return table(header, rows)

@@ -4,7 +4,8 @@ A coder (a ``create_agent`` agent) writes Python for "What is the 39th Fibonacci
 The evaluator, `loop_agents.code_runner.code_runner`, first reviews the answer by rules
 (exactly one Python code block, which prints its result), then runs the code with a time
 limit, a memory limit and an output limit in an empty temporary folder, and feeds the error
-or the output back to the coder. The loop stops when the output contains 63245986.
+or the output back to the coder. The loop stops when the output contains the number 63245986
+as a whole number (``ANSWER_PATTERN``: "The answer is 63245986" passes, 163245986 does not).
 
 The model comes from ``.env`` (see ``.env.example``): OpenAI with ``OPENAI_API_KEY``, any
 OpenAI-compatible server with ``OPENAI_BASE_URL``. With neither, the bundled offline model
@@ -33,6 +34,8 @@ from loop_agents.models import ModelSettings, SettingsError
 
 TASK = "What is the 39th Fibonacci number?"
 ANSWER = "63245986"
+ANSWER_PATTERN = rf"\b{ANSWER}\b"
+"""The runner's check: the answer as a whole number anywhere in the output (``match="regex"``)."""
 MAX_ITERATIONS = 5
 LOCAL_MAX_TOKENS = 256
 """Token cap per answer on the offline model (``LOOP_AGENTS_MAX_TOKENS`` overrides it)."""
@@ -58,7 +61,7 @@ def build_loop(
 ) -> Any:
     """The coder / runner loop: ``model`` writes the code, ``runner`` judges it."""
     coder = create_agent(model=model, system_prompt=CODER_SYSTEM_MESSAGE, name="coder")
-    evaluator = runner or code_runner(ANSWER, timeout=10)
+    evaluator = runner or code_runner(ANSWER_PATTERN, match="regex", timeout=10)
     return create_loop_agent(coder, evaluator, max_iterations, name="coder_reviewer")
 
 

@@ -37,6 +37,7 @@ from loop_agents import (
     LoopOutput,
     checkpoint_before_iteration,
     create_loop_agent,
+    feedback_text,
 )
 from loop_agents.models import ModelSettings, SettingsError
 
@@ -59,7 +60,7 @@ def offline_copywriter(messages: list[AnyMessage]) -> str:
     draft = sum(1 for m in messages if m.type == "ai") + 1
     if draft == 1:
         return "Draft 1: Good mornings start at our bakery."
-    asks = [m.text for m in messages[1:] if m.type == "human"]
+    asks = [feedback_text(m) or m.text for m in messages[1:] if m.type == "human"]
     return f"Draft {draft} [{' | '.join(asks)}]: Fresh bread, happy mornings."
 
 

@@ -23,6 +23,7 @@ from loop_agents.checkpoints import (
     checkpoint_before_iteration,
     checkpointed,
 )
+from loop_agents.compaction import CompactingHistory, compacting
 from loop_agents.configurable import LoopSettings, configurable_loop
 from loop_agents.console import LoopConsole, astream_to_console, stream_to_console
 from loop_agents.evaluators import (
@@ -40,12 +41,21 @@ from loop_agents.evaluators import (
 from loop_agents.events import (
     AgentFinished,
     EvaluationFinished,
+    HistoryCompacted,
     IterationStarted,
     LoopEvent,
     LoopFinished,
     is_loop_event,
 )
-from loop_agents.feedback import feedback_message, is_feedback
+from loop_agents.feedback import (
+    DEFAULT_FEEDBACK_FORMAT,
+    PLAIN_FEEDBACK,
+    FeedbackFormat,
+    feedback_message,
+    feedback_text,
+    fence_for,
+    is_feedback,
+)
 from loop_agents.graph import create_loop_agent
 from loop_agents.history import (
     HistoryPolicy,
@@ -60,6 +70,8 @@ from loop_agents.human import (
     human_review,
     parse_review,
 )
+from loop_agents.loop_graph import LoopAgentGraph
+from loop_agents.loop_input import LoopInputError
 from loop_agents.output import LoopMessages, OutputMode
 from loop_agents.records import record_answer
 from loop_agents.selection import Selection, selected_iteration_of
@@ -72,25 +84,35 @@ from loop_agents.state import (
     LoopState,
     StopReason,
 )
+from loop_agents.stateful_history import HistoryChoice, StatefulHistory
 from loop_agents.stopping import tokens_used
 from loop_agents.storage import Storage, StorageLayout, storage_of
+from loop_agents.thread_guard import ConcurrentRuns, ThreadBusyError, athread_guard, thread_guard
 from loop_agents.timeouts import LoopTimeoutError
 from loop_agents.tool import LoopToolArtifact, loop_as_tool
 from loop_agents.tracing import LoopRole, iteration_config, iteration_of, role_of
 
 __all__ = [
+    "DEFAULT_FEEDBACK_FORMAT",
+    "PLAIN_FEEDBACK",
     "AgentFinished",
     "AgentLike",
+    "CompactingHistory",
+    "ConcurrentRuns",
     "EvaluationFinished",
     "Evaluator",
+    "FeedbackFormat",
     "FormProblem",
     "FormReport",
+    "HistoryChoice",
+    "HistoryCompacted",
     "HistoryPolicy",
     "InvalidEvaluationError",
     "InvalidReviewError",
     "IterationRecord",
     "IterationStarted",
     "JudgeError",
+    "LoopAgentGraph",
     "LoopConsole",
     "LoopContext",
     "LoopEvaluation",
@@ -98,6 +120,7 @@ __all__ = [
     "LoopFinished",
     "LoopHistory",
     "LoopInput",
+    "LoopInputError",
     "LoopMessages",
     "LoopOutput",
     "LoopRole",
@@ -109,19 +132,25 @@ __all__ = [
     "ReviewDecision",
     "ReviewRequest",
     "Selection",
+    "StatefulHistory",
     "StopReason",
     "Storage",
     "StorageLayout",
+    "ThreadBusyError",
     "acheckpoint_before_iteration",
     "all_of",
     "astream_to_console",
+    "athread_guard",
     "check_xiangjianhuan",
     "checkpoint_before_iteration",
     "checkpointed",
+    "compacting",
     "configurable_loop",
     "create_loop_agent",
     "feedback_log_message",
     "feedback_message",
+    "feedback_text",
+    "fence_for",
     "human_review",
     "is_feedback",
     "is_loop_event",
@@ -138,6 +167,7 @@ __all__ = [
     "storage_of",
     "stream_to_console",
     "text_rule",
+    "thread_guard",
     "tokens_used",
     "without_rejected_attempts",
     "xiangjianhuan_form",

@@ -61,9 +61,56 @@ def is_async_callable(func: object) -> bool:
     return call is not None and inspect.iscoroutinefunction(call)
 
 
+def check_one_argument(role: str, func: object, given: str, example: str) -> None:
+    """Raise `TypeError` unless ``func`` can be called with one positional argument.
+
+    Classes are refused too: ``agent=dict`` is callable, but calling it builds a dict,
+    it answers nothing. A callable whose signature cannot be read (some built-ins) is
+    let through; it is found out at its first call.
+
+    Args:
+        role: ``"agent"`` or ``"evaluator"``, for the message.
+        func: The callable to check.
+        given: What the loop passes it, e.g. ``"the list of messages"``.
+        example: How such a function is written, e.g. ``"def agent(messages)"``.
+
+    Example:
+        ```python
+        check_one_argument("agent", lambda messages: "hi", "the messages", "def agent(m)")
+        ```
+
+    """
+    if isinstance(func, type):
+        raise TypeError(
+            f"{role} is the class {func.__qualname__}, not something that answers: pass an "
+            f"instance of it, or a function of {given} ({example}), not the class itself"
+        )
+    try:
+        signature = inspect.signature(func)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return
+    try:
+        signature.bind(None)
+    except TypeError as exc:
+        raise TypeError(
+            f"{role} {describe(func)!r} cannot be called with one argument ({given}): its "
+            f"signature is {signature} ({exc}). The loop calls it with {given} alone; "
+            f"write it as {example}"
+        ) from exc
+
+
 def check_agent(agent: object) -> None:
-    """Raise `TypeError` when ``agent`` is not something a loop can call."""
-    if isinstance(agent, Runnable) or callable(agent):
+    """Raise `TypeError` when ``agent`` is not something a loop can call.
+
+    Runnables (graphs, chat models) are taken as they are; a plain function must take
+    one positional argument, the list of messages (see `check_one_argument`).
+    """
+    if isinstance(agent, Runnable):
+        return
+    if callable(agent):
+        check_one_argument(
+            "agent", agent, "the list of messages", "def agent(messages): return 'answer'"
+        )
         return
     raise TypeError(
         f"agent must be a compiled graph (e.g. create_agent(...)), a chat model, a Runnable "

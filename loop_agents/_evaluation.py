@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import inspect
-import math
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeAlias, cast
 
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.runnables.config import run_in_executor
 
-from loop_agents._agent import describe, is_async_callable
+from loop_agents._agent import check_one_argument, describe, is_async_callable
+from loop_agents._numbers import describe_number, finite_float
 from loop_agents.state import LoopContext, LoopEvaluation
 
 Evaluator: TypeAlias = (
@@ -26,12 +26,37 @@ class InvalidEvaluationError(ValueError):
 
 
 def check_evaluator(evaluator: object) -> None:
-    """Raise `TypeError` when ``evaluator`` cannot be called with a `LoopContext`."""
-    if isinstance(evaluator, Runnable) or callable(evaluator):
+    """Raise `TypeError` when ``evaluator`` cannot be called with a `LoopContext`.
+
+    A class, or a function that cannot be called with one positional argument, is
+    rejected here, when the loop is built, rather than failing at the first evaluation.
+    """
+    if isinstance(evaluator, Runnable):
+        return
+    if callable(evaluator):
+        example = "def evaluate(context): return {'stop': True}"
+        check_one_argument("evaluator", evaluator, "the LoopContext", example)
         return
     raise TypeError(
         "evaluator must be a function (sync or async) of a LoopContext returning a "
         f"LoopEvaluation; got {type(evaluator).__name__}: {evaluator!r:.80}"
+    )
+
+
+def _check_score(where: str, score: object) -> float:
+    """``score`` as a float; `InvalidEvaluationError` naming 'score' when it is not one."""
+    number = finite_float(score)
+    if number is not None:
+        return number
+    if isinstance(score, bool) or not isinstance(score, int | float):
+        raise InvalidEvaluationError(
+            f"{where} returned 'score'={score!r:.60} ({type(score).__name__}); 'score' must "
+            f"be a number (a finite int or float), or left out"
+        )
+    raise InvalidEvaluationError(
+        f"{where} returned a non-finite score: 'score'={describe_number(score)} (inf, nan "
+        f"and ints too large for a float are not scores); return a finite number, or "
+        f"leave 'score' out"
     )
 
 
@@ -120,15 +145,7 @@ class EvaluatorCaller:
         if feedback is not None:
             evaluation["feedback"] = feedback
         if "score" in result and result["score"] is not None:
-            score = result["score"]
-            if isinstance(score, bool) or not isinstance(score, int | float):
-                raise InvalidEvaluationError(
-                    f"{where} returned 'score'={score!r} ({type(score).__name__}); "
-                    f"'score' must be a number"
-                )
-            if not math.isfinite(score):
-                raise InvalidEvaluationError(f"{where} returned a non-finite score {score!r}")
-            evaluation["score"] = float(score)
+            evaluation["score"] = _check_score(where, result["score"])
         decided_by = result.get("decided_by")
         if decided_by is not None:
             if not isinstance(decided_by, list) or not all(

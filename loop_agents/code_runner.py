@@ -2,12 +2,13 @@
 
 The evaluator is a program, not a model. `code_runner` reviews each answer by rules
 (exactly one Python code block, which prints its result), runs the code with
-`loop_agents.python_runner` (time, memory, output and file-size limits, an empty temporary
-working folder, no inherited secrets, stdin closed) and feeds the error or the output back
-to the agent, until the output holds the expected answer.
+`loop_agents.sandbox` (time, memory, output, file-size and process limits, an empty
+temporary working folder, no secret of the caller readable, stdin closed, every process it
+started killed afterwards) and feeds the error or the output back to the agent, until the
+output is the expected answer.
 
-The limits guard against **accidents**, not against a hostile program: this is **not a
-security sandbox** (see `loop_agents.python_runner` for what is and is not stopped).
+What each isolation guards, and what it does not (the network, files the program's user may
+read or write, ...), is in `loop_agents.sandbox`.
 
 Example:
     ```python
@@ -20,172 +21,97 @@ Example:
 
 from __future__ import annotations
 
-import ast
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, get_args
 
 from langchain_core.runnables import Runnable, RunnableConfig
 
-from loop_agents.python_runner import (
+from loop_agents.code_review import (
+    PYTHON_LANGUAGES,
+    CodeReview,
+    extract_python_blocks,
+    review_code,
+)
+from loop_agents.sandbox import (
     DEFAULT_MAX_FILE_SIZE,
     DEFAULT_MAX_OUTPUT,
+    DEFAULT_MAX_PROCESSES,
     DEFAULT_MEMORY_LIMIT,
     DEFAULT_TIMEOUT,
-    SCRIPT_NAME,
+    Isolation,
+    IsolationUnavailable,
     RunLimits,
     RunResult,
     arun_python,
     make_limits,
+    resolve_isolation,
     run_python,
 )
 from loop_agents.state import LoopContext, LoopEvaluation
 
 __all__ = [
+    "MATCHES",
+    "PYTHON_LANGUAGES",
     "CodeReview",
     "CodeRunner",
+    "Match",
     "RunResult",
     "arun_python",
     "code_runner",
     "extract_python_blocks",
+    "normalize_output",
+    "output_matches",
     "review_code",
     "run_python",
 ]
 
-PYTHON_LANGUAGES = frozenset({"", "python", "python3", "py", "py3"})
-"""Code fence info strings that count as Python; ``""`` is an unlabeled fence."""
+Match = Literal["exact", "substring", "regex"]
+"""How ``expected_output`` is compared with what the program printed."""
+MATCHES: tuple[str, ...] = get_args(Match)
 
-_FENCE = re.compile(
-    r"^[ \t]{0,3}(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^\n`]*)\n"
-    r"(?P<code>.*?)"
-    r"^[ \t]{0,3}(?P=fence)[ \t]*$",
-    re.MULTILINE | re.DOTALL,
-)
-
-_OPENING_FENCE = re.compile(
-    r"^[ \t]{0,3}(`{3,}|~{3,})[ \t]*(python3?|py3?)?[ \t]*$", re.MULTILINE | re.IGNORECASE
-)
-
-# -- extracting and reviewing code ----------------------------------------------------------
+# -- comparing the output ---------------------------------------------------------------------
 
 
-def extract_python_blocks(text: str) -> list[str]:
-    r"""Return the Python code blocks of a Markdown answer, in order.
+def normalize_output(text: str) -> str:
+    r"""The text with trailing whitespace dropped from each line and from the end.
 
-    A block is a fenced code block (three or more backticks or tildes) whose language is
-    ``python``, ``python3``, ``py``, ``py3`` or not given. Blocks in other languages
-    (``bash``, ``text``, ...) are left out.
-
-    Args:
-        text: The answer, e.g. ``context["last_response"].text``.
-
-    Returns:
-        The code of each Python block without its fences, possibly empty.
+    Line endings (``\n``, ``\r\n``, ``\r``) become ``\n``; spaces and tabs at the end of
+    each line, and blank lines and newlines at the end of the text, are dropped. Leading
+    whitespace and blank lines before or between other lines are kept.
 
     Example:
         ```python
-        answer = "Here:\n```python\nprint(1 + 1)\n```\nand the output:\n```text\n2\n```"
-        assert extract_python_blocks(answer) == ["print(1 + 1)\n"]
+        assert normalize_output("a  \r\nb\t\n\n") == "a\nb"
         ```
     """
-    blocks: list[str] = []
-    for match in _FENCE.finditer(text):
-        info = match.group("info").strip().split(maxsplit=1)
-        language = info[0].lower() if info else ""
-        if language in PYTHON_LANGUAGES:
-            blocks.append(match.group("code"))
-    return blocks
+    return "\n".join(line.rstrip() for line in text.splitlines()).rstrip("\n")
 
 
-@dataclass(frozen=True)
-class CodeReview:
-    """The rule-based review of an answer, before anything runs.
-
-    Attributes:
-        code: The program, when the answer has exactly one Python block; else ``None``.
-        problems: What is wrong, one sentence each, addressed to the coder; empty when
-            the code may run.
-    """
-
-    code: str | None
-    problems: tuple[str, ...] = ()
-
-    @property
-    def ok(self) -> bool:
-        """Whether the code passed the review and may run."""
-        return self.code is not None and not self.problems
-
-
-def review_code(text: str, *, require_print: bool = True) -> CodeReview:
-    r"""Review an answer by rules: exactly one Python block that parses and prints its result.
+def output_matches(stdout: str, expected: str, match: Match = "exact") -> bool:
+    r"""Whether a program's ``stdout`` is the ``expected`` output.
 
     Args:
-        text: The answer.
-        require_print: Require a call of ``print`` (or ``sys.stdout.write``) in the code.
-
-    Returns:
-        A `CodeReview`; its ``problems`` say what to fix.
+        stdout: What the program printed.
+        expected: The expected output, or a pattern for ``match="regex"``.
+        match: ``"exact"``: the whole output equals ``expected`` once both are normalized
+            by `normalize_output` (trailing whitespace of each line and of the end aside).
+            ``"substring"``: ``expected`` occurs anywhere in the output. ``"regex"``:
+            ``re.search(expected, stdout)`` finds a match (anchor it, or use ``\b``, to
+            rule out longer numbers).
 
     Example:
         ```python
-        review = review_code("```python\nx = 1 + 1\n```")
-        assert review.problems == (
-            "The program prints nothing: print the result with print(...).",
-        )
+        assert output_matches("63245986\n", "63245986")
+        assert not output_matches("163245986\n", "63245986")
+        assert output_matches("fib(39) = 63245986\n", r"\b63245986\b", "regex")
         ```
     """
-    blocks = extract_python_blocks(text)
-    if not blocks and _OPENING_FENCE.search(_FENCE.sub("", text)):
-        return CodeReview(
-            None,
-            (
-                "The Python code block is not closed (the answer may have been cut off): "
-                "write a short program and end the block with ```.",
-            ),
-        )
-    if not blocks:
-        return CodeReview(
-            None,
-            (
-                "The answer has no Python code block: put the whole program in one "
-                "```python ... ``` block.",
-            ),
-        )
-    if len(blocks) > 1:
-        return CodeReview(
-            None,
-            (
-                f"The answer has {len(blocks)} Python code blocks; put the whole program in "
-                f"exactly one ```python ... ``` block.",
-            ),
-        )
-    code = blocks[0]
-    if not code.strip():
-        return CodeReview(code, ("The Python code block is empty: write the program in it.",))
-    try:
-        tree = ast.parse(code, filename=SCRIPT_NAME)
-    except SyntaxError as exc:
-        where = f"line {exc.lineno}" if exc.lineno else "the code"
-        return CodeReview(
-            code,
-            (f"The program does not compile: SyntaxError at {where}: {exc.msg.rstrip('.?!')}.",),
-        )
-    if require_print and not _prints(tree):
-        return CodeReview(code, ("The program prints nothing: print the result with print(...).",))
-    return CodeReview(code)
-
-
-def _prints(tree: ast.AST) -> bool:
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Call):
-            continue
-        func = node.func
-        if isinstance(func, ast.Name) and func.id in {"print", "pprint"}:
-            return True
-        if isinstance(func, ast.Attribute) and func.attr in {"write", "print", "pprint"}:
-            return True
-    return False
+    if match == "exact":
+        return normalize_output(stdout) == normalize_output(expected)
+    if match == "substring":
+        return expected in stdout
+    return re.search(expected, stdout) is not None
 
 
 # -- the evaluator ----------------------------------------------------------------------------
@@ -222,8 +148,20 @@ class CodeRunner(Runnable[LoopContext, LoopEvaluation]):
         self.limits = limits
 
     def __repr__(self) -> str:
-        """Show what the runner checks and its time limit."""
-        return f"CodeRunner({self.description}, timeout={self.limits.timeout:g})"
+        """Show what the runner checks, its time limit and the isolation it runs code in."""
+        try:
+            isolation = self.isolation
+        except IsolationUnavailable:
+            isolation = f"{self.limits.isolation} (unavailable)"
+        return (
+            f"CodeRunner({self.description}, timeout={self.limits.timeout:g}, "
+            f"isolation={isolation!r})"
+        )
+
+    @property
+    def isolation(self) -> str:
+        """The isolation the code runs in here (``"auto"`` resolved), e.g. ``"bwrap"``."""
+        return resolve_isolation(self.limits)
 
     def __call__(self, context: LoopContext) -> LoopEvaluation:
         """Evaluate the latest answer synchronously; see `evaluate`."""
@@ -343,6 +281,7 @@ def code_runner(
     expected_output: str | None = None,
     *,
     check: Check | None = None,
+    match: Match = "exact",
     timeout: float = DEFAULT_TIMEOUT,
     memory_limit: int | None = DEFAULT_MEMORY_LIMIT,
     max_output: int = DEFAULT_MAX_OUTPUT,
@@ -350,8 +289,10 @@ def code_runner(
     require_print: bool = True,
     python: str | None = None,
     env: Mapping[str, str] | None = None,
+    isolation: Isolation = "auto",
+    max_processes: int | None = DEFAULT_MAX_PROCESSES,
 ) -> CodeRunner:
-    """Make the runner evaluator of seed 004: review by rules, run, judge the output.
+    r"""Make the runner evaluator of seed 004: review by rules, run, judge the output.
 
     For each answer the evaluator
 
@@ -362,9 +303,14 @@ def code_runner(
        error, the timeout or the output.
 
     Args:
-        expected_output: The loop stops when the program's stdout contains this text.
+        expected_output: What a right program prints. By default the whole output must
+            be this text (see ``match``).
         check: Instead of ``expected_output``: a function of the `RunResult` of a clean
             run that says whether the answer is right.
+        match: How ``expected_output`` is compared (`output_matches`): ``"exact"`` (the
+            default: the whole output, trailing whitespace of each line and of the end
+            aside), ``"substring"`` (anywhere in the output) or ``"regex"``
+            (``re.search``).
         timeout: Seconds each program may run.
         memory_limit: Bytes of address space each program may use; ``None`` for no limit.
         max_output: Bytes of stdout and of stderr kept (and shown to the coder).
@@ -372,6 +318,10 @@ def code_runner(
         require_print: Reject code that never calls ``print`` before running it.
         python: The interpreter that runs the code; the current one by default.
         env: Extra environment variables for the program (secret-like names refused).
+        isolation: Where the code runs: ``"auto"`` (the first that works of ``"bwrap"``,
+            ``"unshare"`` and ``"process"``) or one of them; see `loop_agents.sandbox`.
+        max_processes: Processes and threads each program may have at once, itself
+            included; ``None`` for no cap.
 
     Returns:
         A `CodeRunner`: a sync evaluator when called, an async one via ``aevaluate``,
@@ -379,37 +329,67 @@ def code_runner(
 
     Raises:
         TypeError: neither or both of ``expected_output`` and ``check`` are given.
-        ValueError: a limit is out of range or ``env`` holds a secret-like name.
+        ValueError: a limit or ``match`` is out of range, the regex does not compile, or
+            ``env`` holds a secret-like name.
+        IsolationUnavailable: the isolation asked for cannot run on this machine.
 
     Example:
         ```python
         from loop_agents import create_loop_agent
         from loop_agents.code_runner import code_runner
 
-        runner = code_runner("63245986", timeout=10)
+        runner = code_runner("63245986", timeout=10)  # prints exactly 63245986
+        lenient = code_runner(r"\b63245986\b", match="regex")  # "fib(39) = 63245986"
         loop = create_loop_agent(coder, runner, max_iterations=5)
         result = await loop.ainvoke({"messages": [("user", "What is the 39th Fibonacci number?")]})
         ```
     """
     if (expected_output is None) == (check is None):
         raise TypeError(
-            "code_runner needs what a right answer prints: give expected_output (a text the "
-            "output must contain) or check (a function of the RunResult), not both"
+            "code_runner needs what a right answer prints: give expected_output (the text "
+            "the program prints) or check (a function of the RunResult), not both"
         )
+    if match not in MATCHES:
+        raise ValueError(f"match must be one of {', '.join(map(repr, MATCHES))}; got {match!r}")
     if expected_output is not None:
         if not isinstance(expected_output, str) or not expected_output.strip():
             raise TypeError(f"expected_output must be a non-empty string; got {expected_output!r}")
         wanted = expected_output
+        if match == "regex":
+            try:
+                re.compile(wanted)
+            except re.error as exc:
+                raise ValueError(
+                    f"expected_output is not a valid regular expression ({exc}); got "
+                    f"{wanted!r}. Use match='exact' or 'substring' for plain text"
+                ) from exc
         description = f"expected_output={wanted!r}"
+        if match != "exact":
+            description += f", match={match!r}"
+        mode: Match = match
 
-        def contains(result: RunResult) -> bool:
-            return wanted in result.stdout
+        def matches(result: RunResult) -> bool:
+            return output_matches(result.stdout, wanted, mode)
 
-        check = contains
+        check = matches
     else:
         assert check is not None
+        if match != "exact":
+            raise TypeError(
+                f"match={match!r} applies to expected_output; a check function decides by itself"
+            )
         if not callable(check):
             raise TypeError(f"check must be a function of a RunResult; got {check!r:.60}")
         description = f"check={getattr(check, '__name__', repr(check))}"
-    limits = make_limits(timeout, memory_limit, max_output, max_file_size, python, env)
+    limits = make_limits(
+        timeout,
+        memory_limit,
+        max_output,
+        max_file_size,
+        python,
+        env,
+        isolation=isolation,
+        max_processes=max_processes,
+    )
+    resolve_isolation(limits)  # an isolation that cannot run here: a clear error now
     return CodeRunner(check, description=description, require_print=require_print, limits=limits)

@@ -21,7 +21,6 @@ result = loop.invoke(
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Mapping
 from typing import Any, TypedDict
 
@@ -32,6 +31,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import get_runtime
 from langgraph.types import Checkpointer
 
+from loop_agents._numbers import finite_float
 from loop_agents.evaluators import JudgeMethod, llm_judge
 from loop_agents.graph import create_loop_agent
 from loop_agents.human import human_review
@@ -129,12 +129,12 @@ def _checked(settings: Mapping[str, Any]) -> LoopSettings:
     if (
         isinstance(threshold, bool)
         or not isinstance(threshold, int | float)
-        or not math.isfinite(threshold)
+        or finite_float(threshold) is None
         or not 0 <= threshold <= 100
     ):
         raise ValueError(
             f"loop setting 'threshold' must be a number from 0 to 100 (the judge's pass "
-            f"mark); got {threshold!r}"
+            f"mark); got {threshold!r:.60}"
         )
     review = settings["human_review"]
     if not isinstance(review, bool):

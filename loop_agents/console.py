@@ -33,6 +33,7 @@ from rich.text import Text
 from loop_agents.events import (
     AgentFinished,
     EvaluationFinished,
+    HistoryCompacted,
     IterationStarted,
     LoopEvent,
     LoopFinished,
@@ -182,6 +183,8 @@ class LoopConsole:
             self._agent_finished(event)
         elif event["type"] == "evaluation_finished":
             self._evaluation_finished(event)
+        elif event["type"] == "history_compacted":
+            self._history_compacted(event)
         else:
             self._loop_finished(event)
 
@@ -215,11 +218,27 @@ class LoopConsole:
         self.console.print(Text(text), end="", soft_wrap=True)
         self._line_open = not text.endswith("\n")
 
+    def _history_compacted(self, event: HistoryCompacted) -> None:
+        self._idle()
+        row = self._row(event["iteration"])
+        row.tokens += event["input_tokens"] + event["output_tokens"]
+        covered = event["summarized"]
+        span = f"{covered[0]}-{covered[-1]}" if len(covered) > 1 else str(covered[0])
+        self._end_line()
+        self._print(
+            Text(
+                f"history compacted: attempts {span} summarized "
+                f"({event['tokens_before']:,} -> {event['tokens_after']:,} tokens)",
+                style="dim",
+            )
+        )
+        self._busy(f"iteration {event['iteration']}: waiting for the agent")
+
     def _agent_finished(self, event: AgentFinished) -> None:
         self._idle()
         row = self._row(event["iteration"])
         row.agent_seconds = event["seconds"]
-        row.tokens = event["input_tokens"] + event["output_tokens"]
+        row.tokens += event["input_tokens"] + event["output_tokens"]
         if not row.streamed:
             self._print(Text(event["answer"]))
         self._end_line()

@@ -1,7 +1,8 @@
 """Loop events: what a running loop reports on LangGraph's ``custom`` stream.
 
 A loop writes one event when an iteration starts, one when the agent has answered, one
-when the evaluator has judged the answer and one when the loop ends. Each is a plain
+when the evaluator has judged the answer and one when the loop ends (and, with a
+``compacting`` history, one each time older attempts are summarized). Each is a plain
 ``dict`` (a `TypedDict`) whose ``type`` key tells which it is, so it survives JSON (LangGraph
 Server, your own UI) unchanged. Read them with ``stream_mode="custom"``:
 
@@ -96,6 +97,40 @@ class EvaluationFinished(TypedDict):
     output_tokens: int
 
 
+class HistoryCompacted(TypedDict):
+    """A ``compacting`` history summarized older attempts before the agent call.
+
+    Written only when a summary is made (not when the previous one is reused).
+
+    Attributes:
+        type: Always ``"history_compacted"``.
+        loop: The loop's name.
+        iteration: The iteration about to call the agent.
+        summarized: The iterations the summary now covers (1, 2, ... k).
+        added: The iterations summarized by this call (those the previous summary
+            did not cover).
+        tokens_before: The estimated prompt tokens without compaction.
+        tokens_after: The estimated prompt tokens sent.
+        max_tokens: The policy's budget.
+        seconds: Wall-clock seconds spent in the summary call.
+        input_tokens: Prompt tokens of the summary call (``usage_metadata``), 0 if none.
+        output_tokens: Completion tokens of that call, 0 if none.
+
+    """
+
+    type: Literal["history_compacted"]
+    loop: str
+    iteration: int
+    summarized: list[int]
+    added: list[int]
+    tokens_before: int
+    tokens_after: int
+    max_tokens: int
+    seconds: float
+    input_tokens: int
+    output_tokens: int
+
+
 class LoopFinished(TypedDict):
     """The loop has ended.
 
@@ -124,16 +159,28 @@ class LoopFinished(TypedDict):
     answer: str
 
 
-LoopEvent: TypeAlias = IterationStarted | AgentFinished | EvaluationFinished | LoopFinished
+LoopEvent: TypeAlias = (
+    IterationStarted | AgentFinished | EvaluationFinished | LoopFinished | HistoryCompacted
+)
 """Any event a loop writes on the ``custom`` stream; tell them apart by ``type``."""
 
 LoopEventType: TypeAlias = Literal[
-    "iteration_started", "agent_finished", "evaluation_finished", "loop_finished"
+    "iteration_started",
+    "agent_finished",
+    "evaluation_finished",
+    "loop_finished",
+    "history_compacted",
 ]
 """The values of a `LoopEvent`'s ``type`` key."""
 
 LOOP_EVENT_TYPES: frozenset[str] = frozenset(
-    {"iteration_started", "agent_finished", "evaluation_finished", "loop_finished"}
+    {
+        "iteration_started",
+        "agent_finished",
+        "evaluation_finished",
+        "loop_finished",
+        "history_compacted",
+    }
 )
 """Every `LoopEventType`, for membership tests."""
 

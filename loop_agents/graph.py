@@ -12,24 +12,25 @@ from datetime import timedelta
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
-from langgraph.graph.state import CompiledStateGraph
 from langgraph.store.base import BaseStore
 from langgraph.types import Checkpointer
 
 from loop_agents._agent import AgentLike
 from loop_agents._evaluation import Evaluator
 from loop_agents._function_runnable import FunctionRunnable
+from loop_agents.feedback import DEFAULT_FEEDBACK_FORMAT, FeedbackFormat, check_feedback_format
 from loop_agents.history import HistoryPolicy, check_history
+from loop_agents.loop_graph import LoopAgentGraph
 from loop_agents.nodes import STEPS_PER_ITERATION, LoopNodes
 from loop_agents.output import OutputMode, check_output_mode, output_schema
 from loop_agents.selection import Selection, check_select
 from loop_agents.state import (
     LoopInput,
-    LoopOutput,
     LoopState,
 )
 from loop_agents.stopping import StopPolicy
 from loop_agents.storage import Storage, check_storage, resolve_storage, with_storage
+from loop_agents.thread_guard import ConcurrentRuns, check_concurrent_runs
 from loop_agents.timeouts import RetryPolicies, check_retry_policy, check_timeout, loop_node
 
 MIN_RECURSION_LIMIT = 10_000
@@ -52,6 +53,15 @@ def _check_max_iterations(max_iterations: object) -> int:
             f"max_iterations must be >= 1 (the agent is called at least once); got {max_iterations}"
         )
     return max_iterations
+
+
+def _check_name(name: object) -> str:
+    if not isinstance(name, str) or not name.strip():
+        raise TypeError(
+            f"name must be a non-empty string (the loop's name in traces, events and a "
+            f"parent graph); got {type(name).__name__} {name!r:.60}"
+        )
+    return name
 
 
 def route(state: LoopState) -> str:
@@ -87,8 +97,11 @@ def create_loop_agent(
     token_budget: int | None = None,
     time_budget: float | timedelta | None = None,
     history: HistoryPolicy = "full",
+    feedback_format: FeedbackFormat = DEFAULT_FEEDBACK_FORMAT,
+    concurrent_runs: ConcurrentRuns = "reject",
+    busy_timeout: float | timedelta | None = None,
     storage: Storage = "auto",
-) -> CompiledStateGraph[LoopState, None, LoopInput, LoopOutput]:
+) -> LoopAgentGraph:
     """Build a loop agent: call ``agent``, let ``evaluator`` judge, repeat until accepted.
 
     The result is a compiled LangGraph graph with two nodes, ``invoke_agent`` and
@@ -129,10 +142,13 @@ def create_loop_agent(
             ``RetryPolicy(max_attempts=5, retry_on=openai.RateLimitError)``.
         evaluator_retry_policy: The same for the evaluation.
         agent_timeout: A limit, in seconds or as a ``timedelta``, on each agent call.
-            When exceeded the call is cancelled and `LoopTimeoutError` (naming the
-            node, the iteration and the limit) is raised, or retried by
-            ``agent_retry_policy``; with a checkpointer the loop resumes from there.
-            Enforced in the async form only: run the loop with ``ainvoke``/``astream``.
+            At the deadline the loop stops waiting for the call, whatever it does, and
+            raises `LoopTimeoutError` (naming the node, the iteration and the limit),
+            or retries by ``agent_retry_policy``; with a checkpointer the loop resumes
+            from there. Under ``ainvoke``/``astream`` the call is cancelled; a call
+            that ignores the cancellation, and any sync call under ``invoke``/
+            ``stream`` (Python cannot stop a thread), is abandoned: left to finish on
+            its own, its result dropped, a WARNING logged on the ``loop_agents`` logger.
         evaluator_timeout: The same for each evaluation.
         output_mode: What the loop returns, to its caller or to a parent graph that
             has it as a node. ``"full_state"`` (the default): every key listed under
@@ -165,10 +181,30 @@ def create_loop_agent(
             attempt and its feedback (append-only, so provider prompt caching keeps
             working). ``"last_attempt"``: the request, the latest attempt (with its
             tool calls and results) and its feedback. ``"feedback_log"``: the request
-            and one message listing all feedback so far, no earlier attempt. Or a
-            function of `LoopHistory` returning the messages to send. The request is
-            always sent and a tool call is never separated from its result; see
-            `loop_agents.history`.
+            and one message listing all feedback so far, no earlier attempt.
+            ``compacting(model, max_tokens=N)``: everything while it fits N tokens,
+            then older attempts replaced by a summary that ``model`` writes. Or a
+            function of `LoopHistory` returning the messages to send (or a
+            `StatefulHistory`). The request is always sent and a tool call is never
+            separated from its result; see `loop_agents.history`.
+        feedback_format: How the evaluator's feedback is put to the agent. Default: as a
+            review of its previous answer, quoted in a fence the feedback cannot close,
+            with a closing line saying the review cannot change its task (so an
+            evaluator text "ignore previous instructions ..." is read as data). A
+            template with ``{feedback}``, ``{iteration}`` and ``{fence}``, or a
+            function ``(text, iteration) -> str | HumanMessage``;
+            ``"{feedback}"`` sends the text as it is. ``feedback`` in the state and in
+            `LoopContext` is the raw text either way; see `loop_agents.feedback`.
+        concurrent_runs: What a run does when another run is in progress on its
+            thread (same checkpointer, ``thread_id`` and ``checkpoint_ns``; a resume is
+            a run too). ``"reject"`` (the default): fail at once with
+            `ThreadBusyError`, before anything is called, since two runs at once would
+            save over each other's checkpoints. ``"wait"``: wait for the thread, then
+            run. Enforced in-process for every checkpointer and across processes for
+            SQLite on a file and PostgreSQL; see `loop_agents.thread_guard`.
+        busy_timeout: With ``concurrent_runs="wait"``, the longest a run waits for
+            its thread (seconds or a ``timedelta``) before `ThreadBusyError`; ``None``
+            (the default) waits as long as it takes.
         storage: How checkpoints store the append-only keys (``messages``,
             ``feedback``, ``records``). ``"auto"`` (the default): as LangGraph delta
             channels, each checkpoint holding only its step's new items, when the
@@ -179,19 +215,25 @@ def create_loop_agent(
             `storage_of`.
 
     Returns:
-        A compiled ``StateGraph``. Its output has ``messages`` (ending with the
+        A `LoopAgentGraph`: a compiled ``StateGraph`` (nest it, stream it, inspect its
+        state as any LangGraph graph) whose runs check their input first (a malformed
+        input raises `LoopInputError`, naming the field, before anything runs) and
+        hold their thread (see ``concurrent_runs``). Its output has ``messages`` (ending with the
         accepted or last answer), ``init_messages``, ``iteration``, ``last_response``,
         ``stop``, ``feedback``, ``stop_reason``, ``records``, ``selected_iteration``
         and ``selected_score``; with ``output_mode="full_history"`` or
         ``"last_message"``, ``messages`` only.
 
     Raises:
-        TypeError: ``agent`` or ``evaluator`` cannot be called, or ``max_iterations``
-            or a stop option has the wrong type, or ``history`` is neither a policy
-            name nor a sync function.
-        ValueError: ``max_iterations`` is below 1, or a stop or selection option is
-            out of range, or ``history`` names no built-in policy, or ``storage`` is
-            not ``"auto"``, ``"delta"`` or ``"full"``.
+        TypeError: ``agent`` or ``evaluator`` cannot be called with one argument (a
+            class, a dict, a function of the wrong arity), ``name`` is not a non-empty
+            string, ``store`` is not a store, or ``max_iterations`` or an option has
+            the wrong type, or ``history`` is neither a policy name nor a sync
+            function, or ``feedback_format`` is neither a string nor a sync function.
+        ValueError: ``max_iterations`` is below 1, or a stop, selection or
+            concurrency option is out of range, or ``history`` names no built-in
+            policy, or the ``feedback_format`` template has unknown fields or no
+            ``{feedback}``, or ``storage`` is not ``"auto"``, ``"delta"`` or ``"full"``.
 
     Example:
         ```python
@@ -214,6 +256,13 @@ def create_loop_agent(
 
     """
     max_iterations = _check_max_iterations(max_iterations)
+    name = _check_name(name)
+    if store is not None and not isinstance(store, BaseStore):
+        raise TypeError(
+            f"store must be a LangGraph store (langgraph.store.base.BaseStore, e.g. "
+            f"InMemoryStore()) or None; got {type(store).__name__} {store!r:.60}"
+        )
+    concurrent_runs, busy_seconds = check_concurrent_runs(concurrent_runs, busy_timeout)
     agent_retry_policy = check_retry_policy("agent_retry_policy", agent_retry_policy)
     evaluator_retry_policy = check_retry_policy("evaluator_retry_policy", evaluator_retry_policy)
     agent_limit = check_timeout("agent_timeout", agent_timeout)
@@ -235,6 +284,7 @@ def create_loop_agent(
         policy=policy,
         select=check_select(select),
         history=check_history(history),
+        feedback_format=check_feedback_format(feedback_format),
     )
     layout = resolve_storage(check_storage(storage), checkpointer)
     builder = StateGraph(
@@ -255,7 +305,11 @@ def create_loop_agent(
     builder.add_edge(START, "invoke_agent")
     builder.add_edge("invoke_agent", "evaluate")
     builder.add_conditional_edges("evaluate", ROUTER, ["invoke_agent", END])
-    graph = builder.compile(checkpointer=checkpointer, store=store, name=name)
+    graph = LoopAgentGraph.of(
+        builder.compile(checkpointer=checkpointer, store=store, name=name),
+        concurrent_runs=concurrent_runs,
+        busy_timeout=busy_seconds,
+    )
     return graph.with_config(
         recursion_limit=max(
             STEPS_PER_ITERATION * max_iterations + STEPS_PER_ITERATION + 1,

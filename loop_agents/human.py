@@ -12,12 +12,13 @@ the run is resumed with ``Command(resume=...)``. The accepted answers:
   approval (it is recorded, the agent does not see it).
 
 Anything else raises `InvalidReviewError` from the resuming call and leaves the loop
-paused at the same point: resume again with a valid answer.
+paused at the same point: resume again with a valid answer. ``Command(resume=None)``
+(which LangGraph itself cannot run) is refused before the run starts, with a
+`LoopInputError` listing these forms (see `loop_agents.loop_input`).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal, TypedDict
 
@@ -30,6 +31,7 @@ from pydantic import PlainValidator, ValidationError, WithJsonSchema
 
 from loop_agents._agent import describe
 from loop_agents._evaluation import Evaluator
+from loop_agents._numbers import describe_number, finite_float
 from loop_agents.checkpoints import checkpointed, in_graph_run
 from loop_agents.state import LoopContext, LoopEvaluation
 
@@ -157,15 +159,14 @@ def _parse_mapping(value: Mapping[Any, Any]) -> LoopEvaluation:
         evaluation["feedback"] = feedback
     score = value.get("score")
     if score is not None:
-        if (
-            isinstance(score, bool)
-            or not isinstance(score, int | float)
-            or not math.isfinite(score)
-        ):
+        number = finite_float(score)
+        if number is None:
+            huge_int = isinstance(score, int) and not isinstance(score, bool)
+            shown = describe_number(score) if huge_int else _describe(score)
             raise InvalidReviewError(
-                f"the review answer's 'score' is {_describe(score)}; it must be a finite number"
+                f"the review answer's 'score' is {shown}; it must be a finite number"
             )
-        evaluation["score"] = float(score)
+        evaluation["score"] = number
     return evaluation
 
 

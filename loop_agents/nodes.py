@@ -16,10 +16,11 @@ from langgraph.types import Overwrite
 
 from loop_agents._agent import AgentCaller, AgentLike, answer_of, usage, with_fresh_ids
 from loop_agents._evaluation import Evaluator, EvaluatorCaller
+from loop_agents._history_select import HistorySelector
 from loop_agents._reporting import LoopReporter
 from loop_agents._usage import counting_tokens
-from loop_agents.feedback import feedback_message
-from loop_agents.history import HistoryPolicy, message_selector
+from loop_agents.feedback import DEFAULT_FEEDBACK_FORMAT, FeedbackFormat, feedback_message
+from loop_agents.history import HistoryPolicy
 from loop_agents.output import OutputMode, keep_final_answer
 from loop_agents.selection import Selection, selection_updates
 from loop_agents.state import (
@@ -49,6 +50,7 @@ class LoopNodes:
         policy: StopPolicy | None = None,
         select: Selection = "last",
         history: HistoryPolicy = "full",
+        feedback_format: FeedbackFormat = DEFAULT_FEEDBACK_FORMAT,
     ) -> None:
         self.agent = AgentCaller(agent)
         self.evaluator = EvaluatorCaller(evaluator)
@@ -56,7 +58,8 @@ class LoopNodes:
         self.policy = policy or StopPolicy(max_iterations)
         self.select = select
         self.output_mode = output_mode
-        self._select_messages = message_selector(history)  # None: send the whole history
+        self.feedback_format = feedback_format
+        self.history = HistorySelector(history, feedback_format)
         # events on the custom stream; agent/evaluator calls as runs named per iteration
         self.report = LoopReporter(name, max_iterations)
         self._call_agent = self.report.traced("agent", self.agent.invoke, self.agent.ainvoke)
@@ -71,12 +74,17 @@ class LoopNodes:
         updates, history = _start_iteration(state)
         iteration = _iteration_number(state, updates)
         self.report.iteration_started(iteration)
+        selected = self.history.invoke(
+            state, updates, history, self.report.config(config, iteration, "compaction")
+        )
         started = time.perf_counter()
         produced = self._call_agent.invoke(
-            self._to_send(state, updates, history),
-            self.report.config(config, iteration, "agent"),
+            selected.messages, self.report.config(config, iteration, "agent")
         )
-        updates = _agent_updates(updates, history, produced, time.perf_counter() - started)
+        updates = _agent_updates(
+            updates | selected.updates, history, produced, time.perf_counter() - started
+        )
+        updates["agent_run"] |= _history_tokens(selected.tokens)
         self.report.agent_finished(iteration, updates["last_response"], updates["agent_run"])
         return updates
 
@@ -85,22 +93,19 @@ class LoopNodes:
         updates, history = _start_iteration(state)
         iteration = _iteration_number(state, updates)
         self.report.iteration_started(iteration)
+        selected = await self.history.ainvoke(
+            state, updates, history, self.report.config(config, iteration, "compaction")
+        )
         started = time.perf_counter()
         produced = await self._call_agent.ainvoke(
-            self._to_send(state, updates, history),
-            self.report.config(config, iteration, "agent"),
+            selected.messages, self.report.config(config, iteration, "agent")
         )
-        updates = _agent_updates(updates, history, produced, time.perf_counter() - started)
+        updates = _agent_updates(
+            updates | selected.updates, history, produced, time.perf_counter() - started
+        )
+        updates["agent_run"] |= _history_tokens(selected.tokens)
         self.report.agent_finished(iteration, updates["last_response"], updates["agent_run"])
         return updates
-
-    def _to_send(
-        self, state: LoopState, updates: dict[str, Any], history: list[AnyMessage]
-    ) -> list[AnyMessage]:
-        """What the agent is sent: ``history`` as chosen by the loop's history policy."""
-        if self._select_messages is None:
-            return history
-        return self._select_messages(state, updates, history)
 
     # -- evaluate -----------------------------------------------------------------
 
@@ -155,6 +160,8 @@ class LoopNodes:
             "output_tokens": agent_run["output_tokens"],
             "evaluator_input_tokens": evaluator_tokens[0],
             "evaluator_output_tokens": evaluator_tokens[1],
+            "history_input_tokens": agent_run.get("history_input_tokens", 0),
+            "history_output_tokens": agent_run.get("history_output_tokens", 0),
         }
         if self.output_mode == "last_message":
             record["answer"] = answer  # the attempts leave ``messages`` when the loop ends
@@ -168,7 +175,9 @@ class LoopNodes:
         }
         self.report.evaluation_finished(record)
         if reason is None:
-            updates["messages"] = [feedback_message(text, iteration=iteration)]
+            updates["messages"] = [
+                feedback_message(text, iteration=iteration, feedback_format=self.feedback_format)
+            ]
         else:
             updates |= selection_updates(records, self.select, state)
             final = updates.get("last_response", answer)
@@ -275,6 +284,13 @@ def _agent_updates(
         "last_response": answer_of(produced),
         "agent_run": {"seconds": seconds, "input_tokens": tokens_in, "output_tokens": tokens_out},
     }
+
+
+def _history_tokens(tokens: tuple[int, int]) -> dict[str, int]:
+    """The history policy's model-call tokens, for ``agent_run`` (nothing when none)."""
+    if tokens == (0, 0):
+        return {}
+    return {"history_input_tokens": tokens[0], "history_output_tokens": tokens[1]}
 
 
 def _context(state: LoopState) -> LoopContext:

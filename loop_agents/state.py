@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import operator
-from typing import Annotated, Literal, NotRequired, Required, TypedDict
+from typing import Annotated, Any, Literal, NotRequired, Required, TypedDict
 
 from langchain_core.messages import AIMessage, AnyMessage
 from langgraph.graph.message import add_messages
@@ -96,6 +96,9 @@ class IterationRecord(TypedDict):
         evaluator_input_tokens: Prompt tokens of the chat-model calls made while the
             evaluator ran (an LLM judge's calls), 0 if none.
         evaluator_output_tokens: Completion tokens of those calls, 0 if none.
+        history_input_tokens: Prompt tokens of the model calls the history policy made
+            before the agent call (a ``compacting`` policy's summaries), 0 if none.
+        history_output_tokens: Completion tokens of those calls, 0 if none.
 
     """
 
@@ -113,6 +116,8 @@ class IterationRecord(TypedDict):
     output_tokens: int
     evaluator_input_tokens: int
     evaluator_output_tokens: int
+    history_input_tokens: NotRequired[int]
+    history_output_tokens: NotRequired[int]
 
 
 class AgentRun(TypedDict):
@@ -121,6 +126,8 @@ class AgentRun(TypedDict):
     seconds: float
     input_tokens: int
     output_tokens: int
+    history_input_tokens: NotRequired[int]
+    history_output_tokens: NotRequired[int]
 
 
 class LoopInput(TypedDict, total=False):
@@ -174,6 +181,9 @@ class LoopState(LoopOutput, total=False):
         agent_run: Internal: measurements of the latest agent call. Not in the output.
         started_at: Internal: when the current loop started (seconds since the epoch),
             for the time budget; kept in the state so that it survives a resume.
+        history_memory: Internal: what a stateful history policy (``compacting``) keeps
+            between iterations, e.g. its running summary; saved with the state so that
+            a resumed loop does not redo it. Not in the output.
         remaining_steps: Managed by LangGraph: steps left under the recursion limit.
 
     """
@@ -181,4 +191,5 @@ class LoopState(LoopOutput, total=False):
     loop_init_ids: list[str]
     agent_run: AgentRun
     started_at: float
+    history_memory: dict[str, Any] | None
     remaining_steps: RemainingSteps

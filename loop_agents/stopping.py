@@ -5,8 +5,8 @@ evaluation, whether the loop ends and why (a `StopReason`). The rules, in the or
 are checked:
 
 1. ``accepted``: the evaluator said stop.
-2. ``token_budget``: the tokens used in this loop (agent and evaluator, from
-   ``usage_metadata``) reached ``token_budget``.
+2. ``token_budget``: the tokens used in this loop (agent, evaluator and a history
+   policy's model calls, from ``usage_metadata``) reached ``token_budget``.
 3. ``time_budget``: the loop's wall-clock time reached ``time_budget`` seconds.
 4. ``plateau``: ``patience`` scored iterations in a row brought no gain of at least
    ``min_delta`` over the best score so far.
@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
+from loop_agents._numbers import describe_number, finite_float
 from loop_agents.state import IterationRecord, StopReason
 
 
@@ -34,7 +35,7 @@ def wall_clock() -> float:
 
 
 def tokens_used(records: Sequence[IterationRecord]) -> int:
-    """All tokens the agent and the evaluator used over ``records``.
+    """All tokens the agent, the evaluator and the history policy used over ``records``.
 
     Example:
         ```python
@@ -48,6 +49,8 @@ def tokens_used(records: Sequence[IterationRecord]) -> int:
         + r["output_tokens"]
         + r.get("evaluator_input_tokens", 0)
         + r.get("evaluator_output_tokens", 0)
+        + r.get("history_input_tokens", 0)
+        + r.get("history_output_tokens", 0)
         for r in records
     )
 
@@ -132,8 +135,10 @@ class StopPolicy:
             _check_int("patience", patience, minimum=1, hint="None turns the rule off")
         if isinstance(min_delta, bool) or not isinstance(min_delta, int | float):
             raise TypeError(f"min_delta must be a number >= 0; got {min_delta!r}")
-        if not math.isfinite(min_delta) or min_delta < 0:
-            raise ValueError(f"min_delta must be a finite number >= 0; got {min_delta!r}")
+        if finite_float(min_delta) is None or min_delta < 0:
+            raise ValueError(
+                f"min_delta must be a finite number >= 0; got {describe_number(min_delta)}"
+            )
         if min_delta and patience is None:
             raise ValueError(
                 f"min_delta={min_delta!r} has no effect without patience; pass patience=N "
@@ -151,9 +156,13 @@ class StopPolicy:
                     f"{type(time_budget).__name__} {time_budget!r}"
                 )
             else:
-                seconds = float(time_budget)
+                number = finite_float(time_budget)  # None: inf, nan or a huge int
+                seconds = math.inf if number is None else number
             if not math.isfinite(seconds) or seconds <= 0:
-                raise ValueError(f"time_budget must be > 0 seconds; got {time_budget!r}")
+                raise ValueError(
+                    f"time_budget must be > 0 seconds (a finite number); got "
+                    f"{describe_number(time_budget)}"
+                )
         return cls(max_iterations, patience, float(min_delta), token_budget, seconds)
 
     def stop_reason(

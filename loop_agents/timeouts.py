@@ -2,18 +2,30 @@
 
 `create_loop_agent` takes ``agent_timeout``/``evaluator_timeout`` and
 ``agent_retry_policy``/``evaluator_retry_policy``. Retries are LangGraph's own
-(``add_node(..., retry_policy=...)``). A time limit is enforced in the node's async form
-and, when exceeded, raises `LoopTimeoutError`, which names the node, the iteration and
-the limit. A running sync call cannot be cancelled, so a loop with a time limit is run
-with ``ainvoke``/``astream``.
+(``add_node(..., retry_policy=...)``). A time limit ends the node at its deadline,
+whatever the call does, and raises `LoopTimeoutError`, which names the node, the
+iteration and the limit (and is retried by a retry policy like any other error):
+
+- async (``ainvoke``/``astream``): the call runs as a task of its own; at the deadline
+  it is cancelled and the loop stops waiting for it. A call that ignores the
+  cancellation (catches ``CancelledError`` and goes on) is abandoned: it is left to
+  finish on its own, its result is dropped, and a WARNING is logged on the
+  ``loop_agents`` logger.
+- sync (``invoke``/``stream``): the call runs in a thread of its own; at the deadline
+  the loop stops waiting for it. Python cannot stop a running thread, so the call is
+  abandoned the same way (it may go on running, and calling models, in that thread).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import logging
 import math
+import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import Future
 from datetime import timedelta
 from typing import Any, Literal
 
@@ -22,6 +34,7 @@ from langgraph.errors import NodeTimeoutError
 from langgraph.types import RetryPolicy
 
 from loop_agents._function_runnable import FunctionRunnable
+from loop_agents._numbers import describe_number, finite_float
 from loop_agents.state import LoopState
 
 NodeName = Literal["invoke_agent", "evaluate"]
@@ -31,6 +44,14 @@ RetryPolicies = RetryPolicy | Sequence[RetryPolicy]
 
 _OPTION: dict[NodeName, str] = {"invoke_agent": "agent_timeout", "evaluate": "evaluator_timeout"}
 _CALL: dict[NodeName, str] = {"invoke_agent": "the agent call", "evaluate": "the evaluation"}
+
+CANCEL_GRACE = 0.2
+"""Seconds a cancelled async call is given to stop before it is abandoned."""
+
+logger = logging.getLogger("loop_agents")
+
+_abandoned: set[asyncio.Task[Any]] = set()
+"""Abandoned tasks, kept referenced until they end (asyncio holds tasks weakly)."""
 
 
 class LoopTimeoutError(NodeTimeoutError):
@@ -50,19 +71,45 @@ class LoopTimeoutError(NodeTimeoutError):
     """
 
     iteration: int
+    abandoned: bool
 
-    def __init__(self, node: NodeName, iteration: int, timeout: float, elapsed: float) -> None:
+    def __init__(
+        self,
+        node: NodeName,
+        iteration: int,
+        timeout: float,
+        elapsed: float,
+        *,
+        abandoned: bool = False,
+    ) -> None:
         super().__init__(node, elapsed, kind="run", run_timeout=timeout)
         self.iteration = iteration
+        self.abandoned = abandoned
+        ended = (
+            "was abandoned: it did not stop when cancelled (or, called with invoke(), could "
+            "not be), so the loop stopped waiting for it and it may still be running"
+            if abandoned
+            else "was cancelled"
+        )
         self.args = (
             f"node {node!r} timed out at iteration {iteration}: {_CALL[node]} ran longer "
-            f"than {_OPTION[node]}={timeout:g}s and was cancelled (elapsed {elapsed:.3f}s). "
-            f"With a checkpointer, ainvoke(None, config) on the same thread resumes the "
-            f"loop at iteration {iteration}; raise {_OPTION[node]} if the call needs longer.",
+            f"than {_OPTION[node]}={timeout:g}s and {ended} (elapsed {elapsed:.3f}s). "
+            f"With a checkpointer, ainvoke(None, config) (invoke in sync code) on the "
+            f"same thread resumes the loop at iteration {iteration}; raise "
+            f"{_OPTION[node]} if the call needs longer.",
         )
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.node, self.iteration, self.timeout, self.elapsed))
+        return (
+            _rebuild_timeout,
+            (self.node, self.iteration, self.timeout, self.elapsed, self.abandoned),
+        )
+
+
+def _rebuild_timeout(
+    node: NodeName, iteration: int, timeout: float, elapsed: float, abandoned: bool
+) -> LoopTimeoutError:
+    return LoopTimeoutError(node, iteration, timeout, elapsed, abandoned=abandoned)
 
 
 def check_timeout(option: str, value: object) -> float | None:
@@ -78,7 +125,8 @@ def check_timeout(option: str, value: object) -> float | None:
     if isinstance(value, timedelta):
         seconds = value.total_seconds()
     elif isinstance(value, int | float) and not isinstance(value, bool):
-        seconds = float(value)
+        number = finite_float(value)  # None for inf, nan and ints too large for a float
+        seconds = math.inf if number is None else number
     else:
         raise TypeError(
             f"{option} must be a number of seconds, a datetime.timedelta or None; got "
@@ -86,7 +134,7 @@ def check_timeout(option: str, value: object) -> float | None:
         )
     if not math.isfinite(seconds) or seconds <= 0:
         raise ValueError(
-            f"{option} must be a positive, finite number of seconds; got {value!r}. "
+            f"{option} must be a positive, finite number of seconds; got {describe_number(value)}. "
             f"Pass None for no limit."
         )
     return seconds
@@ -134,21 +182,87 @@ def loop_node(
     limit = timeout
 
     def sync_with_limit(state: LoopState, config: RunnableConfig) -> dict[str, Any]:
-        raise TypeError(
-            f"{_OPTION[node]}={limit:g}s is enforced only when the loop runs with "
-            f"ainvoke()/astream(): a running sync call cannot be cancelled. Call the loop "
-            f"with ainvoke()/astream(), or create it without {_OPTION[node]}."
-        )
+        return _run_with_limit(node, func, state, config, limit)
 
     async def async_with_limit(state: LoopState, config: RunnableConfig) -> dict[str, Any]:
-        started = time.monotonic()
-        try:
-            async with asyncio.timeout(limit) as scope:
-                return await afunc(state, config)
-        except TimeoutError as exc:
-            if not scope.expired():
-                raise  # the call raised TimeoutError itself
-            elapsed = time.monotonic() - started
-            raise LoopTimeoutError(node, iteration_of(node, state), limit, elapsed) from exc
+        return await _arun_with_limit(node, afunc, state, config, limit)
 
     return FunctionRunnable(sync_with_limit, async_with_limit, name=node, trace=False)
+
+
+def _log_abandoned(node: NodeName, iteration: int, limit: float, how: str) -> None:
+    logger.warning(
+        "loop node %r, iteration %d: %s ran past %s=%gs and %s; it was abandoned "
+        "(the loop stopped waiting for it; it may still be running)",
+        node,
+        iteration,
+        _CALL[node],
+        _OPTION[node],
+        limit,
+        how,
+    )
+
+
+async def _arun_with_limit(
+    node: NodeName, afunc: AsyncNode, state: LoopState, config: RunnableConfig, limit: float
+) -> dict[str, Any]:
+    """Await ``afunc`` at most ``limit`` seconds, whatever it does with cancellation."""
+    started = time.monotonic()
+    # a task of its own (with a copy of this context: the run's config, stream writer),
+    # so the wait ends at the deadline even if the call swallows CancelledError
+    task = asyncio.ensure_future(afunc(state, config))
+    try:
+        done, _ = await asyncio.wait({task}, timeout=limit)
+        if done:
+            return task.result()  # its own result or error (a TimeoutError of its own too)
+        task.cancel()
+        done, _ = await asyncio.wait({task}, timeout=CANCEL_GRACE)
+    except BaseException:  # this node was cancelled: so is the call
+        task.cancel()
+        raise
+    iteration = iteration_of(node, state)
+    if done:
+        if not task.cancelled():
+            task.exception()  # it ended some other way after the deadline: too late
+    else:
+        _abandoned.add(task)
+        task.add_done_callback(_forget)
+        _log_abandoned(node, iteration, limit, "did not stop when cancelled")
+    elapsed = time.monotonic() - started
+    raise LoopTimeoutError(node, iteration, limit, elapsed, abandoned=not done)
+
+
+def _forget(task: asyncio.Task[Any]) -> None:
+    """Drop an abandoned task when it ends, and collect its error so none is reported."""
+    _abandoned.discard(task)
+    if not task.cancelled():
+        task.exception()
+
+
+def _run_with_limit(
+    node: NodeName, func: SyncNode, state: LoopState, config: RunnableConfig, limit: float
+) -> dict[str, Any]:
+    """Call ``func`` in a thread of its own and wait at most ``limit`` seconds for it."""
+    started = time.monotonic()
+    outcome: Future[dict[str, Any]] = Future()
+    context = contextvars.copy_context()  # the run's config and stream writer
+
+    def call() -> None:
+        try:
+            result = context.run(func, state, config)
+        except BaseException as error:  # handed to the waiting thread
+            outcome.set_exception(error)
+        else:
+            outcome.set_result(result)
+
+    # a daemon thread: an abandoned call must not keep the process from exiting
+    threading.Thread(target=call, name=f"loop-agents {node}", daemon=True).start()
+    try:
+        return outcome.result(timeout=limit)  # its own result or error (TimeoutError too)
+    except TimeoutError:
+        if outcome.done():
+            return outcome.result()  # it raised TimeoutError itself, or ended just now
+    iteration = iteration_of(node, state)
+    _log_abandoned(node, iteration, limit, "cannot be stopped (a sync call)")
+    elapsed = time.monotonic() - started
+    raise LoopTimeoutError(node, iteration, limit, elapsed, abandoned=True)

@@ -1,7 +1,8 @@
 """Names, tags and metadata of a loop's calls, for traces and for the ``messages`` stream.
 
 Every agent call and every evaluator call of a loop runs as its own named run,
-``"iteration 2: agent"`` or ``"iteration 2: evaluator"``, tagged ``loop_agents``,
+``"iteration 2: agent"`` or ``"iteration 2: evaluator"`` (and a ``compacting`` history's
+summary call, ``"iteration 2: compaction"``), tagged ``loop_agents``,
 ``iteration:2`` and ``loop_role:agent`` (or ``loop_role:evaluator``) and carrying the
 metadata ``{"loop_name": ..., "loop_iteration": 2, "loop_role": "agent"}``. A LangSmith
 trace or LangGraph Studio therefore shows iteration 1, 2, 3 rather than anonymous calls,
@@ -23,8 +24,9 @@ from typing import Any, Literal, TypeAlias
 from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import ensure_config
 
-LoopRole: TypeAlias = Literal["agent", "evaluator"]
-"""Which of a loop's two calls a run (or a token) belongs to."""
+LoopRole: TypeAlias = Literal["agent", "evaluator", "compaction"]
+"""Which of a loop's calls a run (or a token) belongs to: the agent, the evaluator, or a
+history policy's model call (a ``compacting`` policy's summary)."""
 
 LOOP_TAG = "loop_agents"
 """The tag every agent and evaluator run of a loop carries."""
@@ -36,7 +38,7 @@ ITERATION_KEY = "loop_iteration"
 """Metadata key: the iteration's number, starting at 1."""
 
 ROLE_KEY = "loop_role"
-"""Metadata key: ``"agent"`` or ``"evaluator"`` (see `LoopRole`)."""
+"""Metadata key: ``"agent"``, ``"evaluator"`` or ``"compaction"`` (see `LoopRole`)."""
 
 
 def iteration_config(
@@ -53,7 +55,7 @@ def iteration_config(
             the caller's own tags and metadata).
         loop: The loop's name.
         iteration: The iteration's number, starting at 1.
-        role: ``"agent"`` or ``"evaluator"``.
+        role: ``"agent"``, ``"evaluator"`` or ``"compaction"``.
 
     Example:
         ```python
@@ -96,7 +98,7 @@ def iteration_of(metadata: Mapping[str, Any]) -> int | None:
 
 
 def role_of(metadata: Mapping[str, Any]) -> LoopRole | None:
-    """Whether a run or a ``messages``-stream token comes from the agent or the evaluator.
+    """Which role a run or a ``messages``-stream token has: agent, evaluator or compaction.
 
     Example:
         ```python
@@ -113,4 +115,6 @@ def role_of(metadata: Mapping[str, Any]) -> LoopRole | None:
         return "agent"
     if value == "evaluator":
         return "evaluator"
+    if value == "compaction":
+        return "compaction"
     return None

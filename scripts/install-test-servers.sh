@@ -4,6 +4,8 @@
 #   private cluster with initdb/pg_ctl on a free loopback port). Debian's `postgresql`
 #   package puts them in /usr/lib/postgresql/VERSION/bin.
 # - A C++ compiler, for building llama.cpp (the `local` extra, installed by `make local`).
+# - bubblewrap (`bwrap`), the sandbox the code runner prefers (loop_agents.sandbox); the
+#   sandbox tests of the bwrap isolation must run on CI (tests/test_sandbox.py).
 # Installing needs root (apt-get); without it, the script says what to install.
 set -euo pipefail
 
@@ -13,6 +15,9 @@ if ! command -v pg_ctl >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/pg_ctl 
 fi
 if ! command -v c++ >/dev/null 2>&1 && ! command -v g++ >/dev/null 2>&1; then
     missing+=(g++)
+fi
+if ! command -v bwrap >/dev/null 2>&1; then
+    missing+=(bubblewrap)
 fi
 if [ ${#missing[@]} -eq 0 ]; then
     exit 0

@@ -10,6 +10,7 @@ from typing import Any
 from langchain_core.messages import AnyMessage, HumanMessage
 
 from loop_agents import LoopContext, LoopEvaluation
+from tests.fakes import review
 
 REQUEST = HumanMessage("Write a haiku about rain.")
 
@@ -88,7 +89,7 @@ def transcript(n: int) -> list[tuple[str, str]]:
     for i in range(1, n + 1):
         turns.append(("ai", f"answer {i}"))
         if i < n:
-            turns.append(("human", f"feedback {i}"))
+            turns.append(("human", review(f"feedback {i}", i)))
     return turns
 
 

@@ -22,6 +22,8 @@ from langchain_core.outputs import ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable
 from pydantic import Field
 
+from loop_agents.feedback import feedback_message
+
 Answer = str | AIMessage | Callable[[list[BaseMessage]], "str | AIMessage"]
 
 
@@ -100,3 +102,8 @@ class FakeChat(GenericFakeChatModel):
 def texts(messages: Iterable[BaseMessage]) -> list[tuple[str, str]]:
     """``(type, text)`` pairs, for comparing transcripts."""
     return [(m.type, m.text) for m in messages]
+
+
+def review(feedback: str, iteration: int) -> str:
+    """The text of the (default, fenced) feedback message the agent reads."""
+    return feedback_message(feedback, iteration=iteration).text

@@ -23,9 +23,13 @@ import httpx
 
 @dataclass(frozen=True)
 class Structured:
-    """A structured answer: JSON content, or a call of the request's first tool."""
+    """A structured answer: JSON content, or a call of the request's first tool.
 
-    value: dict[str, Any]
+    ``value`` is a dict (sent as JSON) or a string of JSON text sent as it is, for
+    replies Python's ``json`` would not write (``{"score": 1e400}``).
+    """
+
+    value: dict[str, Any] | str
 
 
 Reply = str | Structured
@@ -122,7 +126,10 @@ class ScriptedOpenAI:
     def _message(reply: Reply, body: dict[str, Any]) -> dict[str, Any]:
         if isinstance(reply, str):
             return {"role": "assistant", "content": reply}
-        arguments = json.dumps(reply.value, ensure_ascii=False)
+        if isinstance(reply.value, str):
+            arguments = reply.value
+        else:
+            arguments = json.dumps(reply.value, ensure_ascii=False)
         tools = body.get("tools") or []
         if tools:
             return {

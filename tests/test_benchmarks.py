@@ -10,8 +10,8 @@ from langchain_core.messages import HumanMessage
 from benchmarks import context, storage
 from benchmarks.contenders import FakeChat, accept_at, minimal_langgraph_loop, plain_async_loop
 from benchmarks.measure import table
-from loop_agents import create_loop_agent
-from tests.fakes import texts
+from loop_agents import create_loop_agent, feedback_text, is_feedback
+from tests.fakes import review, texts
 
 
 def test_the_three_loops_compared_produce_the_same_conversation():
@@ -22,7 +22,10 @@ def test_the_three_loops_compared_produce_the_same_conversation():
             request = [HumanMessage("Write a haiku.")]
             if build == "ours":
                 out = await create_loop_agent(model, evaluator, 5).ainvoke({"messages": request})
-                results.append(texts(out["messages"]))
+                # the same conversation; the agent reads each feedback fenced
+                fenced = [review("Again.", i) for i in range(1, 5)]
+                assert [m.text for m in out["messages"] if is_feedback(m)] == fenced
+                results.append([(m.type, feedback_text(m) or m.text) for m in out["messages"]])
             elif build == "minimal":
                 graph = minimal_langgraph_loop(model, evaluator, 5)
                 results.append(texts((await graph.ainvoke({"messages": request}))["messages"]))
@@ -38,16 +41,30 @@ def test_the_three_loops_compared_produce_the_same_conversation():
 
 def test_context_economy_numbers():
     long_answers, song = context.measure()
-    assert long_answers.sent["full"] == [400, 2200, 4000, 5800, 7600, 9400]
-    assert long_answers.sent["last_attempt"] == [400, 2200, 2200, 2200, 2200, 2200]
-    assert long_answers.sent["function: last two attempts"] == [400, 2200, 4000, 4000, 4000, 4000]
+    # an attempt with its feedback: the answer, the feedback and the fence around it
+    attempt = 1500 + len(review("Review 1: ".ljust(300, "y"), 1))
+    assert long_answers.sent["full"] == [400 + i * attempt for i in range(6)]
+    assert long_answers.sent["last_attempt"] == [400] + [400 + attempt] * 5
+    assert long_answers.sent["function: last two attempts"] == [
+        400,
+        400 + attempt,
+        *[400 + 2 * attempt] * 4,
+    ]
     log = long_answers.sent["feedback_log"]
     assert log[0] == 400
     # after the header, every iteration adds one entry of the same size
     assert all(b - a == log[2] - log[1] for a, b in itertools.pairwise(log[1:]))
     assert long_answers.share_of_full("last_attempt") <= 0.40
-    assert song.sent["last_attempt"] == [364, 704, 704, 704, 704, 704]
+    song_attempt = 80 + len(review("Review 1: ".ljust(260, "y"), 1))
+    assert song.sent["last_attempt"] == [364] + [364 + song_attempt] * 5
     assert song.share_of_full("last_attempt") > 0.40  # the request dominates short loops
+    for economy in (long_answers, song):
+        # compaction keeps every prompt within its budget (characters, here) and sends
+        # less than full once the budget is reached
+        compacted = economy.sent[context.COMPACTING]
+        assert max(compacted) <= economy.shape.budget < max(economy.sent["full"])
+        assert compacted[:2] == economy.sent["full"][:2]
+        assert economy.summarizer_calls == 4  # iterations 3 to 6 summarize one attempt each
     rendered = context.context_table([long_answers, song])
     assert rendered.count("\n") == 1 + 2 * len(context.POLICIES)
 

@@ -17,6 +17,7 @@ import pytest
 from loop_agents import cli
 from loop_agents.console import section_header
 from tests.conftest import env_without_model_settings
+from tests.fakes import review
 from tests.scripted_openai import ScriptedOpenAI, Structured
 
 TASK = "Write a limerick about LangGraph."
@@ -88,7 +89,7 @@ def test_run_json(tmp_path):
     assert [m["content"] for m in composer_2["messages"][1:]] == [
         TASK,
         DRAFT_1,
-        f"{VERDICT_1['feedback']}\n\nScore: 55/100 (needed: 80)",
+        review(f"{VERDICT_1['feedback']}\n\nScore: 55/100 (needed: 80)", 1),
     ]
     for request, draft in ((judge_1, DRAFT_1), (judge_2, DRAFT_2)):
         system, user, answer = request["messages"]

@@ -12,7 +12,7 @@ from loop_agents import code_runner as code_runner_module
 from loop_agents import create_loop_agent, is_feedback
 from loop_agents.code_runner import code_runner
 from tests.conftest import ROOT, env_without_model_settings
-from tests.fakes import FakeChat
+from tests.fakes import FakeChat, review
 
 TWO_BLOCKS = """\
 First the function:
@@ -71,10 +71,10 @@ def _check_three_iterations(result, coder):
     # the coder was called three times; each retry carried the previous feedback
     assert len(coder.calls) == 3
     assert coder.calls[0][-1].text == coder_reviewer.TASK
-    for call, feedback in zip(coder.calls[1:], (first, second), strict=True):
+    for number, (call, feedback) in enumerate(zip(coder.calls[1:], (first, second), strict=True)):
         assert isinstance(call[-1], HumanMessage)
         assert is_feedback(call[-1])
-        assert call[-1].text == feedback
+        assert call[-1].text == review(feedback, number + 1)
     # the transcript: task, then answer/feedback pairs, the accepted answer last
     kinds = [m.type for m in result["messages"]]
     assert kinds == ["human", "ai", "human", "ai", "human", "ai"]
@@ -106,7 +106,7 @@ async def test_async_loop_uses_the_asyncio_runner(monkeypatch):
 
     monkeypatch.setattr(code_runner_module, "run_python", blocking)
     coder = FakeChat.of(RIGHT)
-    loop = create_loop_agent(coder, code_runner("63245986"), 2)
+    loop = create_loop_agent(coder, code_runner(coder_reviewer.ANSWER_PATTERN, match="regex"), 2)
     result = await loop.ainvoke({"messages": [HumanMessage("fib 39?")]})
     assert result["stop_reason"] == "accepted"
     assert result["iteration"] == 1
@@ -117,7 +117,8 @@ def test_sync_loop_uses_the_blocking_runner(monkeypatch):
         raise AssertionError("the sync loop must not call arun_python")
 
     monkeypatch.setattr(code_runner_module, "arun_python", not_here)
-    loop = create_loop_agent(FakeChat.of(RIGHT), code_runner("63245986"), 2)
+    runner = code_runner(coder_reviewer.ANSWER_PATTERN, match="regex")
+    loop = create_loop_agent(FakeChat.of(RIGHT), runner, 2)
     assert loop.invoke({"messages": [HumanMessage("fib 39?")]})["stop_reason"] == "accepted"
 
 
@@ -135,6 +136,15 @@ async def test_wrong_output_and_no_print_and_cap(capsys):
     assert "no Python code block" in prose_fb
     assert [r["score"] for r in result["records"]] == [0.5, 0.0, 0.0]
     assert "cap on iterations" in capsys.readouterr().out
+
+
+def test_a_longer_number_is_not_the_answer():
+    wrong = "```python\nprint(f'The 39th Fibonacci number is {163245986}')\n```"
+    loop = coder_reviewer.build_loop(FakeChat.of(wrong, RIGHT))
+    result = loop.invoke({"messages": [HumanMessage(coder_reviewer.TASK)]})
+    assert result["iteration"] == 2
+    assert "output is not the answer" in result["feedback"][0]
+    assert result["stop_reason"] == "accepted"
 
 
 def test_example_without_endpoint_or_extra_exits_with_instructions(tmp_path):

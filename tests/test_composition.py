@@ -22,7 +22,7 @@ from loop_agents import (
     record_answer,
 )
 from loop_agents.events import is_loop_event
-from tests.fakes import FakeChat, texts
+from tests.fakes import FakeChat, review, texts
 
 REQUEST = HumanMessage("Write a haiku about rain.")
 
@@ -116,7 +116,7 @@ def test_parent_messages_are_the_loop_input_and_its_result_flows_back():
         *texts(history),
         ("human", REQUEST.text),
         ("ai", "answer 1"),
-        ("human", "fb 1"),
+        ("human", review("fb 1", 1)),
         ("ai", "answer 2"),
     ]
     assert texts(seen_after[0]) == texts(result["messages"])
@@ -157,7 +157,7 @@ def test_parent_keys_named_like_the_loops_come_out_unchanged(output_mode):
         assert texts(result["messages"]) == [
             ("human", REQUEST.text),
             ("ai", "answer 1"),
-            ("human", "fb 1"),
+            ("human", review("fb 1", 1)),
             ("ai", "answer 2"),
         ]
     else:
@@ -330,9 +330,9 @@ def test_two_loops_in_sequence_each_with_its_own_evaluator():
         ("human", REQUEST.text),
         ("ai", "outline 2"),
         ("ai", "draft 1"),
-        ("human", "draft feedback 1"),
+        ("human", review("draft feedback 1", 1)),
         ("ai", "draft 2"),
-        ("human", "draft feedback 2"),
+        ("human", review("draft feedback 2", 2)),
         ("ai", "draft 3"),
     ]
 
@@ -420,12 +420,12 @@ def test_loop_inside_a_loop():
     assert texts(inner_chat.calls[2]) == [
         ("human", REQUEST.text),
         ("ai", "inner 2"),
-        ("human", "outer feedback 1"),
+        ("human", review("outer feedback 1", 1)),
     ]
     assert texts(result["messages"]) == [
         ("human", REQUEST.text),
         ("ai", "inner 2"),
-        ("human", "outer feedback 1"),
+        ("human", review("outer feedback 1", 1)),
         ("ai", "inner 4"),
     ]
     assert (result["stop_reason"], result["iteration"]) == ("accepted", 2)

@@ -15,6 +15,7 @@ from loop_agents.configurable import (
     loop_settings,
 )
 from loop_agents.models import ModelSettings, SettingsError
+from tests.fakes import review
 from tests.scripted_openai import ScriptedOpenAI, Structured
 
 REQUEST = HumanMessage("Name our new ETL tool.")
@@ -53,7 +54,10 @@ def test_task_rubric_and_threshold_from_the_run_context():
         ("assistant", "Pipely"),
     ]
     # 80 is below the run's threshold of 85: the feedback went back to the agent
-    assert roles_and_texts(agent_2)[-1] == ("user", "Taken by another tool.\n\nScore: 80")
+    assert roles_and_texts(agent_2)[-1] == (
+        "user",
+        review("Taken by another tool.\n\nScore: 80", 1),
+    )
     assert roles_and_texts(judge_2)[-1] == ("assistant", "Streamwright")
     assert result["stop_reason"] == "accepted"
     assert [r["score"] for r in result["records"]] == [80.0, 90.0]
@@ -147,7 +151,7 @@ def test_human_review_after_the_judge():
     assert paused["__interrupt__"][0].value["answer"] == "Streamwright"
     assert server.requests[2]["messages"][-1] == {
         "role": "user",
-        "content": "Too close to an existing product.",
+        "content": review("Too close to an existing product.", 1),
     }
     result = loop.invoke(Command(resume=True), config)
     assert result["stop_reason"] == "accepted"

@@ -13,6 +13,7 @@ from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 
+from tests.fakes import review
 from tests.scripted_openai import ScriptedOpenAI
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "fork_from_iteration.py"
@@ -39,17 +40,17 @@ def test_fork_redoes_iterations_from_2_with_the_hint(storage, tmp_path):
 
     assert calls == [1, 2, 3, 2, 3]  # the fork did not redo iteration 1
     assert turns(original)[2:] == [
-        ("human", EDITS[0]),
+        ("human", review(EDITS[0], 1)),
         ("ai", f"Draft 2 [{EDITS[0]}]: Fresh bread, happy mornings."),
-        ("human", EDITS[1]),
+        ("human", review(EDITS[1], 2)),
         ("ai", f"Draft 3 [{EDITS[0]} | {EDITS[1]}]: Fresh bread, happy mornings."),
     ]
     assert turns(forked)[:2] == turns(original)[:2]  # the same first draft, not redone
     assert turns(forked)[2:] == [
-        ("human", EDITS[0]),
+        ("human", review(EDITS[0], 1)),
         ("human", HINT),
         ("ai", f"Draft 2 [{EDITS[0]} | {HINT}]: Fresh bread, happy mornings."),
-        ("human", EDITS[1]),
+        ("human", review(EDITS[1], 2)),
         ("ai", f"Draft 3 [{EDITS[0]} | {HINT} | {EDITS[1]}]: Fresh bread, happy mornings."),
     ]
     assert forked["iteration"] == original["iteration"] == 3
@@ -86,7 +87,7 @@ def test_fork_with_a_chat_model():
     ]
     # the fork's first request carried the first draft, its feedback and the hint
     fork_request = script.requests[3]["messages"]
-    assert [m["content"] for m in fork_request][-3:] == ["Bread!", EDITS[0], HINT]
+    assert [m["content"] for m in fork_request][-3:] == ["Bread!", review(EDITS[0], 1), HINT]
 
 
 def test_main_offline_with_a_database_file(tmp_path, capsys):

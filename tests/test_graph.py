@@ -24,7 +24,7 @@ from loop_agents import (
     is_feedback,
     record_answer,
 )
-from tests.fakes import FakeChat, texts
+from tests.fakes import FakeChat, review, texts
 
 REQUEST = HumanMessage("Write a haiku about rain.")
 
@@ -106,9 +106,9 @@ def test_answers_appended_and_seen_by_next_call():
     assert texts(result["messages"]) == [
         ("human", REQUEST.text),
         ("ai", "answer 1"),
-        ("human", "feedback 1"),
+        ("human", review("feedback 1", 1)),
         ("ai", "answer 2"),
-        ("human", "feedback 2"),
+        ("human", review("feedback 2", 2)),
         ("ai", "answer 3"),
     ]
     # each call saw the earlier answers followed by their feedback
@@ -127,7 +127,7 @@ def test_answers_appended_and_seen_by_next_call():
 def test_feedback_only_while_continuing():
     result = create_loop_agent(numbered_chat(), until(2)).invoke({"messages": [REQUEST]})
     feedback_turns = [m for m in result["messages"] if is_feedback(m)]
-    assert [m.text for m in feedback_turns] == ["feedback 1"]
+    assert [m.text for m in feedback_turns] == [review("feedback 1", 1)]
     assert not is_feedback(result["messages"][0])
     # every evaluation's feedback is kept, the accepting one included
     assert result["feedback"] == ["feedback 1", "feedback 2"]
@@ -202,7 +202,10 @@ def test_context_given_to_evaluator():
     assert first["last_response"].text == "answer 1"
     assert first["feedback"] == []
     assert second["feedback"] == ["feedback 1"]
-    assert texts(second["messages"])[-2:] == [("human", "feedback 1"), ("ai", "answer 2")]
+    assert texts(second["messages"])[-2:] == [
+        ("human", review("feedback 1", 1)),
+        ("ai", "answer 2"),
+    ]
 
 
 # -- agent kinds ---------------------------------------------------------------------
@@ -284,7 +287,7 @@ def test_function_agents_returning_each_accepted_shape():
         assert texts(result["messages"]) == [
             ("human", REQUEST.text),
             ("ai", text),
-            ("human", "feedback 1"),
+            ("human", review("feedback 1", 1)),
             ("ai", text),
         ], agent.__name__
 
@@ -454,11 +457,11 @@ def test_second_run_on_a_thread_starts_a_new_loop(seed_form):
     assert texts(second["messages"]) == [
         ("human", REQUEST.text),
         ("ai", "answer 1"),
-        ("human", "feedback 1"),
+        ("human", review("feedback 1", 1)),
         ("ai", "answer 2"),
         ("human", "Now one about snow."),
         ("ai", "answer 3"),
-        ("human", "feedback 1"),
+        ("human", review("feedback 1", 1)),
         ("ai", "answer 4"),
     ]
     # the new loop's first call saw the whole conversation
@@ -491,6 +494,96 @@ def test_agent_and_evaluator_must_be_callable():
         create_loop_agent(numbered_chat(), 75)  # type: ignore[arg-type]
 
 
+class Agent:
+    """A callable class: its instances answer, the class itself does not."""
+
+    def __call__(self, messages: list[AnyMessage]) -> str:
+        return "answer"
+
+
+def two_arguments(messages: list[AnyMessage], config: Any) -> str:
+    return "answer"
+
+
+def keyword_only(messages: list[AnyMessage], *, tone: str) -> str:
+    return "answer"
+
+
+async def no_arguments() -> str:
+    return "answer"
+
+
+@pytest.mark.parametrize(
+    ("agent", "message"),
+    [
+        (dict, r"agent is the class dict, not something that answers"),
+        (Agent, r"agent is the class .*Agent.*pass an instance of it"),
+        ({}, r"agent must be a compiled graph .*got dict"),
+        (None, r"agent must be a compiled graph .*got NoneType"),
+        (
+            two_arguments,
+            r"agent 'two_arguments' cannot be called with one argument .*missing a required "
+            r"argument: 'config'",
+        ),
+        (keyword_only, r"agent 'keyword_only' cannot be called with one argument .*'tone'"),
+        (no_arguments, r"agent 'no_arguments' cannot be called with one argument"),
+        (lambda: "x", r"cannot be called with one argument \(the list of messages\)"),
+    ],
+)
+def test_agents_that_cannot_answer_are_rejected_when_the_loop_is_built(agent, message):
+    with pytest.raises(TypeError, match=message):
+        create_loop_agent(agent, until(1))
+
+
+def evaluate_with_config(context: LoopContext, config: Any) -> LoopEvaluation:
+    return {"stop": True}
+
+
+@pytest.mark.parametrize(
+    ("evaluator", "message"),
+    [
+        (dict, r"evaluator is the class dict"),
+        (
+            evaluate_with_config,
+            r"evaluator 'evaluate_with_config' cannot be called with one argument",
+        ),
+        (lambda: {"stop": True}, r"cannot be called with one argument \(the LoopContext\)"),
+        ({}, r"evaluator must be a function .*got dict"),
+    ],
+)
+def test_evaluators_of_the_wrong_shape_are_rejected_when_the_loop_is_built(evaluator, message):
+    with pytest.raises(TypeError, match=message):
+        create_loop_agent(numbered_chat(), evaluator)
+
+
+def test_accepted_callables_still_build():
+    def agent(messages, extra=None):  # a default is fine
+        return "answer"
+
+    def star(*args):
+        return "answer"
+
+    for candidate in (agent, star, Agent(), print):  # print: a built-in, no signature check
+        create_loop_agent(candidate, until(1))
+    assert create_loop_agent(Agent(), until(1)).invoke({"messages": [REQUEST]})["stop"]
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"name": 5}, r"name must be a non-empty string .*got int 5"),
+        ({"name": ""}, r"name must be a non-empty string .*got str ''"),
+        ({"name": "   "}, r"name must be a non-empty string"),
+        ({"name": None}, r"got NoneType None"),
+        ({"store": 5}, r"store must be a LangGraph store .*got int 5"),
+        ({"store": {}}, r"store must be a LangGraph store .*got dict"),
+    ],
+)
+def test_bad_name_and_store_are_rejected_when_the_loop_is_built(options, message):
+    with pytest.raises(TypeError, match=message):
+        create_loop_agent(numbered_chat(), until(1), **options)
+
+
 @pytest.mark.parametrize(
     ("verdict", "message"),
     [
@@ -504,6 +597,10 @@ def test_agent_and_evaluator_must_be_callable():
         ({"stop": True, "score": "high"}, r"'score'='high' \(str\); 'score' must be a number"),
         ({"stop": True, "score": True}, r"'score' must be a number"),
         ({"stop": True, "score": float("nan")}, r"non-finite score"),
+        ({"stop": True, "score": float("inf")}, r"non-finite score: 'score'=inf"),
+        ({"stop": True, "score": -float("inf")}, r"non-finite score: 'score'=-inf"),
+        ({"stop": True, "score": 10**400}, r"non-finite score: 'score'=an int of 401 digits"),
+        ({"stop": True, "score": [80]}, r"'score'=\[80\] \(list\); 'score' must be a number"),
         ({"stop": True, "feeback": "x"}, r"unknown keys \['feeback'\]"),
     ],
 )

@@ -30,9 +30,9 @@ from loop_agents import (
     without_rejected_attempts,
 )
 from loop_agents.feedback import feedback_message
-from loop_agents.history import FEEDBACK_LOG_HEADER
+from loop_agents.history import FEEDBACK_LOG_HEADER, FENCED_LOG_FOOTER, FENCED_LOG_HEADER
 from loop_agents.selection import SELECTED_KEY
-from tests.fakes import FakeChat, texts
+from tests.fakes import FakeChat, review, texts
 
 REQUEST = "Write a haiku about rain."
 
@@ -67,8 +67,11 @@ class ToolRecorder(Recorder):
 
 
 def log(*feedback: str) -> tuple[str, str]:
-    entries = "\n\n".join(f"Attempt {i}: {text}" for i, text in enumerate(feedback, 1))
-    return ("human", f"{FEEDBACK_LOG_HEADER}\n\n{entries}")
+    entries = "\n\n".join(
+        f"Attempt {i}:\n```review\n{text}\n```" for i, text in enumerate(feedback, 1)
+    )
+    header = FENCED_LOG_HEADER.format(fence="```")
+    return ("human", f"{header}\n\n{entries}\n\n{FENCED_LOG_FOOTER}")
 
 
 def run(history: Any, iterations: int = 3, agent: Recorder | None = None) -> tuple[Recorder, Any]:
@@ -80,9 +83,9 @@ def run(history: Any, iterations: int = 3, agent: Recorder | None = None) -> tup
 FULL_TRANSCRIPT = [
     ("human", REQUEST),
     ("ai", "answer 1"),
-    ("human", "feedback 1"),
+    ("human", review("feedback 1", 1)),
     ("ai", "answer 2"),
-    ("human", "feedback 2"),
+    ("human", review("feedback 2", 2)),
     ("ai", "answer 3"),
 ]
 
@@ -111,15 +114,15 @@ def test_last_attempt_sends_the_request_the_last_attempt_and_its_feedback():
     agent, result = run("last_attempt", iterations=4)
     assert [texts(s) for s in agent.sent] == [
         [("human", REQUEST)],
-        [("human", REQUEST), ("ai", "answer 1"), ("human", "feedback 1")],
-        [("human", REQUEST), ("ai", "answer 2"), ("human", "feedback 2")],
-        [("human", REQUEST), ("ai", "answer 3"), ("human", "feedback 3")],
+        [("human", REQUEST), ("ai", "answer 1"), ("human", review("feedback 1", 1))],
+        [("human", REQUEST), ("ai", "answer 2"), ("human", review("feedback 2", 2))],
+        [("human", REQUEST), ("ai", "answer 3"), ("human", review("feedback 3", 3))],
     ]
     # the state keeps everything
     assert texts(result["messages"]) == [
         *FULL_TRANSCRIPT[:5],
         ("ai", "answer 3"),
-        ("human", "feedback 3"),
+        ("human", review("feedback 3", 3)),
         ("ai", "answer 4"),
     ]
     assert result["feedback"] == ["feedback 1", "feedback 2", "feedback 3", "feedback 4"]
@@ -150,7 +153,7 @@ def test_the_request_may_be_several_messages():
         ("system", "Be brief."),
         ("human", REQUEST),
         ("ai", "answer 2"),
-        ("human", "feedback 2"),
+        ("human", review("feedback 2", 2)),
     ]
 
 
@@ -159,14 +162,22 @@ def test_seed_call_form_finds_the_request():
     message = HumanMessage(REQUEST)
     loop = create_loop_agent(agent, until(3), 5, history="last_attempt")
     loop.invoke({"init_messages": [message], "messages": [message]})
-    assert texts(agent.sent[2]) == [("human", REQUEST), ("ai", "answer 2"), ("human", "feedback 2")]
+    assert texts(agent.sent[2]) == [
+        ("human", REQUEST),
+        ("ai", "answer 2"),
+        ("human", review("feedback 2", 2)),
+    ]
 
 
 def test_request_given_as_separate_equal_messages_is_found_by_content():
     agent = Recorder()
     loop = create_loop_agent(agent, until(3), 5, history="last_attempt")
     loop.invoke({"init_messages": [HumanMessage(REQUEST)], "messages": [HumanMessage(REQUEST)]})
-    assert texts(agent.sent[2]) == [("human", REQUEST), ("ai", "answer 2"), ("human", "feedback 2")]
+    assert texts(agent.sent[2]) == [
+        ("human", REQUEST),
+        ("ai", "answer 2"),
+        ("human", review("feedback 2", 2)),
+    ]
 
 
 def test_async_run_sends_the_same():
@@ -201,7 +212,7 @@ def test_last_attempt_keeps_tool_calls_with_their_results():
         ("AIMessage", ""),
         ("ToolMessage", "fact 2"),
         ("AIMessage", "answer 2"),
-        ("HumanMessage", "feedback 2"),
+        ("HumanMessage", review("feedback 2", 2)),
     ]
     call, tool_result = third[1], third[2]
     assert isinstance(call, AIMessage)
@@ -260,9 +271,9 @@ def test_create_agent_under_feedback_log_does_not_store_the_log():
     assert texts(result["messages"]) == [
         ("human", REQUEST),
         ("ai", "one"),
-        ("human", "feedback 1"),
+        ("human", review("feedback 1", 1)),
         ("ai", "two"),
-        ("human", "feedback 2"),
+        ("human", review("feedback 2", 2)),
         ("ai", "three"),
     ]
 
@@ -291,8 +302,8 @@ def test_second_run_last_attempt_sends_earlier_turns_as_the_user_saw_them():
     snow = ("human", "Now one about snow.")
     assert [texts(s) for s in agent.sent[3:]] == [
         [*earlier, snow],
-        [*earlier, snow, ("ai", "answer 4"), ("human", "feedback 1")],
-        [*earlier, snow, ("ai", "answer 5"), ("human", "feedback 2")],
+        [*earlier, snow, ("ai", "answer 4"), ("human", review("feedback 1", 1))],
+        [*earlier, snow, ("ai", "answer 5"), ("human", review("feedback 2", 2))],
     ]
     assert len(result["messages"]) == 12  # the state keeps both loops whole
 
@@ -344,14 +355,14 @@ def test_a_message_added_before_a_forked_iteration_is_kept():
     assert texts(agent.sent[3]) == [
         ("human", REQUEST),
         ("ai", "answer 1"),
-        ("human", "feedback 1"),
+        ("human", review("feedback 1", 1)),
         hint,
     ]
     assert texts(agent.sent[4]) == [
         ("human", REQUEST),
         hint,
         ("ai", "answer 4"),
-        ("human", "feedback 2"),
+        ("human", review("feedback 2", 2)),
     ]
 
 
@@ -371,7 +382,12 @@ def test_function_policy_gets_the_split_history_and_its_messages_are_sent():
         FULL_TRANSCRIPT[:1],
         FULL_TRANSCRIPT[:3],
         FULL_TRANSCRIPT[:5],
-        [FULL_TRANSCRIPT[0], *FULL_TRANSCRIPT[3:5], ("ai", "answer 3"), ("human", "feedback 3")],
+        [
+            FULL_TRANSCRIPT[0],
+            *FULL_TRANSCRIPT[3:5],
+            ("ai", "answer 3"),
+            ("human", review("feedback 3", 3)),
+        ],
     ]
     last = views[-1]
     assert last["iteration"] == 4
@@ -408,7 +424,7 @@ def test_function_policy_on_a_second_run_sees_the_earlier_turns():
     assert texts(second["earlier"]) == [
         ("human", REQUEST),
         ("ai", "answer 1"),
-        ("human", "feedback 1"),
+        ("human", review("feedback 1", 1)),
         ("ai", "answer 2"),
     ]
     assert texts(second["request"]) == [("human", "Again.")]
@@ -490,7 +506,9 @@ def test_bad_history_values(value: Any, error: type[Exception], match: str):
 
 def test_feedback_log_message_text_and_mark():
     message = feedback_log_message(["Too long.", "Mention the date."])
-    assert message.text == (
+    assert (message.type, message.text) == log("Too long.", "Mention the date.")
+    plain = feedback_log_message(["Too long.", "Mention the date."], feedback_format="{feedback}")
+    assert plain.text == (
         f"{FEEDBACK_LOG_HEADER}\n\nAttempt 1: Too long.\n\nAttempt 2: Mention the date."
     )
     assert is_feedback(message)

@@ -27,6 +27,7 @@ from loop_agents import (
     parse_review,
 )
 from tests.durable_helpers import REQUEST, AsyncCountingAgent, CountingAgent, answers, thread
+from tests.fakes import review
 from tests.scripted_openai import ScriptedOpenAI, Structured
 
 
@@ -98,7 +99,10 @@ def test_revise_then_approve(saver):
     assert result["iteration"] == 3
     assert agent.calls == [1, 2, 3]
     feedback_turns = [m.text for m in result["messages"] if is_feedback(m)]
-    assert feedback_turns == ["Mention the smell of wet earth.", "Shorter, please."]
+    assert feedback_turns == [
+        review("Mention the smell of wet earth.", 1),
+        review("Shorter, please.", 2),
+    ]
     assert [r["evaluator"] for r in result["records"]] == ["human_review"] * 3
 
 
@@ -139,7 +143,7 @@ def test_revision_shapes(answer):
     assert review_of(paused)["iteration"] == 2
     state = loop.get_state(config).values
     assert state["feedback"] == ["Rhyme the last line."]
-    assert state["messages"][-2].text == "Rhyme the last line."
+    assert state["messages"][-2].text == review("Rhyme the last line.", 1)
     assert is_feedback(state["messages"][-2])
     assert agent.calls == [1, 2]
 
@@ -169,6 +173,10 @@ MALFORMED = [
     ({"decision": "ok"}, r"unknown keys \['decision'\]"),
     ({"approve": True, "score": "high"}, r"'score' is str 'high'; it must be a finite number"),
     ({"approve": True, "score": float("inf")}, r"'score' is float inf"),
+    (
+        {"approve": True, "score": 10**400},
+        r"'score' is an int of 401 digits; it must be a finite number",
+    ),
 ]
 
 
@@ -178,7 +186,9 @@ def test_parse_review_rejects(answer, message):
         parse_review(answer)
 
 
-@pytest.mark.parametrize(("answer", "message"), [MALFORMED[0], MALFORMED[6], MALFORMED[8]])
+@pytest.mark.parametrize(
+    ("answer", "message"), [MALFORMED[0], MALFORMED[6], MALFORMED[8], MALFORMED[-1]]
+)
 def test_malformed_answer_is_an_error_and_the_loop_stays_paused(saver, answer, message):
     agent = CountingAgent()
     judge = CountingJudge()

@@ -8,7 +8,7 @@ from langchain_openai import ChatOpenAI
 from pydantic import BaseModel, Field
 
 from loop_agents import JudgeError, create_loop_agent, is_feedback, llm_judge
-from tests.fakes import FakeChat
+from tests.fakes import FakeChat, review
 from tests.scripted_openai import ScriptedOpenAI, Structured
 
 REQUEST = HumanMessage("Write a haiku about rain.")
@@ -145,6 +145,56 @@ def test_bad_verdicts_are_errors(verdict, problem):
         judge.invoke(context())
 
 
+NOT_FINITE = [
+    ('{"feedback": "Superb!", "score": 1e400}', "'score' is inf, not a finite number"),
+    ('{"feedback": "Superb!", "score": Infinity}', "'score' is inf, not a finite number"),
+    ('{"feedback": "Superb!", "score": NaN}', "'score' is nan, not a finite number"),
+    ('{"feedback": "Superb!", "score": ' + "9" * 400 + "}", "an int of 400 digits, not a finite"),
+    ('{"feedback": "Superb!", "score": "1e400"}', "'score' is inf, not a finite number"),
+]
+
+
+@pytest.mark.parametrize("method", ["json_schema", "function_calling"])
+@pytest.mark.parametrize(("reply", "problem"), NOT_FINITE)
+def test_a_score_that_is_not_a_finite_number_is_asked_again_and_never_passes(
+    method, reply, problem
+):
+    server = ScriptedOpenAI([Structured(reply), Structured({"feedback": "Good.", "score": 80})])
+    judge = llm_judge(judge_model(server), "Score it.", threshold=75, method=method)
+    assert judge.invoke(context())["score"] == 80.0
+    assert problem in server.requests[1]["messages"][-1]["content"]
+
+    server = ScriptedOpenAI([Structured(reply)] * 2)
+    judge = llm_judge(judge_model(server), "Score it.", threshold=75, method=method, retries=1)
+    with pytest.raises(JudgeError, match=problem):
+        judge.invoke(context())
+    assert len(server.requests) == 2
+
+
+async def test_a_huge_score_in_a_loop_is_a_judge_error_not_an_overflow():
+    reply = Structured('{"feedback": "Superb!", "score": ' + "9" * 400 + "}")
+    server = ScriptedOpenAI([reply] * 3)
+    loop = create_loop_agent(
+        FakeChat.of("rain"), llm_judge(judge_model(server), "Score it.", threshold=75), 2
+    )
+    with pytest.raises(JudgeError, match="not a finite number"):
+        await loop.ainvoke({"messages": [REQUEST]})
+
+
+def test_a_score_just_over_the_top_is_reported_exactly_as_out_of_range():
+    server = ScriptedOpenAI(
+        [
+            Structured({"feedback": "Superb!", "score": 100.0000001}),
+            Structured({"feedback": "Good.", "score": 80}),
+        ]
+    )
+    judge = llm_judge(judge_model(server), "Score it.", threshold=75)
+    assert judge.invoke(context())["score"] == 80.0
+    correction = server.requests[1]["messages"][-1]["content"]
+    assert "the score 100.0000001 is outside the scale 0-100" in correction
+    assert "out of range: it must be from 0 to 100" in correction
+
+
 def test_numeric_text_score_is_read():
     server = ScriptedOpenAI([Structured({"feedback": "Ok.", "score": " 85 "})])
     judge = llm_judge(judge_model(server), "Score it.", threshold=75)
@@ -235,7 +285,7 @@ def test_judge_in_a_loop_with_invoke():
     result = loop.invoke({"messages": [REQUEST]})
     assert result["stop_reason"] == "accepted"
     assert [r["score"] for r in result["records"]] == [55.0, 91.0]
-    assert result["messages"][2].text == "More rain.\n\nScore: 55"
+    assert result["messages"][2].text == review("More rain.\n\nScore: 55", 1)
     assert is_feedback(result["messages"][2])
     assert [r["decided_by"] for r in result["records"]] == [["llm_judge"], ["llm_judge"]]
     # the judge's tokens (the scripted server reports 11 in, 7 out) are recorded
@@ -290,3 +340,15 @@ def test_construction_errors():
         llm_judge(object(), "x", threshold=5)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="instructions must be"):
         llm_judge(model, 42, threshold=5)  # type: ignore[arg-type]
+
+
+def test_huge_or_non_finite_scales_and_thresholds_are_value_errors():
+    model = judge_model(ScriptedOpenAI([]))
+    with pytest.raises(ValueError, match="low < high, both finite"):
+        llm_judge(model, "x", threshold=5, scale=(0, 10**400))
+    with pytest.raises(ValueError, match="low < high, both finite"):
+        llm_judge(model, "x", threshold=5, scale=(0, float("inf")))
+    with pytest.raises(ValueError, match="threshold an int of 401 digits is outside the scale"):
+        llm_judge(model, "x", threshold=10**400)
+    with pytest.raises(ValueError, match="threshold nan is outside the scale"):
+        llm_judge(model, "x", threshold=float("nan"))

@@ -39,6 +39,7 @@ from loop_agents.local_model import (
 )
 from loop_agents.models import ModelSettings
 from tests.conftest import ROOT, env_without_model_settings
+from tests.fakes import review
 
 needs_extra = pytest.mark.skipif(
     not local_model.is_installed(),
@@ -611,7 +612,7 @@ async def test_song_lyrics_loop_end_to_end(real_server, monkeypatch):
     # the second request carries the first answer and the first evaluation's feedback
     last_two = composer_2["messages"][-2:]
     assert last_two[0] == {"role": "assistant", "content": record_answer(records[0], result).text}
-    assert last_two[1] == {"role": "user", "content": records[0]["feedback"]}
+    assert last_two[1] == {"role": "user", "content": review(records[0]["feedback"], 1)}
     for record in records:  # the cap was honoured
         usage = record_answer(record, result).usage_metadata
         if usage:

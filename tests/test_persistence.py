@@ -21,7 +21,7 @@ from tests.durable_helpers import (
     thread,
     transcript,
 )
-from tests.fakes import texts
+from tests.fakes import review, texts
 
 ACCEPT_AT = 4
 
@@ -155,7 +155,7 @@ def test_fork_from_iteration(saver):
         *transcript(3)[:3],
         ("human", hint.text),
         ("ai", "answer 2"),
-        ("human", "feedback 2"),
+        ("human", review("feedback 2", 2)),
         ("ai", "answer 3"),
     ]
     assert forked["iteration"] == 3

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import pickle
+import threading
+import time
 from datetime import timedelta
 
 import httpx
@@ -25,7 +29,7 @@ from tests.durable_helpers import (
     thread,
     transcript,
 )
-from tests.fakes import texts
+from tests.fakes import FakeChat, texts
 from tests.scripted_openai import ScriptedOpenAI
 
 
@@ -301,19 +305,206 @@ async def test_fast_calls_are_unaffected_by_the_limit():
     assert texts(result["messages"]) == transcript(3)
 
 
-def test_sync_invoke_with_a_time_limit_says_use_ainvoke():
-    loop = create_loop_agent(CountingAgent(), CountingEvaluator(1), evaluator_timeout=5)
-    with pytest.raises(
-        TypeError,
-        match=r"evaluator_timeout=5s is enforced only when the loop runs with ainvoke\(\)/astream\(\)",
-    ):
+# -- calls that do not stop when cancelled, and sync calls --------------------------------
+
+GRACE = 10.0  # seconds over the limit that still count as "ended at the deadline"
+
+
+class Stubborn:
+    """Async calls that swallow cancellation (two ways) at the iterations in ``hang_at``.
+
+    ``"sleeps-on"`` catches ``CancelledError`` and sleeps again; ``"loops"`` loops
+    forever on ``await asyncio.sleep``, swallowing every cancellation. Both stop once
+    ``released`` is set, so no task outlives the test.
+    """
+
+    def __init__(self, how: str, *hang_at: int) -> None:
+        self.how = how
+        self.hang_at = list(hang_at)
+        self.calls: list[int] = []
+        self.released = asyncio.Event()
+        self.__name__ = "stubborn"
+
+    async def hang(self) -> None:
+        if self.how == "sleeps-on":
+            try:
+                await asyncio.wait_for(self.released.wait(), 60)
+            except asyncio.CancelledError:
+                await asyncio.wait_for(self.released.wait(), 60)
+        else:
+            while not self.released.is_set():
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.sleep(0.01)
+
+    async def agent(self, messages: list[AnyMessage]) -> str:
+        iteration = iteration_of(messages)
+        self.calls.append(iteration)
+        if iteration in self.hang_at:
+            self.hang_at.remove(iteration)
+            await self.hang()
+        return f"answer {iteration}"
+
+    async def evaluator(self, context: LoopContext) -> LoopEvaluation:
+        iteration = context["iteration"]
+        self.calls.append(iteration)
+        if iteration in self.hang_at:
+            self.hang_at.remove(iteration)
+            await self.hang()
+        return {"stop": iteration >= 2, "feedback": f"feedback {iteration}"}
+
+    async def let_go(self) -> None:
+        self.released.set()
+        await asyncio.sleep(0.05)
+
+
+@pytest.mark.parametrize("how", ["sleeps-on", "loops"])
+async def test_an_evaluator_that_swallows_cancellation_is_abandoned_at_the_deadline(
+    how, caplog, async_saver
+):
+    stubborn = Stubborn(how, 1)
+    loop = create_loop_agent(
+        CountingAgent(), stubborn.evaluator, checkpointer=async_saver, evaluator_timeout=0.1
+    )
+    config = thread(f"stubborn-evaluator-{how}")
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="loop_agents"):
+        with pytest.raises(
+            LoopTimeoutError, match=r"node 'evaluate' timed out at iteration 1"
+        ) as caught:
+            await loop.ainvoke({"messages": [REQUEST]}, config)
+    assert time.monotonic() - started < 0.1 + GRACE
+    assert caught.value.abandoned
+    assert "was abandoned" in str(caught.value)
+    warning = [r for r in caplog.records if r.name == "loop_agents"]
+    assert len(warning) == 1
+    assert "'evaluate', iteration 1" in warning[0].getMessage()
+    assert "abandoned" in warning[0].getMessage()
+    # the checkpoint is kept: the loop resumes at the evaluation that timed out
+    result = await loop.ainvoke(None, config)
+    assert texts(result["messages"]) == transcript(2)
+    await stubborn.let_go()
+
+
+@pytest.mark.parametrize("how", ["sleeps-on", "loops"])
+async def test_an_agent_that_swallows_cancellation_is_abandoned_and_retried(how, caplog):
+    stubborn = Stubborn(how, 1)
+    loop = create_loop_agent(
+        stubborn.agent, CountingEvaluator(2), agent_timeout=0.1,
+        agent_retry_policy=quick(max_attempts=2),
+    )  # fmt: skip
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="loop_agents"):
+        result = await loop.ainvoke({"messages": [REQUEST]})
+    assert time.monotonic() - started < 0.1 + GRACE
+    assert stubborn.calls == [1, 1, 2]  # the retry policy still applies
+    assert texts(result["messages"]) == transcript(2)
+    assert any("'invoke_agent', iteration 1" in r.getMessage() for r in caplog.records)
+    await stubborn.let_go()
+
+
+async def test_a_cooperative_call_is_cancelled_not_abandoned(caplog):
+    agent = HangingAgent(1)
+    loop = create_loop_agent(agent, CountingEvaluator(1), agent_timeout=0.05)
+    with caplog.at_level(logging.WARNING, logger="loop_agents"):
+        with pytest.raises(LoopTimeoutError, match="and was cancelled") as caught:
+            await loop.ainvoke({"messages": [REQUEST]})
+    assert not caught.value.abandoned
+    assert agent.cancelled == [1]
+    assert not [r for r in caplog.records if r.name == "loop_agents"]
+
+
+class SlowSync:
+    """Sync calls that block (until released) at the iterations in ``hang_at``."""
+
+    def __init__(self, *hang_at: int) -> None:
+        self.hang_at = list(hang_at)
+        self.calls: list[int] = []
+        self.released = threading.Event()
+        self.__name__ = "slow"
+
+    def agent(self, messages: list[AnyMessage]) -> str:
+        iteration = iteration_of(messages)
+        self.calls.append(iteration)
+        if iteration in self.hang_at:
+            self.hang_at.remove(iteration)
+            self.released.wait(60)
+        return f"answer {iteration}"
+
+    def evaluator(self, context: LoopContext) -> LoopEvaluation:
+        iteration = context["iteration"]
+        self.calls.append(iteration)
+        if iteration in self.hang_at:
+            self.hang_at.remove(iteration)
+            self.released.wait(60)
+        return {"stop": iteration >= 2, "feedback": f"feedback {iteration}"}
+
+
+def test_sync_invoke_honours_the_evaluator_timeout_and_resumes(saver, caplog):
+    slow = SlowSync(2)
+    loop = create_loop_agent(
+        CountingAgent(), slow.evaluator, checkpointer=saver, evaluator_timeout=0.1
+    )
+    config = thread("sync-evaluator")
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="loop_agents"):
+        with pytest.raises(
+            LoopTimeoutError, match=r"node 'evaluate' timed out at iteration 2: .*abandoned"
+        ) as caught:
+            loop.invoke({"messages": [REQUEST]}, config)
+    assert time.monotonic() - started < 0.1 + GRACE
+    assert caught.value.abandoned
+    assert any("'evaluate', iteration 2" in r.getMessage() for r in caplog.records)
+    assert loop.get_state(config).next == ("evaluate",)
+    result = loop.invoke(None, config)
+    assert texts(result["messages"]) == transcript(2)
+    slow.released.set()
+
+
+def test_sync_invoke_honours_the_agent_timeout_with_retries():
+    slow = SlowSync(1)
+    loop = create_loop_agent(
+        slow.agent, CountingEvaluator(2), agent_timeout=0.1,
+        agent_retry_policy=quick(max_attempts=2),
+    )  # fmt: skip
+    result = loop.invoke({"messages": [REQUEST]})
+    assert slow.calls == [1, 1, 2]
+    assert texts(result["messages"]) == transcript(2)
+    slow.released.set()
+
+
+def test_sync_calls_under_a_limit_still_stream_tokens_and_events():
+    loop = create_loop_agent(
+        FakeChat.of("rain on the roof"), CountingEvaluator(1), agent_timeout=30,
+        evaluator_timeout=30,
+    )  # fmt: skip
+    modes: dict[str, int] = {}
+    for mode, _chunk in loop.stream({"messages": [REQUEST]}, stream_mode=["messages", "custom"]):
+        modes[mode] = modes.get(mode, 0) + 1
+    assert modes.get("messages", 0) > 1  # the agent's tokens, from the call's own thread
+    assert modes.get("custom", 0) >= 4  # iteration started, agent and evaluation done, end
+
+
+def test_a_timeout_error_raised_by_a_sync_agent_itself_is_not_a_loop_timeout():
+    def agent(messages: list[AnyMessage]) -> str:
+        raise TimeoutError("the agent's own socket timed out")
+
+    loop = create_loop_agent(agent, CountingEvaluator(1), agent_timeout=30)
+    with pytest.raises(TimeoutError, match="own socket") as caught:
         loop.invoke({"messages": [REQUEST]})
+    assert not isinstance(caught.value, LoopTimeoutError)
 
 
 def test_loop_timeout_error_pickles():
-    error = LoopTimeoutError("evaluate", 3, 1.5, 1.6)
-    copy = pickle.loads(pickle.dumps(error))
-    assert (copy.node, copy.iteration, copy.timeout, str(copy)) == ("evaluate", 3, 1.5, str(error))
+    for abandoned in (False, True):
+        error = LoopTimeoutError("evaluate", 3, 1.5, 1.6, abandoned=abandoned)
+        copy = pickle.loads(pickle.dumps(error))
+        assert (copy.node, copy.iteration, copy.timeout, copy.abandoned, str(copy)) == (
+            "evaluate",
+            3,
+            1.5,
+            abandoned,
+            str(error),
+        )
 
 
 # -- option checks --------------------------------------------------------------------

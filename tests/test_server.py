@@ -27,6 +27,7 @@ from langgraph_sdk import get_client
 
 from loop_agents.demos.prompts import prompt
 from tests.conftest import ROOT
+from tests.fakes import review
 from tests.scripted_openai import Reply, ScriptedOpenAI, Structured
 
 pytestmark = pytest.mark.slow
@@ -68,7 +69,7 @@ def free_port() -> int:
 def served_config(folder: Path) -> Path:
     """The repository's langgraph.json, with graph paths made absolute for ``folder``."""
     config = json.loads((ROOT / "langgraph.json").read_text(encoding="utf-8"))
-    assert set(config["graphs"]) == {"song_lyrics", "configurable_loop"}
+    assert set(config["graphs"]) == {"song_lyrics", "configurable_loop", "eval_task"}
     for graph_id, spec in config["graphs"].items():
         path, _, variable = spec.partition(":")
         config["graphs"][graph_id] = f"{(ROOT / path).resolve()}:{variable}"
@@ -182,7 +183,7 @@ async def test_song_lyrics_runs_wait(client, model):
     assert contents(result["messages"]) == [
         ("human", prompt),
         ("ai", DRAFT_1),
-        ("human", "格律功夫明显欠缺。\n\n综合得分：70"),
+        ("human", review("格律功夫明显欠缺。\n\n综合得分：70", 1)),
         ("ai", DRAFT_2),
     ]
     assert (result["iteration"], result["stop_reason"]) == (2, "accepted")
@@ -269,7 +270,7 @@ async def test_configurable_loop_two_runs_on_one_thread(client, model):
         ("ai", "Pipely"),
         ("human", "Now one for the scheduler."),
         ("ai", "Streamer"),
-        ("human", "Too generic.\n\nScore: 50"),
+        ("human", review("Too generic.\n\nScore: 50", 1)),
         ("ai", "Riverbed"),
     ]
     assert [m["content"] for m in scripted.requests[asked]["messages"]] == [
@@ -315,6 +316,6 @@ async def test_human_review_interrupt_resumed_with_a_command(client, model):
     assert "__interrupt__" not in done
     assert (done["stop_reason"], done["iteration"]) == ("accepted", 2)
     assert contents(done["messages"])[-2:] == [
-        ("human", "Avoid plumbing words."),
+        ("human", review("Avoid plumbing words.", 1)),
         ("ai", "Riverbed"),
     ]

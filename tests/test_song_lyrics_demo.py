@@ -14,6 +14,7 @@ from loop_agents import is_feedback
 from loop_agents.console import section_header
 from loop_agents.models import ModelSettings
 from tests.conftest import ROOT, env_without_model_settings
+from tests.fakes import review
 from tests.scripted_openai import ScriptedOpenAI, Structured
 
 DRAFT_1 = "【相见欢】\n当年初见斜阳，过横塘。\n一诺轻轻，笑语付疏妆。"
@@ -33,7 +34,7 @@ async def test_demo_two_iterations(method, capsys):
     assert kinds == [
         ("human", prompt),
         ("ai", DRAFT_1),
-        ("human", "格律功夫明显欠缺。\n\n综合得分：70"),
+        ("human", review("格律功夫明显欠缺。\n\n综合得分：70", 1)),
         ("ai", DRAFT_2),
     ]
     assert is_feedback(result["messages"][2])
@@ -55,7 +56,7 @@ async def test_demo_two_iterations(method, capsys):
         composer_system_message.content,
         prompt,
         DRAFT_1,
-        "格律功夫明显欠缺。\n\n综合得分：70",
+        review("格律功夫明显欠缺。\n\n综合得分：70", 1),
     ]
     for request, draft in ((review_1, DRAFT_1), (review_2, DRAFT_2)):
         # the reviewer sees its rubric, the original request and the latest draft only

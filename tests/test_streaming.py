@@ -359,6 +359,7 @@ def test_metadata_readers_and_event_guard():
     assert iteration_of({"loop_iteration": True}) is None
     assert iteration_of({}) is None
     assert role_of({"loop_role": "evaluator"}) == "evaluator"
+    assert role_of({"loop_role": "compaction"}) == "compaction"
     assert role_of({"loop_role": "judge"}) is None
     assert is_loop_event({"type": "loop_finished", "loop": "x"})
     assert not is_loop_event({"type": "progress", "loop": "x"})
@@ -369,4 +370,5 @@ def test_metadata_readers_and_event_guard():
         "agent_finished",
         "evaluation_finished",
         "loop_finished",
+        "history_compacted",
     } == LOOP_EVENT_TYPES

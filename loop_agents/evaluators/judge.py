@@ -4,12 +4,13 @@ The seed's reviewer as one call: the judge model is asked, through structured ou
 for a verdict with a ``feedback`` text and a ``score`` on a fixed scale. A verdict that
 does not parse, lacks a field or scores outside the scale is asked for again (telling
 the model what was wrong) a bounded number of times, then raises `JudgeError`: a broken
-judge never passes an answer.
+judge never passes an answer. With ``structured_output="text"`` the verdict is asked for
+as plain text instead (``Score: N`` and ``Feedback: ...``, see
+`loop_agents.evaluators.text_verdict`), for models without tool calling.
 """
 
 from __future__ import annotations
 
-import math
 import string
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, get_type_hints
@@ -19,8 +20,14 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemM
 from langchain_core.runnables import Runnable, RunnableConfig
 from pydantic import BaseModel
 
+from loop_agents._numbers import describe_number, finite_float
+from loop_agents.evaluators import text_verdict
 from loop_agents.evaluators._base import check_name, format_score, make_evaluator
 from loop_agents.state import LoopContext, LoopEvaluation
+
+StructuredOutput = Literal["native", "text"]
+"""How the verdict is asked for: ``"native"`` (the model's structured output, with
+`JudgeMethod`) or ``"text"`` (a fixed text form, for models without tool calling)."""
 
 JudgeMethod = Literal["json_schema", "function_calling", "json_mode"]
 """How structured output is requested: ``json_schema`` (OpenAI), ``function_calling``
@@ -113,9 +120,13 @@ class _Judge:
         score_key: str,
         feedback_key: str,
         name: str,
+        text_form: bool = False,
     ) -> None:
-        self.structured: Runnable[Any, Any] = model.with_structured_output(
-            schema, method=method, include_raw=True
+        self.text_form = text_form
+        self.structured: Runnable[Any, Any] = (
+            model
+            if text_form
+            else model.with_structured_output(schema, method=method, include_raw=True)
         )
         self.instructions = instructions
         self.threshold = threshold
@@ -155,6 +166,10 @@ class _Judge:
             shown = list(context["messages"])
         else:
             shown = [*context["init_messages"], context["last_response"]]
+        if self.text_form:
+            return text_verdict.text_prompt(
+                self.instructions, shown, problems, (self.low, self.high)
+            )
         messages: list[AnyMessage] = [self.instructions, *shown]
         if problems:
             messages.append(
@@ -173,6 +188,8 @@ class _Judge:
 
     def read(self, out: Any, problems: list[str]) -> dict[str, Any] | None:
         """The verdict as a dict with a float score, or ``None`` (problem recorded)."""
+        if self.text_form:
+            return self.read_text(out, problems)
         raw = out.get("raw") if isinstance(out, Mapping) else None
         parsed = out.get("parsed") if isinstance(out, Mapping) else out
         error = out.get("parsing_error") if isinstance(out, Mapping) else None
@@ -195,6 +212,21 @@ class _Judge:
         problems.append(problem)
         return None
 
+    def read_text(self, out: Any, problems: list[str]) -> dict[str, Any] | None:
+        """The text form's verdict (`text_verdict.parse_text_verdict`), or ``None``."""
+        try:
+            text = text_verdict.reply_text(out)
+            score, feedback = text_verdict.parse_text_verdict(text, (self.low, self.high))
+        except text_verdict.TextVerdictError as exc:
+            problems.append(str(exc))
+            return None
+        verdict: dict[str, Any] = {self.feedback_key: feedback, self.score_key: score}
+        problem = self.check(verdict)
+        if problem is not None:
+            problems.append(problem)
+            return None
+        return verdict
+
     def check(self, verdict: dict[str, Any]) -> str | None:
         """Validate ``verdict`` in place (the score becomes a float); say what is wrong."""
         if self.score_key not in verdict:
@@ -206,18 +238,21 @@ class _Judge:
             except ValueError:
                 return f"'{self.score_key}' is {score!r}, not a number"
         if isinstance(score, bool) or not isinstance(score, int | float):
-            return f"'{self.score_key}' is {score!r} ({type(score).__name__}), not a number"
-        if not math.isfinite(score):
-            return f"'{self.score_key}' is {score!r}, not a finite number"
+            return f"'{self.score_key}' is {score!r:.60} ({type(score).__name__}), not a number"
+        number = finite_float(score)
+        if number is None:
+            return f"'{self.score_key}' is {describe_number(score)}, not a finite number"
         if not self.low <= score <= self.high:
+            # the exact value: 100.0000001 must not read as "100"
+            low, high = format_score(self.low), format_score(self.high)
             return (
-                f"the {self.score_key} {format_score(score)} is outside the scale "
-                f"{format_score(self.low)}-{format_score(self.high)}"
+                f"the {self.score_key} {describe_number(score)} is outside the scale "
+                f"{low}-{high} (out of range: it must be from {low} to {high})"
             )
         feedback = verdict.get(self.feedback_key)
         if not isinstance(feedback, str):
             return f"'{self.feedback_key}' is {feedback!r:.40}, not a text"
-        verdict[self.score_key] = float(score)
+        verdict[self.score_key] = number
         return None
 
     def evaluation(self, verdict: dict[str, Any]) -> LoopEvaluation:
@@ -242,11 +277,15 @@ class _Judge:
             f"llm_judge {self.name!r} gave no usable verdict at iteration "
             f"{context['iteration']} after {len(problems)} attempts ({attempts}). Expected "
             f"'{self.feedback_key}' and '{self.score_key}' from {format_score(self.low)} to "
-            f"{format_score(self.high)}; make the scale clear in the instructions, check "
-            f"`method` suits the server (llama.cpp needs 'function_calling'), or raise "
-            f"`retries`.",
+            f"{format_score(self.high)}; make the scale clear in the instructions, "
+            f"{self.hint()}, or raise `retries`.",
             problems,
         )
+
+    def hint(self) -> str:
+        if self.text_form:
+            return "check the model can follow the text form ('Score: N', 'Feedback: ...')"
+        return "check `method` suits the server (llama.cpp needs 'function_calling')"
 
 
 def _excerpt(raw: object) -> str:
@@ -269,17 +308,34 @@ def _check_scale(scale: object, threshold: object) -> tuple[float, float, float]
         raise TypeError(
             f"scale must be a (low, high) pair of numbers, e.g. (0, 100); got {scale!r}"
         )
-    low, high = float(scale[0]), float(scale[1])
-    if not (math.isfinite(low) and math.isfinite(high) and low < high):
-        raise ValueError(f"scale must have low < high, both finite; got {scale!r}")
+    low, high = finite_float(scale[0]), finite_float(scale[1])
+    if low is None or high is None or not low < high:
+        raise ValueError(f"scale must have low < high, both finite; got {scale!r:.80}")
     if isinstance(threshold, bool) or not isinstance(threshold, int | float):
         raise TypeError(f"threshold must be a number on the scale {scale!r}; got {threshold!r}")
-    if not low <= threshold <= high:
+    if finite_float(threshold) is None or not low <= threshold <= high:
         raise ValueError(
-            f"threshold {threshold!r} is outside the scale {format_score(low)}-"
+            f"threshold {describe_number(threshold)} is outside the scale {format_score(low)}-"
             f"{format_score(high)}; pass a threshold on the scale or change `scale`"
         )
     return low, high, float(threshold)
+
+
+def _check_text_form(model: object, schema: object, score_key: str, feedback_key: str) -> None:
+    if not (callable(getattr(model, "invoke", None)) and callable(getattr(model, "ainvoke", None))):
+        raise TypeError(
+            f"model must be a chat model (with invoke and ainvoke); got {type(model).__name__}"
+        )
+    if schema is not None:
+        raise ValueError(
+            "structured_output='text' reads a fixed form ('Score: N', 'Feedback: ...') and "
+            "takes no schema; drop schema= or use structured_output='native'"
+        )
+    if (score_key, feedback_key) != ("score", "feedback"):
+        raise ValueError(
+            "structured_output='text' has the fields 'score' and 'feedback' only; drop "
+            "score_key=/feedback_key= (use {score} and {feedback} in the template)"
+        )
 
 
 def _check_template(template: object, fields: set[str]) -> str:
@@ -317,6 +373,7 @@ def llm_judge(
     score_key: str = "score",
     feedback_key: str = "feedback",
     name: str = "llm_judge",
+    structured_output: StructuredOutput = "native",
 ) -> Runnable[LoopContext, LoopEvaluation]:
     r"""An evaluator that asks a chat model for a score and feedback on each answer.
 
@@ -329,6 +386,13 @@ def llm_judge(
     A reply that does not parse, lacks a field or scores outside ``scale`` is asked for
     again (the model is told what was wrong) up to ``retries`` times; then `JudgeError`
     is raised. The evaluator works with both ``invoke`` and ``ainvoke`` of the loop.
+
+    With ``structured_output="text"`` no structured output is used: the judge is asked
+    to reply ``Score: N`` and ``Feedback: ...`` (the form is appended to the
+    instructions and repeated after the answer), and the reply is parsed strictly (see
+    `loop_agents.evaluators.text_verdict` for exactly what is accepted), with the same
+    re-asking and `JudgeError`. Any chat model works, also one without tool calling or
+    JSON output (Ollama's small models, SmolLM2 on llama.cpp).
 
     Args:
         model: The judge, a chat model with ``with_structured_output`` (e.g.
@@ -353,15 +417,19 @@ def llm_judge(
         score_key: The schema field holding the score.
         feedback_key: The schema field holding the comments.
         name: The evaluator's name in records, traces and combinators.
+        structured_output: ``"native"`` (the default): the model's structured output,
+            requested with ``method``. ``"text"``: the fixed text form; ``schema``,
+            ``score_key`` and ``feedback_key`` do not apply and ``method`` is not used.
 
     Returns:
         A runnable evaluator for `create_loop_agent`, ``all_of`` or ``panel``.
 
     Raises:
-        TypeError: ``model`` has no ``with_structured_output`` or an option has the
-            wrong type.
+        TypeError: ``model`` has no ``with_structured_output`` (``invoke`` for the
+            text form) or an option has the wrong type.
         ValueError: the threshold is off the scale, the schema lacks the score or
-            feedback field, or the template names unknown fields.
+            feedback field, the template names unknown fields, ``structured_output``
+            is unknown, or the text form is given a schema or field names.
 
     Example:
         ```python
@@ -377,7 +445,16 @@ def llm_judge(
         ```
 
     """
-    if not callable(getattr(model, "with_structured_output", None)):
+    if structured_output not in ("native", "text"):
+        raise ValueError(
+            f"structured_output must be 'native' (the model's structured output) or 'text' "
+            f"(a 'Score: N' / 'Feedback: ...' reply, for models without tool calling); got "
+            f"{structured_output!r}"
+        )
+    text_form = structured_output == "text"
+    if text_form:
+        _check_text_form(model, schema, score_key, feedback_key)
+    elif not callable(getattr(model, "with_structured_output", None)):
         raise TypeError(
             f"model must be a chat model with with_structured_output (e.g. ChatOpenAI); got "
             f"{type(model).__name__}"
@@ -422,5 +499,6 @@ def llm_judge(
         score_key=score_key,
         feedback_key=feedback_key,
         name=check_name(name, "llm_judge"),
+        text_form=text_form,
     )
     return make_evaluator(judge.name, judge.invoke, judge.ainvoke)

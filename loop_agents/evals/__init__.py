@@ -1,0 +1,128 @@
+"""Evals: does a loop pay off for your task and your model, and which kind?
+
+`run_eval` (and its async form `arun_eval`) runs every task of a task set under up to
+four arms, each with the same budget of K answers, and compares their pass rates:
+
+- ``single``: one answer;
+- ``loop``: a `create_loop_agent` loop whose feedback comes from the visible tests
+  (code tasks) or the rule checks (instructions tasks);
+- ``resample``: K independent answers, the first that passes the visible tests or
+  checks (the compute-matched control);
+- ``judge-loop``: a loop whose feedback comes from an LLM judge only.
+
+Task sets are JSONL files (`loop_agents.evals.tasks`); two are bundled, ``code`` and
+``instructions``. The rule checks are in `loop_agents.evals.checks`.
+
+Example:
+    ```python
+    from langchain_openai import ChatOpenAI
+    from loop_agents.evals import render_report, run_eval
+
+    report = run_eval("instructions", ChatOpenAI(model="gpt-5.4-mini"), limit=10,
+                      out="instructions.json")
+    render_report(report)
+    ```
+
+The names are imported on first use, so that ``import loop_agents.evals.command`` (for
+a command's ``--help``) stays cheap.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from loop_agents.evals.arms import ARMS, Arm, ArmOutcome, ArmSettings, arun_arm
+    from loop_agents.evals.checks import CHECKS, Check, CheckResult, CheckSpecError, parse_check
+    from loop_agents.evals.journal import JournalError
+    from loop_agents.evals.report import (
+        ArmSummary,
+        EvalReport,
+        TaskError,
+        TaskResult,
+        render_report,
+    )
+    from loop_agents.evals.runner import EvalProgress, arun_eval, run_eval
+    from loop_agents.evals.stats import Paired, wilson_interval
+    from loop_agents.evals.tasks import (
+        BUNDLED_SETS,
+        CodeTask,
+        InstructionsTask,
+        Task,
+        TaskFileError,
+        load_tasks,
+    )
+
+__all__ = [
+    "ARMS",
+    "BUNDLED_SETS",
+    "CHECKS",
+    "Arm",
+    "ArmOutcome",
+    "ArmSettings",
+    "ArmSummary",
+    "Check",
+    "CheckResult",
+    "CheckSpecError",
+    "CodeTask",
+    "EvalProgress",
+    "EvalReport",
+    "InstructionsTask",
+    "JournalError",
+    "Paired",
+    "Task",
+    "TaskError",
+    "TaskFileError",
+    "TaskResult",
+    "arun_arm",
+    "arun_eval",
+    "load_tasks",
+    "parse_check",
+    "render_report",
+    "run_eval",
+    "wilson_interval",
+]
+
+_HOMES = {
+    "ARMS": "arms",
+    "Arm": "arms",
+    "ArmOutcome": "arms",
+    "ArmSettings": "arms",
+    "arun_arm": "arms",
+    "CHECKS": "checks",
+    "Check": "checks",
+    "CheckResult": "checks",
+    "CheckSpecError": "checks",
+    "parse_check": "checks",
+    "JournalError": "journal",
+    "ArmSummary": "report",
+    "EvalReport": "report",
+    "TaskError": "report",
+    "TaskResult": "report",
+    "render_report": "report",
+    "EvalProgress": "runner",
+    "arun_eval": "runner",
+    "run_eval": "runner",
+    "Paired": "stats",
+    "wilson_interval": "stats",
+    "BUNDLED_SETS": "tasks",
+    "CodeTask": "tasks",
+    "InstructionsTask": "tasks",
+    "Task": "tasks",
+    "TaskFileError": "tasks",
+    "load_tasks": "tasks",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'loop_agents.evals' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"loop_agents.evals.{home}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

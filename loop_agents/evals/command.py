@@ -1,0 +1,434 @@
+"""The ``eval`` command: its arguments, their validation, and running it with progress.
+
+The command line tool adds the subcommand with `add_eval_parser`, turns the parsed
+arguments into `EvalOptions` with `eval_options` (every check, the task file included,
+happens there, before any model is built or called), builds the model from its own
+endpoint options, and runs `run_eval_command`:
+
+```python
+parser = add_eval_parser(subcommands)
+...
+options = eval_options(args)  # EvalUsageError: print it with the usage, exit 2
+endpoint = None if options.server else EvalEndpoint(model, judge_method="function_calling")
+status = asyncio.run(run_eval_command(options, endpoint))
+```
+
+Importing this module is cheap: LangChain and LangGraph are imported only to run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from loop_agents.evals.tasks import BUNDLED_SETS, Task, TaskFileError, load_tasks
+
+if TYPE_CHECKING:
+    from langchain_core.language_models import BaseChatModel
+    from rich.console import Console
+
+    from loop_agents.evals.runner import EvalProgress
+    from loop_agents.evaluators.judge import JudgeMethod
+
+__all__ = [
+    "EvalEndpoint",
+    "EvalOptions",
+    "EvalUsageError",
+    "add_eval_arguments",
+    "add_eval_parser",
+    "eval_options",
+    "run_eval_command",
+]
+
+ARM_NAMES = ("single", "loop", "resample", "judge-loop")
+
+EVAL_DESCRIPTION = (
+    "Measure whether a loop pays off for your tasks and your model: run every task "
+    "under each arm with the same budget of K answers and compare the pass rates. "
+    "single: one answer. loop: up to K answers, the feedback from the visible tests or "
+    "checks. resample: up to K independent answers at temperature T, the first that "
+    "passes the visible tests or checks (the compute-matched control). judge-loop: up "
+    "to K answers, the feedback from an LLM judge only. Code answers are graded by "
+    "hidden tests the model never sees."
+)
+
+EVAL_EXAMPLES = """\
+examples:
+  loop-agents eval instructions --limit 5 --iterations 3
+  loop-agents eval code --arms single,loop,resample --out code.json
+  loop-agents eval my_tasks.jsonl --tasks t1,t7 --concurrency 8 --out my.json
+  loop-agents eval code --server http://127.0.0.1:2024 --out code.json
+
+TASKS is a JSONL file, one task per line, or a bundled set: code, instructions.
+With --out, each finished task and arm is also appended to NAME.journal.jsonl beside
+it; run the same command again and the pairs already there are not run again.
+Exit status: 0 every pair has a result, 1 some failed every try (run again to retry
+them), 2 bad arguments or a bad task file, 130 interrupted.
+"""
+
+
+class EvalUsageError(ValueError):
+    """A bad argument or task file: print it with the usage line and exit with 2."""
+
+
+@dataclass(frozen=True)
+class EvalOptions:
+    """The ``eval`` command's settings, validated, with its tasks loaded.
+
+    Attributes:
+        source: TASKS as given.
+        tasks: The tasks to run (after ``--tasks`` and ``--limit``).
+        arms: The arms to run.
+        iterations: K.
+        concurrency: Pairs run at the same time.
+        temperature: ``resample``'s sampling temperature.
+        judge_threshold: The judge's accepting score.
+        out: Where the JSON result goes (its journal beside it), or ``None``.
+        server: A LangGraph server URL, or ``None`` to run here.
+        retries: Tries after the first for a failing pair.
+        code_timeout: Seconds a code answer and its tests may run.
+        json: Print the JSON result instead of the tables.
+    """
+
+    source: str
+    tasks: tuple[Task, ...]
+    arms: tuple[str, ...]
+    iterations: int = 4
+    concurrency: int = 4
+    temperature: float = 1.0
+    judge_threshold: float = 80.0
+    out: Path | None = None
+    server: str | None = None
+    retries: int = 2
+    code_timeout: float = 10.0
+    json: bool = False
+
+
+@dataclass(frozen=True)
+class EvalEndpoint:
+    """The model an eval runs with, built by the command line tool from its options.
+
+    Attributes:
+        model: The chat model (also the judge of ``judge-loop``).
+        judge_method: How the judge's verdict is requested (``function_calling`` for
+            llama.cpp's server).
+        description: How the model is named in the report and the journal (default:
+            its name and endpoint).
+    """
+
+    model: BaseChatModel
+    judge_method: JudgeMethod = "json_schema"
+    description: str | None = None
+
+
+def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the ``eval`` arguments (not the model endpoint's) to ``parser``.
+
+    Example:
+        ```python
+        parser = argparse.ArgumentParser(prog="loop-agents eval")
+        add_eval_arguments(parser)
+        ```
+    """
+    parser.add_argument(
+        "tasks_source",
+        metavar="TASKS",
+        help=f"a JSONL task file, or a bundled set: {', '.join(BUNDLED_SETS)}",
+    )
+    parser.add_argument(
+        "--arms",
+        default=",".join(ARM_NAMES),
+        metavar="ARM,...",
+        help=f"the arms to run, of {', '.join(ARM_NAMES)} (default: all)",
+    )
+    parser.add_argument(
+        "--iterations",
+        type=int,
+        default=4,
+        metavar="K",
+        help="the budget of answers of every arm (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=4,
+        metavar="N",
+        help="task/arm pairs run at the same time (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--out", type=Path, metavar="FILE", help="write the JSON result here (and resume from it)"
+    )
+    parser.add_argument(
+        "--temperature",
+        type=float,
+        default=1.0,
+        metavar="T",
+        help="the sampling temperature of resample (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--limit", type=int, metavar="N", help="run only the first N tasks (after --tasks)"
+    )
+    parser.add_argument(
+        "--tasks", dest="task_ids", metavar="ID,...", help="run only the tasks with these ids"
+    )
+    parser.add_argument(
+        "--judge-threshold",
+        type=float,
+        default=80.0,
+        metavar="SCORE",
+        help="the judge's score (0-100) that accepts an answer in judge-loop "
+        "(default: %(default)g)",
+    )
+    parser.add_argument(
+        "--retries",
+        type=int,
+        default=2,
+        metavar="N",
+        help="tries after the first for a pair that fails, e.g. on a server error "
+        "(default: %(default)s)",
+    )
+    parser.add_argument(
+        "--code-timeout",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="how long a code answer and its tests may run (default: %(default)g)",
+    )
+    parser.add_argument(
+        "--server",
+        metavar="URL",
+        help="run the tasks on this LangGraph server (its graph eval_task, its model)",
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print the JSON result instead of the tables"
+    )
+
+
+def add_eval_parser(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    *,
+    parents: Sequence[argparse.ArgumentParser] = (),
+) -> argparse.ArgumentParser:
+    """Add the ``eval`` subcommand to a command's subparsers and return its parser.
+
+    Args:
+        commands: What ``parser.add_subparsers()`` returned.
+        parents: Parsers whose arguments it also takes (e.g. the endpoint options).
+
+    Example:
+        ```python
+        commands = parser.add_subparsers(dest="command")
+        eval_parser = add_eval_parser(commands, parents=[endpoint_options])
+        ```
+    """
+    parser = commands.add_parser(
+        "eval",
+        help="measure whether looping beats answering once and sampling again",
+        description=EVAL_DESCRIPTION,
+        epilog=EVAL_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        parents=list(parents),
+    )
+    add_eval_arguments(parser)
+    return parser
+
+
+def _names(value: str | None) -> list[str] | None:
+    if value is None:
+        return None
+    return [part.strip() for part in value.split(",") if part.strip()]
+
+
+def eval_options(args: argparse.Namespace) -> EvalOptions:
+    """Validate the parsed ``eval`` arguments and load the tasks; nothing is run.
+
+    Raises:
+        EvalUsageError: an argument is out of range, an arm is unknown, the task file
+            is malformed (its line and field named), or ``--tasks`` names an unknown id.
+
+    Example:
+        ```python
+        options = eval_options(parser.parse_args(["eval", "instructions", "--limit", "3"]))
+        ```
+    """
+    arms = _names(args.arms) or []
+    unknown = [a for a in arms if a not in ARM_NAMES]
+    if not arms or unknown:
+        raise EvalUsageError(
+            f"--arms {args.arms!r}: give a comma-separated list of {', '.join(ARM_NAMES)}"
+        )
+    for name, value, low in (
+        ("--iterations", args.iterations, 1),
+        ("--concurrency", args.concurrency, 1),
+        ("--retries", args.retries, 0),
+    ):
+        if value < low:
+            raise EvalUsageError(f"{name} must be >= {low}; got {value}")
+    if args.limit is not None and args.limit < 1:
+        raise EvalUsageError(f"--limit must be >= 1; got {args.limit}")
+    if not 0 <= args.temperature <= 2:
+        raise EvalUsageError(f"--temperature must be from 0 to 2; got {args.temperature:g}")
+    if not 0 <= args.judge_threshold <= 100:
+        raise EvalUsageError(
+            f"--judge-threshold must be from 0 to 100; got {args.judge_threshold:g}"
+        )
+    if not args.code_timeout > 0:
+        raise EvalUsageError(f"--code-timeout must be > 0 seconds; got {args.code_timeout:g}")
+    server = args.server
+    if server is not None:
+        from loop_agents.evals.server import check_server_url
+
+        try:
+            server = check_server_url(server)
+        except ValueError as exc:
+            raise EvalUsageError(f"--server: {exc}") from None
+    out: Path | None = args.out
+    if out is not None and out.is_dir():
+        raise EvalUsageError(
+            f"--out {str(out)!r} is a folder; give a file name such as results.json"
+        )
+    ids = _names(args.task_ids)
+    if args.task_ids is not None and not ids:
+        raise EvalUsageError("--tasks is empty; give task ids separated by commas")
+    try:
+        tasks = load_tasks(args.tasks_source, limit=args.limit, ids=ids)
+    except TaskFileError as exc:
+        raise EvalUsageError(str(exc)) from None
+    return EvalOptions(
+        source=args.tasks_source,
+        tasks=tuple(tasks),
+        arms=tuple(dict.fromkeys(arms)),
+        iterations=args.iterations,
+        concurrency=args.concurrency,
+        temperature=args.temperature,
+        judge_threshold=args.judge_threshold,
+        out=out,
+        server=server,
+        retries=args.retries,
+        code_timeout=args.code_timeout,
+        json=args.json,
+    )
+
+
+class _ProgressView:
+    """A rich progress bar on a terminal; elsewhere one line per finished pair."""
+
+    def __init__(self, console: Console) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+        self.console = console
+        self.live = console.is_terminal
+        self.bar = Progress(
+            "[progress.description]{task.description}",
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            disable=not self.live,
+        )
+        self.task_id = self.bar.add_task("eval", total=None)
+
+    def __enter__(self) -> _ProgressView:
+        self.bar.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.bar.stop()
+
+    def __call__(self, event: EvalProgress) -> None:
+        self.bar.update(self.task_id, total=event.total, completed=event.done)
+        line: str | None = None
+        if event.result is None and event.error is None and event.retrying is None:
+            line = f"{event.total} task/arm pairs, {event.resumed} done before (resumed)"
+        elif event.retrying is not None:
+            r = event.retrying
+            line = f"{r.task_id} / {r.arm}: try {r.attempts} failed ({r.error}); retrying"
+        elif event.error is not None:
+            e = event.error
+            line = f"{e.task_id} / {e.arm}: failed every try ({e.error}); not counted"
+        elif event.result is not None and not self.live:
+            r2 = event.result
+            verdict = "passed" if r2.passed else "failed"
+            line = (
+                f"[{event.done}/{event.total}] {r2.task_id} / {r2.arm}: {verdict} "
+                f"({r2.iterations} answers, {r2.model_calls} calls, {r2.seconds:.1f} s)"
+            )
+        if line is not None:
+            self.console.print(line, markup=False, highlight=False)
+
+
+async def run_eval_command(
+    options: EvalOptions,
+    endpoint: EvalEndpoint | None,
+    *,
+    console: Console | None = None,
+    progress_console: Console | None = None,
+) -> int:
+    """Run the eval with progress, print the tables (or the JSON), return the exit status.
+
+    Args:
+        options: From `eval_options`.
+        endpoint: The model; ``None`` only with ``options.server``.
+        console: Where the tables go (default: stdout).
+        progress_console: Where the progress goes (default: stderr); a bar on a
+            terminal, else one line per finished task and arm (e.g. into a log file).
+
+    Returns:
+        0 when every pair has a result, 1 when some failed every try.
+
+    Raises:
+        EvalUsageError: no endpoint and no server, or the journal beside ``--out``
+            belongs to an eval with other settings.
+
+    Example:
+        ```python
+        status = await run_eval_command(options, EvalEndpoint(ChatOpenAI(model="gpt-5.4-mini")))
+        ```
+    """
+    from rich.console import Console
+
+    from loop_agents.evals.journal import JournalError
+    from loop_agents.evals.report import render_report
+    from loop_agents.evals.runner import arun_eval
+
+    console = console or Console()
+    progress_console = progress_console or Console(stderr=True)
+    model_options: dict[str, Any] = {}
+    if options.server is None:
+        if endpoint is None:
+            raise EvalUsageError("no model: configure an endpoint, or give --server URL")
+        model_options = {
+            "judge_method": endpoint.judge_method,
+            "model_id": endpoint.description,
+        }
+    with _ProgressView(progress_console) as view:
+        try:
+            report = await arun_eval(
+                list(options.tasks),
+                endpoint.model if endpoint is not None and options.server is None else None,
+                arms=options.arms,
+                iterations=options.iterations,
+                concurrency=options.concurrency,
+                temperature=options.temperature,
+                judge_threshold=options.judge_threshold,
+                out=options.out,
+                progress=view,
+                retries=options.retries,
+                code_timeout=options.code_timeout,
+                server=options.server,
+                **model_options,
+            )
+        except JournalError as exc:
+            raise EvalUsageError(str(exc)) from None
+    if options.json:
+        text = json.dumps(report.to_json(), ensure_ascii=False, indent=2)
+        console.print(text, markup=False, highlight=False, soft_wrap=True)
+    else:
+        render_report(report, console)
+        if options.out is not None:
+            console.print(f"Results: {options.out}", markup=False, highlight=False)
+    return 0 if report.complete else 1

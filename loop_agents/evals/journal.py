@@ -1,0 +1,158 @@
+"""The resume file of an eval: one JSON line per finished task and arm, next to ``--out``.
+
+For ``--out results.json`` the journal is ``results.journal.jsonl``. Its first line
+records the settings that produced it (K, the temperature, the judge threshold, the
+model); each further line is one `TaskResult` with the digest of its task. A re-run
+with the same ``--out`` reads it and skips every task and arm already there whose task
+is unchanged; a journal written with other settings is refused rather than mixed in.
+Each line is flushed to disk as soon as its task and arm finish, so a killed eval
+loses at most the pairs that were running; a torn last line is ignored.
+
+Example:
+    ```python
+    journal = Journal.open(journal_path(Path("results.json")), settings)
+    done = journal.lookup("t1", "loop", task_digest(task))
+    ```
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import IO, Any
+
+from loop_agents.evals.report import TaskResult
+
+__all__ = ["Journal", "JournalError", "journal_path"]
+
+_HEADER = "loop_agents_eval_journal"
+_VERSION = 1
+
+
+class JournalError(ValueError):
+    """The journal cannot be used: other settings, not a journal, not writable."""
+
+
+def journal_path(out: Path) -> Path:
+    """Where the journal of ``--out PATH`` lives: ``PATH`` without its suffix + ``.journal.jsonl``.
+
+    Example:
+        ```python
+        assert journal_path(Path("runs/r.json")) == Path("runs/r.journal.jsonl")
+        ```
+    """
+    return out.with_name(f"{out.stem}.journal.jsonl")
+
+
+class Journal:
+    """Finished task/arm results on disk, read back when an eval resumes."""
+
+    def __init__(self, path: Path, settings: Mapping[str, Any], file: IO[str]) -> None:
+        self.path = path
+        self.settings = dict(settings)
+        self._file = file
+        self._done: dict[tuple[str, str], tuple[str, TaskResult]] = {}
+
+    @classmethod
+    def open(cls, path: Path, settings: Mapping[str, Any]) -> Journal:
+        """Open (or create) the journal at ``path`` for an eval with ``settings``.
+
+        Raises:
+            JournalError: the file is not a journal, was written with other settings,
+                or cannot be read or written; the message says what to do.
+
+        Example:
+            ```python
+            with Journal.open(Path("r.journal.jsonl"), {"iterations": 4}) as journal:
+                ...
+            ```
+        """
+        wanted = json.loads(json.dumps(dict(settings)))  # as it reads back from JSON
+        records: list[dict[str, Any]] = []
+        try:
+            text = path.read_text(encoding="utf-8") if path.exists() else ""
+        except (OSError, UnicodeDecodeError) as exc:
+            raise JournalError(f"cannot read the eval journal {str(path)!r}: {exc}") from exc
+        lines = text.splitlines()
+        if lines:
+            header = _json_line(lines[0])
+            if not isinstance(header, dict) or header.get(_HEADER) != _VERSION:
+                raise JournalError(
+                    f"{str(path)!r} exists and is not an eval journal; move it away or give "
+                    f"--out another name"
+                )
+            found = header.get("settings")
+            if found != wanted:
+                raise JournalError(
+                    f"{str(path)!r} holds results of an eval with other settings "
+                    f"({_difference(found, wanted)}); delete it to start over, or give "
+                    f"--out another name"
+                )
+            records = [r for r in map(_json_line, lines[1:]) if isinstance(r, dict)]
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            file = path.open("a", encoding="utf-8")
+        except OSError as exc:
+            raise JournalError(f"cannot write the eval journal {str(path)!r}: {exc}") from exc
+        journal = cls(path, wanted, file)
+        if not lines:
+            journal._write({_HEADER: _VERSION, "settings": wanted})
+        elif not text.endswith("\n"):
+            file.write("\n")  # a torn last line: the next record starts on its own line
+        for record in records:
+            try:
+                result = TaskResult.from_json(record)
+                digest = str(record["task_digest"])
+            except (KeyError, TypeError, ValueError):
+                continue
+            journal._done[(result.task_id, result.arm)] = (digest, result)
+        return journal
+
+    def __enter__(self) -> Journal:
+        """Use the journal in a ``with`` block; it is closed at the end."""
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """Close the file."""
+        self.close()
+
+    def lookup(self, task_id: str, arm: str, digest: str) -> TaskResult | None:
+        """The recorded result of this task and arm, if its task is unchanged."""
+        found = self._done.get((task_id, arm))
+        if found is None or found[0] != digest:
+            return None
+        return found[1]
+
+    def append(self, result: TaskResult, digest: str) -> None:
+        """Record a finished task and arm, on disk at once."""
+        self._done[(result.task_id, result.arm)] = (digest, result)
+        self._write(result.to_json() | {"task_digest": digest})
+
+    def _write(self, record: Mapping[str, Any]) -> None:
+        self._file.write(json.dumps(record, ensure_ascii=False) + "\n")
+        self._file.flush()
+        os.fsync(self._file.fileno())
+
+    def close(self) -> None:
+        """Close the file."""
+        self._file.close()
+
+
+def _json_line(line: str) -> Any:
+    try:
+        return json.loads(line)
+    except ValueError:
+        return None
+
+
+def _difference(found: object, wanted: Mapping[str, Any]) -> str:
+    if not isinstance(found, dict):
+        return "unreadable settings"
+    parts = [
+        f"{key} {found.get(key)!r} there, {wanted.get(key)!r} now"
+        for key in sorted(set(found) | set(wanted))
+        if found.get(key) != wanted.get(key)
+    ]
+    return "; ".join(parts)

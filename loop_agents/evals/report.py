@@ -1,0 +1,309 @@
+"""The result of an eval: per-task results, per-arm summaries, paired comparisons, a table.
+
+`EvalReport.to_json` is what ``--out`` writes; `render_report` prints the tables with
+rich.
+
+Example:
+    ```python
+    report = await arun_eval("instructions", model, limit=5)
+    render_report(report)
+    print(report.arms["loop"].pass_rate, report.comparisons[0])
+    ```
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from loop_agents.evals.stats import Paired, paired_comparison, wilson_interval
+
+__all__ = [
+    "COMPARISONS",
+    "ArmSummary",
+    "EvalReport",
+    "TaskError",
+    "TaskResult",
+    "build_report",
+    "render_report",
+]
+
+COMPARISONS = (("loop", "resample"), ("loop", "single"), ("judge-loop", "single"))
+"""The paired comparisons reported, when both arms ran."""
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    """One arm's result on one task.
+
+    Attributes:
+        task_id: The task.
+        arm: The arm.
+        passed: Whether its answer passed (hidden tests, or every check).
+        iterations: Answers written.
+        model_calls: Chat-model calls made (agent and judge).
+        input_tokens: Prompt tokens of those calls.
+        output_tokens: Completion tokens of those calls.
+        seconds: Wall-clock seconds.
+        answer: The answer that was graded.
+        attempts: Tries it took: more than 1 after a failure (a server error) was retried.
+        judge_failures: ``judge-loop``: evaluations without a usable verdict.
+    """
+
+    task_id: str
+    arm: str
+    passed: bool
+    iterations: int
+    model_calls: int
+    input_tokens: int = 0
+    output_tokens: int = 0
+    seconds: float = 0.0
+    answer: str = ""
+    attempts: int = 1
+    judge_failures: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        """The result as one entry of ``results`` in the JSON output."""
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> TaskResult:
+        """Read a result written by `to_json` (unknown keys are ignored).
+
+        Raises:
+            KeyError, TypeError, ValueError: a required key is missing or malformed.
+        """
+        known = {f: data[f] for f in cls.__dataclass_fields__ if f in data}
+        result = cls(**known)
+        if not isinstance(result.passed, bool) or not isinstance(result.task_id, str):
+            raise ValueError(f"malformed result {dict(data)!r:.80}")
+        return result
+
+
+@dataclass(frozen=True)
+class TaskError:
+    """A task and arm that failed every try (e.g. the model server kept answering 500).
+
+    It has no result: it is not counted as a pass or a fail, and a resumed eval tries it
+    again.
+
+    Attributes:
+        task_id: The task.
+        arm: The arm.
+        error: The last error, as ``"TypeName: message"``.
+        attempts: The tries made.
+    """
+
+    task_id: str
+    arm: str
+    error: str
+    attempts: int
+
+
+@dataclass(frozen=True)
+class ArmSummary:
+    """One arm over all the tasks it has a result for.
+
+    Attributes:
+        arm: The arm.
+        passed: Tasks passed.
+        tasks: Tasks with a result (errors excluded).
+        pass_rate: ``passed / tasks`` (0 with no task).
+        ci95: The 95% Wilson interval of the pass rate.
+        model_calls: Mean model calls per task.
+        input_tokens: Mean prompt tokens per task.
+        output_tokens: Mean completion tokens per task.
+        seconds: Mean wall-clock seconds per task.
+        errors: Tasks that failed every try (no result).
+    """
+
+    arm: str
+    passed: int
+    tasks: int
+    pass_rate: float
+    ci95: tuple[float, float]
+    model_calls: float
+    input_tokens: float
+    output_tokens: float
+    seconds: float
+    errors: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        """The summary as one entry of ``arms`` in the JSON output."""
+        data = asdict(self)
+        data.pop("arm")
+        data["ci95"] = list(self.ci95)
+        return data
+
+
+@dataclass(frozen=True)
+class EvalReport:
+    """Everything an eval found.
+
+    Attributes:
+        arms: Arm name -> `ArmSummary`, in the order the arms were given.
+        results: One `TaskResult` per task and arm that finished.
+        comparisons: The paired comparisons of `COMPARISONS` whose arms both ran.
+        errors: Task and arm pairs that failed every try.
+        settings: What produced the results (iterations, temperature, model, ...).
+    """
+
+    arms: dict[str, ArmSummary]
+    results: list[TaskResult]
+    comparisons: list[Paired] = field(default_factory=list)
+    errors: list[TaskError] = field(default_factory=list)
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def complete(self) -> bool:
+        """Whether every task and arm has a result (no errors)."""
+        return not self.errors
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON that ``--out`` writes.
+
+        ``{"arms": {ARM: {"passed", "tasks", "pass_rate", "ci95": [lo, hi],
+        "model_calls", "input_tokens", "output_tokens", "seconds", "errors"}},
+        "results": [{"task_id", "arm", "passed", "iterations", "model_calls", ...}],
+        "comparisons": [...], "errors": [...], "settings": {...}}``; the per-arm
+        numbers after ``ci95`` are means per task.
+
+        Example:
+            ```python
+            Path("results.json").write_text(json.dumps(report.to_json(), indent=2))
+            ```
+        """
+        return {
+            "arms": {name: summary.to_json() for name, summary in self.arms.items()},
+            "results": [r.to_json() for r in self.results],
+            "comparisons": [asdict(c) for c in self.comparisons],
+            "errors": [asdict(e) for e in self.errors],
+            "settings": dict(self.settings),
+        }
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+def summarize(arm: str, results: Sequence[TaskResult], errors: int = 0) -> ArmSummary:
+    """The `ArmSummary` of one arm's results.
+
+    Example:
+        ```python
+        summary = summarize("loop", [r for r in results if r.arm == "loop"])
+        ```
+    """
+    passed = sum(1 for r in results if r.passed)
+    tasks = len(results)
+    return ArmSummary(
+        arm=arm,
+        passed=passed,
+        tasks=tasks,
+        pass_rate=passed / tasks if tasks else 0.0,
+        ci95=wilson_interval(passed, tasks),
+        model_calls=_mean([r.model_calls for r in results]),
+        input_tokens=_mean([r.input_tokens for r in results]),
+        output_tokens=_mean([r.output_tokens for r in results]),
+        seconds=_mean([r.seconds for r in results]),
+        errors=errors,
+    )
+
+
+def build_report(
+    arms: Sequence[str],
+    results: Iterable[TaskResult],
+    errors: Sequence[TaskError] = (),
+    *,
+    settings: Mapping[str, Any] | None = None,
+) -> EvalReport:
+    """Summarize results into an `EvalReport` (arms in the given order).
+
+    Example:
+        ```python
+        report = build_report(["single", "loop"], results)
+        ```
+    """
+    results = list(results)
+    by_arm = {arm: [r for r in results if r.arm == arm] for arm in arms}
+    failed = {arm: sum(1 for e in errors if e.arm == arm) for arm in arms}
+    summaries = {arm: summarize(arm, by_arm[arm], failed[arm]) for arm in arms}
+    verdicts = {arm: {r.task_id: r.passed for r in rs} for arm, rs in by_arm.items()}
+    comparisons = [
+        paired_comparison(verdicts[a], verdicts[b], names=(a, b))
+        for a, b in COMPARISONS
+        if a in verdicts and b in verdicts
+    ]
+    return EvalReport(
+        arms=summaries,
+        results=results,
+        comparisons=comparisons,
+        errors=list(errors),
+        settings=dict(settings or {}),
+    )
+
+
+def _percent(value: float) -> str:
+    return f"{100 * value:.0f}%"
+
+
+def render_report(report: EvalReport, console: Console | None = None) -> None:
+    """Print the per-arm table, the paired comparisons and any errors.
+
+    Example:
+        ```python
+        render_report(report, Console(stderr=True))
+        ```
+    """
+    console = console or Console()
+    settings = report.settings
+    title = "Eval"
+    if settings:
+        title += f": K={settings.get('iterations')}, T={settings.get('temperature')}"
+        if settings.get("model"):
+            title += f", {settings['model']}"
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    for header in ("arm", "passed", "rate", "95% CI", "calls", "tok in", "tok out", "s", "err"):
+        table.add_column(header, justify="left" if header == "arm" else "right", no_wrap=True)
+    for summary in report.arms.values():
+        low, high = summary.ci95
+        table.add_row(
+            summary.arm,
+            f"{summary.passed}/{summary.tasks}",
+            _percent(summary.pass_rate),
+            f"{_percent(low)}-{_percent(high)}",
+            f"{summary.model_calls:.1f}",
+            f"{summary.input_tokens:.0f}",
+            f"{summary.output_tokens:.0f}",
+            f"{summary.seconds:.1f}",
+            f"[red]{summary.errors}[/red]" if summary.errors else "0",
+        )
+    console.print(table)
+    console.print(
+        "calls, tok in/out (tokens) and s (seconds): means per task; err: pairs without a "
+        "result (failed every try).",
+        style="dim",
+    )
+    if report.comparisons:
+        paired = Table(title="Paired, task by task", title_justify="left", box=box.SIMPLE_HEAD)
+        for header in ("comparison", "won", "lost", "tied", "sign test p"):
+            paired.add_column(
+                header, justify="left" if header == "comparison" else "right", no_wrap=True
+            )
+        for c in report.comparisons:
+            paired.add_row(
+                f"{c.arm} vs {c.baseline}", str(c.won), str(c.lost), str(c.tied), f"{c.p_value:.3f}"
+            )
+        console.print(paired)
+    if report.errors:
+        console.print(
+            f"[red]{len(report.errors)} task/arm pairs failed every try and have no result "
+            f"(not counted); run the same command again to retry them:[/red]"
+        )
+        for error in report.errors:
+            console.print(f"  {error.task_id} / {error.arm}: {error.error}", markup=False)

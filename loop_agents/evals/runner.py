@@ -1,0 +1,340 @@
+"""`arun_eval` and `run_eval`: every task under every arm, concurrently, resumable.
+
+Example:
+    ```python
+    from loop_agents.evals import run_eval
+
+    report = run_eval("instructions", model, arms=["single", "loop", "resample"],
+                      iterations=3, out="results.json")
+    print(report.arms["loop"].pass_rate, report.arms["resample"].pass_rate)
+    ```
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeAlias
+
+from langchain_core.language_models import BaseChatModel
+
+from loop_agents._sync_bridge import _background_loop
+from loop_agents.evals.arms import (
+    ARMS,
+    Arm,
+    ArmOutcome,
+    ArmSettings,
+    PairRunner,
+    arun_arm,
+    check_arms,
+)
+from loop_agents.evals.code_tests import DEFAULT_TIMEOUT
+from loop_agents.evals.journal import Journal, journal_path
+from loop_agents.evals.report import EvalReport, TaskError, TaskResult, build_report
+from loop_agents.evals.tasks import Task, load_tasks, select_tasks, task_digest
+from loop_agents.evaluators.judge import JudgeMethod
+
+__all__ = ["EvalProgress", "PairRunner", "TaskSource", "arun_eval", "run_eval"]
+
+TaskSource: TypeAlias = str | Path | Sequence[Task]
+"""A JSONL task file, the name of a bundled set, or tasks already loaded."""
+
+
+@dataclass(frozen=True)
+class EvalProgress:
+    """What a progress callback is told: once at the start, then after every pair.
+
+    Attributes:
+        done: Task/arm pairs finished so far, resumed ones included.
+        total: All pairs of this eval.
+        resumed: Pairs taken from the journal of an earlier run.
+        result: The pair that just finished, if one did.
+        error: The pair that just failed its last try, if one did (no result).
+        retrying: The pair that just failed a try and will be tried again.
+    """
+
+    done: int
+    total: int
+    resumed: int = 0
+    result: TaskResult | None = None
+    error: TaskError | None = None
+    retrying: TaskError | None = None
+
+
+ProgressCallback: TypeAlias = Callable[[EvalProgress], None]
+
+
+def _check_count(name: str, value: object, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ValueError(f"{name} must be a whole number >= {low}; got {value!r}")
+    return value
+
+
+def describe_model(model: object) -> str:
+    """A short name of a chat model for the report and the journal: name and endpoint.
+
+    Example:
+        ```python
+        describe_model(ChatOpenAI(model="gpt-5.4-mini"))  # 'gpt-5.4-mini'
+        ```
+    """
+    name = getattr(model, "model_name", None) or getattr(model, "model", None)
+    label = str(name) if isinstance(name, str) and name else type(model).__name__
+    base = getattr(model, "openai_api_base", None)
+    return f"{label} at {base}" if isinstance(base, str) and base else label
+
+
+def _local_runner(
+    model: BaseChatModel, judge: BaseChatModel | None, settings: ArmSettings
+) -> PairRunner:
+    async def run(task: Task, arm: Arm) -> ArmOutcome:
+        return await arun_arm(task, arm, model, settings=settings, judge=judge)
+
+    return run
+
+
+async def arun_eval(
+    tasks: TaskSource,
+    model: BaseChatModel | None = None,
+    *,
+    arms: Sequence[str] = ARMS,
+    iterations: int = 4,
+    concurrency: int = 4,
+    temperature: float = 1.0,
+    out: str | Path | None = None,
+    progress: ProgressCallback | None = None,
+    judge: BaseChatModel | None = None,
+    judge_method: JudgeMethod = "json_schema",
+    judge_threshold: float = 80.0,
+    limit: int | None = None,
+    task_ids: Sequence[str] | None = None,
+    retries: int = 2,
+    retry_delay: float = 1.0,
+    code_timeout: float = DEFAULT_TIMEOUT,
+    server: str | None = None,
+    model_id: str | None = None,
+) -> EvalReport:
+    """Run every task under every arm and compare the arms (async form of `run_eval`).
+
+    Args:
+        tasks: A JSONL task file, a bundled set (``"code"``, ``"instructions"``), or
+            tasks already loaded.
+        model: The chat model that answers (and judges, unless ``judge`` is given).
+            Not given with ``server``: the server uses its own.
+        arms: Which arms to run, of ``single``, ``loop``, ``resample``, ``judge-loop``.
+        iterations: K, the budget of answers every arm may write.
+        concurrency: Task/arm pairs run at the same time.
+        temperature: The sampling temperature of ``resample``.
+        out: Where to write the JSON result. Its journal (``NAME.journal.jsonl`` beside
+            it) records each finished pair, and an eval run again with the same
+            ``out`` skips the pairs already there: an interrupted eval resumes.
+        progress: Called with an `EvalProgress` at the start and after every pair.
+        judge: The judge's chat model in ``judge-loop`` (default ``model``).
+        judge_method: How the judge's verdict is requested (``function_calling`` for
+            llama.cpp's server).
+        judge_threshold: The judge's score (0-100) that accepts an answer.
+        limit: Run only the first ``limit`` tasks (after ``task_ids``).
+        task_ids: Run only these tasks.
+        retries: Tries after the first when a pair fails (a server error); a pair that
+            fails every try is reported in ``errors``, without a result.
+        retry_delay: Seconds before the first retry (doubled for each next one).
+        code_timeout: Seconds a code answer and its tests may run.
+        server: The URL of a LangGraph Server that serves ``eval_task`` (see
+            `loop_agents.evals.served`): each pair runs there, with the server's model.
+        model_id: How the model is named in the report and the journal (default: its
+            name and endpoint).
+
+    Returns:
+        An `EvalReport`.
+
+    Raises:
+        TaskFileError: the task file is malformed (before any model call).
+        ValueError: a setting is out of range, or the model/server choice is wrong.
+        JournalError: the journal beside ``out`` belongs to an eval with other settings.
+
+    Example:
+        ```python
+        report = await arun_eval("code", model, iterations=3, limit=10, out="code.json")
+        ```
+    """
+    settings = ArmSettings(
+        iterations=iterations,
+        temperature=temperature,
+        judge_threshold=judge_threshold,
+        judge_method=judge_method,
+        code_timeout=code_timeout,
+    )
+    chosen_arms = check_arms(arms)
+    _check_count("concurrency", concurrency, 1)
+    _check_count("retries", retries, 0)
+    if not isinstance(retry_delay, int | float) or retry_delay < 0:
+        raise ValueError(f"retry_delay must be a number of seconds >= 0; got {retry_delay!r}")
+    runner: PairRunner
+    if server is not None:
+        if model is not None or judge is not None:
+            raise ValueError(
+                "give either a model or a server, not both: with server= the LangGraph "
+                "server answers with the model of its own environment"
+            )
+        from loop_agents.evals.server import server_runner
+
+        runner = server_runner(server, settings)
+        label = model_id or f"LangGraph server {server}"
+    else:
+        if not isinstance(model, BaseChatModel):
+            raise TypeError(
+                f"model must be a chat model (e.g. ChatOpenAI(...)), or give server=URL; "
+                f"got {type(model).__name__}"
+            )
+        if judge is not None and not isinstance(judge, BaseChatModel):
+            raise TypeError(f"judge must be a chat model; got {type(judge).__name__}")
+        runner = _local_runner(model, judge, settings)
+        label = model_id or describe_model(model)
+    if isinstance(tasks, str | Path):
+        chosen = load_tasks(tasks, limit=limit, ids=task_ids)
+    else:
+        chosen = select_tasks(list(tasks), limit=limit, ids=task_ids)
+    record = {
+        "iterations": settings.iterations,
+        "temperature": settings.temperature,
+        "judge_threshold": settings.judge_threshold,
+        "code_timeout": settings.code_timeout,
+        "model": label,
+    }
+    out_path = Path(out) if out is not None else None
+    journal = Journal.open(journal_path(out_path), record) if out_path else None
+    try:
+        results, errors = await _run_pairs(
+            chosen,
+            chosen_arms,
+            runner,
+            journal,
+            concurrency=concurrency,
+            retries=retries,
+            retry_delay=float(retry_delay),
+            progress=progress,
+        )
+    finally:
+        if journal is not None:
+            journal.close()
+    report = build_report(chosen_arms, results, errors, settings=record | {"tasks": len(chosen)})
+    if out_path is not None:
+        _write_json(out_path, report.to_json())
+    return report
+
+
+async def _run_pairs(
+    tasks: Sequence[Task],
+    arms: Sequence[Arm],
+    runner: PairRunner,
+    journal: Journal | None,
+    *,
+    concurrency: int,
+    retries: int,
+    retry_delay: float,
+    progress: ProgressCallback | None,
+) -> tuple[list[TaskResult], list[TaskError]]:
+    pairs = [(task, arm, task_digest(task)) for task in tasks for arm in arms]
+    finished: dict[tuple[str, str], TaskResult] = {}
+    todo: list[tuple[Task, Arm, str]] = []
+    for task, arm, digest in pairs:
+        found = journal.lookup(task.id, arm, digest) if journal else None
+        if found is not None:
+            finished[(task.id, arm)] = found
+        else:
+            todo.append((task, arm, digest))
+    resumed = len(finished)
+    errors: list[TaskError] = []
+    gate = asyncio.Semaphore(concurrency)
+    total = len(pairs)
+
+    def report(**event: Any) -> None:
+        if progress is not None:
+            progress(
+                EvalProgress(
+                    done=len(finished) + len(errors), total=total, resumed=resumed, **event
+                )
+            )
+
+    async def run_one(task: Task, arm: Arm, digest: str) -> None:
+        async with gate:
+            for attempt in range(1, retries + 2):
+                try:
+                    outcome = await runner(task, arm)
+                except Exception as exc:  # a server error, a timeout, a crash: not a pass
+                    failure = TaskError(task.id, arm, f"{type(exc).__name__}: {exc}", attempt)
+                    if attempt <= retries:
+                        report(retrying=failure)
+                        await asyncio.sleep(retry_delay * 2 ** (attempt - 1))
+                        continue
+                    errors.append(failure)
+                    report(error=failure)
+                    return
+                result = TaskResult(
+                    task_id=task.id,
+                    arm=arm,
+                    passed=outcome.passed,
+                    iterations=outcome.iterations,
+                    model_calls=outcome.model_calls,
+                    input_tokens=outcome.input_tokens,
+                    output_tokens=outcome.output_tokens,
+                    seconds=round(outcome.seconds, 3),
+                    answer=outcome.answer,
+                    attempts=attempt,
+                    judge_failures=outcome.judge_failures,
+                )
+                if journal is not None:
+                    journal.append(result, digest)
+                finished[(task.id, arm)] = result
+                report(result=result)
+                return
+
+    report()
+    async with asyncio.TaskGroup() as group:
+        for task, arm, digest in todo:
+            group.create_task(run_one(task, arm, digest))
+    ordered = [finished[(t.id, a)] for t, a, _ in pairs if (t.id, a) in finished]
+    order: dict[tuple[str, str], int] = {(t.id, a): i for i, (t, a, _) in enumerate(pairs)}
+    errors.sort(key=lambda e: order[(e.task_id, e.arm)])
+    return ordered, errors
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    """Write ``data`` to ``path`` whole or not at all (a temporary file, then a rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.tmp")
+    temporary.write_text(json.dumps(data, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    os.replace(temporary, path)
+
+
+def run_eval(tasks: TaskSource, model: BaseChatModel | None = None, **options: Any) -> EvalReport:
+    """Run every task under every arm and compare the arms; see `arun_eval` for options.
+
+    Runs on the package's background event loop (so async clients cached by chat models
+    keep working from one call to the next); Ctrl-C cancels the eval, and what finished
+    is in the journal beside ``out``. From async code, ``await arun_eval(...)``.
+
+    Example:
+        ```python
+        report = run_eval("instructions", ChatOpenAI(model="gpt-5.4-mini"), limit=10,
+                          out="instructions.json")
+        render_report(report)
+        ```
+    """
+    loop = _background_loop()
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if running is not None:
+        raise RuntimeError("run_eval was called from a running event loop; use await arun_eval")
+    future = asyncio.run_coroutine_threadsafe(arun_eval(tasks, model, **options), loop)
+    try:
+        return future.result()
+    except KeyboardInterrupt:
+        future.cancel()
+        raise

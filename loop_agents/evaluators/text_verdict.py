@@ -1,0 +1,206 @@
+"""The text form of an LLM judge's verdict: ``Score: N`` and ``Feedback: ...``, parsed strictly.
+
+For judge models without tool calling or JSON output (Ollama's small models, llama.cpp
+without grammar support, SmolLM2): ``llm_judge(..., structured_output="text")`` asks for
+
+```
+Score: 85
+Feedback: Vivid imagery; the last line breaks the 5-7-5 form.
+```
+
+and reads the reply with `parse_text_verdict`. What is accepted, exactly:
+
+- two labelled parts, ``Score:`` and ``Feedback:``, each once, in either order, each
+  label at the start of a line; the reply starts with one of them (after whitespace);
+- around that, only: one leading ``<think>...</think>`` block (a reasoning model's),
+  and one code fence wrapping the whole verdict (```` ``` ```` or ```` ```text ````);
+- labels in any letter case, optionally in Markdown bold (``**Score:**``,
+  ``**Score**:``), with spaces around the colon;
+- after ``Score:`` one plain decimal number (optional sign, at most 15 digits before
+  and 15 after the point) and nothing else but: surrounding spaces, ``/H`` where ``H``
+  is the top of the scale (``85/100`` on 0-100; ``8/10`` there is rejected), and one
+  trailing period (``Score: 85.``);
+- the feedback is everything after ``Feedback:`` up to the score line or the end of the
+  reply (several lines allowed), stripped; it must not be empty;
+- the score must lie on the scale (``low <= score <= high``).
+
+Anything else is rejected with a message saying what was wrong (a preamble, a missing
+or repeated label, ``inf``, ``nan``, ``1e400``, a 400-digit number, ``85%``, words, text
+after a final score line, an off-scale score); the judge then asks again.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+
+from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage, SystemMessage
+
+from loop_agents.evaluators._base import format_score
+
+TEXT_FORM = "Score: <one number from {low} to {high}>\nFeedback: <{feedback}>"
+"""The form the judge is asked for (filled with the scale)."""
+
+FEEDBACK_HINT = "what is good and, concretely, what to improve"
+
+_LABEL = re.compile(
+    r"^[ \t]*(?:\*\*)?(?P<label>score|feedback)(?:\*\*)?[ \t]*:(?:\*\*)?[ \t]*(?P<rest>.*)$",
+    re.IGNORECASE,
+)
+_NUMBER = r"[+-]?\d{1,15}(?:\.\d{1,15})?"
+_SCORE = re.compile(rf"^(?P<score>{_NUMBER})(?:[ \t]*/[ \t]*(?P<out_of>{_NUMBER}))?[ \t]*\.?$")
+
+
+class TextVerdictError(ValueError):
+    """A judge's text reply is not in the form `parse_text_verdict` accepts."""
+
+
+def text_form(scale: tuple[float, float]) -> str:
+    """The two lines the judge is asked to write, for ``scale``.
+
+    Example:
+        ```python
+        print(text_form((0, 100)))
+        # Score: <one number from 0 to 100>
+        # Feedback: <what is good and, concretely, what to improve>
+        ```
+
+    """
+    low, high = (format_score(v) for v in scale)
+    return TEXT_FORM.format(low=low, high=high, feedback=FEEDBACK_HINT)
+
+
+def text_instructions(instructions: SystemMessage, scale: tuple[float, float]) -> SystemMessage:
+    """The judge's system message with the reply form appended.
+
+    Example:
+        ```python
+        system = text_instructions(SystemMessage("Score the haiku."), (0, 100))
+        ```
+
+    """
+    form = f"Reply in exactly this form, these two parts and nothing else:\n{text_form(scale)}"
+    if isinstance(instructions.content, str):
+        return SystemMessage(content=f"{instructions.content}\n\n{form}")
+    return SystemMessage(content=[*instructions.content, {"type": "text", "text": form}])
+
+
+def text_prompt(
+    instructions: SystemMessage,
+    shown: Sequence[AnyMessage],
+    problems: Sequence[str],
+    scale: tuple[float, float],
+) -> list[AnyMessage]:
+    """The judge's messages: instructions with the form, what is judged, the request.
+
+    The last message asks for the verdict in the form; after an unusable reply it says
+    first what was wrong with it.
+
+    Example:
+        ```python
+        messages = text_prompt(system, [request, answer], [], (0, 100))
+        ```
+
+    """
+    ask = f"Judge the answer above. Reply in exactly this form:\n{text_form(scale)}"
+    if problems:
+        ask = f"Your previous reply could not be used: {problems[-1]}. {ask}"
+    return [text_instructions(instructions, scale), *shown, HumanMessage(content=ask)]
+
+
+def reply_text(reply: object) -> str:
+    """The text of a model's reply (a message or a string)."""
+    if isinstance(reply, BaseMessage):
+        return reply.text
+    if isinstance(reply, str):
+        return reply
+    raise TextVerdictError(f"the reply is {type(reply).__name__} {reply!r:.60}, not a text")
+
+
+def parse_text_verdict(text: str, scale: tuple[float, float]) -> tuple[float, str]:
+    r"""Read ``Score: N`` and ``Feedback: ...`` from a judge's reply (see the module docs).
+
+    Args:
+        text: The reply.
+        scale: The ``(low, high)`` range the score must lie in.
+
+    Returns:
+        ``(score, feedback)``.
+
+    Raises:
+        TextVerdictError: the reply is not in the form; the message says why.
+
+    Example:
+        ```python
+        parse_text_verdict("Score: 85/100\nFeedback: Vivid.", (0, 100))  # (85.0, "Vivid.")
+        parse_text_verdict("Score: inf\nFeedback: !", (0, 100))  # TextVerdictError
+        ```
+
+    """
+    lines = _unwrapped(text).splitlines()
+    if not lines:
+        raise TextVerdictError("the reply is empty")
+    labels = [(i, match) for i, line in enumerate(lines) if (match := _LABEL.match(line))]
+    found = {name: [(i, m) for i, m in labels if m["label"].lower() == name] for name in _NAMES}
+    for name, places in found.items():
+        if not places:
+            raise TextVerdictError(f"the reply has no '{_NAMES[name]}' line; it was {_short(text)}")
+        if len(places) > 1:
+            raise TextVerdictError(f"the reply has {len(places)} '{_NAMES[name]}' lines, not one")
+    if labels[0][0] != 0:
+        raise TextVerdictError(
+            f"the reply must start with 'Score:' or 'Feedback:'; it starts with {lines[0]!r:.60}"
+        )
+    (score_at, score_match), (feedback_at, feedback_match) = found["score"][0], found["feedback"][0]
+    if score_at > feedback_at:
+        body = lines[feedback_at + 1 : score_at]
+        if any(line.strip() for line in lines[score_at + 1 :]):
+            raise TextVerdictError("the reply has text after its 'Score:' line")
+    else:
+        if any(line.strip() for line in lines[score_at + 1 : feedback_at]):
+            raise TextVerdictError("the reply has text between its 'Score:' and 'Feedback:' lines")
+        body = lines[feedback_at + 1 :]
+    feedback = "\n".join([feedback_match["rest"], *body]).strip()
+    if not feedback:
+        raise TextVerdictError("'Feedback:' is empty; write the comments after it")
+    return _score(score_match["rest"].strip(), scale), feedback
+
+
+_NAMES = {"score": "Score:", "feedback": "Feedback:"}
+_THINK = re.compile(r"^\s*<think>.*?</think>", re.IGNORECASE | re.DOTALL)
+_WRAPPED = re.compile(r"^```(?:text|plain|plaintext)?[ \t]*\n(?P<body>.*)\n```$", re.DOTALL)
+
+
+def _unwrapped(text: str) -> str:
+    """``text`` without a leading think block and a code fence around it all, stripped."""
+    text = _THINK.sub("", text, count=1).strip()
+    match = _WRAPPED.match(text)
+    return match["body"].strip() if match else text
+
+
+def _score(given: str, scale: tuple[float, float]) -> float:
+    low, high = scale
+    shown = f"{format_score(low)} to {format_score(high)}"
+    match = _SCORE.match(given)
+    if match is None:
+        raise TextVerdictError(
+            f"'Score:' must be followed by one plain number from {shown} and nothing else "
+            f"(e.g. 'Score: {format_score((low + high) / 2)}'); got {given!r:.40}"
+        )
+    score = float(match["score"])
+    if match["out_of"] is not None and float(match["out_of"]) != high:
+        raise TextVerdictError(
+            f"the score is given out of {match['out_of']}, but the scale is {shown}; give "
+            f"a number from {shown}"
+        )
+    if not math.isfinite(score) or not low <= score <= high:
+        raise TextVerdictError(
+            f"the score {match['score']} is outside the scale {format_score(low)}-"
+            f"{format_score(high)}"
+        )
+    return score
+
+
+def _short(text: str) -> str:
+    return repr(text.strip()[:80]) if text.strip() else "empty"

@@ -1,0 +1,182 @@
+"""The limits a program runs under (`RunLimits`), their defaults and their validation."""
+
+from __future__ import annotations
+
+import math
+import re
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, get_args
+
+__all__ = [
+    "DEFAULT_MAX_FILE_SIZE",
+    "DEFAULT_MAX_OUTPUT",
+    "DEFAULT_MAX_PROCESSES",
+    "DEFAULT_MEMORY_LIMIT",
+    "DEFAULT_TIMEOUT",
+    "GRACE_SECONDS",
+    "ISOLATIONS",
+    "SCRIPT_NAME",
+    "Isolation",
+    "RunLimits",
+    "make_limits",
+]
+
+DEFAULT_TIMEOUT = 10.0
+"""Seconds a program may run."""
+DEFAULT_MEMORY_LIMIT = 512 * 1024 * 1024
+"""Bytes of address space a program may use (``RLIMIT_AS``)."""
+DEFAULT_MAX_OUTPUT = 10_000
+"""Bytes of stdout and of stderr kept."""
+DEFAULT_MAX_FILE_SIZE = 16 * 1024 * 1024
+"""Bytes any one file written by the program may have (``RLIMIT_FSIZE``)."""
+DEFAULT_MAX_PROCESSES = 64
+"""Processes and threads a program may have at once, itself included."""
+GRACE_SECONDS = 2.0
+"""The most a run takes beyond its time limit: killing what is left and reading the pipes."""
+
+SCRIPT_NAME = "answer.py"
+"""The file name the program is given; tracebacks show it."""
+
+Isolation = Literal["auto", "bwrap", "unshare", "process"]
+"""How a program is kept apart from the caller; see `loop_agents.sandbox`."""
+ISOLATIONS: tuple[str, ...] = get_args(Isolation)
+
+_SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.IGNORECASE)
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class RunLimits:
+    """The limits a program runs under; validated when made.
+
+    Attributes:
+        timeout: Wall-clock seconds before the program and what it started are killed.
+        memory_limit: Bytes of address space (``RLIMIT_AS``); ``None`` for no limit.
+        max_output: Bytes kept of stdout and of stderr each (head and tail).
+        max_file_size: The largest file, in bytes, the program may write; ``None`` for
+            no limit.
+        python: The interpreter; the current one by default.
+        env: Extra environment variables; names that look like secrets are refused.
+        isolation: ``"auto"``, ``"bwrap"``, ``"unshare"`` or ``"process"``; see
+            `loop_agents.sandbox`.
+        max_processes: Processes and threads the program may have at once, itself
+            included (the runner's own helpers are not counted); ``None`` for no cap.
+
+    Raises:
+        ValueError: a limit is out of range, ``isolation`` is unknown or ``env`` holds a
+            secret-like name.
+
+    Example:
+        ```python
+        limits = RunLimits(timeout=5, memory_limit=256 * 1024**2, max_processes=16)
+        result = run_python("print(1)", **limits.options())
+        ```
+    """
+
+    timeout: float = DEFAULT_TIMEOUT
+    memory_limit: int | None = DEFAULT_MEMORY_LIMIT
+    max_output: int = DEFAULT_MAX_OUTPUT
+    max_file_size: int | None = DEFAULT_MAX_FILE_SIZE
+    python: str = field(default_factory=lambda: sys.executable)
+    env: Mapping[str, str] = field(default_factory=dict)
+    isolation: Isolation = "auto"
+    max_processes: int | None = DEFAULT_MAX_PROCESSES
+
+    def options(self) -> dict[str, Any]:
+        """These limits as keyword arguments of `run_python` and `arun_python`."""
+        return {
+            "timeout": self.timeout,
+            "memory_limit": self.memory_limit,
+            "max_output": self.max_output,
+            "max_file_size": self.max_file_size,
+            "python": self.python,
+            "env": self.env,
+            "isolation": self.isolation,
+            "max_processes": self.max_processes,
+        }
+
+    def __post_init__(self) -> None:
+        """Check every limit; see the class docstring."""
+        timeout = self.timeout
+        if (
+            isinstance(timeout, bool)
+            or not (isinstance(timeout, int | float) and math.isfinite(timeout))
+            or timeout <= 0
+        ):
+            raise ValueError(f"timeout must be a number of seconds > 0; got {timeout!r}")
+        for name in ("memory_limit", "max_file_size"):
+            value = getattr(self, name)
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 1024 * 1024
+            ):
+                raise ValueError(
+                    f"{name} must be a number of bytes >= 1 MiB, or None for no limit; "
+                    f"got {value!r}"
+                )
+        if (
+            isinstance(self.max_output, bool)
+            or not isinstance(self.max_output, int)
+            or self.max_output < 16
+        ):
+            raise ValueError(f"max_output must be a number of bytes >= 16; got {self.max_output!r}")
+        if self.isolation not in ISOLATIONS:
+            raise ValueError(
+                f"isolation must be one of {', '.join(map(repr, ISOLATIONS))}; "
+                f"got {self.isolation!r}"
+            )
+        cap = self.max_processes
+        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
+            raise ValueError(
+                f"max_processes must be a whole number >= 1 (the program itself counts), or "
+                f"None for no cap; got {cap!r}"
+            )
+        if not isinstance(self.python, str) or not self.python:
+            raise ValueError(f"python must be the path of an interpreter; got {self.python!r}")
+        bad = sorted(
+            repr(name)
+            for name, value in self.env.items()
+            if not (isinstance(name, str) and _ENV_NAME.match(name) and isinstance(value, str))
+            or "\0" in value
+        )
+        if bad:
+            raise ValueError(
+                f"env must map variable names (letters, digits, _) to strings; fix {bad}"
+            )
+        secrets = sorted(name for name in self.env if _SECRET_NAME.search(name))
+        if secrets:
+            raise ValueError(
+                f"env must not pass secrets to code from an answer; remove {secrets} "
+                f"(names with KEY, TOKEN, SECRET, PASSWORD or CREDENTIAL are refused)"
+            )
+
+
+def make_limits(
+    timeout: float = DEFAULT_TIMEOUT,
+    memory_limit: int | None = DEFAULT_MEMORY_LIMIT,
+    max_output: int = DEFAULT_MAX_OUTPUT,
+    max_file_size: int | None = DEFAULT_MAX_FILE_SIZE,
+    python: str | None = None,
+    env: Mapping[str, str] | None = None,
+    *,
+    isolation: Isolation = "auto",
+    max_processes: int | None = DEFAULT_MAX_PROCESSES,
+) -> RunLimits:
+    """`RunLimits` from the keyword arguments of `run_python` (``None`` python: this one).
+
+    Example:
+        ```python
+        limits = make_limits(timeout=3, isolation="bwrap")
+        ```
+    """
+    return RunLimits(
+        timeout=timeout,
+        memory_limit=memory_limit,
+        max_output=max_output,
+        max_file_size=max_file_size,
+        python=python or sys.executable,
+        env=dict(env or {}),
+        isolation=isolation,
+        max_processes=max_processes,
+    )

@@ -1,0 +1,212 @@
+"""The eval command: end to end in a subprocess against a scripted OpenAI-compatible
+server on loopback (tables, --out JSON, progress lines, a kill and a resume), and its
+argument errors, which exit with 2 before any model call."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from loop_agents.evals.__main__ import main
+from loop_agents.evals.journal import journal_path
+from tests.conftest import ROOT, env_without_model_settings
+from tests.eval_models import ReactiveOpenAI, after_feedback
+
+TASKS = [
+    {
+        "id": f"t{i}",
+        "kind": "instructions",
+        "prompt": f"Task t{i}: reply OK in capitals.",
+        "checks": [{"check": "case", "case": "upper"}],
+    }
+    for i in range(6)
+]
+
+
+def task_file(folder: Path) -> Path:
+    path = folder / "tasks.jsonl"
+    path.write_text("".join(json.dumps(t) + "\n" for t in TASKS), encoding="utf-8")
+    return path
+
+
+def feedback_helps(body):
+    return "OK" if after_feedback(body) else "ok"
+
+
+def command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "loop_agents.evals", *args]
+
+
+def test_the_command_prints_the_tables_and_writes_the_json(tmp_path):
+    scripted = ReactiveOpenAI(feedback_helps)
+    out = tmp_path / "results.json"
+    with scripted.serve() as base_url:
+        done = subprocess.run(
+            command(
+                str(task_file(tmp_path)),
+                "--arms",
+                "single,loop,resample",
+                "--iterations",
+                "3",
+                "--limit",
+                "4",
+                "--out",
+                str(out),
+                "--base-url",
+                base_url,
+            ),
+            capture_output=True,
+            text=True,
+            env=env_without_model_settings(COLUMNS="100"),
+            cwd=tmp_path,
+            timeout=120,
+        )
+    assert done.returncode == 0, done.stderr
+    table = done.stdout
+    assert "loop vs resample" in table
+    assert "loop vs single" in table
+    first_table = table.split("Paired, task by task")[0]
+    rows = {line.split()[0]: line.split()[1:3] for line in first_table.splitlines() if line.strip()}
+    assert rows["single"] == ["0/4", "0%"]
+    assert rows["loop"] == ["4/4", "100%"]
+    assert rows["resample"] == ["0/4", "0%"]
+    data = json.loads(out.read_text(encoding="utf-8"))
+    assert data["arms"]["loop"]["passed"] == 4
+    assert len(data["results"]) == 12
+    assert data["settings"]["model"].startswith("gpt-5.4-mini at http://127.0.0.1:")
+    # not a terminal: one progress line per finished pair
+    progress = [line for line in done.stderr.splitlines() if line.startswith("[")]
+    assert len(progress) == 12
+    assert progress[-1].startswith("[12/12]")
+    assert len(scripted.requests) == 4 * (1 + 2 + 3)
+
+
+def wait_for_records(process: subprocess.Popen[str], journal: Path, count: int) -> None:
+    deadline = time.monotonic() + 60
+    while not journal.exists() or len(journal.read_text().splitlines()) < 1 + count:
+        assert process.poll() is None, "the eval ended before it was interrupted"
+        assert time.monotonic() < deadline, "the eval made no progress"
+        time.sleep(0.05)
+
+
+def test_an_interrupted_or_killed_eval_resumes_where_it_stopped(tmp_path):
+    def slow(body):
+        time.sleep(0.1)
+        return feedback_helps(body)
+
+    scripted = ReactiveOpenAI(slow)
+    out = tmp_path / "results.json"
+    journal = journal_path(out)
+    env = env_without_model_settings()
+    with scripted.serve() as base_url:
+        args = command(
+            str(task_file(tmp_path)),
+            *("--arms", "single,loop", "--concurrency", "1", "--out", str(out)),
+            *("--base-url", base_url),
+        )
+
+        def start() -> subprocess.Popen[str]:
+            return subprocess.Popen(
+                args,
+                env=env,
+                cwd=tmp_path,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+
+        # Ctrl-C: a clean stop, exit status 130, a hint to resume
+        process = start()
+        wait_for_records(process, journal, 2)
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=30)
+        assert process.returncode == 130, stderr
+        assert "interrupted; run the same command (same --out) to resume" in stderr
+        interrupted = len(journal.read_text().splitlines()) - 1
+
+        # a hard kill after a few more pairs: what was recorded stays recorded
+        process = start()
+        wait_for_records(process, journal, interrupted + 2)
+        process.send_signal(signal.SIGKILL)
+        process.communicate(timeout=30)
+        records = [json.loads(line) for line in journal.read_text().splitlines()[1:]]
+        done_before = {(r["task_id"], r["arm"]) for r in records}
+        assert len(done_before) == len(records)
+        assert 4 <= len(done_before) < 12
+        assert not out.exists()
+
+        time.sleep(0.5)  # the killed process's last request, if any, is answered
+        asked = len(scripted.requests)
+        again = subprocess.run(
+            args, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120
+        )
+    assert again.returncode == 0, again.stderr
+    assert f"12 task/arm pairs, {len(done_before)} done before (resumed)" in again.stderr
+    rerun = [line for line in again.stderr.splitlines() if line.startswith("[")]
+    assert len(rerun) == 12 - len(done_before)
+    calls = {"single": 1, "loop": 2}
+    remaining = {(t["id"], a) for t in TASKS for a in calls} - done_before
+    # only the remaining pairs ran (the one running at the kill started over)
+    assert len(scripted.requests) - asked == sum(calls[a] for _, a in remaining)
+    data = json.loads(out.read_text())
+    assert data["arms"]["loop"]["passed"] == 6
+    assert data["arms"]["single"]["tasks"] == 6
+
+
+@pytest.mark.parametrize(
+    ("args", "phrase"),
+    [
+        (["--arms", "loop,best"], "--arms 'loop,best': give a comma-separated list"),
+        (["--iterations", "0"], "--iterations must be >= 1"),
+        (["--concurrency", "0"], "--concurrency must be >= 1"),
+        (["--temperature", "-1"], "--temperature must be from 0 to 2"),
+        (["--limit", "0"], "--limit must be >= 1"),
+        (["--tasks", ","], "--tasks is empty"),
+        (["--tasks", "t1,zz"], "no task has the id 'zz'"),
+        (["--server", "localhost:2024"], "--server: server must be the URL"),
+        (["--judge-threshold", "120"], "--judge-threshold must be from 0 to 100"),
+    ],
+)
+def test_bad_arguments_exit_with_2(tmp_path, capsys, args, phrase):
+    with pytest.raises(SystemExit) as caught:
+        main([str(task_file(tmp_path)), *args, "--base-url", "http://127.0.0.1:9/v1"])
+    assert caught.value.code == 2
+    assert phrase in capsys.readouterr().err
+
+
+def test_a_bad_task_file_names_the_line_and_field_before_any_model_call(tmp_path, capsys):
+    path = tmp_path / "tasks.jsonl"
+    lines = [json.dumps(TASKS[0]), json.dumps(TASKS[1] | {"checks": [{"check": "case"}]})]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    scripted = ReactiveOpenAI(feedback_helps)
+    with scripted.serve() as base_url, pytest.raises(SystemExit) as caught:
+        main([str(path), "--base-url", base_url])
+    assert caught.value.code == 2
+    err = capsys.readouterr().err
+    assert f"{path} line 2, field 'checks[0].case': is required by 'case'" in err
+    assert scripted.requests == []
+
+
+def test_no_endpoint_says_what_to_set(tmp_path, capsys, monkeypatch):
+    for name in list(os.environ):
+        if name.startswith(("OPENAI_", "LOOP_AGENTS_")):
+            monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)  # no .env found from here
+    with pytest.raises(SystemExit) as caught:
+        main([str(task_file(tmp_path))])
+    assert caught.value.code == 2
+    assert "no model endpoint is configured" in capsys.readouterr().err
+
+
+def test_help_lists_the_arms_and_the_bundled_sets():
+    done = subprocess.run(command("--help"), capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert done.returncode == 0
+    for word in ("single", "loop", "resample", "judge-loop", "code, instructions", "--server"):
+        assert word in done.stdout
