@@ -16,6 +16,7 @@ from loop_agents.evals.arms import ArmSettings
 from loop_agents.evals.checks import run_checks
 from loop_agents.evals.tasks import InstructionsTask, parse_task
 from tests.eval_models import ReactiveOpenAI, after_feedback, is_judge, user_text, verdict
+from tests.fakes import review
 
 
 def shout_tasks(count: int) -> list[InstructionsTask]:
@@ -78,13 +79,14 @@ async def test_the_loop_sends_the_checks_feedback_and_the_judge_loop_only_the_ju
     assert (loop.passed, loop.iterations, loop.answer) == (True, 2, "OK")
     feedback = server.requests[1]["messages"][-1]["content"]
     assert "uppercase" in feedback
-    assert feedback.startswith("The answer breaks 1 requirement")
+    assert "The answer breaks 1 requirement" in feedback
+    assert feedback.startswith(review("", 1).split("\n")[0])  # fenced as a review
     server.requests.clear()
     judged = await arun_arm(task, "judge-loop", server.chat_model(), settings=settings)
     assert judged.passed
     assert judged.model_calls == 4
     agent_requests = [b for b in server.requests if not is_judge(b)]
-    assert agent_requests[1]["messages"][-1]["content"] == "Make it louder.\n\nScore: 30"
+    assert agent_requests[1]["messages"][-1]["content"] == review("Make it louder.\n\nScore: 30", 1)
     judge_requests = [b for b in server.requests if is_judge(b)]
     assert all("uppercase" not in str(b) for b in judge_requests)  # the judge never sees checks
 
