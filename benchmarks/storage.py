@@ -59,7 +59,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 ROOT = Path(__file__).resolve().parent.parent
-BEFORE = "0ae2aba"
+BEFORE = "d9bc38b"
 """The commit whose loop_agents is the ``before`` contender (the layout before delta storage)."""
 
 CONTENDERS = ("before", "delta", "full", "minimal")

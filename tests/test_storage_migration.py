@@ -1,6 +1,6 @@
 """Threads stored by the layout before delta storage load, resume and go on with the new one.
 
-``tests/data/old_layout/threads.sqlite`` was written by loop_agents at commit 0ae2aba
+``tests/data/old_layout/threads.sqlite`` was written by loop_agents at commit d9bc38b
 (``make_threads.py`` next to it): every checkpoint holds the whole ``messages``,
 ``feedback`` and ``records``, and every record a copy of its answer under ``answer``.
 The threads are copied into each saver through its public API (``put``/``put_writes``),
@@ -21,7 +21,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from loop_agents import checkpoint_before_iteration, create_loop_agent, record_answer, storage_of
 from tests.durable_helpers import CountingAgent, CountingEvaluator, answers, thread, transcript
-from tests.fakes import texts
+from tests.fakes import review, texts
 
 FIXTURE = Path(__file__).parent / "data" / "old_layout" / "threads.sqlite"
 SNOW = "Now one about snow."
@@ -137,9 +137,9 @@ def test_a_new_run_on_an_old_thread(old_saver):
         *transcript(3),
         ("human", SNOW),
         ("ai", "answer 4"),
-        ("human", "feedback 1"),
+        ("human", review("feedback 1", 1)),
         ("ai", "answer 5"),
-        ("human", "feedback 2"),
+        ("human", review("feedback 2", 2)),
         ("ai", "answer 6"),
     ]
     assert result["iteration"] == 3

@@ -1,10 +1,10 @@
 """Write ``threads.sqlite``: loop threads as loop_agents stored them before delta storage.
 
-Run it with the loop_agents of commit 0ae2aba (the layout before delta channels: every
+Run it with the loop_agents of commit d9bc38b (the layout before delta channels: every
 checkpoint holds the whole ``messages``, ``feedback`` and ``records``, and each record a
 copy of its answer)::
 
-    mkdir -p /tmp/old && git archive 0ae2aba loop_agents | tar -x -C /tmp/old
+    mkdir -p /tmp/old && git archive d9bc38b loop_agents | tar -x -C /tmp/old
     PYTHONPATH=/tmp/old .venv/bin/python tests/data/old_layout/make_threads.py
 
 It refuses to run with a loop_agents whose records name their answer by id. The
@@ -61,7 +61,7 @@ def main() -> None:
     if "answer_id" in IterationRecord.__annotations__:
         sys.exit(
             f"this loop_agents ({loop_agents.__file__}) already names answers by id; run "
-            f"the script with the loop_agents of commit 0ae2aba (see its docstring)"
+            f"the script with the loop_agents of commit d9bc38b (see its docstring)"
         )
     OUT.unlink(missing_ok=True)
     conn = sqlite3.connect(OUT, check_same_thread=False)
