@@ -175,9 +175,12 @@ class LoopNodes:
         }
         self.report.evaluation_finished(record)
         if reason is None:
-            updates["messages"] = [
-                feedback_message(text, iteration=iteration, feedback_format=self.feedback_format)
-            ]
+            # with its id: a delta channel replays the stored write, and a message given
+            # without one would get it only as it is stored, after the router read it
+            message = feedback_message(
+                text, iteration=iteration, feedback_format=self.feedback_format
+            )
+            updates["messages"] = with_fresh_ids([message], ())
         else:
             updates |= selection_updates(records, self.select, state)
             final = updates.get("last_response", answer)
