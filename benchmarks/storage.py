@@ -44,6 +44,7 @@ import contextlib
 import gc
 import json
 import os
+import re
 import sqlite3
 import statistics
 import subprocess
@@ -383,7 +384,8 @@ def postgres_version() -> str:
         )
     except (OSError, subprocess.SubprocessError):
         return "?"
-    return done.stdout.split()[-1] if done.stdout.split() else "?"
+    found = re.search(r"\d+(\.\d+)+", done.stdout)  # "postgres (PostgreSQL) 15.18 (Debian ...)"
+    return found.group(0) if found else "?"
 
 
 def _find(results: Sequence[Runs], contender: str, kind: str, iterations: int) -> Runs | None:
