@@ -14,9 +14,10 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, cast, get_args
+from typing import TYPE_CHECKING, Any, Literal, cast, get_args
 
-from langchain_openai import ChatOpenAI
+if TYPE_CHECKING:  # imported when a model is made: reading settings stays light
+    from langchain_openai import ChatOpenAI
 
 StructuredOutputMethod = Literal["json_schema", "function_calling", "json_mode"]
 
@@ -102,6 +103,10 @@ class ModelSettings:
     def chat_model(self, **kwargs: Any) -> ChatOpenAI:
         """A ``ChatOpenAI`` for these settings; ``kwargs`` go to ``ChatOpenAI``.
 
+        Streamed answers ask for their token usage (``stream_options.include_usage``),
+        which ``ChatOpenAI`` leaves off for servers at a base URL; OpenAI-compatible
+        servers that do not know the option ignore it.
+
         Raises:
             SettingsError: neither ``OPENAI_API_KEY`` nor ``OPENAI_BASE_URL`` is set.
 
@@ -117,9 +122,12 @@ class ModelSettings:
                 "OPENAI_BASE_URL (for an OpenAI-compatible server) in the environment "
                 "or in a .env file; see .env.example"
             )
+        from langchain_openai import ChatOpenAI
+
         options: dict[str, Any] = {
             "model": self.model,
             "api_key": self.api_key or NO_KEY_PLACEHOLDER,
+            "stream_usage": True,
         }
         if self.base_url:
             options["base_url"] = self.base_url
