@@ -22,9 +22,8 @@ def cli_env(home: Path, **extra: str) -> dict[str, str]:
 
     Ollama is looked for on a closed port, so a real Ollama on this machine is never used.
     """
-    return env_without_model_settings(
-        LOOP_AGENTS_HOME=str(home), LOOP_AGENTS_OLLAMA_URL=CLOSED_PORT_URL, **extra
-    )
+    settings = {"LOOP_AGENTS_HOME": str(home), "LOOP_AGENTS_OLLAMA_URL": CLOSED_PORT_URL}
+    return env_without_model_settings(**(settings | extra))
 
 
 def loop_agents(

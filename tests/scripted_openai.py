@@ -15,7 +15,9 @@ Options make it behave like particular servers:
 - ``llama_cpp=True``: like llama-cpp-python's server, ``response_format`` of type
   ``json_schema`` fails with HTTP 500, and a streamed tool call repeats its id, type
   and name in every chunk of its arguments;
-- ``ollama_models=[...]``: answers Ollama's model list at ``GET /api/tags``.
+- ``ollama_models=[...]``: answers Ollama's model list at ``GET /api/tags``;
+- ``record_to=PATH``: also appends every request to PATH, one JSON object a line
+  (for a server that runs in another process).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -77,6 +80,7 @@ class ScriptedOpenAI:
         usage_when_asked: bool = False,
         llama_cpp: bool = False,
         ollama_models: Sequence[str] | None = None,
+        record_to: Path | None = None,
     ) -> None:
         self._replies = iter(replies)
         self.requests: list[dict[str, Any]] = []
@@ -86,6 +90,7 @@ class ScriptedOpenAI:
         self.usage_when_asked = usage_when_asked
         self.llama_cpp = llama_cpp
         self.ollama_models = list(ollama_models) if ollama_models is not None else None
+        self.record_to = record_to
         self.hanging = threading.Event()
         """Set when a `Hang` reply has sent what it streams and hangs."""
 
@@ -112,8 +117,8 @@ class ScriptedOpenAI:
         )
 
     @contextmanager
-    def serve(self) -> Iterator[str]:
-        """Serve the script over real HTTP on a free loopback port; yield the base URL.
+    def serve(self, port: int = 0) -> Iterator[str]:
+        """Serve the script over real HTTP on loopback (a free port); yield the base URL.
 
         For programs in a subprocess, which reach it through ``OPENAI_BASE_URL``.
         """
@@ -147,7 +152,7 @@ class ScriptedOpenAI:
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
-        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         thread = threading.Thread(target=server.serve_forever, daemon=True)
         thread.start()
         try:
@@ -174,6 +179,9 @@ class ScriptedOpenAI:
         body = json.loads(content)
         with self._lock:
             self.requests.append(body)
+            if self.record_to is not None:
+                with self.record_to.open("a", encoding="utf-8") as log:
+                    log.write(json.dumps(body) + "\n")
             reply = next(self._replies, None)
             completion_id = f"chatcmpl-{next(self._ids)}"
         if reply is None:

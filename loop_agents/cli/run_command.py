@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import shlex
+import sqlite3
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -230,7 +232,8 @@ def _interrupted(
             file=sys.stderr,
         )
         return 130
-    store.update(run_id, status="interrupted", pid=None)
+    with contextlib.suppress(sqlite3.Error):  # a write cut off by Ctrl-C may hold the file
+        store.update(run_id, status="interrupted", pid=None, timeout=0.3)
     done = f"{progress.iterations} of {spec.max_iterations} iterations are saved"
     print(
         f"\n{PROG}: interrupted; {done}. Resume the run with:\n"

@@ -70,16 +70,15 @@ def runs(args: argparse.Namespace) -> int:
         return 0
     console = Console()
     plain = not console.is_terminal
+    if plain:  # a pipe: one line per run, never wrapped
+        console = Console(width=40 + TITLE_WIDTH + 60)
     table = Table(box=box.ASCII if plain else box.SIMPLE_HEAD)
-    for column, justify in (
-        ("id", "left"),
-        ("started", "left"),
-        ("task", "left"),
-        ("iterations", "right"),
-        ("stop reason", "left"),
-        ("best score", "right"),
-    ):
-        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    table.add_column("id", no_wrap=True)
+    table.add_column("started", no_wrap=True)
+    table.add_column("task", no_wrap=True, overflow="ellipsis")
+    table.add_column("iterations", justify="right", no_wrap=True)
+    table.add_column("stop reason", no_wrap=True)
+    table.add_column("best score", justify="right", no_wrap=True)
     for run in saved:
         title = run.title
         if len(title) > TITLE_WIDTH:

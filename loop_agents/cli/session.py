@@ -20,6 +20,7 @@ from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.types import StreamMode
 
 from loop_agents.cli.errors import one_line
@@ -170,7 +171,7 @@ async def run_session(
                 if view is not None:
                     view.handle(mode, payload)
                 if mode == "custom" and is_loop_event(payload) and progress.take(payload):
-                    _save_progress(store, run_id, progress)
+                    await _save_progress(store, saver, run_id, progress)
         except Exception as exc:  # a failure mid-run: the result so far is still printed
             error = describe_error(exc, endpoint)
             failure = "judge_invalid" if isinstance(exc, JudgeError) else "error"
@@ -181,9 +182,12 @@ async def run_session(
         return Outcome(dict(snapshot.values), error, failure)
 
 
-def _save_progress(store: RunStore | None, run_id: str, progress: Progress) -> None:
-    if store is not None:
-        store.update(
+async def _save_progress(
+    store: RunStore | None, saver: BaseCheckpointSaver[Any], run_id: str, progress: Progress
+) -> None:
+    if store is not None and isinstance(saver, AsyncSqliteSaver):
+        await store.aupdate(
+            saver,
             run_id,
             iterations=progress.iterations,
             best_score=progress.best_score,

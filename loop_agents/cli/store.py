@@ -163,8 +163,8 @@ class RunStore:
             ) from exc
 
     @contextlib.contextmanager
-    def _connect(self) -> Iterator[sqlite3.Connection]:
-        connection = sqlite3.connect(self.path, timeout=30)
+    def _connect(self, timeout: float = 30.0) -> Iterator[sqlite3.Connection]:
+        connection = sqlite3.connect(self.path, timeout=timeout)
         try:
             connection.execute("PRAGMA journal_mode=WAL")
             with connection:
@@ -228,28 +228,34 @@ class RunStore:
                 return run_id
         raise RuntimeError("no free run id after 100 tries")  # pragma: no cover
 
-    def update(self, run_id: str, **fields: Any) -> None:
+    def update(self, run_id: str, *, timeout: float = 30.0, **fields: Any) -> None:
         """Set some fields of a run's row.
 
         The fields: ``status``, ``stop_reason``, ``iterations``, ``best_score``,
-        ``error`` and ``pid``.
+        ``error`` and ``pid``. Not while the run's checkpointer is open in this process
+        (its open write would block this one): use `aupdate` there.
 
         Example:
             ```python
             store.update(run_id, status="finished", stop_reason="accepted")
             ```
         """
-        unknown = set(fields) - _UPDATABLE
-        if unknown:
-            raise ValueError(f"cannot update {sorted(unknown)} of a saved run")
-        if not fields:
-            return
-        assignments = ", ".join(f"{name} = ?" for name in fields)
-        with self._connect() as connection:
-            connection.execute(
-                f"UPDATE loop_agents_runs SET {assignments}, updated_at = ? WHERE run_id = ?",
-                (*fields.values(), time.time(), run_id),
-            )
+        sql, parameters = _update(run_id, fields)
+        with self._connect(timeout) as connection:
+            connection.execute(sql, parameters)
+
+    async def aupdate(self, saver: AsyncSqliteSaver, run_id: str, **fields: Any) -> None:
+        """`update` through the checkpointer's own connection, in turn with its writes.
+
+        Example:
+            ```python
+            await store.aupdate(saver, run_id, iterations=2, best_score=81.0)
+            ```
+        """
+        sql, parameters = _update(run_id, fields)
+        async with saver.lock:
+            await saver.conn.execute(sql, parameters)
+            await saver.conn.commit()
 
     def list(self, limit: int | None = None) -> list[SavedRun]:
         """The saved runs, latest first (at most ``limit``); none when there is no file."""
@@ -298,6 +304,17 @@ class RunStore:
             ids = ", ".join(run.run_id for run in matches[:10])
             raise UsageError(f"{run_id!r} is the start of several run ids ({ids}); give more")
         return matches[0]
+
+
+def _update(run_id: str, fields: Mapping[str, Any]) -> tuple[str, tuple[Any, ...]]:
+    unknown = set(fields) - _UPDATABLE
+    if unknown or not fields:
+        raise ValueError(f"cannot update {sorted(unknown) or 'nothing'} of a saved run")
+    assignments = ", ".join(f"{name} = ?" for name in fields)
+    return (
+        f"UPDATE loop_agents_runs SET {assignments}, updated_at = ? WHERE run_id = ?",
+        (*fields.values(), time.time(), run_id),
+    )
 
 
 def _saved(row: tuple[Any, ...]) -> SavedRun:
