@@ -367,7 +367,7 @@ class LoopConsole:
                 str(iteration),
                 format_score(row.score) + (" *" if best else ""),
                 f"{row.agent_seconds + row.evaluation_seconds:.1f}",
-                str(row.tokens),
+                str(row.tokens) if row.tokens else "-",  # none reported
                 outcome,
             )
         return table

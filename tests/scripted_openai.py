@@ -187,7 +187,9 @@ class ScriptedOpenAI:
         if reply is None:
             return _json(500, {"error": {"message": "script exhausted"}})
         if self.llama_cpp and (body.get("response_format") or {}).get("type") == "json_schema":
-            return _json(500, {"error": {"message": "response_format json_schema is not supported"}})
+            return _json(
+                500, {"error": {"message": "response_format json_schema is not supported"}}
+            )
         if isinstance(reply, Fail):
             return _json(reply.status, {"error": {"message": reply.message}})
         stream = bool(body.get("stream"))

@@ -132,9 +132,12 @@ def test_run_streams_to_the_console_from_files(tmp_path):
     assert server.requests[1]["tools"][0]["function"]["name"] == "Verdict"  # from .env
     assert server.requests[0]["messages"][1]["content"] == TASK  # stdin, stripped
     # streamed answers ask for their usage, and the summary counts it (11 + 7, twice)
-    assert all(r["stream"] and r["stream_options"] == {"include_usage": True} for r in server.requests)
+    assert all(
+        r["stream"] and r["stream_options"] == {"include_usage": True} for r in server.requests
+    )
     rows = [line for line in out.splitlines() if line.startswith("|") and "continued" in line]
-    assert rows and rows[0].split("|")[4].strip() == "36", out
+    assert rows, out
+    assert rows[0].split("|")[4].strip() == "36", out
 
 
 @pytest.mark.slow

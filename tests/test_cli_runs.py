@@ -49,7 +49,7 @@ def test_ctrl_c_while_streaming_then_resume_asks_nothing_twice(tmp_path):
             run_id = run_id_of(running.wait_for_line(" · saved in "))
             running.wait_for_line("iteration 2 of 3")
             assert server.hanging.wait(60), "the second answer was never requested"
-            status, seconds, out, err = running.interrupt()
+            status, seconds, _out, err = running.interrupt()
         finally:
             running.close()
         assert status == 130, err
@@ -88,7 +88,9 @@ def test_every_run_is_saved_by_default_and_no_save_opts_out(tmp_path):
     server = ScriptedOpenAI([DRAFT_1, Structured(VERDICT_2)] * 3)
     with server.serve() as url:
         # LOOP_AGENTS_HOME unset: $XDG_STATE_HOME/loop-agents
-        env = cli_env(tmp_path / "unused", OPENAI_BASE_URL=url, XDG_STATE_HOME=str(tmp_path / "xdg"))
+        env = cli_env(
+            tmp_path / "unused", OPENAI_BASE_URL=url, XDG_STATE_HOME=str(tmp_path / "xdg")
+        )
         del env["LOOP_AGENTS_HOME"]
         proc = loop_agents("run", TASK, "--rubric", RUBRIC, "--json", env=env, cwd=tmp_path)
         assert proc.returncode == 0, proc.stderr
@@ -125,7 +127,7 @@ def test_an_off_scale_judge_is_re_asked_then_the_run_stops_keeping_the_answer(tm
     assert "gave no usable verdict at iteration 1 after 3 attempts" in result["error"]
     assert "the score 2018.73 is outside the scale 0-100" in result["error"]
     errors = [line for line in proc.stderr.splitlines() if ": error: " in line]
-    assert len(errors) == 1 and errors[0] == f"loop-agents: error: {result['error']}"
+    assert errors == [f"loop-agents: error: {result['error']}"]
     assert "Traceback" not in proc.stderr
     assert f"loop-agents resume {result['run_id']}" in proc.stderr
     assert len(server.requests) == 4
@@ -197,8 +199,12 @@ def test_runs_lists_and_show_replays_the_saved_runs(tmp_path):
     server = ScriptedOpenAI([*SCRIPT, "Blue.", Structured({"score": 90, "feedback": "Yes."})])
     with server.serve() as url:
         env = cli_env(tmp_path / "home", OPENAI_BASE_URL=url)
-        first = loop_agents("run", f"{TASK}\nMore details.", "--rubric", RUBRIC, "--json", env=env, cwd=tmp_path)
-        second = loop_agents("run", "Name a colour.", "--rubric", "One word.", env=env, cwd=tmp_path)
+        first = loop_agents(
+            "run", f"{TASK}\nMore details.", "--rubric", RUBRIC, "--json", env=env, cwd=tmp_path
+        )
+        second = loop_agents(
+            "run", "Name a colour.", "--rubric", "One word.", env=env, cwd=tmp_path
+        )
     assert first.returncode == second.returncode == 0, first.stderr + second.stderr
     first_result = json.loads(first.stdout)
     second_id = run_id_of(second.stdout)
@@ -216,7 +222,9 @@ def test_runs_lists_and_show_replays_the_saved_runs(tmp_path):
     table = loop_agents("runs", env=env, cwd=tmp_path).stdout
     lines = table.splitlines()
     assert any(second_id in line and "Name a colour." in line and "1/3" in line for line in lines)
-    assert any(first_result["run_id"] in line and "accepted" in line and "86" in line for line in lines)
+    assert any(
+        first_result["run_id"] in line and "accepted" in line and "86" in line for line in lines
+    )
 
     shown = loop_agents("show", first_result["run_id"], "--json", env=env, cwd=tmp_path)
     assert json.loads(shown.stdout) == first_result
@@ -249,4 +257,9 @@ def test_no_saved_runs(tmp_path):
     proc = loop_agents("runs", env=cli_env(tmp_path / "home"), cwd=tmp_path)
     assert proc.returncode == 0
     assert proc.stdout.startswith("no saved runs")
-    assert json.loads(loop_agents("runs", "--json", env=cli_env(tmp_path / "home"), cwd=tmp_path).stdout) == []
+    assert (
+        json.loads(
+            loop_agents("runs", "--json", env=cli_env(tmp_path / "home"), cwd=tmp_path).stdout
+        )
+        == []
+    )

@@ -43,7 +43,10 @@ def fenced(language: str, body: str) -> str:
         ("````python\n```inner```\n````\n", ("```inner```\n", ".py")),
         ("```python\nprint(1)\n", ("print(1)\n", ".py")),  # cut off: runs to the end
         ("no code at all", ("no code at all", ".txt")),
-        (fenced("py", "a\n") + fenced("py", "b\n"), (fenced("py", "a\n") + fenced("py", "b\n"), ".txt")),
+        (
+            fenced("py", "a\n") + fenced("py", "b\n"),
+            (fenced("py", "a\n") + fenced("py", "b\n"), ".txt"),
+        ),
     ],
 )
 def test_the_answer_the_check_sees(text, expected):
@@ -66,7 +69,7 @@ def test_exit_status_zero_accepts_and_the_file_is_named_both_ways(mode, tmp_path
 
 def test_the_output_is_the_feedback_and_its_tail_is_capped(tmp_path):
     check = command_check(
-        "python3 -c 'import sys; print(\"x\" * 5000); sys.exit(\"boom: 41 != 42\")' ",
+        'python3 -c \'import sys; print("x" * 5000); sys.exit("boom: 41 != 42")\' ',
         max_feedback_chars=100,
     )
     feedback = check.invoke(context("whatever"))["feedback"]
@@ -236,7 +239,8 @@ def test_check_until_the_tests_pass(tmp_path):
     assert first["evaluator"] == "check"
     assert first["stop"] is False
     assert "failed with exit status 1" in first["feedback"]
-    assert "< 41" in first["feedback"] and "> 42" in first["feedback"]  # diff's output
+    assert "< 41" in first["feedback"]  # diff's output
+    assert "> 42" in first["feedback"]
     # the model read the check's output as its feedback
     assert server.requests[1]["messages"][-1]["content"] == first["feedback"]
     assert len(server.requests) == 2  # no judge

@@ -70,7 +70,9 @@ class Printer:
         if self.view is None:
             print(f"{PROG}: {line}", file=sys.stderr, flush=True)
         else:
-            self.view.console.print(line, style="dim", markup=False, highlight=False, soft_wrap=True)
+            self.view.console.print(
+                line, style="dim", markup=False, highlight=False, soft_wrap=True
+            )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -277,7 +279,7 @@ def _report(
         if result["answer"]:
             view.console.print()
             view.console.print(section_header("Answer"), markup=False, highlight=False)
-            view.console.print(result["answer"], markup=False, highlight=False)
+            view.console.print(result["answer"], markup=False, highlight=False, soft_wrap=True)
     if outcome.error is None:
         return 0
     print(f"{PROG}: error: {outcome.error}", file=sys.stderr)

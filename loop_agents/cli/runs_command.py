@@ -130,7 +130,7 @@ def print_run(store: RunStore, run: SavedRun, *, as_json: bool) -> int:
     if result["answer"]:
         console.print()
         console.print(section_header("Answer"), markup=False, highlight=False)
-        console.print(result["answer"], markup=False, highlight=False)
+        console.print(result["answer"], markup=False, highlight=False, soft_wrap=True)
     if run.error:
         print(f"{PROG}: the run failed: {run.error}", file=sys.stderr)
     return 0
