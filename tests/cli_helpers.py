@@ -84,11 +84,13 @@ class Running:
             if text in line:
                 return line
 
-    def interrupt(self, timeout: float = 30) -> tuple[int, float, str, str]:
-        """Send SIGINT; return the exit status, the seconds it took, the rest of stdout
-        and all of stderr."""
+    def interrupt(
+        self, number: int = signal.SIGINT, timeout: float = 30
+    ) -> tuple[int, float, str, str]:
+        """Send SIGINT (or ``number``); return the exit status, the seconds it took, the
+        rest of stdout and all of stderr."""
         started = time.monotonic()
-        self.process.send_signal(signal.SIGINT)
+        self.process.send_signal(number)
         out, err = self.process.communicate(timeout=timeout)
         return self.process.returncode, time.monotonic() - started, out, err
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 
 import pytest
 
@@ -82,6 +83,27 @@ def test_ctrl_c_while_streaming_then_resume_asks_nothing_twice(tmp_path):
             f"{VERDICT_1['feedback']}\n\nScore: 55/100 (needed: 80)",
         ]
         assert "resuming run" in done.stderr
+
+
+def test_sigterm_too_saves_and_says_how_to_resume(tmp_path):
+    server = ScriptedOpenAI([Hang("A graph"), DRAFT_2, Structured(VERDICT_2)])
+    with server.serve() as url:
+        env = cli_env(tmp_path / "home", OPENAI_BASE_URL=url)
+        running = Running("run", TASK, "--rubric", RUBRIC, "--json", env=env, cwd=tmp_path)
+        try:
+            assert server.hanging.wait(60), "the first answer was never requested"
+            status, seconds, out, err = running.interrupt(signal.SIGTERM)
+        finally:
+            running.close()
+        assert status == 128 + signal.SIGTERM, err
+        assert seconds < 2.0, f"took {seconds:.2f}s to stop"
+        assert out == ""  # --json: stdout stays empty
+        run_id = run_id_of(err.replace("loop-agents: run ", "run "))
+        assert f"  loop-agents resume {run_id} --json\n" in err
+        done = loop_agents("resume", run_id, "--json", env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["answer"] == DRAFT_2
+    assert len(server.requests) == 3
 
 
 def test_every_run_is_saved_by_default_and_no_save_opts_out(tmp_path):

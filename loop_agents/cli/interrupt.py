@@ -1,10 +1,12 @@
 """Ctrl-C during a run: stop within a bound, with every completed step on disk.
 
-`CtrlC` takes over SIGINT while a run's event loop runs. The first Ctrl-C cancels the
+`CtrlC` takes over SIGINT (and SIGTERM, e.g. from ``timeout``) while a run's event loop
+runs. The first Ctrl-C cancels the
 run (the model call in flight is abandoned; completed steps were already saved, since
 the loop runs with ``durability="sync"``); if the run has not wound down after
 ``grace`` seconds (a library that does not let go of a cancelled request), or on a
-second Ctrl-C, ``on_exit`` is called and the process ends with status 130 at once.
+second Ctrl-C, ``on_exit`` is called and the process ends at once, with status 130
+(143 after SIGTERM).
 
 `ShieldedSqliteSaver` makes the saver's writes run to their end when the run is
 cancelled in the middle of one, so that a step that completed is never lost.
@@ -28,7 +30,7 @@ GRACE_SECONDS = 0.5
 """How long a cancelled run may take to wind down before the process exits anyway."""
 
 EXIT_STATUS = 130
-"""128 + SIGINT, as shells report a command ended by Ctrl-C."""
+"""128 + SIGINT, as shells report a command ended by Ctrl-C (143 = 128 + SIGTERM)."""
 
 
 class CtrlC:
@@ -50,20 +52,27 @@ class CtrlC:
         self.on_exit = on_exit
         self.grace = grace
         self.pressed = 0
+        self.exit_status = EXIT_STATUS
         self._task: asyncio.Task[Any] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def install(self) -> None:
-        """Handle SIGINT in the running loop (unless SIGINT is ignored, e.g. ``cmd &``)."""
-        if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
-            return
+        """Handle SIGINT and SIGTERM in the running loop.
+
+        A signal that is ignored stays ignored (as SIGINT is for ``cmd &`` in a script).
+        """
         self._loop = asyncio.get_running_loop()
         self._task = asyncio.current_task()
-        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-            self._loop.add_signal_handler(signal.SIGINT, self._pressed)
+        for number in (signal.SIGINT, signal.SIGTERM):
+            if signal.getsignal(number) is signal.SIG_IGN:
+                continue
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                self._loop.add_signal_handler(number, self._pressed, number)
 
-    def _pressed(self) -> None:
+    def _pressed(self, number: int = signal.SIGINT) -> None:
         self.pressed += 1
+        if self.pressed == 1:
+            self.exit_status = 128 + number
         if self.pressed > 1 or self._task is None or self._loop is None:
             self.exit_now()
             return
@@ -71,14 +80,14 @@ class CtrlC:
         self._loop.call_later(self.grace, self.exit_now)
 
     def exit_now(self) -> None:
-        """Call ``on_exit`` and end the process with status 130."""
+        """Call ``on_exit`` and end the process with `exit_status` (130 after Ctrl-C)."""
         try:
             self.on_exit()
         finally:
             for stream in (sys.stdout, sys.stderr):
                 with contextlib.suppress(Exception):
                     stream.flush()
-            os._exit(EXIT_STATUS)
+            os._exit(self.exit_status)
 
 
 class ShieldedSqliteSaver(AsyncSqliteSaver):

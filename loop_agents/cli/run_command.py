@@ -211,7 +211,8 @@ def execute(
                     )
                 )
             except (KeyboardInterrupt, asyncio.CancelledError):
-                return _interrupted(store, run_id, progress, spec, as_json, env_file)
+                _interrupted(store, run_id, progress, spec, as_json, env_file)
+                return ctrl_c.exit_status
     except SettingsError as exc:
         raise UsageError(str(exc)) from exc
     except LocalModelError as exc:
@@ -227,13 +228,13 @@ def _interrupted(
     spec: RunSpec,
     as_json: bool,
     env_file: Path | None,
-) -> int:
+) -> None:
     if store is None:
         print(
             f"\n{PROG}: interrupted; the run was not saved (--no-save), so it cannot be resumed",
             file=sys.stderr,
         )
-        return 130
+        return
     with contextlib.suppress(sqlite3.Error):  # a write cut off by Ctrl-C may hold the file
         store.update(run_id, status="interrupted", pid=None, timeout=0.3)
     done = f"{progress.iterations} of {spec.max_iterations} iterations are saved"
@@ -243,7 +244,6 @@ def _interrupted(
         file=sys.stderr,
         flush=True,
     )
-    return 130
 
 
 def _report(
