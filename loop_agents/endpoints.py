@@ -29,7 +29,6 @@ Example:
 
 from __future__ import annotations
 
-import os
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
@@ -39,11 +38,16 @@ from typing import TYPE_CHECKING, Any, Literal, cast, get_args
 from urllib.parse import urlsplit
 
 import httpx
-from dotenv import dotenv_values, find_dotenv
 
 from loop_agents import ollama
 from loop_agents.llama_cpp_http import LlamaCppTransport
-from loop_agents.models import DEFAULT_MODEL, ModelSettings, SettingsError, StructuredOutputMethod
+from loop_agents.models import (
+    DEFAULT_MODEL,
+    Environment,
+    ModelSettings,
+    SettingsError,
+    StructuredOutputMethod,
+)
 
 if TYPE_CHECKING:
     from langchain_openai import ChatOpenAI
@@ -62,59 +66,6 @@ LOCAL_STOP_TIMEOUT = 2.0
 
 class NoEndpointError(SettingsError):
     """No model server is set, none runs on this machine, and the local model is missing."""
-
-
-@dataclass(frozen=True)
-class Environment:
-    """The settings of the process environment over those of a ``.env`` file.
-
-    Attributes:
-        values: Every variable: the ``.env`` file's, then the environment's over them.
-        dotenv: The ``.env`` file read, if any.
-        process: The names set (non-empty) in the process environment.
-
-    """
-
-    values: Mapping[str, str]
-    dotenv: Path | None = None
-    process: frozenset[str] = frozenset()
-
-    @classmethod
-    def read(
-        cls, env_file: Path | None = None, environ: Mapping[str, str] | None = None
-    ) -> Environment:
-        """Read ``environ`` (default ``os.environ``) over ``env_file``.
-
-        Without ``env_file``, a ``.env`` file is looked for from the current folder up.
-
-        Raises:
-            SettingsError: ``env_file`` is given and is not a file.
-
-        Example:
-            ```python
-            env = Environment.read()
-            print(env.get("OPENAI_BASE_URL"), env.origin("OPENAI_BASE_URL"))
-            ```
-        """
-        real = dict(os.environ if environ is None else environ)
-        if env_file is not None and not env_file.is_file():
-            raise SettingsError(f"--env-file {str(env_file)!r} is not a file")
-        found = str(env_file) if env_file is not None else find_dotenv(usecwd=True)
-        path = Path(found) if found else None
-        from_file = {k: v for k, v in dotenv_values(path).items() if v is not None} if path else {}
-        process = frozenset(k for k, v in real.items() if v.strip())
-        return cls({**from_file, **real}, path, process)
-
-    def get(self, name: str) -> str | None:
-        """The variable's value without surrounding blanks; ``None`` when unset or empty."""
-        value = self.values.get(name, "").strip()
-        return value or None
-
-    def origin(self, name: str) -> str:
-        """Where ``name`` was set: ``"the environment"`` or ``".env file PATH"``."""
-        if name in self.process or self.dotenv is None:
-            return "the environment"
-        return f".env file {self.dotenv}"
 
 
 @dataclass(frozen=True)

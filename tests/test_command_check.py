@@ -280,3 +280,19 @@ def test_check_timeout_is_feedback(tmp_path):
     result = json.loads(proc.stdout)
     assert result["stop_reason"] == "max_iterations"
     assert "did not finish within 0.5 s" in result["records"][0]["feedback"]
+
+
+def test_the_placeholder_works_bare_and_in_double_quotes(tmp_path):
+    check = command_check('test -f {answer_file} && test -f "{answer_file}"')
+    assert check.invoke(context("x"))["stop"] is True
+
+
+def test_a_folder_with_spaces_is_quoted(tmp_path, monkeypatch):
+    spaced = tmp_path / "a folder; rm -rf x"
+    spaced.mkdir()
+    monkeypatch.setenv("TMPDIR", str(spaced))
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)  # read TMPDIR again
+    check = command_check("test -f {answer_file}")
+    assert check.invoke(context("x"))["stop"] is True

@@ -14,14 +14,13 @@ from loop_agents.cli.store import RunStore, store_home
 from loop_agents.endpoints import (
     Endpoint,
     EndpointSpec,
-    Environment,
     NoEndpointError,
     endpoint_from_spec,
     proxy_for,
     resolve_endpoint,
 )
 from loop_agents.llama_cpp_http import LlamaCppTransport
-from loop_agents.models import SettingsError
+from loop_agents.models import Environment, SettingsError
 from tests.scripted_openai import ScriptedOpenAI
 
 NO_OLLAMA = {"LOOP_AGENTS_OLLAMA_URL": "off"}

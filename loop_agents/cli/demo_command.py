@@ -9,9 +9,9 @@ from dotenv import load_dotenv
 
 from loop_agents.cli.errors import UsageError
 from loop_agents.console import LoopConsole
-from loop_agents.endpoints import Environment, resolve_endpoint
+from loop_agents.endpoints import resolve_endpoint
 from loop_agents.local_model import LocalModelError, banner
-from loop_agents.models import SettingsError
+from loop_agents.models import Environment, SettingsError
 
 
 def demo(args: argparse.Namespace) -> int:

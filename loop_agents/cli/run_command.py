@@ -28,10 +28,10 @@ from loop_agents.cli.session import Outcome, Progress, run_session
 from loop_agents.cli.spec import RunSpec
 from loop_agents.cli.store import RunStore, store_home
 from loop_agents.console import LoopConsole, section_header
-from loop_agents.endpoints import Endpoint, Environment, endpoint_from_spec, resolve_endpoint
+from loop_agents.endpoints import Endpoint, endpoint_from_spec, resolve_endpoint
 from loop_agents.evaluators.command import command_problem
 from loop_agents.local_model import LocalModelError
-from loop_agents.models import SettingsError
+from loop_agents.models import Environment, SettingsError
 
 
 def _text(value: str | None, path: Path | None, what: str, *, required: bool) -> str | None:

@@ -19,9 +19,8 @@ from loop_agents.cli.parser import PROG
 from loop_agents.cli.results import record_answer, result_json
 from loop_agents.cli.store import RunStore, SavedRun, store_home
 from loop_agents.console import LoopConsole, format_score, section_header
-from loop_agents.endpoints import Environment
 from loop_agents.events import AgentFinished, EvaluationFinished, IterationStarted, LoopFinished
-from loop_agents.models import SettingsError
+from loop_agents.models import Environment, SettingsError
 
 TITLE_WIDTH = 50
 

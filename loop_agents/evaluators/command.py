@@ -39,7 +39,7 @@ ANSWER_VARIABLE = "LOOP_AGENTS_ANSWER"
 """The environment variable holding the path of the answer's file."""
 
 PLACEHOLDER = "{answer_file}"
-"""Replaced in the command by the (shell-quoted) path of the answer's file."""
+"""Replaced in the command by the path of the answer's file (shell-quoted if it needs it)."""
 
 SUFFIXES = {
     "python": ".py", "py": ".py", "python3": ".py", "javascript": ".js", "js": ".js",
@@ -158,6 +158,14 @@ def without_secrets(environ: Mapping[str, str]) -> dict[str, str]:
     }
 
 
+def _shell_word(path: str) -> str:
+    """``path`` as one shell word: as it is when that is safe, else quoted.
+
+    Left as it is, ``"{answer_file}"`` in double quotes works too.
+    """
+    return path if re.fullmatch(r"[A-Za-z0-9_./+-]+", path) else shlex.quote(path)
+
+
 def _kill_group(pid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
@@ -187,7 +195,7 @@ class _Check:
         path.write_text(body, encoding="utf-8")
         env = self.env if self.env is not None else without_secrets(os.environ)
         env = {**env, ANSWER_VARIABLE: str(path)}
-        command = self.command.replace(PLACEHOLDER, shlex.quote(str(path)))
+        command = self.command.replace(PLACEHOLDER, _shell_word(str(path)))
         return ["/bin/sh", "-c", command], env, Path(folder) / "output.log"
 
     @staticmethod
