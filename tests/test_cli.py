@@ -514,3 +514,26 @@ def test_console_script_is_installed(tmp_path):
     assert proc.returncode == 0
     for command in ("run", "resume", "runs", "show", "demo"):
         assert f"    {command} " in proc.stdout, command
+
+
+@pytest.mark.slow
+def test_the_console_at_the_cap_and_in_a_terminal(tmp_path):
+    server = ScriptedOpenAI([DRAFT_1, Structured(VERDICT_1)] * 2)
+    with server.serve() as base_url:
+        env = cli_env(tmp_path / "home", OPENAI_BASE_URL=base_url)
+        proc = loop_agents(
+            "run", TASK, "--rubric", RUBRIC, "--max-iterations", "1", env=env, cwd=tmp_path
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert "score 55 · not accepted (judge)" in proc.stdout
+        assert "another try" not in proc.stdout  # the cap was reached: no other try comes
+        assert "stopped: max_iterations after 1 of 1 iterations" in proc.stdout
+
+        # as in a terminal: colour, and a live line while the model is thinking
+        proc = loop_agents(
+            "run", TASK, "--rubric", RUBRIC, "--max-iterations", "1",
+            env=env | {"FORCE_COLOR": "1", "COLUMNS": "120"}, cwd=tmp_path,
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "\x1b[" in proc.stdout
+    assert "iteration 1 of 1 · the agent is thinking · " in proc.stdout
