@@ -1,7 +1,7 @@
 """Run the benchmarks, print their tables and (with ``--write``) save them as Markdown.
 
 ```
-python -m benchmarks                       # all four, a few minutes
+python -m benchmarks                       # all five, a few minutes
 python -m benchmarks --quick               # fewer rounds and loops, for a smoke run
 python -m benchmarks --write BENCHMARKS.md
 python -m benchmarks --only overhead,context
@@ -15,10 +15,10 @@ import asyncio
 import time
 from dataclasses import dataclass
 
-from benchmarks import concurrency, context, overhead
+from benchmarks import concurrency, context, overhead, startup
 from benchmarks.measure import machine
 
-PARTS = ("overhead", "concurrency", "context", "scaling")
+PARTS = ("overhead", "concurrency", "context", "scaling", "startup")
 
 
 @dataclass(frozen=True)
@@ -141,6 +141,22 @@ async def run(parts: set[str], plan: Plan) -> str:
             "longest loop over the shortest.",
             "",
             overhead.scaling_table(scaled),
+        )
+    if "startup" in parts:
+        started_up = startup.measure(rounds=3 if plan is QUICK else 7)
+        emit(
+            "",
+            "## 5. Start-up of the command",
+            "",
+            "Wall time of a fresh `loop-agents` process (median of interleaved rounds),",
+            "against an empty Python start and against importing what a run needs.",
+            "",
+            startup.startup_table(started_up),
+        )
+        slowest = max(started_up.median[name] for name in startup.COMMAND_ROWS)
+        targets.append(
+            f"5. `loop-agents --help`/`--version`: {slowest * 1e3:.0f} ms (target <= "
+            f"{startup.TARGET_SECONDS * 1e3:.0f} ms): {_verdict(started_up.met())}"
         )
     emit("", "## Targets", "", *[f"- {t}" for t in targets])
     emit("", f"Total time: {time.perf_counter() - started:.0f} s.")
