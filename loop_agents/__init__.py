@@ -97,7 +97,7 @@ if TYPE_CHECKING:
     )
     from loop_agents.stateful_history import HistoryChoice, StatefulHistory
     from loop_agents.stopping import tokens_used
-    from loop_agents.thread_guard import (
+    from loop_agents.thread_locking import (
         ConcurrentRuns,
         ThreadBusyError,
         athread_guard,

@@ -186,7 +186,7 @@ class ScriptedOpenAI:
             if self.record_to is not None:
                 with self.record_to.open("a", encoding="utf-8") as log:
                     log.write(json.dumps(body) + "\n")
-            reply = next(self._replies, None)
+            reply = self._next_reply(body)
             completion_id = f"chatcmpl-{next(self._ids)}"
         if reply is None:
             return _json(500, {"error": {"message": "script exhausted"}})
@@ -226,6 +226,10 @@ class ScriptedOpenAI:
                 "usage": USAGE,
             },
         )
+
+    def _next_reply(self, body: dict[str, Any]) -> Reply | None:
+        """The reply to a chat-completion request (``None``: the script is exhausted)."""
+        return next(self._replies, None)
 
     @staticmethod
     def _message(reply: Reply, body: dict[str, Any]) -> dict[str, Any]:
