@@ -221,7 +221,10 @@ def _shadow_local_extra(tmp_path: Path) -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("command", [["run", TASK, "--rubric", RUBRIC], ["demo", "song-lyrics"]])
+@pytest.mark.parametrize(
+    "command",
+    [["run", TASK, "--rubric", RUBRIC], ["demo", "song-lyrics"], ["eval", "instructions"]],
+)
 def test_no_endpoint_exits_2_naming_both_remedies(command, tmp_path):
     env = cli_env(tmp_path / "home", PYTHONPATH=_shadow_local_extra(tmp_path))
     proc = loop_agents(*command, env=env, cwd=tmp_path)

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+from loop_agents.evals.command import EVAL_DESCRIPTION, EVAL_EXAMPLES
+
 PROG = "loop-agents"
 
 STRUCTURED_OUTPUT_METHODS = ("json_schema", "function_calling", "json_mode")
@@ -225,6 +227,14 @@ def show_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def eval_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of ``eval``: the eval's own (`loop_agents.evals.command`) and the model's."""
+    from loop_agents.evals.command import add_eval_arguments
+
+    add_eval_arguments(parser)
+    model_options(parser)
+
+
 def demo_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments of ``demo``."""
     parser.add_argument("name", choices=DEMOS, help="the demo to run")
@@ -267,6 +277,14 @@ COMMANDS: tuple[Command, ...] = (
         "answer; with --json the object `run --json` printed.",
         show_arguments,
         "loop_agents.cli.runs_command:show",
+    ),
+    Command(
+        "eval",
+        "measure whether looping beats answering once and sampling again",
+        EVAL_DESCRIPTION,
+        eval_arguments,
+        "loop_agents.cli.eval_command:eval_",
+        EVAL_EXAMPLES + "\n" + ENDPOINTS,
     ),
     Command(
         "demo",
