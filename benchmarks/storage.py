@@ -1,4 +1,4 @@
-"""Benchmark 5: what a loop's checkpoints store per iteration, and how long they take.
+"""Benchmark 6: what a loop's checkpoints store per iteration, and how long they take.
 
 One loop per run, on a fresh database, with an instant fake model (answers of
 `ANSWER_CHARS` characters of words drawn at random, so that they compress about as
@@ -462,7 +462,7 @@ def targets(results: Sequence[Runs]) -> list[str]:
         ms_growth = last.ms_per_iteration / first.ms_per_iteration
         ok, ms_ok = growth <= TARGET_BYTES_GROWTH, ms_growth <= TARGET_MS_GROWTH
         lines.append(
-            f"5. {kind}: bytes per iteration at {long} are {growth:.2f}x those at {short} "
+            f"6. {kind}: bytes per iteration at {long} are {growth:.2f}x those at {short} "
             f"(target <= {TARGET_BYTES_GROWTH}x): {'met' if ok else '**missed**'}; ms per "
             f"iteration {ms_growth:.2f}x (target: flat, <= {TARGET_MS_GROWTH}x): "
             f"{'met' if ms_ok else '**missed**'}"

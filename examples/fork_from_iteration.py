@@ -10,8 +10,8 @@ With ``OPENAI_API_KEY`` or ``OPENAI_BASE_URL`` set (``.env``, see ``.env.example
 copywriter is that model; otherwise (or with ``--offline``) a small function plays it.
 The editor is scripted so that every run takes the same path.
 
-Run it with ``python examples/fork_from_iteration.py [--offline] [--db PATH]`` (needs
-``pip install 'loop_agents[sqlite]'``).
+Run it with ``python examples/fork_from_iteration.py [--offline] [--db PATH]`` (SQLite
+support comes with the package).
 """
 
 from __future__ import annotations

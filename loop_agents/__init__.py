@@ -16,81 +16,98 @@ Example:
 
 """
 
-from loop_agents._agent import AgentLike
-from loop_agents._evaluation import Evaluator, InvalidEvaluationError
-from loop_agents.checkpoints import (
-    acheckpoint_before_iteration,
-    checkpoint_before_iteration,
-    checkpointed,
-)
-from loop_agents.compaction import CompactingHistory, compacting
-from loop_agents.configurable import LoopSettings, configurable_loop
-from loop_agents.console import LoopConsole, astream_to_console, stream_to_console
-from loop_agents.evaluators import (
-    FormProblem,
-    FormReport,
-    JudgeError,
-    all_of,
-    check_xiangjianhuan,
-    llm_judge,
-    panel,
-    rule,
-    text_rule,
-    xiangjianhuan_form,
-)
-from loop_agents.events import (
-    AgentFinished,
-    EvaluationFinished,
-    HistoryCompacted,
-    IterationStarted,
-    LoopEvent,
-    LoopFinished,
-    is_loop_event,
-)
-from loop_agents.feedback import (
-    DEFAULT_FEEDBACK_FORMAT,
-    PLAIN_FEEDBACK,
-    FeedbackFormat,
-    feedback_message,
-    feedback_text,
-    fence_for,
-    is_feedback,
-)
-from loop_agents.graph import create_loop_agent
-from loop_agents.history import (
-    HistoryPolicy,
-    LoopHistory,
-    feedback_log_message,
-    without_rejected_attempts,
-)
-from loop_agents.human import (
-    InvalidReviewError,
-    ReviewDecision,
-    ReviewRequest,
-    human_review,
-    parse_review,
-)
-from loop_agents.loop_graph import LoopAgentGraph
-from loop_agents.loop_input import LoopInputError
-from loop_agents.output import LoopMessages, OutputMode
-from loop_agents.records import record_answer
-from loop_agents.selection import Selection, selected_iteration_of
-from loop_agents.state import (
-    IterationRecord,
-    LoopContext,
-    LoopEvaluation,
-    LoopInput,
-    LoopOutput,
-    LoopState,
-    StopReason,
-)
-from loop_agents.stateful_history import HistoryChoice, StatefulHistory
-from loop_agents.stopping import tokens_used
-from loop_agents.storage import Storage, StorageLayout, storage_of
-from loop_agents.thread_guard import ConcurrentRuns, ThreadBusyError, athread_guard, thread_guard
-from loop_agents.timeouts import LoopTimeoutError
-from loop_agents.tool import LoopToolArtifact, loop_as_tool
-from loop_agents.tracing import LoopRole, iteration_config, iteration_of, role_of
+import ast
+import functools
+import importlib
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+# The public names and where they live. Type checkers read these imports; at run time
+# each name is imported from its module on first use (`__getattr__` below), so that
+# `import loop_agents` (and `loop-agents --help`) does not load LangChain and LangGraph.
+# Add a public name here and to `__all__`; nothing else is needed.
+if TYPE_CHECKING:
+    from loop_agents._agent import AgentLike
+    from loop_agents._evaluation import Evaluator, InvalidEvaluationError
+    from loop_agents.checkpoints import (
+        acheckpoint_before_iteration,
+        checkpoint_before_iteration,
+        checkpointed,
+    )
+    from loop_agents.compaction import CompactingHistory, compacting
+    from loop_agents.configurable import LoopSettings, configurable_loop
+    from loop_agents.console import LoopConsole, astream_to_console, stream_to_console
+    from loop_agents.evaluators import (
+        FormProblem,
+        FormReport,
+        JudgeError,
+        all_of,
+        check_xiangjianhuan,
+        command_check,
+        llm_judge,
+        panel,
+        rule,
+        text_rule,
+        xiangjianhuan_form,
+    )
+    from loop_agents.events import (
+        AgentFinished,
+        EvaluationFinished,
+        HistoryCompacted,
+        IterationStarted,
+        LoopEvent,
+        LoopFinished,
+        is_loop_event,
+    )
+    from loop_agents.feedback import (
+        DEFAULT_FEEDBACK_FORMAT,
+        PLAIN_FEEDBACK,
+        FeedbackFormat,
+        feedback_message,
+        feedback_text,
+        fence_for,
+        is_feedback,
+    )
+    from loop_agents.graph import create_loop_agent
+    from loop_agents.history import (
+        HistoryPolicy,
+        LoopHistory,
+        feedback_log_message,
+        without_rejected_attempts,
+    )
+    from loop_agents.human import (
+        InvalidReviewError,
+        ReviewDecision,
+        ReviewRequest,
+        human_review,
+        parse_review,
+    )
+    from loop_agents.loop_graph import LoopAgentGraph
+    from loop_agents.loop_input import LoopInputError
+    from loop_agents.output import LoopMessages, OutputMode
+    from loop_agents.records import record_answer
+    from loop_agents.selection import Selection, selected_iteration_of
+    from loop_agents.state import (
+        IterationRecord,
+        LoopContext,
+        LoopEvaluation,
+        LoopInput,
+        LoopOutput,
+        LoopState,
+        StopReason,
+    )
+    from loop_agents.stateful_history import HistoryChoice, StatefulHistory
+    from loop_agents.stopping import tokens_used
+    from loop_agents.storage import Storage, StorageLayout, storage_of
+    from loop_agents.thread_locking import (
+        ConcurrentRuns,
+        ThreadBusyError,
+        athread_guard,
+        thread_guard,
+    )
+    from loop_agents.timeouts import LoopTimeoutError
+    from loop_agents.tool import LoopToolArtifact, loop_as_tool
+    from loop_agents.tracing import LoopRole, iteration_config, iteration_of, role_of
 
 __all__ = [
     "DEFAULT_FEEDBACK_FORMAT",
@@ -144,6 +161,7 @@ __all__ = [
     "check_xiangjianhuan",
     "checkpoint_before_iteration",
     "checkpointed",
+    "command_check",
     "compacting",
     "configurable_loop",
     "create_loop_agent",
@@ -172,3 +190,31 @@ __all__ = [
     "without_rejected_attempts",
     "xiangjianhuan_form",
 ]
+
+
+@functools.cache
+def _lazy_names() -> dict[str, str]:
+    """Each public name and its module, read from the ``TYPE_CHECKING`` block above."""
+    tree = ast.parse(Path(__file__).read_text(encoding="utf-8"))
+    names: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+            for statement in node.body:
+                if isinstance(statement, ast.ImportFrom) and statement.module:
+                    for alias in statement.names:
+                        names[alias.asname or alias.name] = statement.module
+    return names
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name from its module on first use (PEP 562)."""
+    module = _lazy_names().get(name)
+    if module is None:
+        raise AttributeError(f"module 'loop_agents' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

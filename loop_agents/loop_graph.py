@@ -8,7 +8,7 @@ through) do two things first:
 
 - check the input (`loop_agents.loop_input`), so that a malformed call fails with a
   `LoopInputError` saying what to pass, before LangGraph coerces or runs anything;
-- hold the run's thread for the whole run (`loop_agents.thread_guard`), so that a
+- hold the run's thread for the whole run (`loop_agents.thread_locking`), so that a
   second run on a busy thread fails with `ThreadBusyError` (or waits its turn) instead
   of silently overwriting the first run's checkpoints.
 
@@ -34,7 +34,7 @@ from langgraph.graph.state import CompiledStateGraph
 
 from loop_agents.loop_input import EXAMPLE, LoopInputError, check_input
 from loop_agents.state import LoopInput, LoopOutput, LoopState
-from loop_agents.thread_guard import (
+from loop_agents.thread_locking import (
     ConcurrentRuns,
     athread_guard,
     check_concurrent_runs,

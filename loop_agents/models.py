@@ -7,6 +7,9 @@
 - ``LOOP_AGENTS_STRUCTURED_OUTPUT``: ``json_schema`` (default), ``function_calling``
   or ``json_mode``.
 - ``LOOP_AGENTS_MAX_TOKENS``: a cap on each answer's length, in tokens (default: none).
+
+`Environment` reads them from the process environment over a ``.env`` file and says
+where each was set.
 """
 
 from __future__ import annotations
@@ -14,9 +17,13 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, cast, get_args
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, cast, get_args
 
-from langchain_openai import ChatOpenAI
+from dotenv import dotenv_values, find_dotenv
+
+if TYPE_CHECKING:  # imported when a model is made: reading settings stays light
+    from langchain_openai import ChatOpenAI
 
 StructuredOutputMethod = Literal["json_schema", "function_calling", "json_mode"]
 
@@ -102,6 +109,10 @@ class ModelSettings:
     def chat_model(self, **kwargs: Any) -> ChatOpenAI:
         """A ``ChatOpenAI`` for these settings; ``kwargs`` go to ``ChatOpenAI``.
 
+        Streamed answers ask for their token usage (``stream_options.include_usage``),
+        which ``ChatOpenAI`` leaves off for servers at a base URL; OpenAI-compatible
+        servers that do not know the option ignore it.
+
         Raises:
             SettingsError: neither ``OPENAI_API_KEY`` nor ``OPENAI_BASE_URL`` is set.
 
@@ -117,9 +128,12 @@ class ModelSettings:
                 "OPENAI_BASE_URL (for an OpenAI-compatible server) in the environment "
                 "or in a .env file; see .env.example"
             )
+        from langchain_openai import ChatOpenAI
+
         options: dict[str, Any] = {
             "model": self.model,
             "api_key": self.api_key or NO_KEY_PLACEHOLDER,
+            "stream_usage": True,
         }
         if self.base_url:
             options["base_url"] = self.base_url
@@ -128,3 +142,56 @@ class ModelSettings:
             if self.base_url:
                 options["extra_body"] = {"max_tokens": self.max_tokens}
         return ChatOpenAI(**(options | kwargs))
+
+
+@dataclass(frozen=True)
+class Environment:
+    """The settings of the process environment over those of a ``.env`` file.
+
+    Attributes:
+        values: Every variable: the ``.env`` file's, then the environment's over them.
+        dotenv: The ``.env`` file read, if any.
+        process: The names set (non-empty) in the process environment.
+
+    """
+
+    values: Mapping[str, str]
+    dotenv: Path | None = None
+    process: frozenset[str] = frozenset()
+
+    @classmethod
+    def read(
+        cls, env_file: Path | None = None, environ: Mapping[str, str] | None = None
+    ) -> Environment:
+        """Read ``environ`` (default ``os.environ``) over ``env_file``.
+
+        Without ``env_file``, a ``.env`` file is looked for from the current folder up.
+
+        Raises:
+            SettingsError: ``env_file`` is given and is not a file.
+
+        Example:
+            ```python
+            env = Environment.read()
+            print(env.get("OPENAI_BASE_URL"), env.origin("OPENAI_BASE_URL"))
+            ```
+        """
+        real = dict(os.environ if environ is None else environ)
+        if env_file is not None and not env_file.is_file():
+            raise SettingsError(f"--env-file {str(env_file)!r} is not a file")
+        found = str(env_file) if env_file is not None else find_dotenv(usecwd=True)
+        path = Path(found) if found else None
+        from_file = {k: v for k, v in dotenv_values(path).items() if v is not None} if path else {}
+        process = frozenset(k for k, v in real.items() if v.strip())
+        return cls({**from_file, **real}, path, process)
+
+    def get(self, name: str) -> str | None:
+        """The variable's value without surrounding blanks; ``None`` when unset or empty."""
+        value = self.values.get(name, "").strip()
+        return value or None
+
+    def origin(self, name: str) -> str:
+        """Where ``name`` was set: ``"the environment"`` or ``".env file PATH"``."""
+        if name in self.process or self.dotenv is None:
+            return "the environment"
+        return f".env file {self.dotenv}"

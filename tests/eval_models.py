@@ -8,24 +8,15 @@ it, in process (an ``httpx.MockTransport``) or over loopback HTTP (``serve()``).
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import httpx
 from langchain_openai import ChatOpenAI
 
-from tests.scripted_openai import Reply, ScriptedOpenAI, Structured
+from tests.scripted_openai import Fail, Reply, ScriptedOpenAI, Structured
 
 Responder = Callable[[dict[str, Any]], "Reply | httpx.Response"]
-
-
-class _Replies(Iterator[Reply]):
-    def __init__(self, owner: ReactiveOpenAI) -> None:
-        self.owner = owner
-
-    def __next__(self) -> Reply:
-        return self.owner.pending
 
 
 class ReactiveOpenAI(ScriptedOpenAI):
@@ -34,22 +25,13 @@ class ReactiveOpenAI(ScriptedOpenAI):
     def __init__(self, respond: Responder) -> None:
         super().__init__(())
         self.respond = respond
-        self._replies = _Replies(self)
-        self._lock = threading.Lock()
-        self.pending: Reply = ""
 
-    def _handle(self, request: httpx.Request) -> httpx.Response:
-        import json
-
-        with self._lock:
-            if request.url.path.endswith("/chat/completions"):
-                body = json.loads(request.content)
-                reply = self.respond(body)
-                if isinstance(reply, httpx.Response):
-                    self.requests.append(body)
-                    return reply
-                self.pending = reply
-            return super()._handle(request)
+    def _next_reply(self, body: dict[str, Any]) -> Reply | None:
+        reply = self.respond(body)
+        if isinstance(reply, httpx.Response):
+            message = reply.json().get("error", {}).get("message", "scripted server error")
+            return Fail(reply.status_code, message)
+        return reply
 
     def chat_model(self, **options: Any) -> ChatOpenAI:
         """A ``ChatOpenAI`` on this server, in process, without the client's own retries."""

@@ -90,4 +90,4 @@ def test_the_storage_benchmark_measures_the_loops_before_and_after():
     rendered = storage.storage_table(results)
     assert rendered.count("\n") == 1 + len(results) // 2
     assert "create_loop_agent (delta channels)" in rendered
-    assert storage.targets(results)[0].startswith("5. sqlite: bytes per iteration at 4 are")
+    assert storage.targets(results)[0].startswith("6. sqlite: bytes per iteration at 4 are")

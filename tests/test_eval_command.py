@@ -5,7 +5,6 @@ argument errors, which exit with 2 before any model call."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -14,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from loop_agents.evals.__main__ import main
+from loop_agents.cli import main as loop_agents_main
 from loop_agents.evals.journal import journal_path
 from tests.conftest import ROOT, env_without_model_settings
 from tests.eval_models import ReactiveOpenAI, after_feedback
@@ -40,8 +39,13 @@ def feedback_helps(body):
     return "OK" if after_feedback(body) else "ok"
 
 
+def main(args: list[str]) -> int:
+    """``loop-agents eval ARGS`` in this process."""
+    return loop_agents_main(["eval", *args])
+
+
 def command(*args: str) -> list[str]:
-    return [sys.executable, "-m", "loop_agents.evals", *args]
+    return [sys.executable, "-m", "loop_agents.cli", "eval", *args]
 
 
 def test_the_command_prints_the_tables_and_writes_the_json(tmp_path):
@@ -128,7 +132,7 @@ def test_an_interrupted_or_killed_eval_resumes_where_it_stopped(tmp_path):
         process.send_signal(signal.SIGINT)
         _, stderr = process.communicate(timeout=30)
         assert process.returncode == 130, stderr
-        assert "interrupted; run the same command (same --out) to resume" in stderr
+        assert "interrupted; run the same command (with the same --out) to resume" in stderr
         interrupted = len(journal.read_text().splitlines()) - 1
 
         # a hard kill after a few more pairs: what was recorded stays recorded
@@ -192,17 +196,6 @@ def test_a_bad_task_file_names_the_line_and_field_before_any_model_call(tmp_path
     err = capsys.readouterr().err
     assert f"{path} line 2, field 'checks[0].case': is required by 'case'" in err
     assert scripted.requests == []
-
-
-def test_no_endpoint_says_what_to_set(tmp_path, capsys, monkeypatch):
-    for name in list(os.environ):
-        if name.startswith(("OPENAI_", "LOOP_AGENTS_")):
-            monkeypatch.delenv(name)
-    monkeypatch.chdir(tmp_path)  # no .env found from here
-    with pytest.raises(SystemExit) as caught:
-        main([str(task_file(tmp_path))])
-    assert caught.value.code == 2
-    assert "no model endpoint is configured" in capsys.readouterr().err
 
 
 def test_help_lists_the_arms_and_the_bundled_sets():

@@ -179,7 +179,8 @@ def test_the_command_runs_an_eval_on_the_server(server, tmp_path):
         [
             sys.executable,
             "-m",
-            "loop_agents.evals",
+            "loop_agents.cli",
+            "eval",
             str(path),
             *("--server", server, "--arms", "single,loop", "--out", str(out)),
         ],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -109,3 +110,13 @@ def test_runs_as_a_program(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert "the original branch is kept" in done.stdout
+
+
+def test_sqlite_support_is_a_core_dependency():
+    # the example (and every saved run of the command) needs SqliteSaver: installing the
+    # package must bring it, not an extra that a user may not have installed
+    import tomllib
+
+    project = tomllib.loads((EXAMPLE.parent.parent / "pyproject.toml").read_text())["project"]
+    names = {re.split(r"[<>=\[; ]", dep, maxsplit=1)[0] for dep in project["dependencies"]}
+    assert {"langgraph-checkpoint-sqlite", "aiosqlite"} <= names

@@ -655,3 +655,51 @@ def test_coder_reviewer_runs_on_the_local_model_without_a_key(tmp_path):
     assert "coder, attempt 1" in proc.stdout
     assert "runner" in proc.stdout
     assert "stopped: " in proc.stdout
+
+
+@pytest.mark.slow
+@needs_extra
+def test_the_command_runs_on_the_local_model_without_a_key(tmp_path):
+    env = env_without_model_settings(
+        LOOP_AGENTS_HOME=str(tmp_path / "home"), LOOP_AGENTS_OLLAMA_URL="off"
+    )
+
+    def loop_agents(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "loop_agents.cli", "run", "Name a colour.", *args, "--json"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=False,
+        )
+
+    # no endpoint set: the bundled model, judged by a command
+    proc = loop_agents("--check", "grep -qi blue {answer_file}", "--max-iterations", "2")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (
+        f"model: {local_model.MODEL_ALIAS} · server: the bundled llama.cpp server at "
+        "http://127.0.0.1:" in proc.stderr
+    )
+    result = json.loads(proc.stdout)
+    assert result["stop_reason"] in ("accepted", "max_iterations")
+    assert result["answer"]
+    assert all(r["output_tokens"] > 0 for r in result["records"])  # the server's usage
+
+    # the same server on a GGUF file given by path, judged by the model itself: the
+    # verdict comes through function calling; an off-scale score is asked again and,
+    # still off the scale, ends the run with a clear reason and the answer kept
+    gguf = local_model.model_path()
+    proc = loop_agents(
+        "--rubric", "One word: a colour.", "--max-iterations", "1", "--gguf", str(gguf)
+    )
+    assert proc.returncode in (0, 1), proc.stderr[-3000:]
+    assert f"model: {gguf.stem} · server: the bundled llama.cpp server on {gguf}" in proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["answer"]
+    if proc.returncode == 1:
+        assert result["stop_reason"] == "judge_invalid", result["error"]
+        assert "Traceback" not in proc.stderr
+    else:
+        assert result["records"][0]["score"] is not None

@@ -6,6 +6,8 @@
   text, as an evaluator.
 - `xiangjianhuan_form` and `check_xiangjianhuan`: the form of the ci pattern 相见欢,
   checked phrase by phrase.
+- `command_check`: a shell command judges each answer (exit status 0 accepts; its
+  output is the feedback), e.g. the project's tests.
 - `all_of` (in order; the first that asks to continue decides) and `panel` (at the same
   time; verdicts combined).
 
@@ -23,6 +25,7 @@ Example:
 """
 
 from loop_agents.evaluators.combinators import Combine, all_of, panel
+from loop_agents.evaluators.command import command_check
 from loop_agents.evaluators.form_problems import FormProblem
 from loop_agents.evaluators.judge import DEFAULT_TEMPLATE, JudgeError, JudgeMethod, llm_judge
 from loop_agents.evaluators.rules import RuleCheck, RuleResult, rule, text_rule
@@ -43,6 +46,7 @@ __all__ = [
     "RuleResult",
     "all_of",
     "check_xiangjianhuan",
+    "command_check",
     "llm_judge",
     "panel",
     "rule",

@@ -1,0 +1,51 @@
+"""`main`: parse the arguments, run the subcommand's handler, turn errors into exit statuses."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Callable, Sequence
+from typing import cast
+
+from loop_agents.cli.errors import UsageError
+from loop_agents.cli.parser import PROG, build_parser
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def _handler(path: str) -> Handler:
+    module, _, function = path.partition(":")
+    return cast(Handler, getattr(importlib.import_module(module), function))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``loop-agents`` command with ``argv`` (default: the process's arguments).
+
+    Returns:
+        The exit status: 0 when the loop ran, 1 when it failed, 2 for bad arguments or
+        settings (argparse exits with 2 itself for malformed options), 130 when
+        interrupted.
+
+    Example:
+        ```python
+        status = main(["run", "Name a colour.", "--rubric", "One word.", "--json"])
+        ```
+
+    """
+    parser, commands = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    command = commands[args.command]
+    if unknown:  # reported with the subcommand's usage, not the top-level one
+        command.error(f"unrecognized arguments: {' '.join(unknown)}")
+    try:
+        return _handler(args.handler)(args)
+    except UsageError as exc:
+        command.error(str(exc))  # prints the usage and the message, exits with 2
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

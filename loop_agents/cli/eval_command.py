@@ -1,0 +1,62 @@
+"""``loop-agents eval TASKS``: the eval (`loop_agents.evals`) on the resolved endpoint."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from loop_agents.cli.errors import UsageError
+from loop_agents.cli.parser import PROG
+from loop_agents.evals.command import EvalEndpoint, EvalUsageError, eval_options, run_eval_command
+
+
+def _stable_name(kind: str, model: str, base_url: str | None) -> str:
+    """How the model is named in the journal: the same on every run of the same endpoint.
+
+    (The bundled server's URL changes with its port, so it is left out.)
+    """
+    if kind == "local":
+        return f"{model} (bundled llama.cpp server)"
+    return f"{model} at {base_url or 'OpenAI'}"
+
+
+def eval_(args: argparse.Namespace) -> int:
+    """Run the eval: check every argument and the task file, resolve the model, run it."""
+    from loop_agents.endpoints import resolve_endpoint
+    from loop_agents.local_model import LocalModelError
+    from loop_agents.models import Environment, SettingsError
+
+    try:
+        options = eval_options(args)
+        if options.server is not None:
+            if args.base_url or args.gguf:
+                raise UsageError(
+                    "--server runs the tasks on the server's own model: drop --base-url/--gguf"
+                )
+            return asyncio.run(run_eval_command(options, None))
+        endpoint = resolve_endpoint(
+            model=args.model,
+            base_url=args.base_url,
+            gguf=args.gguf,
+            structured_output=args.structured_output,
+            max_tokens=args.max_tokens,
+            environment=Environment.read(args.env_file),
+        )
+        with endpoint:
+            print(endpoint.describe(), file=sys.stderr)
+            spec = endpoint.spec
+            model = EvalEndpoint(
+                endpoint.chat_model(),
+                judge_method=spec.structured_output_method,
+                description=_stable_name(spec.kind, spec.model, spec.base_url),
+            )
+            return asyncio.run(run_eval_command(options, model))
+    except (EvalUsageError, SettingsError, LocalModelError) as exc:
+        raise UsageError(str(exc)) from exc
+    except KeyboardInterrupt:
+        print(
+            f"{PROG}: interrupted; run the same command (with the same --out) to resume",
+            file=sys.stderr,
+        )
+        return 130

@@ -1,0 +1,343 @@
+"""The command's arguments: one `Command` per subcommand, and the parser built from them.
+
+This module imports nothing heavy, so that ``loop-agents --help`` is quick: a command's
+handler (``"module:function"``) is imported only when the command runs. Adding a
+subcommand is one more `Command` in `COMMANDS`, with a function that adds its arguments
+and a handler module.
+"""
+
+from __future__ import annotations
+
+import argparse
+import textwrap
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+from loop_agents.evals.command import EVAL_DESCRIPTION, EVAL_EXAMPLES
+
+PROG = "loop-agents"
+
+STRUCTURED_OUTPUT_METHODS = ("json_schema", "function_calling", "json_mode")
+"""The values of ``--structured-output`` (`loop_agents.models.StructuredOutputMethod`)."""
+
+DEMOS = ("song-lyrics",)
+
+EXIT_STATUSES = """\
+exit status:
+  0    the loop ran (whatever stopped it: see its stop reason)
+  1    the run failed (a server error, a judge without a valid verdict, a lost
+       connection); the result so far is printed, and a saved run can be resumed
+  2    bad arguments or settings, or no model endpoint
+  130  interrupted (Ctrl-C); a saved run can be resumed
+"""
+
+ENDPOINTS = """\
+Which model: --base-url or --gguf; else OPENAI_BASE_URL, LOOP_AGENTS_GGUF or
+OPENAI_API_KEY (the environment, then a .env file); else a running Ollama
+(LOOP_AGENTS_OLLAMA_URL, default http://127.0.0.1:11434; the model from --model or
+LOOP_AGENTS_MODEL, else the first one it lists); else the bundled offline model (the
+`local` extra). The choice is printed in one line at the start. The API key is read
+from OPENAI_API_KEY only, never from an option, and never saved.
+"""
+
+RUN_EXAMPLES = f"""\
+examples:
+  loop-agents run "Write a limerick about LangGraph." --rubric "Five lines, AABBA, funny."
+  loop-agents run "Write fizzbuzz(n) in Python." --check 'python {{answer_file}} | head -1'
+  loop-agents run --task-file task.md --rubric-file rubric.md --threshold 85 --json
+  echo "Name three primes." | loop-agents run --task-file - --rubric "Exactly three primes."
+
+--check CMD: the answer (its fenced code block when it has exactly one, else the
+whole text) is written to a file whose path is in $LOOP_AGENTS_ANSWER and replaces
+{{answer_file}} in CMD; exit status 0 accepts it, otherwise the end of the command's
+output is the feedback. With --rubric too, the judge sees only answers that pass.
+
+Every run is saved (in $LOOP_AGENTS_HOME, default ~/.local/state/loop-agents) under
+the id printed at the start: `loop-agents resume ID` continues it after Ctrl-C or a
+failure, `loop-agents runs` lists the runs, `loop-agents show ID` prints one.
+
+With --json the output is one object: "run_id", "answer" (the final answer),
+"stop_reason" (accepted, max_iterations, ...), "iterations", "selected_iteration" and
+"selected_score" (the attempt that is the answer), "records" (one per iteration:
+"iteration", "answer", "score", "feedback", "stop", "evaluator", "agent_seconds",
+"evaluation_seconds", "input_tokens", "output_tokens" and the evaluator's tokens),
+and "error" when the run failed.
+
+{ENDPOINTS}
+{EXIT_STATUSES}"""
+
+
+@dataclass(frozen=True)
+class Command:
+    """A subcommand: its name, its help, its arguments and where its handler is.
+
+    Attributes:
+        name: The subcommand, e.g. ``"run"``.
+        help: One line for ``loop-agents --help``.
+        description: The paragraph of ``loop-agents NAME --help``.
+        arguments: Adds the subcommand's arguments to its parser.
+        handler: ``"module:function"``; the function takes the parsed arguments and
+            returns the exit status.
+        epilog: Text after the options in ``--help``.
+
+    """
+
+    name: str
+    help: str
+    description: str
+    arguments: Callable[[argparse.ArgumentParser], None]
+    handler: str
+    epilog: str = ""
+
+
+def _wrap(text: str) -> str:
+    """``text`` wrapped for ``--help`` (whose descriptions are printed as they are)."""
+    return textwrap.fill(text, width=79)
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0; got {text!r}")
+    return value
+
+
+def model_options(parser: argparse.ArgumentParser) -> None:
+    """The options that choose the model (``run``, ``demo`` and any command with a model)."""
+    group = parser.add_argument_group(
+        "model settings",
+        _wrap(
+            "Default: the environment and a .env file (found from the current folder up): "
+            "OPENAI_API_KEY, OPENAI_BASE_URL, LOOP_AGENTS_GGUF, LOOP_AGENTS_MODEL, "
+            "LOOP_AGENTS_STRUCTURED_OUTPUT, LOOP_AGENTS_MAX_TOKENS; else a running Ollama; "
+            "else the bundled offline model. These options override them."
+        ),
+    )
+    group.add_argument(
+        "--env-file", type=Path, metavar="FILE", help="read the settings from this .env file"
+    )
+    group.add_argument("--model", metavar="NAME", help="the model name (LOOP_AGENTS_MODEL)")
+    group.add_argument(
+        "--base-url",
+        metavar="URL",
+        help="an OpenAI-compatible server, e.g. http://127.0.0.1:8080/v1 (OPENAI_BASE_URL)",
+    )
+    group.add_argument(
+        "--gguf",
+        type=Path,
+        metavar="PATH",
+        help="run the bundled llama.cpp server on this GGUF model file (LOOP_AGENTS_GGUF)",
+    )
+    group.add_argument(
+        "--structured-output",
+        choices=STRUCTURED_OUTPUT_METHODS,
+        help="how the judge's verdict is requested (LOOP_AGENTS_STRUCTURED_OUTPUT); "
+        "default json_schema, function_calling on the bundled server",
+    )
+    group.add_argument(
+        "--max-tokens",
+        type=int,
+        metavar="N",
+        help="a cap on each answer's length, in tokens (LOOP_AGENTS_MAX_TOKENS)",
+    )
+
+
+def run_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of ``run``."""
+    parser.add_argument("task", nargs="?", help="the task, as text (or use --task-file)")
+    parser.add_argument(
+        "--task-file", type=Path, metavar="FILE", help="read the task from FILE (- for stdin)"
+    )
+    parser.add_argument("--rubric", metavar="TEXT", help="what a good answer must do, as text")
+    parser.add_argument(
+        "--rubric-file", type=Path, metavar="FILE", help="read the rubric from FILE"
+    )
+    parser.add_argument(
+        "--check",
+        metavar="CMD",
+        help="a shell command that judges each answer: exit status 0 accepts it "
+        "({answer_file} and $LOOP_AGENTS_ANSWER name the answer's file)",
+    )
+    parser.add_argument(
+        "--check-timeout",
+        type=_positive_float,
+        default=60.0,
+        metavar="SECONDS",
+        help="how long --check may run per answer (default: %(default)g)",
+    )
+    parser.add_argument(
+        "--threshold",
+        type=float,
+        default=80.0,
+        metavar="SCORE",
+        help="the judge's score (0-100) that accepts an answer (default: %(default)g)",
+    )
+    parser.add_argument(
+        "--max-iterations",
+        type=int,
+        default=3,
+        metavar="N",
+        help="the most answers the model writes (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--system", metavar="TEXT", help="the model's instructions (default: revise on feedback)"
+    )
+    parser.add_argument(
+        "--system-file", type=Path, metavar="FILE", help="read the model's instructions from FILE"
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print only the result as JSON: the final answer, the stop reason and one "
+        "record per iteration (answer, score, feedback, seconds, tokens)",
+    )
+    parser.add_argument(
+        "--no-save", action="store_true", help="do not save the run (it cannot be resumed)"
+    )
+    model_options(parser)
+
+
+def resume_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of ``resume``."""
+    parser.add_argument("run_id", metavar="RUN_ID", help="the run's id (or its first letters)")
+    parser.add_argument("--json", action="store_true", help="print only the result as JSON")
+    parser.add_argument(
+        "--env-file", type=Path, metavar="FILE", help="read OPENAI_API_KEY etc. from this file"
+    )
+
+
+def runs_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of ``runs``."""
+    parser.add_argument("--json", action="store_true", help="print the list as JSON")
+    parser.add_argument(
+        "--limit", type=int, default=20, metavar="N", help="the latest N runs (default: 20)"
+    )
+
+
+def show_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of ``show``."""
+    parser.add_argument("run_id", metavar="RUN_ID", help="the run's id (or its first letters)")
+    parser.add_argument(
+        "--json", action="store_true", help="print the run as JSON, as `run --json` did"
+    )
+
+
+def eval_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of ``eval``: the eval's own (`loop_agents.evals.command`) and the model's."""
+    from loop_agents.evals.command import add_eval_arguments
+
+    add_eval_arguments(parser)
+    model_options(parser)
+
+
+def demo_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of ``demo``."""
+    parser.add_argument("name", choices=DEMOS, help="the demo to run")
+    model_options(parser)
+
+
+COMMANDS: tuple[Command, ...] = (
+    Command(
+        "run",
+        "refine any task with a model, an LLM judge and/or a check command",
+        "Refine a task: the model answers; a judge model scores the answer from 0 to 100 "
+        "against the rubric, and/or a shell command (--check) tests it; while the answer "
+        "is not accepted the feedback goes back to the model (at most --max-iterations "
+        "times). The loop is streamed to the console; with --json only the result is "
+        "printed.",
+        run_arguments,
+        "loop_agents.cli.run_command:run",
+        RUN_EXAMPLES,
+    ),
+    Command(
+        "resume",
+        "continue a saved run that was interrupted or failed",
+        "Continue a saved run from its last completed step, on the model it used: no "
+        "completed iteration is asked of the model again.",
+        resume_arguments,
+        "loop_agents.cli.run_command:resume",
+    ),
+    Command(
+        "runs",
+        "list the saved runs",
+        "List the saved runs, latest first: id, start time, the task's first line, "
+        "iterations, stop reason and best score.",
+        runs_arguments,
+        "loop_agents.cli.runs_command:runs",
+    ),
+    Command(
+        "show",
+        "print a saved run",
+        "Print a saved run: every iteration's answer and feedback, the summary and the "
+        "answer; with --json the object `run --json` printed.",
+        show_arguments,
+        "loop_agents.cli.runs_command:show",
+    ),
+    Command(
+        "eval",
+        "measure whether looping beats answering once and sampling again",
+        EVAL_DESCRIPTION,
+        eval_arguments,
+        "loop_agents.cli.eval_command:eval_",
+        EVAL_EXAMPLES + "\n" + ENDPOINTS,
+    ),
+    Command(
+        "demo",
+        "run a demo",
+        "Run a demo, streamed to the console. song-lyrics: a composer writes a ci to the "
+        "tune 相见欢 and a reviewer scores it, at most 3 tries (the article's demo).",
+        demo_arguments,
+        "loop_agents.cli.demo_command:demo",
+        ENDPOINTS,
+    ),
+)
+"""The subcommands, in the order ``--help`` lists them."""
+
+
+def package_version() -> str:
+    """The installed version of loop_agents."""
+    try:
+        return version("loop_agents")
+    except PackageNotFoundError:  # running from a source tree that is not installed
+        return "(not installed)"
+
+
+def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    """The command's parser (``loop-agents --help`` shows it), and each subcommand's.
+
+    Example:
+        ```python
+        parser, commands = build_parser()
+        commands["run"].print_help()
+        ```
+    """
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description=_wrap(
+            "Loop agents from the shell: an agent answers, a judge scores the answer "
+            "against a rubric (or a command tests it), and the feedback goes back to the "
+            "agent until the answer is accepted. Every run is saved and can be resumed."
+        ),
+        epilog=EXIT_STATUSES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands: dict[str, argparse.ArgumentParser] = {}
+    for command in COMMANDS:
+        sub = subparsers.add_parser(
+            command.name,
+            help=command.help,
+            description=_wrap(command.description),
+            epilog=command.epilog or None,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        command.arguments(sub)
+        sub.set_defaults(handler=command.handler)
+        commands[command.name] = sub
+    return parser, commands

@@ -1,0 +1,289 @@
+"""``loop-agents run`` and ``loop-agents resume``: put a task through a loop, or go on with one.
+
+Both print which model they use, then the run's id; stream the loop to the console (or,
+with ``--json``, print one JSON object); and exit 0 when the loop ran, 1 when it failed
+(the result so far is printed, the error is one line on stderr), 130 on Ctrl-C (with the
+command that resumes the run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import shlex
+import sqlite3
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from loop_agents.cli.errors import UsageError
+from loop_agents.cli.interrupt import CtrlC
+from loop_agents.cli.loop import DEFAULT_SYSTEM
+from loop_agents.cli.parser import PROG
+from loop_agents.cli.results import result_json
+from loop_agents.cli.session import Outcome, Progress, run_session
+from loop_agents.cli.spec import RunSpec
+from loop_agents.cli.store import RunStore, store_home
+from loop_agents.console import LoopConsole, section_header
+from loop_agents.endpoints import Endpoint, endpoint_from_spec, resolve_endpoint
+from loop_agents.evaluators.command import command_problem
+from loop_agents.local_model import LocalModelError
+from loop_agents.models import Environment, SettingsError
+
+
+def _text(value: str | None, path: Path | None, what: str, *, required: bool) -> str | None:
+    """The text given inline or in a file (``-``: stdin); at most one of the two."""
+    if value is not None and path is not None:
+        raise UsageError(f"give the {what} as text or with --{what}-file, not both")
+    if path is not None:
+        try:
+            value = sys.stdin.read() if str(path) == "-" else path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"cannot read the {what} from {str(path)!r}: {exc}") from exc
+    if value is None:
+        if required:
+            raise UsageError(f"no {what} given: pass it as text or with --{what}-file FILE")
+        return None
+    if not value.strip():
+        raise UsageError(f"the {what} is empty; give some text")
+    return value.strip()
+
+
+def _environment(env_file: Path | None) -> Environment:
+    try:
+        return Environment.read(env_file)
+    except SettingsError as exc:
+        raise UsageError(str(exc)) from exc
+
+
+@dataclass
+class Printer:
+    """Where a run's lines go: the console, or (``--json``) stderr, keeping stdout JSON."""
+
+    view: LoopConsole | None
+
+    def say(self, line: str) -> None:
+        """Print a line of news about the run."""
+        if self.view is None:
+            print(f"{PROG}: {line}", file=sys.stderr, flush=True)
+        else:
+            self.view.console.print(
+                line, style="dim", markup=False, highlight=False, soft_wrap=True
+            )
+
+
+def run(args: argparse.Namespace) -> int:
+    """``loop-agents run``: check the input, find the model, run and save the loop."""
+    task = _text(args.task, args.task_file, "task", required=True)
+    rubric = _text(args.rubric, args.rubric_file, "rubric", required=False)
+    system = _text(args.system, args.system_file, "system", required=False) or DEFAULT_SYSTEM
+    check: str | None = args.check
+    if rubric is None and check is None:
+        raise UsageError(
+            "no rubric or check given: pass --rubric TEXT, --rubric-file FILE, --check CMD, "
+            "or a rubric and a check"
+        )
+    if check is not None and (problem := command_problem(check)) is not None:
+        raise UsageError(f"--check: {problem}")
+    if not 0 <= args.threshold <= 100:
+        raise UsageError(f"--threshold must be from 0 to 100; got {args.threshold:g}")
+    if args.max_iterations < 1:
+        raise UsageError(f"--max-iterations must be >= 1; got {args.max_iterations}")
+    env = _environment(args.env_file)
+    store = None if args.no_save else RunStore(store_home(env.values))
+    if store is not None:
+        store.prepare()
+    try:
+        endpoint = resolve_endpoint(
+            model=args.model,
+            base_url=args.base_url,
+            gguf=args.gguf,
+            structured_output=args.structured_output,
+            max_tokens=args.max_tokens,
+            environment=env,
+        )
+    except SettingsError as exc:
+        raise UsageError(str(exc)) from exc
+    spec = RunSpec(
+        task=str(task),
+        rubric=rubric,
+        check=check,
+        check_timeout=args.check_timeout,
+        threshold=args.threshold,
+        max_iterations=args.max_iterations,
+        system=system,
+        cwd=os.getcwd(),
+        endpoint=endpoint.spec,
+    )
+    return execute(spec, endpoint, store, as_json=args.json, env_file=args.env_file)
+
+
+def resume(args: argparse.Namespace) -> int:
+    """``loop-agents resume RUN_ID``: go on with a saved run from its last completed step."""
+    env = _environment(args.env_file)
+    store = RunStore(store_home(env.values))
+    saved = store.find(args.run_id)
+    if saved.running_elsewhere:
+        raise UsageError(
+            f"run {saved.run_id} is running in process {saved.pid}; wait for it to end or "
+            f"stop it first"
+        )
+    if saved.state == "finished":
+        print(
+            f"{PROG}: run {saved.run_id} has finished ({saved.stop_reason}); nothing to "
+            f"resume. `{PROG} show {saved.run_id}` prints it.",
+            file=sys.stderr,
+        )
+        from loop_agents.cli.runs_command import print_run
+
+        return print_run(store, saved, as_json=args.json)
+    try:
+        spec = RunSpec.from_dict(saved.settings)
+        endpoint = endpoint_from_spec(spec.endpoint, environment=env)
+    except SettingsError as exc:
+        raise UsageError(str(exc)) from exc
+    return execute(
+        spec, endpoint, store, as_json=args.json, env_file=args.env_file, run_id=saved.run_id
+    )
+
+
+def resume_command(run_id: str, *, as_json: bool, env_file: Path | None) -> str:
+    """The exact command that resumes run ``run_id``."""
+    words = [PROG, "resume", run_id]
+    if as_json:
+        words.append("--json")
+    if env_file is not None:
+        words += ["--env-file", str(env_file.resolve())]
+    return shlex.join(words)
+
+
+def execute(
+    spec: RunSpec,
+    endpoint: Endpoint,
+    store: RunStore | None,
+    *,
+    as_json: bool,
+    env_file: Path | None,
+    run_id: str | None = None,
+) -> int:
+    """Open the endpoint, run (or resume) the loop, print the result; return the status."""
+    view = None if as_json else LoopConsole()
+    out = Printer(view)
+    resuming = run_id is not None
+    try:
+        if endpoint.spec.kind == "local":
+            out.say("starting the bundled llama.cpp server ...")
+        with endpoint:
+            out.say(endpoint.describe())
+            if run_id is None:
+                if store is None:
+                    run_id = "unsaved"
+                else:
+                    run_id = store.create(spec.task, spec.to_dict(), spec.max_iterations)
+            elif store is not None:
+                store.update(run_id, status="running", pid=os.getpid(), error=None)
+            if store is not None:
+                out.say(f"run {run_id} · saved in {store.path}")
+            else:
+                out.say("run not saved (--no-save)")
+            progress = Progress()
+            stopped = run_id  # for the closure: the id of the run Ctrl-C interrupts
+
+            def record_interruption() -> None:
+                _interrupted(store, stopped, progress, spec, as_json, env_file)
+
+            ctrl_c = CtrlC(record_interruption)
+            try:
+                outcome = asyncio.run(
+                    run_session(
+                        spec,
+                        endpoint,
+                        store=store,
+                        run_id=run_id,
+                        view=view,
+                        progress=progress,
+                        resuming=resuming,
+                        say=out.say,
+                        ctrl_c=ctrl_c,
+                    )
+                )
+            except (KeyboardInterrupt, asyncio.CancelledError):
+                _interrupted(store, run_id, progress, spec, as_json, env_file)
+                return ctrl_c.exit_status
+    except SettingsError as exc:
+        raise UsageError(str(exc)) from exc
+    except LocalModelError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 1
+    return _report(outcome, store, run_id, view, as_json=as_json, env_file=env_file)
+
+
+def _interrupted(
+    store: RunStore | None,
+    run_id: str,
+    progress: Progress,
+    spec: RunSpec,
+    as_json: bool,
+    env_file: Path | None,
+) -> None:
+    if store is None:
+        print(
+            f"\n{PROG}: interrupted; the run was not saved (--no-save), so it cannot be resumed",
+            file=sys.stderr,
+        )
+        return
+    with contextlib.suppress(sqlite3.Error):  # a write cut off by Ctrl-C may hold the file
+        store.update(run_id, status="interrupted", pid=None, timeout=0.3)
+    done = f"{progress.iterations} of {spec.max_iterations} iterations are saved"
+    print(
+        f"\n{PROG}: interrupted; {done}. Resume the run with:\n"
+        f"  {resume_command(run_id, as_json=as_json, env_file=env_file)}",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def _report(
+    outcome: Outcome,
+    store: RunStore | None,
+    run_id: str,
+    view: LoopConsole | None,
+    *,
+    as_json: bool,
+    env_file: Path | None,
+) -> int:
+    saved_id = run_id if store is not None else None
+    result = result_json(
+        outcome.values, run_id=saved_id, error=outcome.error, failure=outcome.failure
+    )
+    if store is not None:
+        records = result["records"]
+        scores = [r["score"] for r in records if r.get("score") is not None]
+        store.update(
+            run_id,
+            status="finished" if outcome.finished else "failed",
+            stop_reason=result["stop_reason"],
+            iterations=len(records),
+            best_score=max(scores) if scores else None,
+            error=outcome.error,
+            pid=None,
+        )
+    if as_json:
+        print(json.dumps(result, ensure_ascii=False, indent=2))
+    elif view is not None:
+        if outcome.error is not None and outcome.failure is not None:
+            view.failed(outcome.failure)
+        if result["answer"]:
+            view.console.print()
+            view.console.print(section_header("Answer"), markup=False, highlight=False)
+            view.console.print(result["answer"], markup=False, highlight=False, soft_wrap=True)
+    if outcome.error is None:
+        return 0
+    print(f"{PROG}: error: {outcome.error}", file=sys.stderr)
+    if saved_id is not None:
+        again = resume_command(saved_id, as_json=as_json, env_file=env_file)
+        print(f"{PROG}: the run is saved; resume it with: {again}", file=sys.stderr)
+    return 1

@@ -1,0 +1,195 @@
+"""Running a saved loop: stream it, keep its index up to date, read back what it did.
+
+`run_session` drives the loop with ``durability="sync"`` (every completed step is on disk
+before the next starts), so Ctrl-C or a failure loses nothing that was paid for: the
+caller reads the state back, prints the result so far, and ``resume`` goes on from the
+last completed step. A failure becomes a one-line error in the `Outcome`; Ctrl-C
+(``asyncio`` cancels the run) is left to propagate.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import openai
+from langchain_core.messages import HumanMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+from langgraph.types import StreamMode
+
+from loop_agents.cli.errors import one_line
+from loop_agents.cli.interrupt import CtrlC
+from loop_agents.cli.loop import build_loop
+from loop_agents.cli.spec import RunSpec
+from loop_agents.cli.store import RunStore
+from loop_agents.console import LoopConsole
+from loop_agents.endpoints import Endpoint
+from loop_agents.evaluators.judge import JudgeError
+from loop_agents.events import LoopEvent, is_loop_event
+
+OPENAI_URL = "https://api.openai.com/v1"
+
+
+@dataclass
+class Progress:
+    """What the run has done so far, from its loop events (for the index and messages)."""
+
+    iterations: int = 0
+    best_score: float | None = None
+    stop_reason: str | None = None
+    started_at_iteration: int = 1
+    scores: list[float | None] = field(default_factory=list)
+
+    def take(self, event: LoopEvent) -> bool:
+        """Note ``event``; say whether the index should be updated."""
+        if event["type"] == "evaluation_finished":
+            self.iterations = event["iteration"]
+            score = event["score"]
+            if score is not None and (self.best_score is None or score > self.best_score):
+                self.best_score = score
+            return True
+        if event["type"] == "loop_finished":
+            self.stop_reason = event["stop_reason"]
+            self.iterations = event["iterations"]
+            return True
+        return False
+
+
+@dataclass
+class Outcome:
+    """How a session ended: the loop's state, and the error that stopped it, if any."""
+
+    values: dict[str, Any]
+    error: str | None = None
+    failure: str | None = None
+
+    @property
+    def finished(self) -> bool:
+        """Whether the loop reached its end (a stop reason of its own)."""
+        return self.error is None and self.values.get("stop_reason") is not None
+
+
+def describe_error(exc: BaseException, endpoint: Endpoint) -> str:
+    """One line saying what went wrong; a server that cannot be reached is named by URL.
+
+    Example:
+        ```python
+        describe_error(openai.APIConnectionError(request=request), endpoint)
+        # 'cannot reach the model server at http://127.0.0.1:9/v1: ...'
+        ```
+    """
+    url = endpoint.base_url or OPENAI_URL
+    if isinstance(exc, openai.APITimeoutError):
+        text = f"the model server at {url} did not answer in time"
+    elif isinstance(exc, openai.APIConnectionError):
+        cause = exc.__cause__ or exc.__context__
+        text = f"cannot reach the model server at {url}: {cause or exc}"
+    elif isinstance(exc, openai.APIStatusError):
+        text = f"the model server at {url} answered HTTP {exc.status_code}: {exc.message}"
+    elif isinstance(exc, JudgeError):
+        text = f"the judge gave no valid verdict: {exc}"
+    elif isinstance(exc, httpx.HTTPError):
+        text = f"the connection to the model server at {url} failed: {type(exc).__name__}: {exc}"
+    else:
+        text = f"{type(exc).__name__}: {exc}"
+    return one_line(text)
+
+
+@contextlib.asynccontextmanager
+async def checkpointer(store: RunStore | None) -> AsyncIterator[BaseCheckpointSaver[Any]]:
+    """The store's SQLite saver, or an in-memory one for a run that is not saved."""
+    if store is None:
+        yield InMemorySaver()
+        return
+    async with store.checkpointer() as saver:
+        yield saver
+
+
+async def run_session(
+    spec: RunSpec,
+    endpoint: Endpoint,
+    *,
+    store: RunStore | None,
+    run_id: str,
+    view: LoopConsole | None,
+    progress: Progress,
+    resuming: bool = False,
+    say: Callable[[str], None] = lambda line: None,
+    ctrl_c: CtrlC | None = None,
+) -> Outcome:
+    """Run (or resume) the loop of ``spec`` on thread ``run_id``; return how it ended.
+
+    Args:
+        spec: The run's settings.
+        endpoint: The opened endpoint.
+        store: Where the run is saved; ``None`` for an unsaved run (kept in memory).
+        run_id: The run's id, its thread.
+        view: The console to stream to, or ``None`` (``--json``).
+        progress: Filled in from the loop's events; the index is updated from it.
+        resuming: Continue the saved thread instead of starting on the task.
+        say: Prints a line of news (e.g. where a resumed run goes on from).
+        ctrl_c: Takes over SIGINT while the loop runs (see `CtrlC`).
+
+    Example:
+        ```python
+        outcome = await run_session(spec, endpoint, store=store, run_id=run_id,
+                                    view=LoopConsole(), progress=Progress())
+        ```
+    """
+    config: RunnableConfig = {"configurable": {"thread_id": run_id}}
+    if ctrl_c is not None:
+        ctrl_c.install()
+    async with checkpointer(store) as saver:
+        loop = build_loop(spec, endpoint, checkpointer=saver)
+        request: Any = {"messages": [HumanMessage(spec.task)]}
+        if resuming:
+            snapshot = await loop.aget_state(config)
+            if snapshot.values and not snapshot.next:  # it had finished after all
+                return Outcome(dict(snapshot.values))
+            if snapshot.values or snapshot.next:
+                request = None  # go on from the last completed step
+                records = list(snapshot.values.get("records") or [])
+                progress.iterations = len(records)
+                progress.started_at_iteration = len(records) + 1
+                if view is not None:
+                    view.restore(records, spec.max_iterations)
+                done = f"{len(records)} of {spec.max_iterations} iterations were done"
+                say(f"resuming run {run_id}: {done}; going on from the last completed step")
+        modes: list[StreamMode] = ["messages", "custom"] if view is not None else ["custom"]
+        error: str | None = None
+        failure: str | None = None
+        try:
+            async for _namespace, mode, payload in loop.astream(
+                request, config, stream_mode=modes, subgraphs=True, durability="sync"
+            ):
+                if view is not None:
+                    view.handle(mode, payload)
+                if mode == "custom" and is_loop_event(payload) and progress.take(payload):
+                    await _save_progress(store, saver, run_id, progress)
+        except Exception as exc:  # a failure mid-run: the result so far is still printed
+            error = describe_error(exc, endpoint)
+            failure = "judge_invalid" if isinstance(exc, JudgeError) else "error"
+        finally:
+            if view is not None:
+                view.close()
+        snapshot = await loop.aget_state(config)
+        return Outcome(dict(snapshot.values), error, failure)
+
+
+async def _save_progress(
+    store: RunStore | None, saver: BaseCheckpointSaver[Any], run_id: str, progress: Progress
+) -> None:
+    if store is not None and isinstance(saver, AsyncSqliteSaver):
+        await store.aupdate(
+            saver,
+            run_id,
+            iterations=progress.iterations,
+            best_score=progress.best_score,
+            stop_reason=progress.stop_reason,
+        )

@@ -1,0 +1,351 @@
+"""`command_check`: a shell command judges each answer; its exit status decides.
+
+The answer (the fenced code block when it holds exactly one, else the whole text) is
+written to a file; the file's path is in ``$LOOP_AGENTS_ANSWER`` and replaces a literal
+``{answer_file}`` in the command. Exit status 0 accepts the answer; any other status
+sends the end of the command's output back to the agent as feedback. This turns "write
+code until my tests pass" into one evaluator.
+
+The command runs with your permissions, in its own process group, which is killed when
+the command ends or overruns its time limit. It is not a sandbox: a check that runs the
+model's code runs it as you (see `loop_agents.code_runner` for a sandboxed runner).
+Secrets in the environment (variables named like ``*_API_KEY``, ``*_TOKEN``,
+``*_SECRET``, ``*_PASSWORD``) are not passed to it unless ``env`` is given.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from langchain_core.runnables import Runnable, RunnableConfig
+
+from loop_agents.evaluators._base import check_name, make_evaluator
+from loop_agents.state import LoopContext, LoopEvaluation
+
+ANSWER_VARIABLE = "LOOP_AGENTS_ANSWER"
+"""The environment variable holding the path of the answer's file."""
+
+PLACEHOLDER = "{answer_file}"
+"""Replaced in the command by the path of the answer's file (shell-quoted if it needs it)."""
+
+SUFFIXES = {
+    "python": ".py", "py": ".py", "python3": ".py", "javascript": ".js", "js": ".js",
+    "typescript": ".ts", "ts": ".ts", "bash": ".sh", "sh": ".sh", "shell": ".sh",
+    "zsh": ".sh", "json": ".json", "rust": ".rs", "go": ".go", "c": ".c", "cpp": ".cpp",
+    "c++": ".cpp", "java": ".java", "ruby": ".rb", "rb": ".rb", "html": ".html",
+    "css": ".css", "sql": ".sql", "yaml": ".yaml", "yml": ".yaml", "toml": ".toml",
+    "markdown": ".md", "md": ".md",
+}  # fmt: skip
+"""File suffixes by a code block's language; other answers are written to ``.txt``."""
+
+_SECRET_PARTS = frozenset({"KEY", "APIKEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIALS"})
+_SHELL_WORDS = frozenset(
+    {"!", ".", ":", "[", "[[", "{", "(", "alias", "break", "case", "cd", "command",
+     "continue", "echo", "eval", "exec", "exit", "export", "false", "for", "function",
+     "if", "printf", "pwd", "read", "return", "set", "shift", "source", "test", "times",
+     "trap", "true", "type", "ulimit", "umask", "unset", "wait", "while", "until"}
+)  # fmt: skip
+_OPENING = re.compile(r"^ {0,3}(?P<fence>`{3,}|~{3,})\s*(?P<info>[^\s`]*)[^`]*$")
+
+
+@dataclass(frozen=True)
+class CheckRun:
+    """What one run of the check command did.
+
+    Attributes:
+        status: The exit status (negative: killed by that signal), ``None`` on timeout.
+        output: Its stdout and stderr, interleaved.
+        seconds: Wall-clock seconds it ran.
+
+    """
+
+    status: int | None
+    output: str
+    seconds: float
+
+
+def answer_for_check(text: str) -> tuple[str, str]:
+    r"""The part of an answer the check sees, and the suffix of its file.
+
+    The body of the fenced code block (with ``.py`` etc. for its language) when the
+    answer holds exactly one (an unclosed fence runs to the end), else the whole text.
+
+    Example:
+        ```python
+        answer_for_check("Here:\\n```python\\nprint(1)\\n```\\n")  # ('print(1)\\n', '.py')
+        ```
+    """
+    blocks: list[tuple[str, str]] = []
+    lines = text.splitlines(keepends=True)
+    i = 0
+    while i < len(lines):
+        opening = _OPENING.match(lines[i].rstrip("\r\n"))
+        if opening is None:
+            i += 1
+            continue
+        fence = opening["fence"]
+        closing = re.compile(rf"^ {{0,3}}{re.escape(fence[0])}{{{len(fence)},}}\s*$")
+        j = i + 1
+        while j < len(lines) and not closing.match(lines[j].rstrip("\r\n")):
+            j += 1
+        blocks.append((opening["info"].lower(), "".join(lines[i + 1 : j])))
+        i = j + 1
+    if len(blocks) == 1:
+        language, body = blocks[0]
+        return body, SUFFIXES.get(language, ".txt")
+    return text, ".txt"
+
+
+def command_problem(command: str, cwd: str | Path | None = None) -> str | None:
+    """What makes ``command`` unusable as a check, or ``None`` when it looks usable.
+
+    It is unusable when it is empty, does not parse as shell words, or its first
+    program is not found.
+
+    Example:
+        ```python
+        command_problem("pytset -q")  # "the check's program 'pytset' is not found ..."
+        ```
+    """
+    if not command.strip():
+        return "the check command is empty; give a shell command, e.g. 'pytest -q'"
+    try:
+        words = shlex.split(command)
+    except ValueError as exc:
+        return f"the check command {command!r} does not parse as shell words: {exc}"
+    words = [w for w in words if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", w)]
+    if not words or words[0] in _SHELL_WORDS or words[0][0] in "({$`":
+        return None
+    program = words[0]
+    if "/" in program:
+        path = Path(cwd or ".") / program
+        if path.is_file() and os.access(path, os.X_OK):
+            return None
+        return f"the check's program {program!r} is not an executable file"
+    if shutil.which(program) is None:
+        return (
+            f"the check's program {program!r} is not found on PATH; check the spelling or "
+            f"give its path"
+        )
+    return None
+
+
+def without_secrets(environ: Mapping[str, str]) -> dict[str, str]:
+    """``environ`` without the variables that look like secrets (``*_API_KEY``, ``*_TOKEN``...).
+
+    Example:
+        ```python
+        without_secrets({"PATH": "/bin", "OPENAI_API_KEY": "sk-..."})  # {'PATH': '/bin'}
+        ```
+    """
+    return {
+        name: value
+        for name, value in environ.items()
+        if not _SECRET_PARTS & set(name.upper().replace("-", "_").split("_"))
+    }
+
+
+def _shell_word(path: str) -> str:
+    """``path`` as one shell word: as it is when that is safe, else quoted.
+
+    Left as it is, ``"{answer_file}"`` in double quotes works too.
+    """
+    return path if re.fullmatch(r"[A-Za-z0-9_./+-]+", path) else shlex.quote(path)
+
+
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+class _Check:
+    """The command, its options and both ways of running it."""
+
+    def __init__(
+        self,
+        command: str,
+        *,
+        timeout: float,
+        cwd: Path | None,
+        env: Mapping[str, str] | None,
+        max_feedback_chars: int,
+    ) -> None:
+        self.command = command
+        self.timeout = timeout
+        self.cwd = cwd
+        self.env = dict(env) if env is not None else None
+        self.max_feedback_chars = max_feedback_chars
+
+    def _prepare(self, folder: str, answer: str) -> tuple[list[str], dict[str, str], Path]:
+        body, suffix = answer_for_check(answer)
+        path = Path(folder) / f"answer{suffix}"
+        path.write_text(body, encoding="utf-8")
+        env = self.env if self.env is not None else without_secrets(os.environ)
+        env = {**env, ANSWER_VARIABLE: str(path)}
+        command = self.command.replace(PLACEHOLDER, _shell_word(str(path)))
+        return ["/bin/sh", "-c", command], env, Path(folder) / "output.log"
+
+    @staticmethod
+    def _read(log: Path) -> str:
+        return log.read_bytes().decode("utf-8", "replace") if log.exists() else ""
+
+    def run(self, answer: str) -> CheckRun:
+        with tempfile.TemporaryDirectory(prefix="loop_agents_check_") as folder:
+            argv, env, log = self._prepare(folder, answer)
+            started = time.monotonic()
+            with log.open("wb") as output:
+                process = subprocess.Popen(
+                    argv,
+                    cwd=self.cwd,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=output,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+                status: int | None
+                try:
+                    status = process.wait(self.timeout)
+                except subprocess.TimeoutExpired:
+                    status = None
+                finally:  # also on Ctrl-C: no process of the check outlives it
+                    _kill_group(process.pid)
+                    process.wait()
+            return CheckRun(status, self._read(log), time.monotonic() - started)
+
+    async def arun(self, answer: str) -> CheckRun:
+        with tempfile.TemporaryDirectory(prefix="loop_agents_check_") as folder:
+            argv, env, log = self._prepare(folder, answer)
+            started = time.monotonic()
+            with log.open("wb") as output:
+                process = await asyncio.create_subprocess_exec(
+                    *argv,
+                    cwd=self.cwd,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=output,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+                status: int | None
+                try:
+                    status = await asyncio.wait_for(process.wait(), self.timeout)
+                except TimeoutError:
+                    status = None
+                finally:  # also when cancelled (Ctrl-C)
+                    _kill_group(process.pid)
+                with contextlib.suppress(ProcessLookupError):
+                    await process.wait()
+            return CheckRun(status, self._read(log), time.monotonic() - started)
+
+    def verdict(self, run: CheckRun) -> LoopEvaluation:
+        if run.status == 0:
+            return {"stop": True, "feedback": f"The check `{self.command}` passed."}
+        if run.status is None:
+            what = f"did not finish within {self.timeout:g} s and was stopped"
+        elif run.status < 0:
+            try:
+                name = signal.Signals(-run.status).name
+            except ValueError:
+                name = f"signal {-run.status}"
+            what = f"was killed by {name}"
+        else:
+            what = f"failed with exit status {run.status}"
+        output = run.output.rstrip()
+        if not output:
+            shown = "It printed nothing."
+        elif len(output) <= self.max_feedback_chars:
+            shown = f"Its output:\n{output}"
+        else:
+            cut = len(output) - self.max_feedback_chars
+            shown = f"The end of its output ({cut} earlier characters cut):\n" + (output[cut:])
+        return {"stop": False, "feedback": f"The check `{self.command}` {what}. {shown}"}
+
+
+def command_check(
+    command: str,
+    *,
+    timeout: float = 60.0,
+    cwd: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+    max_feedback_chars: int = 2000,
+    name: str = "check",
+) -> Runnable[LoopContext, LoopEvaluation]:
+    """An evaluator that runs a shell command on each answer: exit status 0 accepts it.
+
+    The answer (the fenced code block when there is exactly one, else the whole text)
+    is written to a fresh file, named ``answer.py`` (etc., after the block's language)
+    or ``answer.txt``. Its path is in ``$LOOP_AGENTS_ANSWER`` and replaces a literal
+    ``{answer_file}`` in ``command``, which ``/bin/sh`` runs in ``cwd``. Any other exit
+    status, a kill by a signal or running past ``timeout`` asks for another attempt,
+    with the end of the command's output (at most ``max_feedback_chars`` characters)
+    as the feedback. The command's whole process group is killed when it ends.
+
+    Args:
+        command: A shell command, e.g. ``"python {answer_file} | grep -qx 42"``.
+        timeout: Seconds the command may run (default 60).
+        cwd: The folder it runs in; default the current one.
+        env: Its environment; default this process's without secret-looking variables
+            (see `without_secrets`). ``LOOP_AGENTS_ANSWER`` is added either way.
+        max_feedback_chars: The most characters of output sent back as feedback.
+        name: The evaluator's name in records and traces.
+
+    Returns:
+        A runnable evaluator with a sync and an async path.
+
+    Raises:
+        ValueError: the command is empty, does not parse, or its program is not found;
+            or an option is out of range.
+
+    Example:
+        ```python
+        from loop_agents import all_of, command_check, create_loop_agent, llm_judge
+
+        tests = command_check("cp {answer_file} fizz.py && pytest -q test_fizz.py")
+        loop = create_loop_agent(coder, all_of(tests, llm_judge(model, rubric, threshold=80)))
+        ```
+
+    """
+    if not isinstance(command, str):
+        raise TypeError(f"command must be a shell command string; got {command!r:.60}")
+    problem = command_problem(command, cwd)
+    if problem is not None:
+        raise ValueError(problem)
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, int | float)
+        or not math.isfinite(timeout)
+        or timeout <= 0
+    ):
+        raise ValueError(f"timeout must be a number of seconds > 0; got {timeout!r}")
+    if isinstance(max_feedback_chars, bool) or not isinstance(max_feedback_chars, int):
+        raise TypeError(f"max_feedback_chars must be an int; got {max_feedback_chars!r}")
+    if max_feedback_chars < 1:
+        raise ValueError(f"max_feedback_chars must be >= 1; got {max_feedback_chars}")
+    folder = Path(cwd) if cwd is not None else None
+    if folder is not None and not folder.is_dir():
+        raise ValueError(f"cwd {str(cwd)!r} is not a folder")
+    check = _Check(
+        command, timeout=float(timeout), cwd=folder, env=env, max_feedback_chars=max_feedback_chars
+    )
+
+    def evaluate(context: LoopContext, config: RunnableConfig) -> LoopEvaluation:
+        return check.verdict(check.run(context["last_response"].text))
+
+    async def aevaluate(context: LoopContext, config: RunnableConfig) -> LoopEvaluation:
+        return check.verdict(await check.arun(context["last_response"].text))
+
+    return make_evaluator(check_name(name, "check"), evaluate, aevaluate)
