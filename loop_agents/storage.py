@@ -46,7 +46,7 @@ from langchain_core.messages import (
 )
 from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.graph.message import REMOVE_ALL_MESSAGES
+from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
 from langgraph.pregel import Pregel
 from langgraph.types import Checkpointer
 from typing_extensions import TypedDict, get_type_hints
@@ -99,18 +99,28 @@ def append_messages(state: Sequence[AnyMessage], writes: Sequence[Any]) -> list[
         ```
 
     """
-    # the conversation is long and a live step's write short: only C-level passes over it
-    messages, ids = _coerced(state, 0, ())
-    result = cast(list[BaseMessage | None], messages)
-    index: dict[str, int] = dict(zip(ids, range(len(ids)), strict=True))
+    global _last_merge
+    last = _last_merge  # one read: another thread may replace it meanwhile
+    if last is not None and last[0] is state and len(last[1]) == len(state):
+        # the channel's value is what the previous call returned: its index still holds
+        result: list[BaseMessage | None] = list(state)
+        index = dict(last[1])
+    else:  # only C-level passes over the (long) conversation
+        messages, ids = _coerced(state, 0, ())
+        result = cast(list[BaseMessage | None], messages)
+        index = dict(zip(ids, range(len(ids)), strict=True))
+    if len(index) != len(result):
+        return _folded(result, writes)
     holes = False  # removed messages are left as None until the end
-    for write in writes:
+    for number, write in enumerate(writes):
         incoming, _ = _coerced(write if isinstance(write, list) else [write], len(result), index)
         cut = _after_remove_all(incoming)
         if cut is not None:
             result = list(incoming[cut:])
             index = dict(zip(map(_ID, result), range(len(result)), strict=True))
             holes = False
+            if len(index) != len(result):
+                return _folded(result, writes[number + 1 :])
             continue
         removing: set[str] = set()
         for message in incoming:
@@ -133,7 +143,37 @@ def append_messages(state: Sequence[AnyMessage], writes: Sequence[Any]) -> list[
             holes = True
     if holes:
         result = [m for m in result if m is not None]
+    else:
+        _last_merge = (result, index)
     return cast(list[AnyMessage], result)
+
+
+_last_merge: tuple[Sequence[BaseMessage | None], dict[str, int]] | None = None
+"""The conversation `append_messages` returned last and its index of ids to positions.
+
+A delta channel passes the value it holds, which is what the reducer returned the step
+before, to the next call; recognising that list (the same object, of the same length)
+saves indexing the whole conversation again on every step of a running loop. A copy
+(a channel copied for a router's read, a value read from a checkpoint) is indexed anew.
+Neither the list nor the index is changed once stored here (a hit works on copies), so
+loops running at once in other threads can only make it miss. Code that changes a
+state's message list in place, which LangGraph does not support, is not noticed."""
+
+
+def _folded(messages: Sequence[BaseMessage | None], writes: Sequence[Any]) -> list[AnyMessage]:
+    """``writes`` merged into ``messages`` one by one with ``add_messages`` itself.
+
+    For a conversation in which two messages have the same id, which only a write that
+    removes every message (``REMOVE_ALL_MESSAGES``) and then adds the same id twice can
+    leave: ``add_messages`` then removes or replaces all of them, which the one-pass
+    index (one position per id) does not model.
+    """
+    result = cast(list[AnyMessage], [m for m in messages if m is not None])
+    for write in writes:
+        items = write if isinstance(write, list) else [write]
+        incoming, _ = _coerced(items, len(result), {cast(str, m.id) for m in result})
+        result = cast(list[AnyMessage], add_messages(cast(Any, result), cast(Any, incoming)))
+    return result
 
 
 def _after_remove_all(messages: Sequence[BaseMessage]) -> int | None:

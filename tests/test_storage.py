@@ -84,15 +84,47 @@ def random_writes(rng: random.Random, count: int) -> list[list[Any]]:
     return writes
 
 
-@pytest.mark.parametrize("seed", range(20))
+@pytest.mark.parametrize("seed", range(40))
 def test_append_messages_merges_a_batch_as_add_messages_merges_one_write_at_a_time(seed):
     rng = random.Random(seed)
     writes = random_writes(rng, 30)
     expected = fold_add_messages([], writes)
     assert append_messages([], writes) == expected
     # batching-invariant, as a DeltaChannel reducer must be: any split gives the same
-    cut = rng.randrange(len(writes))
-    assert append_messages(append_messages([], writes[:cut]), writes[cut:]) == expected
+    for cut in range(0, len(writes) + 1, 3):
+        assert append_messages(append_messages([], writes[:cut]), writes[cut:]) == expected
+
+
+def test_append_messages_with_two_messages_of_one_id_merges_as_add_messages():
+    # a write that removes everything and then gives one id twice leaves both
+    writes = [
+        [HumanMessage("a", id="1")],
+        [RemoveMessage(id=REMOVE_ALL_MESSAGES), HumanMessage("b", id="2"), AIMessage("c", id="2")],
+        [RemoveMessage(id="2")],
+    ]
+    for cut in range(4):
+        merged = append_messages(append_messages([], writes[:cut]), writes[cut:])
+        assert merged == fold_add_messages([], writes) == []
+    two = append_messages([], writes[:2])
+    assert texts(two) == [("human", "b"), ("ai", "c")]
+    edit = [AIMessage("d", id="2")]
+    assert append_messages(two, [edit]) == add_messages(two, edit)  # replaces the last one
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_append_messages_step_by_step_as_running_loops_call_it(seed):
+    """One write per call, each call given the previous result (the cached index is
+    used), two conversations interleaved (each call replaces the other's cache)."""
+    rng = random.Random(seed)
+    first, second = random_writes(rng, 30), random_writes(rng, 30)
+    states: list[list[Any]] = [[], []]
+    for step in range(30):
+        for which, writes in enumerate((first, second)):
+            states[which] = append_messages(states[which], [writes[step]])
+            assert states[which] == fold_add_messages([], writes[: step + 1])
+    # a list equal to a previous result but not that list is indexed anew
+    copy = list(states[1])
+    assert append_messages(copy, [[HumanMessage("new", id="fresh")]])[-1].id == "fresh"
 
 
 def test_append_messages_removing_an_unknown_id_is_the_error_add_messages_raises():
