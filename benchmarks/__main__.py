@@ -1,10 +1,11 @@
 """Run the benchmarks, print their tables and (with ``--write``) save them as Markdown.
 
 ```
-python -m benchmarks                       # all five, a few minutes
+python -m benchmarks                       # all six, about a quarter of an hour
 python -m benchmarks --quick               # fewer rounds and loops, for a smoke run
 python -m benchmarks --write BENCHMARKS.md
 python -m benchmarks --only overhead,context
+python -m benchmarks --only storage        # needs git (the "before" loop) and PostgreSQL
 ```
 """
 
@@ -15,24 +16,29 @@ import asyncio
 import time
 from dataclasses import dataclass
 
-from benchmarks import concurrency, context, overhead, startup
+from benchmarks import concurrency, context, overhead, startup, storage
 from benchmarks.measure import machine
 
-PARTS = ("overhead", "concurrency", "context", "scaling", "startup")
+PARTS = ("overhead", "concurrency", "context", "scaling", "startup", "storage")
 
 
 @dataclass(frozen=True)
 class Plan:
-    """How much to run: rounds per loop length (benchmarks 1 and 4), loops at once."""
+    """How much to run: rounds per loop length (benchmarks 1 and 4), loops at once,
+    loop lengths and runs of benchmark 5."""
 
     overhead_rounds: dict[int, int]
     long_rounds: dict[int, int]
     loops: int
     concurrency_rounds: int
+    storage_sizes: tuple[int, int] = (50, 400)
+    storage_runs: int = 5
 
 
 FULL = Plan({5: 60, 50: 25}, {500: 3}, loops=200, concurrency_rounds=7)
-QUICK = Plan({5: 5, 50: 2}, {500: 1}, loops=50, concurrency_rounds=1)
+QUICK = Plan(
+    {5: 5, 50: 2}, {500: 1}, loops=50, concurrency_rounds=1, storage_sizes=(5, 20), storage_runs=1
+)
 
 
 def _verdict(ok: bool) -> str:
@@ -158,6 +164,33 @@ async def run(parts: set[str], plan: Plan) -> str:
             f"5. `loop-agents --help`/`--version`: {slowest * 1e3:.0f} ms (target <= "
             f"{startup.TARGET_SECONDS * 1e3:.0f} ms): {_verdict(started_up.met())}"
         )
+    if "storage" in parts:
+        short, long = plan.storage_sizes
+        runs, notes = await asyncio.to_thread(
+            storage.measure, plan.storage_sizes, plan.storage_runs
+        )
+        emit(
+            "",
+            "## 6. Checkpoint storage",
+            "",
+            f"A loop of {short} and one of {long} iterations per run, each on a fresh",
+            "database: AsyncSqliteSaver on a file in /dev/shm, AsyncPostgresSaver on a",
+            f"private PostgreSQL {storage.postgres_version()} cluster with fsync off (no",
+            "disk latency in either); ainvoke with the default durability; answers of",
+            f"{storage.ANSWER_CHARS} characters of words, the same feedback every time.",
+            "B/it.: bytes stored per iteration (the savers' payload columns); disk: the",
+            "database's size (SQLite file; PostgreSQL tables with TOAST and indexes);",
+            f"ms/it.: wall time per iteration (median of {plan.storage_runs} runs); CPU",
+            "growth: the same for this process's CPU time (PostgreSQL's work is in its",
+            "server); read ms: a new connection's `aget_state` of the thread (what",
+            f"resuming it costs). `before` is loop_agents at {storage.BEFORE}, imported in",
+            "place of the tree's; each contender runs in a process of its own. This",
+            "section alone: `python -m benchmarks --only storage`.",
+            "",
+            storage.storage_table(runs),
+            *([""] + [f"- {note}" for note in notes] if notes else []),
+        )
+        targets.extend(storage.targets(runs))
     emit("", "## Targets", "", *[f"- {t}" for t in targets])
     emit("", f"Total time: {time.perf_counter() - started:.0f} s.")
     return "\n".join(out) + "\n"

@@ -25,6 +25,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Checkpointer
 from pydantic import Field
 
 from loop_agents import LoopContext, LoopEvaluation
@@ -118,7 +119,11 @@ class MinimalState(TypedDict):
 
 
 def minimal_langgraph_loop(
-    model: BaseChatModel, evaluator: AsyncEvaluator, max_iterations: int
+    model: BaseChatModel,
+    evaluator: AsyncEvaluator,
+    max_iterations: int,
+    *,
+    checkpointer: Checkpointer = None,
 ) -> CompiledStateGraph[MinimalState, None, MinimalState, MinimalState]:
     """The loop as a hand-built ``StateGraph``: two async nodes and a router."""
 
@@ -152,7 +157,9 @@ def minimal_langgraph_loop(
     builder.add_edge(START, "invoke_agent")
     builder.add_edge("invoke_agent", "evaluate")
     builder.add_conditional_edges("evaluate", route, ["invoke_agent", END])
-    return builder.compile().with_config(recursion_limit=2 * max_iterations + 3)
+    return builder.compile(checkpointer=checkpointer).with_config(
+        recursion_limit=2 * max_iterations + 3
+    )
 
 
 async def plain_async_loop(

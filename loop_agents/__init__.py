@@ -85,6 +85,7 @@ if TYPE_CHECKING:
     from loop_agents.loop_graph import LoopAgentGraph
     from loop_agents.loop_input import LoopInputError
     from loop_agents.output import LoopMessages, OutputMode
+    from loop_agents.records import record_answer
     from loop_agents.selection import Selection, selected_iteration_of
     from loop_agents.state import (
         IterationRecord,
@@ -97,6 +98,7 @@ if TYPE_CHECKING:
     )
     from loop_agents.stateful_history import HistoryChoice, StatefulHistory
     from loop_agents.stopping import tokens_used
+    from loop_agents.storage import Storage, StorageLayout, storage_of
     from loop_agents.thread_locking import (
         ConcurrentRuns,
         ThreadBusyError,
@@ -149,6 +151,8 @@ __all__ = [
     "Selection",
     "StatefulHistory",
     "StopReason",
+    "Storage",
+    "StorageLayout",
     "ThreadBusyError",
     "acheckpoint_before_iteration",
     "all_of",
@@ -174,9 +178,11 @@ __all__ = [
     "loop_as_tool",
     "panel",
     "parse_review",
+    "record_answer",
     "role_of",
     "rule",
     "selected_iteration_of",
+    "storage_of",
     "stream_to_console",
     "text_rule",
     "thread_guard",

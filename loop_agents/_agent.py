@@ -10,6 +10,7 @@ from __future__ import annotations
 import inspect
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from operator import attrgetter
 from typing import Any, TypeAlias, cast
 
 from langchain_core.messages import (
@@ -232,7 +233,7 @@ def with_fresh_ids(produced: list[AnyMessage], history: Sequence[AnyMessage]) ->
     ``add_messages`` replaces a message that has the same id as an earlier one; caches
     and some fake models reuse ids, and the loop must append, never overwrite.
     """
-    used = {m.id for m in history if m.id is not None}
+    used: set[str | None] = set(map(attrgetter("id"), history))
     fresh: list[AnyMessage] = []
     for message in produced:
         if message.id is None or message.id in used:

@@ -117,11 +117,14 @@ class LoopReporter:
         write_event(event)
 
     def loop_finished(
-        self, reason: StopReason, records: Sequence[IterationRecord], selected: int
+        self,
+        reason: StopReason,
+        records: Sequence[IterationRecord],
+        selected: int,
+        answer: AIMessage,
     ) -> None:
-        """Report that the loop ends for ``reason``; iteration ``selected`` is its answer."""
+        """Report that the loop ends for ``reason``; ``answer`` (iteration ``selected``'s)."""
         best_score, best_iteration = best_of(records)
-        answer = next(r["answer"] for r in records if r["iteration"] == selected)
         event: LoopFinished = {
             "type": "loop_finished",
             "loop": self.loop,

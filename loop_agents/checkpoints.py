@@ -11,10 +11,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
+from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from langgraph.config import get_config
 from langgraph.func import task
 from langgraph.pregel import Pregel
@@ -133,31 +133,66 @@ def _check_iteration(iteration: object) -> int:
     return iteration
 
 
-def _find(
-    head: StateSnapshot,
-    history: Iterable[StateSnapshot],
-    iteration: int,
-    config: RunnableConfig,
-) -> StateSnapshot:
-    by_id = {_checkpoint_id(s.config): s for s in history}
-    starts: list[int] = []
-    snapshot: StateSnapshot | None = head
-    while snapshot is not None:
-        if snapshot.next == ("invoke_agent",):
-            upcoming = upcoming_iteration(snapshot.values)
-            if upcoming == iteration:
-                return snapshot
-            starts.append(upcoming)
-            if upcoming == 1:
-                break  # the start of the latest loop: older checkpoints are earlier loops
-        snapshot = by_id.get(_checkpoint_id(snapshot.parent_config))
-    thread = (config.get("configurable") or {}).get("thread_id")
-    found = ", ".join(map(str, sorted(starts))) or "none"
-    raise ValueError(
-        f"thread {thread!r} has no checkpoint before iteration {iteration} in its latest "
-        f"loop (checkpoints before iterations: {found}). An iteration can be gone back to "
-        f"once the loop has started it; check the thread_id and the iteration number."
-    )
+def _saver(loop: LoopGraph) -> BaseCheckpointSaver[Any]:
+    saver = loop.checkpointer
+    if not isinstance(saver, BaseCheckpointSaver):
+        raise ValueError(
+            f"the loop has no checkpointer of its own (got {saver!r}); going back to an "
+            f"iteration needs the saved checkpoints: create the loop with "
+            f"checkpointer=InMemorySaver() / SqliteSaver(...) / PostgresSaver(...)"
+        )
+    return saver
+
+
+class _Search:
+    """The search of `checkpoint_before_iteration`, shared by its sync and async forms.
+
+    It walks the thread's checkpoints from the head to their parents as the saver
+    stores them (no state is rebuilt for most of them) and decides from the plain
+    ``iteration`` and ``stop_reason`` values which ones may start the iteration sought;
+    only those are loaded as full snapshots (``get_state``), to check that the agent
+    runs next. A thread stored with delta channels rebuilds a snapshot by replaying
+    writes, so loading every snapshot of a long thread would take time in proportion
+    to the square of its length.
+    """
+
+    def __init__(self, iteration: int) -> None:
+        self.iteration = iteration
+        self.later: dict[int, list[RunnableConfig]] = {}  # other starts seen: to confirm
+        self.done = False
+
+    def wants(self, saved: CheckpointTuple) -> bool:
+        """Whether ``saved`` may be what is sought (or the start of the latest loop)."""
+        upcoming = upcoming_iteration(saved.checkpoint["channel_values"])
+        if upcoming in (self.iteration, 1):
+            return True
+        self.later.setdefault(upcoming, []).append(saved.config)
+        return False
+
+    def found(self, snapshot: StateSnapshot) -> StateSnapshot | None:
+        """``snapshot`` if it starts the iteration sought; notes the latest loop's start."""
+        if snapshot.next != ("invoke_agent",):
+            return None
+        upcoming = upcoming_iteration(snapshot.values)
+        if upcoming == self.iteration:
+            return snapshot
+        if upcoming == 1:
+            self.done = True  # the start of the latest loop: older checkpoints are earlier
+        return None
+
+    def to_confirm(self) -> list[tuple[int, RunnableConfig]]:
+        """Checkpoints that may start other iterations, the latest iteration first."""
+        return [(n, c) for n in sorted(self.later, reverse=True) for c in self.later[n]]
+
+    def error(self, config: RunnableConfig, latest_start: int) -> ValueError:
+        thread = (config.get("configurable") or {}).get("thread_id")
+        found = ", ".join(map(str, range(1, latest_start + 1))) or "none"
+        return ValueError(
+            f"thread {thread!r} has no checkpoint before iteration {self.iteration} in its "
+            f"latest loop (checkpoints before iterations: {found}). An iteration can be "
+            f"gone back to once the loop has started it; check the thread_id and the "
+            f"iteration number."
+        )
 
 
 def checkpoint_before_iteration(
@@ -198,8 +233,20 @@ def checkpoint_before_iteration(
     """
     iteration = _check_iteration(iteration)
     thread = _thread_config(config)
-    head = loop.get_state(config if _checkpoint_id(config) else thread)
-    return _find(head, loop.get_state_history(thread), iteration, config)
+    saver = _saver(loop)
+    search = _Search(iteration)
+    saved = saver.get_tuple(config if _checkpoint_id(config) else thread)
+    started = saved is not None
+    while saved is not None and not search.done:
+        if search.wants(saved) and (found := search.found(loop.get_state(saved.config))):
+            return found
+        saved = saver.get_tuple(saved.parent_config) if saved.parent_config else None
+    latest = 1 if started and search.done else 0
+    for number, candidate in search.to_confirm():
+        if number > latest and loop.get_state(candidate).next == ("invoke_agent",):
+            latest = number
+            break
+    raise search.error(config, latest)
 
 
 async def acheckpoint_before_iteration(
@@ -216,6 +263,17 @@ async def acheckpoint_before_iteration(
     """
     iteration = _check_iteration(iteration)
     thread = _thread_config(config)
-    head = await loop.aget_state(config if _checkpoint_id(config) else thread)
-    history = [s async for s in loop.aget_state_history(thread)]
-    return _find(head, history, iteration, config)
+    saver = _saver(loop)
+    search = _Search(iteration)
+    saved = await saver.aget_tuple(config if _checkpoint_id(config) else thread)
+    started = saved is not None
+    while saved is not None and not search.done:
+        if search.wants(saved) and (found := search.found(await loop.aget_state(saved.config))):
+            return found
+        saved = await saver.aget_tuple(saved.parent_config) if saved.parent_config else None
+    latest = 1 if started and search.done else 0
+    for number, candidate in search.to_confirm():
+        if number > latest and (await loop.aget_state(candidate)).next == ("invoke_agent",):
+            latest = number
+            break
+    raise search.error(config, latest)

@@ -29,6 +29,7 @@ from loop_agents.state import (
     LoopState,
 )
 from loop_agents.stopping import StopPolicy
+from loop_agents.storage import Storage, check_storage, resolve_storage, with_storage
 from loop_agents.thread_locking import ConcurrentRuns, check_concurrent_runs
 from loop_agents.timeouts import RetryPolicies, check_retry_policy, check_timeout, loop_node
 
@@ -99,6 +100,7 @@ def create_loop_agent(
     feedback_format: FeedbackFormat = DEFAULT_FEEDBACK_FORMAT,
     concurrent_runs: ConcurrentRuns = "reject",
     busy_timeout: float | timedelta | None = None,
+    storage: Storage = "auto",
 ) -> LoopAgentGraph:
     """Build a loop agent: call ``agent``, let ``evaluator`` judge, repeat until accepted.
 
@@ -203,6 +205,14 @@ def create_loop_agent(
         busy_timeout: With ``concurrent_runs="wait"``, the longest a run waits for
             its thread (seconds or a ``timedelta``) before `ThreadBusyError`; ``None``
             (the default) waits as long as it takes.
+        storage: How checkpoints store the append-only keys (``messages``,
+            ``feedback``, ``records``). ``"auto"`` (the default): as LangGraph delta
+            channels, each checkpoint holding only its step's new items, when the
+            checkpointer supports them (LangGraph's in-memory, SQLite and PostgreSQL
+            savers, LangGraph Server's, or ``None``: a parent's), else as full values.
+            ``"delta"`` or ``"full"`` force one. Full values make a thread's storage
+            grow with the square of its iterations; see `loop_agents.storage` and
+            `storage_of`.
 
     Returns:
         A `LoopAgentGraph`: a compiled ``StateGraph`` (nest it, stream it, inspect its
@@ -223,7 +233,7 @@ def create_loop_agent(
         ValueError: ``max_iterations`` is below 1, or a stop, selection or
             concurrency option is out of range, or ``history`` names no built-in
             policy, or the ``feedback_format`` template has unknown fields or no
-            ``{feedback}``.
+            ``{feedback}``, or ``storage`` is not ``"auto"``, ``"delta"`` or ``"full"``.
 
     Example:
         ```python
@@ -276,8 +286,11 @@ def create_loop_agent(
         history=check_history(history),
         feedback_format=check_feedback_format(feedback_format),
     )
+    layout = resolve_storage(check_storage(storage), checkpointer)
     builder = StateGraph(
-        LoopState, input_schema=LoopInput, output_schema=output_schema(output_mode)
+        with_storage(LoopState, layout),
+        input_schema=with_storage(LoopInput, layout),
+        output_schema=with_storage(output_schema(output_mode), layout),
     )
     builder.add_node(
         "invoke_agent",

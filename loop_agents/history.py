@@ -46,6 +46,7 @@ from loop_agents.feedback import (
     format_feedback,
     is_feedback,
 )
+from loop_agents.records import answer_id_of
 from loop_agents.selection import selected_iteration_of
 from loop_agents.state import IterationRecord, LoopState
 from loop_agents.stateful_history import StatefulHistory
@@ -432,10 +433,10 @@ def _request_span(
         start = last
         while start > 0 and last - start + 1 < len(init) and matches(messages[start - 1]):
             start -= 1
-        if not records or _index_of(messages, records[0]["answer"].id) > last:
+        if not records or _index_of(messages, answer_id_of(records[0])) > last:
             return start, last + 1
     if records:
-        first = _index_of(messages, records[0]["answer"].id)
+        first = _index_of(messages, answer_id_of(records[0]))
         if first < len(messages):
             while first > 0 and isinstance(messages[first - 1], AIMessage | ToolMessage):
                 first -= 1

@@ -145,9 +145,10 @@ class LoopNodes:
             "input_tokens": 0,
             "output_tokens": 0,
         }
+        answer = state["last_response"]
         record: IterationRecord = {
             "iteration": iteration,
-            "answer": state["last_response"],
+            "answer_id": cast(str, answer.id),
             "stop": evaluation["stop"],
             "feedback": text,
             "score": evaluation.get("score"),
@@ -162,6 +163,8 @@ class LoopNodes:
             "history_input_tokens": agent_run.get("history_input_tokens", 0),
             "history_output_tokens": agent_run.get("history_output_tokens", 0),
         }
+        if self.output_mode == "last_message":
+            record["answer"] = answer  # the attempts leave ``messages`` when the loop ends
         records = [*state.get("records", []), record]
         reason = self._stop_reason(state, evaluation, records)
         updates: dict[str, Any] = {
@@ -172,12 +175,16 @@ class LoopNodes:
         }
         self.report.evaluation_finished(record)
         if reason is None:
-            updates["messages"] = [
-                feedback_message(text, iteration=iteration, feedback_format=self.feedback_format)
-            ]
+            # with its id: a delta channel replays the stored write, and a message given
+            # without one would get it only as it is stored, after the router read it
+            message = feedback_message(
+                text, iteration=iteration, feedback_format=self.feedback_format
+            )
+            updates["messages"] = with_fresh_ids([message], ())
         else:
-            updates |= selection_updates(records, self.select)
-            self.report.loop_finished(reason, records, updates["selected_iteration"])
+            updates |= selection_updates(records, self.select, state)
+            final = updates.get("last_response", answer)
+            self.report.loop_finished(reason, records, updates["selected_iteration"], final)
         if reason is not None and self.output_mode == "last_message":
             updates = keep_final_answer(state, updates)
         return updates

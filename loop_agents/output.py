@@ -29,6 +29,7 @@ from langchain_core.messages import (
 )
 from langgraph.graph.message import add_messages
 
+from loop_agents.records import answer_id_of
 from loop_agents.state import LoopOutput, LoopState
 
 OutputMode: TypeAlias = Literal["full_state", "full_history", "last_message"]
@@ -118,7 +119,7 @@ def _loop_start(state: LoopState, updates: dict[str, Any], messages: Sequence[An
         if ids[index] in init_ids:
             return index + 1
     records = [*state.get("records", []), *updates.get("records", [])]
-    first_answer = records[0]["answer"].id if records else None
+    first_answer = answer_id_of(records[0]) if records else None
     if first_answer is None or first_answer not in ids:
         return len(messages)
     start = ids.index(first_answer)

@@ -12,11 +12,12 @@ once, when it was first produced.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from langchain_core.messages import BaseMessage
 
+from loop_agents.records import record_answer
 from loop_agents.state import IterationRecord
 
 Selection = Literal["last", "best"]
@@ -56,19 +57,25 @@ def choose(records: Sequence[IterationRecord], select: Selection) -> IterationRe
     return records[-1]
 
 
-def selection_updates(records: Sequence[IterationRecord], select: Selection) -> dict[str, Any]:
-    """The state updates that record the loop's chosen answer when the loop ends."""
+def selection_updates(
+    records: Sequence[IterationRecord], select: Selection, state: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The state updates that record the loop's chosen answer when the loop ends.
+
+    ``state`` is the loop's state, whose ``messages`` hold the chosen answer.
+    """
     chosen = choose(records, select)
     updates: dict[str, Any] = {
         "selected_iteration": chosen["iteration"],
         "selected_score": chosen["score"],
     }
     if chosen is not records[-1]:
-        copy = chosen["answer"].model_copy(
+        answer = record_answer(chosen, state)
+        copy = answer.model_copy(
             update={
                 "id": str(uuid.uuid4()),
                 "additional_kwargs": {
-                    **chosen["answer"].additional_kwargs,
+                    **answer.additional_kwargs,
                     SELECTED_KEY: {"iteration": chosen["iteration"]},
                 },
                 "usage_metadata": None,

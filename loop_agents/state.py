@@ -78,7 +78,10 @@ class IterationRecord(TypedDict):
 
     Attributes:
         iteration: The iteration number, starting at 1.
-        answer: The agent's answer in this iteration.
+        answer_id: The id of the agent's answer in this iteration: the message in the
+            loop's ``messages``. `record_answer` returns it.
+        answer: Only with ``output_mode="last_message"`` (which takes the attempts out
+            of ``messages`` when the loop ends): the answer itself.
         stop: The evaluator's verdict.
         feedback: The evaluator's feedback ("" when it gave none).
         score: The evaluator's score, or ``None`` when it gave none.
@@ -100,7 +103,8 @@ class IterationRecord(TypedDict):
     """
 
     iteration: int
-    answer: AIMessage
+    answer_id: str
+    answer: NotRequired[AIMessage]
     stop: bool
     feedback: str
     score: float | None
@@ -150,6 +154,10 @@ class LoopOutput(TypedDict, total=False):
 
 class LoopState(LoopOutput, total=False):
     """The loop's state; the reducers are part of the public contract.
+
+    With delta storage (``create_loop_agent``'s default where the checkpointer supports
+    it) ``messages``, ``feedback`` and ``records`` are LangGraph delta channels that
+    update by the same rules; see `loop_agents.storage`.
 
     Attributes:
         messages: The whole conversation: input, answers, tool traffic and feedback

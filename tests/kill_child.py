@@ -1,7 +1,8 @@
 """A loop run in a child process that the kill-and-resume test SIGKILLs.
 
 ``python tests/kill_child.py start|resume --saver sqlite|postgres --db PATH_OR_URL
---log FILE [--kill POINT:ITERATION] [--async] [--durability sync|async|exit]``
+--log FILE [--kill POINT:ITERATION] [--async] [--durability sync|async|exit]
+[--storage auto|delta|full] [--snapshot-every N]``
 
 - ``start`` runs a new loop on thread ``killed`` (``durability="sync"`` unless
   ``--durability`` says otherwise); at the kill point it prints ``KILL-POINT`` and
@@ -9,7 +10,13 @@
   finished and its step was reported), ``evaluator`` (inside the evaluator),
   ``between`` (the evaluation finished; the next iteration has not started).
 - ``resume`` finishes the loop with ``invoke(None, config)`` and prints the result as
-  JSON. (With ``--durability exit`` nothing was saved before the kill and it fails.)
+  JSON, with the storage the loop used (``storage_of``) and whether the thread's latest
+  checkpoint holds ``messages`` in full. (With ``--durability exit`` nothing was saved
+  before the kill and it fails.)
+
+``--storage`` is passed to ``create_loop_agent`` (default ``auto``: delta channels on
+both databases); ``--snapshot-every N`` makes the delta channels store a full snapshot
+every N updates (instead of every 1000), so that the kill lands after snapshots.
 
 Every agent and evaluator call is appended to ``--log`` (``agent N`` / ``evaluator N``)
 so that the test can count calls across both processes.
@@ -32,7 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from langchain_core.messages import AnyMessage, HumanMessage
 
-from loop_agents import LoopContext, LoopEvaluation, create_loop_agent
+from loop_agents import LoopContext, LoopEvaluation, create_loop_agent, storage, storage_of
+from tests.durable_helpers import frequent_snapshot_keys
 
 ACCEPT_AT = 4
 CONFIG: Any = {"configurable": {"thread_id": "killed"}}
@@ -47,7 +55,11 @@ def main() -> None:
     parser.add_argument("--kill", default="")
     parser.add_argument("--async", dest="use_async", action="store_true")
     parser.add_argument("--durability", default="sync", choices=["sync", "async", "exit"])
+    parser.add_argument("--storage", default="auto", choices=["auto", "delta", "full"])
+    parser.add_argument("--snapshot-every", type=int, default=0)
     args = parser.parse_args()
+    if args.snapshot_every:
+        storage.DELTA_KEYS = frequent_snapshot_keys(args.snapshot_every)
     point, _, at = args.kill.partition(":")
     kill_at = int(at) if at else 0
 
@@ -81,7 +93,7 @@ def main() -> None:
         if (point == "after_agent" and agent_done) or (point == "between" and evaluation_done):
             wait_for_kill()
 
-    def finish(result: dict[str, Any]) -> None:
+    def finish(result: dict[str, Any], loop: Any, latest: Any) -> None:
         print(
             json.dumps(
                 {
@@ -89,6 +101,8 @@ def main() -> None:
                     "iteration": result["iteration"],
                     "stop_reason": result["stop_reason"],
                     "records": [r["iteration"] for r in result["records"]],
+                    "storage": storage_of(loop),
+                    "latest_holds_messages": "messages" in latest.checkpoint["channel_values"],
                 }
             ),
             flush=True,
@@ -99,26 +113,29 @@ def main() -> None:
 
         async def run() -> None:
             async with async_saver(args.saver, args.db) as saver:
-                loop = create_loop_agent(agent, evaluate, 10, checkpointer=saver)
+                loop = create_loop_agent(
+                    agent, evaluate, 10, checkpointer=saver, storage=args.storage
+                )
                 if args.mode == "start":
                     async for update in loop.astream(
                         request, CONFIG, stream_mode="updates", durability=args.durability
                     ):
                         on_update(update)
                     raise SystemExit("the loop finished without reaching the kill point")
-                finish(await loop.ainvoke(None, CONFIG, durability=args.durability))
+                result = await loop.ainvoke(None, CONFIG, durability=args.durability)
+                finish(result, loop, await saver.aget_tuple(CONFIG))
 
         asyncio.run(run())
         return
     with sync_saver(args.saver, args.db) as saver:
-        loop = create_loop_agent(agent, evaluate, 10, checkpointer=saver)
+        loop = create_loop_agent(agent, evaluate, 10, checkpointer=saver, storage=args.storage)
         if args.mode == "start":
             for update in loop.stream(
                 request, CONFIG, stream_mode="updates", durability=args.durability
             ):
                 on_update(update)
             raise SystemExit("the loop finished without reaching the kill point")
-        finish(loop.invoke(None, CONFIG, durability=args.durability))
+        finish(loop.invoke(None, CONFIG, durability=args.durability), loop, saver.get_tuple(CONFIG))
 
 
 @contextmanager

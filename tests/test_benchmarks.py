@@ -7,7 +7,7 @@ import itertools
 
 from langchain_core.messages import HumanMessage
 
-from benchmarks import context
+from benchmarks import context, storage
 from benchmarks.contenders import FakeChat, accept_at, minimal_langgraph_loop, plain_async_loop
 from benchmarks.measure import table
 from loop_agents import create_loop_agent, feedback_text, is_feedback
@@ -76,3 +76,18 @@ def test_table_layout():
         "| a    | 1,000 µs |",
         "| bb   |     2 µs |",
     ]
+
+
+def test_the_storage_benchmark_measures_the_loops_before_and_after():
+    results, notes = storage.measure((2, 4), 1, ("sqlite",), ("before", "delta"))
+    assert notes == [] or notes[0].startswith("before: `git archive")
+    delta = [r for r in results if r.contender == "delta"]
+    assert [r.iterations for r in delta] == [2, 4]
+    assert all(r.storage == "delta" and r.stored_bytes > 0 and r.disk_bytes > 0 for r in delta)
+    before = [r for r in results if r.contender == "before"]
+    if not notes:  # the layout before delta storage stores more per iteration
+        assert before[1].stored_bytes / 4 > delta[1].stored_bytes / 4
+    rendered = storage.storage_table(results)
+    assert rendered.count("\n") == 1 + len(results) // 2
+    assert "create_loop_agent (delta channels)" in rendered
+    assert storage.targets(results)[0].startswith("6. sqlite: bytes per iteration at 4 are")

@@ -13,7 +13,14 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 
-from loop_agents import LoopContext, LoopEvaluation, StopReason, create_loop_agent, is_feedback
+from loop_agents import (
+    LoopContext,
+    LoopEvaluation,
+    StopReason,
+    create_loop_agent,
+    is_feedback,
+    record_answer,
+)
 from loop_agents.events import is_loop_event
 from tests.fakes import FakeChat, review, texts
 
@@ -195,7 +202,10 @@ def test_last_message_keeps_the_records_of_every_attempt():
     loop = create_loop_agent(numbered(), until(3), output_mode="last_message")
     updates = list(loop.stream({"messages": [REQUEST]}, stream_mode="updates"))
     records = [r for u in updates if "evaluate" in u for r in u["evaluate"]["records"]]
+    # the attempts leave messages when the loop ends, so these records keep their answers
     assert [r["answer"].text for r in records] == ["answer 1", "answer 2", "answer 3"]
+    assert [record_answer(r, {"messages": []}).text for r in records][-1] == "answer 3"
+    assert [r["answer_id"] for r in records] == [r["answer"].id for r in records]
     assert [r["feedback"] for r in records] == ["fb 1", "fb 2", "fb 3"]
 
 

@@ -22,6 +22,7 @@ from loop_agents import (
     LoopState,
     create_loop_agent,
     is_feedback,
+    record_answer,
 )
 from tests.fakes import FakeChat, review, texts
 
@@ -174,7 +175,11 @@ def test_records():
     )
     first, second = result["records"]
     assert first["iteration"] == 1
-    assert first["answer"].text == "answer 1"
+    # a record names its answer in messages instead of holding a copy of it
+    assert first["answer_id"] == result["messages"][1].id
+    assert "answer" not in first
+    assert record_answer(first, result).text == "answer 1"
+    assert record_answer(second, result["messages"]) is result["messages"][-1]
     assert (first["stop"], first["feedback"], first["score"]) == (False, "feedback 1", 10.0)
     assert (second["stop"], second["score"]) == (True, 20.0)
     assert first["evaluator"] == "evaluate"
@@ -232,7 +237,7 @@ def test_create_agent_graph_with_tool_calls():
     tool_result = result["messages"][2]
     assert isinstance(tool_result, ToolMessage)
     assert tool_result.content == "3"
-    assert result["records"][0]["answer"].text == "three words"
+    assert record_answer(result["records"][0], result).text == "three words"
     assert result["last_response"].text == "final answer"
     # the second call saw the tool traffic, the first answer and the feedback; the
     # agent's system prompt is its own and never enters the loop's history

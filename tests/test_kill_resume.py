@@ -2,7 +2,11 @@
 
 With ``durability="sync"`` every step's checkpoint is written before the next step
 starts, so the resumed loop has every iteration's answer exactly once and no agent call
-that had finished is made again (the evaluation that was cut off runs again).
+that had finished is made again (the evaluation that was cut off runs again). The loops
+store ``messages``, ``feedback`` and ``records`` as delta channels (each checkpoint holds
+its step's writes; the state is rebuilt by replaying them), also with a full snapshot
+every 2 updates, so that the resumed state is rebuilt from a snapshot and the writes
+after it; and, for comparison, as full values.
 """
 
 from __future__ import annotations
@@ -81,12 +85,22 @@ def database(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str]:
     return "postgres", request.getfixturevalue("postgres_url")
 
 
-@pytest.mark.parametrize("api", ["sync", "async"])
+STORAGES = {
+    "delta": ["--storage", "auto"],
+    "delta-snapshots": ["--storage", "auto", "--snapshot-every", "2"],
+    "full": ["--storage", "full"],
+}
+
+
+@pytest.mark.parametrize(
+    ("api", "storage"),
+    [("sync", "delta"), ("async", "delta"), ("sync", "delta-snapshots"), ("async", "full")],
+)
 @pytest.mark.parametrize("point", ["after_agent", "evaluator", "between"])
-def test_sigkill_then_resume_in_a_new_process(database, point, api, tmp_path):
+def test_sigkill_then_resume_in_a_new_process(database, point, api, storage, tmp_path):
     saver, db = database
     log = tmp_path / "calls.log"
-    args = ["--saver", saver, "--db", db, "--log", str(log)]
+    args = ["--saver", saver, "--db", db, "--log", str(log), *STORAGES[storage]]
     if api == "async":
         args.append("--async")
 
@@ -98,6 +112,10 @@ def test_sigkill_then_resume_in_a_new_process(database, point, api, tmp_path):
     assert result["iteration"] == ACCEPT_AT
     assert result["records"] == list(range(1, ACCEPT_AT + 1))
     assert result["stop_reason"] == "accepted"
+    assert result["storage"] == ("full" if storage == "full" else "delta")
+    if storage != "delta-snapshots":
+        # the final step wrote no message: a delta-stored checkpoint holds none of them
+        assert result["latest_holds_messages"] == (storage == "full")
 
     calls = Counter(line for line in log.read_text().split("\n") if line)
     # every agent call that finished before the kill was kept: one call per iteration

@@ -16,6 +16,7 @@ from loop_agents import (
     create_loop_agent,
     is_feedback,
     llm_judge,
+    record_answer,
     selected_iteration_of,
     stopping,
     tokens_used,
@@ -78,7 +79,8 @@ async def test_best_of_chooses_iteration_2_of_3(call):
     assert result["last_response"] == final
     assert final.text == "answer 2"
     assert selected_iteration_of(final) == 2
-    assert final.id != result["records"][1]["answer"].id
+    assert final.id != result["records"][1]["answer_id"]
+    assert record_answer(result["records"][1], result).text == "answer 2"
     assert final.usage_metadata is None  # its tokens were counted when it was first made
     # every attempt stays in the history, in order
     assert [m.text for m in result["messages"] if isinstance(m, AIMessage)] == [
@@ -87,7 +89,7 @@ async def test_best_of_chooses_iteration_2_of_3(call):
         "answer 3",
         "answer 2",
     ]
-    assert result["records"][2]["answer"].text == "answer 3"
+    assert record_answer(result["records"][2], result).text == "answer 3"
 
 
 def test_best_of_when_the_last_is_best_appends_nothing():
@@ -311,8 +313,9 @@ def test_stop_reason_is_always_set(options, scores, reason, iterations):
 
 def test_records_hold_every_measurement():
     loop = create_loop_agent(numbered(tokens=(3, 4)), scored(10, 95, accept_at=90), 3)
-    first, second = loop.invoke({"messages": [REQUEST]})["records"]
-    assert first["answer"].text == "answer 1"
+    result = loop.invoke({"messages": [REQUEST]})
+    first, second = result["records"]
+    assert record_answer(first, result).text == "answer 1"
     assert (first["stop"], first["score"], first["feedback"]) == (False, 10.0, "scored 10")
     assert (first["input_tokens"], first["output_tokens"]) == (3, 4)
     assert (first["evaluator_input_tokens"], first["evaluator_output_tokens"]) == (0, 0)
