@@ -14,6 +14,7 @@ import pytest
 
 from loop_agents.console import section_header
 from tests.cli_helpers import Running, cli_env, loop_agents
+from tests.fakes import review
 from tests.scripted_openai import Fail, Hang, ScriptedOpenAI, Structured
 
 pytestmark = pytest.mark.slow
@@ -80,7 +81,7 @@ def test_ctrl_c_while_streaming_then_resume_asks_nothing_twice(tmp_path):
         assert [m["content"] for m in resumed_agent["messages"][1:]] == [
             TASK,
             DRAFT_1,
-            f"{VERDICT_1['feedback']}\n\nScore: 55/100 (needed: 80)",
+            review(f"{VERDICT_1['feedback']}\n\nScore: 55/100 (needed: 80)", 1),
         ]
         assert "resuming run" in done.stderr
 
