@@ -1,0 +1,91 @@
+"""Checking the loop-control options of `create_loop_agent` into one `LoopControls`."""
+
+from __future__ import annotations
+
+
+from loop_agents._numbers import describe_number, finite_float
+from loop_agents.advice import check_advisor
+from loop_agents.agent_errors import check_on_agent_error
+from loop_agents.budgets import PriceTable, check_prices
+from loop_agents.candidates import check_candidate_temperature, check_candidates
+from loop_agents.criteria import check_criteria
+from loop_agents.nodes import LoopControls
+
+
+def check_threshold(threshold: object) -> float | None:
+    """Validate ``threshold=``: a finite number, or ``None``."""
+    if threshold is None:
+        return None
+    number = None if isinstance(threshold, bool) else finite_float(threshold)
+    if number is None:
+        raise TypeError(
+            f"threshold must be a finite number (the score at which a score-only verdict "
+            f"accepts) or None; got {describe_number(threshold)}"
+        )
+    return number
+
+
+def check_controls(
+    agent: object,
+    evaluator: object,
+    *,
+    candidates: object,
+    candidate_temperature: object,
+    threshold: object,
+    advisor: object,
+    show_criteria: object,
+    criteria: object,
+    cost_budget: object,
+    prices: object,
+    on_agent_error: object,
+    count_failed_attempts: object,
+    max_agent_errors: object,
+) -> LoopControls:
+    """Check the options (the budgets themselves are checked by `StopPolicy.build`).
+
+    Raises:
+        TypeError: an option has the wrong type.
+        ValueError: an option is out of range, or options do not fit together.
+
+    Example:
+        ```python
+        controls = check_controls(agent, judge, candidates=3, candidate_temperature=None,
+                                  threshold=None, advisor=None, show_criteria=False,
+                                  criteria=None, cost_budget=None, prices=None,
+                                  on_agent_error="raise", count_failed_attempts=True,
+                                  max_agent_errors=3)
+        ```
+
+    """
+    k = check_candidates(candidates)
+    table = check_prices(prices)
+    if cost_budget is not None and table is None:
+        raise ValueError(
+            "cost_budget needs prices= to price the model calls, e.g. "
+            "prices={'gpt-5.4-mini': {'input': 0.25, 'output': 2.0}} (per million tokens)"
+        )
+    mode = check_on_agent_error(on_agent_error)
+    if not isinstance(count_failed_attempts, bool):
+        raise TypeError(f"count_failed_attempts must be True or False; got {count_failed_attempts!r}")
+    if mode == "raise" and not count_failed_attempts:
+        raise ValueError(
+            "count_failed_attempts=False applies to failed attempts that are fed back; pass "
+            "on_agent_error='feedback' too (with 'raise' an agent error ends the loop)"
+        )
+    if mode == "feedback" and not count_failed_attempts and max_agent_errors is None:
+        raise ValueError(
+            "count_failed_attempts=False with max_agent_errors=None would let an agent that "
+            "always fails loop forever; give max_agent_errors=N (failures in a row)"
+        )
+    return LoopControls(
+        candidates=k,
+        candidate_temperature=check_candidate_temperature(candidate_temperature, k, agent),
+        threshold=check_threshold(threshold),
+        advisor=check_advisor(advisor),
+        criteria=check_criteria(show_criteria, criteria, evaluator),
+        prices=PriceTable(table, strict=cost_budget is not None) if table is not None else None,
+        on_agent_error=mode,
+        count_failed_attempts=count_failed_attempts,
+    )
+
+
