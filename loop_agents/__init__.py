@@ -62,8 +62,8 @@ if TYPE_CHECKING:
     from loop_agents.events import (
         AgentFailed,
         AgentFinished,
-        CandidatesJudged,
         CandidateScore,
+        CandidatesJudged,
         EvaluationFinished,
         HistoryCompacted,
         IterationStarted,

@@ -80,7 +80,9 @@ class TokenCounter(BaseCallbackHandler):
         """Count one model call and add its usage (its first generation carries it)."""
         tokens_in = tokens_out = 0
         model = _model_name(response)
-        generation = response.generations[0][0] if response.generations and response.generations[0] else None
+        generation = (
+            response.generations[0][0] if response.generations and response.generations[0] else None
+        )
         if isinstance(generation, ChatGeneration):
             message = generation.message
             if isinstance(message, AIMessage) and message.usage_metadata:

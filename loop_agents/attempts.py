@@ -61,7 +61,9 @@ class Attempt:
 class AttemptRunner:
     """Calls the agent once, sync or async, as one `Attempt`."""
 
-    def __init__(self, call: Runnable[list[AnyMessage], list[AnyMessage]], on_error: OnAgentError):
+    def __init__(
+        self, call: Runnable[list[AnyMessage], list[AnyMessage]], on_error: OnAgentError
+    ) -> None:
         self.call = call
         self.feedback = on_error == "feedback"
 
@@ -120,7 +122,7 @@ class Judged:
 class JudgeRunner:
     """Calls the evaluator once (sync or async) and counts its model calls."""
 
-    def __init__(self, call: Runnable[LoopContext, LoopEvaluation]):
+    def __init__(self, call: Runnable[LoopContext, LoopEvaluation]) -> None:
         self.call = call
 
     def invoke(self, context: LoopContext, config: RunnableConfig) -> Judged:

@@ -241,4 +241,3 @@ def budget_reason_values(records: Sequence[IterationRecord]) -> tuple[int, int, 
     latest_cost = (latest.get("cost") or 0.0) if latest else 0.0
     spent = sum((r.get("cost") or 0.0) for r in records)
     return requests_used(records), latest_requests, spent, latest_cost
-

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
+from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from langgraph.config import get_config
 from langgraph.func import task

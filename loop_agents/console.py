@@ -32,8 +32,8 @@ from rich.text import Text
 
 from loop_agents.events import (
     AgentFailed,
-    CandidatesJudged,
     AgentFinished,
+    CandidatesJudged,
     EvaluationFinished,
     HistoryCompacted,
     IterationStarted,

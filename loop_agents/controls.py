@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from loop_agents._numbers import describe_number, finite_float
 from loop_agents.advice import check_advisor
 from loop_agents.agent_errors import check_on_agent_error
@@ -66,7 +65,9 @@ def check_controls(
         )
     mode = check_on_agent_error(on_agent_error)
     if not isinstance(count_failed_attempts, bool):
-        raise TypeError(f"count_failed_attempts must be True or False; got {count_failed_attempts!r}")
+        raise TypeError(
+            f"count_failed_attempts must be True or False; got {count_failed_attempts!r}"
+        )
     if mode == "raise" and not count_failed_attempts:
         raise ValueError(
             "count_failed_attempts=False applies to failed attempts that are fed back; pass "
@@ -87,5 +88,3 @@ def check_controls(
         on_agent_error=mode,
         count_failed_attempts=count_failed_attempts,
     )
-
-

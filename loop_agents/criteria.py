@@ -79,7 +79,7 @@ def criteria_of(evaluator: object) -> str | None:
 
 
 def combined_criteria(members: Sequence[tuple[str, object]]) -> str | None:
-    """The criteria of several evaluators: each member's under its name (``None`` if none).
+    r"""The criteria of several evaluators: each member's under its name (``None`` if none).
 
     Example:
         ```python

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal, TypedDict
 
-from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
+from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.config import get_config
 from langgraph.constants import CONFIG_KEY_CHECKPOINTER
 from langgraph.errors import is_invalid_resume

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import cast
+from typing import Any, cast
 
 from langchain_core.messages import AIMessage
 
@@ -27,7 +27,7 @@ def base_record(
     ``feedback`` is the evaluator's (``""`` when it gave none, or for a failure);
     the caller fills in what the loop writes.
     """
-    evaluation = judged.evaluation if judged is not None else None
+    evaluation: dict[str, Any] | None = dict(judged.evaluation) if judged is not None else None
     judge_usage = judged.usage if judged is not None else CallUsage()
     record: IterationRecord = {
         "iteration": iteration,
@@ -66,7 +66,7 @@ def candidate_records(
     for candidate in runs:
         number, run = candidate["candidate"], candidate["run"]
         verdict = judged.get(number)
-        evaluation = verdict.evaluation if verdict is not None else {}
+        evaluation: dict[str, Any] = dict(verdict.evaluation) if verdict is not None else {}
         answer = answer_of(candidate["produced"]) if candidate["produced"] else None
         entry: CandidateRecord = {
             "candidate": number,
@@ -91,8 +91,10 @@ def candidate_records(
 
 
 def combined_run(runs: Sequence[CandidateRun], seconds: float, history: CallUsage) -> AgentRun:
-    """One `AgentRun` for k candidates: their tokens and calls summed (with the history
-    policy's calls, made once for all), and the wall time of the k calls."""
+    """One `AgentRun` for k candidates: their tokens and calls summed, the wall time.
+
+    The history policy's calls (``history``), made once for all k, are added once.
+    """
     usage = history
     for candidate in runs:
         usage = usage + run_usage(candidate["run"])

@@ -142,9 +142,7 @@ class LoopNodes:
                 ]
             )
         self.advisor = Advisor(controls.advisor, controls.threshold)
-        self._call_advisor = self.report.traced(
-            "advisor", self._advice_sync, self._advice_async
-        )
+        self._call_advisor = self.report.traced("advisor", self._advice_sync, self._advice_async)
 
     # -- invoke_agent -------------------------------------------------------------
 
@@ -305,9 +303,7 @@ class LoopNodes:
             record["counted"] = False
         return _Outcome(record, None)
 
-    def _candidate_contexts(
-        self, state: LoopState, runs: list[CandidateRun]
-    ) -> list[LoopContext]:
+    def _candidate_contexts(self, state: LoopState, runs: list[CandidateRun]) -> list[LoopContext]:
         base = _context(state, with_answer=False)
         return [
             candidate_context(base, c["produced"], answer_of(c["produced"]), c["candidate"])
@@ -358,9 +354,7 @@ class LoopNodes:
     def _wants_advice(self, outcome: _Outcome) -> bool:
         return self.advisor.model is not None and outcome.record.get("feedback_from") == "default"
 
-    def _advice_sync(
-        self, given: dict[str, Any], config: RunnableConfig
-    ) -> tuple[str, CallUsage]:
+    def _advice_sync(self, given: dict[str, Any], config: RunnableConfig) -> tuple[str, CallUsage]:
         with counting_tokens() as used:
             text = self.advisor.invoke(given["request"], given["answer"], given["score"], config)
         return text, used.usage()

@@ -61,13 +61,16 @@ async def test_a_validation_error_becomes_feedback(call):
     result = loop.invoke(inputs) if call == "invoke" else await loop.ainvoke(inputs)
     assert (result["stop_reason"], result["iteration"]) == ("accepted", 2)
     failed, answered = result["records"]
-    assert failed["answer_id"] is None and failed["error"].startswith("ValidationError:")
-    assert "version" in failed["error"] and failed["feedback_from"] == "agent_error"
+    assert failed["answer_id"] is None
+    assert failed["error"].startswith("ValidationError:")
+    assert "version" in failed["error"]
+    assert failed["feedback_from"] == "agent_error"
     assert failed["feedback"] == failure_feedback(failed["error"])
     # the second call read the error, fenced like any feedback, and no failed answer
     sent = model.calls[1]
     assert [m.type for m in sent] == ["human", "human"]
-    assert is_feedback(sent[-1]) and sent[-1].text == review(failed["feedback"], 1)
+    assert is_feedback(sent[-1])
+    assert sent[-1].text == review(failed["feedback"], 1)
     assert feedback_text(sent[-1]) == failed["feedback"]
     assert record_answer(answered, result).text == '{"name": "Aurora", "version": 2}'
     with pytest.raises(KeyError, match="its agent call failed"):
@@ -79,7 +82,18 @@ def test_tool_errors_and_refusals_are_fed_back():
         [
             ToolException("no such file: notes.txt"),
             AIMessage("", additional_kwargs={"refusal": "I can't share that."}),
-            AIMessage("", invalid_tool_calls=[{"name": "read", "args": "{oops", "id": "1", "error": None, "type": "invalid_tool_call"}]),
+            AIMessage(
+                "",
+                invalid_tool_calls=[
+                    {
+                        "name": "read",
+                        "args": "{oops",
+                        "id": "1",
+                        "error": None,
+                        "type": "invalid_tool_call",
+                    }
+                ],
+            ),
             "done",
         ]
     )
@@ -96,7 +110,8 @@ def test_tool_errors_and_refusals_are_fed_back():
     assert errors[0] == "ToolException: no such file: notes.txt"
     assert errors[1] == "the model refused: I can't share that."
     assert errors[2].startswith("the tool call 'read' is malformed")
-    assert errors[3] is None and result["last_response"].text == "done"
+    assert errors[3] is None
+    assert result["last_response"].text == "done"
     # the failed answers are not in the conversation
     assert [m.text for m in result["messages"] if m.type == "ai"] == ["done"]
 
@@ -120,7 +135,8 @@ def test_infrastructure_errors_are_retried_and_use_no_iteration():
     )
     result = loop.invoke({"messages": [REQUEST]})
     assert attempts == 3
-    assert result["iteration"] == 1 and "error" not in result["records"][0]
+    assert result["iteration"] == 1
+    assert "error" not in result["records"][0]
 
 
 def test_infrastructure_errors_and_bugs_are_never_feedback():
@@ -172,7 +188,8 @@ def test_uncounted_failures_and_the_limit_in_a_row():
     )
     result = loop.invoke({"messages": [REQUEST]})
     assert (result["stop_reason"], result["iteration"]) == ("agent_errors", 4)
-    assert result["selected_iteration"] is None and "last_response" not in result
+    assert result["selected_iteration"] is None
+    assert "last_response" not in result
 
 
 def test_a_failure_after_an_answer_keeps_the_answer_as_the_loop_s():
@@ -201,7 +218,9 @@ def test_classification_and_option_errors():
     assert is_transient_error(httpx.ReadTimeout("slow"))
     request = httpx.Request("POST", "http://127.0.0.1/v1")
     for status, transient in ((429, True), (503, True), (400, False)):
-        error = httpx.HTTPStatusError("x", request=request, response=httpx.Response(status, request=request))
+        error = httpx.HTTPStatusError(
+            "x", request=request, response=httpx.Response(status, request=request)
+        )
         assert is_transient_error(error) is transient
     assert answer_problem([AIMessage("fine")]) is None
     blocks = AIMessage(content=[{"type": "refusal", "refusal": "No."}])
@@ -213,7 +232,11 @@ def test_classification_and_option_errors():
         create_loop_agent(agent, accept, count_failed_attempts=False)
     with pytest.raises(ValueError, match="loop forever"):
         create_loop_agent(
-            agent, accept, on_agent_error="feedback", count_failed_attempts=False, max_agent_errors=None
+            agent,
+            accept,
+            on_agent_error="feedback",
+            count_failed_attempts=False,
+            max_agent_errors=None,
         )
     with pytest.raises(ValueError, match="max_agent_errors must be >= 1"):
         create_loop_agent(agent, accept, on_agent_error="feedback", max_agent_errors=0)

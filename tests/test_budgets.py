@@ -65,7 +65,8 @@ def test_request_budget_counts_every_candidate():
     loop = create_loop_agent(agent, evaluate, 10, candidates=3, request_budget=12)
     result = loop.invoke({"messages": [REQUEST]})
     assert (result["stop_reason"], result["iteration"]) == ("request_budget", 2)
-    assert len(agent.calls) == 6 and len(judge.calls) == 6
+    assert len(agent.calls) == 6
+    assert len(judge.calls) == 6
     assert [r["requests"] for r in result["records"]] == [6, 6]
 
 
@@ -90,7 +91,8 @@ def test_cost_budget_and_costs_in_records():
 def test_without_prices_cost_is_none_and_an_unknown_model_is_an_error_with_a_budget():
     agent = FakeChat.of(answer("a", "other-model", (10, 5)))
     result = create_loop_agent(agent, lambda c: {"stop": True}, 2).invoke({"messages": [REQUEST]})
-    assert result["records"][0]["cost"] is None and cost_of(result["records"]) is None
+    assert result["records"][0]["cost"] is None
+    assert cost_of(result["records"]) is None
     loop = create_loop_agent(agent, lambda c: {"stop": True}, 2, prices=PRICES)
     assert loop.invoke({"messages": [REQUEST]})["records"][0]["cost"] is None
     loop = create_loop_agent(agent, lambda c: {"stop": True}, 2, prices=PRICES, cost_budget=1)
@@ -113,7 +115,9 @@ def test_the_console_shows_cost_when_prices_are_known():
         view.handle(mode, payload)
     view.close()
     text = out.getvalue()
-    assert "cost" in text and "0.1400" in text and "cost 0.2800" in text
+    assert "cost" in text
+    assert "0.1400" in text
+    assert "cost 0.2800" in text
 
 
 def test_budget_option_errors():

@@ -103,7 +103,8 @@ def test_only_the_best_goes_back_to_the_agent_and_feedback_is_its_own():
     # the second iteration's three calls each saw the request, the best answer, its feedback
     sent = model.calls[3]
     assert [m.text for m in sent[:2]] == ["Name the release.", "aaaa"]
-    assert is_feedback(sent[2]) and len(sent) == 3
+    assert is_feedback(sent[2])
+    assert len(sent) == 3
     assert all(len(call) == 3 for call in model.calls[3:6])
 
 
@@ -130,7 +131,11 @@ def test_one_candidate_is_exactly_the_loop_without_the_option():
         out["init_messages"] = [(m.type, m.text) for m in state["init_messages"]]
         out["last_response"] = state["last_response"].text
         out["records"] = [
-            {k: v for k, v in r.items() if k not in ("answer_id", "agent_seconds", "evaluation_seconds")}
+            {
+                k: v
+                for k, v in r.items()
+                if k not in ("answer_id", "agent_seconds", "evaluation_seconds")
+            }
             for r in state["records"]
         ]
         return out
@@ -171,7 +176,8 @@ async def test_each_candidate_is_a_run_of_its_own_and_streams_with_its_number():
     assert sorted(c["candidate"] for c in seen) == [1, 2]
     assert {c["last_response"].text for c in seen} == {"first answer", "second answer"}
     judged = [e for e in events if e["type"] == "candidates_judged"]
-    assert len(judged) == 1 and judged[0]["selected"] in (1, 2)
+    assert len(judged) == 1
+    assert judged[0]["selected"] in (1, 2)
     assert len([e for e in events if e["type"] == "agent_finished"]) == 2
 
 
@@ -208,7 +214,9 @@ def test_candidate_temperature_binds_each_model():
             return super()._generate(messages, stop, run_manager, **kwargs)
 
     model = Tempered.of("a")
-    loop = create_loop_agent(model, by_length, 1, candidates=3, candidate_temperature=[0.0, 0.5, 1.0])
+    loop = create_loop_agent(
+        model, by_length, 1, candidates=3, candidate_temperature=[0.0, 0.5, 1.0]
+    )
     loop.invoke({"messages": [REQUEST]})
     assert sorted(t for t in temperatures if t is not None) == [0.0, 0.5, 1.0]
 

@@ -43,7 +43,10 @@ def test_every_ready_made_evaluator_states_its_criteria():
     assert (command_check("true").criteria or "").endswith("exit with status 0): true")
     assert "6, 3 and 9" in (xiangjianhuan_form(language="en").criteria or "")
     combined = all_of(SHORT, judge).criteria
-    assert combined == "[short]\nAt most 40 characters.\n\n[llm_judge]\nScore 0-100: clear and friendly."
+    assert (
+        combined
+        == "[short]\nAt most 40 characters.\n\n[llm_judge]\nScore 0-100: clear and friendly."
+    )
     assert panel(SHORT).criteria == "At most 40 characters."
     assert criteria_of(judge.with_config(run_name="j")) == judge.criteria
 
@@ -61,8 +64,9 @@ async def test_criteria_reach_the_first_prompt_once(call):
     inputs = {"messages": [REQUEST]}
     result = loop.invoke(inputs) if call == "invoke" else await loop.ainvoke(inputs)
     first_prompt = agent.calls[0]
-    assert [m.text for m in first_prompt][0] == "Announce the release."
-    assert is_criteria(first_prompt[1]) and "At most 40 characters." in first_prompt[1].text
+    assert next(m.text for m in first_prompt) == "Announce the release."
+    assert is_criteria(first_prompt[1])
+    assert "At most 40 characters." in first_prompt[1].text
     # not added again on the second iteration: the same message, once
     assert sum(is_criteria(m) for m in agent.calls[1]) == 1
     assert sum(is_criteria(m) for m in result["messages"]) == 1
@@ -72,13 +76,19 @@ async def test_criteria_reach_the_first_prompt_once(call):
 def test_explicit_criteria_win_and_a_second_run_does_not_repeat_them():
     agent = FakeChat.of("short")
     loop = create_loop_agent(
-        agent, SHORT, 2, show_criteria=True, criteria="Short, and name v2.", checkpointer=InMemorySaver()
+        agent,
+        SHORT,
+        2,
+        show_criteria=True,
+        criteria="Short, and name v2.",
+        checkpointer=InMemorySaver(),
     )
     config = {"configurable": {"thread_id": "t"}}
     loop.invoke({"messages": [REQUEST]}, config)
     result = loop.invoke({"messages": [HumanMessage("And in French?")]}, config)
     shown = [m for m in result["messages"] if is_criteria(m)]
-    assert len(shown) == 1 and "Short, and name v2." in shown[0].text
+    assert len(shown) == 1
+    assert "Short, and name v2." in shown[0].text
     assert "At most 40" not in shown[0].text
 
 
@@ -92,7 +102,7 @@ def test_criteria_with_the_last_attempt_history_are_kept_in_the_request():
 
 def test_criteria_option_errors():
     agent = FakeChat.of("a")
-    with pytest.raises(ValueError, match="states no criteria.*criteria="):
+    with pytest.raises(ValueError, match=r"states no criteria.*criteria="):
         create_loop_agent(agent, lambda c: {"stop": True}, show_criteria=True)
     with pytest.raises(ValueError, match="only with show_criteria=True"):
         create_loop_agent(agent, SHORT, criteria="x")

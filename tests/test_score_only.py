@@ -39,7 +39,9 @@ async def test_an_advisor_s_advice_reaches_the_agent(call):
     assert feedback_text(sent) == "Make it longer and name the product."
     # the advisor saw the task, the answer and the score
     prompt = advisor.calls[0][-1].text
-    assert "Write a slogan." in prompt and "no" in prompt and "scored 2" in prompt
+    assert "Write a slogan." in prompt
+    assert "no" in prompt
+    assert "scored 2" in prompt
     assert "feedback_from" not in result["records"][1]  # accepted: the evaluator's own
 
 
@@ -87,13 +89,15 @@ def test_a_given_stop_wins_over_the_threshold():
 
 def test_score_only_without_a_threshold_is_a_clear_error():
     loop = create_loop_agent(FakeChat.of("a"), metric, 2)
-    with pytest.raises(InvalidEvaluationError, match=r"returned the number 1.0, a bare score.*threshold="):
+    with pytest.raises(
+        InvalidEvaluationError, match=r"returned the number 1.0, a bare score.*threshold="
+    ):
         loop.invoke({"messages": [REQUEST]})
     loop = create_loop_agent(FakeChat.of("a"), lambda c: {"score": 3}, 2)
-    with pytest.raises(InvalidEvaluationError, match="'score' without 'stop'.*threshold="):
+    with pytest.raises(InvalidEvaluationError, match=r"'score' without 'stop'.*threshold="):
         loop.invoke({"messages": [REQUEST]})
     loop = create_loop_agent(FakeChat.of("a"), lambda c: {"stop": False, "score": 3}, 2)
-    with pytest.raises(InvalidEvaluationError, match="without feedback.*advisor=.*threshold="):
+    with pytest.raises(InvalidEvaluationError, match=r"without feedback.*advisor=.*threshold="):
         loop.invoke({"messages": [REQUEST]})
 
 

@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from langchain_core.runnables import RunnableConfig
 
 from loop_agents._agent import describe
-from loop_agents.criteria import LoopEvaluatorRunnable
+from loop_agents.criteria import LoopEvaluatorRunnable as LoopEvaluatorRunnable
 from loop_agents.state import LoopContext, LoopEvaluation
 
 SyncBody = Callable[[LoopContext, RunnableConfig], LoopEvaluation]
@@ -67,4 +67,3 @@ def merge_feedback(labelled: Iterable[tuple[str, str]]) -> str:
 def format_score(value: float) -> str:
     """A score as people write it: ``81`` rather than ``81.0``, ``72.5`` as is."""
     return f"{value:g}"
-

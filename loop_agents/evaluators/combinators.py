@@ -18,7 +18,7 @@ import statistics
 from collections.abc import Callable, Mapping, Sequence
 from typing import Literal, TypeAlias, cast
 
-from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import get_executor_for_config
 
 from loop_agents._evaluation import Evaluator, EvaluatorCaller

@@ -11,7 +11,7 @@ import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeAlias, cast
 
-from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import run_in_executor
 
 from loop_agents._agent import describe, is_async_callable
