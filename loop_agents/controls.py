@@ -2,13 +2,43 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from langchain_core.messages import BaseMessage
+from langchain_core.runnables import Runnable
+
 from loop_agents._numbers import describe_number, finite_float
 from loop_agents.advice import check_advisor
-from loop_agents.agent_errors import check_on_agent_error
+from loop_agents.agent_errors import OnAgentError, check_on_agent_error
 from loop_agents.budgets import PriceTable, check_prices
 from loop_agents.candidates import check_candidate_temperature, check_candidates
 from loop_agents.criteria import check_criteria
-from loop_agents.nodes import LoopControls
+
+
+@dataclass(frozen=True)
+class LoopControls:
+    """The loop-control options of `create_loop_agent`, checked (see `loop_agents.graph`).
+
+    Attributes:
+        candidates: Answers per iteration (`loop_agents.candidates`).
+        candidate_temperature: Each candidate's temperature, or ``None``.
+        threshold: The score at which a score-only verdict accepts (`loop_agents.advice`).
+        advisor: The model that writes feedback for a verdict without any, or ``None``.
+        criteria: The criteria shown to the agent before its first attempt, or ``None``.
+        prices: The price table (`loop_agents.budgets`), or ``None``.
+        on_agent_error: ``"raise"`` or ``"feedback"`` (`loop_agents.agent_errors`).
+        count_failed_attempts: Whether a failed attempt counts toward ``max_iterations``.
+
+    """
+
+    candidates: int = 1
+    candidate_temperature: list[float] | None = None
+    threshold: float | None = None
+    advisor: Runnable[list[BaseMessage], object] | None = None
+    criteria: str | None = None
+    prices: PriceTable | None = None
+    on_agent_error: OnAgentError = "raise"
+    count_failed_attempts: bool = True
 
 
 def check_threshold(threshold: object) -> float | None:

@@ -8,42 +8,30 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any, cast
 
-from langchain_core.messages import AIMessage, AnyMessage, BaseMessage
-from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.messages import AIMessage, AnyMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.types import Overwrite
 
 from loop_agents._agent import AgentCaller, AgentLike, answer_of, usage, with_fresh_ids
 from loop_agents._evaluation import Evaluator, EvaluatorCaller
 from loop_agents._history_select import HistorySelector, Selected
 from loop_agents._reporting import LoopReporter
-from loop_agents._usage import NO_USAGE, CallUsage, counting_tokens
-from loop_agents.advice import Advisor, default_advice
-from loop_agents.agent_errors import OnAgentError, failure_feedback
-from loop_agents.attempts import Attempt, AttemptRunner, Judged, JudgeRunner
-from loop_agents.budgets import PriceTable
-from loop_agents.candidates import (
-    CandidatePool,
-    ajudge_all,
-    best_candidate,
-    candidate_agents,
-    candidate_context,
-    judge_all,
-)
+from loop_agents._usage import NO_USAGE
+from loop_agents.attempts import Attempt, AttemptRunner, JudgeRunner
+from loop_agents.candidates import CandidatePool, ajudge_all, candidate_agents, judge_all
+from loop_agents.controls import LoopControls
 from loop_agents.criteria import with_criteria
 from loop_agents.feedback import DEFAULT_FEEDBACK_FORMAT, FeedbackFormat, feedback_message
 from loop_agents.history import HistoryPolicy
-from loop_agents.iteration_records import base_record, candidate_records, combined_run
+from loop_agents.iteration_records import combined_run
+from loop_agents.outcomes import Outcome, OutcomeBuilder, advice_input, loop_context
 from loop_agents.output import OutputMode, keep_final_answer
 from loop_agents.selection import Selection, selection_updates
 from loop_agents.state import (
-    AgentRun,
     CandidateRun,
     IterationRecord,
-    LoopContext,
-    LoopEvaluation,
     LoopState,
     StopReason,
 )
@@ -51,42 +39,6 @@ from loop_agents.stopping import StopPolicy, wall_clock
 
 STEPS_PER_ITERATION = 2
 """LangGraph steps one iteration takes: ``invoke_agent`` then ``evaluate``."""
-
-
-@dataclass(frozen=True)
-class LoopControls:
-    """The loop-control options of `create_loop_agent`, checked (see `loop_agents.graph`).
-
-    Attributes:
-        candidates: Answers per iteration (`loop_agents.candidates`).
-        candidate_temperature: Each candidate's temperature, or ``None``.
-        threshold: The score at which a score-only verdict accepts (`loop_agents.advice`).
-        advisor: The model that writes feedback for a verdict without any, or ``None``.
-        criteria: The criteria shown to the agent before its first attempt, or ``None``.
-        prices: The price table (`loop_agents.budgets`), or ``None``.
-        on_agent_error: ``"raise"`` or ``"feedback"`` (`loop_agents.agent_errors`).
-        count_failed_attempts: Whether a failed attempt counts toward ``max_iterations``.
-
-    """
-
-    candidates: int = 1
-    candidate_temperature: list[float] | None = None
-    threshold: float | None = None
-    advisor: Runnable[list[BaseMessage], object] | None = None
-    criteria: str | None = None
-    prices: PriceTable | None = None
-    on_agent_error: OnAgentError = "raise"
-    count_failed_attempts: bool = True
-
-
-@dataclass
-class _Outcome:
-    """An iteration's outcome before its state updates: its record and what to append."""
-
-    record: IterationRecord
-    answer: AIMessage | None
-    produced: list[AnyMessage] = field(default_factory=list)
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class LoopNodes:
@@ -141,8 +93,10 @@ class LoopNodes:
                     for c in callers
                 ]
             )
-        self.advisor = Advisor(controls.advisor, controls.threshold)
-        self._call_advisor = self.report.traced("advisor", self._advice_sync, self._advice_async)
+        self.outcomes = OutcomeBuilder(controls, self.evaluator.name, self.report)
+        self._call_advisor = self.report.traced(
+            "advisor", self.outcomes.advice_sync, self.outcomes.advice_async
+        )
 
     # -- invoke_agent -------------------------------------------------------------
 
@@ -236,20 +190,21 @@ class LoopNodes:
         judge_config = self.report.config(config, iteration, "evaluator")
         runs = state.get("candidate_runs")
         if runs:
-            contexts = self._candidate_contexts(state, runs)
+            contexts = self.outcomes.candidate_contexts(state, runs)
             judged = judge_all(self.judge, contexts, judge_config) if contexts else []
-            outcome = self._candidates_outcome(state, runs, judged)
+            outcome = self.outcomes.candidates_outcome(state, runs, judged)
         elif "error" in (state.get("agent_run") or {}):
-            outcome = self._failure_outcome(state)
+            outcome = self.outcomes.failure_outcome(state)
         else:
-            judged_one = self.judge.invoke(_context(state), judge_config)
-            outcome = self._answer_outcome(state, judged_one)
+            judged_one = self.judge.invoke(loop_context(state), judge_config)
+            outcome = self.outcomes.answer_outcome(state, judged_one)
         reason = self._stop_reason(state, outcome.record)
-        if reason is None and self._wants_advice(outcome):
+        if reason is None and self.outcomes.wants_advice(outcome):
             advice = self._call_advisor.invoke(
-                _advice_input(state, outcome), self.report.config(config, iteration, "advisor")
+                advice_input(state, outcome), self.report.config(config, iteration, "advisor")
             )
-            reason = self._advised(state, outcome, advice)
+            self.outcomes.advised(outcome, advice)
+            reason = self._stop_reason(state, outcome.record)
         return self._evaluation_updates(state, outcome, reason)
 
     async def aevaluate(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
@@ -258,139 +213,27 @@ class LoopNodes:
         judge_config = self.report.config(config, iteration, "evaluator")
         runs = state.get("candidate_runs")
         if runs:
-            contexts = self._candidate_contexts(state, runs)
+            contexts = self.outcomes.candidate_contexts(state, runs)
             judged = await ajudge_all(self.judge, contexts, judge_config) if contexts else []
-            outcome = self._candidates_outcome(state, runs, judged)
+            outcome = self.outcomes.candidates_outcome(state, runs, judged)
         elif "error" in (state.get("agent_run") or {}):
-            outcome = self._failure_outcome(state)
+            outcome = self.outcomes.failure_outcome(state)
         else:
-            judged_one = await self.judge.ainvoke(_context(state), judge_config)
-            outcome = self._answer_outcome(state, judged_one)
+            judged_one = await self.judge.ainvoke(loop_context(state), judge_config)
+            outcome = self.outcomes.answer_outcome(state, judged_one)
         reason = self._stop_reason(state, outcome.record)
-        if reason is None and self._wants_advice(outcome):
+        if reason is None and self.outcomes.wants_advice(outcome):
             advice = await self._call_advisor.ainvoke(
-                _advice_input(state, outcome), self.report.config(config, iteration, "advisor")
+                advice_input(state, outcome), self.report.config(config, iteration, "advisor")
             )
-            reason = self._advised(state, outcome, advice)
+            self.outcomes.advised(outcome, advice)
+            reason = self._stop_reason(state, outcome.record)
         return self._evaluation_updates(state, outcome, reason)
 
     # -- outcomes -----------------------------------------------------------------
 
-    def _answer_outcome(self, state: LoopState, judged: Judged) -> _Outcome:
-        answer = state["last_response"]
-        record = base_record(
-            state.get("iteration", 0),
-            _agent_run(state),
-            judged,
-            answer,
-            self.evaluator.name,
-            self.controls.prices,
-        )
-        return self._with_written_feedback(_Outcome(record, answer), judged.evaluation)
-
-    def _failure_outcome(self, state: LoopState, error: str | None = None) -> _Outcome:
-        run = _agent_run(state)
-        error = error or run.get("error") or "the agent call failed"
-        record = base_record(
-            state.get("iteration", 0), run, None, None, self.evaluator.name, self.controls.prices
-        )
-        record |= {
-            "feedback": failure_feedback(error),
-            "feedback_from": "agent_error",
-            "error": error,
-        }
-        if not self.controls.count_failed_attempts:
-            record["counted"] = False
-        return _Outcome(record, None)
-
-    def _candidate_contexts(self, state: LoopState, runs: list[CandidateRun]) -> list[LoopContext]:
-        base = _context(state, with_answer=False)
-        return [
-            candidate_context(base, c["produced"], answer_of(c["produced"]), c["candidate"])
-            for c in runs
-            if c["produced"]
-        ]
-
-    def _candidates_outcome(
-        self, state: LoopState, runs: list[CandidateRun], judged: list[Judged]
-    ) -> _Outcome:
-        answered = [c for c in runs if c["produced"]]
-        by_number = {c["candidate"]: j for c, j in zip(answered, judged, strict=True)}
-        if not answered:
-            errors = "; ".join(f"candidate {c['candidate']}: {c['run'].get('error')}" for c in runs)
-            outcome = self._failure_outcome(state, errors)
-            outcome.record["candidates"] = candidate_records(runs, {}, None)
-            outcome.extra = {"candidate_runs": []}
-            return outcome
-        number = best_candidate([(n, j.evaluation) for n, j in by_number.items()])
-        chosen = next(c for c in runs if c["candidate"] == number)
-        best = by_number[number]
-        answer = answer_of(chosen["produced"])
-        usage = NO_USAGE
-        for verdict in judged:
-            usage = usage + verdict.usage
-        record = base_record(
-            state.get("iteration", 0),
-            _agent_run(state),
-            Judged(best.evaluation, max(j.seconds for j in judged), usage),
-            answer,
-            self.evaluator.name,
-            self.controls.prices,
-        )
-        record["candidate"] = number
-        record["candidates"] = candidate_records(runs, by_number, number)
-        self.report.candidates_judged(record)
-        outcome = _Outcome(record, answer, chosen["produced"], {"candidate_runs": []})
-        return self._with_written_feedback(outcome, best.evaluation)
-
-    def _with_written_feedback(self, outcome: _Outcome, evaluation: LoopEvaluation) -> _Outcome:
-        """Fill in the default sentence for a verdict that asks to go on without feedback."""
-        record = outcome.record
-        if not record["stop"] and not (evaluation.get("feedback") or "").strip():
-            record["feedback"] = default_advice(record["score"], self.controls.threshold)
-            record["feedback_from"] = "default"
-        return outcome
-
-    def _wants_advice(self, outcome: _Outcome) -> bool:
-        return self.advisor.model is not None and outcome.record.get("feedback_from") == "default"
-
-    def _advice_sync(self, given: dict[str, Any], config: RunnableConfig) -> tuple[str, CallUsage]:
-        with counting_tokens() as used:
-            text = self.advisor.invoke(given["request"], given["answer"], given["score"], config)
-        return text, used.usage()
-
-    async def _advice_async(
-        self, given: dict[str, Any], config: RunnableConfig
-    ) -> tuple[str, CallUsage]:
-        with counting_tokens() as used:
-            text = await self.advisor.ainvoke(
-                given["request"], given["answer"], given["score"], config
-            )
-        return text, used.usage()
-
-    def _advised(
-        self, state: LoopState, outcome: _Outcome, advice: tuple[str, CallUsage]
-    ) -> StopReason | None:
-        """Put the advisor's text into the record; the stop reason with its calls counted."""
-        text, usage = advice
-        record = outcome.record
-        record["feedback"] = text
-        record["feedback_from"] = "advisor"
-        record["advisor_input_tokens"] = usage.input_tokens
-        record["advisor_output_tokens"] = usage.output_tokens
-        previous_cost = record.get("cost")
-        record["requests"] = record.get("requests", 0) + usage.requests
-        if self.controls.prices is not None:
-            extra = self.controls.prices.cost(usage)
-            record["cost"] = (
-                None if previous_cost is None or extra is None else previous_cost + extra
-            )
-        return self._stop_reason(state, record)
-
-    # -- updates ------------------------------------------------------------------
-
     def _evaluation_updates(
-        self, state: LoopState, outcome: _Outcome, reason: StopReason | None
+        self, state: LoopState, outcome: Outcome, reason: StopReason | None
     ) -> dict[str, Any]:
         record = outcome.record
         iteration = record["iteration"]
@@ -435,19 +278,6 @@ class LoopNodes:
             started_at=state.get("started_at"),
             out_of_steps=remaining is not None and remaining <= STEPS_PER_ITERATION,
         )
-
-
-def _advice_input(state: LoopState, outcome: _Outcome) -> dict[str, Any]:
-    """What the advisor is given: the loop's request, the answer and its score."""
-    return {
-        "request": list(state.get("init_messages") or []),
-        "answer": outcome.answer,
-        "score": outcome.record["score"],
-    }
-
-
-def _agent_run(state: LoopState) -> AgentRun:
-    return state.get("agent_run") or {"seconds": 0.0, "input_tokens": 0, "output_tokens": 0}
 
 
 def _start_iteration(state: LoopState) -> tuple[dict[str, Any], list[AnyMessage]]:
@@ -535,17 +365,3 @@ def _agent_updates(
         "last_response": answer_of(produced),
         "agent_run": {"seconds": seconds, "input_tokens": tokens_in, "output_tokens": tokens_out},
     }
-
-
-def _context(state: LoopState, *, with_answer: bool = True) -> LoopContext:
-    """The evaluator's `LoopContext` (without an answer: the base of candidates' ones)."""
-    feedback = list(state.get("feedback") or [])
-    context: dict[str, Any] = {
-        "iteration": state.get("iteration", 0),
-        "init_messages": list(state.get("init_messages") or []),
-        "feedback": feedback,
-        "messages": list(state.get("messages") or []),
-    }
-    if with_answer:
-        context["last_response"] = state["last_response"]
-    return cast(LoopContext, context)
