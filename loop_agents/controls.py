@@ -94,6 +94,15 @@ def check_controls(
             "prices={'gpt-5.4-mini': {'input': 0.25, 'output': 2.0}} (per million tokens)"
         )
     mode = check_on_agent_error(on_agent_error)
+    if max_agent_errors is not None and (
+        isinstance(max_agent_errors, bool) or not isinstance(max_agent_errors, int)
+    ):
+        raise TypeError(
+            f"max_agent_errors must be an int >= 1 (failed attempts in a row) or None; got "
+            f"{type(max_agent_errors).__name__} {max_agent_errors!r:.40}"
+        )
+    if isinstance(max_agent_errors, int) and max_agent_errors < 1:
+        raise ValueError(f"max_agent_errors must be >= 1 (None: no limit); got {max_agent_errors}")
     if not isinstance(count_failed_attempts, bool):
         raise TypeError(
             f"count_failed_attempts must be True or False; got {count_failed_attempts!r}"

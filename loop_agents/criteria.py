@@ -135,6 +135,18 @@ def check_criteria(show_criteria: object, criteria: object, evaluator: object) -
     return text
 
 
+def criteria_note(text: str) -> str:
+    """The criteria ``text`` as the agent reads it: a short preamble and the fenced text.
+
+    Example:
+        ```python
+        print(criteria_note("At most 280 characters."))
+        ```
+
+    """
+    return CRITERIA_FORMAT.format(fence=fence_for(text), criteria=text)
+
+
 def criteria_message(text: str, request_ids: Sequence[str | None] = ()) -> HumanMessage:
     """The marked user message that shows ``text`` to the agent.
 
@@ -148,10 +160,9 @@ def criteria_message(text: str, request_ids: Sequence[str | None] = ()) -> Human
         ```
 
     """
-    fence = fence_for(text)
     key = f"loop_agents:criteria:{list(request_ids)!r}:{text}"
     return HumanMessage(
-        CRITERIA_FORMAT.format(fence=fence, criteria=text),
+        criteria_note(text),
         id=str(uuid.uuid5(uuid.NAMESPACE_URL, key)),
         additional_kwargs={CRITERIA_KEY: text},
     )

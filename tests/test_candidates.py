@@ -239,3 +239,26 @@ def test_candidate_option_errors():
         create_loop_agent(lambda m: "x", by_length, candidates=2, candidate_temperature=0.5)
     with pytest.raises(ValueError, match="finite numbers >= 0"):
         create_loop_agent(model, by_length, candidates=2, candidate_temperature=-1)
+
+
+def test_a_loop_that_failed_in_the_evaluator_resumes_without_calling_the_agent_again():
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    model = FakeChat.of("one", "two two", "three")
+    failures = iter([RuntimeError("judge down")])
+
+    def flaky(context: LoopContext) -> LoopEvaluation:
+        error = next(failures, None)
+        if error is not None:
+            raise error
+        return by_length(context)
+
+    loop = create_loop_agent(model, flaky, 1, candidates=3, checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "resume"}}
+    with pytest.raises(RuntimeError, match="judge down"):
+        loop.invoke({"messages": [REQUEST]}, config)
+    assert len(model.calls) == 3
+    result = loop.invoke(None, config)
+    assert len(model.calls) == 3  # the three answers came from the checkpoint
+    assert sorted(c["score"] for c in result["records"][0]["candidates"]) == [3, 5, 7]
+    assert loop.get_state(config).values["candidate_runs"] == []

@@ -110,3 +110,15 @@ def test_hostile_scores_are_still_rejected():
         create_loop_agent(FakeChat.of("a"), metric, threshold=float("nan"))
     with pytest.raises(TypeError, match="advisor must be a chat model"):
         create_loop_agent(FakeChat.of("a"), metric, advisor="gpt-5")  # type: ignore[arg-type]
+
+
+async def test_the_advisor_s_tokens_stream_with_its_role():
+    from loop_agents import role_of
+
+    advisor = FakeChat.of("Be bolder.")
+    loop = create_loop_agent(FakeChat.of("x"), metric, 2, threshold=5, advisor=advisor)
+    advice = ""
+    async for token, metadata in loop.astream({"messages": [REQUEST]}, stream_mode="messages"):
+        if role_of(metadata) == "advisor":
+            advice += token.text
+    assert advice == "Be bolder."
