@@ -110,3 +110,21 @@ def test_criteria_option_errors():
         create_loop_agent(agent, SHORT, show_criteria=True, criteria="  ")
     with pytest.raises(TypeError, match="show_criteria must be True or False"):
         create_loop_agent(agent, SHORT, show_criteria="yes")  # type: ignore[arg-type]
+
+
+def test_a_resumed_loop_shows_the_criteria_once():
+    answers = iter([RuntimeError("model down"), "short"])
+
+    def agent(messages):
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    loop = create_loop_agent(agent, SHORT, 2, show_criteria=True, checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "resume"}}
+    with pytest.raises(RuntimeError, match="model down"):
+        loop.invoke({"messages": [REQUEST]}, config)
+    result = loop.invoke(None, config)
+    assert result["stop_reason"] == "accepted"
+    assert sum(is_criteria(m) for m in result["messages"]) == 1
