@@ -15,7 +15,7 @@ from loop_agents import all_of, command_check, create_loop_agent
 from loop_agents.evaluators.command import answer_for_check, command_problem, without_secrets
 from loop_agents.state import LoopContext
 from tests.cli_helpers import cli_env, loop_agents
-from tests.fakes import FakeChat
+from tests.fakes import FakeChat, review
 from tests.scripted_openai import ScriptedOpenAI, Structured
 
 
@@ -242,7 +242,7 @@ def test_check_until_the_tests_pass(tmp_path):
     assert "< 41" in first["feedback"]  # diff's output
     assert "> 42" in first["feedback"]
     # the model read the check's output as its feedback
-    assert server.requests[1]["messages"][-1]["content"] == first["feedback"]
+    assert server.requests[1]["messages"][-1]["content"] == review(first["feedback"], 1)
     assert len(server.requests) == 2  # no judge
 
 
