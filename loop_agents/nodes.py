@@ -260,7 +260,10 @@ class LoopNodes:
             )
             updates["messages"] = [*updates.get("messages", []), *with_fresh_ids([message], ())]
         else:
-            updates |= selection_updates(records, self.select, state)
+            selection = selection_updates(records, self.select, state)
+            if "messages" in selection:  # a copy of an earlier answer, after this one's
+                selection["messages"] = [*updates.get("messages", []), *selection["messages"]]
+            updates |= selection
             final = updates.get("last_response", outcome.answer)
             if final is None and updates.get("selected_iteration") is not None:
                 final = state.get("last_response")

@@ -262,3 +262,13 @@ def test_a_loop_that_failed_in_the_evaluator_resumes_without_calling_the_agent_a
     assert len(model.calls) == 3  # the three answers came from the checkpoint
     assert sorted(c["score"] for c in result["records"][0]["candidates"]) == [3, 5, 7]
     assert loop.get_state(config).values["candidate_runs"] == []
+
+
+def test_best_of_an_earlier_iteration_keeps_the_latest_candidates_answer():
+    model = FakeChat.of("a" * 9, "a" * 8, "bb", "b")
+    loop = create_loop_agent(model, by_length, 2, candidates=2, select="best")
+    result = loop.invoke({"messages": [REQUEST]})
+    assert (result["selected_iteration"], result["last_response"].text) == (1, "a" * 9)
+    # the second iteration's selected answer is still in the conversation, before the copy
+    assert record_answer(result["records"][1], result).text == "bb"
+    assert [m.text for m in result["messages"] if m.type == "ai"] == ["a" * 9, "bb", "a" * 9]
