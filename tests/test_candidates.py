@@ -272,3 +272,10 @@ def test_best_of_an_earlier_iteration_keeps_the_latest_candidates_answer():
     # the second iteration's selected answer is still in the conversation, before the copy
     assert record_answer(result["records"][1], result).text == "bb"
     assert [m.text for m in result["messages"] if m.type == "ai"] == ["a" * 9, "bb", "a" * 9]
+
+
+def test_candidates_with_last_message_output():
+    model = FakeChat.of("a", "bb", "ccccccccccc", "d")
+    loop = create_loop_agent(model, by_length, 3, candidates=2, output_mode="last_message")
+    result = loop.invoke({"messages": [REQUEST]})
+    assert [m.text for m in result["messages"]] == ["Name the release.", "ccccccccccc"]
