@@ -29,6 +29,14 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from loop_agents._agent import AgentLike
     from loop_agents._evaluation import Evaluator, InvalidEvaluationError
+    from loop_agents.advice import default_advice
+    from loop_agents.agent_errors import (
+        OnAgentError,
+        default_retry_policy,
+        is_model_error,
+        is_transient_error,
+    )
+    from loop_agents.budgets import Price, Prices, UnknownPriceError, cost_of, requests_used
     from loop_agents.checkpoints import (
         acheckpoint_before_iteration,
         checkpoint_before_iteration,
@@ -37,6 +45,7 @@ if TYPE_CHECKING:
     from loop_agents.compaction import CompactingHistory, compacting
     from loop_agents.configurable import LoopSettings, configurable_loop
     from loop_agents.console import LoopConsole, astream_to_console, stream_to_console
+    from loop_agents.criteria import LoopEvaluatorRunnable, criteria_of, is_criteria
     from loop_agents.evaluators import (
         FormProblem,
         FormReport,
@@ -51,7 +60,10 @@ if TYPE_CHECKING:
         xiangjianhuan_form,
     )
     from loop_agents.events import (
+        AgentFailed,
         AgentFinished,
+        CandidateScore,
+        CandidatesJudged,
         EvaluationFinished,
         HistoryCompacted,
         IterationStarted,
@@ -88,6 +100,8 @@ if TYPE_CHECKING:
     from loop_agents.records import record_answer
     from loop_agents.selection import Selection, selected_iteration_of
     from loop_agents.state import (
+        CandidateRecord,
+        FeedbackSource,
         IterationRecord,
         LoopContext,
         LoopEvaluation,
@@ -107,18 +121,29 @@ if TYPE_CHECKING:
     )
     from loop_agents.timeouts import LoopTimeoutError
     from loop_agents.tool import LoopToolArtifact, loop_as_tool
-    from loop_agents.tracing import LoopRole, iteration_config, iteration_of, role_of
+    from loop_agents.tracing import (
+        LoopRole,
+        candidate_of,
+        iteration_config,
+        iteration_of,
+        role_of,
+    )
 
 __all__ = [
     "DEFAULT_FEEDBACK_FORMAT",
     "PLAIN_FEEDBACK",
+    "AgentFailed",
     "AgentFinished",
     "AgentLike",
+    "CandidateRecord",
+    "CandidateScore",
+    "CandidatesJudged",
     "CompactingHistory",
     "ConcurrentRuns",
     "EvaluationFinished",
     "Evaluator",
     "FeedbackFormat",
+    "FeedbackSource",
     "FormProblem",
     "FormReport",
     "HistoryChoice",
@@ -133,6 +158,7 @@ __all__ = [
     "LoopConsole",
     "LoopContext",
     "LoopEvaluation",
+    "LoopEvaluatorRunnable",
     "LoopEvent",
     "LoopFinished",
     "LoopHistory",
@@ -145,7 +171,10 @@ __all__ = [
     "LoopState",
     "LoopTimeoutError",
     "LoopToolArtifact",
+    "OnAgentError",
     "OutputMode",
+    "Price",
+    "Prices",
     "ReviewDecision",
     "ReviewRequest",
     "Selection",
@@ -154,24 +183,33 @@ __all__ = [
     "Storage",
     "StorageLayout",
     "ThreadBusyError",
+    "UnknownPriceError",
     "acheckpoint_before_iteration",
     "all_of",
     "astream_to_console",
     "athread_guard",
+    "candidate_of",
     "check_xiangjianhuan",
     "checkpoint_before_iteration",
     "checkpointed",
     "command_check",
     "compacting",
     "configurable_loop",
+    "cost_of",
     "create_loop_agent",
+    "criteria_of",
+    "default_advice",
+    "default_retry_policy",
     "feedback_log_message",
     "feedback_message",
     "feedback_text",
     "fence_for",
     "human_review",
+    "is_criteria",
     "is_feedback",
     "is_loop_event",
+    "is_model_error",
+    "is_transient_error",
     "iteration_config",
     "iteration_of",
     "llm_judge",
@@ -179,6 +217,7 @@ __all__ = [
     "panel",
     "parse_review",
     "record_answer",
+    "requests_used",
     "role_of",
     "rule",
     "selected_iteration_of",

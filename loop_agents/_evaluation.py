@@ -61,11 +61,22 @@ def _check_score(where: str, score: object) -> float:
 
 
 class EvaluatorCaller:
-    """Calls one evaluator, sync or async, and validates what it returns."""
+    """Calls one evaluator, sync or async, and validates what it returns.
 
-    def __init__(self, evaluator: Evaluator) -> None:
+    With ``threshold`` (the loop's ``threshold=``) the evaluator may return a score
+    alone (``{"score": 0.8}``, or a bare number from a metric function): the answer is
+    accepted when the score reaches the threshold. With ``threshold`` or ``advised``
+    (the loop has an ``advisor=``) a verdict that asks to continue may leave out its
+    feedback; the loop then writes it (see `loop_agents.advice`).
+    """
+
+    def __init__(
+        self, evaluator: Evaluator, *, threshold: float | None = None, advised: bool = False
+    ) -> None:
         """Wrap ``evaluator``; see `Evaluator` for what is accepted."""
         check_evaluator(evaluator)
+        self.threshold = threshold
+        self.advised = advised
         self.evaluator = evaluator
         self.name = describe(evaluator)
         self._is_runnable = isinstance(evaluator, Runnable)
@@ -105,6 +116,30 @@ class EvaluatorCaller:
             f"instead of invoke()/stream()"
         )
 
+    def _metric(self, where: str, number: float) -> dict[str, Any]:
+        """A bare number from a metric function: a score the threshold decides on."""
+        if self.threshold is None:
+            raise InvalidEvaluationError(
+                f"{where} returned the number {describe_number(number)}, a bare score; "
+                f"build the loop with threshold=<score> so that a score decides (accepted "
+                f"when score >= threshold), or return a LoopEvaluation such as "
+                f"{{'stop': False, 'feedback': '...'}}"
+            )
+        return {"score": number}
+
+    def _decided_by_threshold(self, where: str, score: object) -> bool:
+        if self.threshold is None:
+            raise InvalidEvaluationError(
+                f"{where} returned a 'score' without 'stop'; build the loop with "
+                f"threshold=<score> so that the score decides (accepted when score >= "
+                f"threshold), or return 'stop' (True or False) with the score"
+            )
+        return _check_score(where, score) >= self.threshold
+
+    def _writes_feedback(self, scored: bool) -> bool:
+        """Whether the loop writes the feedback a verdict left out."""
+        return self.advised or (self.threshold is not None and scored)
+
     def validate(self, result: Any, iteration: int) -> LoopEvaluation:
         """Check ``result`` is a `LoopEvaluation`; return a clean copy of it.
 
@@ -113,6 +148,8 @@ class EvaluatorCaller:
 
         """
         where = f"evaluator {self.name!r} at iteration {iteration}"
+        if isinstance(result, int | float) and not isinstance(result, bool):
+            result = self._metric(where, result)
         if not isinstance(result, Mapping):
             raise InvalidEvaluationError(
                 f"{where} returned {type(result).__name__} {result!r:.60}; expected a "
@@ -125,6 +162,8 @@ class EvaluatorCaller:
                 f"'feedback', 'score' and 'decided_by'"
             )
         stop = result.get("stop")
+        if stop is None and result.get("score") is not None:
+            stop = self._decided_by_threshold(where, result["score"])
         if not isinstance(stop, bool):
             raise InvalidEvaluationError(
                 f"{where} returned 'stop'={stop!r} ({type(stop).__name__}); 'stop' must be "
@@ -137,10 +176,13 @@ class EvaluatorCaller:
                 f"{where} returned 'feedback' of type {type(feedback).__name__}; it must be "
                 f"a string"
             )
-        if not stop and not (feedback and feedback.strip()):
+        scored = result.get("score") is not None
+        if not stop and not (feedback and feedback.strip()) and not self._writes_feedback(scored):
             raise InvalidEvaluationError(
                 f"{where} asked to continue (stop=False) without feedback; give a "
-                f"non-empty 'feedback' string telling the agent what to improve"
+                f"non-empty 'feedback' string telling the agent what to improve, or build "
+                f"the loop with advisor=<chat model> (which writes it) or with "
+                f"threshold=<score> and return a 'score' (a default sentence is sent)"
             )
         if feedback is not None:
             evaluation["feedback"] = feedback

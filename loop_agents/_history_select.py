@@ -18,7 +18,7 @@ from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, ToolMess
 from langchain_core.runnables import RunnableConfig
 
 from loop_agents._agent import describe
-from loop_agents._usage import counting_tokens
+from loop_agents._usage import NO_USAGE, CallUsage, counting_tokens
 from loop_agents.feedback import DEFAULT_FEEDBACK_FORMAT, FeedbackFormat
 from loop_agents.history import (
     HistoryFunction,
@@ -38,13 +38,18 @@ class Selected:
     Attributes:
         messages: The messages to send to the agent.
         updates: State updates (a stateful policy's ``history_memory``).
-        tokens: ``(input, output)`` tokens of the model calls the policy made.
+        usage: The model calls the policy made (tokens, requests, by model).
 
     """
 
     messages: list[AnyMessage]
     updates: dict[str, Any] = field(default_factory=dict)
-    tokens: tuple[int, int] = (0, 0)
+    usage: CallUsage = NO_USAGE
+
+    @property
+    def tokens(self) -> tuple[int, int]:
+        """``(input, output)`` tokens of the model calls the policy made."""
+        return self.usage.input_tokens, self.usage.output_tokens
 
 
 class HistorySelector:
@@ -87,7 +92,7 @@ class HistorySelector:
         memory = _memory(state, updates)
         with counting_tokens() as used:
             choice = self.stateful.select(view, memory, config)
-        return self._of_choice(choice, view, state, used.totals)
+        return self._of_choice(choice, view, state, used.usage())
 
     async def ainvoke(
         self,
@@ -105,7 +110,7 @@ class HistorySelector:
         memory = _memory(state, updates)
         with counting_tokens() as used:
             choice = await self.stateful.aselect(view, memory, config)
-        return self._of_choice(choice, view, state, used.totals)
+        return self._of_choice(choice, view, state, used.usage())
 
     def _of_function(self, view: LoopHistory) -> Selected:
         assert self.function is not None
@@ -118,7 +123,7 @@ class HistorySelector:
         choice: object,
         view: LoopHistory,
         state: LoopState,
-        tokens: tuple[int, int],
+        usage: CallUsage,
     ) -> Selected:
         assert self.stateful is not None
         where = f"history policy {describe(self.stateful)!r} at iteration {view['iteration']}"
@@ -136,7 +141,7 @@ class HistorySelector:
         updates: dict[str, Any] = {}
         if choice.memory != state.get("history_memory"):
             updates["history_memory"] = choice.memory
-        return Selected(sent, updates, tokens)
+        return Selected(sent, updates, usage)
 
 
 def _memory(state: LoopState, updates: dict[str, Any]) -> dict[str, Any] | None:

@@ -15,7 +15,9 @@ from langgraph.config import get_stream_writer
 
 from loop_agents._function_runnable import FunctionRunnable
 from loop_agents.events import (
+    AgentFailed,
     AgentFinished,
+    CandidatesJudged,
     EvaluationFinished,
     IterationStarted,
     LoopEvent,
@@ -86,7 +88,9 @@ class LoopReporter:
         }
         write_event(event)
 
-    def agent_finished(self, iteration: int, answer: AIMessage, run: AgentRun) -> None:
+    def agent_finished(
+        self, iteration: int, answer: AIMessage, run: AgentRun, *, candidate: int | None = None
+    ) -> None:
         """Report the agent's answer in ``iteration`` and what it cost."""
         event: AgentFinished = {
             "type": "agent_finished",
@@ -96,6 +100,39 @@ class LoopReporter:
             "seconds": run["seconds"],
             "input_tokens": run["input_tokens"],
             "output_tokens": run["output_tokens"],
+        }
+        if candidate is not None:
+            event["candidate"] = candidate
+        write_event(event)
+
+    def agent_failed(self, iteration: int, error: str, *, candidate: int | None = None) -> None:
+        """Report that the agent call of ``iteration`` failed with a model-caused error."""
+        event: AgentFailed = {
+            "type": "agent_failed",
+            "loop": self.loop,
+            "iteration": iteration,
+            "error": error,
+        }
+        if candidate is not None:
+            event["candidate"] = candidate
+        write_event(event)
+
+    def candidates_judged(self, record: IterationRecord) -> None:
+        """Report every candidate's verdict of the iteration in ``record``."""
+        event: CandidatesJudged = {
+            "type": "candidates_judged",
+            "loop": self.loop,
+            "iteration": record["iteration"],
+            "candidates": [
+                {
+                    "candidate": c["candidate"],
+                    "stop": c["stop"],
+                    "score": c["score"],
+                    "error": c["error"],
+                }
+                for c in record.get("candidates", [])
+            ],
+            "selected": record.get("candidate", 1),
         }
         write_event(event)
 
@@ -113,15 +150,19 @@ class LoopReporter:
             "seconds": record["evaluation_seconds"],
             "input_tokens": record["evaluator_input_tokens"],
             "output_tokens": record["evaluator_output_tokens"],
+            "requests": record.get("requests", 0),
+            "cost": record.get("cost"),
         }
+        if "error" in record:
+            event["error"] = record["error"]
         write_event(event)
 
     def loop_finished(
         self,
         reason: StopReason,
         records: Sequence[IterationRecord],
-        selected: int,
-        answer: AIMessage,
+        selected: int | None,
+        answer: AIMessage | None,
     ) -> None:
         """Report that the loop ends for ``reason``; ``answer`` (iteration ``selected``'s)."""
         best_score, best_iteration = best_of(records)
@@ -133,6 +174,6 @@ class LoopReporter:
             "best_score": best_score,
             "best_iteration": best_iteration,
             "selected_iteration": selected,
-            "answer": answer.text,
+            "answer": answer.text if answer is not None else "",
         }
         write_event(event)

@@ -11,13 +11,14 @@ sums the ``usage_metadata`` of each model response.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.callbacks import BaseCallbackHandler
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, LLMResult
 from langchain_core.tracers.context import register_configure_hook
 
@@ -26,7 +27,9 @@ class TokenCounter(BaseCallbackHandler):
     """Sums ``input_tokens`` and ``output_tokens`` over the chat-model calls it sees.
 
     Unlike ``langchain_core``'s ``UsageMetadataCallbackHandler`` it counts responses that
-    carry no model name too (custom and fake chat models).
+    carry no model name too (custom and fake chat models). It also counts the calls
+    (``requests``: each completed chat-model or LLM call) and keeps the tokens by model
+    name, for request and cost budgets.
     """
 
     run_inline = True  # a sum under a lock: no executor hop from async callback managers
@@ -36,6 +39,8 @@ class TokenCounter(BaseCallbackHandler):
         self._lock = threading.Lock()
         self.input_tokens = 0
         self.output_tokens = 0
+        self.requests = 0
+        self.models: dict[str, list[int]] = {}
 
     @property
     def ignore_chain(self) -> bool:
@@ -72,23 +77,90 @@ class TokenCounter(BaseCallbackHandler):
         return True
 
     def on_llm_end(self, response: LLMResult, **kwargs: Any) -> None:
-        """Add the usage of one model call (its first generation carries it)."""
-        if not response.generations or not response.generations[0]:
-            return
-        generation = response.generations[0][0]
-        if not isinstance(generation, ChatGeneration):
-            return
-        message = generation.message
-        if isinstance(message, AIMessage) and message.usage_metadata:
-            with self._lock:
-                self.input_tokens += int(message.usage_metadata.get("input_tokens", 0))
-                self.output_tokens += int(message.usage_metadata.get("output_tokens", 0))
+        """Count one model call and add its usage (its first generation carries it)."""
+        tokens_in = tokens_out = 0
+        model = _model_name(response)
+        generation = (
+            response.generations[0][0] if response.generations and response.generations[0] else None
+        )
+        if isinstance(generation, ChatGeneration):
+            message = generation.message
+            if isinstance(message, AIMessage) and message.usage_metadata:
+                tokens_in = int(message.usage_metadata.get("input_tokens", 0))
+                tokens_out = int(message.usage_metadata.get("output_tokens", 0))
+            model = model or _message_model(message)
+        with self._lock:
+            self.requests += 1
+            self.input_tokens += tokens_in
+            self.output_tokens += tokens_out
+            per_model = self.models.setdefault(model, [0, 0])
+            per_model[0] += tokens_in
+            per_model[1] += tokens_out
 
     @property
     def totals(self) -> tuple[int, int]:
         """``(input_tokens, output_tokens)`` so far."""
         with self._lock:
             return self.input_tokens, self.output_tokens
+
+    def usage(self) -> CallUsage:
+        """What the calls seen so far used: tokens, requests, tokens by model name."""
+        with self._lock:
+            return CallUsage(
+                self.input_tokens,
+                self.output_tokens,
+                self.requests,
+                {name: (pair[0], pair[1]) for name, pair in self.models.items()},
+            )
+
+
+@dataclass(frozen=True)
+class CallUsage:
+    """The model calls of one part of an iteration (the agent, the evaluator, ...).
+
+    Attributes:
+        input_tokens: Prompt tokens, from the responses' ``usage_metadata``.
+        output_tokens: Completion tokens.
+        requests: Model calls that completed.
+        models: ``(input_tokens, output_tokens)`` by model name (``""`` when a
+            response named no model), for pricing.
+
+    """
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    requests: int = 0
+    models: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+
+    def __add__(self, other: CallUsage) -> CallUsage:
+        models = dict(self.models)
+        for name, (tokens_in, tokens_out) in other.models.items():
+            mine = models.get(name, (0, 0))
+            models[name] = (mine[0] + tokens_in, mine[1] + tokens_out)
+        return CallUsage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.requests + other.requests,
+            models,
+        )
+
+
+NO_USAGE = CallUsage()
+"""No model call."""
+
+
+def _model_name(response: LLMResult) -> str:
+    """The model a response names in ``llm_output`` (``""`` when none)."""
+    output = response.llm_output or {}
+    name = output.get("model_name") or output.get("model")
+    return name if isinstance(name, str) else ""
+
+
+def _message_model(message: BaseMessage) -> str:
+    """The model a response message names in its ``response_metadata`` (``""`` if none)."""
+    metadata = message.response_metadata or {}
+    name = metadata.get("model_name") or metadata.get("model")
+    return name if isinstance(name, str) else ""
 
 
 _EVALUATOR_USAGE: ContextVar[TokenCounter | None] = ContextVar(

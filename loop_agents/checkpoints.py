@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
+from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from langgraph.config import get_config
 from langgraph.func import task
@@ -22,6 +22,7 @@ from langgraph.runtime import get_runtime
 from langgraph.types import StateSnapshot
 
 from loop_agents._evaluation import Evaluator, EvaluatorCaller
+from loop_agents.criteria import LoopEvaluatorRunnable, criteria_of
 from loop_agents.state import LoopContext, LoopEvaluation
 
 LoopGraph = Pregel[Any, Any, Any, Any]
@@ -91,7 +92,9 @@ def checkpointed(evaluator: Evaluator, *, name: str | None = None) -> Runnable[A
         verdict: LoopEvaluation = await async_task(context)
         return verdict
 
-    return RunnableLambda(evaluate, afunc=aevaluate, name=label)
+    wrapped = LoopEvaluatorRunnable(evaluate, afunc=aevaluate, name=label)
+    wrapped.criteria = criteria_of(evaluator)
+    return wrapped
 
 
 # -- going back to an iteration --------------------------------------------------------

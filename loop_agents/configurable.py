@@ -32,6 +32,9 @@ from langgraph.runtime import get_runtime
 from langgraph.types import Checkpointer
 
 from loop_agents._numbers import finite_float
+from loop_agents.agent_errors import OnAgentError
+from loop_agents.budgets import Prices
+from loop_agents.criteria import criteria_note
 from loop_agents.evaluators import JudgeMethod, llm_judge
 from loop_agents.graph import create_loop_agent
 from loop_agents.human import human_review
@@ -157,6 +160,12 @@ def configurable_loop(
     name: str = "configurable_loop",
     checkpointer: Checkpointer = None,
     output_mode: OutputMode = "full_state",
+    show_criteria: bool = False,
+    candidates: int = 1,
+    request_budget: int | None = None,
+    cost_budget: float | None = None,
+    prices: Prices | None = None,
+    on_agent_error: OnAgentError = "raise",
 ) -> CompiledStateGraph[LoopState, None, LoopInput, LoopOutput]:
     r"""Build a loop whose task, rubric, pass mark and human review are set per run.
 
@@ -177,6 +186,13 @@ def configurable_loop(
         name: The loop's name.
         checkpointer: A LangGraph checkpointer (not needed on LangGraph Server).
         output_mode: As for `create_loop_agent`.
+        show_criteria: Show the run's ``rubric`` to the agent: it is added to the
+            agent's system prompt (after the ``task``), on every call of that run.
+        candidates: As for `create_loop_agent` (answers per iteration).
+        request_budget: As for `create_loop_agent`.
+        cost_budget: As for `create_loop_agent` (needs ``prices``).
+        prices: As for `create_loop_agent`.
+        on_agent_error: As for `create_loop_agent`.
 
     Returns:
         The compiled loop.
@@ -216,8 +232,14 @@ def configurable_loop(
     async def aevaluate(context: LoopContext, config: RunnableConfig) -> LoopEvaluation:
         return await current(config).ainvoke(context, config)
 
+    if not isinstance(show_criteria, bool):
+        raise TypeError(f"show_criteria must be True or False; got {show_criteria!r:.40}")
+
     def with_task(messages: list[AnyMessage], config: RunnableConfig) -> list[BaseMessage]:
-        task = loop_settings(config, fixed)["task"]
+        settings = loop_settings(config, fixed)
+        task = settings["task"]
+        if show_criteria:
+            task = f"{task}\n\n{criteria_note(settings['rubric'])}"
         return [SystemMessage(content=task), *messages]
 
     agent = RunnableLambda(with_task, name="task") | model
@@ -228,4 +250,9 @@ def configurable_loop(
         name=name,
         checkpointer=checkpointer,
         output_mode=output_mode,
+        candidates=candidates,
+        request_budget=request_budget,
+        cost_budget=cost_budget,
+        prices=prices,
+        on_agent_error=on_agent_error,
     )

@@ -31,7 +31,9 @@ from rich.table import Table
 from rich.text import Text
 
 from loop_agents.events import (
+    AgentFailed,
     AgentFinished,
+    CandidatesJudged,
     EvaluationFinished,
     HistoryCompacted,
     IterationStarted,
@@ -40,7 +42,7 @@ from loop_agents.events import (
     is_loop_event,
 )
 from loop_agents.state import StopReason
-from loop_agents.tracing import iteration_of, role_of
+from loop_agents.tracing import candidate_of, iteration_of, role_of
 
 INTERRUPT = "__interrupt__"
 """The key under which a paused run's ``values`` (and ``ainvoke``'s output) list its interrupts."""
@@ -62,6 +64,13 @@ def format_seconds(seconds: float) -> str:
     return f"{minutes}m {rest:02d}s"
 
 
+def format_cost(cost: float | None) -> str:
+    """A cost in the price table's currency: ``0.0123``, ``1.25``; ``-`` when unknown."""
+    if cost is None:
+        return "-"
+    return f"{cost:.4f}" if cost < 1 else f"{cost:.2f}"
+
+
 def format_score(score: float | None) -> str:
     """A score without a useless ``.0``; ``"-"`` when there is none."""
     return "-" if score is None else f"{score:g}"
@@ -76,6 +85,7 @@ class _Row:
     agent_seconds: float = 0.0
     evaluation_seconds: float = 0.0
     tokens: int = 0
+    cost: float | None = None
     stop: bool | None = None
     streamed: bool = False
 
@@ -226,6 +236,7 @@ class LoopConsole:
             row.stop = bool(record.get("stop"))
             row.agent_seconds = float(record.get("agent_seconds", 0.0))
             row.evaluation_seconds = float(record.get("evaluation_seconds", 0.0))
+            row.cost = record.get("cost")
             row.tokens = sum(
                 int(record.get(key, 0))
                 for key in (
@@ -243,6 +254,10 @@ class LoopConsole:
             self._iteration_started(event)
         elif event["type"] == "agent_finished":
             self._agent_finished(event)
+        elif event["type"] == "agent_failed":
+            self._agent_failed(event)
+        elif event["type"] == "candidates_judged":
+            self._candidates_judged(event)
         elif event["type"] == "evaluation_finished":
             self._evaluation_finished(event)
         elif event["type"] == "history_compacted":
@@ -275,6 +290,8 @@ class LoopConsole:
     def _token(self, chunk: Any, metadata: Mapping[str, Any]) -> None:
         if role_of(metadata) != "agent" or not isinstance(chunk, AIMessageChunk):
             return
+        if candidate_of(metadata) is not None:
+            return  # k answers at once: each is printed whole when it is done
         text = chunk.text
         if not text:
             return
@@ -306,8 +323,12 @@ class LoopConsole:
     def _agent_finished(self, event: AgentFinished) -> None:
         self._idle()
         row = self._row(event["iteration"])
-        row.agent_seconds = event["seconds"]
+        row.agent_seconds = max(row.agent_seconds, event["seconds"])
         row.tokens += event["input_tokens"] + event["output_tokens"]
+        if "candidate" in event:
+            self._end_line()
+            self._header(f"{self.agent_title} (candidate {event['candidate']})", "cyan")
+            self._agent_header_due = False
         self._agent_header()
         if not row.streamed:
             if event["answer"].strip():
@@ -317,10 +338,30 @@ class LoopConsole:
         self._end_line()
         self._busy(f"iteration {event['iteration']} of {self._max_iterations} · evaluating")
 
+    def _agent_failed(self, event: AgentFailed) -> None:
+        self._idle()
+        self._row(event["iteration"])
+        which = f" (candidate {event['candidate']})" if "candidate" in event else ""
+        self._end_line()
+        self._header(f"{self.agent_title}{which}", "cyan")
+        self._agent_header_due = False
+        self._print(Text(f"failed: {event['error']}", style="red"))
+
+    def _candidates_judged(self, event: CandidatesJudged) -> None:
+        self._idle()
+        shown = ", ".join(
+            f"{c['candidate']}: "
+            + ("failed" if c["error"] else format_score(c["score"]))
+            + (" (accepted)" if c["stop"] else "")
+            for c in event["candidates"]
+        )
+        self._print(Text(f"candidates {shown} · selected {event['selected']}", style="dim"))
+
     def _evaluation_finished(self, event: EvaluationFinished) -> None:
         self._idle()
         self._agent_header_due = False
         row = self._row(event["iteration"])
+        row.cost = event.get("cost")
         row.score = event["score"]
         row.evaluation_seconds = event["seconds"]
         row.tokens += event["input_tokens"] + event["output_tokens"]
@@ -373,6 +414,9 @@ class LoopConsole:
         table.add_column("score", justify="right")
         table.add_column("seconds", justify="right")
         table.add_column("tokens", justify="right")
+        priced = any(r.cost is not None for r in self._rows.values())
+        if priced:
+            table.add_column("cost", justify="right")
         table.add_column("outcome")
         for iteration in sorted(self._rows):
             row = self._rows[iteration]
@@ -382,13 +426,15 @@ class LoopConsole:
             else:
                 outcome = "continued" if row.stop is False else "-"
             best = finished is not None and finished["best_iteration"] == iteration
-            table.add_row(
+            cells = [
                 str(iteration),
                 format_score(row.score) + (" *" if best else ""),
                 f"{row.agent_seconds + row.evaluation_seconds:.1f}",
                 str(row.tokens) if row.tokens else "-",  # none reported
-                outcome,
-            )
+            ]
+            if priced:
+                cells.append(format_cost(row.cost))
+            table.add_row(*cells, outcome)
         return table
 
     def summary_line(self) -> str:
@@ -413,9 +459,15 @@ class LoopConsole:
             if finished["selected_iteration"] != finished["iterations"]
             else ""
         )
+        costs = [r.cost for r in self._rows.values()]
+        cost = (
+            f" · cost {format_cost(sum(c for c in costs if c is not None))}"
+            if costs and all(c is not None for c in costs)
+            else ""
+        )
         return (
             f"stopped: {finished['stop_reason']} after {finished['iterations']} of "
-            f"{self._max_iterations} iterations · {best}{chosen} · "
+            f"{self._max_iterations} iterations · {best}{chosen}{cost} · "
             f"{format_seconds(elapsed)} in all"
         )
 

@@ -1,7 +1,9 @@
 """Loop events: what a running loop reports on LangGraph's ``custom`` stream.
 
-A loop writes one event when an iteration starts, one when the agent has answered, one
-when the evaluator has judged the answer and one when the loop ends (and, with a
+A loop writes one event when an iteration starts, one when the agent has answered (one
+per candidate with ``candidates=k``, and ``agent_failed`` instead when a model-caused
+error is fed back), one when the evaluator has judged the answer (preceded by
+``candidates_judged`` with ``candidates=k``) and one when the loop ends (and, with a
 ``compacting`` history, one each time older attempts are summarized). Each is a plain
 ``dict`` (a `TypedDict`) whose ``type`` key tells which it is, so it survives JSON (LangGraph
 Server, your own UI) unchanged. Read them with ``stream_mode="custom"``:
@@ -19,7 +21,7 @@ and the loop (``loop_name``); see `loop_agents.tracing`.
 
 from __future__ import annotations
 
-from typing import Literal, TypeAlias, TypedDict, TypeGuard
+from typing import Literal, NotRequired, TypeAlias, TypedDict, TypeGuard
 
 from loop_agents.state import StopReason
 
@@ -62,6 +64,59 @@ class AgentFinished(TypedDict):
     seconds: float
     input_tokens: int
     output_tokens: int
+    candidate: NotRequired[int]
+
+
+class AgentFailed(TypedDict):
+    """The agent call failed with an error the model caused (``on_agent_error="feedback"``).
+
+    The error becomes the feedback of the next attempt (see `loop_agents.agent_errors`).
+
+    Attributes:
+        type: Always ``"agent_failed"``.
+        loop: The loop's name.
+        iteration: The iteration's number.
+        error: The error (its type and message), or what was wrong with the answer.
+        candidate: With ``candidates=k``: which candidate failed.
+
+    """
+
+    type: Literal["agent_failed"]
+    loop: str
+    iteration: int
+    error: str
+    candidate: NotRequired[int]
+
+
+class CandidateScore(TypedDict):
+    """One candidate's verdict in a `CandidatesJudged` event."""
+
+    candidate: int
+    stop: bool
+    score: float | None
+    error: str | None
+
+
+class CandidatesJudged(TypedDict):
+    """With ``candidates=k``: every candidate of the iteration has been judged.
+
+    Written before the iteration's `EvaluationFinished` (which reports the selected
+    candidate's verdict).
+
+    Attributes:
+        type: Always ``"candidates_judged"``.
+        loop: The loop's name.
+        iteration: The iteration's number.
+        candidates: Each candidate's verdict (failed ones with their ``error``).
+        selected: The number of the candidate that became the iteration's answer.
+
+    """
+
+    type: Literal["candidates_judged"]
+    loop: str
+    iteration: int
+    candidates: list[CandidateScore]
+    selected: int
 
 
 class EvaluationFinished(TypedDict):
@@ -81,6 +136,10 @@ class EvaluationFinished(TypedDict):
         input_tokens: Prompt tokens of the chat-model calls the evaluator made (an LLM
             judge's), 0 if none.
         output_tokens: Completion tokens of those calls, 0 if none.
+        requests: The model calls of the whole iteration (agent, evaluator, advisor,
+            history policy; every candidate's).
+        cost: What they cost by ``prices=``, or ``None`` when unknown.
+        error: Present when the iteration's agent call failed (no answer was judged).
 
     """
 
@@ -95,6 +154,9 @@ class EvaluationFinished(TypedDict):
     seconds: float
     input_tokens: int
     output_tokens: int
+    requests: NotRequired[int]
+    cost: NotRequired[float | None]
+    error: NotRequired[str]
 
 
 class HistoryCompacted(TypedDict):
@@ -144,8 +206,10 @@ class LoopFinished(TypedDict):
         best_iteration: The iteration that got ``best_score`` (the later one on a tie),
             or ``None`` when no evaluation had a score.
         selected_iteration: The iteration whose answer is the loop's answer: the last
-            one, or with ``select="best"`` the best-scoring one.
-        answer: The text of the loop's answer (that of ``selected_iteration``).
+            one, or with ``select="best"`` the best-scoring one (``None`` when no
+            attempt answered: every agent call failed).
+        answer: The text of the loop's answer (that of ``selected_iteration``; ``""``
+            when there is none).
 
     """
 
@@ -155,18 +219,26 @@ class LoopFinished(TypedDict):
     iterations: int
     best_score: float | None
     best_iteration: int | None
-    selected_iteration: int
+    selected_iteration: int | None
     answer: str
 
 
 LoopEvent: TypeAlias = (
-    IterationStarted | AgentFinished | EvaluationFinished | LoopFinished | HistoryCompacted
+    IterationStarted
+    | AgentFinished
+    | AgentFailed
+    | CandidatesJudged
+    | EvaluationFinished
+    | LoopFinished
+    | HistoryCompacted
 )
 """Any event a loop writes on the ``custom`` stream; tell them apart by ``type``."""
 
 LoopEventType: TypeAlias = Literal[
     "iteration_started",
     "agent_finished",
+    "agent_failed",
+    "candidates_judged",
     "evaluation_finished",
     "loop_finished",
     "history_compacted",
@@ -177,6 +249,8 @@ LOOP_EVENT_TYPES: frozenset[str] = frozenset(
     {
         "iteration_started",
         "agent_finished",
+        "agent_failed",
+        "candidates_judged",
         "evaluation_finished",
         "loop_finished",
         "history_compacted",

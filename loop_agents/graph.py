@@ -8,9 +8,11 @@ START -> invoke_agent -> evaluate --(continue)--> invoke_agent
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
+from typing import Any
 
-from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.store.base import BaseStore
 from langgraph.types import Checkpointer
@@ -18,6 +20,9 @@ from langgraph.types import Checkpointer
 from loop_agents._agent import AgentLike
 from loop_agents._evaluation import Evaluator
 from loop_agents._function_runnable import FunctionRunnable
+from loop_agents.agent_errors import OnAgentError
+from loop_agents.budgets import Prices
+from loop_agents.controls import check_controls
 from loop_agents.feedback import DEFAULT_FEEDBACK_FORMAT, FeedbackFormat, check_feedback_format
 from loop_agents.history import HistoryPolicy, check_history
 from loop_agents.loop_graph import LoopAgentGraph
@@ -101,6 +106,18 @@ def create_loop_agent(
     concurrent_runs: ConcurrentRuns = "reject",
     busy_timeout: float | timedelta | None = None,
     storage: Storage = "auto",
+    candidates: int = 1,
+    candidate_temperature: float | Sequence[float] | None = None,
+    threshold: float | None = None,
+    advisor: Runnable[Any, Any] | None = None,
+    show_criteria: bool = False,
+    criteria: str | None = None,
+    request_budget: int | None = None,
+    cost_budget: float | None = None,
+    prices: Prices | None = None,
+    on_agent_error: OnAgentError = "raise",
+    count_failed_attempts: bool = True,
+    max_agent_errors: int | None = 3,
 ) -> LoopAgentGraph:
     """Build a loop agent: call ``agent``, let ``evaluator`` judge, repeat until accepted.
 
@@ -213,6 +230,51 @@ def create_loop_agent(
             ``"delta"`` or ``"full"`` force one. Full values make a thread's storage
             grow with the square of its iterations; see `loop_agents.storage` and
             `storage_of`.
+        candidates: Answers per iteration (an int, default 1). With k > 1 the agent
+            is called k times at once on the same messages (``asyncio.gather`` under
+            ``ainvoke``, threads under ``invoke``), each call a run of its own
+            (``"iteration N: agent (candidate i)"``, ``loop_candidate`` in its
+            metadata); the evaluator judges each (concurrently), the best (highest
+            score; on a tie or without scores an accepted one, then the first) is the
+            iteration's answer and only it goes back to the agent; every candidate is
+            kept in ``record["candidates"]``. ``max_iterations=1`` makes it best-of-N.
+            See `loop_agents.candidates`.
+        candidate_temperature: With ``candidates`` > 1 and a chat-model agent: the
+            temperature of every candidate (a number) or of each (k numbers).
+        threshold: The score at which an evaluation that gives only a score (or a
+            bare number) accepts: ``stop = score >= threshold``. With it, or with
+            ``advisor``, a verdict may ask to continue without feedback.
+        advisor: A chat model that writes the feedback a verdict left out: it is
+            given the request, the answer and its score (a run named
+            ``"iteration N: advisor"``, counted in budgets). Without one the feedback
+            is a sentence naming the score and the threshold. See `loop_agents.advice`.
+        show_criteria: Show the evaluator's criteria (its ``criteria`` attribute: an
+            ``llm_judge``'s instructions, a rule's description, ...) to the agent
+            before its first attempt, in a marked message after the request. See
+            `loop_agents.criteria`.
+        criteria: The criteria text to show instead of the evaluator's (needs
+            ``show_criteria=True``).
+        request_budget: Stop with reason ``"request_budget"`` once the model calls of
+            this loop (agent, every candidate, evaluator, advisor, history policy)
+            reach this number, or when the next iteration, making as many calls as
+            the latest, would pass it. Checked after each evaluation.
+        cost_budget: The same for their cost (reason ``"cost_budget"``), in the
+            currency of ``prices`` (required with it). See `loop_agents.budgets`.
+        prices: Prices per million tokens by model name,
+            ``{"gpt-5.4-mini": {"input": 0.25, "output": 2.0}, "*": {...}}``; records
+            then carry each iteration's ``cost``.
+        on_agent_error: ``"raise"`` (the default): an error of the agent call ends
+            the loop (after ``agent_retry_policy``). ``"feedback"``: an error the model
+            caused (a structured output that does not validate, a tool error, a
+            refusal, malformed tool calls) is recorded and sent to the agent as
+            feedback for its next attempt; infrastructure errors (timeouts, 429, 5xx)
+            still go to the retry policy (see `default_retry_policy`), other errors
+            still end the loop. See `loop_agents.agent_errors`.
+        count_failed_attempts: With ``on_agent_error="feedback"``: whether a failed
+            attempt counts toward ``max_iterations`` (default ``True``).
+        max_agent_errors: With ``on_agent_error="feedback"``: end the loop with reason
+            ``"agent_errors"`` after this many failed attempts in a row (default 3;
+            ``None`` for no limit, not allowed with ``count_failed_attempts=False``).
 
     Returns:
         A `LoopAgentGraph`: a compiled ``StateGraph`` (nest it, stream it, inspect its
@@ -233,7 +295,11 @@ def create_loop_agent(
         ValueError: ``max_iterations`` is below 1, or a stop, selection or
             concurrency option is out of range, or ``history`` names no built-in
             policy, or the ``feedback_format`` template has unknown fields or no
-            ``{feedback}``, or ``storage`` is not ``"auto"``, ``"delta"`` or ``"full"``.
+            ``{feedback}``, or ``storage`` is not ``"auto"``, ``"delta"`` or ``"full"``,
+            or a loop-control option is out of range or inconsistent
+            (``cost_budget`` without ``prices``, ``show_criteria=True`` with no
+            criteria to show, ``criteria`` without ``show_criteria``, an option of
+            ``on_agent_error="feedback"`` without it, ...).
 
     Example:
         ```python
@@ -268,12 +334,31 @@ def create_loop_agent(
     agent_limit = check_timeout("agent_timeout", agent_timeout)
     evaluator_limit = check_timeout("evaluator_timeout", evaluator_timeout)
     output_mode = check_output_mode(output_mode)
+    controls = check_controls(
+        agent,
+        evaluator,
+        candidates=candidates,
+        candidate_temperature=candidate_temperature,
+        threshold=threshold,
+        advisor=advisor,
+        show_criteria=show_criteria,
+        criteria=criteria,
+        cost_budget=cost_budget,
+        prices=prices,
+        on_agent_error=on_agent_error,
+        count_failed_attempts=count_failed_attempts,
+        max_agent_errors=max_agent_errors,
+    )
+    feeding_back = controls.on_agent_error == "feedback"
     policy = StopPolicy.build(
         max_iterations,
         patience=patience,
         min_delta=min_delta,
         token_budget=token_budget,
         time_budget=time_budget,
+        request_budget=request_budget,
+        cost_budget=cost_budget,
+        max_agent_errors=max_agent_errors if feeding_back else None,
     )
     nodes = LoopNodes(
         agent,
@@ -285,6 +370,7 @@ def create_loop_agent(
         select=check_select(select),
         history=check_history(history),
         feedback_format=check_feedback_format(feedback_format),
+        controls=controls,
     )
     layout = resolve_storage(check_storage(storage), checkpointer)
     builder = StateGraph(
@@ -310,9 +396,13 @@ def create_loop_agent(
         concurrent_runs=concurrent_runs,
         busy_timeout=busy_seconds,
     )
+    # uncounted failed attempts add iterations: at most max_agent_errors - 1 per counted one
+    most_iterations = max_iterations
+    if feeding_back and not controls.count_failed_attempts and max_agent_errors is not None:
+        most_iterations = max_iterations * max_agent_errors
     return graph.with_config(
         recursion_limit=max(
-            STEPS_PER_ITERATION * max_iterations + STEPS_PER_ITERATION + 1,
+            STEPS_PER_ITERATION * most_iterations + STEPS_PER_ITERATION + 1,
             MIN_RECURSION_LIMIT,
         )
     )

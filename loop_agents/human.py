@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal, TypedDict
 
-from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
+from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.config import get_config
 from langgraph.constants import CONFIG_KEY_CHECKPOINTER
 from langgraph.errors import is_invalid_resume
@@ -33,6 +33,7 @@ from loop_agents._agent import describe
 from loop_agents._evaluation import Evaluator
 from loop_agents._numbers import describe_number, finite_float
 from loop_agents.checkpoints import checkpointed, in_graph_run
+from loop_agents.criteria import LoopEvaluatorRunnable, criteria_of
 from loop_agents.state import LoopContext, LoopEvaluation
 
 REVIEW_KIND: Literal["loop_agents.human_review"] = "loop_agents.human_review"
@@ -308,4 +309,6 @@ def human_review(
                 return {**verdict, "decided_by": verdict.get("decided_by") or [judge_name]}
         return _ask(context, verdict, name)
 
-    return RunnableLambda(review, afunc=areview, name=name)
+    evaluator = LoopEvaluatorRunnable(review, afunc=areview, name=name)
+    evaluator.criteria = criteria_of(judge) if judge is not None else None
+    return evaluator

@@ -16,17 +16,22 @@ from langgraph.types import Overwrite
 
 from loop_agents._agent import AgentCaller, AgentLike, answer_of, usage, with_fresh_ids
 from loop_agents._evaluation import Evaluator, EvaluatorCaller
-from loop_agents._history_select import HistorySelector
+from loop_agents._history_select import HistorySelector, Selected
 from loop_agents._reporting import LoopReporter
-from loop_agents._usage import counting_tokens
+from loop_agents._usage import NO_USAGE
+from loop_agents.attempts import Attempt, AttemptRunner, JudgeRunner
+from loop_agents.candidates import CandidatePool, ajudge_all, candidate_agents, judge_all
+from loop_agents.controls import LoopControls
+from loop_agents.criteria import with_criteria
 from loop_agents.feedback import DEFAULT_FEEDBACK_FORMAT, FeedbackFormat, feedback_message
 from loop_agents.history import HistoryPolicy
+from loop_agents.iteration_records import combined_run
+from loop_agents.outcomes import Outcome, OutcomeBuilder, advice_input, loop_context
 from loop_agents.output import OutputMode, keep_final_answer
 from loop_agents.selection import Selection, selection_updates
 from loop_agents.state import (
+    CandidateRun,
     IterationRecord,
-    LoopContext,
-    LoopEvaluation,
     LoopState,
     StopReason,
 )
@@ -51,9 +56,13 @@ class LoopNodes:
         select: Selection = "last",
         history: HistoryPolicy = "full",
         feedback_format: FeedbackFormat = DEFAULT_FEEDBACK_FORMAT,
+        controls: LoopControls | None = None,
     ) -> None:
+        self.controls = controls = controls or LoopControls()
         self.agent = AgentCaller(agent)
-        self.evaluator = EvaluatorCaller(evaluator)
+        self.evaluator = EvaluatorCaller(
+            evaluator, threshold=controls.threshold, advised=controls.advisor is not None
+        )
         self.max_iterations = max_iterations
         self.policy = policy or StopPolicy(max_iterations)
         self.select = select
@@ -66,113 +75,182 @@ class LoopNodes:
         self._call_evaluator = self.report.traced(
             "evaluator", self.evaluator.invoke, self.evaluator.ainvoke
         )
+        self.attempt = AttemptRunner(self._call_agent, controls.on_agent_error)
+        self.judge = JudgeRunner(self._call_evaluator)
+        self.pool: CandidatePool | None = None
+        if controls.candidates > 1:
+            callers = [
+                self.agent if a is agent else AgentCaller(a)
+                for a in candidate_agents(
+                    agent, controls.candidates, controls.candidate_temperature
+                )
+            ]
+            self.pool = CandidatePool(
+                [
+                    AttemptRunner(
+                        self.report.traced("agent", c.invoke, c.ainvoke), controls.on_agent_error
+                    )
+                    for c in callers
+                ]
+            )
+        self.outcomes = OutcomeBuilder(controls, self.evaluator.name, self.report)
+        self._call_advisor = self.report.traced(
+            "advisor", self.outcomes.advice_sync, self.outcomes.advice_async
+        )
 
     # -- invoke_agent -------------------------------------------------------------
 
-    def invoke_agent(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
-        """Call the agent (sync) and return the state updates of this iteration."""
+    def _open(self, state: LoopState) -> tuple[dict[str, Any], list[AnyMessage], int]:
         updates, history = _start_iteration(state)
+        if self.controls.criteria is not None:
+            updates, history = with_criteria(updates, history, self.controls.criteria)
         iteration = _iteration_number(state, updates)
         self.report.iteration_started(iteration)
+        return updates, history, iteration
+
+    def invoke_agent(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
+        """Call the agent (sync) and return the state updates of this iteration."""
+        updates, history, iteration = self._open(state)
         selected = self.history.invoke(
             state, updates, history, self.report.config(config, iteration, "compaction")
         )
-        started = time.perf_counter()
-        produced = self._call_agent.invoke(
-            selected.messages, self.report.config(config, iteration, "agent")
-        )
-        updates = _agent_updates(
-            updates | selected.updates, history, produced, time.perf_counter() - started
-        )
-        updates["agent_run"] |= _history_tokens(selected.tokens)
-        self.report.agent_finished(iteration, updates["last_response"], updates["agent_run"])
-        return updates
+        agent_config = self.report.config(config, iteration, "agent")
+        updates |= selected.updates
+        if self.pool is not None:
+            started = time.perf_counter()
+            attempts = self.pool.invoke(selected.messages, agent_config)
+            seconds = time.perf_counter() - started
+            return self._candidate_updates(updates, history, attempts, seconds, selected, iteration)
+        attempt = self.attempt.invoke(selected.messages, agent_config)
+        return self._attempt_updates(updates, history, attempt, selected, iteration)
 
     async def ainvoke_agent(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
         """Call the agent (async) and return the state updates of this iteration."""
-        updates, history = _start_iteration(state)
-        iteration = _iteration_number(state, updates)
-        self.report.iteration_started(iteration)
+        updates, history, iteration = self._open(state)
         selected = await self.history.ainvoke(
             state, updates, history, self.report.config(config, iteration, "compaction")
         )
-        started = time.perf_counter()
-        produced = await self._call_agent.ainvoke(
-            selected.messages, self.report.config(config, iteration, "agent")
-        )
-        updates = _agent_updates(
-            updates | selected.updates, history, produced, time.perf_counter() - started
-        )
-        updates["agent_run"] |= _history_tokens(selected.tokens)
+        agent_config = self.report.config(config, iteration, "agent")
+        updates |= selected.updates
+        if self.pool is not None:
+            started = time.perf_counter()
+            attempts = await self.pool.ainvoke(selected.messages, agent_config)
+            seconds = time.perf_counter() - started
+            return self._candidate_updates(updates, history, attempts, seconds, selected, iteration)
+        attempt = await self.attempt.ainvoke(selected.messages, agent_config)
+        return self._attempt_updates(updates, history, attempt, selected, iteration)
+
+    def _attempt_updates(
+        self,
+        updates: dict[str, Any],
+        history: list[AnyMessage],
+        attempt: Attempt,
+        selected: Selected,
+        iteration: int,
+    ) -> dict[str, Any]:
+        if attempt.produced is None:
+            run = attempt.run(selected.usage)
+            self.report.agent_failed(iteration, cast(str, attempt.error))
+            return updates | {"agent_run": run}
+        updates = _agent_updates(updates, history, attempt.produced, attempt.seconds)
+        updates["agent_run"] = attempt.run(selected.usage)
         self.report.agent_finished(iteration, updates["last_response"], updates["agent_run"])
         return updates
+
+    def _candidate_updates(
+        self,
+        updates: dict[str, Any],
+        history: list[AnyMessage],
+        attempts: list[Attempt],
+        seconds: float,
+        selected: Selected,
+        iteration: int,
+    ) -> dict[str, Any]:
+        runs: list[CandidateRun] = []
+        taken = list(history)
+        for number, attempt in enumerate(attempts, 1):
+            produced = with_fresh_ids(attempt.produced, taken) if attempt.produced else []
+            taken.extend(produced)
+            run = attempt.run(NO_USAGE)
+            runs.append({"candidate": number, "produced": produced, "run": run})
+            if attempt.produced is None:
+                self.report.agent_failed(iteration, cast(str, attempt.error), candidate=number)
+            else:
+                self.report.agent_finished(iteration, answer_of(produced), run, candidate=number)
+        return updates | {
+            "candidate_runs": runs,
+            "agent_run": combined_run(runs, seconds, selected.usage),
+        }
 
     # -- evaluate -----------------------------------------------------------------
 
     def evaluate(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
         """Judge the latest answer (sync) and decide whether the loop goes on."""
-        context = _context(state)
-        started = time.perf_counter()
-        with counting_tokens() as used:
-            evaluation = self._call_evaluator.invoke(
-                context, self.report.config(config, context["iteration"], "evaluator")
+        iteration = state.get("iteration", 0)
+        judge_config = self.report.config(config, iteration, "evaluator")
+        runs = state.get("candidate_runs")
+        if runs:
+            contexts = self.outcomes.candidate_contexts(state, runs)
+            judged = judge_all(self.judge, contexts, judge_config) if contexts else []
+            outcome = self.outcomes.candidates_outcome(state, runs, judged)
+        elif "error" in (state.get("agent_run") or {}):
+            outcome = self.outcomes.failure_outcome(state)
+        else:
+            judged_one = self.judge.invoke(loop_context(state), judge_config)
+            outcome = self.outcomes.answer_outcome(state, judged_one)
+        reason = self._stop_reason(state, outcome.record)
+        if reason is None and self.outcomes.wants_advice(outcome):
+            advice = self._call_advisor.invoke(
+                advice_input(state, outcome), self.report.config(config, iteration, "advisor")
             )
-        seconds = time.perf_counter() - started
-        return self._evaluation_updates(state, evaluation, seconds, used.totals)
+            self.outcomes.advised(outcome, advice)
+            reason = self._stop_reason(state, outcome.record)
+        return self._evaluation_updates(state, outcome, reason)
 
     async def aevaluate(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
         """Judge the latest answer (async) and decide whether the loop goes on."""
-        context = _context(state)
-        started = time.perf_counter()
-        with counting_tokens() as used:
-            evaluation = await self._call_evaluator.ainvoke(
-                context, self.report.config(config, context["iteration"], "evaluator")
+        iteration = state.get("iteration", 0)
+        judge_config = self.report.config(config, iteration, "evaluator")
+        runs = state.get("candidate_runs")
+        if runs:
+            contexts = self.outcomes.candidate_contexts(state, runs)
+            judged = await ajudge_all(self.judge, contexts, judge_config) if contexts else []
+            outcome = self.outcomes.candidates_outcome(state, runs, judged)
+        elif "error" in (state.get("agent_run") or {}):
+            outcome = self.outcomes.failure_outcome(state)
+        else:
+            judged_one = await self.judge.ainvoke(loop_context(state), judge_config)
+            outcome = self.outcomes.answer_outcome(state, judged_one)
+        reason = self._stop_reason(state, outcome.record)
+        if reason is None and self.outcomes.wants_advice(outcome):
+            advice = await self._call_advisor.ainvoke(
+                advice_input(state, outcome), self.report.config(config, iteration, "advisor")
             )
-        seconds = time.perf_counter() - started
-        return self._evaluation_updates(state, evaluation, seconds, used.totals)
+            self.outcomes.advised(outcome, advice)
+            reason = self._stop_reason(state, outcome.record)
+        return self._evaluation_updates(state, outcome, reason)
+
+    # -- outcomes -----------------------------------------------------------------
 
     def _evaluation_updates(
-        self,
-        state: LoopState,
-        evaluation: LoopEvaluation,
-        seconds: float,
-        evaluator_tokens: tuple[int, int] = (0, 0),
+        self, state: LoopState, outcome: Outcome, reason: StopReason | None
     ) -> dict[str, Any]:
-        iteration = state.get("iteration", 0)
-        text = evaluation.get("feedback", "")
-        agent_run = state.get("agent_run") or {
-            "seconds": 0.0,
-            "input_tokens": 0,
-            "output_tokens": 0,
-        }
-        answer = state["last_response"]
-        record: IterationRecord = {
-            "iteration": iteration,
-            "answer_id": cast(str, answer.id),
-            "stop": evaluation["stop"],
-            "feedback": text,
-            "score": evaluation.get("score"),
-            "evaluator": self.evaluator.name,
-            "decided_by": evaluation.get("decided_by") or [self.evaluator.name],
-            "agent_seconds": agent_run["seconds"],
-            "evaluation_seconds": seconds,
-            "input_tokens": agent_run["input_tokens"],
-            "output_tokens": agent_run["output_tokens"],
-            "evaluator_input_tokens": evaluator_tokens[0],
-            "evaluator_output_tokens": evaluator_tokens[1],
-            "history_input_tokens": agent_run.get("history_input_tokens", 0),
-            "history_output_tokens": agent_run.get("history_output_tokens", 0),
-        }
-        if self.output_mode == "last_message":
-            record["answer"] = answer  # the attempts leave ``messages`` when the loop ends
+        record = outcome.record
+        iteration = record["iteration"]
+        text = record["feedback"]
+        if self.output_mode == "last_message" and outcome.answer is not None:
+            record["answer"] = outcome.answer  # the attempts leave ``messages`` when the loop ends
         records = [*state.get("records", []), record]
-        reason = self._stop_reason(state, evaluation, records)
         updates: dict[str, Any] = {
-            "stop": evaluation["stop"],
+            "stop": record["stop"],
             "feedback": [text],
             "records": [record],
             "stop_reason": reason,
+            **outcome.extra,
         }
+        if outcome.produced:
+            updates["messages"] = list(outcome.produced)
+            updates["last_response"] = outcome.answer
         self.report.evaluation_finished(record)
         if reason is None:
             # with its id: a delta channel replays the stored write, and a message given
@@ -180,23 +258,26 @@ class LoopNodes:
             message = feedback_message(
                 text, iteration=iteration, feedback_format=self.feedback_format
             )
-            updates["messages"] = with_fresh_ids([message], ())
+            updates["messages"] = [*updates.get("messages", []), *with_fresh_ids([message], ())]
         else:
-            updates |= selection_updates(records, self.select, state)
-            final = updates.get("last_response", answer)
+            selection = selection_updates(records, self.select, state)
+            if "messages" in selection:  # a copy of an earlier answer, after this one's
+                selection["messages"] = [*updates.get("messages", []), *selection["messages"]]
+            updates |= selection
+            final = updates.get("last_response", outcome.answer)
+            if final is None and updates.get("selected_iteration") is not None:
+                final = state.get("last_response")
             self.report.loop_finished(reason, records, updates["selected_iteration"], final)
         if reason is not None and self.output_mode == "last_message":
             updates = keep_final_answer(state, updates)
         return updates
 
-    def _stop_reason(
-        self, state: LoopState, evaluation: LoopEvaluation, records: list[IterationRecord]
-    ) -> StopReason | None:
+    def _stop_reason(self, state: LoopState, record: IterationRecord) -> StopReason | None:
         remaining = state.get("remaining_steps")
         return self.policy.stop_reason(
-            accepted=evaluation["stop"],
+            accepted=record["stop"],
             iteration=state.get("iteration", 0),
-            records=records,
+            records=[*state.get("records", []), record],
             started_at=state.get("started_at"),
             out_of_steps=remaining is not None and remaining <= STEPS_PER_ITERATION,
         )
@@ -286,22 +367,4 @@ def _agent_updates(
         "messages": new_messages,
         "last_response": answer_of(produced),
         "agent_run": {"seconds": seconds, "input_tokens": tokens_in, "output_tokens": tokens_out},
-    }
-
-
-def _history_tokens(tokens: tuple[int, int]) -> dict[str, int]:
-    """The history policy's model-call tokens, for ``agent_run`` (nothing when none)."""
-    if tokens == (0, 0):
-        return {}
-    return {"history_input_tokens": tokens[0], "history_output_tokens": tokens[1]}
-
-
-def _context(state: LoopState) -> LoopContext:
-    feedback = list(state.get("feedback") or [])
-    return {
-        "iteration": state.get("iteration", 0),
-        "init_messages": list(state.get("init_messages") or []),
-        "last_response": state["last_response"],
-        "feedback": feedback,
-        "messages": list(state.get("messages") or []),
     }

@@ -50,7 +50,8 @@ def record_answer(
 
     Raises:
         KeyError: the answer is not in ``state``'s messages (e.g. the record comes from
-            another thread, or ``update_state`` removed the message).
+            another thread, or ``update_state`` removed the message), or the iteration
+            has none (its agent call failed: ``record["error"]``).
 
     Example:
         ```python
@@ -64,6 +65,12 @@ def record_answer(
     if isinstance(kept, AIMessage):
         return kept
     answer_id = answer_id_of(record)
+    if answer_id is None and record.get("error"):
+        raise KeyError(
+            f"iteration {record.get('iteration')} has no answer: its agent call failed "
+            f"({record.get('error')!s:.200}); check record.get('error') before asking for "
+            f"the answer"
+        )
     messages = (state.get("messages") or []) if isinstance(state, Mapping) else state
     for message in reversed(messages):
         if message.id == answer_id and isinstance(message, AIMessage):

@@ -37,8 +37,11 @@ def check_select(select: object) -> Selection:
     )
 
 
-def choose(records: Sequence[IterationRecord], select: Selection) -> IterationRecord:
+def choose(records: Sequence[IterationRecord], select: Selection) -> IterationRecord | None:
     """The record of the attempt that is the loop's answer.
+
+    Failed attempts (``on_agent_error="feedback"``: no answer) are never chosen; when
+    every attempt failed there is none (``None``).
 
     Example:
         ```python
@@ -49,12 +52,13 @@ def choose(records: Sequence[IterationRecord], select: Selection) -> IterationRe
     """
     if not records:
         raise ValueError("choose() needs at least one iteration record; got none")
+    answered = [r for r in records if "error" not in r]
     if select == "best":
-        scored = [r for r in records if r["score"] is not None]
+        scored = [r for r in answered if r["score"] is not None]
         if scored:
             # max() keeps the first maximum; reversed() makes ties go to the later one
             return max(reversed(scored), key=lambda r: r["score"] or 0.0)
-    return records[-1]
+    return answered[-1] if answered else None
 
 
 def selection_updates(
@@ -65,6 +69,8 @@ def selection_updates(
     ``state`` is the loop's state, whose ``messages`` hold the chosen answer.
     """
     chosen = choose(records, select)
+    if chosen is None:
+        return {"selected_iteration": None, "selected_score": None}
     updates: dict[str, Any] = {
         "selected_iteration": chosen["iteration"],
         "selected_score": chosen["score"],

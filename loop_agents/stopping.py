@@ -1,20 +1,28 @@
-"""When a loop stops: acceptance, the iteration cap, a score plateau, token and time budgets.
+"""When a loop stops: acceptance, the iteration cap, a plateau, budgets, failing agents.
 
 `StopPolicy` holds the stop options of `create_loop_agent` and decides, after each
 evaluation, whether the loop ends and why (a `StopReason`). The rules, in the order they
 are checked:
 
 1. ``accepted``: the evaluator said stop.
-2. ``token_budget``: the tokens used in this loop (agent, evaluator and a history
-   policy's model calls, from ``usage_metadata``) reached ``token_budget``.
-3. ``time_budget``: the loop's wall-clock time reached ``time_budget`` seconds.
-4. ``plateau``: ``patience`` scored iterations in a row brought no gain of at least
+2. ``agent_errors``: the agent failed ``max_agent_errors`` times in a row (with
+   ``on_agent_error="feedback"``).
+3. ``token_budget``: the tokens used in this loop (agent, evaluator, advisor and a
+   history policy's model calls, from ``usage_metadata``) reached ``token_budget``.
+4. ``request_budget``: the model calls of this loop reached ``request_budget``, or the
+   next iteration, making as many calls as the latest, would pass it.
+5. ``cost_budget``: the same for their cost by ``prices`` (see `loop_agents.budgets`).
+6. ``time_budget``: the loop's wall-clock time reached ``time_budget`` seconds.
+7. ``plateau``: ``patience`` scored iterations in a row brought no gain of at least
    ``min_delta`` over the best score so far.
-5. ``max_iterations``: the agent was called ``max_iterations`` times.
-6. ``recursion_limit``: the graph's step budget has no room for another iteration.
+8. ``max_iterations``: the agent was called ``max_iterations`` times (failed attempts
+   not counted with ``count_failed_attempts=False``).
+9. ``recursion_limit``: the graph's step budget has no room for another iteration.
 
 Budgets are checked after each evaluation, so the iteration that crosses a budget
-finishes (its answer is judged and recorded) and no further iteration starts.
+finishes (its answer is judged and recorded) and no further iteration starts. The
+request and cost budgets also look one iteration ahead (the next one is assumed to
+cost what the latest did), so iterations of the same shape never go over them.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from loop_agents._numbers import describe_number, finite_float
+from loop_agents.budgets import budget_reason_values, over_budget
 from loop_agents.state import IterationRecord, StopReason
 
 
@@ -51,8 +60,32 @@ def tokens_used(records: Sequence[IterationRecord]) -> int:
         + r.get("evaluator_output_tokens", 0)
         + r.get("history_input_tokens", 0)
         + r.get("history_output_tokens", 0)
+        + r.get("advisor_input_tokens", 0)
+        + r.get("advisor_output_tokens", 0)
         for r in records
     )
+
+
+def failures_in_a_row(records: Sequence[IterationRecord]) -> int:
+    """How many of the last ``records`` in a row are failed agent calls.
+
+    Example:
+        ```python
+        failures_in_a_row(result["records"])  # 0 when the last attempt answered
+        ```
+
+    """
+    count = 0
+    for record in reversed(records):
+        if "error" not in record:
+            break
+        count += 1
+    return count
+
+
+def counted_iterations(records: Sequence[IterationRecord], iteration: int) -> int:
+    """The iterations that count toward ``max_iterations``: all but uncounted failures."""
+    return iteration - sum(1 for r in records if r.get("counted") is False)
 
 
 def plateaued(records: Sequence[IterationRecord], *, patience: int, min_delta: float) -> bool:
@@ -100,6 +133,10 @@ class StopPolicy:
             loop stops; ``None`` for no budget.
         time_budget: Wall-clock seconds after which the loop stops; ``None`` for no
             budget.
+        request_budget: Model calls after which the loop stops; ``None`` for none.
+        cost_budget: Cost (by ``prices``) after which the loop stops; ``None`` for none.
+        max_agent_errors: Failed agent calls in a row after which the loop stops;
+            ``None`` for no limit.
 
     Example:
         ```python
@@ -113,6 +150,9 @@ class StopPolicy:
     min_delta: float = 0.0
     token_budget: int | None = None
     time_budget: float | None = None
+    request_budget: int | None = None
+    cost_budget: float | None = None
+    max_agent_errors: int | None = None
 
     @classmethod
     def build(
@@ -123,6 +163,9 @@ class StopPolicy:
         min_delta: float = 0.0,
         token_budget: int | None = None,
         time_budget: float | timedelta | None = None,
+        request_budget: int | None = None,
+        cost_budget: float | None = None,
+        max_agent_errors: int | None = None,
     ) -> StopPolicy:
         """Check the options and build the policy.
 
@@ -163,7 +206,32 @@ class StopPolicy:
                     f"time_budget must be > 0 seconds (a finite number); got "
                     f"{describe_number(time_budget)}"
                 )
-        return cls(max_iterations, patience, float(min_delta), token_budget, seconds)
+        if request_budget is not None:
+            _check_int("request_budget", request_budget, minimum=1, hint="None means no budget")
+        if cost_budget is not None:
+            number = None if isinstance(cost_budget, bool) else finite_float(cost_budget)
+            if isinstance(cost_budget, bool) or not isinstance(cost_budget, int | float):
+                raise TypeError(
+                    f"cost_budget must be a number > 0 (in the currency of prices=; None "
+                    f"means no budget); got {type(cost_budget).__name__} {cost_budget!r:.40}"
+                )
+            if number is None or number <= 0:
+                raise ValueError(
+                    f"cost_budget must be a finite number > 0; got {describe_number(cost_budget)}"
+                )
+            cost_budget = number
+        if max_agent_errors is not None:
+            _check_int("max_agent_errors", max_agent_errors, minimum=1, hint="None: no limit")
+        return cls(
+            max_iterations,
+            patience,
+            float(min_delta),
+            token_budget,
+            seconds,
+            request_budget,
+            cost_budget,
+            max_agent_errors,
+        )
 
     def stop_reason(
         self,
@@ -187,8 +255,17 @@ class StopPolicy:
         """
         if accepted:
             return "accepted"
+        if self.max_agent_errors is not None and (
+            failures_in_a_row(records) >= self.max_agent_errors
+        ):
+            return "agent_errors"
         if self.token_budget is not None and tokens_used(records) >= self.token_budget:
             return "token_budget"
+        requests, latest_requests, cost, latest_cost = budget_reason_values(records)
+        if over_budget(requests, latest_requests, self.request_budget):
+            return "request_budget"
+        if over_budget(cost, latest_cost, self.cost_budget):
+            return "cost_budget"
         if (
             self.time_budget is not None
             and started_at is not None
@@ -199,7 +276,7 @@ class StopPolicy:
             records, patience=self.patience, min_delta=self.min_delta
         ):
             return "plateau"
-        if iteration >= self.max_iterations:
+        if counted_iterations(records, iteration) >= self.max_iterations:
             return "max_iterations"
         if out_of_steps:
             return "recursion_limit"

@@ -18,15 +18,17 @@ async for token, metadata in loop.astream(inputs, stream_mode="messages"):
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
 from typing import Any, Literal, TypeAlias
 
 from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import ensure_config
 
-LoopRole: TypeAlias = Literal["agent", "evaluator", "compaction"]
-"""Which of a loop's calls a run (or a token) belongs to: the agent, the evaluator, or a
-history policy's model call (a ``compacting`` policy's summary)."""
+LoopRole: TypeAlias = Literal["agent", "evaluator", "compaction", "advisor"]
+"""Which of a loop's calls a run (or a token) belongs to: the agent, the evaluator, a
+history policy's model call (a ``compacting`` policy's summary), or the ``advisor``
+that writes feedback for a score-only evaluation."""
 
 LOOP_TAG = "loop_agents"
 """The tag every agent and evaluator run of a loop carries."""
@@ -38,7 +40,10 @@ ITERATION_KEY = "loop_iteration"
 """Metadata key: the iteration's number, starting at 1."""
 
 ROLE_KEY = "loop_role"
-"""Metadata key: ``"agent"``, ``"evaluator"`` or ``"compaction"`` (see `LoopRole`)."""
+"""Metadata key: ``"agent"``, ``"evaluator"``, ``"compaction"`` or ``"advisor"``."""
+
+CANDIDATE_KEY = "loop_candidate"
+"""Metadata key, with ``candidates=k``: which candidate (1 to k) a call belongs to."""
 
 
 def iteration_config(
@@ -83,6 +88,46 @@ def iteration_config(
     return merged
 
 
+def candidate_config(config: RunnableConfig, candidate: int) -> RunnableConfig:
+    """``config`` (an agent or evaluator call's) for one candidate of ``candidates=k``.
+
+    The call becomes a run of its own (a fresh ``run_id``) named ``"... (candidate i)"``,
+    tagged ``loop_candidate:i`` and with ``loop_candidate`` in its metadata, so the k
+    calls are told apart in traces and on the ``messages`` stream.
+
+    Example:
+        ```python
+        base = iteration_config(None, loop="poet", iteration=2, role="agent")
+        config = candidate_config(base, 3)
+        assert config["run_name"] == "iteration 2: agent (candidate 3)"
+        assert config["metadata"]["loop_candidate"] == 3
+        ```
+
+    """
+    merged: RunnableConfig = {
+        **config,
+        "run_id": uuid.uuid4(),
+        "run_name": f"{config.get('run_name', 'agent')} (candidate {candidate})",
+        "tags": sorted({*config.get("tags", []), f"{CANDIDATE_KEY}:{candidate}"}),
+        "metadata": {**config.get("metadata", {}), CANDIDATE_KEY: candidate},
+    }
+    return merged
+
+
+def candidate_of(metadata: Mapping[str, Any]) -> int | None:
+    """Which candidate (``candidates=k``) a run or a ``messages``-stream token belongs to.
+
+    Example:
+        ```python
+        for token, metadata in loop.stream(inputs, stream_mode="messages"):
+            print(candidate_of(metadata), token.text)
+        ```
+
+    """
+    value = metadata.get(CANDIDATE_KEY)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def iteration_of(metadata: Mapping[str, Any]) -> int | None:
     """The loop iteration a run or a ``messages``-stream token belongs to, if any.
 
@@ -117,4 +162,6 @@ def role_of(metadata: Mapping[str, Any]) -> LoopRole | None:
         return "evaluator"
     if value == "compaction":
         return "compaction"
+    if value == "advisor":
+        return "advisor"
     return None

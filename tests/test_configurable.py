@@ -195,3 +195,15 @@ def test_factories_say_what_to_set(model_env):
     model_env.setenv("LOOP_AGENTS_MAX_ITERATIONS", "zero")
     with pytest.raises(SettingsError, match=r"LOOP_AGENTS_MAX_ITERATIONS='zero' must be a whole"):
         serve.configurable_loop()
+
+
+def test_show_criteria_puts_the_run_s_rubric_in_the_agent_s_prompt():
+    from loop_agents.criteria import criteria_note
+
+    server, model = scripted("Pipely", Structured({"feedback": "Good.", "score": 90}))
+    loop = configurable_loop(model, show_criteria=True, request_budget=10)
+    loop.invoke({"messages": [REQUEST]}, context={"task": TASK, "rubric": RUBRIC})
+    system = server.requests[0]["messages"][0]
+    assert system == {"role": "system", "content": f"{TASK}\n\n{criteria_note(RUBRIC)}"}
+    with pytest.raises(TypeError, match="show_criteria must be True or False"):
+        configurable_loop(model, show_criteria="yes")  # type: ignore[arg-type]

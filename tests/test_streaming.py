@@ -368,6 +368,8 @@ def test_metadata_readers_and_event_guard():
     assert {
         "iteration_started",
         "agent_finished",
+        "agent_failed",
+        "candidates_judged",
         "evaluation_finished",
         "loop_finished",
         "history_compacted",

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 
-from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
+from langchain_core.runnables import RunnableConfig
 
 from loop_agents._agent import describe
+from loop_agents.criteria import LoopEvaluatorRunnable as LoopEvaluatorRunnable
 from loop_agents.state import LoopContext, LoopEvaluation
 
 SyncBody = Callable[[LoopContext, RunnableConfig], LoopEvaluation]
@@ -14,16 +15,19 @@ AsyncBody = Callable[[LoopContext, RunnableConfig], Awaitable[LoopEvaluation]]
 
 
 def make_evaluator(
-    name: str, func: SyncBody, afunc: AsyncBody
-) -> Runnable[LoopContext, LoopEvaluation]:
+    name: str, func: SyncBody, afunc: AsyncBody, *, criteria: str | None = None
+) -> LoopEvaluatorRunnable:
     """Bind a sync and an async implementation into one evaluator runnable.
 
     The loop calls a runnable evaluator with ``invoke`` when it runs with
     ``invoke``/``stream`` and with ``ainvoke`` when it runs with ``ainvoke``/``astream``,
     so the evaluator works both ways; each call is a run named ``name`` in traces, and
-    whatever it calls with the given config is that run's child.
+    whatever it calls with the given config is that run's child. ``criteria`` is kept
+    on the runnable (see `LoopEvaluatorRunnable`).
     """
-    return RunnableLambda(func, afunc=afunc, name=name)
+    evaluator = LoopEvaluatorRunnable(func, afunc=afunc, name=name)
+    evaluator.criteria = criteria
+    return evaluator
 
 
 def check_name(name: object, default: str) -> str:

@@ -18,12 +18,14 @@ import statistics
 from collections.abc import Callable, Mapping, Sequence
 from typing import Literal, TypeAlias, cast
 
-from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import get_executor_for_config
 
 from loop_agents._evaluation import Evaluator, EvaluatorCaller
 from loop_agents.checkpoints import checkpointed
+from loop_agents.criteria import combined_criteria
 from loop_agents.evaluators._base import (
+    LoopEvaluatorRunnable,
     check_name,
     format_score,
     make_evaluator,
@@ -74,7 +76,7 @@ def _accept_all(verdicts: Sequence[tuple[str, LoopEvaluation]]) -> LoopEvaluatio
     return _joined(True, verdicts, verdicts)
 
 
-def all_of(*evaluators: Evaluator, name: str = "all_of") -> Runnable[LoopContext, LoopEvaluation]:
+def all_of(*evaluators: Evaluator, name: str = "all_of") -> LoopEvaluatorRunnable:
     """Run evaluators in order; the first that asks to continue decides.
 
     Later evaluators are skipped once one asks to continue, so put cheap checks first
@@ -88,7 +90,8 @@ def all_of(*evaluators: Evaluator, name: str = "all_of") -> Runnable[LoopContext
         name: The combined evaluator's name.
 
     Returns:
-        A runnable evaluator (async members need the loop's ``ainvoke``).
+        A runnable evaluator (async members need the loop's ``ainvoke``). Its
+        ``criteria`` are the members', each under the member's name.
 
     Raises:
         ValueError: no evaluators were given.
@@ -128,7 +131,10 @@ def all_of(*evaluators: Evaluator, name: str = "all_of") -> Runnable[LoopContext
             passed.append((member, verdict))
         return _accept_all(passed)
 
-    return make_evaluator(check_name(name, "all_of"), evaluate, aevaluate)
+    criteria = combined_criteria(
+        [(member, evaluator) for (member, _), evaluator in zip(members, evaluators, strict=True)]
+    )
+    return make_evaluator(check_name(name, "all_of"), evaluate, aevaluate, criteria=criteria)
 
 
 def _combine_scores(
@@ -186,7 +192,7 @@ def panel(
     combine: Combine = "all",
     threshold: float | None = None,
     name: str = "panel",
-) -> Runnable[LoopContext, LoopEvaluation]:
+) -> LoopEvaluatorRunnable:
     """Run evaluators concurrently and combine their verdicts.
 
     Under the loop's ``ainvoke`` the members run together with ``asyncio.gather`` (sync
@@ -263,4 +269,7 @@ def panel(
             list(zip([n for n, _ in members], verdicts, strict=True)), combine, threshold, label
         )
 
-    return make_evaluator(label, evaluate, aevaluate)
+    criteria = combined_criteria(
+        [(member, evaluator) for (member, _), evaluator in zip(members, evaluators, strict=True)]
+    )
+    return make_evaluator(label, evaluate, aevaluate, criteria=criteria)

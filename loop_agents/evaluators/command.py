@@ -348,4 +348,7 @@ def command_check(
     async def aevaluate(context: LoopContext, config: RunnableConfig) -> LoopEvaluation:
         return check.verdict(await check.arun(context["last_response"].text))
 
-    return make_evaluator(check_name(name, "check"), evaluate, aevaluate)
+    criteria = (
+        f"The answer must pass this check (a command that must exit with status 0): {command}"
+    )
+    return make_evaluator(check_name(name, "check"), evaluate, aevaluate, criteria=criteria)

@@ -22,7 +22,12 @@ from pydantic import BaseModel
 
 from loop_agents._numbers import describe_number, finite_float
 from loop_agents.evaluators import text_verdict
-from loop_agents.evaluators._base import check_name, format_score, make_evaluator
+from loop_agents.evaluators._base import (
+    LoopEvaluatorRunnable,
+    check_name,
+    format_score,
+    make_evaluator,
+)
 from loop_agents.state import LoopContext, LoopEvaluation
 
 StructuredOutput = Literal["native", "text"]
@@ -374,7 +379,7 @@ def llm_judge(
     feedback_key: str = "feedback",
     name: str = "llm_judge",
     structured_output: StructuredOutput = "native",
-) -> Runnable[LoopContext, LoopEvaluation]:
+) -> LoopEvaluatorRunnable:
     r"""An evaluator that asks a chat model for a score and feedback on each answer.
 
     The judge is sent ``instructions`` as a system message, then the original request
@@ -422,7 +427,9 @@ def llm_judge(
             ``score_key`` and ``feedback_key`` do not apply and ``method`` is not used.
 
     Returns:
-        A runnable evaluator for `create_loop_agent`, ``all_of`` or ``panel``.
+        A runnable evaluator for `create_loop_agent`, ``all_of`` or ``panel``. Its
+        ``criteria`` attribute is the text of ``instructions`` (shown to the agent
+        with ``create_loop_agent(..., show_criteria=True)``).
 
     Raises:
         TypeError: ``model`` has no ``with_structured_output`` (``invoke`` for the
@@ -501,4 +508,6 @@ def llm_judge(
         name=check_name(name, "llm_judge"),
         text_form=text_form,
     )
-    return make_evaluator(judge.name, judge.invoke, judge.ainvoke)
+    return make_evaluator(
+        judge.name, judge.invoke, judge.ainvoke, criteria=instructions.text.strip() or None
+    )

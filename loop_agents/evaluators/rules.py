@@ -11,11 +11,11 @@ import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeAlias, cast
 
-from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import run_in_executor
 
 from loop_agents._agent import describe, is_async_callable
-from loop_agents.evaluators._base import check_name, make_evaluator
+from loop_agents.evaluators._base import LoopEvaluatorRunnable, check_name, make_evaluator
 from loop_agents.state import LoopContext, LoopEvaluation
 
 RuleResult: TypeAlias = tuple[bool, str]
@@ -47,7 +47,25 @@ def _verdict(name: str, result: object) -> LoopEvaluation:
     return {"stop": ok, "feedback": feedback}
 
 
-def rule(check: RuleCheck, *, name: str | None = None) -> Runnable[LoopContext, LoopEvaluation]:
+def _description(description: object, default: str | None) -> str | None:
+    if description is None:
+        return default
+    if not isinstance(description, str) or not description.strip():
+        raise TypeError(
+            f"description must be a non-empty text (what the rule checks, shown to the "
+            f"agent with show_criteria=True) or None; got {description!r:.60}"
+        )
+    return description.strip()
+
+
+def _docstring(func: object) -> str | None:
+    doc = inspect.getdoc(func)
+    return doc.strip().split("\n\n")[0].strip() or None if doc else None
+
+
+def rule(
+    check: RuleCheck, *, name: str | None = None, description: str | None = None
+) -> LoopEvaluatorRunnable:
     """Turn a check ``(LoopContext) -> (ok, feedback)`` into an evaluator.
 
     When the check passes the evaluator says stop (accept, or in ``all_of`` go on to
@@ -58,12 +76,15 @@ def rule(check: RuleCheck, *, name: str | None = None) -> Runnable[LoopContext, 
     Args:
         check: A sync or async function of the `LoopContext` returning ``(ok, feedback)``.
         name: The evaluator's name (default: the function's name).
+        description: What the rule requires, for the agent: the evaluator's
+            ``criteria`` (shown with ``create_loop_agent(..., show_criteria=True)``).
+            Default: the first paragraph of the check's docstring, if it has one.
 
     Returns:
         A runnable evaluator.
 
     Raises:
-        TypeError: ``check`` is not callable.
+        TypeError: ``check`` is not callable, or ``description`` is not a text.
 
     Example:
         ```python
@@ -82,6 +103,7 @@ def rule(check: RuleCheck, *, name: str | None = None) -> Runnable[LoopContext, 
     if not callable(check):
         raise TypeError(f"check must be a function of a LoopContext; got {check!r:.80}")
     label = check_name(name, describe(check))
+    criteria = _description(description, _docstring(check))
     is_async = is_async_callable(check)
 
     def evaluate(context: LoopContext, config: RunnableConfig) -> LoopEvaluation:
@@ -110,7 +132,7 @@ def rule(check: RuleCheck, *, name: str | None = None) -> Runnable[LoopContext, 
                 result = await result
         return _verdict(label, result)
 
-    return make_evaluator(label, evaluate, aevaluate)
+    return make_evaluator(label, evaluate, aevaluate, criteria=criteria)
 
 
 def text_rule(
@@ -118,7 +140,8 @@ def text_rule(
     feedback: str | Callable[[str], str],
     *,
     name: str | None = None,
-) -> Runnable[LoopContext, LoopEvaluation]:
+    description: str | None = None,
+) -> LoopEvaluatorRunnable:
     """Turn a predicate on the answer's text into an evaluator.
 
     Args:
@@ -127,13 +150,16 @@ def text_rule(
         feedback: What the agent is told when the predicate fails: a text, or a
             function of the answer's text returning one.
         name: The evaluator's name (default: the predicate's name).
+        description: What the rule requires, for the agent (the evaluator's
+            ``criteria``). Default: the predicate's docstring, else ``feedback`` when
+            it is a fixed text.
 
     Returns:
         A runnable evaluator.
 
     Raises:
-        TypeError: ``predicate`` is not callable or ``feedback`` is neither a text nor
-            a function.
+        TypeError: ``predicate`` is not callable, ``feedback`` is neither a text nor
+            a function, or ``description`` is not a text.
 
     Example:
         ```python
@@ -155,6 +181,10 @@ def text_rule(
             f"{feedback!r:.80}"
         )
     label = check_name(name, describe(predicate))
+    criteria = _description(
+        description,
+        _docstring(predicate) or (feedback.strip() if isinstance(feedback, str) else None),
+    )
 
     def check(context: LoopContext) -> RuleResult:
         text = context["last_response"].text
@@ -169,4 +199,6 @@ def text_rule(
         return False, feedback(text) if callable(feedback) else feedback
 
     check.__name__ = label
-    return rule(check, name=label)
+    evaluator = rule(check, name=label)
+    evaluator.criteria = criteria
+    return evaluator

@@ -340,6 +340,21 @@ def _follow(
     return phrases, problems, layout, second_stanza
 
 
+FORM_CRITERIA: dict[Language, str] = {
+    "zh": (
+        "词牌《相见欢》的格律：全词 36 字，分两片。上片三句，依次 6、3、9 字；下片四句，"
+        "依次 3、3、3、9 字。九字句一气读下，或在第六字后断开（6+3）。标点与标题不计字数。"
+    ),
+    "en": (
+        "The form of the ci pattern 相见欢: 36 characters in two stanzas. First stanza: "
+        "phrases of 6, 3 and 9 characters; second stanza: 3, 3, 3 and 9. A nine-character "
+        "phrase is read in one breath or breaks after its sixth character (6+3). "
+        "Punctuation and a title are not counted."
+    ),
+}
+"""What `xiangjianhuan_form` checks, as its ``criteria``, by feedback language."""
+
+
 def xiangjianhuan_form(
     *, language: Language = "zh", name: str = "xiangjianhuan_form"
 ) -> Runnable[LoopContext, LoopEvaluation]:
@@ -373,4 +388,4 @@ def xiangjianhuan_form(
         report = check_xiangjianhuan(context["last_response"].text, language=language)
         return report.ok, report.feedback
 
-    return rule(check, name=label)
+    return rule(check, name=label, description=FORM_CRITERIA[language])
