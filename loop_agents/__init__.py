@@ -27,16 +27,7 @@ from typing import TYPE_CHECKING, Any
 # `import loop_agents` (and `loop-agents --help`) does not load LangChain and LangGraph.
 # Add a public name here and to `__all__`; nothing else is needed.
 if TYPE_CHECKING:
-    from loop_agents._agent import AgentLike
-    from loop_agents._evaluation import Evaluator, InvalidEvaluationError
-    from loop_agents.checkpoints import (
-        acheckpoint_before_iteration,
-        checkpoint_before_iteration,
-        checkpointed,
-    )
-    from loop_agents.compaction import CompactingHistory, compacting
-    from loop_agents.configurable import LoopSettings, configurable_loop
-    from loop_agents.console import LoopConsole, astream_to_console, stream_to_console
+    from loop_agents.console.loop_console import LoopConsole, astream_to_console, stream_to_console
     from loop_agents.evaluators import (
         FormProblem,
         FormReport,
@@ -50,7 +41,21 @@ if TYPE_CHECKING:
         text_rule,
         xiangjianhuan_form,
     )
-    from loop_agents.events import (
+    from loop_agents.evaluators.human import (
+        InvalidReviewError,
+        ReviewDecision,
+        ReviewRequest,
+        human_review,
+        parse_review,
+    )
+    from loop_agents.loop._agent import AgentLike
+    from loop_agents.loop._evaluation import Evaluator, InvalidEvaluationError
+    from loop_agents.loop.checkpoints import (
+        acheckpoint_before_iteration,
+        checkpoint_before_iteration,
+        checkpointed,
+    )
+    from loop_agents.loop.events import (
         AgentFinished,
         EvaluationFinished,
         HistoryCompacted,
@@ -59,7 +64,7 @@ if TYPE_CHECKING:
         LoopFinished,
         is_loop_event,
     )
-    from loop_agents.feedback import (
+    from loop_agents.loop.feedback import (
         DEFAULT_FEEDBACK_FORMAT,
         PLAIN_FEEDBACK,
         FeedbackFormat,
@@ -68,26 +73,21 @@ if TYPE_CHECKING:
         fence_for,
         is_feedback,
     )
-    from loop_agents.graph import create_loop_agent
-    from loop_agents.history import (
+    from loop_agents.loop.graph import create_loop_agent
+    from loop_agents.loop.history.compaction import CompactingHistory, compacting
+    from loop_agents.loop.history.policies import (
         HistoryPolicy,
         LoopHistory,
         feedback_log_message,
         without_rejected_attempts,
     )
-    from loop_agents.human import (
-        InvalidReviewError,
-        ReviewDecision,
-        ReviewRequest,
-        human_review,
-        parse_review,
-    )
-    from loop_agents.loop_graph import LoopAgentGraph
-    from loop_agents.loop_input import LoopInputError
-    from loop_agents.output import LoopMessages, OutputMode
-    from loop_agents.records import record_answer
-    from loop_agents.selection import Selection, selected_iteration_of
-    from loop_agents.state import (
+    from loop_agents.loop.history.stateful import HistoryChoice, StatefulHistory
+    from loop_agents.loop.input_checks import LoopInputError
+    from loop_agents.loop.loop_graph import LoopAgentGraph
+    from loop_agents.loop.output import LoopMessages, OutputMode
+    from loop_agents.loop.records import record_answer
+    from loop_agents.loop.selection import Selection, selected_iteration_of
+    from loop_agents.loop.state import (
         IterationRecord,
         LoopContext,
         LoopEvaluation,
@@ -96,18 +96,18 @@ if TYPE_CHECKING:
         LoopState,
         StopReason,
     )
-    from loop_agents.stateful_history import HistoryChoice, StatefulHistory
-    from loop_agents.stopping import tokens_used
-    from loop_agents.storage import Storage, StorageLayout, storage_of
-    from loop_agents.thread_locking import (
+    from loop_agents.loop.stopping import tokens_used
+    from loop_agents.loop.storage import Storage, StorageLayout, storage_of
+    from loop_agents.loop.thread_locking import (
         ConcurrentRuns,
         ThreadBusyError,
         athread_guard,
         thread_guard,
     )
-    from loop_agents.timeouts import LoopTimeoutError
-    from loop_agents.tool import LoopToolArtifact, loop_as_tool
-    from loop_agents.tracing import LoopRole, iteration_config, iteration_of, role_of
+    from loop_agents.loop.timeouts import LoopTimeoutError
+    from loop_agents.loop.tracing import LoopRole, iteration_config, iteration_of, role_of
+    from loop_agents.serving.configurable import LoopSettings, configurable_loop
+    from loop_agents.serving.tool import LoopToolArtifact, loop_as_tool
 
 __all__ = [
     "DEFAULT_FEEDBACK_FORMAT",

@@ -7,14 +7,14 @@ from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
-from loop_agents import serve
-from loop_agents.configurable import (
+from loop_agents.models.settings import ModelSettings, SettingsError
+from loop_agents.serving import graphs as serve
+from loop_agents.serving.configurable import (
     DEFAULT_RUBRIC,
     DEFAULT_TASK,
     configurable_loop,
     loop_settings,
 )
-from loop_agents.models import ModelSettings, SettingsError
 from tests.fakes import review
 from tests.scripted_openai import ScriptedOpenAI, Structured
 

@@ -30,7 +30,7 @@ from rich.status import Status
 from rich.table import Table
 from rich.text import Text
 
-from loop_agents.events import (
+from loop_agents.loop.events import (
     AgentFinished,
     EvaluationFinished,
     HistoryCompacted,
@@ -39,8 +39,8 @@ from loop_agents.events import (
     LoopFinished,
     is_loop_event,
 )
-from loop_agents.state import StopReason
-from loop_agents.tracing import iteration_of, role_of
+from loop_agents.loop.state import StopReason
+from loop_agents.loop.tracing import iteration_of, role_of
 
 INTERRUPT = "__interrupt__"
 """The key under which a paused run's ``values`` (and ``ainvoke``'s output) list its interrupts."""

@@ -6,8 +6,8 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 
-from loop_agents._agent import describe
-from loop_agents.state import LoopContext, LoopEvaluation
+from loop_agents.loop._agent import describe
+from loop_agents.loop.state import LoopContext, LoopEvaluation
 
 SyncBody = Callable[[LoopContext, RunnableConfig], LoopEvaluation]
 AsyncBody = Callable[[LoopContext, RunnableConfig], Awaitable[LoopEvaluation]]

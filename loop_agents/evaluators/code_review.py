@@ -2,11 +2,11 @@ r"""Reviewing the code in an answer by rules, before anything runs.
 
 `extract_python_blocks` finds the Python code blocks of a Markdown answer; `review_code`
 checks that there is exactly one, that it parses and that it prints its result. Used by
-`loop_agents.code_runner.code_runner`.
+`loop_agents.evaluators.code_runner.code_runner`.
 
 Example:
     ```python
-    from loop_agents.code_review import review_code
+    from loop_agents.evaluators.code_review import review_code
 
     assert review_code("```python\nprint(1)\n```").ok
     ```

@@ -13,7 +13,7 @@ read or write, ...), is in `loop_agents.sandbox`.
 Example:
     ```python
     from loop_agents import create_loop_agent
-    from loop_agents.code_runner import code_runner
+    from loop_agents.evaluators.code_runner import code_runner
 
     loop = create_loop_agent(coder, code_runner("63245986", timeout=10), max_iterations=5)
     ```
@@ -27,12 +27,13 @@ from typing import Any, Literal, get_args
 
 from langchain_core.runnables import Runnable, RunnableConfig
 
-from loop_agents.code_review import (
+from loop_agents.evaluators.code_review import (
     PYTHON_LANGUAGES,
     CodeReview,
     extract_python_blocks,
     review_code,
 )
+from loop_agents.loop.state import LoopContext, LoopEvaluation
 from loop_agents.sandbox import (
     DEFAULT_MAX_FILE_SIZE,
     DEFAULT_MAX_OUTPUT,
@@ -48,7 +49,6 @@ from loop_agents.sandbox import (
     resolve_isolation,
     run_python,
 )
-from loop_agents.state import LoopContext, LoopEvaluation
 
 __all__ = [
     "MATCHES",
@@ -336,7 +336,7 @@ def code_runner(
     Example:
         ```python
         from loop_agents import create_loop_agent
-        from loop_agents.code_runner import code_runner
+        from loop_agents.evaluators.code_runner import code_runner
 
         runner = code_runner("63245986", timeout=10)  # prints exactly 63245986
         lenient = code_runner(r"\b63245986\b", match="regex")  # "fib(39) = 63245986"

@@ -14,7 +14,7 @@ the run is resumed with ``Command(resume=...)``. The accepted answers:
 Anything else raises `InvalidReviewError` from the resuming call and leaves the loop
 paused at the same point: resume again with a valid answer. ``Command(resume=None)``
 (which LangGraph itself cannot run) is refused before the run starts, with a
-`LoopInputError` listing these forms (see `loop_agents.loop_input`).
+`LoopInputError` listing these forms (see `loop_agents.loop.input_checks`).
 """
 
 from __future__ import annotations
@@ -29,20 +29,15 @@ from langgraph.errors import is_invalid_resume
 from langgraph.types import interrupt
 from pydantic import PlainValidator, ValidationError, WithJsonSchema
 
-from loop_agents._agent import describe
-from loop_agents._evaluation import Evaluator
-from loop_agents._numbers import describe_number, finite_float
-from loop_agents.checkpoints import checkpointed, in_graph_run
-from loop_agents.state import LoopContext, LoopEvaluation
+from loop_agents.loop._agent import describe
+from loop_agents.loop._evaluation import Evaluator
+from loop_agents.loop._numbers import describe_number, finite_float
+from loop_agents.loop.checkpoints import checkpointed, in_graph_run
+from loop_agents.loop.input_checks import HOW_TO_ANSWER
+from loop_agents.loop.state import LoopContext, LoopEvaluation
 
 REVIEW_KIND: Literal["loop_agents.human_review"] = "loop_agents.human_review"
 """The ``kind`` of every `ReviewRequest`, for clients that handle several interrupts."""
-
-HOW_TO_ANSWER = (
-    "Resume with Command(resume=True) to accept the answer, or with "
-    "Command(resume='what to improve') to ask for another attempt. A mapping "
-    "{'approve': bool, 'feedback': str, 'score': number} is accepted too."
-)
 
 
 class ReviewRequest(TypedDict):

@@ -25,7 +25,7 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.runnables.config import run_in_executor
 from langgraph.pregel import Pregel
 
-from loop_agents._sync_bridge import run_coroutine
+from loop_agents.loop._sync_bridge import run_coroutine
 
 AgentFunction: TypeAlias = Callable[[list[AnyMessage]], Any]
 """A plain function (sync or async) given the messages; returns an answer."""

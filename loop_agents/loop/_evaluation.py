@@ -9,9 +9,9 @@ from typing import Any, TypeAlias, cast
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.runnables.config import run_in_executor
 
-from loop_agents._agent import check_one_argument, describe, is_async_callable
-from loop_agents._numbers import describe_number, finite_float
-from loop_agents.state import LoopContext, LoopEvaluation
+from loop_agents.loop._agent import check_one_argument, describe, is_async_callable
+from loop_agents.loop._numbers import describe_number, finite_float
+from loop_agents.loop.state import LoopContext, LoopEvaluation
 
 Evaluator: TypeAlias = (
     Callable[[LoopContext], LoopEvaluation]

@@ -12,7 +12,7 @@ whose run died can be resumed at once by another process.
   of its own that is opened for the run and closed after it.
 
 Other checkpointers (``InMemorySaver``, an SQLite database in memory) cannot be shared
-by processes; the in-process guard in `loop_agents.thread_locking` covers them.
+by processes; the in-process guard in `loop_agents.loop.thread_locking` covers them.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """What the loop's nodes report while they run: loop events and named, tagged calls.
 
-`LoopReporter` writes the `loop_agents.events` to LangGraph's ``custom`` stream and wraps
-the agent and evaluator calls into runs named and tagged by `loop_agents.tracing`.
+`LoopReporter` writes the `loop_agents.loop.events` to LangGraph's ``custom`` stream and wraps
+the agent and evaluator calls into runs named and tagged by `loop_agents.loop.tracing`.
 """
 
 from __future__ import annotations
@@ -13,16 +13,16 @@ from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_stream_writer
 
-from loop_agents._function_runnable import FunctionRunnable
-from loop_agents.events import (
+from loop_agents.loop._function_runnable import FunctionRunnable
+from loop_agents.loop.events import (
     AgentFinished,
     EvaluationFinished,
     IterationStarted,
     LoopEvent,
     LoopFinished,
 )
-from loop_agents.state import AgentRun, IterationRecord, StopReason
-from loop_agents.tracing import LoopRole, iteration_config
+from loop_agents.loop.state import AgentRun, IterationRecord, StopReason
+from loop_agents.loop.tracing import LoopRole, iteration_config
 
 In = TypeVar("In")
 Out = TypeVar("Out")

@@ -21,8 +21,8 @@ from langgraph.pregel import Pregel
 from langgraph.runtime import get_runtime
 from langgraph.types import StateSnapshot
 
-from loop_agents._evaluation import Evaluator, EvaluatorCaller
-from loop_agents.state import LoopContext, LoopEvaluation
+from loop_agents.loop._evaluation import Evaluator, EvaluatorCaller
+from loop_agents.loop.state import LoopContext, LoopEvaluation
 
 LoopGraph = Pregel[Any, Any, Any, Any]
 """A compiled loop (what `create_loop_agent` returns)."""

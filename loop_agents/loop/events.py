@@ -14,14 +14,14 @@ async for event in loop.astream({"messages": [request]}, stream_mode="custom"):
 
 The agent's tokens come on the ``messages`` stream, each with metadata that names the
 iteration (``loop_iteration``), the role (``loop_role``: ``"agent"`` or ``"evaluator"``)
-and the loop (``loop_name``); see `loop_agents.tracing`.
+and the loop (``loop_name``); see `loop_agents.loop.tracing`.
 """
 
 from __future__ import annotations
 
 from typing import Literal, TypeAlias, TypedDict, TypeGuard
 
-from loop_agents.state import StopReason
+from loop_agents.loop.state import StopReason
 
 
 class IterationStarted(TypedDict):

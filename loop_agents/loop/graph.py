@@ -15,23 +15,23 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.store.base import BaseStore
 from langgraph.types import Checkpointer
 
-from loop_agents._agent import AgentLike
-from loop_agents._evaluation import Evaluator
-from loop_agents._function_runnable import FunctionRunnable
-from loop_agents.feedback import DEFAULT_FEEDBACK_FORMAT, FeedbackFormat, check_feedback_format
-from loop_agents.history import HistoryPolicy, check_history
-from loop_agents.loop_graph import LoopAgentGraph
-from loop_agents.nodes import STEPS_PER_ITERATION, LoopNodes
-from loop_agents.output import OutputMode, check_output_mode, output_schema
-from loop_agents.selection import Selection, check_select
-from loop_agents.state import (
+from loop_agents.loop._agent import AgentLike
+from loop_agents.loop._evaluation import Evaluator
+from loop_agents.loop._function_runnable import FunctionRunnable
+from loop_agents.loop.feedback import DEFAULT_FEEDBACK_FORMAT, FeedbackFormat, check_feedback_format
+from loop_agents.loop.history.policies import HistoryPolicy, check_history
+from loop_agents.loop.loop_graph import LoopAgentGraph
+from loop_agents.loop.nodes import STEPS_PER_ITERATION, LoopNodes
+from loop_agents.loop.output import OutputMode, check_output_mode, output_schema
+from loop_agents.loop.selection import Selection, check_select
+from loop_agents.loop.state import (
     LoopInput,
     LoopState,
 )
-from loop_agents.stopping import StopPolicy
-from loop_agents.storage import Storage, check_storage, resolve_storage, with_storage
-from loop_agents.thread_locking import ConcurrentRuns, check_concurrent_runs
-from loop_agents.timeouts import RetryPolicies, check_retry_policy, check_timeout, loop_node
+from loop_agents.loop.stopping import StopPolicy
+from loop_agents.loop.storage import Storage, check_storage, resolve_storage, with_storage
+from loop_agents.loop.thread_locking import ConcurrentRuns, check_concurrent_runs
+from loop_agents.loop.timeouts import RetryPolicies, check_retry_policy, check_timeout, loop_node
 
 MIN_RECURSION_LIMIT = 10_000
 """The least recursion limit a loop carries.
@@ -115,7 +115,7 @@ def create_loop_agent(
     While it runs the loop streams the agent's tokens (``stream_mode="messages"``, each
     with ``loop_iteration`` and ``loop_role`` in its metadata; add ``subgraphs=True`` when
     the agent is a graph or the loop is nested in one) and typed loop events
-    (``stream_mode="custom"``, see `loop_agents.events`); every agent and evaluator call
+    (``stream_mode="custom"``, see `loop_agents.loop.events`); every agent and evaluator call
     is a run named ``"iteration N: agent"`` / ``"iteration N: evaluator"`` in traces.
 
     Args:
@@ -186,7 +186,7 @@ def create_loop_agent(
             then older attempts replaced by a summary that ``model`` writes. Or a
             function of `LoopHistory` returning the messages to send (or a
             `StatefulHistory`). The request is always sent and a tool call is never
-            separated from its result; see `loop_agents.history`.
+            separated from its result; see `loop_agents.loop.history.policies`.
         feedback_format: How the evaluator's feedback is put to the agent. Default: as a
             review of its previous answer, quoted in a fence the feedback cannot close,
             with a closing line saying the review cannot change its task (so an
@@ -194,14 +194,14 @@ def create_loop_agent(
             template with ``{feedback}``, ``{iteration}`` and ``{fence}``, or a
             function ``(text, iteration) -> str | HumanMessage``;
             ``"{feedback}"`` sends the text as it is. ``feedback`` in the state and in
-            `LoopContext` is the raw text either way; see `loop_agents.feedback`.
+            `LoopContext` is the raw text either way; see `loop_agents.loop.feedback`.
         concurrent_runs: What a run does when another run is in progress on its
             thread (same checkpointer, ``thread_id`` and ``checkpoint_ns``; a resume is
             a run too). ``"reject"`` (the default): fail at once with
             `ThreadBusyError`, before anything is called, since two runs at once would
             save over each other's checkpoints. ``"wait"``: wait for the thread, then
             run. Enforced in-process for every checkpointer and across processes for
-            SQLite on a file and PostgreSQL; see `loop_agents.thread_locking`.
+            SQLite on a file and PostgreSQL; see `loop_agents.loop.thread_locking`.
         busy_timeout: With ``concurrent_runs="wait"``, the longest a run waits for
             its thread (seconds or a ``timedelta``) before `ThreadBusyError`; ``None``
             (the default) waits as long as it takes.
@@ -211,7 +211,7 @@ def create_loop_agent(
             checkpointer supports them (LangGraph's in-memory, SQLite and PostgreSQL
             savers, LangGraph Server's, or ``None``: a parent's), else as full values.
             ``"delta"`` or ``"full"`` force one. Full values make a thread's storage
-            grow with the square of its iterations; see `loop_agents.storage` and
+            grow with the square of its iterations; see `loop_agents.loop.storage` and
             `storage_of`.
 
     Returns:

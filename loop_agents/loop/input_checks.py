@@ -15,10 +15,15 @@ from typing import Any
 from langchain_core.messages import AnyMessage, BaseMessage, convert_to_messages
 from langgraph.types import Command
 
-from loop_agents.human import HOW_TO_ANSWER
-
 INPUT_KEYS = ("messages", "init_messages")
 """The keys of a loop's input (`LoopInput`)."""
+
+HOW_TO_ANSWER = (
+    "Resume with Command(resume=True) to accept the answer, or with "
+    "Command(resume='what to improve') to ask for another attempt. A mapping "
+    "{'approve': bool, 'feedback': str, 'score': number} is accepted too."
+)
+"""How to answer a human review (`loop_agents.evaluators.human`), the loop's one interrupt."""
 
 EXAMPLE = "{'messages': [HumanMessage('Write a haiku about rain.')]}"
 

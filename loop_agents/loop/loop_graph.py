@@ -6,9 +6,9 @@ nests as a node, streams in every ``stream_mode``, has ``get_state``/``update_st
 ``astream`` (which ``invoke``, ``ainvoke``, ``batch`` and ``astream_events`` run
 through) do two things first:
 
-- check the input (`loop_agents.loop_input`), so that a malformed call fails with a
+- check the input (`loop_agents.loop.input_checks`), so that a malformed call fails with a
   `LoopInputError` saying what to pass, before LangGraph coerces or runs anything;
-- hold the run's thread for the whole run (`loop_agents.thread_locking`), so that a
+- hold the run's thread for the whole run (`loop_agents.loop.thread_locking`), so that a
   second run on a busy thread fails with `ThreadBusyError` (or waits its turn) instead
   of silently overwriting the first run's checkpoints.
 
@@ -32,9 +32,9 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.errors import EmptyInputError
 from langgraph.graph.state import CompiledStateGraph
 
-from loop_agents.loop_input import EXAMPLE, LoopInputError, check_input
-from loop_agents.state import LoopInput, LoopOutput, LoopState
-from loop_agents.thread_locking import (
+from loop_agents.loop.input_checks import EXAMPLE, LoopInputError, check_input
+from loop_agents.loop.state import LoopInput, LoopOutput, LoopState
+from loop_agents.loop.thread_locking import (
     ConcurrentRuns,
     athread_guard,
     check_concurrent_runs,

@@ -14,23 +14,23 @@ from langchain_core.messages import AIMessage, AnyMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Overwrite
 
-from loop_agents._agent import AgentCaller, AgentLike, answer_of, usage, with_fresh_ids
-from loop_agents._evaluation import Evaluator, EvaluatorCaller
-from loop_agents._history_select import HistorySelector
-from loop_agents._reporting import LoopReporter
-from loop_agents._usage import counting_tokens
-from loop_agents.feedback import DEFAULT_FEEDBACK_FORMAT, FeedbackFormat, feedback_message
-from loop_agents.history import HistoryPolicy
-from loop_agents.output import OutputMode, keep_final_answer
-from loop_agents.selection import Selection, selection_updates
-from loop_agents.state import (
+from loop_agents.loop._agent import AgentCaller, AgentLike, answer_of, usage, with_fresh_ids
+from loop_agents.loop._evaluation import Evaluator, EvaluatorCaller
+from loop_agents.loop._reporting import LoopReporter
+from loop_agents.loop._usage import counting_tokens
+from loop_agents.loop.feedback import DEFAULT_FEEDBACK_FORMAT, FeedbackFormat, feedback_message
+from loop_agents.loop.history._select import HistorySelector
+from loop_agents.loop.history.policies import HistoryPolicy
+from loop_agents.loop.output import OutputMode, keep_final_answer
+from loop_agents.loop.selection import Selection, selection_updates
+from loop_agents.loop.state import (
     IterationRecord,
     LoopContext,
     LoopEvaluation,
     LoopState,
     StopReason,
 )
-from loop_agents.stopping import StopPolicy, wall_clock
+from loop_agents.loop.stopping import StopPolicy, wall_clock
 
 STEPS_PER_ITERATION = 2
 """LangGraph steps one iteration takes: ``invoke_agent`` then ``evaluate``."""

@@ -29,8 +29,8 @@ from langchain_core.messages import (
 )
 from langgraph.graph.message import add_messages
 
-from loop_agents.records import answer_id_of
-from loop_agents.state import LoopOutput, LoopState
+from loop_agents.loop.records import answer_id_of
+from loop_agents.loop.state import LoopOutput, LoopState
 
 OutputMode: TypeAlias = Literal["full_state", "full_history", "last_message"]
 """What a loop returns: all its keys, its transcript, or its final answer."""

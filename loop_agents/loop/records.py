@@ -16,7 +16,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage
 
-from loop_agents.state import IterationRecord
+from loop_agents.loop.state import IterationRecord
 
 
 def answer_id_of(record: Mapping[str, Any]) -> str | None:

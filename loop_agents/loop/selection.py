@@ -17,8 +17,8 @@ from typing import Any, Literal
 
 from langchain_core.messages import BaseMessage
 
-from loop_agents.records import record_answer
-from loop_agents.state import IterationRecord
+from loop_agents.loop.records import record_answer
+from loop_agents.loop.state import IterationRecord
 
 Selection = Literal["last", "best"]
 """How the loop's answer is chosen: the ``last`` attempt or the ``best``-scoring one."""

@@ -157,7 +157,7 @@ class LoopState(LoopOutput, total=False):
 
     With delta storage (``create_loop_agent``'s default where the checkpointer supports
     it) ``messages``, ``feedback`` and ``records`` are LangGraph delta channels that
-    update by the same rules; see `loop_agents.storage`.
+    update by the same rules; see `loop_agents.loop.storage`.
 
     Attributes:
         messages: The whole conversation: input, answers, tool traffic and feedback

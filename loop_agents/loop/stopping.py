@@ -25,8 +25,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
-from loop_agents._numbers import describe_number, finite_float
-from loop_agents.state import IterationRecord, StopReason
+from loop_agents.loop._numbers import describe_number, finite_float
+from loop_agents.loop.state import IterationRecord, StopReason
 
 
 def wall_clock() -> float:

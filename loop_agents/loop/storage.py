@@ -51,7 +51,7 @@ from langgraph.pregel import Pregel
 from langgraph.types import Checkpointer
 from typing_extensions import TypedDict, get_type_hints
 
-from loop_agents.state import IterationRecord
+from loop_agents.loop.state import IterationRecord
 
 Storage: TypeAlias = Literal["auto", "delta", "full"]
 """What ``storage=`` accepts (see the module docstring)."""

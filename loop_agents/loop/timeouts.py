@@ -33,9 +33,9 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.errors import NodeTimeoutError
 from langgraph.types import RetryPolicy
 
-from loop_agents._function_runnable import FunctionRunnable
-from loop_agents._numbers import describe_number, finite_float
-from loop_agents.state import LoopState
+from loop_agents.loop._function_runnable import FunctionRunnable
+from loop_agents.loop._numbers import describe_number, finite_float
+from loop_agents.loop.state import LoopState
 
 NodeName = Literal["invoke_agent", "evaluate"]
 SyncNode = Callable[[LoopState, RunnableConfig], dict[str, Any]]

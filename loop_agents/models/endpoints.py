@@ -19,7 +19,7 @@ run keeps of it (never an API key); `endpoint_from_spec` opens the same endpoint
 
 Example:
     ```python
-    from loop_agents.endpoints import resolve_endpoint
+    from loop_agents.models.endpoints import resolve_endpoint
 
     with resolve_endpoint(model="qwen3:4b") as endpoint:
         print(endpoint.describe())
@@ -39,9 +39,9 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from loop_agents import ollama
-from loop_agents.llama_cpp_http import LlamaCppTransport
-from loop_agents.models import (
+from loop_agents.models import ollama
+from loop_agents.models.llama_cpp_http import LlamaCppTransport
+from loop_agents.models.settings import (
     DEFAULT_MODEL,
     Environment,
     ModelSettings,
@@ -52,7 +52,7 @@ from loop_agents.models import (
 if TYPE_CHECKING:
     from langchain_openai import ChatOpenAI
 
-    from loop_agents.local_model import LocalModelServer
+    from loop_agents.models.local_model import LocalModelServer
 
 EndpointKind = Literal["openai", "server", "ollama", "local"]
 """OpenAI itself, an OpenAI-compatible server at a URL, Ollama, the bundled llama.cpp."""
@@ -165,10 +165,10 @@ class Endpoint:
         Raises:
             SettingsError: the ``local`` extra is missing (the message says how to
                 install it).
-            loop_agents.local_model.LocalModelError: the server did not start.
+            loop_agents.models.local_model.LocalModelError: the server did not start.
         """
         if self.spec.kind == "local" and self.server is None:
-            from loop_agents import local_model
+            from loop_agents.models import local_model
 
             missing = local_model.missing_parts()
             if self.spec.gguf is not None:  # the server is needed, not the bundled file
@@ -356,7 +356,7 @@ def resolve_endpoint(
     api_key = env.get("OPENAI_API_KEY")
 
     def local(path: str | None, source: str) -> Endpoint:
-        from loop_agents.local_model import DEFAULT_MAX_TOKENS, MODEL_ALIAS
+        from loop_agents.models.local_model import DEFAULT_MAX_TOKENS, MODEL_ALIAS
 
         spec = EndpointSpec(
             "local",
@@ -418,7 +418,7 @@ def resolve_endpoint(
         if found is not None:
             hint = f"\nOllama runs at {found.url} but has no model; `ollama pull NAME` gets one."
     # 4. the bundled model
-    from loop_agents import local_model
+    from loop_agents.models import local_model
 
     if local_model.is_installed():
         return local(None, "no endpoint set: a 135M-parameter smoke-test model, poor answers")

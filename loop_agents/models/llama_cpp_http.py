@@ -15,13 +15,13 @@ Measured with llama-cpp-python 0.3.36 and langchain-openai 1.x:
    call finds no tool of the expected name. The transport drops the repeats.
 
 Every other request and response passes unchanged. Use it through
-`loop_agents.local_model.LocalModelServer` (``http_async_client()``, ``chat_model()``).
+`loop_agents.models.local_model.LocalModelServer` (``http_async_client()``, ``chat_model()``).
 
 Example:
     ```python
     import httpx
     from langchain_openai import ChatOpenAI
-    from loop_agents.llama_cpp_http import LlamaCppTransport
+    from loop_agents.models.llama_cpp_http import LlamaCppTransport
 
     client = httpx.AsyncClient(transport=LlamaCppTransport())
     model = ChatOpenAI(base_url=url, api_key="-", http_async_client=client)

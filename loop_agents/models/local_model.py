@@ -13,14 +13,14 @@ calling, a token cap the server honours), but a 135M-parameter model's answers a
 
 Example:
     ```python
-    from loop_agents.local_model import LocalModelServer
+    from loop_agents.models.local_model import LocalModelServer
 
     with LocalModelServer() as server:
         model = server.chat_model(max_tokens=128)
         print(model.invoke("Say hello.").text)
     ```
 
-From the command line, ``python -m loop_agents.local_model`` serves until Ctrl-C and prints
+From the command line, ``python -m loop_agents.models.local_model`` serves until Ctrl-C and prints
 the base URL and the ``.env`` settings that point the examples at it.
 """
 
@@ -49,8 +49,8 @@ from typing import IO, Any
 import httpx
 from langchain_openai import ChatOpenAI
 
-from loop_agents.llama_cpp_http import LlamaCppTransport
-from loop_agents.models import ModelSettings
+from loop_agents.models.llama_cpp_http import LlamaCppTransport
+from loop_agents.models.settings import ModelSettings
 
 __all__ = [
     "CMAKE_ARGS",
@@ -143,7 +143,7 @@ def install_command(python: str | None = None) -> str:
         ```
     """
     interpreter = shlex.quote(python or sys.executable)
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]  # a source checkout: loop_agents/models/ is 2 down
     if (root / "pyproject.toml").is_file() and (root / "loop_agents").is_dir():
         target = f"-e {shlex.quote(f'{root}[{EXTRA}]')}"
     else:
@@ -634,7 +634,7 @@ def _raise_keyboard_interrupt(signum: int, frame: FrameType | None) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Serve the local model until Ctrl-C: ``python -m loop_agents.local_model``.
+    """Serve the local model until Ctrl-C: ``python -m loop_agents.models.local_model``.
 
     Prints the base URL on the first line of stdout, then the ``.env`` settings that
     point the examples at the server. SIGTERM stops it like Ctrl-C.
@@ -644,12 +644,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     Example:
         ```python
-        # $ python -m loop_agents.local_model --port 8080
+        # $ python -m loop_agents.models.local_model --port 8080
         # http://127.0.0.1:8080/v1
         ```
     """
     parser = argparse.ArgumentParser(
-        prog="python -m loop_agents.local_model",
+        prog="python -m loop_agents.models.local_model",
         description="Serve the bundled offline model (SmolLM2-135M-Instruct, llama.cpp) "
         "on an OpenAI-compatible loopback port until Ctrl-C.",
     )

@@ -7,7 +7,7 @@ the next way of finding a model.
 
 Example:
     ```python
-    from loop_agents.ollama import find_ollama
+    from loop_agents.models.ollama import find_ollama
 
     found = find_ollama()
     if found is not None:

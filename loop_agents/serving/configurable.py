@@ -31,12 +31,12 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import get_runtime
 from langgraph.types import Checkpointer
 
-from loop_agents._numbers import finite_float
 from loop_agents.evaluators import JudgeMethod, llm_judge
-from loop_agents.graph import create_loop_agent
-from loop_agents.human import human_review
-from loop_agents.output import OutputMode
-from loop_agents.state import LoopContext, LoopEvaluation, LoopInput, LoopOutput, LoopState
+from loop_agents.evaluators.human import human_review
+from loop_agents.loop._numbers import finite_float
+from loop_agents.loop.graph import create_loop_agent
+from loop_agents.loop.output import OutputMode
+from loop_agents.loop.state import LoopContext, LoopEvaluation, LoopInput, LoopOutput, LoopState
 
 DEFAULT_TASK = (
     "You are a careful, capable assistant. Answer the user's request completely. When "

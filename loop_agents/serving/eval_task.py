@@ -34,7 +34,7 @@ from langgraph.graph.state import CompiledStateGraph
 
 from loop_agents.evals.arms import ARMS, ArmSettings, arun_arm
 from loop_agents.evals.tasks import TaskFileError, parse_task
-from loop_agents.models import ModelSettings
+from loop_agents.models.settings import ModelSettings
 
 __all__ = ["EvalTaskInput", "EvalTaskOutput", "build_eval_graph", "eval_task"]
 

@@ -11,7 +11,7 @@ set, not the server's start. The server reads ``.env`` itself (``"env": ".env"``
 
 - ``song_lyrics``: the Song-lyrics loop of the article (composer and reviewer;
   ``LOOP_AGENTS_FORM_CHECK=1`` checks each draft's form before the reviewer).
-- ``configurable_loop``: `loop_agents.configurable.configurable_loop`; each run sets
+- ``configurable_loop``: `loop_agents.serving.configurable.configurable_loop`; each run sets
   ``task``, ``rubric``, ``threshold`` and ``human_review`` in its context (or
   ``config["configurable"]``). ``LOOP_AGENTS_MAX_ITERATIONS`` caps its attempts
   (default 3).
@@ -26,10 +26,10 @@ from typing import Any
 
 from langgraph.graph.state import CompiledStateGraph
 
-from loop_agents.configurable import configurable_loop as build_configurable_loop
 from loop_agents.demos.song_lyrics import build_loop as build_song_lyrics_loop
 from loop_agents.demos.song_lyrics import form_check_from_env
-from loop_agents.models import ModelSettings, SettingsError
+from loop_agents.models.settings import ModelSettings, SettingsError
+from loop_agents.serving.configurable import configurable_loop as build_configurable_loop
 
 DEFAULT_MAX_ITERATIONS = 3
 

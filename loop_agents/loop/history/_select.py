@@ -17,18 +17,18 @@ from typing import Any, cast
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 
-from loop_agents._agent import describe
-from loop_agents._usage import counting_tokens
-from loop_agents.feedback import DEFAULT_FEEDBACK_FORMAT, FeedbackFormat
-from loop_agents.history import (
+from loop_agents.loop._agent import describe
+from loop_agents.loop._usage import counting_tokens
+from loop_agents.loop.feedback import DEFAULT_FEEDBACK_FORMAT, FeedbackFormat
+from loop_agents.loop.history.policies import (
     HistoryFunction,
     HistoryPolicy,
     LoopHistory,
     builtin_policy,
     loop_history,
 )
-from loop_agents.state import LoopState
-from loop_agents.stateful_history import HistoryChoice, StatefulHistory
+from loop_agents.loop.history.stateful import HistoryChoice, StatefulHistory
+from loop_agents.loop.state import LoopState
 
 
 @dataclass

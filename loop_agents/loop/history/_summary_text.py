@@ -20,8 +20,8 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
-from loop_agents.feedback import FEEDBACK_KEY, feedback_text, fence_for, fenced
-from loop_agents.history import Attempt
+from loop_agents.loop.feedback import FEEDBACK_KEY, feedback_text, fence_for, fenced
+from loop_agents.loop.history.policies import Attempt
 
 DEFAULT_SUMMARY_INSTRUCTIONS = (
     "You keep notes for an assistant that is revising its answer to a request after "

@@ -22,7 +22,7 @@ TokenCounter: TypeAlias = Callable[[Sequence[BaseMessage]], int]
 """A function counting the tokens of a list of messages."""
 
 CounterOption: TypeAlias = TokenCounter | BaseLanguageModel[Any] | Literal["approximate"] | None
-"""What ``token_counter=`` accepts (see `loop_agents.compaction.compacting`)."""
+"""What ``token_counter=`` accepts (see `loop_agents.loop.history.compaction.compacting`)."""
 
 
 def checked_count(counter: TokenCounter, messages: Sequence[BaseMessage]) -> int:

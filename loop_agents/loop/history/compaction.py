@@ -33,23 +33,28 @@ from langchain_core.messages import (
 )
 from langchain_core.runnables import Runnable, RunnableConfig
 
-from loop_agents._reporting import write_event
-from loop_agents._summary_text import (
+from loop_agents.loop._reporting import write_event
+from loop_agents.loop.events import HistoryCompacted
+from loop_agents.loop.history._summary_text import (
     DEFAULT_SUMMARY_INSTRUCTIONS,
     reply_text,
     summarizer_prompt,
     summary_message,
 )
-from loop_agents._token_count import CounterOption, TokenCounter, checked_count, resolve_counter
-from loop_agents.events import HistoryCompacted
-from loop_agents.history import (
+from loop_agents.loop.history._token_count import (
+    CounterOption,
+    TokenCounter,
+    checked_count,
+    resolve_counter,
+)
+from loop_agents.loop.history.policies import (
     Attempt,
     LoopHistory,
     added_messages,
     without_rejected_attempts,
 )
-from loop_agents.stateful_history import HistoryChoice, StatefulHistory
-from loop_agents.tracing import LOOP_KEY
+from loop_agents.loop.history.stateful import HistoryChoice, StatefulHistory
+from loop_agents.loop.tracing import LOOP_KEY
 
 _CACHE_SIZE = 256
 

@@ -10,7 +10,7 @@ only chooses what the agent is *sent*. `create_loop_agent` takes it as ``history
   earlier attempt, oldest first (see `feedback_log_message`); no earlier attempt.
 - ``compacting(model, max_tokens=...)``: everything while it fits the token budget, then
   the request, a summary of the older attempts (made by ``model``) and the latest
-  attempt verbatim (see `loop_agents.compaction`).
+  attempt verbatim (see `loop_agents.loop.history.compaction`).
 - a function of `LoopHistory` returning the messages to send, or a `StatefulHistory`.
 
 Every policy keeps the loop's request, and drops an attempt only as a whole: a tool
@@ -35,8 +35,8 @@ from langchain_core.messages import (
 )
 from langgraph.types import Overwrite
 
-from loop_agents._agent import describe, is_async_callable
-from loop_agents.feedback import (
+from loop_agents.loop._agent import describe, is_async_callable
+from loop_agents.loop.feedback import (
     DEFAULT_FEEDBACK_FORMAT,
     FEEDBACK_KEY,
     FeedbackFormat,
@@ -46,10 +46,10 @@ from loop_agents.feedback import (
     format_feedback,
     is_feedback,
 )
-from loop_agents.records import answer_id_of
-from loop_agents.selection import selected_iteration_of
-from loop_agents.state import IterationRecord, LoopState
-from loop_agents.stateful_history import StatefulHistory
+from loop_agents.loop.history.stateful import StatefulHistory
+from loop_agents.loop.records import answer_id_of
+from loop_agents.loop.selection import selected_iteration_of
+from loop_agents.loop.state import IterationRecord, LoopState
 
 HistoryName: TypeAlias = Literal["full", "last_attempt", "feedback_log"]
 """The built-in history policies."""
@@ -218,7 +218,7 @@ def feedback_log_message(
 
     Args:
         feedback: The feedback texts, oldest first (at least one).
-        feedback_format: The loop's feedback format (see `loop_agents.feedback`).
+        feedback_format: The loop's feedback format (see `loop_agents.loop.feedback`).
 
     Raises:
         ValueError: ``feedback`` is empty.

@@ -28,7 +28,7 @@ from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 
 if TYPE_CHECKING:
-    from loop_agents.history import LoopHistory
+    from loop_agents.loop.history.policies import LoopHistory
 
 
 class HistoryChoice(NamedTuple):
