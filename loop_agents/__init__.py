@@ -14,6 +14,28 @@ Example:
     loop = create_loop_agent(agent, evaluate, max_iterations=3)
     ```
 
+The public names below are imported from here; the modules that hold them are arranged
+in layers, one folder each, lowest first. A module imports only from its own layer and
+from the layers listed before it, never from a later one, and never from this package's
+public names (``tests/test_layers.py`` checks both, and that no import cycle exists):
+
+1. ``sandbox``: running untrusted code: limits, killing every process it started, no
+   secret of the caller readable.
+2. ``models``: where the model is: endpoint settings and resolution, the bundled local
+   server, HTTP transports.
+3. ``loop``: what `create_loop_agent` is made of: the graph, its nodes and state, input
+   checks, history policies, feedback, stopping, selection, output, events, tracing,
+   timeouts, checkpoints, storage, thread locking, and the helpers they share with the
+   layers above (calling agents and evaluators, counting tokens).
+4. ``evaluators``: every evaluator: the LLM judge, rules, combinators, command checks,
+   human review, code review and the code runner, the 相见欢 form.
+5. ``console``: rendering a running loop in a terminal.
+6. ``demos``: the Song-lyrics demo and its prompts.
+7. ``evals``: task sets, arms, the eval runner and its report.
+8. ``serving``: LangGraph Server entry points, configurable loops, loop-as-tool.
+9. ``cli``: the ``loop-agents`` command.
+
+Only ``__init__.py`` (this module) and ``_version.py`` sit beside the layers.
 """
 
 import ast
