@@ -18,20 +18,17 @@ from langgraph.types import Checkpointer
 from loop_agents.loop._agent import AgentLike
 from loop_agents.loop._evaluation import Evaluator
 from loop_agents.loop._function_runnable import FunctionRunnable
-from loop_agents.loop.feedback import DEFAULT_FEEDBACK_FORMAT, FeedbackFormat, check_feedback_format
-from loop_agents.loop.history.policies import HistoryPolicy, check_history
+from loop_agents.loop.feedback import DEFAULT_FEEDBACK_FORMAT, FeedbackFormat
+from loop_agents.loop.history.policies import HistoryPolicy
 from loop_agents.loop.loop_graph import LoopAgentGraph
 from loop_agents.loop.nodes import STEPS_PER_ITERATION, LoopNodes
-from loop_agents.loop.output import OutputMode, check_output_mode, output_schema
-from loop_agents.loop.selection import Selection, check_select
-from loop_agents.loop.state import (
-    LoopInput,
-    LoopState,
-)
-from loop_agents.loop.stopping import StopPolicy
-from loop_agents.loop.storage import Storage, check_storage, resolve_storage, with_storage
-from loop_agents.loop.thread_locking import ConcurrentRuns, check_concurrent_runs
-from loop_agents.loop.timeouts import RetryPolicies, check_retry_policy, check_timeout, loop_node
+from loop_agents.loop.options import LoopOptions, check_options
+from loop_agents.loop.output import OutputMode, output_schema
+from loop_agents.loop.selection import Selection
+from loop_agents.loop.state import LoopInput, LoopOutput, LoopState
+from loop_agents.loop.storage import Storage, resolve_storage, with_storage
+from loop_agents.loop.thread_locking import ConcurrentRuns
+from loop_agents.loop.timeouts import RetryPolicies, loop_node
 
 MIN_RECURSION_LIMIT = 10_000
 """The least recursion limit a loop carries.
@@ -40,28 +37,6 @@ The limit in a run's config also applies to graphs the agent runs (a ``create_ag
 agent's model and tool steps); a limit sized to the loop alone would cut a tool-using
 agent short. Under a caller's lower explicit limit the loop ends cleanly with
 ``stop_reason="recursion_limit"``."""
-
-
-def _check_max_iterations(max_iterations: object) -> int:
-    if isinstance(max_iterations, bool) or not isinstance(max_iterations, int):
-        raise TypeError(
-            f"max_iterations must be an int >= 1; got {type(max_iterations).__name__} "
-            f"{max_iterations!r}"
-        )
-    if max_iterations < 1:
-        raise ValueError(
-            f"max_iterations must be >= 1 (the agent is called at least once); got {max_iterations}"
-        )
-    return max_iterations
-
-
-def _check_name(name: object) -> str:
-    if not isinstance(name, str) or not name.strip():
-        raise TypeError(
-            f"name must be a non-empty string (the loop's name in traces, events and a "
-            f"parent graph); got {type(name).__name__} {name!r:.60}"
-        )
-    return name
 
 
 def route(state: LoopState) -> str:
@@ -255,64 +230,86 @@ def create_loop_agent(
         ```
 
     """
-    max_iterations = _check_max_iterations(max_iterations)
-    name = _check_name(name)
-    if store is not None and not isinstance(store, BaseStore):
-        raise TypeError(
-            f"store must be a LangGraph store (langgraph.store.base.BaseStore, e.g. "
-            f"InMemoryStore()) or None; got {type(store).__name__} {store!r:.60}"
-        )
-    concurrent_runs, busy_seconds = check_concurrent_runs(concurrent_runs, busy_timeout)
-    agent_retry_policy = check_retry_policy("agent_retry_policy", agent_retry_policy)
-    evaluator_retry_policy = check_retry_policy("evaluator_retry_policy", evaluator_retry_policy)
-    agent_limit = check_timeout("agent_timeout", agent_timeout)
-    evaluator_limit = check_timeout("evaluator_timeout", evaluator_timeout)
-    output_mode = check_output_mode(output_mode)
-    policy = StopPolicy.build(
+    options = check_options(
         max_iterations,
+        name=name,
+        store=store,
+        agent_retry_policy=agent_retry_policy,
+        evaluator_retry_policy=evaluator_retry_policy,
+        agent_timeout=agent_timeout,
+        evaluator_timeout=evaluator_timeout,
+        output_mode=output_mode,
+        select=select,
         patience=patience,
         min_delta=min_delta,
         token_budget=token_budget,
         time_budget=time_budget,
+        history=history,
+        feedback_format=feedback_format,
+        concurrent_runs=concurrent_runs,
+        busy_timeout=busy_timeout,
+        storage=storage,
     )
-    nodes = LoopNodes(
+    nodes = _build_nodes(agent, evaluator, options)
+    builder = _build_graph(nodes, options, checkpointer)
+    return _compile_with_limits(builder, options, checkpointer)
+
+
+def _build_nodes(agent: AgentLike, evaluator: Evaluator, options: LoopOptions) -> LoopNodes:
+    """The ``invoke_agent`` and ``evaluate`` functions (checks ``agent`` and ``evaluator``)."""
+    return LoopNodes(
         agent,
         evaluator,
-        max_iterations,
-        name=name,
-        output_mode=output_mode,
-        policy=policy,
-        select=check_select(select),
-        history=check_history(history),
-        feedback_format=check_feedback_format(feedback_format),
+        options.max_iterations,
+        name=options.name,
+        output_mode=options.output_mode,
+        policy=options.stop_policy,
+        select=options.select,
+        history=options.history,
+        feedback_format=options.feedback_format,
     )
-    layout = resolve_storage(check_storage(storage), checkpointer)
-    builder = StateGraph(
+
+
+def _build_graph(
+    nodes: LoopNodes, options: LoopOptions, checkpointer: Checkpointer
+) -> StateGraph[LoopState, None, LoopInput, LoopOutput]:
+    """The two nodes, with their time limits and retries, and the router between them."""
+    layout = resolve_storage(options.storage, checkpointer)
+    builder: StateGraph[LoopState, None, LoopInput, LoopOutput] = StateGraph(
         with_storage(LoopState, layout),
         input_schema=with_storage(LoopInput, layout),
-        output_schema=with_storage(output_schema(output_mode), layout),
+        output_schema=with_storage(output_schema(options.output_mode), layout),
     )
     builder.add_node(
         "invoke_agent",
-        loop_node("invoke_agent", nodes.invoke_agent, nodes.ainvoke_agent, agent_limit),
-        retry_policy=agent_retry_policy,
+        loop_node("invoke_agent", nodes.invoke_agent, nodes.ainvoke_agent, options.agent_timeout),
+        retry_policy=options.agent_retry_policy,
     )
     builder.add_node(
         "evaluate",
-        loop_node("evaluate", nodes.evaluate, nodes.aevaluate, evaluator_limit),
-        retry_policy=evaluator_retry_policy,
+        loop_node("evaluate", nodes.evaluate, nodes.aevaluate, options.evaluator_timeout),
+        retry_policy=options.evaluator_retry_policy,
     )
     builder.add_edge(START, "invoke_agent")
     builder.add_edge("invoke_agent", "evaluate")
     builder.add_conditional_edges("evaluate", ROUTER, ["invoke_agent", END])
+    return builder
+
+
+def _compile_with_limits(
+    builder: StateGraph[LoopState, None, LoopInput, LoopOutput],
+    options: LoopOptions,
+    checkpointer: Checkpointer,
+) -> LoopAgentGraph:
+    """Compile; the thread guard and a recursion limit that fits ``max_iterations``."""
     graph = LoopAgentGraph.of(
-        builder.compile(checkpointer=checkpointer, store=store, name=name),
-        concurrent_runs=concurrent_runs,
-        busy_timeout=busy_seconds,
+        builder.compile(checkpointer=checkpointer, store=options.store, name=options.name),
+        concurrent_runs=options.concurrent_runs,
+        busy_timeout=options.busy_timeout,
     )
     return graph.with_config(
         recursion_limit=max(
-            STEPS_PER_ITERATION * max_iterations + STEPS_PER_ITERATION + 1,
+            STEPS_PER_ITERATION * options.max_iterations + STEPS_PER_ITERATION + 1,
             MIN_RECURSION_LIMIT,
         )
     )
