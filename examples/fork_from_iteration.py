@@ -39,7 +39,7 @@ from loop_agents import (
     create_loop_agent,
     feedback_text,
 )
-from loop_agents.models import ModelSettings, SettingsError
+from loop_agents.models.settings import ModelSettings, SettingsError
 
 REQUEST = "Write a one-line slogan for a neighbourhood bakery. Reply with the slogan only."
 EDITS = ["Make it shorter.", "Mention fresh bread."]

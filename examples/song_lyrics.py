@@ -23,7 +23,7 @@ from dotenv import find_dotenv, load_dotenv
 from loop_agents import LoopOutput
 from loop_agents.demos import song_lyrics as demo
 from loop_agents.demos.song_lyrics import MAX_ITERATIONS, PASS_SCORE, Review, build_loop, verdict
-from loop_agents.models import ModelSettings, SettingsError
+from loop_agents.models.settings import ModelSettings, SettingsError
 
 __all__ = ["MAX_ITERATIONS", "PASS_SCORE", "Review", "build_loop", "main", "run", "verdict"]
 

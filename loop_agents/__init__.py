@@ -14,6 +14,28 @@ Example:
     loop = create_loop_agent(agent, evaluate, max_iterations=3)
     ```
 
+The public names below are imported from here; the modules that hold them are arranged
+in layers, one folder each, lowest first. A module imports only from its own layer and
+from the layers listed before it, never from a later one, and never from this package's
+public names (``tests/test_layers.py`` checks both, and that no import cycle exists):
+
+1. ``sandbox``: running untrusted code: limits, killing every process it started, no
+   secret of the caller readable.
+2. ``models``: where the model is: endpoint settings and resolution, the bundled local
+   server, HTTP transports.
+3. ``loop``: what `create_loop_agent` is made of: the graph, its nodes and state, input
+   checks, history policies, feedback, stopping, selection, output, events, tracing,
+   timeouts, checkpoints, storage, thread locking, and the helpers they share with the
+   layers above (calling agents and evaluators, counting tokens).
+4. ``evaluators``: every evaluator: the LLM judge, rules, combinators, command checks,
+   human review, code review and the code runner, the 相见欢 form.
+5. ``console``: rendering a running loop in a terminal.
+6. ``demos``: the Song-lyrics demo and its prompts.
+7. ``evals``: task sets, arms, the eval runner and its report.
+8. ``serving``: LangGraph Server entry points, configurable loops, loop-as-tool.
+9. ``cli``: the ``loop-agents`` command.
+
+Only ``__init__.py`` (this module) and ``_version.py`` sit beside the layers.
 """
 
 import ast
@@ -29,25 +51,7 @@ from loop_agents._version import __version__ as __version__
 # `import loop_agents` (and `loop-agents --help`) does not load LangChain and LangGraph.
 # Add a public name here and to `__all__`; nothing else is needed.
 if TYPE_CHECKING:
-    from loop_agents._agent import AgentLike
-    from loop_agents._evaluation import Evaluator, InvalidEvaluationError
-    from loop_agents.advice import default_advice
-    from loop_agents.agent_errors import (
-        OnAgentError,
-        default_retry_policy,
-        is_model_error,
-        is_transient_error,
-    )
-    from loop_agents.budgets import Price, Prices, UnknownPriceError, cost_of, requests_used
-    from loop_agents.checkpoints import (
-        acheckpoint_before_iteration,
-        checkpoint_before_iteration,
-        checkpointed,
-    )
-    from loop_agents.compaction import CompactingHistory, compacting
-    from loop_agents.configurable import LoopSettings, configurable_loop
-    from loop_agents.console import LoopConsole, astream_to_console, stream_to_console
-    from loop_agents.criteria import LoopEvaluatorRunnable, criteria_of, is_criteria
+    from loop_agents.console.loop_console import LoopConsole, astream_to_console, stream_to_console
     from loop_agents.evaluators import (
         FormProblem,
         FormReport,
@@ -61,7 +65,30 @@ if TYPE_CHECKING:
         text_rule,
         xiangjianhuan_form,
     )
-    from loop_agents.events import (
+    from loop_agents.evaluators.human import (
+        InvalidReviewError,
+        ReviewDecision,
+        ReviewRequest,
+        human_review,
+        parse_review,
+    )
+    from loop_agents.loop._agent import AgentLike
+    from loop_agents.loop._evaluation import Evaluator, InvalidEvaluationError
+    from loop_agents.loop.advice import default_advice
+    from loop_agents.loop.agent_errors import (
+        OnAgentError,
+        default_retry_policy,
+        is_model_error,
+        is_transient_error,
+    )
+    from loop_agents.loop.budgets import Price, Prices, UnknownPriceError, cost_of, requests_used
+    from loop_agents.loop.checkpoints import (
+        acheckpoint_before_iteration,
+        checkpoint_before_iteration,
+        checkpointed,
+    )
+    from loop_agents.loop.criteria import LoopEvaluatorRunnable, criteria_of, is_criteria
+    from loop_agents.loop.events import (
         AgentFailed,
         AgentFinished,
         CandidateScore,
@@ -73,7 +100,7 @@ if TYPE_CHECKING:
         LoopFinished,
         is_loop_event,
     )
-    from loop_agents.feedback import (
+    from loop_agents.loop.feedback import (
         DEFAULT_FEEDBACK_FORMAT,
         PLAIN_FEEDBACK,
         FeedbackFormat,
@@ -82,26 +109,21 @@ if TYPE_CHECKING:
         fence_for,
         is_feedback,
     )
-    from loop_agents.graph import create_loop_agent
-    from loop_agents.history import (
+    from loop_agents.loop.graph import create_loop_agent
+    from loop_agents.loop.history.compaction import CompactingHistory, compacting
+    from loop_agents.loop.history.policies import (
         HistoryPolicy,
         LoopHistory,
         feedback_log_message,
         without_rejected_attempts,
     )
-    from loop_agents.human import (
-        InvalidReviewError,
-        ReviewDecision,
-        ReviewRequest,
-        human_review,
-        parse_review,
-    )
-    from loop_agents.loop_graph import LoopAgentGraph
-    from loop_agents.loop_input import LoopInputError
-    from loop_agents.output import LoopMessages, OutputMode
-    from loop_agents.records import record_answer
-    from loop_agents.selection import Selection, selected_iteration_of
-    from loop_agents.state import (
+    from loop_agents.loop.history.stateful import HistoryChoice, StatefulHistory
+    from loop_agents.loop.input_checks import LoopInputError
+    from loop_agents.loop.loop_graph import LoopAgentGraph
+    from loop_agents.loop.output import LoopMessages, OutputMode
+    from loop_agents.loop.records import record_answer
+    from loop_agents.loop.selection import Selection, selected_iteration_of
+    from loop_agents.loop.state import (
         CandidateRecord,
         FeedbackSource,
         IterationRecord,
@@ -112,24 +134,24 @@ if TYPE_CHECKING:
         LoopState,
         StopReason,
     )
-    from loop_agents.stateful_history import HistoryChoice, StatefulHistory
-    from loop_agents.stopping import tokens_used
-    from loop_agents.storage import Storage, StorageLayout, storage_of
-    from loop_agents.thread_locking import (
+    from loop_agents.loop.stopping import tokens_used
+    from loop_agents.loop.storage import Storage, StorageLayout, storage_of
+    from loop_agents.loop.thread_locking import (
         ConcurrentRuns,
         ThreadBusyError,
         athread_guard,
         thread_guard,
     )
-    from loop_agents.timeouts import LoopTimeoutError
-    from loop_agents.tool import LoopToolArtifact, loop_as_tool
-    from loop_agents.tracing import (
+    from loop_agents.loop.timeouts import LoopTimeoutError
+    from loop_agents.loop.tracing import (
         LoopRole,
         candidate_of,
         iteration_config,
         iteration_of,
         role_of,
     )
+    from loop_agents.serving.configurable import LoopSettings, configurable_loop
+    from loop_agents.serving.tool import LoopToolArtifact, loop_as_tool
 
 __all__ = [
     "DEFAULT_FEEDBACK_FORMAT",

@@ -96,14 +96,14 @@ def transcript(n: int) -> list[tuple[str, str]]:
 def frequent_snapshot_keys(every: int) -> dict[str, Any]:
     """Delta-channel annotations that snapshot every ``every`` updates (1000 by default).
 
-    Put in place of ``loop_agents.storage.DELTA_KEYS`` (before ``create_loop_agent``),
+    Put in place of ``loop_agents.loop.storage.DELTA_KEYS`` (before ``create_loop_agent``),
     they make a short loop store full snapshots between its delta writes.
     """
     from typing import Annotated
 
     from langgraph.channels.delta import DeltaChannel
 
-    from loop_agents.storage import append_messages, extend_list
+    from loop_agents.loop.storage import append_messages, extend_list
 
     return {
         "messages": Annotated[list, DeltaChannel(append_messages, snapshot_frequency=every)],

@@ -22,7 +22,7 @@ from langchain_core.outputs import ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable
 from pydantic import Field
 
-from loop_agents.feedback import feedback_message
+from loop_agents.loop.feedback import feedback_message
 
 Answer = str | AIMessage | Callable[[list[BaseMessage]], "str | AIMessage"]
 

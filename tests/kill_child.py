@@ -39,7 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from langchain_core.messages import AnyMessage, HumanMessage
 
-from loop_agents import LoopContext, LoopEvaluation, create_loop_agent, storage, storage_of
+from loop_agents import LoopContext, LoopEvaluation, create_loop_agent, storage_of
+from loop_agents.loop import storage
 from tests.durable_helpers import frequent_snapshot_keys
 
 ACCEPT_AT = 4

@@ -16,8 +16,8 @@ from loop_agents import (
     is_feedback,
     record_answer,
 )
-from loop_agents.candidates import best_candidate
-from loop_agents.tracing import candidate_of
+from loop_agents.loop.candidates import best_candidate
+from loop_agents.loop.tracing import candidate_of
 from tests.fakes import FakeChat
 
 REQUEST = HumanMessage("Name the release.")

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from loop_agents import cli, local_model
-from loop_agents.console import section_header
+from loop_agents import cli
+from loop_agents.console.loop_console import section_header
+from loop_agents.models import local_model
 from tests.cli_helpers import CLOSED_PORT_URL, cli_env, loop_agents
 from tests.conftest import ROOT
 from tests.fakes import review

@@ -12,7 +12,7 @@ import signal
 
 import pytest
 
-from loop_agents.console import section_header
+from loop_agents.console.loop_console import section_header
 from tests.cli_helpers import Running, cli_env, loop_agents
 from tests.fakes import review
 from tests.scripted_openai import Fail, Hang, ScriptedOpenAI, Structured

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
-from loop_agents.code_runner import (
+from loop_agents.evaluators.code_runner import (
     CodeRunner,
     arun_python,
     code_runner,

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from loop_agents.python_runner import RunResult, arun_python
+from loop_agents.sandbox import RunResult, arun_python
 
 TASK_KEYS = {"id", "kind", "prompt", "entry_point", "tests", "hidden_tests"}
 REFERENCE_KEYS = {"id", "solution", "wrong_solution", "passes_visible"}

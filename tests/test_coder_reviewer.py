@@ -8,9 +8,9 @@ import sys
 import coder_reviewer
 from langchain_core.messages import HumanMessage
 
-from loop_agents import code_runner as code_runner_module
 from loop_agents import create_loop_agent, is_feedback
-from loop_agents.code_runner import code_runner
+from loop_agents.evaluators import code_runner as code_runner_module
+from loop_agents.evaluators.code_runner import code_runner
 from tests.conftest import ROOT, env_without_model_settings
 from tests.fakes import FakeChat, review
 

@@ -13,7 +13,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 
 from loop_agents import all_of, command_check, create_loop_agent
 from loop_agents.evaluators.command import answer_for_check, command_problem, without_secrets
-from loop_agents.state import LoopContext
+from loop_agents.loop.state import LoopContext
 from tests.cli_helpers import cli_env, loop_agents
 from tests.fakes import FakeChat, review
 from tests.scripted_openai import ScriptedOpenAI, Structured

@@ -21,7 +21,7 @@ from loop_agents import (
     is_feedback,
     record_answer,
 )
-from loop_agents.events import is_loop_event
+from loop_agents.loop.events import is_loop_event
 from tests.fakes import FakeChat, review, texts
 
 REQUEST = HumanMessage("Write a haiku about rain.")

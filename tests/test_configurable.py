@@ -7,14 +7,14 @@ from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
-from loop_agents import serve
-from loop_agents.configurable import (
+from loop_agents.models.settings import ModelSettings, SettingsError
+from loop_agents.serving import graphs as serve
+from loop_agents.serving.configurable import (
     DEFAULT_RUBRIC,
     DEFAULT_TASK,
     configurable_loop,
     loop_settings,
 )
-from loop_agents.models import ModelSettings, SettingsError
 from tests.fakes import review
 from tests.scripted_openai import ScriptedOpenAI, Structured
 
@@ -198,7 +198,7 @@ def test_factories_say_what_to_set(model_env):
 
 
 def test_show_criteria_puts_the_run_s_rubric_in_the_agent_s_prompt():
-    from loop_agents.criteria import criteria_note
+    from loop_agents.loop.criteria import criteria_note
 
     server, model = scripted("Pipely", Structured({"feedback": "Good.", "score": 90}))
     loop = configurable_loop(model, show_criteria=True, request_budget=10)

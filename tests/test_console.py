@@ -19,7 +19,7 @@ from loop_agents import (
     create_loop_agent,
     stream_to_console,
 )
-from loop_agents.console import format_seconds, section_header
+from loop_agents.console.loop_console import format_seconds, section_header
 from tests.fakes import FakeChat
 
 REQUEST = HumanMessage("Write a haiku about rain.")

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from loop_agents import local_model, ollama
 from loop_agents.cli.errors import UsageError
 from loop_agents.cli.spec import RunSpec
 from loop_agents.cli.store import RunStore, store_home
-from loop_agents.endpoints import (
+from loop_agents.models import local_model, ollama
+from loop_agents.models.endpoints import (
     Endpoint,
     EndpointSpec,
     NoEndpointError,
@@ -19,8 +19,8 @@ from loop_agents.endpoints import (
     proxy_for,
     resolve_endpoint,
 )
-from loop_agents.llama_cpp_http import LlamaCppTransport
-from loop_agents.models import Environment, SettingsError
+from loop_agents.models.llama_cpp_http import LlamaCppTransport
+from loop_agents.models.settings import Environment, SettingsError
 from tests.scripted_openai import ScriptedOpenAI
 
 NO_OLLAMA = {"LOOP_AGENTS_OLLAMA_URL": "off"}

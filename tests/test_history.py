@@ -29,9 +29,13 @@ from loop_agents import (
     is_feedback,
     without_rejected_attempts,
 )
-from loop_agents.feedback import feedback_message
-from loop_agents.history import FEEDBACK_LOG_HEADER, FENCED_LOG_FOOTER, FENCED_LOG_HEADER
-from loop_agents.selection import SELECTED_KEY
+from loop_agents.loop.feedback import feedback_message
+from loop_agents.loop.history.policies import (
+    FEEDBACK_LOG_HEADER,
+    FENCED_LOG_FOOTER,
+    FENCED_LOG_HEADER,
+)
+from loop_agents.loop.selection import SELECTED_KEY
 from tests.fakes import FakeChat, review, texts
 
 REQUEST = "Write a haiku about rain."

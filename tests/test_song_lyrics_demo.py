@@ -11,8 +11,8 @@ import song_lyrics
 from prompts import composer_system_message, prompt, reviewer_system_message
 
 from loop_agents import is_feedback
-from loop_agents.console import section_header
-from loop_agents.models import ModelSettings
+from loop_agents.console.loop_console import section_header
+from loop_agents.models.settings import ModelSettings
 from tests.conftest import ROOT, env_without_model_settings
 from tests.fakes import review
 from tests.scripted_openai import ScriptedOpenAI, Structured

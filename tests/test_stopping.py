@@ -18,11 +18,11 @@ from loop_agents import (
     llm_judge,
     record_answer,
     selected_iteration_of,
-    stopping,
     tokens_used,
 )
-from loop_agents.selection import choose
-from loop_agents.stopping import StopPolicy, plateaued
+from loop_agents.loop import stopping
+from loop_agents.loop.selection import choose
+from loop_agents.loop.stopping import StopPolicy, plateaued
 from tests.fakes import FakeChat
 from tests.scripted_openai import ScriptedOpenAI, Structured
 
@@ -235,7 +235,7 @@ def clock(monkeypatch):
     """A wall clock the test moves: 1000 s, then whatever the test sets."""
     now = {"t": 1000.0}
     monkeypatch.setattr(stopping, "wall_clock", lambda: now["t"])
-    import loop_agents.nodes as nodes
+    import loop_agents.loop.nodes as nodes
 
     monkeypatch.setattr(nodes, "wall_clock", lambda: now["t"])
     return now

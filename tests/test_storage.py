@@ -26,9 +26,9 @@ from loop_agents import (
     record_answer,
     storage_of,
 )
-from loop_agents import storage as storage_module
-from loop_agents.output import LoopMessages
-from loop_agents.storage import (
+from loop_agents.loop import storage as storage_module
+from loop_agents.loop.output import LoopMessages
+from loop_agents.loop.storage import (
     append_messages,
     check_storage,
     extend_list,

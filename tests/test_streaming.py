@@ -22,7 +22,7 @@ from loop_agents import (
     role_of,
 )
 from loop_agents.evaluators import all_of, text_rule
-from loop_agents.events import LOOP_EVENT_TYPES
+from loop_agents.loop.events import LOOP_EVENT_TYPES
 from tests.fakes import FakeChat
 
 REQUEST = HumanMessage("Write a haiku about rain.")

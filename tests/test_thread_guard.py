@@ -30,7 +30,7 @@ from loop_agents import (
     human_review,
     thread_guard,
 )
-from loop_agents.thread_locking import is_held
+from loop_agents.loop.thread_locking import is_held
 from tests.durable_helpers import REQUEST, CountingEvaluator, iteration_of, thread, transcript
 from tests.fakes import FakeChat, texts
 

@@ -15,8 +15,8 @@ from langchain_core.messages import (
 from langchain_core.runnables import RunnableLambda
 
 from loop_agents import LoopContext, LoopEvaluation, create_loop_agent, loop_as_tool
-from loop_agents.events import is_loop_event
-from loop_agents.models import ModelSettings
+from loop_agents.loop.events import is_loop_event
+from loop_agents.models.settings import ModelSettings
 from tests.fakes import FakeChat
 from tests.scripted_openai import ScriptedOpenAI, Structured
 

@@ -8,10 +8,10 @@ import asyncio
 from dotenv import load_dotenv
 
 from loop_agents.cli.errors import UsageError
-from loop_agents.console import LoopConsole
-from loop_agents.endpoints import resolve_endpoint
-from loop_agents.local_model import LocalModelError, banner
-from loop_agents.models import Environment, SettingsError
+from loop_agents.console.loop_console import LoopConsole
+from loop_agents.models.endpoints import resolve_endpoint
+from loop_agents.models.local_model import LocalModelError, banner
+from loop_agents.models.settings import Environment, SettingsError
 
 
 def demo(args: argparse.Namespace) -> int:

@@ -23,9 +23,9 @@ def _stable_name(kind: str, model: str, base_url: str | None) -> str:
 
 def eval_(args: argparse.Namespace) -> int:
     """Run the eval: check every argument and the task file, resolve the model, run it."""
-    from loop_agents.endpoints import resolve_endpoint
-    from loop_agents.local_model import LocalModelError
-    from loop_agents.models import Environment, SettingsError
+    from loop_agents.models.endpoints import resolve_endpoint
+    from loop_agents.models.local_model import LocalModelError
+    from loop_agents.models.settings import Environment, SettingsError
 
     try:
         options = eval_options(args)

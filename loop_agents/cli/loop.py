@@ -9,12 +9,12 @@ from langchain_core.messages import AnyMessage
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer
 
-from loop_agents._evaluation import Evaluator
 from loop_agents.cli.spec import RunSpec
-from loop_agents.endpoints import Endpoint
 from loop_agents.evaluators import all_of, command_check, llm_judge
-from loop_agents.graph import create_loop_agent
-from loop_agents.state import LoopContext, LoopEvaluation
+from loop_agents.loop._evaluation import Evaluator
+from loop_agents.loop.graph import create_loop_agent
+from loop_agents.loop.state import LoopContext, LoopEvaluation
+from loop_agents.models.endpoints import Endpoint
 
 LOOP_NAME = "loop-agents run"
 

@@ -20,7 +20,7 @@ from loop_agents.evals.command import EVAL_DESCRIPTION, EVAL_EXAMPLES
 PROG = "loop-agents"
 
 STRUCTURED_OUTPUT_METHODS = ("json_schema", "function_calling", "json_mode")
-"""The values of ``--structured-output`` (`loop_agents.models.StructuredOutputMethod`)."""
+"""The values of ``--structured-output`` (`loop_agents.models.settings.StructuredOutputMethod`)."""
 
 DEMOS = ("song-lyrics",)
 

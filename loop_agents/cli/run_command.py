@@ -27,11 +27,11 @@ from loop_agents.cli.results import result_json
 from loop_agents.cli.session import Outcome, Progress, run_session
 from loop_agents.cli.spec import RunSpec
 from loop_agents.cli.store import RunStore, store_home
-from loop_agents.console import LoopConsole, section_header
-from loop_agents.endpoints import Endpoint, endpoint_from_spec, resolve_endpoint
+from loop_agents.console.loop_console import LoopConsole, section_header
 from loop_agents.evaluators.command import command_problem
-from loop_agents.local_model import LocalModelError
-from loop_agents.models import Environment, SettingsError
+from loop_agents.models.endpoints import Endpoint, endpoint_from_spec, resolve_endpoint
+from loop_agents.models.local_model import LocalModelError
+from loop_agents.models.settings import Environment, SettingsError
 
 
 def _text(value: str | None, path: Path | None, what: str, *, required: bool) -> str | None:

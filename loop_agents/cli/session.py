@@ -28,10 +28,10 @@ from loop_agents.cli.interrupt import CtrlC
 from loop_agents.cli.loop import build_loop
 from loop_agents.cli.spec import RunSpec
 from loop_agents.cli.store import RunStore
-from loop_agents.console import LoopConsole
-from loop_agents.endpoints import Endpoint
+from loop_agents.console.loop_console import LoopConsole
 from loop_agents.evaluators.judge import JudgeError
-from loop_agents.events import LoopEvent, is_loop_event
+from loop_agents.loop.events import LoopEvent, is_loop_event
+from loop_agents.models.endpoints import Endpoint
 
 OPENAI_URL = "https://api.openai.com/v1"
 

@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from loop_agents.endpoints import EndpointSpec
-from loop_agents.models import SettingsError
+from loop_agents.models.endpoints import EndpointSpec
+from loop_agents.models.settings import SettingsError
 
 SPEC_VERSION = 1
 """The form of the saved settings; a later form must still read this one."""

@@ -20,14 +20,14 @@ from langchain.agents import create_agent
 from langchain_core.messages import AnyMessage, HumanMessage
 from langgraph.graph.state import CompiledStateGraph
 
-from loop_agents import local_model
-from loop_agents._evaluation import Evaluator
-from loop_agents.console import LoopConsole, astream_to_console, section_header
+from loop_agents.console.loop_console import LoopConsole, astream_to_console, section_header
 from loop_agents.demos.prompts import composer_system_message, prompt, reviewer_system_message
 from loop_agents.evaluators import all_of, xiangjianhuan_form
-from loop_agents.graph import create_loop_agent
-from loop_agents.models import ModelSettings, SettingsError
-from loop_agents.state import LoopContext, LoopEvaluation, LoopOutput
+from loop_agents.loop._evaluation import Evaluator
+from loop_agents.loop.graph import create_loop_agent
+from loop_agents.loop.state import LoopContext, LoopEvaluation, LoopOutput
+from loop_agents.models import local_model
+from loop_agents.models.settings import ModelSettings, SettingsError
 
 PASS_SCORE = 75
 MAX_ITERATIONS = 3
@@ -83,7 +83,7 @@ def build_loop(
     """The composer/reviewer loop of the article, for the given model settings.
 
     Args:
-        settings: Where the model is (see `loop_agents.models.ModelSettings`).
+        settings: Where the model is (see `loop_agents.models.settings.ModelSettings`).
         http_async_client: An ``httpx.AsyncClient`` for both models (tests use a
             scripted transport); default: the OpenAI client's own.
         form_check: Check each draft's form (`xiangjianhuan_form`) before the

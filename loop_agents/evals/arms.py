@@ -35,13 +35,13 @@ from langchain_core.outputs import LLMResult
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from langchain_core.runnables.config import merge_configs
 
-from loop_agents._usage import TokenCounter
 from loop_agents.evals.code_tests import DEFAULT_TIMEOUT
 from loop_agents.evals.grading import Grader, grader_for, request_text, system_prompt
 from loop_agents.evals.tasks import Task
 from loop_agents.evaluators.judge import JudgeError, JudgeMethod, llm_judge
-from loop_agents.graph import create_loop_agent
-from loop_agents.state import LoopContext, LoopEvaluation, LoopOutput
+from loop_agents.loop._usage import TokenCounter
+from loop_agents.loop.graph import create_loop_agent
+from loop_agents.loop.state import LoopContext, LoopEvaluation, LoopOutput
 
 __all__ = ["ARMS", "Arm", "ArmOutcome", "ArmSettings", "PairRunner", "arun_arm", "check_arms"]
 

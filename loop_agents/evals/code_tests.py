@@ -30,7 +30,7 @@ import json
 import secrets
 from dataclasses import dataclass
 
-from loop_agents.code_review import extract_python_blocks
+from loop_agents.evaluators.code_review import extract_python_blocks
 from loop_agents.sandbox import arun_python
 
 __all__ = ["CodeReport", "TestOutcome", "arun_tests", "code_feedback", "extract_code"]

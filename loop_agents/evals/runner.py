@@ -22,7 +22,6 @@ from typing import Any, TypeAlias
 
 from langchain_core.language_models import BaseChatModel
 
-from loop_agents._sync_bridge import _background_loop
 from loop_agents.evals.arms import (
     ARMS,
     Arm,
@@ -37,6 +36,7 @@ from loop_agents.evals.journal import Journal, journal_path
 from loop_agents.evals.report import EvalReport, TaskError, TaskResult, build_report
 from loop_agents.evals.tasks import Task, load_tasks, select_tasks, task_digest
 from loop_agents.evaluators.judge import JudgeMethod
+from loop_agents.loop._sync_bridge import _background_loop
 
 __all__ = ["EvalProgress", "PairRunner", "TaskSource", "arun_eval", "run_eval"]
 
@@ -144,7 +144,7 @@ async def arun_eval(
         retry_delay: Seconds before the first retry (doubled for each next one).
         code_timeout: Seconds a code answer and its tests may run.
         server: The URL of a LangGraph Server that serves ``eval_task`` (see
-            `loop_agents.evals.served`): each pair runs there, with the server's model.
+            `loop_agents.serving.eval_task`): each pair runs there, with the server's model.
         model_id: How the model is named in the report and the journal (default: its
             name and endpoint).
 

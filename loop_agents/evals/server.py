@@ -1,7 +1,7 @@
 """Running an eval's task/arm pairs on a LangGraph Server, through the SDK client.
 
 Each pair is a stateless run of the served ``eval_task`` graph (see
-`loop_agents.evals.served`), awaited with ``client.runs.wait``; the server's model
+`loop_agents.serving.eval_task`), awaited with ``client.runs.wait``; the server's model
 answers. A run that fails on the server raises `ServerRunError`, which the eval
 retries and, after its last try, reports: it is never a pass.
 
@@ -64,7 +64,7 @@ def _outcome(output: object) -> ArmOutcome:
     if missing:
         raise ServerRunError(
             f"the server's output lacks {', '.join(missing)}: is {GRAPH!r} the graph of "
-            f"loop_agents.evals.served? (got keys {sorted(map(str, output))})"
+            f"loop_agents.serving.eval_task? (got keys {sorted(map(str, output))})"
         )
     values: dict[str, Any] = {n: output[n] for n in names if n in output}
     return ArmOutcome(**values)

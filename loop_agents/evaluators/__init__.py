@@ -10,6 +10,16 @@
   output is the feedback), e.g. the project's tests.
 - `all_of` (in order; the first that asks to continue decides) and `panel` (at the same
   time; verdicts combined).
+- `human_review` (`loop_agents.evaluators.human`): a person as the judge; the loop pauses
+  on a LangGraph interrupt until someone answers.
+- `code_runner` (`loop_agents.evaluators.code_runner`, with the rule review of
+  `loop_agents.evaluators.code_review`): the answer's Python code is run in
+  `loop_agents.sandbox` and its output judged (seed 004's runner).
+
+This layer sits on `loop_agents.loop` (an evaluator is a function of `LoopContext`
+returning `LoopEvaluation`) and may use `loop_agents.sandbox` and `loop_agents.models`;
+the loop never imports from here. A new evaluator is a module here (see
+``docs/contributing.md``).
 
 Every evaluator here is a ``Runnable`` with a sync and an async path, so a loop that uses
 it runs with ``invoke``/``stream`` as well as ``ainvoke``/``astream``.

@@ -21,9 +21,6 @@ from typing import Literal, TypeAlias, cast
 from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import get_executor_for_config
 
-from loop_agents._evaluation import Evaluator, EvaluatorCaller
-from loop_agents.checkpoints import checkpointed
-from loop_agents.criteria import combined_criteria
 from loop_agents.evaluators._base import (
     LoopEvaluatorRunnable,
     check_name,
@@ -32,7 +29,10 @@ from loop_agents.evaluators._base import (
     merge_feedback,
     unique_names,
 )
-from loop_agents.state import LoopContext, LoopEvaluation
+from loop_agents.loop._evaluation import Evaluator, EvaluatorCaller
+from loop_agents.loop.checkpoints import checkpointed
+from loop_agents.loop.criteria import combined_criteria
+from loop_agents.loop.state import LoopContext, LoopEvaluation
 
 Combine: TypeAlias = (
     Literal["all", "min", "mean"] | Callable[[Mapping[str, LoopEvaluation]], LoopEvaluation]

@@ -8,7 +8,7 @@ code until my tests pass" into one evaluator.
 
 The command runs with your permissions, in its own process group, which is killed when
 the command ends or overruns its time limit. It is not a sandbox: a check that runs the
-model's code runs it as you (see `loop_agents.code_runner` for a sandboxed runner).
+model's code runs it as you (see `loop_agents.evaluators.code_runner` for a sandboxed runner).
 Secrets in the environment (variables named like ``*_API_KEY``, ``*_TOKEN``,
 ``*_SECRET``, ``*_PASSWORD``) are not passed to it unless ``env`` is given.
 """
@@ -33,7 +33,7 @@ from pathlib import Path
 from langchain_core.runnables import Runnable, RunnableConfig
 
 from loop_agents.evaluators._base import check_name, make_evaluator
-from loop_agents.state import LoopContext, LoopEvaluation
+from loop_agents.loop.state import LoopContext, LoopEvaluation
 
 ANSWER_VARIABLE = "LOOP_AGENTS_ANSWER"
 """The environment variable holding the path of the answer's file."""

@@ -20,7 +20,6 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemM
 from langchain_core.runnables import Runnable, RunnableConfig
 from pydantic import BaseModel
 
-from loop_agents._numbers import describe_number, finite_float
 from loop_agents.evaluators import text_verdict
 from loop_agents.evaluators._base import (
     LoopEvaluatorRunnable,
@@ -28,7 +27,8 @@ from loop_agents.evaluators._base import (
     format_score,
     make_evaluator,
 )
-from loop_agents.state import LoopContext, LoopEvaluation
+from loop_agents.loop._numbers import describe_number, finite_float
+from loop_agents.loop.state import LoopContext, LoopEvaluation
 
 StructuredOutput = Literal["native", "text"]
 """How the verdict is asked for: ``"native"`` (the model's structured output, with

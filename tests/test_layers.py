@@ -1,0 +1,296 @@
+"""The tree is the architecture: every module in a layer, imports only downward, no cycle.
+
+The layers and their order are the numbered list in ``loop_agents/__init__.py``'s
+docstring. Every import of a ``loop_agents`` module counts for the layer rule, also one
+inside a function or under ``TYPE_CHECKING``: the rule is about what a layer may know.
+For cycles, the imports that run count (module level and inside functions); one under
+``TYPE_CHECKING`` never runs, so a type-only reference back is not a cycle.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+import loop_agents
+
+PACKAGE = Path(loop_agents.__file__).resolve().parent
+ROOT_MODULES = {"loop_agents", "loop_agents._version"}
+"""The modules beside the layers: the public API (above every layer) and the version
+(below every layer: anything may read it, it imports nothing)."""
+
+
+def documented_layers(doc: str) -> list[str]:
+    """The layers, lowest first, as ``loop_agents``' docstring lists them."""
+    return re.findall(r"^\s*\d+\. ``(\w+)``:", doc, flags=re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Import:
+    source: str  # the importing module
+    target: str  # the imported module (a module or package of the tree)
+    line: int
+    runs: bool  # False under `if TYPE_CHECKING:`: never executed
+
+
+def module_name(path: Path, package: Path) -> str:
+    parts = [package.name, *path.relative_to(package).with_suffix("").parts]
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _type_checking_lines(tree: ast.Module) -> set[int]:
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and ast.unparse(node.test) in {
+            "TYPE_CHECKING",
+            "typing.TYPE_CHECKING",
+        }:
+            for statement in node.body:
+                lines.update(range(statement.lineno, (statement.end_lineno or 0) + 1))
+    return lines
+
+
+def _resolve(name: str, modules: Mapping[str, str]) -> str:
+    """The module of the tree that ``name`` (a module, or a module's attribute) is in."""
+    while name not in modules and "." in name:
+        name = name.rpartition(".")[0]
+    return name
+
+
+def imports_of(modules: Mapping[str, str]) -> Iterator[Import]:
+    """Every import of one of ``modules`` (name -> source) by another."""
+    for source, text in modules.items():
+        tree = ast.parse(text)
+        type_only = _type_checking_lines(tree)
+        is_package = f"{source}." in {f"{m.rpartition('.')[0]}." for m in modules}
+        for node in ast.walk(tree):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:  # relative: from the importing module's package
+                    base = source.split(".")
+                    base = base[: len(base) - node.level + (1 if is_package else 0)]
+                    module = ".".join([*base, *([node.module] if node.module else [])])
+                else:
+                    module = node.module or ""
+                # `from pkg import submodule` imports the submodule
+                targets = [
+                    f"{module}.{alias.name}" if f"{module}.{alias.name}" in modules else module
+                    for alias in node.names
+                ]
+            for target in targets:
+                if target.split(".")[0] != "loop_agents":
+                    continue
+                resolved = _resolve(target, modules)
+                if resolved == source or (
+                    resolved != "loop_agents" and source.startswith(f"{resolved}.")
+                ):
+                    continue  # a package of its own (not the public API): imported already
+                yield Import(source, resolved, node.lineno, node.lineno not in type_only)
+
+
+def layer_of(module: str, layers: list[str]) -> int | None:
+    """The rank of ``module``'s layer (0 the lowest); ``None`` for a module in no layer."""
+    if module == "loop_agents":
+        return len(layers)  # the public API re-exports every layer: above them all
+    if module == "loop_agents._version":
+        return -1
+    first = module.split(".")[1]
+    return layers.index(first) if first in layers else None
+
+
+def layer_violations(modules: Mapping[str, str], layers: list[str]) -> list[str]:
+    """Each import of a module from a later layer (or from the public API)."""
+    problems = []
+    for found in imports_of(modules):
+        source, target = layer_of(found.source, layers), layer_of(found.target, layers)
+        if source is None or target is None:
+            continue  # reported by the test that every module is in a layer
+        if target > source:
+            where = "the public API" if found.target == "loop_agents" else found.target
+            problems.append(
+                f"{found.source} (line {found.line}) imports {where}, a later layer: move the "
+                f"shared code down, or the importing code up"
+            )
+    return problems
+
+
+def import_cycles(modules: Mapping[str, str]) -> list[list[str]]:
+    """The import cycles among ``modules`` (imports that run), each as its modules."""
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for found in imports_of(modules):
+        if found.runs:
+            graph[found.source].add(found.target)
+    # Tarjan's strongly connected components, iteratively
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+    for start in graph:
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1 or node in graph[node]:
+                    cycles.append(sorted(component))
+    return cycles
+
+
+def package_modules() -> dict[str, str]:
+    return {
+        module_name(path, PACKAGE): path.read_text(encoding="utf-8")
+        for path in sorted(PACKAGE.rglob("*.py"))
+    }
+
+
+LAYERS = documented_layers(loop_agents.__doc__ or "")
+
+
+# -- the package ---------------------------------------------------------------------------
+
+
+def test_the_docstring_lists_the_layers_and_each_is_a_documented_folder():
+    assert len(LAYERS) == len(set(LAYERS)) >= 9, LAYERS
+    assert LAYERS.index("loop") < LAYERS.index("evaluators")  # evaluators build on the loop
+    for layer in LAYERS:
+        init = PACKAGE / layer / "__init__.py"
+        assert init.is_file(), f"loop_agents/{layer}/ has no __init__.py"
+        docstring = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8")))
+        assert docstring, f"loop_agents/{layer}/__init__.py says nothing about what belongs there"
+
+
+def test_every_module_is_in_a_layer():
+    stray = [
+        name
+        for name in package_modules()
+        if name not in ROOT_MODULES and layer_of(name, LAYERS) is None
+    ]
+    assert not stray, f"modules in no layer (move each into the folder of its layer): {stray}"
+
+
+def test_every_subpackage_says_what_belongs_there():
+    for init in PACKAGE.rglob("__init__.py"):
+        assert ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))), init
+
+
+def test_imports_only_go_down_the_layers():
+    assert layer_violations(package_modules(), LAYERS) == []
+
+
+def test_no_import_cycle():
+    assert import_cycles(package_modules()) == []
+
+
+def test_the_loop_imports_no_evaluator_model_or_terminal():
+    below_loop = {"loop_agents._version", "loop_agents.loop"}
+    for found in imports_of(package_modules()):
+        if found.source.startswith("loop_agents.loop."):
+            assert found.target in below_loop or found.target.startswith("loop_agents.loop."), found
+
+
+# -- the checks themselves, on made-up trees -----------------------------------------------
+
+TOY_LAYERS = ["low", "high"]
+
+
+def test_an_import_from_a_later_layer_is_reported_wherever_it_is():
+    modules = {
+        "loop_agents.low": '"""Low."""',
+        "loop_agents.low.a": "def f():\n    from loop_agents.high.b import g\n",
+        "loop_agents.low.c": (
+            "from typing import TYPE_CHECKING\n"
+            "if TYPE_CHECKING:\n    from loop_agents.high import b\n"
+        ),
+        "loop_agents.high": '"""High."""',
+        "loop_agents.high.b": "from loop_agents.low.a import f\n",
+    }
+    problems = layer_violations(modules, TOY_LAYERS)
+    assert len(problems) == 2
+    assert problems[0].startswith("loop_agents.low.a (line 2) imports loop_agents.high.b")
+    assert problems[1].startswith("loop_agents.low.c (line 3) imports loop_agents.high.b")
+
+
+def test_the_public_api_is_above_every_layer():
+    modules = {
+        "loop_agents": "from loop_agents.low.a import f\n",
+        "loop_agents.low": "",
+        "loop_agents.low.a": "from loop_agents import f\n",
+        "loop_agents._version": "",
+        "loop_agents.high": "from loop_agents._version import v\n",
+    }
+    problems = layer_violations(modules, TOY_LAYERS)
+    assert problems == [
+        "loop_agents.low.a (line 1) imports the public API, a later layer: move the shared "
+        "code down, or the importing code up"
+    ]
+
+
+def test_a_cycle_is_found_and_a_type_only_reference_back_is_not_one():
+    modules = {
+        "loop_agents.low": "",
+        "loop_agents.low.a": "from loop_agents.low import b\n",
+        "loop_agents.low.b": "import loop_agents.low.c\n",
+        "loop_agents.low.c": "def f():\n    from loop_agents.low.a import x\n",
+        "loop_agents.low.d": "from loop_agents.low.e import y\n",
+        "loop_agents.low.e": (
+            "from typing import TYPE_CHECKING\n"
+            "if TYPE_CHECKING:\n    from loop_agents.low.d import z\n"
+        ),
+    }
+    assert import_cycles(modules) == [
+        ["loop_agents.low.a", "loop_agents.low.b", "loop_agents.low.c"]
+    ]
+
+
+def test_a_package_importing_its_own_modules_is_not_a_cycle():
+    modules = {
+        "loop_agents.low": "from loop_agents.low.a import f\n",
+        "loop_agents.low.a": "from loop_agents.low import b\n",
+        "loop_agents.low.b": "",
+    }
+    assert import_cycles(modules) == []
+
+
+@pytest.mark.parametrize(
+    ("doc", "expected"),
+    [
+        ("Layers:\n\n1. ``sandbox``: x.\n2. ``models``: y\n   more.\n", ["sandbox", "models"]),
+        ("1. sandbox: not quoted\n", []),
+    ],
+)
+def test_the_layers_are_read_from_the_numbered_list(doc, expected):
+    assert documented_layers(doc) == expected
