@@ -52,15 +52,19 @@ serve: venv
 	LANGGRAPH_CLI_NO_ANALYTICS=1 $(VENV)/bin/langgraph dev --no-browser --host 127.0.0.1 --port $(PORT)
 
 ## test: run the whole test suite, the real-server tests included: installs PostgreSQL
-## (apt-get, when missing) and the offline model (`make local`, about 8 minutes the first time)
+## (apt-get, when missing) and the offline model (`make local`, about 8 minutes the first time).
+## The offline tests run in parallel (pytest-xdist, TEST_WORKERS processes); the slow ones
+## (real servers, long workloads) one after the other, as their time limits assume.
+TEST_WORKERS ?= 4
 test: venv
 	scripts/install-test-servers.sh
 	$(MAKE) --no-print-directory local
-	$(PY) -m pytest
+	$(PY) -m pytest -m "not slow" -n $(TEST_WORKERS)
+	$(PY) -m pytest -m slow
 
-## test-fast: the offline tests only (no real servers)
+## test-fast: the offline tests only (no real servers), in parallel
 test-fast: venv
-	$(PY) -m pytest -m "not slow"
+	$(PY) -m pytest -m "not slow" -n $(TEST_WORKERS)
 
 ## test-lowest: the offline tests on the lowest versions of the dependencies that
 ## pyproject.toml allows (requirements/lowest.txt), in a virtual environment of their own
@@ -74,7 +78,7 @@ $(LOWEST_VENV)/.installed: $(LOCK_LOWEST) pyproject.toml loop_agents/_version.py
 	touch $@
 
 test-lowest: $(LOWEST_VENV)/.installed
-	$(LOWEST_VENV)/bin/python -m pytest -m "not slow"
+	$(LOWEST_VENV)/bin/python -m pytest -m "not slow" -n $(TEST_WORKERS)
 
 ## dist: build the sdist and the wheel into dist/ (the wheel from the sdist) and check them:
 ## twine's strict check, and scripts/check_dist.py (the wheel holds exactly the package's

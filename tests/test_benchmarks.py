@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 
+import pytest
 from langchain_core.messages import HumanMessage
 
 from benchmarks import context, storage
@@ -78,6 +79,7 @@ def test_table_layout():
     ]
 
 
+@pytest.mark.slow  # runs the benchmark's loops (SQLite, hundreds of iterations)
 def test_the_storage_benchmark_measures_the_loops_before_and_after():
     results, notes = storage.measure((2, 4), 1, ("sqlite",), ("before", "delta"))
     assert notes == [] or notes[0].startswith("before: `git archive")

@@ -190,6 +190,7 @@ def test_sources_are_well_formed(task_id):
 # -- the programs ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # every program of the bundled set, run in the sandbox (144 runs)
 @pytest.mark.parametrize("task_id", IDS)
 def test_reference_solution_passes_visible_and_hidden_tests_silently(task_id, runs):
     for tests in ("tests", "hidden_tests"):
@@ -199,6 +200,7 @@ def test_reference_solution_passes_visible_and_hidden_tests_silently(task_id, ru
         assert result.stderr == "", f"{tests} wrote to stderr: {_explain(result)}"
 
 
+@pytest.mark.slow  # every program of the bundled set, run in the sandbox (144 runs)
 @pytest.mark.parametrize("task_id", IDS)
 def test_wrong_solution_fails_the_hidden_tests(task_id, runs):
     result = runs[task_id, "wrong_solution", "hidden_tests"]
@@ -207,12 +209,14 @@ def test_wrong_solution_fails_the_hidden_tests(task_id, runs):
     assert "Error" in result.stderr, _explain(result)
 
 
+@pytest.mark.slow  # every program of the bundled set, run in the sandbox (144 runs)
 @pytest.mark.parametrize("task_id", IDS)
 def test_wrong_solution_passes_the_visible_tests_as_marked(task_id, runs):
     result = runs[task_id, "wrong_solution", "tests"]
     assert result.ok == REFERENCE[task_id]["passes_visible"], _explain(result)
 
 
+@pytest.mark.slow  # every program of the bundled set, run in the sandbox (144 runs)
 def test_a_failing_test_says_what_was_called_what_came_back_and_what_was_expected(runs):
     result = runs["code-003-additive-roman", "wrong_solution", "hidden_tests"]
     assert result.stderr.strip().splitlines()[-1] == (
