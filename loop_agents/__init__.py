@@ -74,20 +74,26 @@ if TYPE_CHECKING:
     )
     from loop_agents.loop._agent import AgentLike
     from loop_agents.loop._evaluation import Evaluator, InvalidEvaluationError
-    from loop_agents.loop.advice import default_advice
-    from loop_agents.loop.agent_errors import (
-        OnAgentError,
-        default_retry_policy,
-        is_model_error,
-        is_transient_error,
-    )
-    from loop_agents.loop.budgets import Price, Prices, UnknownPriceError, cost_of, requests_used
     from loop_agents.loop.checkpoints import (
         acheckpoint_before_iteration,
         checkpoint_before_iteration,
         checkpointed,
     )
-    from loop_agents.loop.criteria import LoopEvaluatorRunnable, criteria_of, is_criteria
+    from loop_agents.loop.control.advice import default_advice
+    from loop_agents.loop.control.agent_errors import (
+        OnAgentError,
+        default_retry_policy,
+        is_model_error,
+        is_transient_error,
+    )
+    from loop_agents.loop.control.budgets import (
+        Price,
+        Prices,
+        UnknownPriceError,
+        cost_of,
+        requests_used,
+    )
+    from loop_agents.loop.control.criteria import LoopEvaluatorRunnable, criteria_of, is_criteria
     from loop_agents.loop.events import (
         AgentFailed,
         AgentFinished,

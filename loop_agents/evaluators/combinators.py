@@ -22,7 +22,6 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import get_executor_for_config
 
 from loop_agents.evaluators._base import (
-    LoopEvaluatorRunnable,
     check_name,
     format_score,
     make_evaluator,
@@ -31,7 +30,7 @@ from loop_agents.evaluators._base import (
 )
 from loop_agents.loop._evaluation import Evaluator, EvaluatorCaller
 from loop_agents.loop.checkpoints import checkpointed
-from loop_agents.loop.criteria import combined_criteria
+from loop_agents.loop.control.criteria import LoopEvaluatorRunnable, combined_criteria
 from loop_agents.loop.state import LoopContext, LoopEvaluation
 
 Combine: TypeAlias = (

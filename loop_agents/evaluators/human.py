@@ -33,7 +33,7 @@ from loop_agents.loop._agent import describe
 from loop_agents.loop._evaluation import Evaluator
 from loop_agents.loop._numbers import describe_number, finite_float
 from loop_agents.loop.checkpoints import checkpointed, in_graph_run
-from loop_agents.loop.criteria import LoopEvaluatorRunnable, criteria_of
+from loop_agents.loop.control.criteria import LoopEvaluatorRunnable, criteria_of
 from loop_agents.loop.input_checks import HOW_TO_ANSWER
 from loop_agents.loop.state import LoopContext, LoopEvaluation
 

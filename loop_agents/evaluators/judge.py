@@ -22,12 +22,12 @@ from pydantic import BaseModel
 
 from loop_agents.evaluators import text_verdict
 from loop_agents.evaluators._base import (
-    LoopEvaluatorRunnable,
     check_name,
     format_score,
     make_evaluator,
 )
 from loop_agents.loop._numbers import describe_number, finite_float
+from loop_agents.loop.control.criteria import LoopEvaluatorRunnable
 from loop_agents.loop.state import LoopContext, LoopEvaluation
 
 StructuredOutput = Literal["native", "text"]

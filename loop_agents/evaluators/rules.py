@@ -14,8 +14,9 @@ from typing import Any, TypeAlias, cast
 from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import run_in_executor
 
-from loop_agents.evaluators._base import LoopEvaluatorRunnable, check_name, make_evaluator
+from loop_agents.evaluators._base import check_name, make_evaluator
 from loop_agents.loop._agent import describe, is_async_callable
+from loop_agents.loop.control.criteria import LoopEvaluatorRunnable
 from loop_agents.loop.state import LoopContext, LoopEvaluation
 
 RuleResult: TypeAlias = tuple[bool, str]

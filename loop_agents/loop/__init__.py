@@ -12,7 +12,11 @@ the loop never imports an evaluator.
   agent is sent: the history policies), `feedback` (the evaluator's feedback as the
   agent's next user turn), `stopping` (why a loop stops: cap, plateau, budgets),
   `selection` (which attempt is the answer), `output` (what the loop returns),
-  `records` (an iteration record's answer);
+  `records` (an iteration record's answer), `attempts` (one agent call or its failure),
+  `outcomes` and `iteration_records` (an iteration's record from its calls and verdicts);
+- the options: `options` (every option of `create_loop_agent`, checked before anything is
+  built) and `control` (the loop controls: candidates, score-only verdicts and the
+  advisor, criteria up front, request and cost budgets, errors as feedback);
 - what a run reports: `events` (the loop events on the ``custom`` stream), `tracing`
   (run names, tags and metadata);
 - running it reliably: `timeouts` (time limits and retries of the two nodes),

@@ -67,7 +67,7 @@ class EvaluatorCaller:
     alone (``{"score": 0.8}``, or a bare number from a metric function): the answer is
     accepted when the score reaches the threshold. With ``threshold`` or ``advised``
     (the loop has an ``advisor=``) a verdict that asks to continue may leave out its
-    feedback; the loop then writes it (see `loop_agents.loop.advice`).
+    feedback; the loop then writes it (see `loop_agents.loop.control.advice`).
     """
 
     def __init__(

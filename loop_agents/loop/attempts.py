@@ -3,7 +3,7 @@
 `AttemptRunner` calls the agent (through the loop's traced runnable), counts the model
 calls made meanwhile (`loop_agents.loop._usage`) and, with ``on_agent_error="feedback"``,
 turns a model-caused failure into an `Attempt` with an ``error`` instead of raising
-(see `loop_agents.loop.agent_errors`). The ``invoke_agent`` node uses it for the single
+(see `loop_agents.loop.control.agent_errors`). The ``invoke_agent`` node uses it for the single
 answer of an iteration and for each of ``candidates=k``.
 """
 
@@ -18,7 +18,12 @@ from langchain_core.runnables import Runnable, RunnableConfig
 
 from loop_agents.loop._agent import usage as message_usage
 from loop_agents.loop._usage import CallUsage, counting_tokens
-from loop_agents.loop.agent_errors import OnAgentError, answer_problem, error_text, is_model_error
+from loop_agents.loop.control.agent_errors import (
+    OnAgentError,
+    answer_problem,
+    error_text,
+    is_model_error,
+)
 from loop_agents.loop.state import AgentRun, LoopContext, LoopEvaluation
 
 

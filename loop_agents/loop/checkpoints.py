@@ -22,7 +22,7 @@ from langgraph.runtime import get_runtime
 from langgraph.types import StateSnapshot
 
 from loop_agents.loop._evaluation import Evaluator, EvaluatorCaller
-from loop_agents.loop.criteria import LoopEvaluatorRunnable, criteria_of
+from loop_agents.loop.control.criteria import LoopEvaluatorRunnable, criteria_of
 from loop_agents.loop.state import LoopContext, LoopEvaluation
 
 LoopGraph = Pregel[Any, Any, Any, Any]

@@ -10,7 +10,7 @@ from langchain_core.messages import AIMessage
 from loop_agents.loop._agent import answer_of
 from loop_agents.loop._usage import CallUsage
 from loop_agents.loop.attempts import Judged, run_usage
-from loop_agents.loop.budgets import PriceTable
+from loop_agents.loop.control.budgets import PriceTable
 from loop_agents.loop.state import AgentRun, CandidateRecord, CandidateRun, IterationRecord
 
 

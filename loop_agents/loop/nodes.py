@@ -19,9 +19,14 @@ from loop_agents.loop._evaluation import Evaluator, EvaluatorCaller
 from loop_agents.loop._reporting import LoopReporter
 from loop_agents.loop._usage import NO_USAGE
 from loop_agents.loop.attempts import Attempt, AttemptRunner, JudgeRunner
-from loop_agents.loop.candidates import CandidatePool, ajudge_all, candidate_agents, judge_all
-from loop_agents.loop.controls import LoopControls
-from loop_agents.loop.criteria import with_criteria
+from loop_agents.loop.control.candidates import (
+    CandidatePool,
+    ajudge_all,
+    candidate_agents,
+    judge_all,
+)
+from loop_agents.loop.control.checks import LoopControls
+from loop_agents.loop.control.criteria import with_criteria
 from loop_agents.loop.feedback import DEFAULT_FEEDBACK_FORMAT, FeedbackFormat, feedback_message
 from loop_agents.loop.history._select import HistorySelector, Selected
 from loop_agents.loop.history.policies import HistoryPolicy

@@ -15,7 +15,7 @@ from datetime import timedelta
 
 from langgraph.store.base import BaseStore
 
-from loop_agents.loop.controls import LoopControls, check_controls
+from loop_agents.loop.control.checks import LoopControls, check_controls
 from loop_agents.loop.feedback import (
     DEFAULT_FEEDBACK_FORMAT,
     FeedbackFormat,

@@ -17,11 +17,11 @@ from langchain_core.runnables import RunnableConfig
 from loop_agents.loop._agent import answer_of
 from loop_agents.loop._reporting import LoopReporter
 from loop_agents.loop._usage import NO_USAGE, CallUsage, counting_tokens
-from loop_agents.loop.advice import Advisor, default_advice
-from loop_agents.loop.agent_errors import failure_feedback
 from loop_agents.loop.attempts import Judged
-from loop_agents.loop.candidates import best_candidate, candidate_context
-from loop_agents.loop.controls import LoopControls
+from loop_agents.loop.control.advice import Advisor, default_advice
+from loop_agents.loop.control.agent_errors import failure_feedback
+from loop_agents.loop.control.candidates import best_candidate, candidate_context
+from loop_agents.loop.control.checks import LoopControls
 from loop_agents.loop.iteration_records import base_record, candidate_records
 from loop_agents.loop.state import (
     AgentRun,

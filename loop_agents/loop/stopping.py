@@ -11,7 +11,7 @@ are checked:
    history policy's model calls, from ``usage_metadata``) reached ``token_budget``.
 4. ``request_budget``: the model calls of this loop reached ``request_budget``, or the
    next iteration, making as many calls as the latest, would pass it.
-5. ``cost_budget``: the same for their cost by ``prices`` (see `loop_agents.loop.budgets`).
+5. ``cost_budget``: the same for their cost by ``prices`` (see `loop_agents.loop.control.budgets`).
 6. ``time_budget``: the loop's wall-clock time reached ``time_budget`` seconds.
 7. ``plateau``: ``patience`` scored iterations in a row brought no gain of at least
    ``min_delta`` over the best score so far.
@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from loop_agents.loop._numbers import describe_number, finite_float
-from loop_agents.loop.budgets import budget_reason_values, over_budget
+from loop_agents.loop.control.budgets import budget_reason_values, over_budget
 from loop_agents.loop.state import IterationRecord, StopReason
 
 

@@ -34,9 +34,9 @@ from langgraph.types import Checkpointer
 from loop_agents.evaluators import JudgeMethod, llm_judge
 from loop_agents.evaluators.human import human_review
 from loop_agents.loop._numbers import finite_float
-from loop_agents.loop.agent_errors import OnAgentError
-from loop_agents.loop.budgets import Prices
-from loop_agents.loop.criteria import criteria_note
+from loop_agents.loop.control.agent_errors import OnAgentError
+from loop_agents.loop.control.budgets import Prices
+from loop_agents.loop.control.criteria import criteria_note
 from loop_agents.loop.graph import create_loop_agent
 from loop_agents.loop.output import OutputMode
 from loop_agents.loop.state import LoopContext, LoopEvaluation, LoopInput, LoopOutput, LoopState

@@ -8,11 +8,11 @@ from langchain_core.messages import BaseMessage
 from langchain_core.runnables import Runnable
 
 from loop_agents.loop._numbers import describe_number, finite_float
-from loop_agents.loop.advice import check_advisor
-from loop_agents.loop.agent_errors import OnAgentError, check_on_agent_error
-from loop_agents.loop.budgets import PriceTable, check_prices
-from loop_agents.loop.candidates import check_candidate_temperature, check_candidates
-from loop_agents.loop.criteria import check_criteria
+from loop_agents.loop.control.advice import check_advisor
+from loop_agents.loop.control.agent_errors import OnAgentError, check_on_agent_error
+from loop_agents.loop.control.budgets import PriceTable, check_prices
+from loop_agents.loop.control.candidates import check_candidate_temperature, check_candidates
+from loop_agents.loop.control.criteria import check_criteria
 
 
 @dataclass(frozen=True)
@@ -20,13 +20,14 @@ class LoopControls:
     """The loop-control options of `create_loop_agent`, checked (see `loop_agents.loop.graph`).
 
     Attributes:
-        candidates: Answers per iteration (`loop_agents.loop.candidates`).
+        candidates: Answers per iteration (`loop_agents.loop.control.candidates`).
         candidate_temperature: Each candidate's temperature, or ``None``.
-        threshold: The score at which a score-only verdict accepts (`loop_agents.loop.advice`).
+        threshold: The score at which a score-only verdict accepts
+            (`loop_agents.loop.control.advice`).
         advisor: The model that writes feedback for a verdict without any, or ``None``.
         criteria: The criteria shown to the agent before its first attempt, or ``None``.
-        prices: The price table (`loop_agents.loop.budgets`), or ``None``.
-        on_agent_error: ``"raise"`` or ``"feedback"`` (`loop_agents.loop.agent_errors`).
+        prices: The price table (`loop_agents.loop.control.budgets`), or ``None``.
+        on_agent_error: ``"raise"`` or ``"feedback"`` (`loop_agents.loop.control.agent_errors`).
         count_failed_attempts: Whether a failed attempt counts toward ``max_iterations``.
 
     """
