@@ -231,6 +231,8 @@ def test_candidate_option_errors():
         create_loop_agent(model, by_length, candidates=2.0)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="candidates must be from 1 to 64"):
         create_loop_agent(model, by_length, candidates=0)
+    with pytest.raises(ValueError, match="got an int of 401 digits"):
+        create_loop_agent(model, by_length, candidates=10**400)
     with pytest.raises(ValueError, match="candidate_temperature applies with candidates"):
         create_loop_agent(model, by_length, candidate_temperature=0.7)
     with pytest.raises(ValueError, match="has 2 values for candidates=3"):

@@ -340,12 +340,23 @@ def test_an_isolation_that_cannot_run_is_a_clear_error():
     ("kwargs", "message"),
     [
         ({"isolation": "docker"}, "isolation must be one of 'auto', 'bwrap'"),
-        ({"max_processes": 0}, "max_processes must be a whole number >= 1"),
+        ({"max_processes": 0}, "max_processes must be a whole number from 1"),
         ({"max_processes": 2.5}, "max_processes must be"),
         ({"max_processes": True}, "max_processes must be"),
         ({"env": {"BAD NAME": "x"}}, "env must map variable names"),
         ({"env": {"X": 1}}, "env must map variable names"),
         ({"timeout": True}, "timeout must be"),
+        (
+            {"timeout": 10**400},
+            r"timeout must be a finite number of seconds > 0; got 1000.*\(401 char",
+        ),
+        (
+            {"memory_limit": 10**400},
+            "memory_limit must be a number of bytes from 1 MiB to 2\\*\\*63",
+        ),
+        ({"max_file_size": 2**63}, "max_file_size must be a number of bytes from 1 MiB"),
+        ({"max_output": 10**400}, "max_output must be a number of bytes from 16"),
+        ({"max_processes": 10**400}, "max_processes must be a whole number from 1 to"),
     ],
 )
 def test_bad_options_are_refused_before_anything_runs(kwargs, message):

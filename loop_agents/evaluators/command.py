@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import math
 import os
 import re
 import shlex
@@ -33,6 +32,7 @@ from pathlib import Path
 from langchain_core.runnables import Runnable, RunnableConfig
 
 from loop_agents.evaluators._base import check_name, make_evaluator
+from loop_agents.loop._numbers import describe_number, finite_float
 from loop_agents.loop.state import LoopContext, LoopEvaluation
 
 ANSWER_VARIABLE = "LOOP_AGENTS_ANSWER"
@@ -324,13 +324,11 @@ def command_check(
     problem = command_problem(command, cwd)
     if problem is not None:
         raise ValueError(problem)
-    if (
-        isinstance(timeout, bool)
-        or not isinstance(timeout, int | float)
-        or not math.isfinite(timeout)
-        or timeout <= 0
-    ):
-        raise ValueError(f"timeout must be a number of seconds > 0; got {timeout!r}")
+    seconds = finite_float(timeout)
+    if seconds is None or seconds <= 0:
+        raise ValueError(
+            f"timeout must be a finite number of seconds > 0; got {describe_number(timeout)}"
+        )
     if isinstance(max_feedback_chars, bool) or not isinstance(max_feedback_chars, int):
         raise TypeError(f"max_feedback_chars must be an int; got {max_feedback_chars!r}")
     if max_feedback_chars < 1:

@@ -100,37 +100,42 @@ class RunLimits:
     def __post_init__(self) -> None:
         """Check every limit; see the class docstring."""
         timeout = self.timeout
-        if (
-            isinstance(timeout, bool)
-            or not (isinstance(timeout, int | float) and math.isfinite(timeout))
-            or timeout <= 0
-        ):
-            raise ValueError(f"timeout must be a number of seconds > 0; got {timeout!r}")
+        if not _positive_seconds(timeout):
+            raise ValueError(
+                f"timeout must be a finite number of seconds > 0; got {_shown(timeout)}"
+            )
         for name in ("memory_limit", "max_file_size"):
             value = getattr(self, name)
             if value is not None and (
-                isinstance(value, bool) or not isinstance(value, int) or value < 1024 * 1024
+                isinstance(value, bool)
+                or not isinstance(value, int)
+                or not 1024 * 1024 <= value <= RLIMIT_MAX
             ):
                 raise ValueError(
-                    f"{name} must be a number of bytes >= 1 MiB, or None for no limit; "
-                    f"got {value!r}"
+                    f"{name} must be a number of bytes from 1 MiB to 2**63 - 1, or None for "
+                    f"no limit; got {_shown(value)}"
                 )
         if (
             isinstance(self.max_output, bool)
             or not isinstance(self.max_output, int)
-            or self.max_output < 16
+            or not 16 <= self.max_output <= RLIMIT_MAX
         ):
-            raise ValueError(f"max_output must be a number of bytes >= 16; got {self.max_output!r}")
+            raise ValueError(
+                f"max_output must be a number of bytes from 16 to 2**63 - 1; "
+                f"got {_shown(self.max_output)}"
+            )
         if self.isolation not in ISOLATIONS:
             raise ValueError(
                 f"isolation must be one of {', '.join(map(repr, ISOLATIONS))}; "
                 f"got {self.isolation!r}"
             )
         cap = self.max_processes
-        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
+        if cap is not None and (
+            isinstance(cap, bool) or not isinstance(cap, int) or not 1 <= cap <= RLIMIT_MAX
+        ):
             raise ValueError(
-                f"max_processes must be a whole number >= 1 (the program itself counts), or "
-                f"None for no cap; got {cap!r}"
+                f"max_processes must be a whole number from 1 to 2**63 - 1 (the program itself "
+                f"counts), or None for no cap; got {_shown(cap)}"
             )
         if not isinstance(self.python, str) or not self.python:
             raise ValueError(f"python must be the path of an interpreter; got {self.python!r}")
@@ -180,3 +185,24 @@ def make_limits(
         isolation=isolation,
         max_processes=max_processes,
     )
+
+
+def _positive_seconds(value: object) -> bool:
+    """Whether ``value`` is a finite number > 0 (an ``int`` too large for a float is not)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    try:
+        seconds = float(value)
+    except OverflowError:
+        return False
+    return math.isfinite(seconds) and seconds > 0
+
+
+RLIMIT_MAX = 2**63 - 1
+"""The largest resource limit the kernel takes (``setrlimit`` reads a signed 64-bit value)."""
+
+
+def _shown(value: object) -> str:
+    """``repr(value)``, shortened when long (an int of 400 digits)."""
+    shown = repr(value)
+    return shown if len(shown) <= 40 else f"{shown[:20]}... ({len(shown)} characters)"

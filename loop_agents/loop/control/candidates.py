@@ -63,7 +63,7 @@ def check_candidates(candidates: object) -> int:
     if not 1 <= candidates <= MAX_CANDIDATES:
         raise ValueError(
             f"candidates must be from 1 to {MAX_CANDIDATES} (answers per iteration); got "
-            f"{candidates}"
+            f"{describe_number(candidates)}"
         )
     return candidates
 
