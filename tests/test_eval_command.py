@@ -203,3 +203,24 @@ def test_help_lists_the_arms_and_the_bundled_sets():
     assert done.returncode == 0
     for word in ("single", "loop", "resample", "judge-loop", "code, instructions", "--server"):
         assert word in done.stdout
+
+
+def test_the_progress_lines_count_answers_and_calls_in_good_english():
+    import io
+
+    from rich.console import Console
+
+    from loop_agents.evals.command import _ProgressView
+    from loop_agents.evals.report import TaskResult
+    from loop_agents.evals.runner import EvalProgress
+
+    out = io.StringIO()
+    view = _ProgressView(Console(file=out, force_terminal=False, width=200))
+    one = TaskResult(task_id="t1", arm="single", passed=True, iterations=1, model_calls=1)
+    three = TaskResult(task_id="t2", arm="loop", passed=False, iterations=3, model_calls=3)
+    with view:
+        view(EvalProgress(done=1, total=2, result=one))
+        view(EvalProgress(done=2, total=2, result=three))
+    lines = out.getvalue().splitlines()
+    assert "[1/2] t1 / single: passed (1 answer, 1 call, 0.0 s)" in lines
+    assert "[2/2] t2 / loop: failed (3 answers, 3 calls, 0.0 s)" in lines

@@ -355,7 +355,8 @@ class _ProgressView:
             verdict = "passed" if r2.passed else "failed"
             line = (
                 f"[{event.done}/{event.total}] {r2.task_id} / {r2.arm}: {verdict} "
-                f"({r2.iterations} answers, {r2.model_calls} calls, {r2.seconds:.1f} s)"
+                f"({_count(r2.iterations, 'answer')}, {_count(r2.model_calls, 'call')}, "
+                f"{r2.seconds:.1f} s)"
             )
         if line is not None:
             self.console.print(line, markup=False, highlight=False)
@@ -432,3 +433,8 @@ async def run_eval_command(
         if options.out is not None:
             console.print(f"Results: {options.out}", markup=False, highlight=False)
     return 0 if report.complete else 1
+
+
+def _count(number: int, noun: str) -> str:
+    """``1 answer``, ``3 answers``."""
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
