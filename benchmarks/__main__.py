@@ -15,6 +15,7 @@ import argparse
 import asyncio
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from benchmarks import concurrency, context, overhead, startup, storage
 from benchmarks.measure import machine
@@ -196,6 +197,39 @@ async def run(parts: set[str], plan: Plan) -> str:
     return "\n".join(out) + "\n"
 
 
+KEPT_SECTIONS = ("## Effectiveness",)
+"""Sections of the written file that these benchmarks do not measure: ``--write`` keeps them.
+
+The effectiveness figures come from ``loop-agents eval`` runs that take hours on the bundled
+model; they are written by hand from those runs' output and survive a new benchmark run.
+"""
+
+
+def with_kept_sections(report: str, previous: str) -> str:
+    """``report`` followed by the `KEPT_SECTIONS` of ``previous`` (the file's old text).
+
+    Example:
+        ```python
+        old = "# Benchmarks\n## 1. Overhead\nold\n## Effectiveness\nfigures\n"
+        new = with_kept_sections("# Benchmarks\n## 1. Overhead\nnew\n", old)
+        assert new.endswith("## Effectiveness\nfigures\n") and "old" not in new
+        ```
+
+    """
+    sections: list[str] = []
+    keeping = False
+    for line in previous.splitlines(keepends=True):
+        if line.startswith("## "):
+            keeping = line.rstrip() in KEPT_SECTIONS
+            if keeping:
+                sections.append("")
+        if keeping:
+            sections[-1] += line
+    if not sections:
+        return report
+    return report.rstrip("\n") + "\n\n" + "\n".join(s.rstrip("\n") + "\n" for s in sections)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer rounds and loops")
@@ -210,8 +244,9 @@ def main() -> None:
         parser.error(f"unknown benchmark(s) {sorted(unknown)}; choose from {', '.join(PARTS)}")
     report = asyncio.run(run(parts, QUICK if args.quick else FULL))
     if args.write:
-        with open(args.write, "w", encoding="utf-8") as file:
-            file.write(report)
+        target = Path(args.write)
+        previous = target.read_text(encoding="utf-8") if target.exists() else ""
+        target.write_text(with_kept_sections(report, previous), encoding="utf-8")
         print(f"\nwritten to {args.write}")
 
 

@@ -93,3 +93,18 @@ def test_the_storage_benchmark_measures_the_loops_before_and_after():
     assert rendered.count("\n") == 1 + len(results) // 2
     assert "create_loop_agent (delta channels)" in rendered
     assert storage.targets(results)[0].startswith("6. sqlite: bytes per iteration at 4 are")
+
+
+def test_writing_the_report_keeps_the_effectiveness_section():
+    from benchmarks.__main__ import with_kept_sections
+
+    old = (
+        "# Benchmarks\n\n## 1. Overhead\n\nold figures\n\n"
+        "## Effectiveness\n\n| arm | rate |\n| single | 3% |\n\n## Targets\n\n- old\n"
+    )
+    new = with_kept_sections("# Benchmarks\n\n## 1. Overhead\n\nnew figures\n", old)
+    assert "new figures" in new
+    assert "old figures" not in new
+    assert "- old" not in new
+    assert new.endswith("## Effectiveness\n\n| arm | rate |\n| single | 3% |\n")
+    assert with_kept_sections("# Benchmarks\n", "") == "# Benchmarks\n"
