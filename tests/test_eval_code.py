@@ -165,3 +165,12 @@ def test_extract_code_prefers_the_block_that_defines_the_function():
     assert extract_code("```python\nprint(1)\n```", "add") == "print(1)\n"
     assert extract_code("def add(a, b):\n    return a + b", "add") is not None
     assert extract_code("Here you go: add them.", "add") is None
+
+
+def test_bare_code_before_a_stray_closing_fence_is_the_code():
+    # what small models write: the code bare, then a closing fence and prose
+    answer = "def add(a, b):\n    return a + b\n```\n\nThe `add` function adds: it's simple.\n"
+    assert extract_code(answer, "add") == "def add(a, b):\n    return a + b\n"
+    # the lines before the fence must define the entry point
+    assert extract_code("print(1)\n```\nprose: it's done\n", "add") is None
+    assert extract_code("```\nprose: it's done\n", "add") is None

@@ -165,8 +165,10 @@ class CodeReport:
 def extract_code(answer: str, entry_point: str) -> str | None:
     r"""The code of an answer: a Python block defining ``entry_point``, else the first block.
 
-    Without any fenced block the whole answer is taken when it parses as Python.
-    Returns ``None`` when the answer holds no code.
+    Without any fenced block the whole answer is taken when it parses as Python, else its
+    lines before its first fence line when they parse and define ``entry_point`` (small
+    models often write the code bare, then a stray closing fence and prose). Returns
+    ``None`` when the answer holds no code.
 
     Example:
         ```python
@@ -182,8 +184,18 @@ def extract_code(answer: str, entry_point: str) -> str | None:
     try:
         ast.parse(answer)
     except SyntaxError:
-        return None
+        return _leading_code(answer, entry_point)
     return answer if answer.strip() else None
+
+
+def _leading_code(answer: str, entry_point: str) -> str | None:
+    """The lines of ``answer`` before its first fence line, if they define ``entry_point``."""
+    lines = answer.splitlines()
+    fence = next((i for i, line in enumerate(lines) if line.lstrip().startswith("```")), None)
+    if fence is None or fence == 0:
+        return None
+    code = "\n".join(lines[:fence]) + "\n"
+    return code if _defines(code, entry_point) else None
 
 
 def _defines(code: str, name: str) -> bool:
