@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: venv demo local serve test test-fast test-lowest lint format clean bench dist lock
+.PHONY: venv demo local serve test test-fast test-lowest lint format clean bench dist lock docs
 
 ## The lock: requirements/*.txt, pinned with hashes for CPython 3.11 on Linux x86_64 and
 ## generated from pyproject.toml by `make lock`. Every target and CI install from it, then
@@ -106,6 +106,11 @@ lock: venv
 bench: venv
 	$(PY) -m benchmarks --write BENCHMARKS.md
 
+## docs: build the documentation site (MkDocs Material, the API reference from the
+## docstrings) into site/; --strict: a broken link, anchor or docstring reference fails
+docs: venv
+	$(VENV)/bin/mkdocs build --strict --site-dir site
+
 ## lint: ruff and mypy (strict)
 lint: venv
 	$(PY) -m ruff check .
@@ -117,4 +122,4 @@ format: venv
 	$(PY) -m ruff format .
 
 clean:
-	rm -rf $(VENV) $(LOWEST_VENV) .mypy_cache .ruff_cache .pytest_cache dist build *.egg-info
+	rm -rf $(VENV) $(LOWEST_VENV) .mypy_cache .ruff_cache .pytest_cache dist build site *.egg-info
