@@ -29,7 +29,6 @@ from __future__ import annotations
 import ast
 import asyncio
 import contextlib
-import hashlib
 import inspect
 import io
 import ipaddress
@@ -65,56 +64,6 @@ MARK = re.compile(r"^\s*<!--\s*docs-test:\s*(?P<reason>.+?)\s*-->\s*$")
 FENCE = re.compile(r"^(?P<indent>\s*)(?P<fence>`{3,}|~{3,})\s*(?P<info>[^`]*?)\s*$")
 SNIPPET = re.compile(r"""^\s*-{1,}8<-{1,}\s+["'](?P<path>[^"']+)["']\s*$""")
 
-PENDING_README: dict[str, str] = {
-    "95da8208702713a7": "make demo",  # line 1426
-    "591a00a176295bef": "make test",  # line 35
-    "b0756fcc6b9f8e3e": "pip install .            # from a clone: langgraph, langchai",  # line 48
-    "f38200ab8bdd06b8": "import asyncio",  # line 59
-    "c6193f5c122c347c": "from langchain_core.messages import HumanMessage",  # line 131
-    "a65ddf1ee65be231": "create_loop_agent(",  # line 152
-    "972702e61889569a": "llm_judge(",  # line 268
-    "cffe699dca73e734": "from langchain_core.messages import HumanMessage",  # line 300
-    "b4977643c7d0ca54": "from pydantic import BaseModel, Field",  # line 322
-    "1ef79492a1eb3d0f": "rule(check, *, name=None) -> Runnable[LoopContext, LoopEvalu",  # line 347
-    "70598c57a8cd14a1": 'xiangjianhuan_form(*, language="zh", name="xiangjianhuan_for',  # line 392
-    "13f2370e67af25d6": 'all_of(*evaluators, name="all_of") -> Runnable[LoopContext, ',  # line 435
-    "8ad06b67a1a7af43": 'panel(*evaluators, combine="all", threshold=None, name="pane',  # line 478
-    "d4a4688ac47bf48e": "from loop_agents import astream_to_console, create_loop_agen",  # line 695
-    "2552069edd186193": "loop-agents demo song-lyrics",  # line 715
-    "2eaec5d6c2b23d8b": "from loop_agents import iteration_of, role_of",  # line 794
-    "71b007275a8c849c": "from loop_agents import is_loop_event",  # line 830
-    "d34c46acc794f10a": "async for namespace, mode, payload in parent.astream(",  # line 844
-    "aac79e4c1397ae02": "from langchain_core.messages import HumanMessage",  # line 898
-    "cf09e037bb78e622": "try:",  # line 931
-    "bb96c1f4a3509b9e": 'loop.invoke(request, config, durability="sync")',  # line 954
-    "ab421570b9948bf9": "from loop_agents import checkpoint_before_iteration",  # line 977
-    "84f22adeb11172ab": "from loop_agents import human_review, llm_judge",  # line 1054
-    "f151d8e43efc108b": "from loop_agents import checkpointed, human_review",  # line 1074
-    "68593c4176a0882c": "from datetime import timedelta",  # line 1095
-    "958c2bbeb014de87": "from langgraph.graph import START, MessagesState, StateGraph",  # line 1147
-    "c4050a8edbf7bca9": "class Editorial(TypedDict):",  # line 1200
-    "e9142bc1b37af6ab": "outline = create_loop_agent(planner, outline_judge, 3, name=",  # line 1216
-    "3f2196880fe5cb1f": "async for namespace, mode, data in pipeline.astream(",  # line 1241
-    "6cbcbc62ffd0df84": "from langchain.agents import create_agent",  # line 1280
-    "c9704ed407dc13e8": "make serve            # LANGGRAPH_CLI_NO_ANALYTICS=1 langgra",  # line 1323
-    "ffeecf5bab01a9e2": "from langgraph_sdk import get_client",  # line 1331
-    "4306c1492ef79111": "reviewed = await client.assistants.create(",  # line 1365
-    "80cff91c03294d48": "langgraph build -t loop-agents-server        # a Docker imag",  # line 1386
-    "1ae45fea65c57e28": 'inputs = [{"messages": [HumanMessage(task)]} for task in tas',  # line 1412
-    "4e2b5601d0468cfa": 'CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AMX_T',  # line 1454
-    "52319fffafdad458": "from loop_agents.local_model import LocalModelServer",  # line 1471
-    "2b9d65ed15d9d859": "$ python -m loop_agents.local_model --port 8080",  # line 1483
-    "4daa0be1672e5fe5": "from loop_agents import create_loop_agent",  # line 1510
-    "737340e19d740cde": "python examples/coder_reviewer.py [--max-iterations 5]",  # line 1558
-    "13223a43a7709d34": "make bench        # python -m benchmarks --write BENCHMARKS.",  # line 1731
-    "13c64a26d48d28e3": "make test",  # line 1833
-}
-"""README.md blocks that neither run nor carry a mark yet, by `Block.key`, with their first
-line: the README is being rewritten into a short page that links into docs/ (issue 16),
-and each block it keeps gets a mark or is made to run. Until then these are skipped.
-`test_pending_readme_blocks_still_exist` fails once an entry no longer matches a block,
-so the list only shrinks."""
-
 
 @dataclass(frozen=True)
 class Block:
@@ -128,11 +77,6 @@ class Block:
     def where(self) -> str:
         path = self.path.relative_to(ROOT) if self.path.is_relative_to(ROOT) else self.path
         return f"{path}:{self.line}"
-
-    @property
-    def key(self) -> str:
-        """The block's identity for `PENDING_README`: a hash of its language and code."""
-        return hashlib.sha256(f"{self.lang}\n{self.code}".encode()).hexdigest()[:16]
 
 
 def parse_blocks(path: Path) -> list[Block]:
@@ -187,14 +131,6 @@ def expand_snippets(code: str, path: Path, line: int) -> str:
 
 def _all_blocks() -> list[Block]:
     return [block for page in PAGES for block in parse_blocks(page)]
-
-
-def _pending(block: Block) -> bool:
-    return (
-        block.path.name == "README.md"
-        and block.path.parent == ROOT
-        and (block.mark is None and block.key in PENDING_README)
-    )
 
 
 # --- running the blocks -------------------------------------------------------------------
@@ -320,7 +256,7 @@ def test_page_blocks_run(page: Path, offline: Path) -> None:
     namespace: dict[str, Any] = {"__name__": "__docs__"}
     failures: list[str] = []
     for block in parse_blocks(page):
-        if block.mark is not None or _pending(block):
+        if block.mark is not None:
             continue  # test_marked_blocks reports them
         try:
             if block.lang in PYTHON:
@@ -341,28 +277,17 @@ def test_page_blocks_run(page: Path, offline: Path) -> None:
     assert not failures, "\n".join(failures)
 
 
-MARKED = [block for block in _all_blocks() if block.mark is not None or _pending(block)]
+MARKED = [block for block in _all_blocks() if block.mark is not None]
 
 
 @pytest.mark.parametrize("block", MARKED, ids=lambda b: b.where)
 def test_marked_blocks(block: Block) -> None:
     """A marked block is skipped with its reason; a Python one must still compile."""
-    if _pending(block):
-        pytest.skip("README.md is being rewritten (issue 16): mark this block or make it run")
     if block.lang in PYTHON:
         compile(block.code, block.where, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
     elif block.lang in DATA:
         check_data(block)
     pytest.skip(block.mark)
-
-
-def test_pending_readme_blocks_still_exist() -> None:
-    """`PENDING_README` names only blocks README.md still has: the list only shrinks."""
-    keys = {block.key for block in parse_blocks(ROOT / "README.md")}
-    stale = sorted(set(PENDING_README) - keys)
-    assert not stale, (
-        f"README.md no longer has these blocks; remove them from PENDING_README: {stale}"
-    )
 
 
 def test_parser_reads_marks_fences_and_snippets(tmp_path: Path) -> None:
