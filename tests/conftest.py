@@ -1,6 +1,8 @@
 import sys
 from pathlib import Path
 
+import pytest
+
 # checkpointer fixtures (saver, async_saver, postgres_server, postgres_url)
 pytest_plugins = ["tests.savers"]
 
@@ -19,3 +21,20 @@ def env_without_model_settings(**extra: str) -> dict[str, str]:
 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "LOOP_AGENTS_"))}
     return env | extra
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Keep the fast set fast: the sandbox's async form runs there in one isolation.
+
+    `tests/test_sandbox.py` runs each scenario in every isolation, sync and async; the
+    async form in the isolations other than bubblewrap waits out the same time limits
+    again, so those combinations are slow tests (`make test` runs every one).
+    """
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if callspec is None or item.path.name != "test_sandbox.py":
+            continue
+        params = callspec.params
+        if params.get("kind") == "async" and params.get("mode") != "bwrap":
+            item.add_marker(pytest.mark.slow)

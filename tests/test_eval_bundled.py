@@ -47,6 +47,7 @@ def test_the_checks_used_cover_most_of_the_vocabulary():
     assert used == set(CHECKS)
 
 
+@pytest.mark.slow  # every bundled code task graded twice in the sandbox
 async def test_the_eval_grades_the_bundled_code_references_as_their_tests_say():
     """The eval's own grading (its harness, the code taken from a Markdown answer) agrees
     with the code set: each reference passes both test sources, each wrong solution fails

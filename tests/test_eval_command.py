@@ -100,6 +100,7 @@ def wait_for_records(process: subprocess.Popen[str], journal: Path, count: int) 
         time.sleep(0.05)
 
 
+@pytest.mark.slow  # a real eval process, interrupted and killed, then resumed
 def test_an_interrupted_or_killed_eval_resumes_where_it_stopped(tmp_path):
     def slow(body):
         time.sleep(0.1)

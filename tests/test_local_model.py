@@ -217,6 +217,7 @@ def test_the_server_stops_when_the_block_fails(fake_llama, error):
     assert _gone(pids[0], within=1)
 
 
+@pytest.mark.slow  # the server command's process lifecycle, signal by signal
 def test_the_watchdog_stops_the_server_when_its_parent_dies(fake_llama, tmp_path):
     script = textwrap.dedent(
         f"""\
@@ -235,6 +236,7 @@ def test_the_watchdog_stops_the_server_when_its_parent_dies(fake_llama, tmp_path
     assert _gone(server_pid, within=10)
 
 
+@pytest.mark.slow  # the server command's process lifecycle, signal by signal
 def test_command_line_serves_until_ctrl_c(fake_llama):
     proc = subprocess.Popen(
         [sys.executable, "-m", "loop_agents.models.local_model", "--model", str(fake_llama)],
@@ -263,6 +265,7 @@ def test_command_line_serves_until_ctrl_c(fake_llama):
     assert "stopping" in stderr
 
 
+@pytest.mark.slow  # the server command's process lifecycle, signal by signal
 def test_command_line_stops_on_sigterm(fake_llama):
     proc = subprocess.Popen(
         [sys.executable, "-m", "loop_agents.models.local_model", "--model", str(fake_llama)],
