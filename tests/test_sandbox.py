@@ -23,6 +23,7 @@ from loop_agents.sandbox import (
     GRACE_SECONDS,
     IsolationUnavailable,
     arun_python,
+    available_isolations,
     make_limits,
     resolve_isolation,
     run_python,
@@ -367,6 +368,26 @@ def test_an_isolation_that_cannot_run_is_a_clear_error():
 def test_bad_options_are_refused_before_anything_runs(kwargs, message):
     with pytest.raises(ValueError, match=message):
         run_python("print(1)", **kwargs)
+
+
+def test_a_virtual_environment_in_a_hidden_folder_still_runs(tmp_path):
+    # bubblewrap hides /tmp and the home; a virtual environment there (a clone under /tmp,
+    # a project in the home) must stay usable, or "bwrap" fails and "auto" falls back to a
+    # weaker isolation
+    if available_isolations(make_limits(python=sys.executable))["bwrap"] is not None:
+        pytest.skip("bubblewrap does not run here")
+    base = python_for("bwrap")
+    environment = tmp_path / "venv"
+    subprocess.run([base, "-m", "venv", "--without-pip", str(environment)], check=True)
+    python = str(environment / "bin" / "python")
+    result = run_python("import sys; print(sys.prefix)", isolation="bwrap", python=python)
+    assert result.ok, result.stderr
+    assert result.stdout.strip() == str(environment)
+    assert resolve_isolation(make_limits(python=python)) == "bwrap"
+    secret = tmp_path / "secret.txt"  # beside the environment, in the hidden folder
+    secret.write_text("sk-test")
+    seen = run_python(f"import os; print(os.path.exists({str(secret)!r}))", python=python)
+    assert seen.stdout.strip() == "False"
 
 
 def test_bubblewrap_hides_the_callers_home(monkeypatch):

@@ -114,8 +114,17 @@ _FOLDERS = (
 
 @functools.cache
 def interpreter_folders(python: str) -> tuple[str, ...]:
-    """The folders ``python`` runs from (its prefixes and its executable's folder)."""
-    found = {os.path.dirname(os.path.realpath(python))}
+    """The folders ``python`` runs from (its prefixes and its executable's folder).
+
+    The path as given counts too, not only where its links lead: a virtual environment's
+    ``bin/python`` is a link to the base interpreter, and the environment (its
+    ``pyvenv.cfg``, its links) must be visible for the path to start at all.
+    """
+    given = os.path.dirname(os.path.abspath(python))
+    found = {os.path.dirname(os.path.realpath(python)), given}
+    environment = os.path.dirname(given)
+    if os.path.isfile(os.path.join(environment, "pyvenv.cfg")):
+        found.add(environment)
     probe = _run_probe([python, "-I", "-S", "-c", _FOLDERS], None)
     if not isinstance(probe, str) and probe.returncode == 0:
         with contextlib.suppress(ValueError):
