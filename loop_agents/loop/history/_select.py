@@ -84,14 +84,12 @@ class HistorySelector:
         config: RunnableConfig,
     ) -> Selected:
         """Choose the agent's input (sync); ``config`` is for a stateful policy's calls."""
-        if self.full:
-            return Selected(messages)
-        view = loop_history(state, updates, messages)
-        if self.stateful is None:
-            return self._of_function(view)
-        memory = _memory(state, updates)
+        view = self._plain_choice(state, updates, messages)
+        if isinstance(view, Selected):
+            return view
+        assert self.stateful is not None
         with counting_tokens() as used:
-            choice = self.stateful.select(view, memory, config)
+            choice = self.stateful.select(view, _memory(state, updates), config)
         return self._of_choice(choice, view, state, used.usage())
 
     async def ainvoke(
@@ -102,15 +100,22 @@ class HistorySelector:
         config: RunnableConfig,
     ) -> Selected:
         """Choose the agent's input (async)."""
+        view = self._plain_choice(state, updates, messages)
+        if isinstance(view, Selected):
+            return view
+        assert self.stateful is not None
+        with counting_tokens() as used:
+            choice = await self.stateful.aselect(view, _memory(state, updates), config)
+        return self._of_choice(choice, view, state, used.usage())
+
+    def _plain_choice(
+        self, state: LoopState, updates: dict[str, Any], messages: list[AnyMessage]
+    ) -> Selected | LoopHistory:
+        """The choice when no stateful policy is called (``"full"``, a function), else its view."""
         if self.full:
             return Selected(messages)
         view = loop_history(state, updates, messages)
-        if self.stateful is None:
-            return self._of_function(view)
-        memory = _memory(state, updates)
-        with counting_tokens() as used:
-            choice = await self.stateful.aselect(view, memory, config)
-        return self._of_choice(choice, view, state, used.usage())
+        return view if self.stateful is not None else self._of_function(view)
 
     def _of_function(self, view: LoopHistory) -> Selected:
         assert self.function is not None
