@@ -336,3 +336,15 @@ def test_a_block_that_hangs_is_stopped(monkeypatch: pytest.MonkeyPatch) -> None:
     )
     with pytest.raises(BlockTimeout):
         run_python(block, {})
+
+
+def test_ci_runs_the_readmes_development_commands() -> None:
+    """What the README tells a newcomer to run is what CI proves works on a clean clone."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Development", 1)[1].split("\n## ", 1)[0]
+    commands = re.findall(r"^(make [\w-]+)", section, flags=re.MULTILINE)
+    assert "make test" in commands, "the README's Development section names no test command"
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    run = {line.strip() for line in ci.splitlines() if not line.lstrip().startswith("#")}
+    missing = [c for c in commands if c != "make demo" and c not in run]
+    assert not missing, f".ci/run does not run the README's {missing}"
