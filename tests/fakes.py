@@ -91,6 +91,19 @@ class FakeChat(GenericFakeChatModel):
             if run_manager:
                 run_manager.on_llm_new_token("", chunk=chunk)
             yield chunk
+        if answer.usage_metadata or answer.response_metadata:
+            # as a server asked for stream_options.include_usage: a last chunk with the usage
+            chunk = ChatGenerationChunk(
+                message=AIMessageChunk(
+                    content="",
+                    id=answer.id,
+                    usage_metadata=answer.usage_metadata,
+                    response_metadata=answer.response_metadata,
+                )
+            )
+            if run_manager:
+                run_manager.on_llm_new_token("", chunk=chunk)
+            yield chunk
 
     def bind_tools(
         self, tools: Sequence[Any], **kwargs: Any

@@ -103,10 +103,52 @@ def test_without_prices_cost_is_none_and_an_unknown_model_is_an_error_with_a_bud
     assert loop.invoke({"messages": [REQUEST]})["records"][0]["cost"] == 0.0
 
 
+@pytest.mark.parametrize("call", ["invoke", "stream"])
+def test_a_call_that_reports_no_usage_cannot_be_priced(call):
+    # a streaming server that sends no usage: the budget cannot be kept, so it is an error
+    # (before, such calls were priced 0 and a cost budget never stopped the loop)
+    silent = AIMessage("draft", response_metadata={"model_name": "agent-model"})
+
+    ask_more = lambda c: {"stop": False, "feedback": "again"}  # noqa: E731
+    loop = create_loop_agent(FakeChat.of(silent), ask_more, 10, prices=PRICES, cost_budget=0.01)
+    with pytest.raises(UnknownPriceError, match="reported no token usage") as raised:
+        loop.invoke({"messages": [REQUEST]}) if call == "invoke" else list(
+            loop.stream({"messages": [REQUEST]}, stream_mode="messages")
+        )
+    assert raised.value.unmetered
+    assert raised.value.model == "agent-model"
+    result = create_loop_agent(FakeChat.of(silent), ask_more, 2, prices=PRICES).invoke(
+        {"messages": [REQUEST]}
+    )
+    assert [r["cost"] for r in result["records"]] == [None, None]
+    free = {"agent-model": {"input": 0.0, "output": 0.0}}
+    loop = create_loop_agent(FakeChat.of(silent), ask_more, 2, prices=free, cost_budget=1)
+    assert [r["cost"] for r in loop.invoke({"messages": [REQUEST]})["records"]] == [0.0, 0.0]
+
+
+@pytest.mark.parametrize("call", ["invoke", "stream"])
+def test_usage_reported_while_streaming_is_priced(call):
+    agent = FakeChat.of(answer("a", "agent-model", (10, 5)))
+    loop = create_loop_agent(
+        agent, lambda c: {"stop": False, "feedback": "again"}, 10, prices=PRICES, cost_budget=0.05
+    )
+    inputs = {"messages": [REQUEST]}
+    if call == "invoke":
+        records = loop.invoke(inputs)["records"]
+    else:
+        values = [
+            v
+            for mode, v in loop.stream(inputs, stream_mode=["messages", "values"])
+            if mode == "values"
+        ]
+        records = values[-1]["records"]
+    assert [r["cost"] for r in records] == pytest.approx([0.02, 0.02])
+    assert len(records) == 2
+
+
 def test_the_console_shows_cost_when_prices_are_known():
     agent = FakeChat.of(answer("a", "agent-model", (10, 5)))
     judge = FakeChat.of(answer("v", "judge-model", (100, 20)))
-    agent.disable_streaming = judge.disable_streaming = True  # the fakes lose usage streaming
     evaluate, _ = judged_by(judge)
     loop = create_loop_agent(agent, evaluate, 2, prices=PRICES)
     out = io.StringIO()
@@ -126,6 +168,8 @@ def test_budget_option_errors():
         create_loop_agent(agent, lambda c: {"stop": True}, request_budget=2.5)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="request_budget must be >= 1"):
         create_loop_agent(agent, lambda c: {"stop": True}, request_budget=0)
+    with pytest.raises(ValueError, match=r"request_budget must be at most .* 501 digits"):
+        create_loop_agent(agent, lambda c: {"stop": True}, request_budget=10**500)
     with pytest.raises(ValueError, match="cost_budget needs prices="):
         create_loop_agent(agent, lambda c: {"stop": True}, cost_budget=1.0)
     with pytest.raises(ValueError, match="cost_budget must be a finite number > 0"):

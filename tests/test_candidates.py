@@ -6,6 +6,7 @@ import asyncio
 import threading
 
 import pytest
+from langchain_core.caches import InMemoryCache
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 
@@ -281,3 +282,23 @@ def test_candidates_with_last_message_output():
     loop = create_loop_agent(model, by_length, 3, candidates=2, output_mode="last_message")
     result = loop.invoke({"messages": [REQUEST]})
     assert [m.text for m in result["messages"]] == ["Name the release.", "ccccccccccc"]
+
+
+@pytest.mark.parametrize("call", ["invoke", "ainvoke"])
+async def test_candidates_are_not_copies_from_an_llm_cache(call):
+    # the same prompt k times: a cache would give every candidate the first one's answer
+    # (before, a second run answered ["c", "c", "c"] from the cache with no model call)
+    model = FakeChat.of("a", "bb", "ccc", "dddd", "eeeee", "ffffff")
+    model.cache = InMemoryCache()
+    loop = create_loop_agent(model, by_length, 1, candidates=3)
+
+    async def run() -> None:
+        inputs = {"messages": [REQUEST]}
+        await loop.ainvoke(inputs) if call == "ainvoke" else loop.invoke(inputs)
+
+    await run()
+    assert len(model.calls) == 3
+    await run()
+    # the first candidate may answer from the cache; the others are asked again
+    assert len(model.calls) == 5
+    assert isinstance(model.cache, InMemoryCache)  # the user's model is left as it was

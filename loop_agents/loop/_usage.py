@@ -41,6 +41,7 @@ class TokenCounter(BaseCallbackHandler):
         self.output_tokens = 0
         self.requests = 0
         self.models: dict[str, list[int]] = {}
+        self.unmetered: dict[str, int] = {}
 
     @property
     def ignore_chain(self) -> bool:
@@ -79,6 +80,7 @@ class TokenCounter(BaseCallbackHandler):
     def on_llm_end(self, response: LLMResult, **kwargs: Any) -> None:
         """Count one model call and add its usage (its first generation carries it)."""
         tokens_in = tokens_out = 0
+        metered = False
         model = _model_name(response)
         generation = (
             response.generations[0][0] if response.generations and response.generations[0] else None
@@ -86,9 +88,15 @@ class TokenCounter(BaseCallbackHandler):
         if isinstance(generation, ChatGeneration):
             message = generation.message
             if isinstance(message, AIMessage) and message.usage_metadata:
+                metered = True
                 tokens_in = int(message.usage_metadata.get("input_tokens", 0))
                 tokens_out = int(message.usage_metadata.get("output_tokens", 0))
             model = model or _message_model(message)
+        elif (response.llm_output or {}).get("token_usage"):
+            usage = (response.llm_output or {})["token_usage"]
+            metered = True
+            tokens_in = int(usage.get("prompt_tokens", 0))
+            tokens_out = int(usage.get("completion_tokens", 0))
         with self._lock:
             self.requests += 1
             self.input_tokens += tokens_in
@@ -96,6 +104,8 @@ class TokenCounter(BaseCallbackHandler):
             per_model = self.models.setdefault(model, [0, 0])
             per_model[0] += tokens_in
             per_model[1] += tokens_out
+            if not metered:
+                self.unmetered[model] = self.unmetered.get(model, 0) + 1
 
     @property
     def totals(self) -> tuple[int, int]:
@@ -111,6 +121,7 @@ class TokenCounter(BaseCallbackHandler):
                 self.output_tokens,
                 self.requests,
                 {name: (pair[0], pair[1]) for name, pair in self.models.items()},
+                dict(self.unmetered),
             )
 
 
@@ -124,6 +135,9 @@ class CallUsage:
         requests: Model calls that completed.
         models: ``(input_tokens, output_tokens)`` by model name (``""`` when a
             response named no model), for pricing.
+        unmetered: By model name, the calls whose response reported no token usage
+            (a streaming call to a server that does not send it, a fake model): their
+            tokens are unknown, so they cannot be priced.
 
     """
 
@@ -131,17 +145,22 @@ class CallUsage:
     output_tokens: int = 0
     requests: int = 0
     models: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    unmetered: Mapping[str, int] = field(default_factory=dict)
 
     def __add__(self, other: CallUsage) -> CallUsage:
         models = dict(self.models)
         for name, (tokens_in, tokens_out) in other.models.items():
             mine = models.get(name, (0, 0))
             models[name] = (mine[0] + tokens_in, mine[1] + tokens_out)
+        unmetered = dict(self.unmetered)
+        for name, calls in other.unmetered.items():
+            unmetered[name] = unmetered.get(name, 0) + calls
         return CallUsage(
             self.input_tokens + other.input_tokens,
             self.output_tokens + other.output_tokens,
             self.requests + other.requests,
             models,
+            unmetered,
         )
 
 

@@ -55,6 +55,8 @@ class Attempt:
             "requests": calls.requests,
             "models": {name: [pair[0], pair[1]] for name, pair in calls.models.items()},
         }
+        if calls.unmetered:
+            run["unmetered"] = dict(calls.unmetered)
         if history.input_tokens or history.output_tokens:
             run["history_input_tokens"] = history.input_tokens
             run["history_output_tokens"] = history.output_tokens
@@ -112,6 +114,7 @@ def run_usage(run: AgentRun | dict[str, Any]) -> CallUsage:
         0,
         int(run.get("requests", 0)),
         {name: (int(pair[0]), int(pair[1])) for name, pair in models.items()},
+        {name: int(calls) for name, calls in (run.get("unmetered") or {}).items()},
     )
 
 

@@ -105,6 +105,8 @@ def combined_run(runs: Sequence[CandidateRun], seconds: float, history: CallUsag
         "requests": usage.requests,
         "models": {name: [pair[0], pair[1]] for name, pair in usage.models.items()},
     }
+    if usage.unmetered:
+        combined["unmetered"] = dict(usage.unmetered)
     if history.input_tokens or history.output_tokens:
         combined["history_input_tokens"] = history.input_tokens
         combined["history_output_tokens"] = history.output_tokens

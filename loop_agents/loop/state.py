@@ -208,8 +208,9 @@ class IterationRecord(TypedDict):
 class AgentRun(TypedDict):
     """Measurements of the latest agent call, completed into an `IterationRecord`.
 
-    ``requests`` and ``models`` (tokens by model name, for pricing) count the model
-    calls of the agent and of the history policy; ``error`` is set when the call
+    ``requests``, ``models`` (tokens by model name, for pricing) and ``unmetered``
+    (calls that reported no usage, by model name) count the model calls of the agent
+    and of the history policy; ``error`` is set when the call
     failed and the failure is fed back (``on_agent_error="feedback"``).
     """
 
@@ -220,6 +221,7 @@ class AgentRun(TypedDict):
     history_output_tokens: NotRequired[int]
     requests: NotRequired[int]
     models: NotRequired[dict[str, list[int]]]
+    unmetered: NotRequired[dict[str, int]]
     error: NotRequired[str]
 
 

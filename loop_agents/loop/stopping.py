@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from loop_agents.loop._numbers import describe_number, finite_float
-from loop_agents.loop.control.budgets import budget_reason_values, over_budget
+from loop_agents.loop.control.budgets import budget_reason_values, check_budget, over_budget
 from loop_agents.loop.state import IterationRecord, StopReason
 
 
@@ -206,20 +206,9 @@ class StopPolicy:
                     f"time_budget must be > 0 seconds (a finite number); got "
                     f"{describe_number(time_budget)}"
                 )
-        if request_budget is not None:
-            _check_int("request_budget", request_budget, minimum=1, hint="None means no budget")
+        check_budget("request_budget", request_budget, integer=True)
         if cost_budget is not None:
-            number = None if isinstance(cost_budget, bool) else finite_float(cost_budget)
-            if isinstance(cost_budget, bool) or not isinstance(cost_budget, int | float):
-                raise TypeError(
-                    f"cost_budget must be a number > 0 (in the currency of prices=; None "
-                    f"means no budget); got {type(cost_budget).__name__} {cost_budget!r:.40}"
-                )
-            if number is None or number <= 0:
-                raise ValueError(
-                    f"cost_budget must be a finite number > 0; got {describe_number(cost_budget)}"
-                )
-            cost_budget = number
+            cost_budget = check_budget("cost_budget", cost_budget, integer=False)
         if max_agent_errors is not None:
             _check_int("max_agent_errors", max_agent_errors, minimum=1, hint="None: no limit")
         return cls(

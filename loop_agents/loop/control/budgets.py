@@ -16,10 +16,12 @@ priced by the model that answered it (``response_metadata["model_name"]``).
 
 A response's model name is looked up exactly, then by the longest price key it starts
 with (``"gpt-5.4-mini-2026-01-15"`` is priced as ``"gpt-5.4-mini"``), then as ``"*"``.
-A call whose model is in none of them has no price: its iteration's ``cost`` is
-``None``, and with a ``cost_budget`` the loop raises `UnknownPriceError` at once (a
-budget cannot be kept on calls it cannot price). A call that names no model (plain
-functions, some custom or fake models) is priced as ``"*"``.
+A call whose model is in none of them has no price, and neither has a call whose
+response reported no token usage (a streaming call to a server that does not send it;
+free models, priced 0, aside): its iteration's ``cost`` is ``None``, and with a
+``cost_budget`` the loop raises `UnknownPriceError` at once (a budget cannot be kept on
+calls it cannot price). A call that names no model (plain functions, some custom or
+fake models) is priced as ``"*"``.
 
 Both budgets are checked after each evaluation (see `loop_agents.loop.stopping`). The loop
 stops when a budget is used up, or when the next iteration, if it costs what the latest
@@ -43,6 +45,9 @@ ANY_MODEL = "*"
 
 MILLION = 1_000_000
 
+MOST_REQUESTS = 10**15
+"""The largest ``request_budget`` (a larger one is not a budget: pass ``None``)."""
+
 
 class Price(TypedDict):
     """What one model costs, per million tokens, in the price table's currency.
@@ -64,20 +69,36 @@ Prices: TypeAlias = Mapping[str, Price]
 class UnknownPriceError(ValueError):
     """A model call cannot be priced, and the loop has a ``cost_budget``.
 
+    A call cannot be priced when its model is not in ``prices``, or when its response
+    reported no token usage (``unmetered``: a streaming call to a server that does not
+    send usage, a model that never reports it).
+
     Attributes:
         model: The model name the response gave (``""`` when it gave none).
+        unmetered: Whether the model is priced but its response reported no usage.
 
     """
 
-    def __init__(self, model: str, known: Sequence[str]) -> None:
+    def __init__(self, model: str, known: Sequence[str], *, unmetered: bool = False) -> None:
         self.model = model
+        self.unmetered = unmetered
         shown = repr(model) if model else "a model that gave no name"
-        super().__init__(
-            f"cost_budget: a call of {shown} cannot be priced; prices has "
-            f"{', '.join(map(repr, known)) or 'no models'}. Add an entry for it (a response "
-            f"is priced by its response_metadata['model_name'], exactly or by the longest "
-            f"key it starts with), or a '*' entry for every other model"
-        )
+        if unmetered:
+            message = (
+                f"cost_budget: a call of {shown} reported no token usage, so it cannot be "
+                f"priced and the budget cannot be kept. Make the model report usage (for "
+                f"ChatOpenAI on a streaming run, stream_usage=True; for another server, its "
+                f"option to send usage when streaming), or give it the price 0 in prices "
+                f"if its calls are free"
+            )
+        else:
+            message = (
+                f"cost_budget: a call of {shown} cannot be priced; prices has "
+                f"{', '.join(map(repr, known)) or 'no models'}. Add an entry for it (a "
+                f"response is priced by its response_metadata['model_name'], exactly or by "
+                f"the longest key it starts with), or a '*' entry for every other model"
+            )
+        super().__init__(message)
 
 
 def check_prices(prices: object) -> dict[str, Price] | None:
@@ -136,6 +157,11 @@ def check_budget(name: str, value: object, *, integer: bool) -> float | None:
             )
         if value < 1:
             raise ValueError(f"{name} must be >= 1 (None means no budget); got {value}")
+        if value > MOST_REQUESTS:
+            raise ValueError(
+                f"{name} must be at most {MOST_REQUESTS:,} model calls (None means no "
+                f"budget); got {describe_number(value)}"
+            )
         return float(value)
     number = None if isinstance(value, bool) else finite_float(value)
     if not isinstance(value, int | float) or isinstance(value, bool):
@@ -182,9 +208,14 @@ class PriceTable:
         total = 0.0
         for model, (tokens_in, tokens_out) in usage.models.items():
             price = self.price_of(model)
-            if price is None:
+            unmetered = (
+                price is not None
+                and bool(usage.unmetered.get(model))
+                and (price["input"] > 0 or price["output"] > 0)
+            )
+            if price is None or unmetered:
                 if self.strict:
-                    raise UnknownPriceError(model, list(self.prices))
+                    raise UnknownPriceError(model, list(self.prices), unmetered=unmetered)
                 return None
             total += (tokens_in * price["input"] + tokens_out * price["output"]) / MILLION
         return total

@@ -6,7 +6,11 @@ worker threads under ``invoke``). Each call is a run of its own: a fresh ``run_i
 the name ``"iteration N: agent (candidate i)"``, the tag ``loop_candidate:i`` and
 ``loop_candidate`` in its metadata (its tokens on the ``messages`` stream carry it).
 With ``candidate_temperature=`` (chat-model agents only) each candidate's model is
-given that temperature (one number for all, or one per candidate).
+given that temperature (one number for all, or one per candidate). A chat-model agent's
+candidates after the first never answer from an LLM cache (``set_llm_cache``, or the
+model's ``cache=``), which would give each the first one's answer: they are copies of the
+model with ``cache=False``. An agent that is a graph or a function calls its models
+itself; give those models ``cache=False`` when a cache is set.
 
 The evaluator then judges every candidate (concurrently too), each with a
 `LoopContext` whose ``last_response`` is that candidate's answer, whose ``messages``
@@ -127,14 +131,26 @@ def with_temperature(model: BaseChatModel, temperature: float) -> Runnable[Any, 
     return model.bind(temperature=temperature)
 
 
+def without_cache(model: BaseChatModel) -> BaseChatModel:
+    """A copy of ``model`` that never answers from an LLM cache (``cache=False``)."""
+    return model.model_copy(update={"cache": False})
+
+
 def candidate_agents(
     agent: AgentLike, candidates: int, temperatures: list[float] | None
 ) -> list[AgentLike]:
-    """The agent of each candidate: the same one, or the model at each temperature."""
-    if temperatures is None:
+    """The agent of each candidate: the same one, or the model at each temperature.
+
+    A chat model's candidates after the first never read an LLM cache (a cache would
+    give each of them the first one's answer to the same prompt): each is a copy of the
+    model with ``cache=False``.
+    """
+    if not isinstance(agent, BaseChatModel):
         return [agent] * candidates
-    assert isinstance(agent, BaseChatModel)
-    return [with_temperature(agent, t) for t in temperatures]
+    models: list[BaseChatModel] = [agent] + [without_cache(agent) for _ in range(candidates - 1)]
+    if temperatures is None:
+        return list(models)
+    return [with_temperature(model, t) for model, t in zip(models, temperatures, strict=True)]
 
 
 class CandidatePool:
