@@ -242,3 +242,31 @@ def test_classification_and_option_errors():
         create_loop_agent(agent, accept, on_agent_error="feedback", max_agent_errors=0)
     with pytest.raises(ValueError, match="max_attempts must be an int >= 1"):
         default_retry_policy(0)
+
+
+@pytest.mark.parametrize("call", ["stream", "astream"])
+async def test_a_failed_attempt_is_an_agent_failed_event(call):
+    model = FakeChat.of('{"name": "Aurora", "version": "two"}', '{"name": "Aurora", "version": 2}')
+    agent, aagent = json_agent(model)
+    loop = create_loop_agent(
+        agent if call == "stream" else aagent, accept, 3, on_agent_error="feedback"
+    )
+    inputs = {"messages": [REQUEST]}
+    if call == "stream":
+        events = list(loop.stream(inputs, stream_mode="custom"))
+    else:
+        events = [e async for e in loop.astream(inputs, stream_mode="custom")]
+    failed = [e for e in events if e["type"] == "agent_failed"]
+    assert len(failed) == 1
+    assert failed[0]["iteration"] == 1
+    assert failed[0]["error"].startswith("ValidationError:")
+    # the failed attempt gives no answer; its error is the iteration's feedback
+    assert [e["type"] for e in events] == [
+        "iteration_started",
+        "agent_failed",
+        "evaluation_finished",
+        "iteration_started",
+        "agent_finished",
+        "evaluation_finished",
+        "loop_finished",
+    ]

@@ -20,6 +20,7 @@ from loop_agents import (
     text_rule,
     xiangjianhuan_form,
 )
+from loop_agents.evaluators.code_runner import code_runner
 from tests.fakes import FakeChat
 
 REQUEST = HumanMessage("Announce the release.")
@@ -42,6 +43,18 @@ def test_every_ready_made_evaluator_states_its_criteria():
     assert rule(lambda c: (True, "")).criteria is None
     assert (command_check("true").criteria or "").endswith("exit with status 0): true")
     assert "6, 3 and 9" in (xiangjianhuan_form(language="en").criteria or "")
+    runner = code_runner("63245986", timeout=5)
+    assert "exactly one Python code block that prints its result" in (runner.criteria or "")
+    assert "5 s" in (runner.criteria or "")
+    assert "63245986" not in (runner.criteria or "")  # the expected answer stays hidden
+
+    def prime(result: object) -> bool:
+        """The output is a prime number."""
+        return True
+
+    assert (code_runner(check=prime).criteria or "").endswith(
+        "checked: The output is a prime number."
+    )
     combined = all_of(SHORT, judge).criteria
     assert (
         combined

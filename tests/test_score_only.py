@@ -6,7 +6,14 @@ import pytest
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, HumanMessage
 
-from loop_agents import InvalidEvaluationError, LoopContext, create_loop_agent, feedback_text
+from loop_agents import (
+    InvalidEvaluationError,
+    LoopContext,
+    all_of,
+    create_loop_agent,
+    feedback_text,
+    panel,
+)
 from tests.fakes import FakeChat, review
 
 REQUEST = HumanMessage("Write a slogan.")
@@ -122,3 +129,24 @@ async def test_the_advisor_s_tokens_stream_with_its_role():
         if role_of(metadata) == "advisor":
             advice += token.text
     assert advice == "Be bolder."
+
+
+@pytest.mark.parametrize("call", ["invoke", "ainvoke"])
+async def test_an_empty_advice_keeps_the_default_sentence_and_says_so(call):
+    advisor = FakeChat.of(AIMessage("   "))
+    loop = create_loop_agent(FakeChat.of("x"), metric, 2, threshold=5, advisor=advisor)
+    inputs = {"messages": [REQUEST]}
+    result = loop.invoke(inputs) if call == "invoke" else await loop.ainvoke(inputs)
+    first = result["records"][0]
+    assert first["feedback"].startswith("The answer scored 1")
+    assert first["feedback_from"] == "default"  # before: "advisor", for the default text
+    assert first["requests"] == 2  # the agent's call and the advisor's
+
+
+def test_a_bare_score_from_a_member_of_all_of_says_members_decide():
+    loop = create_loop_agent(FakeChat.of("x"), all_of(metric), 2, threshold=5)
+    with pytest.raises(InvalidEvaluationError, match=r"as a member of all_of\(\) it must decide"):
+        loop.invoke({"messages": [REQUEST]})
+    loop = create_loop_agent(FakeChat.of("x"), panel(lambda c: {"score": 3}), 2, threshold=5)
+    with pytest.raises(InvalidEvaluationError, match=r"as a member of panel\(\) it must decide"):
+        loop.invoke({"messages": [REQUEST]})

@@ -123,6 +123,8 @@ def test_accepted_forms(reply: str, score: float, feedback: str):
         ("```python\nScore: 70\nFeedback: Ok.\n```", "must start with 'Score:' or 'Feedback:'"),
         ("<think>a</think><think>b</think>\nScore: 70\nFeedback: Ok.", "must start with"),
         ("Score: 100.5\nFeedback: Bad.", "the score 100.5 is outside the scale 0-100"),
+        ("Score: \u0668\u0665\nFeedback: !", "followed by one plain number"),  # Arabic-Indic 85
+        ("Score: \uff18\uff15\nFeedback: !", "followed by one plain number"),  # full-width 85
     ],
 )
 def test_rejected_forms(reply: str, problem: str):

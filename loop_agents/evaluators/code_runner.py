@@ -132,6 +132,8 @@ class CodeRunner(Runnable[LoopContext, LoopEvaluation]):
     """
 
     name: str | None = "code_runner"
+    criteria: str | None = None
+    """What the runner checks, without the expected answer (``show_criteria=True``)."""
 
     def __init__(
         self,
@@ -363,6 +365,11 @@ def code_runner(
                     f"expected_output is not a valid regular expression ({exc}); got "
                     f"{wanted!r}. Use match='exact' or 'substring' for plain text"
                 ) from exc
+        output_rule = {
+            "exact": "must be the expected answer (the whole output, trailing spaces aside)",
+            "substring": "must contain the expected answer",
+            "regex": "must contain the expected answer (a pattern is matched)",
+        }[match]
         description = f"expected_output={wanted!r}"
         if match != "exact":
             description += f", match={match!r}"
@@ -381,6 +388,12 @@ def code_runner(
         if not callable(check):
             raise TypeError(f"check must be a function of a RunResult; got {check!r:.60}")
         description = f"check={getattr(check, '__name__', repr(check))}"
+        doc = (getattr(check, "__doc__", None) or "").strip()
+        output_rule = (
+            f"is checked: {doc.splitlines()[0].rstrip('.')}"
+            if doc
+            else "is checked by a test of its own"
+        )
     limits = make_limits(
         timeout,
         memory_limit,
@@ -392,4 +405,11 @@ def code_runner(
         max_processes=max_processes,
     )
     resolve_isolation(limits)  # an isolation that cannot run here: a clear error now
-    return CodeRunner(check, description=description, require_print=require_print, limits=limits)
+    runner = CodeRunner(check, description=description, require_print=require_print, limits=limits)
+    prints = " that prints its result" if require_print else ""
+    runner.criteria = (
+        f"Answer with exactly one Python code block{prints}. It is run on its own, with a "
+        f"time limit of {limits.timeout:g} s, and must finish without an error; its output "
+        f"{output_rule}."
+    )
+    return runner

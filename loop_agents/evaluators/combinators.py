@@ -29,7 +29,7 @@ from loop_agents.evaluators._base import (
     unique_names,
 )
 from loop_agents.loop._evaluation import Evaluator, EvaluatorCaller
-from loop_agents.loop.checkpoints import checkpointed
+from loop_agents.loop.checkpoints import checkpointed_caller
 from loop_agents.loop.control.criteria import LoopEvaluatorRunnable, combined_criteria
 from loop_agents.loop.state import LoopContext, LoopEvaluation
 
@@ -45,7 +45,8 @@ _Members: TypeAlias = list[tuple[str, EvaluatorCaller]]
 def _members(kind: str, evaluators: Sequence[Evaluator]) -> _Members:
     if not evaluators:
         raise ValueError(f"{kind}() needs at least one evaluator; got none")
-    callers = [EvaluatorCaller(e) for e in evaluators]  # raises TypeError for non-callables
+    # raises TypeError for non-callables
+    callers = [EvaluatorCaller(e, member_of=kind) for e in evaluators]
     return list(zip(unique_names(evaluators), callers, strict=True))
 
 
@@ -108,7 +109,7 @@ def all_of(*evaluators: Evaluator, name: str = "all_of") -> LoopEvaluatorRunnabl
     # in a later member was answered, or a later member failed and the loop resumed),
     # members that already gave their verdict are not called a second time.
     members = [
-        (member, EvaluatorCaller(checkpointed(caller.evaluator, name=member)))
+        (member, EvaluatorCaller(checkpointed_caller(caller, name=member), member_of="all_of"))
         for member, caller in _members("all_of", evaluators)
     ]
 

@@ -48,7 +48,7 @@ _LABEL = re.compile(
     r"^[ \t]*(?:\*\*)?(?P<label>score|feedback)(?:\*\*)?[ \t]*:(?:\*\*)?[ \t]*(?P<rest>.*)$",
     re.IGNORECASE,
 )
-_NUMBER = r"[+-]?\d{1,15}(?:\.\d{1,15})?"
+_NUMBER = r"[+-]?[0-9]{1,15}(?:\.[0-9]{1,15})?"
 _SCORE = re.compile(rf"^(?P<score>{_NUMBER})(?:[ \t]*/[ \t]*(?P<out_of>{_NUMBER}))?[ \t]*\.?$")
 
 

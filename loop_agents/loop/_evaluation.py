@@ -71,11 +71,21 @@ class EvaluatorCaller:
     """
 
     def __init__(
-        self, evaluator: Evaluator, *, threshold: float | None = None, advised: bool = False
+        self,
+        evaluator: Evaluator,
+        *,
+        threshold: float | None = None,
+        advised: bool = False,
+        member_of: str | None = None,
     ) -> None:
-        """Wrap ``evaluator``; see `Evaluator` for what is accepted."""
+        """Wrap ``evaluator``; see `Evaluator` for what is accepted.
+
+        ``member_of`` names the combinator (``"all_of"``, ``"panel"``) the evaluator is a
+        member of: a member decides for itself, so its errors say so.
+        """
         check_evaluator(evaluator)
         self.threshold = threshold
+        self.member_of = member_of
         self.advised = advised
         self.evaluator = evaluator
         self.name = describe(evaluator)
@@ -116,8 +126,21 @@ class EvaluatorCaller:
             f"instead of invoke()/stream()"
         )
 
+    def _member_must_decide(self, where: str, given: str) -> InvalidEvaluationError:
+        """The error for a member of a combinator that gave a score and no decision."""
+        return InvalidEvaluationError(
+            f"{where} returned {given}; as a member of {self.member_of}() it must decide "
+            f"itself (the loop's threshold= decides only for the loop's own evaluator): "
+            f"return a LoopEvaluation with 'stop', such as {{'stop': score >= 75, "
+            f"'score': score, 'feedback': '...'}}"
+        )
+
     def _metric(self, where: str, number: float) -> dict[str, Any]:
         """A bare number from a metric function: a score the threshold decides on."""
+        if self.threshold is None and self.member_of is not None:
+            raise self._member_must_decide(
+                where, f"the number {describe_number(number)}, a bare score"
+            )
         if self.threshold is None:
             raise InvalidEvaluationError(
                 f"{where} returned the number {describe_number(number)}, a bare score; "
@@ -128,6 +151,8 @@ class EvaluatorCaller:
         return {"score": number}
 
     def _decided_by_threshold(self, where: str, score: object) -> bool:
+        if self.threshold is None and self.member_of is not None:
+            raise self._member_must_decide(where, "a 'score' without 'stop'")
         if self.threshold is None:
             raise InvalidEvaluationError(
                 f"{where} returned a 'score' without 'stop'; build the loop with "

@@ -67,7 +67,12 @@ def checkpointed(evaluator: Evaluator, *, name: str | None = None) -> Runnable[A
         ```
 
     """
-    caller = EvaluatorCaller(evaluator)
+    return checkpointed_caller(EvaluatorCaller(evaluator), name=name)
+
+
+def checkpointed_caller(caller: EvaluatorCaller, *, name: str | None = None) -> Runnable[Any, Any]:
+    """`checkpointed` for an evaluator already wrapped (and so checked) as ``caller``."""
+    evaluator = caller.evaluator
     label = name or caller.name
 
     def run_sync(context: LoopContext) -> LoopEvaluation:

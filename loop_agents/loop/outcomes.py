@@ -155,8 +155,9 @@ class OutcomeBuilder:
         """Put the advisor's text, and its calls, into the outcome's record."""
         text, usage = advice
         record = outcome.record
-        record["feedback"] = text
-        record["feedback_from"] = "advisor"
+        if text:  # an empty reply keeps the default sentence (and its "default" source)
+            record["feedback"] = text
+            record["feedback_from"] = "advisor"
         record["advisor_input_tokens"] = usage.input_tokens
         record["advisor_output_tokens"] = usage.output_tokens
         previous_cost = record.get("cost")

@@ -139,11 +139,14 @@ class Advisor:
         score: float | None,
         config: RunnableConfig,
     ) -> str:
-        """The advice (sync); the default sentence when there is no advisor."""
+        """The advice (sync); the default sentence when there is no advisor.
+
+        ``""`` when the advisor replied with no text (the loop keeps the default sentence).
+        """
         if self.model is None:
             return default_advice(score, self.threshold)
         reply = self.model.invoke(advisor_prompt(request, answer, score, self.threshold), config)
-        return advice_text(reply) or default_advice(score, self.threshold)
+        return advice_text(reply)
 
     async def ainvoke(
         self,
@@ -152,9 +155,9 @@ class Advisor:
         score: float | None,
         config: RunnableConfig,
     ) -> str:
-        """The advice (async)."""
+        """The advice (async); see `invoke`."""
         if self.model is None:
             return default_advice(score, self.threshold)
         prompt = advisor_prompt(request, answer, score, self.threshold)
         reply = await self.model.ainvoke(prompt, config)
-        return advice_text(reply) or default_advice(score, self.threshold)
+        return advice_text(reply)
