@@ -9,6 +9,7 @@ Usage: ``python scripts/check_dist.py DIST_DIR`` (exit status 1 and one line per
   ``pyproject.toml`` misses (or a stray file to delete); the wheel holds no tests, no
   ``__pycache__`` and nothing outside ``loop_agents/`` but its ``.dist-info`` folder, whose
   metadata names that version and the ``loop-agents`` command.
+  The licence text (``LICENSE``) is in the ``.dist-info`` folder and named in the metadata.
 - The sdist ``loop_agents-VERSION.tar.gz`` holds no caches, virtual environments, ``.git``
   or ``.env`` files.
 """
@@ -130,6 +131,15 @@ def wheel_problems(wheel: Path, version: str, root: Path = ROOT) -> list[str]:
             problems.append(
                 f"METADATA names {fields['Name']} {fields['Version']}, expected {PACKAGE} {version}"
             )
+        if fields["License-Expression"] != "MIT" or "LICENSE" not in fields.get_all(
+            "License-File", []
+        ):
+            problems.append(
+                "METADATA must declare License-Expression: MIT and License-File: LICENSE "
+                "(license and license-files in pyproject.toml)"
+            )
+    if f"{dist_info}licenses/LICENSE" not in names:
+        problems.append(f"{dist_info}licenses/LICENSE is missing (the MIT licence text)")
     if ENTRY_POINT not in entry_points:
         problems.append(f"{dist_info}entry_points.txt does not declare {ENTRY_POINT!r}")
     return problems

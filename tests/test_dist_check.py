@@ -22,7 +22,10 @@ from tests.dist_helpers import check_dist_module
 
 check = check_dist_module()
 DIST_INFO = f"loop_agents-{__version__}.dist-info"
-METADATA = f"Metadata-Version: 2.4\nName: loop_agents\nVersion: {__version__}\n\n"
+METADATA = (
+    f"Metadata-Version: 2.4\nName: loop_agents\nVersion: {__version__}\n"
+    "License-Expression: MIT\nLicense-File: LICENSE\n\n"
+)
 ENTRY_POINTS = "[console_scripts]\nloop-agents = loop_agents.cli:main\n"
 
 
@@ -33,7 +36,13 @@ def package_files() -> set[str]:
 def make_wheel(folder: Path, names: set[str], **dist_info: str) -> Path:
     """A wheel holding ``names`` (empty files) and a dist-info folder."""
     path = folder / f"loop_agents-{__version__}-py3-none-any.whl"
-    files = {"METADATA": METADATA, "entry_points.txt": ENTRY_POINTS, "WHEEL": "", "RECORD": ""}
+    files = {
+        "METADATA": METADATA,
+        "entry_points.txt": ENTRY_POINTS,
+        "WHEEL": "",
+        "RECORD": "",
+        "licenses/LICENSE": "MIT License",
+    }
     files |= dist_info
     with zipfile.ZipFile(path, "w") as archive:
         for name in sorted(names):
@@ -114,6 +123,15 @@ def test_wrong_metadata_and_a_missing_command_are_named(tmp_path):
     problems = check.wheel_problems(wheel, __version__, ROOT)
     assert f"METADATA names loop_agents 9.9.9, expected loop_agents {__version__}" in problems
     assert any("does not declare 'loop-agents = loop_agents.cli:main'" in p for p in problems)
+
+
+def test_a_wheel_without_its_licence_is_named(tmp_path):
+    unlicensed = METADATA.replace("License-Expression: MIT\nLicense-File: LICENSE\n", "")
+    wheel = make_wheel(tmp_path, package_files(), METADATA=unlicensed)
+    with zipfile.ZipFile(wheel) as archive:
+        assert f"{DIST_INFO}/licenses/LICENSE" in archive.namelist()
+    problems = check.wheel_problems(wheel, __version__, ROOT)
+    assert any("License-Expression: MIT and License-File: LICENSE" in p for p in problems)
 
 
 @pytest.mark.parametrize(

@@ -122,7 +122,13 @@ def test_the_changelog_has_a_section_for_this_version():
     changelog = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
     headings = re.findall(r"^## \[([^\]]+)\]", changelog, flags=re.MULTILINE)
     assert headings, "CHANGELOG.md has no '## [VERSION]' section"
-    assert headings[0] == __version__, "the newest section of CHANGELOG.md is not this version"
+    if headings[0] == "Unreleased":  # Keep a Changelog: what the next version will add
+        assert f"The next version, {__version__} (" in changelog, (
+            "the [Unreleased] section of CHANGELOG.md does not name this version"
+        )
+        assert __version__ not in headings, f"{__version__} is both released and unreleased"
+    else:
+        assert headings[0] == __version__, "the newest section of CHANGELOG.md is not this version"
 
 
 def test_the_supported_pythons_are_stated_and_match_the_lock():
