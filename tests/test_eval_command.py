@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from loop_agents.cli import main as loop_agents_main
@@ -225,3 +226,51 @@ def test_the_progress_lines_count_answers_and_calls_in_good_english():
     lines = out.getvalue().splitlines()
     assert "[1/2] t1 / single: passed (1 answer, 1 call, 0.0 s)" in lines
     assert "[2/2] t2 / loop: failed (3 answers, 3 calls, 0.0 s)" in lines
+
+
+@pytest.mark.slow  # a real eval process, with the retry's wait
+def test_a_server_error_inside_a_pair_is_reported_and_every_request_counted(tmp_path):
+    # the command's client does not retry by itself: before, ChatOpenAI retried a 500
+    # silently, so the failure was never reported and model_calls left the request out
+    answered = 0
+
+    def one_failure(body):
+        nonlocal answered
+        answered += 1
+        if answered == 2:  # the loop's second call
+            return httpx.Response(500, json={"error": {"message": "the model crashed"}})
+        return feedback_helps(body)
+
+    scripted = ReactiveOpenAI(one_failure)
+    out = tmp_path / "results.json"
+    with scripted.serve() as base_url:
+        done = subprocess.run(
+            command(
+                str(task_file(tmp_path)),
+                "--arms",
+                "loop",
+                "--iterations",
+                "3",
+                "--limit",
+                "1",
+                "--out",
+                str(out),
+                "--base-url",
+                base_url,
+                "--concurrency",
+                "1",
+            ),
+            capture_output=True,
+            text=True,
+            env=env_without_model_settings(COLUMNS="100"),
+            cwd=tmp_path,
+            timeout=120,
+        )
+    assert done.returncode == 0, done.stderr
+    assert "try 1" in done.stderr
+    assert "the model crashed" in done.stderr
+    data = json.loads(out.read_text(encoding="utf-8"))
+    assert data["arms"]["loop"]["passed"] == 1
+    # try 1: a request answered, then the 500; try 2: the loop's two answers
+    assert len(scripted.requests) == 4
+    assert data["results"][0]["model_calls"] == 2

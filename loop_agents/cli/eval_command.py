@@ -47,7 +47,10 @@ def eval_(args: argparse.Namespace) -> int:
             print(endpoint.describe(), file=sys.stderr)
             spec = endpoint.spec
             model = EvalEndpoint(
-                endpoint.chat_model(),
+                # no retries inside the client: a server error fails the pair, which is
+                # reported and tried again from its start (--retries), and every request
+                # the server answered is one of the pair's model calls
+                endpoint.chat_model(max_retries=0),
                 judge_method=spec.structured_output_method,
                 description=_stable_name(spec.kind, spec.model, spec.base_url),
             )
