@@ -543,3 +543,49 @@ def test_loop_timeout_error_pickles():
 def test_bad_options(options, error, message):
     with pytest.raises(error, match=message):
         create_loop_agent(CountingAgent(), CountingEvaluator(1), **options)
+
+
+@pytest.mark.parametrize("node", ["agent", "evaluator"])
+async def test_a_sync_call_under_ainvoke_is_reported_abandoned_not_cancelled(node, caplog):
+    # ainvoke runs a sync function in a worker thread; cancelling the wait does not stop
+    # the thread (before: "was cancelled", abandoned=False and no warning)
+    release = threading.Event()
+
+    def slow_agent(messages: list[AnyMessage]) -> str:
+        release.wait(30)
+        return "late"
+
+    def slow_evaluator(context: LoopContext) -> LoopEvaluation:
+        release.wait(30)
+        return {"stop": True}
+
+    if node == "agent":
+        loop = create_loop_agent(slow_agent, CountingEvaluator(1), agent_timeout=0.2)
+    else:
+        loop = create_loop_agent(CountingAgent(), slow_evaluator, evaluator_timeout=0.2)
+    started = time.monotonic()
+    try:
+        with caplog.at_level(logging.WARNING, logger="loop_agents"):
+            with pytest.raises(LoopTimeoutError) as caught:
+                await loop.ainvoke({"messages": [REQUEST]})
+    finally:
+        release.set()
+    assert time.monotonic() - started < 0.2 + GRACE
+    assert caught.value.abandoned
+    assert "was abandoned" in str(caught.value)
+    (warning,) = [r for r in caplog.records if r.name == "loop_agents"]
+    assert "worker thread" in warning.getMessage()
+
+
+async def test_a_result_that_comes_after_the_deadline_is_dropped():
+    # a coroutine that blocks the event loop cannot be interrupted, but its result comes
+    # too late: the iteration still times out (before: accepted after 1.5 s of a 0.2 s limit)
+    async def blocking(context: LoopContext) -> LoopEvaluation:
+        time.sleep(1.5)  # holds the event loop
+        return {"stop": True}
+
+    loop = create_loop_agent(CountingAgent(), blocking, evaluator_timeout=0.2)
+    with pytest.raises(LoopTimeoutError, match="node 'evaluate' timed out") as caught:
+        await loop.ainvoke({"messages": [REQUEST]})
+    assert not caught.value.abandoned
+    assert caught.value.elapsed >= 1.5

@@ -22,10 +22,10 @@ from langchain_core.messages import (
     message_chunk_to_message,
 )
 from langchain_core.runnables import Runnable, RunnableConfig
-from langchain_core.runnables.config import run_in_executor
 from langgraph.pregel import Pregel
 
 from loop_agents.loop._sync_bridge import run_coroutine
+from loop_agents.loop._worker_threads import in_worker_thread
 
 AgentFunction: TypeAlias = Callable[[list[AnyMessage]], Any]
 """A plain function (sync or async) given the messages; returns an answer."""
@@ -162,7 +162,7 @@ class AgentCaller:
             result = await cast(Callable[[list[AnyMessage]], Awaitable[Any]], self.agent)(messages)
         else:
             func = cast(AgentFunction, self.agent)
-            result = await run_in_executor(config, func, messages)
+            result = await in_worker_thread(config, func, messages)
             if inspect.isawaitable(result):
                 result = await result
         return self.new_messages(messages, result)

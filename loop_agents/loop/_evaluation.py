@@ -7,10 +7,10 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeAlias, cast
 
 from langchain_core.runnables import Runnable, RunnableConfig
-from langchain_core.runnables.config import run_in_executor
 
 from loop_agents.loop._agent import check_one_argument, describe, is_async_callable
 from loop_agents.loop._numbers import describe_number, finite_float
+from loop_agents.loop._worker_threads import in_worker_thread
 from loop_agents.loop.state import LoopContext, LoopEvaluation
 
 Evaluator: TypeAlias = (
@@ -115,7 +115,7 @@ class EvaluatorCaller:
             result = await cast(Callable[[LoopContext], Awaitable[Any]], self.evaluator)(context)
         else:
             func = cast(Callable[[LoopContext], Any], self.evaluator)
-            result = await run_in_executor(config, func, context)
+            result = await in_worker_thread(config, func, context)
             if inspect.isawaitable(result):
                 result = await result
         return self.validate(result, context["iteration"])

@@ -10,7 +10,10 @@ iteration and the limit (and is retried by a retry policy like any other error):
   it is cancelled and the loop stops waiting for it. A call that ignores the
   cancellation (catches ``CancelledError`` and goes on) is abandoned: it is left to
   finish on its own, its result is dropped, and a WARNING is logged on the
-  ``loop_agents`` logger.
+  ``loop_agents`` logger. So is a sync agent or evaluator function, which ``ainvoke``
+  runs in a worker thread (`in_worker_thread`): cancelling stops the wait, not the
+  thread. A call that holds the event loop past the deadline (a blocking call in a
+  coroutine) cannot be interrupted; its late result is dropped all the same.
 - sync (``invoke``/``stream``): the call runs in a thread of its own; at the deadline
   the loop stops waiting for it. Python cannot stop a running thread, so the call is
   abandoned the same way (it may go on running, and calling models, in that thread).
@@ -35,6 +38,7 @@ from langgraph.types import RetryPolicy
 
 from loop_agents.loop._function_runnable import FunctionRunnable
 from loop_agents.loop._numbers import describe_number, finite_float
+from loop_agents.loop._worker_threads import WORKERS, WorkerThreads
 from loop_agents.loop.state import LoopState
 
 NodeName = Literal["invoke_agent", "evaluate"]
@@ -86,8 +90,8 @@ class LoopTimeoutError(NodeTimeoutError):
         self.iteration = iteration
         self.abandoned = abandoned
         ended = (
-            "was abandoned: it did not stop when cancelled (or, called with invoke(), could "
-            "not be), so the loop stopped waiting for it and it may still be running"
+            "was abandoned: it did not stop when cancelled (or, a sync call, could not be), "
+            "so the loop stopped waiting for it and it may still be running"
             if abandoned
             else "was cancelled"
         )
@@ -208,28 +212,38 @@ async def _arun_with_limit(
 ) -> dict[str, Any]:
     """Await ``afunc`` at most ``limit`` seconds, whatever it does with cancellation."""
     started = time.monotonic()
-    # a task of its own (with a copy of this context: the run's config, stream writer),
-    # so the wait ends at the deadline even if the call swallows CancelledError
-    task = asyncio.ensure_future(afunc(state, config))
+    workers = WorkerThreads()
+    token = WORKERS.set(workers)
+    try:
+        # a task of its own (with a copy of this context: the run's config, stream
+        # writer, the worker count), so the wait ends at the deadline even if the call
+        # swallows CancelledError
+        task = asyncio.ensure_future(afunc(state, config))
+    finally:
+        WORKERS.reset(token)
     try:
         done, _ = await asyncio.wait({task}, timeout=limit)
-        if done:
+        if done and time.monotonic() - started <= limit + CANCEL_GRACE:
             return task.result()  # its own result or error (a TimeoutError of its own too)
-        task.cancel()
-        done, _ = await asyncio.wait({task}, timeout=CANCEL_GRACE)
+        if not done:
+            task.cancel()
+            done, _ = await asyncio.wait({task}, timeout=CANCEL_GRACE)
     except BaseException:  # this node was cancelled: so is the call
         task.cancel()
         raise
     iteration = iteration_of(node, state)
+    abandoned = not done or workers.running > 0
     if done:
         if not task.cancelled():
             task.exception()  # it ended some other way after the deadline: too late
+        if workers.running:
+            _log_abandoned(node, iteration, limit, "runs in a worker thread (a sync call)")
     else:
         _abandoned.add(task)
         task.add_done_callback(_forget)
         _log_abandoned(node, iteration, limit, "did not stop when cancelled")
     elapsed = time.monotonic() - started
-    raise LoopTimeoutError(node, iteration, limit, elapsed, abandoned=not done)
+    raise LoopTimeoutError(node, iteration, limit, elapsed, abandoned=abandoned)
 
 
 def _forget(task: asyncio.Task[Any]) -> None:
