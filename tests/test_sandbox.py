@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -410,3 +411,23 @@ def test_bubblewrap_hides_the_callers_home(monkeypatch):
         assert result.stdout.splitlines()[1] == "False"
     finally:
         shutil.rmtree(home, ignore_errors=True)
+
+
+def test_auto_falling_back_to_the_weakest_isolation_says_so_once(monkeypatch, caplog):
+    # a regular user with neither bubblewrap nor user namespaces gets "process", which does
+    # not hide the caller's secrets: "auto" logs it (before, it fell back silently)
+    from loop_agents.sandbox import isolation
+
+    monkeypatch.setattr(isolation, "_is_root", lambda: False)
+    monkeypatch.setattr(
+        isolation, "_namespace_reason", lambda tool, python, as_uid: f"{tool} is not installed"
+    )
+    isolation._warn_weak_fallback.cache_clear()
+    with caplog.at_level(logging.WARNING, logger="loop_agents"):
+        assert isolation._resolve(make_limits(isolation="auto")).isolation == "process"
+        isolation._resolve(make_limits(isolation="auto", timeout=3))
+        assert isolation._resolve(make_limits(isolation="process")).isolation == "process"
+    (warning,) = [r.getMessage() for r in caplog.records if r.name == "loop_agents"]
+    assert "isolation='process' as your own user" in warning
+    assert "bwrap: bwrap is not installed; unshare: unshare is not installed" in warning
+    isolation._warn_weak_fallback.cache_clear()

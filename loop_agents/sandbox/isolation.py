@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -41,6 +42,8 @@ __all__ = [
     "make_plan",
     "resolve_isolation",
 ]
+
+logger = logging.getLogger("loop_agents")
 
 _SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 _SUPERVISOR = (Path(__file__).parent / "_supervisor.py").read_text(encoding="utf-8")
@@ -251,12 +254,27 @@ def _resolve(limits: RunLimits) -> _Choice:
     for isolation in order:
         choice = _choose(isolation, limits)
         if isinstance(choice, _Choice):
+            if limits.isolation == "auto" and choice == _Choice("process", "caller"):
+                _warn_weak_fallback("; ".join(reasons))
             return choice
         reasons.append(f"{isolation}: {choice}")
     raise IsolationUnavailable(
         f"isolation={limits.isolation!r} is not available on this machine: "
         + "; ".join(reasons)
         + ". Choose another isolation (see loop_agents.sandbox) or install what is missing."
+    )
+
+
+@functools.cache
+def _warn_weak_fallback(reasons: str) -> None:
+    """Log, once per process and cause, that ``"auto"`` got the weakest isolation."""
+    logger.warning(
+        "sandbox: isolation='auto' runs code with isolation='process' as your own user, so "
+        "the program can read the environment (secrets) and memory of your processes and a "
+        "program that kills its supervisor can leave processes behind (%s). Install "
+        "bubblewrap or allow unprivileged user namespaces for 'bwrap'/'unshare', or pass "
+        "isolation='process' to accept it without this warning",
+        reasons,
     )
 
 
