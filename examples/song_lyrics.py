@@ -20,7 +20,7 @@ import sys
 import httpx
 from dotenv import find_dotenv, load_dotenv
 
-from loop_agents import LoopOutput
+from loop_agents import JudgeError, LoopOutput
 from loop_agents.demos import song_lyrics as demo
 from loop_agents.demos.song_lyrics import MAX_ITERATIONS, PASS_SCORE, Review, build_loop, verdict
 from loop_agents.models.settings import ModelSettings, SettingsError
@@ -40,7 +40,8 @@ def main() -> int:
 
     With neither ``OPENAI_API_KEY`` nor ``OPENAI_BASE_URL`` set, the bundled offline
     model is used when the ``local`` extra is installed; otherwise the message says how
-    to install it (exit code 2). Nothing is installed here.
+    to install it (exit code 2). Nothing is installed here. A reviewer that gives no
+    usable review, even when asked again, stops the loop (exit code 1).
     """
     load_dotenv(find_dotenv(usecwd=True))
     try:
@@ -52,6 +53,9 @@ def main() -> int:
     except SettingsError as exc:
         print(f"song_lyrics: {exc}", file=sys.stderr)
         return 2
+    except JudgeError as exc:  # the reviewer gave no usable review, even when asked again
+        print(f"song_lyrics: the loop stopped: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 

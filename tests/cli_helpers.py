@@ -84,6 +84,18 @@ class Running:
             if text in line:
                 return line
 
+    def still_waiting(self, seconds: float = 0.5) -> None:
+        """Fail if the command ends within ``seconds``: its model call should be in flight."""
+        try:
+            self.process.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            return
+        err = self.process.stderr.read() if self.process.stderr is not None else ""
+        raise AssertionError(
+            f"the command ended ({self.process.returncode}) while its model call should "
+            f"have been in flight:\n{err}"
+        )
+
     def interrupt(
         self, number: int = signal.SIGINT, timeout: float = 30
     ) -> tuple[int, float, str, str]:

@@ -4,9 +4,11 @@ The real ``ChatOpenAI`` client talks to it: every ``POST .../chat/completions`` 
 recorded and answered by the next reply of the script. A reply is a string (the
 assistant's text), `Structured` (a JSON object given as the message content for
 ``response_format`` requests and as a tool call when the request offers tools), `Fail`
-(an HTTP error) or `Hang` (stream a little, then never finish: a model call in flight).
-Streaming requests (``"stream": true``) get server-sent events, written chunk by chunk
-when served over HTTP.
+(an HTTP error), `Hang` (stream a little, or send nothing, then never finish: a model
+call in flight), `Drop` (start the answer, then close the connection: a server that
+dies mid-answer) or `Raw` (a body sent as it is, e.g. empty or not JSON). Streaming
+requests (``"stream": true``) get server-sent events, written chunk by chunk when served
+over HTTP.
 
 Options make it behave like particular servers:
 
@@ -24,6 +26,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import select
+import socket
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -56,12 +60,37 @@ class Fail:
 
 @dataclass(frozen=True)
 class Hang:
-    """Stream ``text`` (for a streaming request), then hang until the server stops."""
+    """Stream ``text`` (for a streaming request), then hang until the server stops.
+
+    A request that is not streamed gets nothing at all, not even the status line: the
+    server is still working on it.
+    """
 
     text: str = ""
 
 
-Reply = str | Structured | Fail | Hang
+@dataclass(frozen=True)
+class Drop:
+    """Start the answer, then close the connection: the server died or the link broke.
+
+    A streaming request gets ``text`` in server-sent events, then the connection is
+    closed short of the length the headers announced; a request that is not streamed
+    gets nothing before the connection closes.
+    """
+
+    text: str = ""
+
+
+@dataclass(frozen=True)
+class Raw:
+    """Answer with ``body`` as it is (e.g. empty, or not JSON), whatever was asked."""
+
+    body: bytes = b""
+    content_type: str = "application/json"
+    status: int = 200
+
+
+Reply = str | Structured | Fail | Hang | Drop | Raw
 
 USAGE = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
 
@@ -72,6 +101,9 @@ class _Answer:
     content_type: str
     parts: list[bytes] = field(default_factory=list)
     hang: bool = False
+    drop: bool = False
+    length: int | None = None
+    """The content-length to announce when it is not the parts' (a `Drop`)."""
 
 
 class ScriptedOpenAI:
@@ -97,6 +129,9 @@ class ScriptedOpenAI:
         self.record_to = record_to
         self.hanging = threading.Event()
         """Set when a `Hang` reply has sent what it streams and hangs."""
+        self.abandoned = threading.Event()
+        """Set when the client hung up on a `Hang` reply while it hung: the request
+        was still in flight when the client went away."""
 
     def transport(self) -> httpx.MockTransport:
         return httpx.MockTransport(self._mock)
@@ -112,8 +147,8 @@ class ScriptedOpenAI:
             answer = self._get(request.url.path)
         else:
             answer = self._answer(request.url.path, request.content)
-        if answer.hang:
-            raise NotImplementedError("Hang replies need the HTTP server: use serve()")
+        if answer.hang or answer.drop:
+            raise NotImplementedError("Hang and Drop replies need the HTTP server: use serve()")
         return httpx.Response(
             answer.status,
             headers={"content-type": answer.content_type},
@@ -137,21 +172,43 @@ class ScriptedOpenAI:
                 self._send(script._answer(self.path, self.rfile.read(length)))
 
             def _send(self, answer: _Answer) -> None:
-                self.send_response(answer.status)
-                self.send_header("content-type", answer.content_type)
-                streamed = answer.content_type == "text/event-stream"
-                if not streamed:
-                    self.send_header("content-length", str(sum(map(len, answer.parts))))
-                self.end_headers()
                 try:
-                    for part in answer.parts:
-                        self.wfile.write(part)
-                        self.wfile.flush()
+                    if answer.parts or not (answer.hang or answer.drop):
+                        self._head(answer)
+                        for part in answer.parts:
+                            self.wfile.write(part)
+                            self.wfile.flush()
                     if answer.hang:
-                        script.hanging.set()
-                        script._stopped.wait()
+                        self._hang()
+                    elif answer.drop:
+                        self.close_connection = True
+                        self.connection.shutdown(socket.SHUT_RDWR)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client went away (e.g. it was interrupted)
+
+            def _head(self, answer: _Answer) -> None:
+                self.send_response(answer.status)
+                self.send_header("content-type", answer.content_type)
+                if answer.length is not None:
+                    self.send_header("content-length", str(answer.length))
+                elif answer.content_type != "text/event-stream":
+                    self.send_header("content-length", str(sum(map(len, answer.parts))))
+                self.end_headers()
+
+            def _hang(self) -> None:
+                """Wait until the server stops, noting a client that hangs up meanwhile."""
+                script.hanging.set()
+                while not script._stopped.wait(0.05):
+                    readable, _, _ = select.select([self.connection], [], [], 0)
+                    if not readable:
+                        continue
+                    try:  # the client sends nothing more on this request: EOF or reset
+                        data = self.connection.recv(1, socket.MSG_PEEK)
+                    except OSError:
+                        data = b""
+                    if not data:
+                        script.abandoned.set()
+                        return
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass
@@ -196,13 +253,25 @@ class ScriptedOpenAI:
             )
         if isinstance(reply, Fail):
             return _json(reply.status, {"error": {"message": reply.message}})
+        if isinstance(reply, Raw):
+            return _Answer(reply.status, reply.content_type, [reply.body])
         stream = bool(body.get("stream"))
-        if isinstance(reply, Hang):
+        if isinstance(reply, Hang | Drop):
+            if not stream:  # nothing before the status line
+                return _Answer(
+                    200,
+                    "application/json",
+                    [],
+                    hang=isinstance(reply, Hang),
+                    drop=isinstance(reply, Drop),
+                )
             message = {"role": "assistant", "content": reply.text}
-            parts = _sse(completion_id, body["model"], message, None, self.llama_cpp)[:-2]
-            if not stream:
-                parts = []
-            return _Answer(200, "text/event-stream" if stream else "application/json", parts, True)
+            whole = _sse(completion_id, body["model"], message, None, self.llama_cpp)
+            parts = whole[:-2]  # without the finish chunk and [DONE]
+            if isinstance(reply, Hang):
+                return _Answer(200, "text/event-stream", parts, hang=True)
+            # announce the whole body and send less: the client sees the link break
+            return _Answer(200, "text/event-stream", parts, drop=True, length=sum(map(len, whole)))
         message = self._message(reply, body)
         if stream:
             asked = bool((body.get("stream_options") or {}).get("include_usage"))

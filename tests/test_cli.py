@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import textwrap
@@ -542,3 +543,65 @@ def test_the_console_at_the_cap_and_in_a_terminal(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "\x1b[" in proc.stdout
     assert "iteration 1 of 1 · the agent is thinking · " in proc.stdout
+
+
+def test_an_unknown_top_level_option_is_named(tmp_path):
+    proc = loop_agents("--bogus", env=cli_env(tmp_path / "home"), cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert proc.stderr.startswith("usage: loop-agents [-h] [--version] COMMAND ...")
+    assert proc.stderr.rstrip().endswith("loop-agents: error: unrecognized arguments: --bogus")
+
+
+FIZZBUZZ = (
+    "```python\n"
+    "def fizzbuzz(n):\n"
+    "    if n % 15 == 0:\n"
+    "        return 'FizzBuzz'\n"
+    "    if n % 3 == 0:\n"
+    "        return 'Fizz'\n"
+    "    if n % 5 == 0:\n"
+    "        return 'Buzz'\n"
+    "    return str(n)\n"
+    "```"
+)
+
+
+def docs_fizz_examples() -> tuple[list[list[str]], str]:
+    """docs/cli.md's `run` commands that test the answer with test_fizz.py, and that file."""
+    from tests.test_docs import parse_blocks
+
+    commands: list[list[str]] = []
+    test_file = None
+    for block in parse_blocks(ROOT / "docs" / "cli.md"):
+        if block.lang == "python" and block.code.startswith("from fizz import"):
+            test_file = block.code
+        if block.lang != "sh":
+            continue
+        for line in block.code.replace("\\\n", " ").splitlines():
+            words = shlex.split(line, comments=True)
+            if words[:2] == ["loop-agents", "run"] and any("pytest" in w for w in words):
+                commands.append(words[1:])
+    assert test_file is not None, "docs/cli.md shows no test_fizz.py"
+    return commands, test_file
+
+
+@pytest.mark.slow
+def test_the_docs_check_examples_work_as_written(tmp_path):
+    commands, test_file = docs_fizz_examples()
+    assert len(commands) >= 3, commands
+    # python3 and pytest as a user has them: the virtual environment's
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    for number, args in enumerate(commands):
+        folder = tmp_path / f"example-{number}"
+        folder.mkdir()
+        (folder / "test_fizz.py").write_text(test_file, encoding="utf-8")
+        server = ScriptedOpenAI([FIZZBUZZ, Structured({"score": 90, "feedback": "Clear."})] * 3)
+        with server.serve() as base_url:
+            env = cli_env(tmp_path / "home", OPENAI_BASE_URL=base_url, PATH=path)
+            proc = loop_agents(*args, "--json", env=env, cwd=folder)
+        assert proc.returncode == 0, (args, proc.stderr)
+        result = json.loads(proc.stdout)
+        # the first answer passes the tests: accepted at once, not looped to the cap
+        assert (result["stop_reason"], result["iterations"]) == ("accepted", 1), (args, result)
+        assert (folder / "fizz.py").is_file()

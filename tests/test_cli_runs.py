@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -51,14 +55,17 @@ def test_ctrl_c_while_streaming_then_resume_asks_nothing_twice(tmp_path):
             run_id = run_id_of(running.wait_for_line(" · saved in "))
             running.wait_for_line("iteration 2 of 3")
             assert server.hanging.wait(60), "the second answer was never requested"
+            running.still_waiting()  # the second answer's call is in flight
             status, seconds, _out, err = running.interrupt()
         finally:
             running.close()
         assert status == 130, err
         assert seconds < 2.0, f"took {seconds:.2f}s to stop"
+        assert server.abandoned.wait(10), "the call was not in flight when Ctrl-C came"
         assert "Traceback" not in err
         assert "interrupted; 1 of 3 iterations are saved" in err
-        assert f"  loop-agents resume {run_id}\n" in err
+        home = shlex.quote(str(tmp_path / "home"))
+        assert f"  LOOP_AGENTS_HOME={home} loop-agents resume {run_id}\n" in err
         assert len(server.requests) == 3  # agent 1, judge 1, agent 2 (cut off)
 
         done = loop_agents("resume", run_id, "--json", env=env, cwd=tmp_path)
@@ -93,14 +100,17 @@ def test_sigterm_too_saves_and_says_how_to_resume(tmp_path):
         running = Running("run", TASK, "--rubric", RUBRIC, "--json", env=env, cwd=tmp_path)
         try:
             assert server.hanging.wait(60), "the first answer was never requested"
+            running.still_waiting()  # --json: the call is not streamed, and still in flight
             status, seconds, out, err = running.interrupt(signal.SIGTERM)
         finally:
             running.close()
         assert status == 128 + signal.SIGTERM, err
         assert seconds < 2.0, f"took {seconds:.2f}s to stop"
+        assert server.abandoned.wait(10), "the call was not in flight when SIGTERM came"
         assert out == ""  # --json: stdout stays empty
         run_id = run_id_of(err.replace("loop-agents: run ", "run "))
-        assert f"  loop-agents resume {run_id} --json\n" in err
+        home = shlex.quote(str(tmp_path / "home"))
+        assert f"  LOOP_AGENTS_HOME={home} loop-agents resume {run_id} --json\n" in err
         done = loop_agents("resume", run_id, "--json", env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["answer"] == DRAFT_2
@@ -152,7 +162,7 @@ def test_an_off_scale_judge_is_re_asked_then_the_run_stops_keeping_the_answer(tm
     errors = [line for line in proc.stderr.splitlines() if ": error: " in line]
     assert errors == [f"loop-agents: error: {result['error']}"]
     assert "Traceback" not in proc.stderr
-    assert f"loop-agents resume {result['run_id']}" in proc.stderr
+    assert f"loop-agents resume {result['run_id']} --json" in proc.stderr
     assert len(server.requests) == 4
     # the re-asks say what was wrong
     assert "outside the scale" in server.requests[2]["messages"][-1]["content"]
@@ -285,4 +295,59 @@ def test_no_saved_runs(tmp_path):
             loop_agents("runs", "--json", env=cli_env(tmp_path / "home"), cwd=tmp_path).stdout
         )
         == []
+    )
+
+
+def test_the_printed_resume_command_works_when_copied_into_a_shell(tmp_path):
+    # a home that is not the default one, with characters the shell would split or expand
+    home = tmp_path / "my runs $HOME"
+    server = ScriptedOpenAI([DRAFT_1, Structured(VERDICT_1), *[Fail(503, "overloaded")] * 3])
+    with server.serve() as url:
+        env = cli_env(home, OPENAI_BASE_URL=url)
+        proc = loop_agents("run", TASK, "--rubric", RUBRIC, "--json", env=env, cwd=tmp_path)
+        assert proc.returncode == 1, proc.stderr
+        run_id = json.loads(proc.stdout)["run_id"]
+        said = "loop-agents: the run is saved; resume it with: "
+        (line,) = [line for line in proc.stderr.splitlines() if line.startswith(said)]
+        command = line.removeprefix(said)
+        assert command == (
+            f"LOOP_AGENTS_HOME={shlex.quote(str(home))} loop-agents resume {run_id} --json"
+        )
+
+        # pasted into a shell that has no LOOP_AGENTS_HOME, in another folder
+        server._replies = iter([DRAFT_2, Structured(VERDICT_2)])
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir()
+        shell_env = {k: v for k, v in env.items() if k != "LOOP_AGENTS_HOME"}
+        shell_env["PATH"] = f"{Path(sys.executable).parent}:{shell_env.get('PATH', '')}"
+        shell_env["HOME"] = str(tmp_path / "someone")
+        pasted = subprocess.run(
+            ["bash", "-c", command],
+            env=shell_env,
+            cwd=elsewhere,
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        )
+    assert pasted.returncode == 0, pasted.stderr
+    resumed = json.loads(pasted.stdout)
+    assert (resumed["run_id"], resumed["stop_reason"], resumed["answer"]) == (
+        run_id,
+        "accepted",
+        DRAFT_2,
+    )
+    assert len(first_requests(server)) == 1  # iteration 1 was not asked again
+
+
+def test_the_resume_command_has_no_home_when_runs_are_in_the_default_one(tmp_path):
+    server = ScriptedOpenAI([DRAFT_1, *[Fail(503, "overloaded")] * 3])
+    with server.serve() as url:
+        env = cli_env(tmp_path / "unused", OPENAI_BASE_URL=url, XDG_STATE_HOME=str(tmp_path))
+        del env["LOOP_AGENTS_HOME"]  # the default: $XDG_STATE_HOME/loop-agents
+        proc = loop_agents("run", TASK, "--rubric", RUBRIC, env=env, cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    run_id = run_id_of(proc.stdout)
+    assert proc.stderr.splitlines()[-1] == (
+        f"loop-agents: the run is saved; resume it with: loop-agents resume {run_id}"
     )

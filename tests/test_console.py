@@ -367,7 +367,8 @@ def test_no_empty_sections():
     view.close()
     text = out.getvalue()
     assert text.count(section_header("Agent")) == 1
-    assert "stopped: error after 2 of 2 iterations" in text
+    # one iteration was done, as the loop's state (and `run --json`) counts it
+    assert "stopped: error after 1 of 2 iterations" in text
 
 
 def test_a_live_line_while_the_model_thinks():
@@ -412,3 +413,29 @@ def test_restored_iterations_count_in_the_status_and_summary():
     text = out.getvalue()
     assert "iteration 2 of 2 · 0.0s elapsed · scores: 40" in text
     assert "|         1 |    40 |     3.0 |     20 | continued      |" in text
+
+
+def test_a_failed_loop_counts_the_iterations_whose_answer_came():
+    # as the loop's state counts them (`iteration`, and `run --json`'s "iterations")
+    console, out = plain_console()
+    view = LoopConsole(console, clock=lambda: 0.0)
+    view.handle(*event("iteration_started", iteration=1, max_iterations=3))
+    view.failed("error")  # the first model call failed: nothing was done
+    assert "stopped: error after 0 of 3 iterations" in out.getvalue()
+
+    console, out = plain_console()
+    view = LoopConsole(console, clock=lambda: 0.0)
+    view.handle(*event("iteration_started", iteration=1, max_iterations=3))
+    view.handle(
+        *event(
+            "agent_finished", iteration=1, answer="a", seconds=1.0, input_tokens=1, output_tokens=1
+        )
+    )
+    view.failed("judge_invalid")  # answered, never judged
+    assert "stopped: judge_invalid after 1 of 3 iterations" in out.getvalue()
+
+    console, out = plain_console()
+    view = LoopConsole(console, clock=lambda: 0.0)
+    view.restore([{"iteration": 1, "score": 40.0, "stop": False}], max_iterations=3)
+    view.failed("error", iterations=2)  # a replay that knows the count
+    assert "stopped: error after 2 of 3 iterations" in out.getvalue()

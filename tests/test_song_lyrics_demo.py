@@ -8,9 +8,10 @@ import sys
 
 import pytest
 import song_lyrics
+from langchain_core.messages import HumanMessage
 from prompts import composer_system_message, prompt, reviewer_system_message
 
-from loop_agents import is_feedback
+from loop_agents import JudgeError, is_feedback
 from loop_agents.console.loop_console import section_header
 from loop_agents.models.settings import ModelSettings
 from tests.conftest import ROOT, env_without_model_settings
@@ -172,3 +173,58 @@ def test_settings_from_env():
     assert json.dumps(settings.chat_model().extra_body) == '{"max_tokens": 200}'
     with pytest.raises(ValueError, match="LOOP_AGENTS_STRUCTURED_OUTPUT='xml'"):
         ModelSettings.from_env({"LOOP_AGENTS_STRUCTURED_OUTPUT": "xml"})
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        Structured("not json"),
+        Structured({"score": 2018.73, "feedback": "绝妙！"}),
+        Structured('{"score": 1e400, "feedback": "绝妙！"}'),
+    ],
+    ids=["unparseable", "off-scale", "1e400"],
+)
+async def test_a_review_that_stays_unusable_stops_the_loop(bad):
+    # the judge policy of `loop-agents run`: asked again twice, then JudgeError
+    server = ScriptedOpenAI([DRAFT_1, bad, bad, bad, DRAFT_2, Structured(REVIEW_2)])
+    settings = ModelSettings(api_key="sk-test")
+    loop = song_lyrics.build_loop(settings, http_async_client=server.async_client())
+    with pytest.raises(JudgeError, match="gave no usable verdict at iteration 1 after 3"):
+        await loop.ainvoke({"messages": [HumanMessage(prompt)]})
+    assert len(server.requests) == 4  # the composer, the reviewer three times; no draft 2
+    assert "Your verdict could not be used" in server.requests[2]["messages"][-1]["content"]
+
+
+async def test_a_usable_review_after_a_bad_one_goes_on():
+    server = ScriptedOpenAI(
+        [DRAFT_1, Structured({"score": 2018.73, "feedback": "?"}), Structured(REVIEW_2)]
+    )
+    loop = song_lyrics.build_loop(
+        ModelSettings(api_key="sk-test"), http_async_client=server.async_client()
+    )
+    result = await loop.ainvoke({"messages": [HumanMessage(prompt)]})
+    assert (result["stop_reason"], result["feedback"]) == (
+        "accepted",
+        ["情绪线索尚明。\n\n综合得分：81"],
+    )
+    assert [r["evaluator"] for r in result["records"]] == ["evaluate"]
+
+
+@pytest.mark.slow
+def test_the_example_program_exits_1_when_the_reviewer_stays_unusable(tmp_path):
+    server = ScriptedOpenAI([DRAFT_1, *[Structured({"score": 2018.73, "feedback": "?"})] * 3])
+    with server.serve() as base_url:
+        proc = subprocess.run(
+            [sys.executable, str(ROOT / "examples" / "song_lyrics.py")],
+            cwd=tmp_path,
+            env=env_without_model_settings(OPENAI_BASE_URL=base_url),
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        )
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.startswith("song_lyrics: the loop stopped: llm_judge 'evaluate' gave no")
+    assert "outside the scale 0-100" in proc.stderr
+    assert len(server.requests) == 4

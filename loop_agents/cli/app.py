@@ -35,6 +35,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     parser, commands = build_parser()
     args, unknown = parser.parse_known_args(argv)
+    if args.command is None:  # prints the usage and the message, exits with 2
+        if unknown:
+            parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+        parser.error("the following arguments are required: COMMAND")
     command = commands[args.command]
     if unknown:  # reported with the subcommand's usage, not the top-level one
         command.error(f"unrecognized arguments: {' '.join(unknown)}")

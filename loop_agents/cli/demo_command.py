@@ -1,23 +1,37 @@
-"""``loop-agents demo NAME``: run a demo on the model the endpoint resolution finds."""
+"""``loop-agents demo NAME``: run a demo on the model the endpoint resolution finds.
+
+The demo runs as ``run`` does (`loop_agents.cli.session.stream_loop`): a failure mid-run
+(a server that cannot be reached, a reviewer that never gives a valid review) exits 1
+with the summary so far, the best draft and a one-line error, never a traceback; Ctrl-C
+exits 130 within a bound. A demo is not saved, so there is nothing to resume.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
+from typing import Any
 
 from dotenv import load_dotenv
+from langchain_core.messages import HumanMessage
+from langgraph.checkpoint.memory import InMemorySaver
 
 from loop_agents.cli.errors import UsageError
+from loop_agents.cli.interrupt import CtrlC
+from loop_agents.cli.parser import PROG
+from loop_agents.cli.results import result_json
+from loop_agents.cli.session import Outcome, stream_loop
 from loop_agents.console.loop_console import LoopConsole
-from loop_agents.models.endpoints import resolve_endpoint
+from loop_agents.demos import song_lyrics
+from loop_agents.demos.prompts import prompt
+from loop_agents.models.endpoints import Endpoint, resolve_endpoint
 from loop_agents.models.local_model import LocalModelError, banner
 from loop_agents.models.settings import Environment, SettingsError
 
 
 def demo(args: argparse.Namespace) -> int:
-    """Run the Song-lyrics demo, streamed to the console."""
-    from loop_agents.demos import song_lyrics
-
+    """Run the Song-lyrics demo, streamed to the console; return the exit status."""
     try:
         env = Environment.read(args.env_file)
         if env.dotenv is not None:
@@ -34,11 +48,51 @@ def demo(args: argparse.Namespace) -> int:
         if endpoint.spec.kind == "local":
             view.console.print(banner(), markup=False, highlight=False)
         with endpoint:
-            view.console.print(endpoint.describe(), style="dim", markup=False, highlight=False)
-            _, client = endpoint.http_clients()
-            asyncio.run(song_lyrics.run(endpoint.settings, http_async_client=client, view=view))
+            view.console.print(
+                endpoint.describe(), style="dim", markup=False, highlight=False, soft_wrap=True
+            )
+            ctrl_c = CtrlC(_interrupted)
+            try:
+                outcome = asyncio.run(_song_lyrics(endpoint, view, ctrl_c))
+            except (KeyboardInterrupt, asyncio.CancelledError):
+                _interrupted()
+                return ctrl_c.exit_status
     except SettingsError as exc:
         raise UsageError(str(exc)) from exc
     except LocalModelError as exc:
         raise UsageError(str(exc)) from exc
-    return 0
+    return _report(outcome, view)
+
+
+async def _song_lyrics(endpoint: Endpoint, view: LoopConsole, ctrl_c: CtrlC) -> Outcome:
+    ctrl_c.install()
+    _, client = endpoint.http_clients()
+    loop = song_lyrics.build_loop(
+        endpoint.settings, http_async_client=client, checkpointer=InMemorySaver()
+    )
+    message = HumanMessage(content=prompt)
+    request: dict[str, Any] = {"init_messages": [message], "messages": [message]}
+    config: Any = {"configurable": {"thread_id": "demo"}}
+    return await stream_loop(loop, request, config, endpoint=endpoint, view=view)
+
+
+def _report(outcome: Outcome, view: LoopConsole) -> int:
+    if outcome.error is None:
+        view.console.print()
+        view.console.print(song_lyrics.verdict(outcome.values), markup=False, highlight=False)
+        return 0
+    failure = outcome.failure or "error"
+    view.failed(failure)
+    view.console.print()
+    view.console.print(
+        song_lyrics.verdict(outcome.values, stop_reason=failure), markup=False, highlight=False
+    )
+    answer = result_json(outcome.values, run_id=None, failure=failure)["answer"]
+    if answer:
+        view.print_answer(answer)
+    print(f"{PROG}: error: {outcome.error}", file=sys.stderr, flush=True)
+    return 1
+
+
+def _interrupted() -> None:
+    print(f"\n{PROG}: interrupted (a demo is not saved: nothing to resume)", file=sys.stderr)

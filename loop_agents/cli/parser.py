@@ -45,7 +45,8 @@ from OPENAI_API_KEY only, never from an option, and never saved.
 RUN_EXAMPLES = f"""\
 examples:
   loop-agents run "Write a limerick about LangGraph." --rubric "Five lines, AABBA, funny."
-  loop-agents run "Write fizzbuzz(n) in Python." --check 'python {{answer_file}} | head -1'
+  loop-agents run "Write fizzbuzz(n) in Python." \\
+      --check 'cp {{answer_file}} fizz.py && python3 -m pytest -q test_fizz.py'
   loop-agents run --task-file task.md --rubric-file rubric.md --threshold 85 --json
   echo "Name three primes." | loop-agents run --task-file - --rubric "Exactly three primes."
 
@@ -327,7 +328,9 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
-    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    # not required=True: argparse would then say only that COMMAND is missing, never
+    # which option it did not know (`loop-agents --bogus`); `main` reports both
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands: dict[str, argparse.ArgumentParser] = {}
     for command in COMMANDS:
         sub = subparsers.add_parser(

@@ -26,8 +26,8 @@ from loop_agents.cli.parser import PROG
 from loop_agents.cli.results import result_json
 from loop_agents.cli.session import Outcome, Progress, run_session
 from loop_agents.cli.spec import RunSpec
-from loop_agents.cli.store import RunStore, store_home
-from loop_agents.console.loop_console import LoopConsole, section_header
+from loop_agents.cli.store import HOME_VARIABLE, RunStore, store_home
+from loop_agents.console.loop_console import LoopConsole
 from loop_agents.evaluators.command import command_problem
 from loop_agents.models.endpoints import Endpoint, endpoint_from_spec, resolve_endpoint
 from loop_agents.models.local_model import LocalModelError
@@ -134,7 +134,7 @@ def resume(args: argparse.Namespace) -> int:
     if saved.state == "finished":
         print(
             f"{PROG}: run {saved.run_id} has finished ({saved.stop_reason}); nothing to "
-            f"resume. `{PROG} show {saved.run_id}` prints it.",
+            f"resume. `{with_home(f'{PROG} show {saved.run_id}', store.folder)}` prints it.",
             file=sys.stderr,
         )
         from loop_agents.cli.runs_command import print_run
@@ -150,14 +150,42 @@ def resume(args: argparse.Namespace) -> int:
     )
 
 
-def resume_command(run_id: str, *, as_json: bool, env_file: Path | None) -> str:
-    """The exact command that resumes run ``run_id``."""
+def resume_command(
+    run_id: str, *, as_json: bool, env_file: Path | None, home: Path | None = None
+) -> str:
+    """The exact command that resumes run ``run_id``, ready to copy into a shell.
+
+    When the run is saved somewhere other than the default folder (``LOOP_AGENTS_HOME``
+    was set, in the environment or a ``.env`` file), the command sets it too, so that
+    it finds the run from any shell and folder.
+
+    Example:
+        ```python
+        resume_command("3f9a2c1b", as_json=False, env_file=None, home=Path("/tmp/my runs"))
+        # "LOOP_AGENTS_HOME='/tmp/my runs' loop-agents resume 3f9a2c1b"
+        ```
+    """
     words = [PROG, "resume", run_id]
     if as_json:
         words.append("--json")
     if env_file is not None:
         words += ["--env-file", str(env_file.resolve())]
-    return shlex.join(words)
+    return with_home(shlex.join(words), home)
+
+
+def with_home(command: str, home: Path | None) -> str:
+    """``command`` with ``LOOP_AGENTS_HOME=HOME`` before it when ``home`` is not the default.
+
+    Example:
+        ```python
+        with_home("loop-agents show 3f9a2c1b", Path("/tmp/runs"))
+        # 'LOOP_AGENTS_HOME=/tmp/runs loop-agents show 3f9a2c1b'
+        ```
+    """
+    default = store_home({k: v for k, v in os.environ.items() if k != HOME_VARIABLE})
+    if home is None or home.absolute() == default.absolute():
+        return command
+    return f"{HOME_VARIABLE}={shlex.quote(str(home.absolute()))} {command}"
 
 
 def execute(
@@ -240,7 +268,7 @@ def _interrupted(
     done = f"{progress.iterations} of {spec.max_iterations} iterations are saved"
     print(
         f"\n{PROG}: interrupted; {done}. Resume the run with:\n"
-        f"  {resume_command(run_id, as_json=as_json, env_file=env_file)}",
+        f"  {resume_command(run_id, as_json=as_json, env_file=env_file, home=store.folder)}",
         file=sys.stderr,
         flush=True,
     )
@@ -277,13 +305,13 @@ def _report(
         if outcome.error is not None and outcome.failure is not None:
             view.failed(outcome.failure)
         if result["answer"]:
-            view.console.print()
-            view.console.print(section_header("Answer"), markup=False, highlight=False)
-            view.console.print(result["answer"], markup=False, highlight=False, soft_wrap=True)
+            view.print_answer(result["answer"])
     if outcome.error is None:
         return 0
     print(f"{PROG}: error: {outcome.error}", file=sys.stderr)
     if saved_id is not None:
-        again = resume_command(saved_id, as_json=as_json, env_file=env_file)
+        again = resume_command(
+            saved_id, as_json=as_json, env_file=env_file, home=store.folder if store else None
+        )
         print(f"{PROG}: the run is saved; resume it with: {again}", file=sys.stderr)
     return 1

@@ -196,7 +196,7 @@ def _replay(
         }
         view.handle("custom", finished)
     elif values.get("records"):
-        view.failed(run.stop_reason or run.state)
+        view.failed(run.stop_reason or run.state, iterations=int(values.get("iteration", 0)))
     view.close()
 
 

@@ -10,30 +10,28 @@ last completed step. A failure becomes a one-line error in the `Outcome`; Ctrl-C
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
-import openai
 from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StreamMode
 
-from loop_agents.cli.errors import one_line
+from loop_agents.cli.failures import describe_error, failure_reason
 from loop_agents.cli.interrupt import CtrlC
 from loop_agents.cli.loop import build_loop
 from loop_agents.cli.spec import RunSpec
 from loop_agents.cli.store import RunStore
 from loop_agents.console.loop_console import LoopConsole
-from loop_agents.evaluators.judge import JudgeError
 from loop_agents.loop.events import LoopEvent, is_loop_event
 from loop_agents.models.endpoints import Endpoint
 
-OPENAI_URL = "https://api.openai.com/v1"
+__all__ = ["Outcome", "Progress", "checkpointer", "describe_error", "run_session", "stream_loop"]
 
 
 @dataclass
@@ -73,32 +71,6 @@ class Outcome:
     def finished(self) -> bool:
         """Whether the loop reached its end (a stop reason of its own)."""
         return self.error is None and self.values.get("stop_reason") is not None
-
-
-def describe_error(exc: BaseException, endpoint: Endpoint) -> str:
-    """One line saying what went wrong; a server that cannot be reached is named by URL.
-
-    Example:
-        ```python
-        describe_error(openai.APIConnectionError(request=request), endpoint)
-        # 'cannot reach the model server at http://127.0.0.1:9/v1: ...'
-        ```
-    """
-    url = endpoint.base_url or OPENAI_URL
-    if isinstance(exc, openai.APITimeoutError):
-        text = f"the model server at {url} did not answer in time"
-    elif isinstance(exc, openai.APIConnectionError):
-        cause = exc.__cause__ or exc.__context__
-        text = f"cannot reach the model server at {url}: {cause or exc}"
-    elif isinstance(exc, openai.APIStatusError):
-        text = f"the model server at {url} answered HTTP {exc.status_code}: {exc.message}"
-    elif isinstance(exc, JudgeError):
-        text = f"the judge gave no valid verdict: {exc}"
-    elif isinstance(exc, httpx.HTTPError):
-        text = f"the connection to the model server at {url} failed: {type(exc).__name__}: {exc}"
-    else:
-        text = f"{type(exc).__name__}: {exc}"
-    return one_line(text)
 
 
 @contextlib.asynccontextmanager
@@ -161,25 +133,65 @@ async def run_session(
                     view.restore(records, spec.max_iterations)
                 done = f"{len(records)} of {spec.max_iterations} iterations were done"
                 say(f"resuming run {run_id}: {done}; going on from the last completed step")
-        modes: list[StreamMode] = ["messages", "custom"] if view is not None else ["custom"]
-        error: str | None = None
-        failure: str | None = None
-        try:
-            async for _namespace, mode, payload in loop.astream(
-                request, config, stream_mode=modes, subgraphs=True, durability="sync"
-            ):
-                if view is not None:
-                    view.handle(mode, payload)
-                if mode == "custom" and is_loop_event(payload) and progress.take(payload):
-                    await _save_progress(store, saver, run_id, progress)
-        except Exception as exc:  # a failure mid-run: the result so far is still printed
-            error = describe_error(exc, endpoint)
-            failure = "judge_invalid" if isinstance(exc, JudgeError) else "error"
-        finally:
+
+        async def on_event(event: LoopEvent) -> None:
+            if progress.take(event):
+                await _save_progress(store, saver, run_id, progress)
+
+        return await stream_loop(
+            loop, request, config, endpoint=endpoint, view=view, on_event=on_event
+        )
+
+
+async def stream_loop(
+    loop: CompiledStateGraph[Any, Any, Any, Any],
+    request: Any,
+    config: RunnableConfig,
+    *,
+    endpoint: Endpoint,
+    view: LoopConsole | None,
+    on_event: Callable[[LoopEvent], Awaitable[None]] | None = None,
+) -> Outcome:
+    """Stream ``loop`` (it needs a checkpointer) to ``view``; return how it ended.
+
+    The loop runs with ``durability="sync"``. A failure mid-run does not propagate: it
+    becomes the `Outcome`'s one-line ``error`` (see `describe_error`) and ``failure``
+    (``judge_invalid`` or ``error``), and the state read back holds every completed
+    step. Ctrl-C (a cancellation) propagates.
+
+    Args:
+        loop: A compiled loop with a checkpointer.
+        request: The loop's input, or ``None`` to go on from the last completed step.
+        config: The run's config, with its thread id.
+        endpoint: The endpoint, named in errors.
+        view: The console to stream to, or ``None`` (loop events only).
+        on_event: Awaited with each loop event (e.g. to save progress).
+
+    Example:
+        ```python
+        outcome = await stream_loop(loop, {"messages": [HumanMessage("Hi")]}, config,
+                                    endpoint=endpoint, view=LoopConsole())
+        ```
+    """
+    modes: list[StreamMode] = ["messages", "custom"] if view is not None else ["custom"]
+    error: str | None = None
+    failure: str | None = None
+    try:
+        async for _namespace, mode, payload in loop.astream(
+            request, config, stream_mode=modes, subgraphs=True, durability="sync"
+        ):
             if view is not None:
-                view.close()
-        snapshot = await loop.aget_state(config)
-        return Outcome(dict(snapshot.values), error, failure)
+                view.handle(mode, payload)
+            if mode == "custom" and is_loop_event(payload) and on_event is not None:
+                await on_event(payload)
+    except Exception as exc:  # a failure mid-run: the result so far is still printed
+        error = describe_error(exc, endpoint)
+        failure = failure_reason(exc)
+    finally:
+        if view is not None:
+            view.close()
+    snapshot = await loop.aget_state(config)
+    return Outcome(dict(snapshot.values), error, failure)
 
 
 async def _save_progress(

@@ -88,6 +88,8 @@ class _Row:
     cost: float | None = None
     stop: bool | None = None
     streamed: bool = False
+    answered: bool = False
+    """Whether the agent's answer came (the iteration counts as done, as in the state)."""
 
 
 class _Waiting:
@@ -188,11 +190,14 @@ class LoopConsole:
         self._end_line()
         self._say_verdict(None)
 
-    def failed(self, reason: str) -> None:
+    def failed(self, reason: str, *, iterations: int | None = None) -> None:
         """End the view of a loop that stopped before its end: the summary so far.
 
         ``reason`` (e.g. ``"error"``) takes the place of the stop reason; the answer
-        is the best-scored iteration's (else the last one's).
+        is the best-scored iteration's (else the last one's). The iterations counted
+        are those whose answer came, as the loop's ``iteration`` counts them: an
+        iteration whose model call failed is not one. ``iterations`` gives that count
+        when the console did not see the answers (a replay of saved records).
 
         Example:
             ```python
@@ -204,7 +209,9 @@ class LoopConsole:
         rows = [self._rows[i] for i in sorted(self._rows)]
         scored = [row for row in rows if row.score is not None]
         best = max(reversed(scored), key=lambda row: row.score or 0.0) if scored else None
-        last = rows[-1].iteration if rows else 0
+        last = max((row.iteration for row in rows if row.answered), default=0)
+        if iterations is not None:
+            last = iterations
         event: LoopFinished = {
             "type": "loop_finished",
             "loop": "",
@@ -216,6 +223,20 @@ class LoopConsole:
             "answer": "",
         }
         self._loop_finished(event)
+
+    def print_answer(self, answer: str) -> None:
+        """Print ``answer`` under an ``----Answer----`` header (a run's answer, at its end).
+
+        Example:
+            ```python
+            view.print_answer(result["answer"])
+            ```
+        """
+        self._idle()
+        self._end_line()
+        self.console.print()
+        self.console.print(section_header("Answer"), markup=False, highlight=False)
+        self.console.print(answer, markup=False, highlight=False, soft_wrap=True)
 
     def restore(self, rows: Sequence[Mapping[str, Any]], max_iterations: int) -> None:
         """Know iterations that ran before (a resumed run's), without printing them.
@@ -232,6 +253,7 @@ class LoopConsole:
         self._max_iterations = max_iterations
         for record in rows:
             row = self._row(int(record["iteration"]))
+            row.answered = True
             row.score = record.get("score")
             row.stop = bool(record.get("stop"))
             row.agent_seconds = float(record.get("agent_seconds", 0.0))
@@ -323,6 +345,7 @@ class LoopConsole:
     def _agent_finished(self, event: AgentFinished) -> None:
         self._idle()
         row = self._row(event["iteration"])
+        row.answered = True
         row.agent_seconds = max(row.agent_seconds, event["seconds"])
         row.tokens += event["input_tokens"] + event["output_tokens"]
         if "candidate" in event:

@@ -1,8 +1,9 @@
 """The Song-lyrics demo: a composer writes a ci to the tune 相见欢, a reviewer scores it.
 
-The composer is a ``create_agent`` agent; the reviewer a chat model with structured
-output into `Review`. While the score is below `PASS_SCORE` the review goes back to the
-composer, at most `MAX_ITERATIONS` times. `run` streams the loop to the console: the
+The composer is a ``create_agent`` agent; the reviewer an `llm_judge` whose verdict is
+a `Review` (the judge policy of ``loop-agents run``: an unusable review is asked for
+again, then stops the loop). While the score is below `PASS_SCORE` the review goes back
+to the composer, at most `MAX_ITERATIONS` times. `run` streams the loop to the console: the
 composer's tokens under ``----Agent----``, each review under ``----Evaluator----``, a
 status line per iteration and a summary at the end.
 
@@ -17,15 +18,17 @@ from typing import Any, TypedDict
 
 import httpx
 from langchain.agents import create_agent
-from langchain_core.messages import AnyMessage, HumanMessage
+from langchain_core.messages import HumanMessage
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Checkpointer
 
 from loop_agents.console.loop_console import LoopConsole, astream_to_console, section_header
 from loop_agents.demos.prompts import composer_system_message, prompt, reviewer_system_message
-from loop_agents.evaluators import all_of, xiangjianhuan_form
+from loop_agents.evaluators import all_of, llm_judge, xiangjianhuan_form
 from loop_agents.loop._evaluation import Evaluator
+from loop_agents.loop.control.criteria import LoopEvaluatorRunnable
 from loop_agents.loop.graph import create_loop_agent
-from loop_agents.loop.state import LoopContext, LoopEvaluation, LoopOutput
+from loop_agents.loop.state import LoopOutput
 from loop_agents.models import local_model
 from loop_agents.models.settings import ModelSettings, SettingsError
 
@@ -33,6 +36,10 @@ PASS_SCORE = 75
 MAX_ITERATIONS = 3
 REVIEW_RETRIES = 2
 """Times the reviewer is asked again when its review has no score from 0 to 100."""
+REVIEW_TEMPLATE = "{feedback}\n\n综合得分：{score}"
+"""The feedback the composer reads: the review's comments, then the score (the article's)."""
+REVIEWER_NAME = "evaluate"
+"""The reviewer's name in the records (the article's evaluator function is ``evaluate``)."""
 LOCAL_MAX_TOKENS = 256
 """Token cap per answer on the offline model (``LOOP_AGENTS_MAX_TOKENS`` overrides it)."""
 
@@ -79,6 +86,7 @@ def build_loop(
     *,
     http_async_client: httpx.AsyncClient | None = None,
     form_check: bool | None = None,
+    checkpointer: Checkpointer = None,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     """The composer/reviewer loop of the article, for the given model settings.
 
@@ -90,6 +98,8 @@ def build_loop(
             reviewer sees it: a malformed draft goes back to the composer with what is
             wrong, at no reviewer call. Default: `FORM_CHECK_VARIABLE` in the
             environment (off unless set).
+        checkpointer: Passed to `create_loop_agent` (the command reads the state of
+            a run that failed back from it).
 
     Example:
         ```python
@@ -98,65 +108,61 @@ def build_loop(
         ```
 
     """
-    client: dict[str, Any] = {}
-    if http_async_client is not None:
-        client["http_async_client"] = http_async_client
     composer = create_agent(
-        model=settings.chat_model(**client), system_prompt=composer_system_message
+        model=settings.chat_model(**_client(http_async_client)),
+        system_prompt=composer_system_message,
     )
-    reviewer = settings.chat_model(**client).with_structured_output(
-        Review, method=settings.structured_output_method
-    )
-
-    async def evaluate(context: LoopContext) -> LoopEvaluation:
-        messages: list[AnyMessage] = [
-            reviewer_system_message,
-            *context["init_messages"],
-            context["last_response"],
-        ]
-        review: Any = None
-        for _ in range(1 + REVIEW_RETRIES):
-            review = await reviewer.ainvoke(input=messages)
-            if _valid_review(review):
-                return {
-                    "stop": review["score"] >= PASS_SCORE,
-                    "feedback": review["feedback"] + f"\n\n综合得分：{review['score']}",
-                    "score": review["score"],
-                }
-        # no usable score after the retries: never a silent pass; the loop goes on and
-        # the record shows no score
-        feedback = review.get("feedback") if isinstance(review, dict) else None
-        return {
-            "stop": False,
-            "feedback": (feedback or "评审未给出有效评语。")
-            + f"\n\n综合得分：无效（{_shown_score(review)}，应为0至100）",
-        }
-
-    evaluator: Evaluator = evaluate
+    evaluator: Evaluator = reviewer(settings, http_async_client=http_async_client)
     if form_check_from_env() if form_check is None else form_check:
-        evaluator = all_of(xiangjianhuan_form(), evaluate, name="form_then_review")
-    return create_loop_agent(agent=composer, evaluator=evaluator, max_iterations=MAX_ITERATIONS)
-
-
-def _valid_review(review: object) -> bool:
-    """A review with a score from 0 to 100 and feedback text (small models break both)."""
-    if not isinstance(review, dict):
-        return False
-    score, feedback = review.get("score"), review.get("feedback")
-    return (
-        isinstance(score, int | float)
-        and not isinstance(score, bool)
-        and 0 <= score <= 100
-        and isinstance(feedback, str)
+        evaluator = all_of(xiangjianhuan_form(), evaluator, name="form_then_review")
+    return create_loop_agent(
+        agent=composer,
+        evaluator=evaluator,
+        max_iterations=MAX_ITERATIONS,
+        checkpointer=checkpointer,
     )
 
 
-def _shown_score(review: object) -> str:
-    return str(review.get("score")) if isinstance(review, dict) else "无"
+def reviewer(
+    settings: ModelSettings, *, http_async_client: httpx.AsyncClient | None = None
+) -> LoopEvaluatorRunnable:
+    """The article's reviewer: an `llm_judge` scoring into `Review`, accepting at `PASS_SCORE`.
+
+    It has the judge policy of ``loop-agents run``: a review that does not parse or
+    scores off the 0-100 scale (or not a finite number) is asked for again, at most
+    `REVIEW_RETRIES` times, then `loop_agents.evaluators.JudgeError` stops the loop:
+    a broken review never passes a ci, and the loop never goes on as if it had been
+    judged. The feedback is the article's: the comments, then ``综合得分：N``.
+
+    Example:
+        ```python
+        loop = create_loop_agent(composer, reviewer(ModelSettings.from_env()), 3)
+        ```
+
+    """
+    return llm_judge(
+        settings.chat_model(**_client(http_async_client)),
+        reviewer_system_message,
+        threshold=PASS_SCORE,
+        schema=Review,
+        method=settings.structured_output_method,
+        template=REVIEW_TEMPLATE,
+        retries=REVIEW_RETRIES,
+        name=REVIEWER_NAME,
+    )
 
 
-def verdict(result: LoopOutput) -> str:
+def _client(http_async_client: httpx.AsyncClient | None) -> dict[str, Any]:
+    return {} if http_async_client is None else {"http_async_client": http_async_client}
+
+
+def verdict(result: Mapping[str, Any], *, stop_reason: str | None = None) -> str:
     """A short account of the run: iterations, the score of each try, why it stopped.
+
+    Args:
+        result: The loop's output (or its state, read back).
+        stop_reason: Why the loop stopped, when it did not finish (``judge_invalid``,
+            ``error``); default the loop's own stop reason.
 
     Example:
         ```python
@@ -164,7 +170,7 @@ def verdict(result: LoopOutput) -> str:
         ```
 
     """
-    records = result.get("records", [])
+    records = result.get("records") or []
     scores = ", ".join(
         f"#{r['iteration']}: {r['score']:g}" if r["score"] is not None else f"#{r['iteration']}: -"
         for r in records
@@ -173,13 +179,15 @@ def verdict(result: LoopOutput) -> str:
         "accepted": f"the reviewer accepted the ci (score >= {PASS_SCORE})",
         "max_iterations": f"the cap of {MAX_ITERATIONS} iterations was reached",
         "recursion_limit": "the graph's recursion limit left no room for another try",
+        "judge_invalid": "the reviewer gave no usable review (score from 0 to 100)",
+        "error": "an error stopped the run",
     }
-    reason = result.get("stop_reason")
+    reason = stop_reason if stop_reason is not None else result.get("stop_reason")
     return "\n".join(
         [
             section_header("Verdict"),
             f"iterations: {result.get('iteration', 0)} of {MAX_ITERATIONS}",
-            f"scores: {scores}",
+            f"scores: {scores or 'none'}",
             f"stopped: {reasons.get(str(reason), str(reason))}",
         ]
     )

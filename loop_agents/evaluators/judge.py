@@ -49,12 +49,17 @@ class JudgeError(RuntimeError):
 
     Attributes:
         problems: What was wrong with each attempt, in order.
+        iteration: The loop's iteration whose answer was being judged (``None`` when
+            not known).
 
     """
 
-    def __init__(self, message: str, problems: Sequence[str]) -> None:
+    def __init__(
+        self, message: str, problems: Sequence[str], *, iteration: int | None = None
+    ) -> None:
         super().__init__(message)
         self.problems = list(problems)
+        self.iteration = iteration
 
 
 def default_schema(scale: tuple[float, float]) -> dict[str, Any]:
@@ -285,6 +290,7 @@ class _Judge:
             f"{format_score(self.high)}; make the scale clear in the instructions, "
             f"{self.hint()}, or raise `retries`.",
             problems,
+            iteration=context["iteration"],
         )
 
     def hint(self) -> str:
