@@ -605,3 +605,32 @@ def test_the_docs_check_examples_work_as_written(tmp_path):
         # the first answer passes the tests: accepted at once, not looped to the cap
         assert (result["stop_reason"], result["iterations"]) == ("accepted", 1), (args, result)
         assert (folder / "fizz.py").is_file()
+
+
+def test_run_with_a_text_judge_for_models_without_tool_calling(tmp_path):
+    # --structured-output text: the judge asks for "Score: N" / "Feedback: ..." in plain
+    # text (no tools, no response_format), re-asks a reply that does not fit, and decides
+    script = [
+        DRAFT_1,
+        "I would say it is fine.",  # not the form: asked again
+        "Score: 55\nFeedback: Name the kettle's price.",
+        DRAFT_2,
+        "Score: 86\nFeedback: Good.",
+    ]
+    server = ScriptedOpenAI(script)
+    with server.serve() as base_url:
+        env = cli_env(tmp_path / "home", OPENAI_BASE_URL=base_url, LOOP_AGENTS_MODEL="scripted")
+        proc = loop_agents(
+            "run", TASK, "--rubric", RUBRIC, "--structured-output", "text", "--json",
+            env=env, cwd=tmp_path,
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert (result["stop_reason"], result["answer"]) == ("accepted", DRAFT_2)
+    assert [r["score"] for r in result["records"]] == [55.0, 86.0]
+    judge_requests = server.requests[1:3] + server.requests[4:]
+    assert len(server.requests) == 5
+    for request in judge_requests:
+        assert "tools" not in request
+        assert "response_format" not in request
+    assert "Score:" in judge_requests[1]["messages"][-1]["content"]  # the re-ask says the form

@@ -79,10 +79,10 @@ def other_methods(method: str) -> list[str]:
 
     Example:
         ```python
-        other_methods("json_schema")  # ['function_calling', 'json_mode']
+        other_methods("json_schema")  # ['function_calling', 'json_mode', 'text']
         ```
     """
-    order = ("function_calling", "json_mode", "json_schema")
+    order = ("function_calling", "json_mode", "json_schema", "text")
     return [m for m in order if m != method and m in STRUCTURED_OUTPUT_METHODS]
 
 

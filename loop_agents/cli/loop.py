@@ -11,6 +11,7 @@ from langgraph.types import Checkpointer
 
 from loop_agents.cli.spec import RunSpec
 from loop_agents.evaluators import all_of, command_check, llm_judge
+from loop_agents.evaluators.judge import judge_format_options
 from loop_agents.loop._evaluation import Evaluator
 from loop_agents.loop.graph import create_loop_agent
 from loop_agents.loop.state import LoopContext, LoopEvaluation
@@ -50,7 +51,7 @@ def build_evaluator(spec: RunSpec, endpoint: Endpoint) -> Evaluator:
                 endpoint.chat_model(),
                 JUDGE_INSTRUCTIONS.format(rubric=spec.rubric),
                 threshold=spec.threshold,
-                method=endpoint.spec.structured_output_method,
+                **judge_format_options(endpoint.spec.structured_output_method),
                 template=JUDGE_TEMPLATE,
                 name=JUDGE_NAME,
             )

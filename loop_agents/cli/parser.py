@@ -19,7 +19,7 @@ from loop_agents.evals.command import EVAL_DESCRIPTION, EVAL_EXAMPLES
 
 PROG = "loop-agents"
 
-STRUCTURED_OUTPUT_METHODS = ("json_schema", "function_calling", "json_mode")
+STRUCTURED_OUTPUT_METHODS = ("json_schema", "function_calling", "json_mode", "text")
 """The values of ``--structured-output`` (`loop_agents.models.settings.StructuredOutputMethod`)."""
 
 DEMOS = ("song-lyrics",)
@@ -137,8 +137,9 @@ def model_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--structured-output",
         choices=STRUCTURED_OUTPUT_METHODS,
-        help="how the judge's verdict is requested (LOOP_AGENTS_STRUCTURED_OUTPUT); "
-        "default json_schema, function_calling on the bundled server",
+        help="how the judge's verdict is requested (LOOP_AGENTS_STRUCTURED_OUTPUT): as "
+        "structured output, or text (a 'Score: N' and 'Feedback: ...' reply, for models "
+        "without tool calling); default json_schema, function_calling on the bundled server",
     )
     group.add_argument(
         "--max-tokens",

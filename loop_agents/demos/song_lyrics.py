@@ -140,6 +140,12 @@ def reviewer(
         ```
 
     """
+    if settings.structured_output_method == "text":
+        raise SettingsError(
+            "the Song-lyrics reviewer reads a structured review (comments and a score), so "
+            "it needs structured output: set --structured-output (LOOP_AGENTS_STRUCTURED_OUTPUT) "
+            "to function_calling, json_schema or json_mode; the text form is for run and eval"
+        )
     return llm_judge(
         settings.chat_model(**_client(http_async_client)),
         reviewer_system_message,

@@ -38,7 +38,12 @@ from langchain_core.runnables.config import merge_configs
 from loop_agents.evals.code_tests import DEFAULT_TIMEOUT
 from loop_agents.evals.grading import Grader, grader_for, request_text, system_prompt
 from loop_agents.evals.tasks import Task
-from loop_agents.evaluators.judge import JudgeError, JudgeMethod, llm_judge
+from loop_agents.evaluators.judge import (
+    JudgeError,
+    JudgeFormat,
+    judge_format_options,
+    llm_judge,
+)
 from loop_agents.loop._usage import TokenCounter
 from loop_agents.loop.graph import create_loop_agent
 from loop_agents.loop.state import LoopContext, LoopEvaluation, LoopOutput
@@ -69,8 +74,9 @@ class ArmSettings:
             use the model as it is configured.
         judge_threshold: The judge's score (0-100) that accepts an answer in
             ``judge-loop``.
-        judge_method: How the judge's verdict is requested (``function_calling`` for
-            llama.cpp's server).
+        judge_method: How the judge's verdict is requested: a structured-output
+            method (``function_calling`` for llama.cpp's server), or ``"text"``
+            (``Score: N`` / ``Feedback: ...``, for models without tool calling).
         code_timeout: Seconds a code answer and its tests may run.
 
     Raises:
@@ -81,7 +87,7 @@ class ArmSettings:
     iterations: int = 4
     temperature: float = 1.0
     judge_threshold: float = 80.0
-    judge_method: JudgeMethod = "json_schema"
+    judge_method: JudgeFormat = "json_schema"
     code_timeout: float = DEFAULT_TIMEOUT
 
     def __post_init__(self) -> None:
@@ -105,9 +111,9 @@ class ArmSettings:
             ):
                 shown = "> 0" if name == "code_timeout" else f"from {low:g} to {high:g}"
                 raise ValueError(f"{name} must be {shown}; got {value!r}")
-        if self.judge_method not in get_args(JudgeMethod):
+        if self.judge_method not in get_args(JudgeFormat):
             raise ValueError(
-                f"judge_method must be one of {', '.join(get_args(JudgeMethod))}; "
+                f"judge_method must be one of {', '.join(get_args(JudgeFormat))}; "
                 f"got {self.judge_method!r}"
             )
 
@@ -299,7 +305,7 @@ async def _loop(
         judge_model,
         JUDGE_INSTRUCTIONS,
         threshold=settings.judge_threshold,
-        method=settings.judge_method,
+        **judge_format_options(settings.judge_method),
         name="judge",
     )
 

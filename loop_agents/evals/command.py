@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from loop_agents.evals.runner import EvalProgress
-    from loop_agents.evaluators.judge import JudgeMethod
+    from loop_agents.evaluators.judge import JudgeFormat
 
 __all__ = [
     "EvalEndpoint",
@@ -114,14 +114,15 @@ class EvalEndpoint:
 
     Attributes:
         model: The chat model (also the judge of ``judge-loop``).
-        judge_method: How the judge's verdict is requested (``function_calling`` for
-            llama.cpp's server).
+        judge_method: How the judge's verdict is requested: a structured-output
+            method (``function_calling`` for llama.cpp's server), or ``"text"``
+            (``Score: N`` / ``Feedback: ...``, for models without tool calling).
         description: How the model is named in the report and the journal (default:
             its name and endpoint).
     """
 
     model: BaseChatModel
-    judge_method: JudgeMethod = "json_schema"
+    judge_method: JudgeFormat = "json_schema"
     description: str | None = None
 
 

@@ -35,7 +35,7 @@ from loop_agents.evals.code_tests import DEFAULT_TIMEOUT
 from loop_agents.evals.journal import Journal, journal_path
 from loop_agents.evals.report import EvalReport, TaskError, TaskResult, build_report
 from loop_agents.evals.tasks import Task, load_tasks, select_tasks, task_digest
-from loop_agents.evaluators.judge import JudgeMethod
+from loop_agents.evaluators.judge import JudgeFormat
 from loop_agents.loop._sync_bridge import _background_loop
 
 __all__ = ["EvalProgress", "PairRunner", "TaskSource", "arun_eval", "run_eval"]
@@ -108,7 +108,7 @@ async def arun_eval(
     out: str | Path | None = None,
     progress: ProgressCallback | None = None,
     judge: BaseChatModel | None = None,
-    judge_method: JudgeMethod = "json_schema",
+    judge_method: JudgeFormat = "json_schema",
     judge_threshold: float = 80.0,
     limit: int | None = None,
     task_ids: Sequence[str] | None = None,
@@ -134,8 +134,9 @@ async def arun_eval(
             ``out`` skips the pairs already there: an interrupted eval resumes.
         progress: Called with an `EvalProgress` at the start and after every pair.
         judge: The judge's chat model in ``judge-loop`` (default ``model``).
-        judge_method: How the judge's verdict is requested (``function_calling`` for
-            llama.cpp's server).
+        judge_method: How the judge's verdict is requested: a structured-output
+            method (``function_calling`` for llama.cpp's server), or ``"text"``
+            (``Score: N`` / ``Feedback: ...``, for models without tool calling).
         judge_threshold: The judge's score (0-100) that accepts an answer.
         limit: Run only the first ``limit`` tasks (after ``task_ids``).
         task_ids: Run only these tasks.

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import string
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, get_type_hints
+from typing import Any, Literal, get_args, get_type_hints
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage
@@ -37,6 +37,32 @@ StructuredOutput = Literal["native", "text"]
 JudgeMethod = Literal["json_schema", "function_calling", "json_mode"]
 """How structured output is requested: ``json_schema`` (OpenAI), ``function_calling``
 (servers that only do tool calls, such as llama.cpp's) or ``json_mode``."""
+
+JudgeFormat = Literal["json_schema", "function_calling", "json_mode", "text"]
+"""How a judge made from settings asks for its verdict: a `JudgeMethod` of structured
+output, or ``"text"`` (``structured_output="text"``: ``Score: N`` and ``Feedback: ...``)."""
+
+
+def judge_format_options(judge_format: str) -> dict[str, Any]:
+    """The `llm_judge` keywords for a `JudgeFormat` (``method=``, or the text form).
+
+    Example:
+        ```python
+        judge_format_options("text")  # {'structured_output': 'text'}
+        judge_format_options("function_calling")  # {'method': 'function_calling'}
+        judge = llm_judge(model, rubric, threshold=80, **judge_format_options(fmt))
+        ```
+
+    """
+    if judge_format == "text":
+        return {"structured_output": "text"}
+    if judge_format not in get_args(JudgeMethod):
+        raise ValueError(
+            f"a judge's format must be one of {', '.join(get_args(JudgeFormat))}; got "
+            f"{judge_format!r}"
+        )
+    return {"method": judge_format}
+
 
 DEFAULT_TEMPLATE = "{feedback}\n\nScore: {score}"
 """The default feedback text: the judge's comments, then a score line."""

@@ -25,7 +25,7 @@ from dotenv import dotenv_values, find_dotenv
 if TYPE_CHECKING:  # imported when a model is made: reading settings stays light
     from langchain_openai import ChatOpenAI
 
-StructuredOutputMethod = Literal["json_schema", "function_calling", "json_mode"]
+StructuredOutputMethod = Literal["json_schema", "function_calling", "json_mode", "text"]
 
 DEFAULT_MODEL = "gpt-5.4-mini"
 NO_KEY_PLACEHOLDER = "not-needed"

@@ -250,7 +250,7 @@ def _choose(isolation: str, limits: RunLimits) -> _Choice | str:
 
 def _resolve(limits: RunLimits) -> _Choice:
     order = ("bwrap", "unshare", "process") if limits.isolation == "auto" else (limits.isolation,)
-    reasons = []
+    reasons: list[str] = []
     for isolation in order:
         choice = _choose(isolation, limits)
         if isinstance(choice, _Choice):

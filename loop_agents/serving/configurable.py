@@ -31,8 +31,9 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import get_runtime
 from langgraph.types import Checkpointer
 
-from loop_agents.evaluators import JudgeMethod, llm_judge
+from loop_agents.evaluators import llm_judge
 from loop_agents.evaluators.human import human_review
+from loop_agents.evaluators.judge import JudgeFormat, judge_format_options
 from loop_agents.loop._numbers import finite_float
 from loop_agents.loop.control.agent_errors import OnAgentError
 from loop_agents.loop.control.budgets import Prices
@@ -154,7 +155,7 @@ def configurable_loop(
     model: BaseChatModel,
     *,
     judge_model: BaseChatModel | None = None,
-    method: JudgeMethod = "json_schema",
+    method: JudgeFormat = "json_schema",
     max_iterations: int = 3,
     defaults: LoopSettings | None = None,
     name: str = "configurable_loop",
@@ -178,8 +179,9 @@ def configurable_loop(
     Args:
         model: The agent's chat model.
         judge_model: The judge's chat model (default: ``model``).
-        method: How the judge's structured output is requested: ``"json_schema"``
-            (OpenAI), ``"function_calling"`` (llama.cpp's server) or ``"json_mode"``.
+        method: How the judge's verdict is requested: ``"json_schema"`` (OpenAI),
+            ``"function_calling"`` (llama.cpp's server), ``"json_mode"``, or ``"text"``
+            (``Score: N`` and ``Feedback: ...``, for models without tool calling).
         max_iterations: The most attempts per loop.
         defaults: Settings used when a run gives none (default: a general-purpose
             task and rubric, threshold 75, no human review).
@@ -219,7 +221,9 @@ def configurable_loop(
     def evaluator_for(
         rubric: str, threshold: float, review: bool
     ) -> Runnable[LoopContext, LoopEvaluation]:
-        judge = llm_judge(judge_model, rubric, threshold=threshold, method=method, name="judge")
+        judge = llm_judge(
+            judge_model, rubric, threshold=threshold, **judge_format_options(method), name="judge"
+        )
         return human_review(judge) if review else judge
 
     def current(config: RunnableConfig) -> Runnable[LoopContext, LoopEvaluation]:
