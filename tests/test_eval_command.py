@@ -49,30 +49,28 @@ def command(*args: str) -> list[str]:
     return [sys.executable, "-m", "loop_agents.cli", "eval", *args]
 
 
+def run_eval(
+    tmp_path: Path, base_url: str, out: Path, *args: str
+) -> subprocess.CompletedProcess[str]:
+    """``loop-agents eval`` on `task_file`'s tasks with K = 3, in a subprocess."""
+    return subprocess.run(
+        command(
+            str(task_file(tmp_path)), "--iterations", "3", "--out", str(out),
+            "--base-url", base_url, *args,
+        ),
+        capture_output=True,
+        text=True,
+        env=env_without_model_settings(COLUMNS="100"),
+        cwd=tmp_path,
+        timeout=120,
+    )  # fmt: skip
+
+
 def test_the_command_prints_the_tables_and_writes_the_json(tmp_path):
     scripted = ReactiveOpenAI(feedback_helps)
     out = tmp_path / "results.json"
     with scripted.serve() as base_url:
-        done = subprocess.run(
-            command(
-                str(task_file(tmp_path)),
-                "--arms",
-                "single,loop,resample",
-                "--iterations",
-                "3",
-                "--limit",
-                "4",
-                "--out",
-                str(out),
-                "--base-url",
-                base_url,
-            ),
-            capture_output=True,
-            text=True,
-            env=env_without_model_settings(COLUMNS="100"),
-            cwd=tmp_path,
-            timeout=120,
-        )
+        done = run_eval(tmp_path, base_url, out, "--arms", "single,loop,resample", "--limit", "4")
     assert done.returncode == 0, done.stderr
     table = done.stdout
     assert "loop vs resample" in table
@@ -244,27 +242,8 @@ def test_a_server_error_inside_a_pair_is_reported_and_every_request_counted(tmp_
     scripted = ReactiveOpenAI(one_failure)
     out = tmp_path / "results.json"
     with scripted.serve() as base_url:
-        done = subprocess.run(
-            command(
-                str(task_file(tmp_path)),
-                "--arms",
-                "loop",
-                "--iterations",
-                "3",
-                "--limit",
-                "1",
-                "--out",
-                str(out),
-                "--base-url",
-                base_url,
-                "--concurrency",
-                "1",
-            ),
-            capture_output=True,
-            text=True,
-            env=env_without_model_settings(COLUMNS="100"),
-            cwd=tmp_path,
-            timeout=120,
+        done = run_eval(
+            tmp_path, base_url, out, "--arms", "loop", "--limit", "1", "--concurrency", "1"
         )
     assert done.returncode == 0, done.stderr
     assert "try 1" in done.stderr
