@@ -607,6 +607,7 @@ def test_the_docs_check_examples_work_as_written(tmp_path):
         assert (folder / "fizz.py").is_file()
 
 
+@pytest.mark.slow  # a real command process
 def test_run_with_a_text_judge_for_models_without_tool_calling(tmp_path):
     # --structured-output text: the judge asks for "Score: N" / "Feedback: ..." in plain
     # text (no tools, no response_format), re-asks a reply that does not fit, and decides

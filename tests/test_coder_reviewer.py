@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import coder_reviewer
+import pytest
 from langchain_core.messages import HumanMessage
 
 from loop_agents import create_loop_agent, is_feedback
@@ -147,6 +148,7 @@ def test_a_longer_number_is_not_the_answer():
     assert result["stop_reason"] == "accepted"
 
 
+@pytest.mark.slow  # the example program in a process of its own (it imports LangChain)
 def test_example_without_endpoint_or_extra_exits_with_instructions(tmp_path):
     # shadow llama_cpp with a package that has no server: the `local` extra looks missing
     fake = tmp_path / "shadow" / "llama_cpp"
