@@ -182,3 +182,27 @@ def test_budget_option_errors():
         create_loop_agent(
             agent, lambda c: {"stop": True}, prices={"m": {"input": 1, "output": float("inf")}}
         )
+
+
+def test_usage_in_llm_output_counts_as_reported():
+    # a model that reports its usage only in llm_output["token_usage"] is metered (priced),
+    # one that reports it nowhere is not
+    from langchain_core.outputs import ChatGeneration, Generation, LLMResult
+
+    from loop_agents.loop._usage import TokenCounter
+
+    counter = TokenCounter()
+    usage = {"prompt_tokens": 12, "completion_tokens": 3}
+    counter.on_llm_end(
+        LLMResult(generations=[[Generation(text="x")]], llm_output={"token_usage": usage})
+    )
+    counter.on_llm_end(
+        LLMResult(
+            generations=[[ChatGeneration(message=AIMessage("y"))]],
+            llm_output={"token_usage": usage, "model_name": "m"},
+        )
+    )
+    counter.on_llm_end(LLMResult(generations=[[ChatGeneration(message=AIMessage("z"))]]))
+    used = counter.usage()
+    assert (used.input_tokens, used.output_tokens, used.requests) == (24, 6, 3)
+    assert used.unmetered == {"": 1}

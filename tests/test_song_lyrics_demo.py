@@ -228,3 +228,12 @@ def test_the_example_program_exits_1_when_the_reviewer_stays_unusable(tmp_path):
     assert proc.stderr.startswith("song_lyrics: the loop stopped: llm_judge 'evaluate' gave no")
     assert "outside the scale 0-100" in proc.stderr
     assert len(server.requests) == 4
+
+
+def test_the_text_judge_form_is_refused_by_the_structured_reviewer():
+    from loop_agents.demos.song_lyrics import reviewer
+    from loop_agents.models.settings import SettingsError
+
+    settings = ModelSettings(base_url="http://127.0.0.1:9/v1", structured_output_method="text")
+    with pytest.raises(SettingsError, match="needs structured output: set --structured-output"):
+        reviewer(settings)

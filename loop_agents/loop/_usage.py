@@ -92,8 +92,9 @@ class TokenCounter(BaseCallbackHandler):
                 tokens_in = int(message.usage_metadata.get("input_tokens", 0))
                 tokens_out = int(message.usage_metadata.get("output_tokens", 0))
             model = model or _message_model(message)
-        elif (response.llm_output or {}).get("token_usage"):
-            usage = (response.llm_output or {})["token_usage"]
+        usage = (response.llm_output or {}).get("token_usage")
+        if not metered and isinstance(usage, Mapping) and usage:
+            # a completion model (or an older chat model) reports its usage here
             metered = True
             tokens_in = int(usage.get("prompt_tokens", 0))
             tokens_out = int(usage.get("completion_tokens", 0))

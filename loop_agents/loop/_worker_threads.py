@@ -51,12 +51,14 @@ async def in_worker_thread(config: RunnableConfig, func: Callable[..., Any], *ar
     workers = WORKERS.get()
 
     def call() -> Any:
+        # counted from the moment the thread runs it: a call cancelled while it waited
+        # for a free worker never runs, and is not counted
+        if workers is None:
+            return func(*args)
+        workers.change(+1)
         try:
             return func(*args)
         finally:
-            if workers is not None:
-                workers.change(-1)
+            workers.change(-1)
 
-    if workers is not None:
-        workers.change(+1)
     return await run_in_executor(config, call)

@@ -45,7 +45,8 @@ class ModelSettings:
         base_url: ``OPENAI_BASE_URL``; ``None`` means OpenAI itself.
         model: ``LOOP_AGENTS_MODEL``.
         structured_output_method: ``LOOP_AGENTS_STRUCTURED_OUTPUT``; servers such as
-            llama.cpp reject ``json_schema`` and need ``function_calling``.
+            llama.cpp reject ``json_schema`` and need ``function_calling``; ``text``
+            asks a judge for a plain ``Score: N`` / ``Feedback: ...`` reply instead.
         max_tokens: ``LOOP_AGENTS_MAX_TOKENS``; sent as ``max_completion_tokens`` and,
             for servers at ``base_url`` that ignore it (llama.cpp), as ``max_tokens`` too.
 
