@@ -72,28 +72,28 @@ if TYPE_CHECKING:
         human_review,
         parse_review,
     )
-    from loop_agents.loop._agent import AgentLike
-    from loop_agents.loop._evaluation import Evaluator, InvalidEvaluationError
+    from loop_agents.loop.agents import AgentLike
+    from loop_agents.loop.evaluation import Evaluator, InvalidEvaluationError
     from loop_agents.loop.checkpoints import (
         acheckpoint_before_iteration,
         checkpoint_before_iteration,
         checkpointed,
     )
-    from loop_agents.loop.control.advice import default_advice
-    from loop_agents.loop.control.agent_errors import (
+    from loop_agents.loop.controls.advice import default_advice
+    from loop_agents.loop.controls.agent_errors import (
         OnAgentError,
         default_retry_policy,
         is_model_error,
         is_transient_error,
     )
-    from loop_agents.loop.control.budgets import (
+    from loop_agents.loop.controls.budgets import (
         Price,
         Prices,
         UnknownPriceError,
         cost_of,
         requests_used,
     )
-    from loop_agents.loop.control.criteria import LoopEvaluatorRunnable, criteria_of, is_criteria
+    from loop_agents.loop.controls.criteria import LoopEvaluatorRunnable, criteria_of, is_criteria
     from loop_agents.loop.events import (
         AgentFailed,
         AgentFinished,
@@ -115,7 +115,7 @@ if TYPE_CHECKING:
         fence_for,
         is_feedback,
     )
-    from loop_agents.loop.graph import create_loop_agent
+    from loop_agents.loop.factory import create_loop_agent
     from loop_agents.loop.history.compaction import CompactingHistory, compacting
     from loop_agents.loop.history.policies import (
         HistoryPolicy,
@@ -125,10 +125,10 @@ if TYPE_CHECKING:
     )
     from loop_agents.loop.history.stateful import HistoryChoice, StatefulHistory
     from loop_agents.loop.input_checks import LoopInputError
-    from loop_agents.loop.loop_graph import LoopAgentGraph
+    from loop_agents.loop.loop_agent import LoopAgent
     from loop_agents.loop.output import LoopMessages, OutputMode
     from loop_agents.loop.records import record_answer
-    from loop_agents.loop.selection import Selection, selected_iteration_of
+    from loop_agents.loop.controls.selection import Selection, selected_iteration_of
     from loop_agents.loop.state import (
         CandidateRecord,
         FeedbackSource,
@@ -140,7 +140,7 @@ if TYPE_CHECKING:
         LoopState,
         StopReason,
     )
-    from loop_agents.loop.stopping import tokens_used
+    from loop_agents.loop.controls.budgets import tokens_used
     from loop_agents.loop.storage import Storage, StorageLayout, storage_of
     from loop_agents.loop.thread_locking import (
         ConcurrentRuns,
@@ -148,7 +148,7 @@ if TYPE_CHECKING:
         athread_guard,
         thread_guard,
     )
-    from loop_agents.loop.timeouts import LoopTimeoutError
+    from loop_agents.loop.controls.retries import LoopTimeoutError
     from loop_agents.loop.tracing import (
         LoopRole,
         candidate_of,
@@ -184,7 +184,7 @@ __all__ = [
     "IterationRecord",
     "IterationStarted",
     "JudgeError",
-    "LoopAgentGraph",
+    "LoopAgent",
     "LoopConsole",
     "LoopContext",
     "LoopEvaluation",

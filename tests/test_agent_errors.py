@@ -19,7 +19,7 @@ from loop_agents import (
     is_transient_error,
     record_answer,
 )
-from loop_agents.loop.control.agent_errors import answer_problem, failure_feedback
+from loop_agents.loop.controls.agent_errors import answer_problem, failure_feedback
 from tests.fakes import FakeChat, review
 
 REQUEST = HumanMessage("Give the release as JSON.")

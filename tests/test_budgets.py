@@ -189,7 +189,7 @@ def test_usage_in_llm_output_counts_as_reported():
     # one that reports it nowhere is not
     from langchain_core.outputs import ChatGeneration, Generation, LLMResult
 
-    from loop_agents.loop._usage import TokenCounter
+    from loop_agents.loop.usage import TokenCounter
 
     counter = TokenCounter()
     usage = {"prompt_tokens": 12, "completion_tokens": 3}

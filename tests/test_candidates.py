@@ -17,7 +17,7 @@ from loop_agents import (
     is_feedback,
     record_answer,
 )
-from loop_agents.loop.control.candidates import best_candidate
+from loop_agents.loop.controls.candidates import best_candidate
 from loop_agents.loop.tracing import candidate_of
 from tests.fakes import FakeChat
 

@@ -196,7 +196,15 @@ def test_context_given_to_evaluator():
 
     create_loop_agent(numbered_chat(), evaluate).invoke({"messages": [REQUEST]})
     first, second = seen
-    assert set(first) == {"iteration", "init_messages", "last_response", "feedback", "messages"}
+    assert set(first) == {
+        "iteration",
+        "init_messages",
+        "last_response",
+        "feedback",
+        "messages",
+        "agent_state",
+    }
+    assert first["agent_state"] == {}
     assert (first["iteration"], second["iteration"]) == (1, 2)
     assert texts(first["init_messages"]) == [("human", REQUEST.text)]
     assert first["last_response"].text == "answer 1"

@@ -35,7 +35,7 @@ from loop_agents.loop.history.policies import (
     FENCED_LOG_FOOTER,
     FENCED_LOG_HEADER,
 )
-from loop_agents.loop.selection import SELECTED_KEY
+from loop_agents.loop.controls.selection import SELECTED_KEY
 from tests.fakes import FakeChat, review, texts
 
 REQUEST = "Write a haiku about rain."

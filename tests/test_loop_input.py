@@ -19,7 +19,7 @@ from langgraph.types import Command
 
 from loop_agents import (
     InvalidReviewError,
-    LoopAgentGraph,
+    LoopAgent,
     LoopContext,
     LoopEvaluation,
     LoopInputError,
@@ -166,9 +166,9 @@ async def test_command_resume_none_async():
 
 def test_the_loop_is_a_compiled_state_graph_and_copies_keep_the_class():
     loop = create_loop_agent(CountingAgent(), accept, 2, concurrent_runs="wait", busy_timeout=3)
-    assert isinstance(loop, LoopAgentGraph)
+    assert isinstance(loop, LoopAgent)
     for copy in (loop.with_config(tags=["x"]), loop.copy(), loop.with_config(recursion_limit=9)):
-        assert isinstance(copy, LoopAgentGraph)
+        assert isinstance(copy, LoopAgent)
         assert (copy.concurrent_runs, copy.busy_timeout) == ("wait", 3.0)
     assert set(loop.get_graph().nodes) == {"__start__", "invoke_agent", "evaluate", "__end__"}
     with pytest.raises(LoopInputError):

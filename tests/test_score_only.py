@@ -97,7 +97,7 @@ def test_a_given_stop_wins_over_the_threshold():
 def test_score_only_without_a_threshold_is_a_clear_error():
     loop = create_loop_agent(FakeChat.of("a"), metric, 2)
     with pytest.raises(
-        InvalidEvaluationError, match=r"returned the number 1.0, a bare score.*threshold="
+        InvalidEvaluationError, match=r"returned a score without a decision \(a bare number.*threshold="
     ):
         loop.invoke({"messages": [REQUEST]})
     loop = create_loop_agent(FakeChat.of("a"), lambda c: {"score": 3}, 2)

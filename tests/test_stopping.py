@@ -20,9 +20,11 @@ from loop_agents import (
     selected_iteration_of,
     tokens_used,
 )
-from loop_agents.loop import stopping
-from loop_agents.loop.selection import choose
-from loop_agents.loop.stopping import StopPolicy, plateaued
+from loop_agents.loop import turns
+from loop_agents.loop.controls import budgets
+from loop_agents.loop.controls.budgets import Budgets
+from loop_agents.loop.controls.plateau import plateaued
+from loop_agents.loop.controls.selection import choose
 from tests.fakes import FakeChat
 from tests.scripted_openai import ScriptedOpenAI, Structured
 
@@ -234,10 +236,8 @@ async def test_evaluator_tokens_counted_without_config_passing():
 def clock(monkeypatch):
     """A wall clock the test moves: 1000 s, then whatever the test sets."""
     now = {"t": 1000.0}
-    monkeypatch.setattr(stopping, "wall_clock", lambda: now["t"])
-    import loop_agents.loop.nodes as nodes
-
-    monkeypatch.setattr(nodes, "wall_clock", lambda: now["t"])
+    monkeypatch.setattr(budgets, "wall_clock", lambda: now["t"])
+    monkeypatch.setattr(turns, "wall_clock", lambda: now["t"])
     return now
 
 
@@ -342,4 +342,4 @@ def test_option_errors():
         create_loop_agent(agent, evaluate, time_budget=0)
     with pytest.raises(TypeError, match="time_budget must be seconds"):
         create_loop_agent(agent, evaluate, time_budget="1h")  # type: ignore[arg-type]
-    assert StopPolicy.build(3, time_budget=timedelta(minutes=2)).time_budget == 120.0
+    assert Budgets(time_budget=timedelta(minutes=2)).time_budget == 120.0

@@ -12,8 +12,8 @@ from langgraph.types import Checkpointer
 from loop_agents.cli.spec import RunSpec
 from loop_agents.evaluators import all_of, command_check, llm_judge
 from loop_agents.evaluators.judge import judge_format_options
-from loop_agents.loop._evaluation import Evaluator
-from loop_agents.loop.graph import create_loop_agent
+from loop_agents.loop.evaluation import Evaluator
+from loop_agents.loop.factory import create_loop_agent
 from loop_agents.loop.state import LoopContext, LoopEvaluation
 from loop_agents.models.endpoints import Endpoint
 

@@ -22,7 +22,7 @@ from typing import Any, cast
 
 from langchain_core.messages import AIMessageChunk
 from langchain_core.runnables import RunnableConfig
-from langgraph.pregel import Pregel
+from langgraph.pregel.protocol import PregelProtocol
 from langgraph.types import StreamMode
 from rich import box
 from rich.console import Console, RenderableType
@@ -525,7 +525,7 @@ class LoopConsole:
 class _Collector:
     """Routes the items of a multi-mode stream: values to the output, the rest to a view."""
 
-    def __init__(self, graph: Pregel[Any, Any, Any, Any], view: LoopConsole) -> None:
+    def __init__(self, graph: PregelProtocol[Any, Any, Any, Any], view: LoopConsole) -> None:
         self.view = view
         channels = graph.output_channels
         self.keys = {channels} if isinstance(channels, str) else set(channels)
@@ -547,7 +547,7 @@ class _Collector:
 
 
 async def astream_to_console(
-    graph: Pregel[Any, Any, Any, Any],
+    graph: PregelProtocol[Any, Any, Any, Any],
     input: Any,
     config: RunnableConfig | None = None,
     *,
@@ -591,7 +591,7 @@ async def astream_to_console(
 
 
 def stream_to_console(
-    graph: Pregel[Any, Any, Any, Any],
+    graph: PregelProtocol[Any, Any, Any, Any],
     input: Any,
     config: RunnableConfig | None = None,
     *,

@@ -44,8 +44,8 @@ from loop_agents.evaluators.judge import (
     judge_format_options,
     llm_judge,
 )
-from loop_agents.loop._usage import TokenCounter
-from loop_agents.loop.graph import create_loop_agent
+from loop_agents.loop.usage import TokenCounter
+from loop_agents.loop.factory import create_loop_agent
 from loop_agents.loop.state import LoopContext, LoopEvaluation, LoopOutput
 
 __all__ = ["ARMS", "Arm", "ArmOutcome", "ArmSettings", "PairRunner", "arun_arm", "check_arms"]

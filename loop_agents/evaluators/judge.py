@@ -27,7 +27,7 @@ from loop_agents.evaluators._base import (
     make_evaluator,
 )
 from loop_agents.loop._numbers import describe_number, finite_float
-from loop_agents.loop.control.criteria import LoopEvaluatorRunnable
+from loop_agents.loop.controls.criteria import LoopEvaluatorRunnable
 from loop_agents.loop.state import LoopContext, LoopEvaluation
 
 StructuredOutput = Literal["native", "text"]

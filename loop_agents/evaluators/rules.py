@@ -15,8 +15,8 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import run_in_executor
 
 from loop_agents.evaluators._base import check_name, make_evaluator
-from loop_agents.loop._agent import describe, is_async_callable
-from loop_agents.loop.control.criteria import LoopEvaluatorRunnable
+from loop_agents.loop.agents import describe, is_async_callable
+from loop_agents.loop.controls.criteria import LoopEvaluatorRunnable
 from loop_agents.loop.state import LoopContext, LoopEvaluation
 
 RuleResult: TypeAlias = tuple[bool, str]

@@ -17,15 +17,15 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from langgraph.config import get_config
 from langgraph.func import task
-from langgraph.pregel import Pregel
+from langgraph.pregel.protocol import PregelProtocol
 from langgraph.runtime import get_runtime
 from langgraph.types import StateSnapshot
 
-from loop_agents.loop._evaluation import Evaluator, EvaluatorCaller
-from loop_agents.loop.control.criteria import LoopEvaluatorRunnable, criteria_of
+from loop_agents.loop.evaluation import Evaluator, EvaluatorCaller
+from loop_agents.loop.controls.criteria import LoopEvaluatorRunnable, criteria_of
 from loop_agents.loop.state import LoopContext, LoopEvaluation
 
-LoopGraph = Pregel[Any, Any, Any, Any]
+LoopGraph = PregelProtocol[Any, Any, Any, Any]
 """A compiled loop (what `create_loop_agent` returns)."""
 
 

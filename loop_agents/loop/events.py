@@ -71,7 +71,7 @@ class AgentFailed(TypedDict):
     """The agent call failed with an error the model caused (``on_agent_error="feedback"``).
 
     The error becomes the feedback of the next attempt (see
-    `loop_agents.loop.control.agent_errors`).
+    `loop_agents.loop.controls.agent_errors`).
 
     Attributes:
         type: Always ``"agent_failed"``.

@@ -29,7 +29,7 @@ from typing import Any, TypeAlias
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
-from loop_agents.loop._agent import describe, is_async_callable
+from loop_agents.loop.agents import describe, is_async_callable
 
 FEEDBACK_KEY = "loop_agents_feedback"
 """The ``additional_kwargs`` key that marks a message as loop feedback."""

@@ -1,9 +1,12 @@
-r"""`create_loop_agent`: the two-node graph that calls an agent until an evaluator is satisfied.
+r"""The loop's graph: two nodes and a router, compiled with a step limit that fits the cap.
 
 ```
 START -> invoke_agent -> evaluate --(continue)--> invoke_agent
                                  \--(stop)------> END
 ```
+
+`compile_loop` builds it from the agent, the evaluator, the cap and the controls
+(`create_loop_agent` is its shorthand) and returns the compiled graph in a `LoopAgent`.
 """
 
 from __future__ import annotations
@@ -12,27 +15,21 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.store.base import BaseStore
 from langgraph.types import Checkpointer
 
-from loop_agents.loop._agent import AgentLike
-from loop_agents.loop._evaluation import Evaluator
 from loop_agents.loop._function_runnable import FunctionRunnable
-from loop_agents.loop.control.agent_errors import OnAgentError
-from loop_agents.loop.control.budgets import Prices
-from loop_agents.loop.feedback import DEFAULT_FEEDBACK_FORMAT, FeedbackFormat
-from loop_agents.loop.history.policies import HistoryPolicy
-from loop_agents.loop.loop_graph import LoopAgentGraph
+from loop_agents.loop.agents import AgentLike
+from loop_agents.loop.controls.base import LoopControl
+from loop_agents.loop.evaluation import Evaluator
+from loop_agents.loop.loop_agent import LoopAgent
 from loop_agents.loop.nodes import STEPS_PER_ITERATION, LoopNodes
-from loop_agents.loop.options import LoopOptions, check_options
-from loop_agents.loop.output import OutputMode, output_schema
-from loop_agents.loop.selection import Selection
+from loop_agents.loop.output import OutputMode, check_output_mode, output_schema
 from loop_agents.loop.state import LoopInput, LoopOutput, LoopState
-from loop_agents.loop.storage import Storage, resolve_storage, with_storage
+from loop_agents.loop.storage import Storage, check_storage, resolve_storage, with_storage
 from loop_agents.loop.thread_locking import ConcurrentRuns
-from loop_agents.loop.timeouts import RetryPolicies, loop_node
 
 MIN_RECURSION_LIMIT = 10_000
 """The least recursion limit a loop carries.
@@ -57,339 +54,111 @@ ROUTER = FunctionRunnable(lambda state, config: route(state), _aroute, name="rou
 under ``ainvoke``, a thread hop per iteration)."""
 
 
-def create_loop_agent(
+def check_max_iterations(max_iterations: object) -> int:
+    """Validate the cap: an int >= 1."""
+    if isinstance(max_iterations, bool) or not isinstance(max_iterations, int):
+        raise TypeError(
+            f"max_iterations must be an int >= 1; got {type(max_iterations).__name__} "
+            f"{max_iterations!r}"
+        )
+    if max_iterations < 1:
+        raise ValueError(
+            f"max_iterations must be >= 1 (the agent is called at least once); got {max_iterations}"
+        )
+    return max_iterations
+
+
+def check_name(name: object) -> str:
+    """Validate the graph's name: a non-empty string."""
+    if not isinstance(name, str) or not name.strip():
+        raise TypeError(
+            f"name must be a non-empty string (the loop's name in traces, events and a "
+            f"parent graph); got {type(name).__name__} {name!r:.60}"
+        )
+    return name
+
+
+def check_controls(controls: object) -> list[LoopControl]:
+    """Validate ``controls=``: a sequence of `LoopControl` objects."""
+    if isinstance(controls, LoopControl):
+        controls = [controls]
+    if isinstance(controls, str | bytes) or not isinstance(controls, Sequence):
+        raise TypeError(
+            f"controls must be a list of LoopControl objects (see "
+            f"loop_agents.loop.controls); got {type(controls).__name__} {controls!r:.60}"
+        )
+    wrong = [c for c in controls if not isinstance(c, LoopControl)]
+    if wrong:
+        raise TypeError(
+            f"controls must hold LoopControl objects (subclass "
+            f"loop_agents.loop.controls.LoopControl); got {type(wrong[0]).__name__} "
+            f"{wrong[0]!r:.60}"
+        )
+    return list(controls)
+
+
+def compile_loop(
     agent: AgentLike,
     evaluator: Evaluator,
-    max_iterations: int = 100,
+    max_iterations: int,
+    controls: Sequence[LoopControl],
     *,
     name: str = "loop_agent",
     checkpointer: Checkpointer = None,
     store: BaseStore | None = None,
-    agent_retry_policy: RetryPolicies | None = None,
-    evaluator_retry_policy: RetryPolicies | None = None,
-    agent_timeout: float | timedelta | None = None,
-    evaluator_timeout: float | timedelta | None = None,
     output_mode: OutputMode = "full_state",
-    select: Selection = "last",
-    patience: int | None = None,
-    min_delta: float = 0.0,
-    token_budget: int | None = None,
-    time_budget: float | timedelta | None = None,
-    history: HistoryPolicy = "full",
-    feedback_format: FeedbackFormat = DEFAULT_FEEDBACK_FORMAT,
+    storage: Storage = "auto",
     concurrent_runs: ConcurrentRuns = "reject",
     busy_timeout: float | timedelta | None = None,
-    storage: Storage = "auto",
-    candidates: int = 1,
-    candidate_temperature: float | Sequence[float] | None = None,
-    threshold: float | None = None,
-    advisor: Runnable[Any, Any] | None = None,
-    show_criteria: bool = False,
-    criteria: str | None = None,
-    request_budget: int | None = None,
-    cost_budget: float | None = None,
-    prices: Prices | None = None,
-    on_agent_error: OnAgentError = "raise",
-    count_failed_attempts: bool = True,
-    max_agent_errors: int | None = 3,
-) -> LoopAgentGraph:
-    """Build a loop agent: call ``agent``, let ``evaluator`` judge, repeat until accepted.
-
-    The result is a compiled LangGraph graph with two nodes, ``invoke_agent`` and
-    ``evaluate``. Each iteration the agent is sent the whole conversation (the request,
-    its earlier answers and the feedback on them; ``history`` can send less); its
-    answer is appended to ``messages`` and the evaluator is given a `LoopContext`.
-    When the evaluator returns ``stop=False`` its feedback is appended as a user turn
-    and the agent tries again; the loop ends when the evaluator says stop or after
-    ``max_iterations`` answers.
-
-    While it runs the loop streams the agent's tokens (``stream_mode="messages"``, each
-    with ``loop_iteration`` and ``loop_role`` in its metadata; add ``subgraphs=True`` when
-    the agent is a graph or the loop is nested in one) and typed loop events
-    (``stream_mode="custom"``, see `loop_agents.loop.events`); every agent and evaluator call
-    is a run named ``"iteration N: agent"`` / ``"iteration N: evaluator"`` in traces.
+) -> LoopAgent:
+    """Build and compile the loop's graph from its parts.
 
     Args:
-        agent: What produces the answers. A compiled graph with a ``messages`` key
-            (e.g. ``create_agent(...)``) is given ``{"messages": [...]}``; a chat model,
-            any other ``Runnable`` or a plain sync or async function is given the list
-            of messages and may return an ``AIMessage``, a string, or a mapping with
-            ``messages``. Everything it produced is appended; its last AI message is
-            the answer.
-        evaluator: A sync or async function of `LoopContext` returning a
-            `LoopEvaluation` (``stop``, ``feedback``, optional ``score``).
-        max_iterations: The most times the agent is called in one loop (an int >= 1).
-        name: The graph's name (shown in traces, in the loop events and when nested in
-            a parent graph).
-        checkpointer: A LangGraph checkpointer (``InMemorySaver``, ``SqliteSaver``,
-            ``PostgresSaver`` or their async forms); with it a loop resumes after an
-            error (``invoke(None, config)``) and a second run on the same thread starts
-            a new loop on the same conversation. Resume after a hard kill of the
-            process is exact when the loop is run with ``durability="sync"``.
-        store: A LangGraph store, passed to the compiled graph.
-        agent_retry_policy: LangGraph's ``RetryPolicy`` (or a sequence of them, the
-            first whose ``retry_on`` matches applies) for the agent call: attempts,
-            backoff and which errors are retried, e.g.
-            ``RetryPolicy(max_attempts=5, retry_on=openai.RateLimitError)``.
-        evaluator_retry_policy: The same for the evaluation.
-        agent_timeout: A limit, in seconds or as a ``timedelta``, on each agent call.
-            At the deadline the loop stops waiting for the call, whatever it does, and
-            raises `LoopTimeoutError` (naming the node, the iteration and the limit),
-            or retries by ``agent_retry_policy``; with a checkpointer the loop resumes
-            from there. Under ``ainvoke``/``astream`` the call is cancelled; a call
-            that ignores the cancellation, and any sync call under ``invoke``/
-            ``stream`` (Python cannot stop a thread), is abandoned: left to finish on
-            its own, its result dropped, a WARNING logged on the ``loop_agents`` logger.
-        evaluator_timeout: The same for each evaluation.
-        output_mode: What the loop returns, to its caller or to a parent graph that
-            has it as a node. ``"full_state"`` (the default): every key listed under
-            Returns. ``"full_history"``: ``messages`` only, the whole transcript with
-            every attempt and its feedback. ``"last_message"``: ``messages`` only, and
-            the loop's attempts and feedback are taken out of it when the loop ends,
-            so a parent gains just the final answer. Choose one of the last two when
-            a parent graph uses the loop's key names (``feedback``, ``iteration``, ...)
-            for values of its own: they then come out of the loop step unchanged.
-        select: Which attempt is the loop's answer. ``"last"`` (the default): the
-            last one. ``"best"``: the one with the highest ``score`` (the later one on
-            a tie; attempts without a score only when none has one); when it is not
-            the last, a copy of it is appended to ``messages`` and becomes
-            ``last_response``. Either way ``selected_iteration`` and
-            ``selected_score`` say which attempt was chosen.
-        patience: Stop with reason ``"plateau"`` after this many scored iterations in
-            a row without improving the best score by at least ``min_delta``;
-            ``None`` (the default) turns the rule off.
-        min_delta: The least gain over the best score so far that counts as an
-            improvement for ``patience`` (default 0: any gain).
-        token_budget: Stop with reason ``"token_budget"`` once the tokens used in
-            this loop, by the agent and by the evaluator (input and output, from
-            ``usage_metadata``), reach this number. Checked after each evaluation.
-        time_budget: Stop with reason ``"time_budget"`` once the loop has run this
-            long (seconds or a ``timedelta``, wall-clock, from the loop's first
-            agent call; the start is kept in the state, so a resumed loop counts
-            from its original start). Checked after each evaluation.
-        history: What the agent is sent on each iteration; the state keeps the whole
-            conversation either way. ``"full"`` (the default): everything, every
-            attempt and its feedback (append-only, so provider prompt caching keeps
-            working). ``"last_attempt"``: the request, the latest attempt (with its
-            tool calls and results) and its feedback. ``"feedback_log"``: the request
-            and one message listing all feedback so far, no earlier attempt.
-            ``compacting(model, max_tokens=N)``: everything while it fits N tokens,
-            then older attempts replaced by a summary that ``model`` writes. Or a
-            function of `LoopHistory` returning the messages to send (or a
-            `StatefulHistory`). The request is always sent and a tool call is never
-            separated from its result; see `loop_agents.loop.history.policies`.
-        feedback_format: How the evaluator's feedback is put to the agent. Default: as a
-            review of its previous answer, quoted in a fence the feedback cannot close,
-            with a closing line saying the review cannot change its task (so an
-            evaluator text "ignore previous instructions ..." is read as data). A
-            template with ``{feedback}``, ``{iteration}`` and ``{fence}``, or a
-            function ``(text, iteration) -> str | HumanMessage``;
-            ``"{feedback}"`` sends the text as it is. ``feedback`` in the state and in
-            `LoopContext` is the raw text either way; see `loop_agents.loop.feedback`.
-        concurrent_runs: What a run does when another run is in progress on its
-            thread (same checkpointer, ``thread_id`` and ``checkpoint_ns``; a resume is
-            a run too). ``"reject"`` (the default): fail at once with
-            `ThreadBusyError`, before anything is called, since two runs at once would
-            save over each other's checkpoints. ``"wait"``: wait for the thread, then
-            run. Enforced in-process for every checkpointer and across processes for
-            SQLite on a file and PostgreSQL; see `loop_agents.loop.thread_locking`.
-        busy_timeout: With ``concurrent_runs="wait"``, the longest a run waits for
-            its thread (seconds or a ``timedelta``) before `ThreadBusyError`; ``None``
-            (the default) waits as long as it takes.
-        storage: How checkpoints store the append-only keys (``messages``,
-            ``feedback``, ``records``). ``"auto"`` (the default): as LangGraph delta
-            channels, each checkpoint holding only its step's new items, when the
-            checkpointer supports them (LangGraph's in-memory, SQLite and PostgreSQL
-            savers, LangGraph Server's, or ``None``: a parent's), else as full values.
-            ``"delta"`` or ``"full"`` force one. Full values make a thread's storage
-            grow with the square of its iterations; see `loop_agents.loop.storage` and
-            `storage_of`.
-        candidates: Answers per iteration (an int, default 1). With k > 1 the agent
-            is called k times at once on the same messages (``asyncio.gather`` under
-            ``ainvoke``, threads under ``invoke``), each call a run of its own
-            (``"iteration N: agent (candidate i)"``, ``loop_candidate`` in its
-            metadata); the evaluator judges each (concurrently), the best (highest
-            score; on a tie or without scores an accepted one, then the first) is the
-            iteration's answer and only it goes back to the agent; every candidate is
-            kept in ``record["candidates"]``. ``max_iterations=1`` makes it best-of-N.
-            See `loop_agents.loop.control.candidates`.
-        candidate_temperature: With ``candidates`` > 1 and a chat-model agent: the
-            temperature of every candidate (a number) or of each (k numbers).
-        threshold: The score at which an evaluation that gives only a score (or a
-            bare number) accepts: ``stop = score >= threshold``. With it, or with
-            ``advisor``, a verdict may ask to continue without feedback.
-        advisor: A chat model that writes the feedback a verdict left out: it is
-            given the request, the answer and its score (a run named
-            ``"iteration N: advisor"``, counted in budgets). Without one the feedback
-            is a sentence naming the score and the threshold. See `loop_agents.loop.control.advice`.
-        show_criteria: Show the evaluator's criteria (its ``criteria`` attribute: an
-            ``llm_judge``'s instructions, a rule's description, ...) to the agent
-            before its first attempt, in a marked message after the request. See
-            `loop_agents.loop.control.criteria`.
-        criteria: The criteria text to show instead of the evaluator's (needs
-            ``show_criteria=True``).
-        request_budget: Stop with reason ``"request_budget"`` once the model calls of
-            this loop (agent, every candidate, evaluator, advisor, history policy)
-            reach this number, or when the next iteration, making as many calls as
-            the latest, would pass it. Checked after each evaluation.
-        cost_budget: The same for their cost (reason ``"cost_budget"``), in the
-            currency of ``prices`` (required with it). See `loop_agents.loop.control.budgets`.
-        prices: Prices per million tokens by model name,
-            ``{"gpt-5.4-mini": {"input": 0.25, "output": 2.0}, "*": {...}}``; records
-            then carry each iteration's ``cost``.
-        on_agent_error: ``"raise"`` (the default): an error of the agent call ends
-            the loop (after ``agent_retry_policy``). ``"feedback"``: an error the model
-            caused (a structured output that does not validate, a tool error, a
-            refusal, malformed tool calls) is recorded and sent to the agent as
-            feedback for its next attempt; infrastructure errors (timeouts, 429, 5xx)
-            still go to the retry policy (see `default_retry_policy`), other errors
-            still end the loop. See `loop_agents.loop.control.agent_errors`.
-        count_failed_attempts: With ``on_agent_error="feedback"``: whether a failed
-            attempt counts toward ``max_iterations`` (default ``True``).
-        max_agent_errors: With ``on_agent_error="feedback"``: end the loop with reason
-            ``"agent_errors"`` after this many failed attempts in a row (default 3;
-            ``None`` for no limit, not allowed with ``count_failed_attempts=False``).
+        agent: What produces the answers.
+        evaluator: What judges them.
+        max_iterations: The most agent calls in one loop.
+        controls: The controls, in the order their hooks run.
+        name: The graph's name.
+        checkpointer: A LangGraph checkpointer.
+        store: A LangGraph store.
+        output_mode: What the loop returns (see `loop_agents.loop.output`).
+        storage: How checkpoints store the append-only keys (`loop_agents.loop.storage`).
+        concurrent_runs: What a run does while another holds its thread.
+        busy_timeout: How long ``"wait"`` waits.
 
     Returns:
-        A `LoopAgentGraph`: a compiled ``StateGraph`` (nest it, stream it, inspect its
-        state as any LangGraph graph) whose runs check their input first (a malformed
-        input raises `LoopInputError`, naming the field, before anything runs) and
-        hold their thread (see ``concurrent_runs``). Its output has ``messages`` (ending with the
-        accepted or last answer), ``init_messages``, ``iteration``, ``last_response``,
-        ``stop``, ``feedback``, ``stop_reason``, ``records``, ``selected_iteration``
-        and ``selected_score``; with ``output_mode="full_history"`` or
-        ``"last_message"``, ``messages`` only.
-
-    Raises:
-        TypeError: ``agent`` or ``evaluator`` cannot be called with one argument (a
-            class, a dict, a function of the wrong arity), ``name`` is not a non-empty
-            string, ``store`` is not a store, or ``max_iterations`` or an option has
-            the wrong type, or ``history`` is neither a policy name nor a sync
-            function, or ``feedback_format`` is neither a string nor a sync function.
-        ValueError: ``max_iterations`` is below 1, or a stop, selection or
-            concurrency option is out of range, or ``history`` names no built-in
-            policy, or the ``feedback_format`` template has unknown fields or no
-            ``{feedback}``, or ``storage`` is not ``"auto"``, ``"delta"`` or ``"full"``,
-            or a loop-control option is out of range or inconsistent
-            (``cost_budget`` without ``prices``, ``show_criteria=True`` with no
-            criteria to show, ``criteria`` without ``show_criteria``, an option of
-            ``on_agent_error="feedback"`` without it, ...).
+        The compiled graph in a `LoopAgent`.
 
     Example:
         ```python
-        from langchain.agents import create_agent
-        from langchain_core.messages import HumanMessage
-        from loop_agents import LoopContext, LoopEvaluation, create_loop_agent
-
-
-        def evaluate(context: LoopContext) -> LoopEvaluation:
-            text = context["last_response"].text
-            if len(text) <= 280:
-                return {"stop": True}
-            return {"stop": False, "feedback": f"{len(text)} characters; keep it to 280."}
-
-
-        loop = create_loop_agent(create_agent("openai:gpt-5.4-mini"), evaluate, 3)
-        result = loop.invoke({"messages": [HumanMessage("Announce our release.")]})
-        print(result["last_response"].text, result["stop_reason"])
+        loop = compile_loop(agent, judge, 5, [Plateau(2)], checkpointer=InMemorySaver())
         ```
 
     """
-    options = check_options(
-        agent,
-        evaluator,
-        max_iterations,
-        name=name,
-        store=store,
-        agent_retry_policy=agent_retry_policy,
-        evaluator_retry_policy=evaluator_retry_policy,
-        agent_timeout=agent_timeout,
-        evaluator_timeout=evaluator_timeout,
-        output_mode=output_mode,
-        select=select,
-        patience=patience,
-        min_delta=min_delta,
-        token_budget=token_budget,
-        time_budget=time_budget,
-        history=history,
-        feedback_format=feedback_format,
-        concurrent_runs=concurrent_runs,
-        busy_timeout=busy_timeout,
-        storage=storage,
-        candidates=candidates,
-        candidate_temperature=candidate_temperature,
-        threshold=threshold,
-        advisor=advisor,
-        show_criteria=show_criteria,
-        criteria=criteria,
-        request_budget=request_budget,
-        cost_budget=cost_budget,
-        prices=prices,
-        on_agent_error=on_agent_error,
-        count_failed_attempts=count_failed_attempts,
-        max_agent_errors=max_agent_errors,
+    cap = check_max_iterations(max_iterations)
+    if store is not None and not isinstance(store, BaseStore):
+        raise TypeError(
+            f"store must be a LangGraph store (langgraph.store.base.BaseStore, e.g. "
+            f"InMemoryStore()) or None; got {type(store).__name__} {store!r:.60}"
+        )
+    mode = check_output_mode(output_mode)
+    parts = check_controls(controls)
+    nodes = LoopNodes(
+        agent, evaluator, cap, name=check_name(name), controls=parts, output_mode=mode
     )
-    nodes = _build_nodes(agent, evaluator, options)
-    builder = _build_graph(nodes, options, checkpointer)
-    return _compile_with_limits(builder, options, checkpointer)
-
-
-def _build_nodes(agent: AgentLike, evaluator: Evaluator, options: LoopOptions) -> LoopNodes:
-    """The ``invoke_agent`` and ``evaluate`` functions (checks ``agent`` and ``evaluator``)."""
-    return LoopNodes(
-        agent,
-        evaluator,
-        options.max_iterations,
-        name=options.name,
-        output_mode=options.output_mode,
-        policy=options.stop_policy,
-        select=options.select,
-        history=options.history,
-        feedback_format=options.feedback_format,
-        controls=options.controls,
-    )
-
-
-def _build_graph(
-    nodes: LoopNodes, options: LoopOptions, checkpointer: Checkpointer
-) -> StateGraph[LoopState, None, LoopInput, LoopOutput]:
-    """The two nodes, with their time limits and retries, and the router between them."""
-    layout = resolve_storage(options.storage, checkpointer)
-    builder: StateGraph[LoopState, None, LoopInput, LoopOutput] = StateGraph(
+    layout = resolve_storage(check_storage(storage), checkpointer)
+    builder: StateGraph[Any, None, Any, Any] = StateGraph(
         with_storage(LoopState, layout),
         input_schema=with_storage(LoopInput, layout),
-        output_schema=with_storage(output_schema(options.output_mode), layout),
+        output_schema=with_storage(output_schema(mode), layout),
     )
-    builder.add_node(
-        "invoke_agent",
-        loop_node("invoke_agent", nodes.invoke_agent, nodes.ainvoke_agent, options.agent_timeout),
-        retry_policy=options.agent_retry_policy,
-    )
-    builder.add_node(
-        "evaluate",
-        loop_node("evaluate", nodes.evaluate, nodes.aevaluate, options.evaluator_timeout),
-        retry_policy=options.evaluator_retry_policy,
-    )
+    for node in ("invoke_agent", "evaluate"):
+        builder.add_node(node, nodes.node(node), retry_policy=nodes.node_retry(node))
     builder.add_edge(START, "invoke_agent")
     builder.add_edge("invoke_agent", "evaluate")
     builder.add_conditional_edges("evaluate", ROUTER, ["invoke_agent", END])
-    return builder
-
-
-def _compile_with_limits(
-    builder: StateGraph[LoopState, None, LoopInput, LoopOutput],
-    options: LoopOptions,
-    checkpointer: Checkpointer,
-) -> LoopAgentGraph:
-    """Compile; the thread guard and a recursion limit that fits ``max_iterations``."""
-    graph = LoopAgentGraph.of(
-        builder.compile(checkpointer=checkpointer, store=options.store, name=options.name),
-        concurrent_runs=options.concurrent_runs,
-        busy_timeout=options.busy_timeout,
+    most = max([cap, *(c.agent_calls_at_most(cap) for c in parts)])
+    graph = builder.compile(checkpointer=checkpointer, store=store, name=name).with_config(
+        recursion_limit=max(STEPS_PER_ITERATION * (most + 1) + 1, MIN_RECURSION_LIMIT)
     )
-    return graph.with_config(
-        recursion_limit=max(
-            STEPS_PER_ITERATION * options.most_iterations + STEPS_PER_ITERATION + 1,
-            MIN_RECURSION_LIMIT,
-        )
-    )
+    return LoopAgent(graph, concurrent_runs=concurrent_runs, busy_timeout=busy_timeout)

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from langchain_core.messages import AnyMessage, BaseMessage, convert_to_messages
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, convert_to_messages
 from langgraph.types import Command
 
-INPUT_KEYS = ("messages", "init_messages")
+INPUT_KEYS = ("messages", "init_messages", "agent_state")
 """The keys of a loop's input (`LoopInput`)."""
 
 HOW_TO_ANSWER = (
@@ -72,7 +72,7 @@ def check_input(value: Any, *, nested: bool, checkpointer: bool) -> Any:
     """
     if nested:
         if isinstance(value, Mapping):
-            for key in INPUT_KEYS:
+            for key in ("messages", "init_messages"):
                 if key in value:
                     _messages(key, value[key])
         return value
@@ -95,16 +95,29 @@ def check_input(value: Any, *, nested: bool, checkpointer: bool) -> Any:
     unknown = sorted(str(k) for k in value if k not in INPUT_KEYS)
     if unknown:
         raise LoopInputError(
-            f"a loop's input has the keys 'messages' and, optionally, 'init_messages'; "
-            f"got unknown keys {unknown}. Example: {EXAMPLE}"
+            f"a loop's input has the keys 'messages' and, optionally, 'init_messages' and "
+            f"'agent_state'; got unknown keys {unknown}. Example: {EXAMPLE}"
         )
-    checked = {key: _messages(key, value[key]) for key in INPUT_KEYS if key in value}
+    checked: dict[str, Any] = {
+        key: _messages(key, value[key]) for key in ("messages", "init_messages") if key in value
+    }
+    if "agent_state" in value:
+        checked["agent_state"] = _agent_state(value["agent_state"])
     if not checkpointer and not checked.get("messages") and not checked.get("init_messages"):
         raise LoopInputError(
             f"a loop needs a request to start from; got {_shape(dict(value))} with no "
             f"message. Pass at least one: {EXAMPLE}"
         )
     return checked
+
+
+def _agent_state(value: object) -> dict[str, Any]:
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        raise LoopInputError(
+            f"'agent_state' must be a mapping of a graph agent's state keys to their values "
+            f"(e.g. {{'files': {{...}}}} for a deep agent); got {_shape(value)}"
+        )
+    return dict(value)
 
 
 def _wrap_hint(value: object) -> str:
@@ -164,6 +177,8 @@ def check_command(command: Command[Any]) -> None:
         ```
 
     """
+    if command.update is not None:
+        check_update(_update_pairs(command.update), "Command(update=...)")
     if command.resume is None and command.update is None and not command.goto:
         raise LoopInputError(
             "Command(resume=None) carries no answer, so it resumes nothing. For a loop "
@@ -171,3 +186,85 @@ def check_command(command: Command[Any]) -> None:
             "on an error, call invoke(None, config); to start a new loop on the thread, "
             f"pass {EXAMPLE}. The thread is unchanged and still waits for its answer."
         )
+
+
+def _update_pairs(update: object) -> list[tuple[str, Any]]:
+    """A ``Command.update`` as ``(key, value)`` pairs (a mapping, or a list of pairs)."""
+    if isinstance(update, Mapping):
+        return [(str(k), v) for k, v in update.items()]
+    if isinstance(update, list | tuple) and all(
+        isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str) for p in update
+    ):
+        return list(update)
+    raise LoopInputError(
+        f"Command(update=...) must be a mapping of state keys to values (or a list of "
+        f"(key, value) pairs); got {_shape(update)}. Nothing was stored"
+    )
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _is_str_list(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def _is_dict_list(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(v, Mapping) for v in value)
+
+
+_KEY_TYPES: dict[str, tuple[str, Any]] = {
+    "iteration": ("an int (agent calls to add; the key's reducer adds)", _is_int),
+    "stop": ("True or False", lambda v: isinstance(v, bool)),
+    "feedback": ("a list of strings (feedback texts to append)", _is_str_list),
+    "records": ("a list of iteration records (mappings) to append", _is_dict_list),
+    "stop_reason": ("a string or None", lambda v: v is None or isinstance(v, str)),
+    "last_response": ("an AIMessage", lambda v: isinstance(v, AIMessage)),
+    "selected_iteration": ("an int or None", lambda v: v is None or _is_int(v)),
+    "selected_score": ("a number or None", lambda v: v is None or _is_number(v)),
+    "agent_state": ("a mapping of a graph agent's state keys", lambda v: isinstance(v, Mapping)),
+    "loop_init_ids": ("a list of message ids (strings)", _is_str_list),
+    "started_at": ("a number (seconds since the epoch)", _is_number),
+    "history_memory": ("a dict or None", lambda v: v is None or isinstance(v, dict)),
+    "attempt_states": ("a list of mappings", _is_dict_list),
+    "candidate_runs": ("a list of mappings", _is_dict_list),
+    "agent_run": ("a mapping", lambda v: isinstance(v, Mapping)),
+}
+"""The loop's keys other than the messages, what an update must give, and a check."""
+
+
+def check_update(pairs: list[tuple[str, Any]], where: str) -> None:
+    """Refuse an update of a loop key with a value of the wrong type, before it is stored.
+
+    LangGraph stores an update as it is and applies it when the state is next read; a
+    value the key's reducer cannot take would then break every later read of the thread
+    (``get_state``, a resume, a new request). Checked here, it is refused and the thread
+    stays as it was.
+
+    Raises:
+        LoopInputError: naming the key, the expected type and what was given.
+
+    Example:
+        ```python
+        check_update([("feedback", ["Shorter."])], "update_state")  # fine
+        ```
+
+    """
+    for key, value in pairs:
+        if key in ("messages", "init_messages"):
+            try:
+                _messages(key, value)
+            except LoopInputError as error:
+                raise LoopInputError(f"{where}: {error}. Nothing was stored") from error
+            continue
+        expected = _KEY_TYPES.get(key)
+        if expected is not None and not expected[1](value):
+            raise LoopInputError(
+                f"{where}: the loop key {key!r} takes {expected[0]}; got {_shape(value)}. "
+                f"Nothing was stored; the thread is as it was"
+            )

@@ -1,53 +1,108 @@
-"""The loop's two nodes: ``invoke_agent`` (call the agent) and ``evaluate`` (judge, decide).
+"""The loop's two nodes, ``invoke_agent`` and ``evaluate``, each written once.
 
-Each node has a sync and an async form; `create_loop_agent` binds both into one node so
-that ``invoke``/``stream`` and ``ainvoke``/``astream`` both work.
+Each node is a program (`loop_agents.loop.steps`): it yields the calls it makes and
+receives their results, and the same program runs under ``invoke`` and ``ainvoke``.
+A node runs its controls' hooks at their points (`loop_agents.loop.controls.base`):
+
+- ``invoke_agent``: open the iteration (`loop_agents.loop.turns`); each control shapes
+  what the agent is sent (``shape_input``: criteria, history); the agent is called
+  through the controls around it (``around_agent``: errors as feedback, candidates);
+  its answer, its messages and its state beyond messages are kept.
+- ``evaluate``: the evaluator judges each answer (each candidate's in a LangGraph task
+  of its own); each control works on the verdicts (``after_verdict``: a threshold,
+  the best candidate, an advisor's feedback, the feedback's format); the record is
+  written; the stop rules decide (``stop_reason``); at the end, the choosers pick the
+  answer (``choose``).
+
+A node that makes more than one paid call runs each as a LangGraph task, so a failure
+never repeats a call that already finished (see `stepped`).
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Sequence
+import inspect
+from collections.abc import Generator, Sequence
+from functools import partial
 from typing import Any, cast
 
-from langchain_core.messages import AIMessage, AnyMessage
+from langchain_core.messages import AnyMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
-from langgraph.types import Overwrite
 
-from loop_agents.loop._agent import AgentCaller, AgentLike, answer_of, usage, with_fresh_ids
-from loop_agents.loop._evaluation import Evaluator, EvaluatorCaller
+from loop_agents.loop._function_runnable import FunctionRunnable
 from loop_agents.loop._reporting import LoopReporter
-from loop_agents.loop._usage import NO_USAGE
-from loop_agents.loop.attempts import Attempt, AttemptRunner, JudgeRunner
-from loop_agents.loop.control.candidates import (
-    CandidatePool,
-    ajudge_all,
-    candidate_agents,
-    judge_all,
+from loop_agents.loop.agent_state import carried, frozen, selected_state, thawed
+from loop_agents.loop.agents import AgentCaller, AgentInput, AgentLike, answer_of, with_fresh_ids
+from loop_agents.loop.controls.base import (
+    NO_USAGE,
+    AgentCall,
+    Attempt,
+    LoopControl,
+    Outcome,
+    Progress,
+    Turn,
+    as_program,
+    overrides,
 )
-from loop_agents.loop.control.checks import LoopControls
-from loop_agents.loop.control.criteria import with_criteria
-from loop_agents.loop.feedback import DEFAULT_FEEDBACK_FORMAT, FeedbackFormat, feedback_message
-from loop_agents.loop.history._select import HistorySelector, Selected
-from loop_agents.loop.history.policies import HistoryPolicy
-from loop_agents.loop.iteration_records import combined_run
-from loop_agents.loop.outcomes import Outcome, OutcomeBuilder, advice_input, loop_context
+from loop_agents.loop.controls.budgets import PriceTable
+from loop_agents.loop.controls.candidates import candidate_context
+from loop_agents.loop.controls.retries import NodeName, Retries, TimeLimit
+from loop_agents.loop.controls.selection import answer_copy, choose
+from loop_agents.loop.evaluation import Evaluator, EvaluatorCaller, InvalidEvaluationError
+from loop_agents.loop.feedback import feedback_message
 from loop_agents.loop.output import OutputMode, keep_final_answer
-from loop_agents.loop.selection import Selection, selection_updates
+from loop_agents.loop.outcomes import (
+    EMPTY_RUN,
+    attempts_of,
+    check_decided,
+    judged_of,
+    record_of,
+    run_of,
+    verdict_of,
+)
 from loop_agents.loop.state import (
+    AgentRun,
     CandidateRun,
     IterationRecord,
+    LoopContext,
     LoopState,
     StopReason,
 )
-from loop_agents.loop.stopping import StopPolicy, wall_clock
+from loop_agents.loop.steps import Call, Fanout, Measured, Program, RetryPolicies, arun, run
+from loop_agents.loop.tracing import candidate_config
+from loop_agents.loop.turns import iteration_number, start_iteration
+from loop_agents.loop.usage import CallUsage
 
 STEPS_PER_ITERATION = 2
 """LangGraph steps one iteration takes: ``invoke_agent`` then ``evaluate``."""
 
 
+def calls_models(control: LoopControl, hook: str) -> bool:
+    """Whether ``control``'s ``hook`` may make a paid call of its own."""
+    return bool(control.calls_models) or inspect.isgeneratorfunction(getattr(type(control), hook))
+
+
+def tapped(program: Generator[Any, Any, Any]) -> Program[tuple[Any, dict[str, CallUsage]]]:
+    """Run a hook's program, summing the usage of its calls by call name."""
+    used: dict[str, CallUsage] = {}
+    value: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            effect = program.throw(error) if error is not None else program.send(value)
+        except StopIteration as done:
+            return done.value, used
+        error = None
+        try:
+            value = yield effect
+        except Exception as exc:  # thrown into the hook, which may handle it
+            error = exc
+            continue
+        if isinstance(effect, Call) and isinstance(value, Measured):
+            used[effect.name] = used.get(effect.name, NO_USAGE) + value.usage
+
+
 class LoopNodes:
-    """The loop's node functions, bound to one agent, one evaluator and one cap."""
+    """The two nodes of one loop: its agent, its evaluator, its cap and its controls."""
 
     def __init__(
         self,
@@ -56,320 +111,486 @@ class LoopNodes:
         max_iterations: int,
         *,
         name: str = "loop_agent",
+        controls: Sequence[LoopControl] = (),
         output_mode: OutputMode = "full_state",
-        policy: StopPolicy | None = None,
-        select: Selection = "last",
-        history: HistoryPolicy = "full",
-        feedback_format: FeedbackFormat = DEFAULT_FEEDBACK_FORMAT,
-        controls: LoopControls | None = None,
     ) -> None:
-        self.controls = controls = controls or LoopControls()
+        """Wrap the agent and the evaluator; sort the controls' hooks."""
         self.agent = AgentCaller(agent)
-        self.evaluator = EvaluatorCaller(
-            evaluator, threshold=controls.threshold, advised=controls.advisor is not None
-        )
+        self.evaluator = EvaluatorCaller(evaluator)
         self.max_iterations = max_iterations
-        self.policy = policy or StopPolicy(max_iterations)
-        self.select = select
         self.output_mode = output_mode
-        self.feedback_format = feedback_format
-        self.history = HistorySelector(history, feedback_format)
-        # events on the custom stream; agent/evaluator calls as runs named per iteration
+        self.controls = list(controls)
+        self.shapers = [c for c in self.controls if overrides(c, "shape_input")]
+        self.wrappers = [c for c in self.controls if overrides(c, "around_agent")]
+        self.deciders = [c for c in self.controls if overrides(c, "after_verdict")]
+        self.rules = [c for c in self.controls if overrides(c, "stop_reason")]
+        self.choosers = [c for c in self.controls if overrides(c, "choose")]
+        self.retries = next((c for c in self.controls if isinstance(c, Retries)), None)
+        self.prices: PriceTable | None = next(
+            (p for c in self.controls if (p := getattr(c, "prices", None)) is not None), None
+        )
         self.report = LoopReporter(name, max_iterations)
-        self._call_agent = self.report.traced("agent", self.agent.invoke, self.agent.ainvoke)
-        self._call_evaluator = self.report.traced(
-            "evaluator", self.evaluator.invoke, self.evaluator.ainvoke
-        )
-        self.attempt = AttemptRunner(self._call_agent, controls.on_agent_error)
-        self.judge = JudgeRunner(self._call_evaluator)
-        self.pool: CandidatePool | None = None
-        if controls.candidates > 1:
-            callers = [
-                self.agent if a is agent else AgentCaller(a)
-                for a in candidate_agents(
-                    agent, controls.candidates, controls.candidate_temperature
-                )
-            ]
-            self.pool = CandidatePool(
-                [
-                    AttemptRunner(
-                        self.report.traced("agent", c.invoke, c.ainvoke), controls.on_agent_error
-                    )
-                    for c in callers
-                ]
-            )
-        self.outcomes = OutcomeBuilder(controls, self.evaluator.name, self.report)
-        self._call_advisor = self.report.traced(
-            "advisor", self.outcomes.advice_sync, self.outcomes.advice_async
-        )
+        self._judge = self.report.traced("evaluator", self.evaluator.invoke, self.evaluator.ainvoke)
+        self._traced: dict[int, FunctionRunnable[AgentInput, dict[str, Any]]] = {}
+        fans_out = any(c.fans_out for c in self.wrappers)
+        self.stepped: dict[NodeName, bool] = {
+            "invoke_agent": any(calls_models(c, "shape_input") for c in self.shapers),
+            "evaluate": any(calls_models(c, "after_verdict") for c in self.deciders),
+        }
+        self.task_retries: dict[NodeName, bool] = {
+            "invoke_agent": self.stepped["invoke_agent"] or fans_out,
+            "evaluate": self.stepped["evaluate"] or fans_out,
+        }
 
-    # -- invoke_agent -------------------------------------------------------------
+    # -- the nodes as LangGraph runs them ----------------------------------------------
 
-    def _open(self, state: LoopState) -> tuple[dict[str, Any], list[AnyMessage], int]:
-        updates, history = _start_iteration(state)
-        if self.controls.criteria is not None:
-            updates, history = with_criteria(updates, history, self.controls.criteria)
-        iteration = _iteration_number(state, updates)
+    def node(self, name: NodeName) -> FunctionRunnable[LoopState, dict[str, Any]]:
+        """The runnable of node ``name``: the program run by ``invoke`` or ``ainvoke``."""
+        program = self.invoke_agent if name == "invoke_agent" else self.evaluate
+        stepped = self.stepped[name]
+
+        def sync(state: LoopState, config: RunnableConfig) -> dict[str, Any]:
+            return run(program(state, config), stepped=stepped)
+
+        async def async_(state: LoopState, config: RunnableConfig) -> dict[str, Any]:
+            return await arun(program(state, config), stepped=stepped)
+
+        return FunctionRunnable(sync, async_, name=name, trace=False)
+
+    def node_retry(self, name: NodeName) -> RetryPolicies | None:
+        """The node's LangGraph retry policy (``None`` when its calls retry as tasks)."""
+        if self.retries is None or self.task_retries[name]:
+            return None
+        return self.retries.retry_policy[name]
+
+    def _task_retry(self, name: NodeName) -> RetryPolicies | None:
+        if self.retries is None or not self.task_retries[name]:
+            return None
+        return self.retries.retry_policy[name]
+
+    def _limit(self, name: NodeName, iteration: int, seconds: float | None) -> TimeLimit | None:
+        if seconds is None and self.retries is not None:
+            seconds = self.retries.timeout[name]
+        return None if seconds is None else TimeLimit(name, iteration, seconds)
+
+    # -- invoke_agent -------------------------------------------------------------------
+
+    def invoke_agent(self, state: LoopState, config: RunnableConfig) -> Program[dict[str, Any]]:
+        """Open the iteration, shape what the agent is sent, call it, keep what it gave."""
+        updates, history = start_iteration(state)
+        iteration = iteration_number(state, updates)
         self.report.iteration_started(iteration)
-        return updates, history, iteration
-
-    def invoke_agent(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
-        """Call the agent (sync) and return the state updates of this iteration."""
-        updates, history, iteration = self._open(state)
-        selected = self.history.invoke(
-            state, updates, history, self.report.config(config, iteration, "compaction")
+        agent_state = dict(state.get("agent_state") or {})
+        turn = Turn(
+            iteration,
+            history,
+            agent_state,
+            config,
+            state,
+            updates,
+            _config=partial(self.report.config, config, iteration),
         )
-        agent_config = self.report.config(config, iteration, "agent")
-        updates |= selected.updates
-        if self.pool is not None:
-            started = time.perf_counter()
-            attempts = self.pool.invoke(selected.messages, agent_config)
-            seconds = time.perf_counter() - started
-            return self._candidate_updates(updates, history, attempts, seconds, selected, iteration)
-        attempt = self.attempt.invoke(selected.messages, agent_config)
-        return self._attempt_updates(updates, history, attempt, selected, iteration)
+        messages = history
+        shaping = NO_USAGE
+        for control in self.shapers:
+            shaped = control.shape_input(messages, turn)
+            if isinstance(shaped, Generator):
+                shaped, used = yield from tapped(shaped)
+                for usage in used.values():
+                    shaping = shaping + usage
+            messages = _messages_of(control, shaped)
+        if "memory" in turn.memory_kept:
+            updates["history_memory"] = turn.memory_kept["memory"]
+        elif turn.new_loop and state.get("history_memory") is not None:
+            updates["history_memory"] = None
+        call = AgentCall(messages, carried(agent_state, self.agent.input_keys), iteration)
+        result = yield from self._around(0, call, config)
+        known = [*history, *updates.get("messages", [])]
+        if isinstance(result, list):
+            return self._candidates_updates(updates, known, result, shaping, iteration)
+        return self._attempt_updates(updates, known, cast(Attempt, result), shaping, iteration)
 
-    async def ainvoke_agent(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
-        """Call the agent (async) and return the state updates of this iteration."""
-        updates, history, iteration = self._open(state)
-        selected = await self.history.ainvoke(
-            state, updates, history, self.report.config(config, iteration, "compaction")
+    def _around(self, index: int, call: AgentCall, config: RunnableConfig) -> Program[Any]:
+        """The agent call through the controls around it, from the ``index``-th inward."""
+        if index == len(self.wrappers):
+            return (yield from self._agent_call(call, config))
+        hook = self.wrappers[index].around_agent(call)
+        sent: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                inner = hook.throw(error) if error is not None else hook.send(sent)
+            except StopIteration as done:
+                return done.value
+            error = None
+            try:
+                if isinstance(inner, list):
+                    sent = yield from self._fan_out(index + 1, inner, config)
+                else:
+                    sent = yield from self._around(index + 1, inner, config)
+            except Exception as exc:  # thrown into the control, which may handle it
+                error = exc
+
+    def _fan_out(
+        self, index: int, calls: list[AgentCall], config: RunnableConfig
+    ) -> Program[list[Attempt]]:
+        """Several agent calls at once, each a LangGraph task (see `Fanout`)."""
+        programs = [partial(self._stored_attempt, index, call, config) for call in calls]
+        names = [f"agent (candidate {call.candidate})" for call in calls]
+        stored = yield Fanout(programs, names, self._task_retry("invoke_agent"))
+        return [Attempt.of_stored(s) for s in stored]
+
+    def _stored_attempt(
+        self, index: int, call: AgentCall, config: RunnableConfig
+    ) -> Program[dict[str, Any]]:
+        attempt = yield from self._around(index, call, config)
+        if not isinstance(attempt, Attempt):
+            raise TypeError(
+                f"a control around the agent call returned {type(attempt).__name__} for "
+                f"candidate {call.candidate}; around_agent must return the Attempt it received "
+                f"(or one of its own)"
+            )
+        return attempt.stored()
+
+    def _agent_call(self, call: AgentCall, config: RunnableConfig) -> Program[Attempt]:
+        """The agent call itself: one `Call`, measured."""
+        caller = call.agent if isinstance(call.agent, AgentCaller) else self.agent
+        role_config = self.report.config(config, call.iteration, "agent")
+        name = "agent"
+        if call.candidate is not None:
+            role_config = candidate_config(role_config, call.candidate)
+            name = f"agent (candidate {call.candidate})"
+        traced = self._traced_agent(caller)
+        limit = self._limit("invoke_agent", call.iteration, call.timeout)
+        measured = yield Call(
+            name,
+            traced.invoke,
+            traced.ainvoke,
+            AgentInput(call.messages, call.agent_state),
+            role_config,
+            timeout=None if limit is None else limit.seconds,
+            limit=limit,
+            retry=self._task_retry("invoke_agent"),
         )
-        agent_config = self.report.config(config, iteration, "agent")
-        updates |= selected.updates
-        if self.pool is not None:
-            started = time.perf_counter()
-            attempts = await self.pool.ainvoke(selected.messages, agent_config)
-            seconds = time.perf_counter() - started
-            return self._candidate_updates(updates, history, attempts, seconds, selected, iteration)
-        attempt = await self.attempt.ainvoke(selected.messages, agent_config)
-        return self._attempt_updates(updates, history, attempt, selected, iteration)
+        value = measured.value
+        return Attempt(
+            value["produced"],
+            None,
+            thawed(value["state"]),
+            measured.seconds,
+            measured.usage,
+            call.candidate,
+        )
+
+    def _traced_agent(self, caller: AgentCaller) -> FunctionRunnable[AgentInput, dict[str, Any]]:
+        traced = self._traced.get(id(caller))
+        if traced is None:
+
+            def sync(given: AgentInput, config: RunnableConfig) -> dict[str, Any]:
+                reply = caller.invoke(given, config)
+                return {"produced": reply.produced, "state": frozen(reply.state)}
+
+            async def async_(given: AgentInput, config: RunnableConfig) -> dict[str, Any]:
+                reply = await caller.ainvoke(given, config)
+                return {"produced": reply.produced, "state": frozen(reply.state)}
+
+            traced = self.report.traced("agent", sync, async_)
+            self._traced[id(caller)] = traced
+        return traced
 
     def _attempt_updates(
         self,
         updates: dict[str, Any],
-        history: list[AnyMessage],
+        known: list[AnyMessage],
         attempt: Attempt,
-        selected: Selected,
+        shaping: CallUsage,
         iteration: int,
     ) -> dict[str, Any]:
         if attempt.produced is None:
-            run = attempt.run(selected.usage)
-            self.report.agent_failed(iteration, cast(str, attempt.error))
-            return updates | {"agent_run": run}
-        updates = _agent_updates(updates, history, attempt.produced, attempt.seconds)
-        updates["agent_run"] = attempt.run(selected.usage)
-        self.report.agent_finished(iteration, updates["last_response"], updates["agent_run"])
+            updates["agent_run"] = run_of(attempt, shaping)
+            self.report.agent_failed(iteration, attempt.error or "the agent call failed")
+            return updates
+        produced = with_fresh_ids(attempt.produced, known)
+        run = run_of(
+            Attempt(produced, None, attempt.agent_state, attempt.seconds, attempt.usage), shaping
+        )
+        updates["messages"] = [*updates.get("messages", []), *produced]
+        updates["last_response"] = answer_of(produced)
+        updates["agent_run"] = run
+        if attempt.agent_state:
+            updates["agent_state"] = dict(attempt.agent_state)
+        self.report.agent_finished(iteration, updates["last_response"], run)
         return updates
 
-    def _candidate_updates(
+    def _candidates_updates(
         self,
         updates: dict[str, Any],
-        history: list[AnyMessage],
+        known: list[AnyMessage],
         attempts: list[Attempt],
-        seconds: float,
-        selected: Selected,
+        shaping: CallUsage,
         iteration: int,
     ) -> dict[str, Any]:
         runs: list[CandidateRun] = []
-        taken = list(history)
+        taken = list(known)
+        seconds = 0.0
         for number, attempt in enumerate(attempts, 1):
             produced = with_fresh_ids(attempt.produced, taken) if attempt.produced else []
             taken.extend(produced)
-            run = attempt.run(NO_USAGE)
-            runs.append({"candidate": number, "produced": produced, "run": run})
-            if attempt.produced is None:
-                self.report.agent_failed(iteration, cast(str, attempt.error), candidate=number)
+            fresh = Attempt(produced or None, attempt.error, {}, attempt.seconds, attempt.usage)
+            run = run_of(fresh)
+            seconds = max(seconds, attempt.seconds)
+            entry: CandidateRun = {"candidate": number, "produced": produced, "run": run}
+            if attempt.agent_state:
+                entry["state"] = frozen(dict(attempt.agent_state))
+            runs.append(entry)
+            if not produced:
+                self.report.agent_failed(iteration, attempt.error or "", candidate=number)
             else:
                 self.report.agent_finished(iteration, answer_of(produced), run, candidate=number)
-        return updates | {
-            "candidate_runs": runs,
-            "agent_run": combined_run(runs, seconds, selected.usage),
+        combined: AgentRun = {
+            "seconds": seconds,
+            "input_tokens": sum(r["run"]["input_tokens"] for r in runs),
+            "output_tokens": sum(r["run"]["output_tokens"] for r in runs),
+            "cached_input_tokens": sum(r["run"].get("cached_input_tokens", 0) for r in runs),
+        }
+        if shaping.requests:
+            combined["history"] = shaping.stored()
+        return updates | {"candidate_runs": runs, "agent_run": combined}
+
+    # -- evaluate -----------------------------------------------------------------------
+
+    def evaluate(self, state: LoopState, config: RunnableConfig) -> Program[dict[str, Any]]:
+        """Judge the answer(s), let the controls work on the verdicts, decide, record."""
+        iteration = state.get("iteration", 0)
+        attempts, shaping = attempts_of(state)
+        base = loop_context(state, with_answer=False)
+        contexts = [
+            _context_of(base, attempt, len(attempts) > 1)
+            for attempt in attempts
+            if attempt.produced
+        ]
+        verdicts: list[dict[str, Any]]
+        if len(attempts) > 1 and contexts:
+            programs = [partial(self._judge_program, c, config) for c in contexts]
+            names = [f"evaluator (candidate {c['candidate']})" for c in contexts]
+            verdicts = yield Fanout(programs, names, self._task_retry("evaluate"))
+        elif contexts:
+            verdicts = [(yield from self._judge_program(contexts[0], config))]
+        else:
+            verdicts = []
+        judged_verdicts = iter(verdicts)
+        outcome = Outcome(
+            iteration,
+            judged_of(
+                attempts,
+                [
+                    _verdict(next(judged_verdicts), self.evaluator.name) if a.produced else None
+                    for a in attempts
+                ],
+            ),
+            request=list(state.get("init_messages") or []),
+            _config=partial(self.report.config, config, iteration),
+        )
+        outcome.selected = next((i for i, j in enumerate(outcome.judged) if j.verdict), None)
+        if shaping.requests:
+            outcome.usage["history"] = shaping
+        run = state.get("agent_run") or EMPTY_RUN
+        outcome._ends = partial(self._ends, state, run)
+        for control in self.deciders:
+            changed = control.after_verdict(outcome)
+            if isinstance(changed, Generator):
+                changed, used = yield from tapped(changed)
+                for call_name, usage in used.items():
+                    outcome.add_usage(call_name, usage)
+            if not isinstance(changed, Outcome):
+                raise TypeError(
+                    f"control {control.describe()!r}: after_verdict returned "
+                    f"{type(changed).__name__}; it must return the Outcome it was given"
+                )
+            outcome = changed
+        check_decided(outcome, self.evaluator.where(iteration))
+        record = record_of(outcome, run, self.evaluator.name)
+        if self.prices is not None:
+            record["cost"] = self.prices.cost(outcome.total_usage)
+        reason = self._stop_reason(state, record)
+        return self._evaluation_updates(state, outcome, record, reason)
+
+    def _judge_program(
+        self, context: LoopContext, config: RunnableConfig
+    ) -> Program[dict[str, Any]]:
+        iteration = context["iteration"]
+        role_config = self.report.config(config, iteration, "evaluator")
+        name = "evaluator"
+        if "candidate" in context:
+            role_config = candidate_config(role_config, context["candidate"])
+            name = f"evaluator (candidate {context['candidate']})"
+        limit = self._limit("evaluate", iteration, None)
+        measured = yield Call(
+            name,
+            self._judge.invoke,
+            self._judge.ainvoke,
+            context,
+            role_config,
+            timeout=None if limit is None else limit.seconds,
+            limit=limit,
+            retry=self._task_retry("evaluate"),
+        )
+        return {
+            "evaluation": measured.value,
+            "seconds": measured.seconds,
+            "usage": measured.usage.stored(),
         }
 
-    # -- evaluate -----------------------------------------------------------------
+    def _ends(self, state: LoopState, run: AgentRun, outcome: Outcome) -> bool:
+        """Whether the loop would end with ``outcome`` as it stands."""
+        if outcome.stop:
+            return True
+        record = record_of(outcome, run, self.evaluator.name)
+        if self.prices is not None:
+            record["cost"] = self.prices.cost(outcome.total_usage)
+        return self._stop_reason(state, record) is not None
 
-    def evaluate(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
-        """Judge the latest answer (sync) and decide whether the loop goes on."""
+    def _stop_reason(self, state: LoopState, record: IterationRecord) -> str | None:
+        if record["stop"]:
+            return "accepted"
+        records = [*state.get("records", []), record]
         iteration = state.get("iteration", 0)
-        judge_config = self.report.config(config, iteration, "evaluator")
-        runs = state.get("candidate_runs")
-        if runs:
-            contexts = self.outcomes.candidate_contexts(state, runs)
-            judged = judge_all(self.judge, contexts, judge_config) if contexts else []
-            outcome = self.outcomes.candidates_outcome(state, runs, judged)
-        elif "error" in (state.get("agent_run") or {}):
-            outcome = self.outcomes.failure_outcome(state)
-        else:
-            judged_one = self.judge.invoke(loop_context(state), judge_config)
-            outcome = self.outcomes.answer_outcome(state, judged_one)
-        reason = self._stop_reason(state, outcome.record)
-        if reason is None and self.outcomes.wants_advice(outcome):
-            advice = self._call_advisor.invoke(
-                advice_input(state, outcome), self.report.config(config, iteration, "advisor")
-            )
-            self.outcomes.advised(outcome, advice)
-            reason = self._stop_reason(state, outcome.record)
-        return self._evaluation_updates(state, outcome, reason)
-
-    async def aevaluate(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
-        """Judge the latest answer (async) and decide whether the loop goes on."""
-        iteration = state.get("iteration", 0)
-        judge_config = self.report.config(config, iteration, "evaluator")
-        runs = state.get("candidate_runs")
-        if runs:
-            contexts = self.outcomes.candidate_contexts(state, runs)
-            judged = await ajudge_all(self.judge, contexts, judge_config) if contexts else []
-            outcome = self.outcomes.candidates_outcome(state, runs, judged)
-        elif "error" in (state.get("agent_run") or {}):
-            outcome = self.outcomes.failure_outcome(state)
-        else:
-            judged_one = await self.judge.ainvoke(loop_context(state), judge_config)
-            outcome = self.outcomes.answer_outcome(state, judged_one)
-        reason = self._stop_reason(state, outcome.record)
-        if reason is None and self.outcomes.wants_advice(outcome):
-            advice = await self._call_advisor.ainvoke(
-                advice_input(state, outcome), self.report.config(config, iteration, "advisor")
-            )
-            self.outcomes.advised(outcome, advice)
-            reason = self._stop_reason(state, outcome.record)
-        return self._evaluation_updates(state, outcome, reason)
-
-    # -- outcomes -----------------------------------------------------------------
+        remaining = state.get("remaining_steps")
+        out_of_steps = remaining is not None and remaining <= STEPS_PER_ITERATION
+        progress = Progress(iteration, records, False, state.get("started_at"), out_of_steps)
+        for rule in self.rules:
+            reason = rule.stop_reason(progress)
+            if reason is not None:
+                if not isinstance(reason, str) or not reason:
+                    raise TypeError(
+                        f"control {rule.describe()!r}: stop_reason returned {reason!r}; it must "
+                        f"return a non-empty string (the stop reason) or None"
+                    )
+                return reason
+        counted = iteration - sum(1 for r in records if r.get("counted") is False)
+        if counted >= self.max_iterations:
+            return "max_iterations"
+        if out_of_steps:
+            return "recursion_limit"
+        return None
 
     def _evaluation_updates(
-        self, state: LoopState, outcome: Outcome, reason: StopReason | None
+        self,
+        state: LoopState,
+        outcome: Outcome,
+        record: IterationRecord,
+        reason: str | None,
     ) -> dict[str, Any]:
-        record = outcome.record
         iteration = record["iteration"]
-        text = record["feedback"]
-        if self.output_mode == "last_message" and outcome.answer is not None:
-            record["answer"] = outcome.answer  # the attempts leave ``messages`` when the loop ends
-        records = [*state.get("records", []), record]
+        answer = outcome.answer
+        if self.output_mode == "last_message" and answer is not None:
+            record["answer"] = answer  # the attempts leave ``messages`` when the loop ends
         updates: dict[str, Any] = {
             "stop": record["stop"],
-            "feedback": [text],
+            "feedback": [record["feedback"]],
             "records": [record],
             "stop_reason": reason,
-            **outcome.extra,
         }
-        if outcome.produced:
-            updates["messages"] = list(outcome.produced)
-            updates["last_response"] = outcome.answer
+        selected = outcome.attempt
+        if len(outcome.judged) > 1:
+            updates["candidate_runs"] = []
+            if selected is not None and selected.produced:
+                updates["messages"] = list(selected.produced)
+                updates["last_response"] = answer
+            if selected is not None and selected.agent_state:
+                updates["agent_state"] = dict(selected.agent_state)
+            self.report.candidates_judged(record)
+        if self.choosers and selected is not None and selected.agent_state:
+            updates["attempt_states"] = [
+                {"iteration": iteration, "state": frozen(dict(selected.agent_state))}
+            ]
         self.report.evaluation_finished(record)
         if reason is None:
+            message = outcome.message
+            if not isinstance(message, HumanMessage):
+                message = feedback_message(outcome.feedback_text, iteration=iteration)
             # with its id: a delta channel replays the stored write, and a message given
             # without one would get it only as it is stored, after the router read it
-            message = feedback_message(
-                text, iteration=iteration, feedback_format=self.feedback_format
-            )
             updates["messages"] = [*updates.get("messages", []), *with_fresh_ids([message], ())]
         else:
-            selection = selection_updates(records, self.select, state)
-            if "messages" in selection:  # a copy of an earlier answer, after this one's
-                selection["messages"] = [*updates.get("messages", []), *selection["messages"]]
-            updates |= selection
-            final = updates.get("last_response", outcome.answer)
+            updates |= self._selection(state, record, updates)
+            final = updates.get("last_response", answer)
             if final is None and updates.get("selected_iteration") is not None:
                 final = state.get("last_response")
-            self.report.loop_finished(reason, records, updates["selected_iteration"], final)
+            records = [*state.get("records", []), record]
+            self.report.loop_finished(
+                cast(StopReason, reason), records, updates["selected_iteration"], final
+            )
         if reason is not None and self.output_mode == "last_message":
             updates = keep_final_answer(state, updates)
         return updates
 
-    def _stop_reason(self, state: LoopState, record: IterationRecord) -> StopReason | None:
-        remaining = state.get("remaining_steps")
-        return self.policy.stop_reason(
-            accepted=record["stop"],
-            iteration=state.get("iteration", 0),
-            records=[*state.get("records", []), record],
-            started_at=state.get("started_at"),
-            out_of_steps=remaining is not None and remaining <= STEPS_PER_ITERATION,
-        )
-
-
-def _start_iteration(state: LoopState) -> tuple[dict[str, Any], list[AnyMessage]]:
-    """The updates that open an iteration, and the messages the agent is sent.
-
-    The first iteration of a loop fixes ``init_messages``. A loop that already ended on
-    this thread (``stop_reason`` set) is followed by a new one: its counters restart and
-    the conversation in ``messages`` is kept.
-    """
-    messages = list(state.get("messages") or [])
-    previous_done = state.get("stop_reason") is not None
-    if not previous_done and state.get("iteration", 0) > 0:
-        return {"iteration": 1}, messages
-    init = _initial_messages(state, messages, previous_done)
-    updates: dict[str, Any] = {
-        "init_messages": init,
-        "loop_init_ids": [cast(str, m.id) for m in init],
-        "stop_reason": None,
-        "started_at": wall_clock(),
-        "selected_iteration": None,
-        "selected_score": None,
-    }
-    if previous_done:
-        updates |= {
-            "iteration": Overwrite(1),
-            "feedback": Overwrite([]),
-            "records": Overwrite([]),
-            "stop": False,
+    def _selection(
+        self, state: LoopState, record: IterationRecord, updates: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Which attempt is the loop's answer: the last one, or what the choosers pick."""
+        records = [*state.get("records", []), record]
+        chosen = choose(records, "last")
+        for chooser in self.choosers:
+            picked = chooser.choose(records)
+            if picked is not None:
+                chosen = picked
+        if chosen is None:
+            return {"selected_iteration": None, "selected_score": None}
+        selection: dict[str, Any] = {
+            "selected_iteration": chosen["iteration"],
+            "selected_score": chosen["score"],
         }
-    else:
-        updates["iteration"] = 1
-    if not messages:
-        updates["messages"] = init
-        messages = list(init)
-    return updates, messages
+        if chosen is not record:
+            conversation = {"messages": [*state.get("messages", []), *updates.get("messages", [])]}
+            copy = answer_copy(chosen, conversation)
+            selection["messages"] = [*updates.get("messages", []), copy]
+            selection["last_response"] = copy
+            entries = [*state.get("attempt_states", []), *updates.get("attempt_states", [])]
+            chosen_state = selected_state(entries, chosen["iteration"])
+            if chosen_state:
+                selection["agent_state"] = chosen_state
+        return selection
 
 
-def _iteration_number(state: LoopState, updates: dict[str, Any]) -> int:
-    """The number of the iteration `_start_iteration` opened (1 when a new loop starts)."""
-    if isinstance(updates["iteration"], Overwrite):
-        return 1
-    return state.get("iteration", 0) + 1
-
-
-def _initial_messages(
-    state: LoopState, messages: list[AnyMessage], previous_done: bool
-) -> list[AnyMessage]:
-    given = list(state.get("init_messages") or [])
-    if previous_done:
-        recorded = state.get("loop_init_ids") or []
-        if not given or [m.id for m in given] == recorded:
-            given = _after_previous_answer(messages, state.get("last_response"))
-    elif not given:
-        given = messages
-    if not given:
-        raise ValueError(
-            "a loop needs a request to start from: pass {'messages': [HumanMessage(...)]} "
-            "(or the seed form {'init_messages': [...], 'messages': [...]}) with at least "
-            "one message"
+def _messages_of(control: LoopControl, shaped: object) -> list[AnyMessage]:
+    if isinstance(shaped, str | bytes) or not isinstance(shaped, Sequence):
+        raise TypeError(
+            f"control {control.describe()!r}: shape_input returned {type(shaped).__name__} "
+            f"{shaped!r:.60}; it must return the list of messages the agent is sent"
         )
-    return with_fresh_ids(given, ()) if any(m.id is None for m in given) else given
+    return list(cast(Sequence[AnyMessage], shaped))
 
 
-def _after_previous_answer(
-    messages: Sequence[AnyMessage], answer: AIMessage | None
-) -> list[AnyMessage]:
-    ids = [m.id for m in messages]
-    if answer is not None and answer.id in ids:
-        return list(messages[ids.index(answer.id) + 1 :])
-    last_ai = max((i for i, m in enumerate(messages) if isinstance(m, AIMessage)), default=-1)
-    return list(messages[last_ai + 1 :])
+def _verdict(stored: dict[str, Any], name: str) -> Any:
+    verdict = verdict_of(stored["evaluation"], name)
+    verdict.seconds = stored["seconds"]
+    verdict.usage = CallUsage.of_stored(stored["usage"])
+    return verdict
 
 
-def _agent_updates(
-    updates: dict[str, Any],
-    history: list[AnyMessage],
-    produced: list[AnyMessage],
-    seconds: float,
-) -> dict[str, Any]:
-    produced = with_fresh_ids(produced, history)
-    tokens_in, tokens_out = usage(produced)
-    new_messages = [*updates.get("messages", []), *produced]
-    return updates | {
-        "messages": new_messages,
-        "last_response": answer_of(produced),
-        "agent_run": {"seconds": seconds, "input_tokens": tokens_in, "output_tokens": tokens_out},
+def _context_of(base: LoopContext, attempt: Attempt, candidate: bool) -> LoopContext:
+    answer = answer_of(attempt.produced or [])
+    if candidate:
+        context = candidate_context(base, attempt.produced or [], answer, attempt.candidate or 1)
+    else:
+        context = cast(LoopContext, {**base, "last_response": answer})
+    context["agent_state"] = dict(attempt.agent_state)
+    return context
+
+
+def loop_context(state: LoopState, *, with_answer: bool = True) -> LoopContext:
+    """The evaluator's `LoopContext` (without an answer: the base of candidates' ones)."""
+    context: dict[str, Any] = {
+        "iteration": state.get("iteration", 0),
+        "init_messages": list(state.get("init_messages") or []),
+        "feedback": list(state.get("feedback") or []),
+        "messages": list(state.get("messages") or []),
+        "agent_state": dict(state.get("agent_state") or {}),
     }
+    if with_answer:
+        context["last_response"] = state["last_response"]
+    return cast(LoopContext, context)
+
+
+__all__ = ["STEPS_PER_ITERATION", "InvalidEvaluationError", "LoopNodes", "loop_context"]

@@ -1,197 +1,205 @@
-"""An iteration's outcome: its record, built from the agent call(s) and the verdict(s).
+"""An iteration's record, built from its `Outcome`: the attempts, their verdicts, the calls.
 
-`OutcomeBuilder` is the part of the ``evaluate`` node that turns what happened into an
-`IterationRecord`: one judged answer, a failed call (``on_agent_error="feedback"``), or
-k judged candidates (the best one selected); it also writes the feedback a verdict left
-out (the default sentence, or the advisor's advice).
+`attempts_of` reads back what the ``invoke_agent`` node left for ``evaluate`` (one
+answer, or the k candidates), `verdict_of` turns an evaluator's checked result into a
+`Verdict`, `check_decided` makes sure the controls left a decision and feedback, and
+`record_of` writes the `IterationRecord`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any, cast
 
-from langchain_core.messages import AIMessage, AnyMessage
-from langchain_core.runnables import RunnableConfig
+from langchain_core.messages import AIMessage
 
-from loop_agents.loop._agent import answer_of
-from loop_agents.loop._reporting import LoopReporter
-from loop_agents.loop._usage import NO_USAGE, CallUsage, counting_tokens
-from loop_agents.loop.attempts import Judged
-from loop_agents.loop.control.advice import Advisor, default_advice
-from loop_agents.loop.control.agent_errors import failure_feedback
-from loop_agents.loop.control.candidates import best_candidate, candidate_context
-from loop_agents.loop.control.checks import LoopControls
-from loop_agents.loop.iteration_records import base_record, candidate_records
+from loop_agents.loop.agent_state import thawed
+from loop_agents.loop.agents import answer_of
+from loop_agents.loop.controls.base import NO_USAGE, Attempt, Judged, Outcome, Verdict
+from loop_agents.loop.evaluation import missing_feedback_error, undecided_error
 from loop_agents.loop.state import (
     AgentRun,
-    CandidateRun,
+    CandidateRecord,
     IterationRecord,
-    LoopContext,
     LoopEvaluation,
     LoopState,
 )
+from loop_agents.loop.usage import CallUsage
+
+EMPTY_RUN: AgentRun = {"seconds": 0.0, "input_tokens": 0, "output_tokens": 0}
 
 
-@dataclass
-class Outcome:
-    """An iteration's outcome before its state updates: its record and what to append."""
+def run_of(attempt: Attempt, history: CallUsage = NO_USAGE) -> AgentRun:
+    """The `AgentRun` kept for ``attempt`` (with the history policy's calls, if any)."""
+    tokens = message_tokens(attempt)
+    run: AgentRun = {
+        "seconds": attempt.seconds,
+        "input_tokens": tokens[0],
+        "output_tokens": tokens[1],
+        "cached_input_tokens": tokens[2],
+        "usage": attempt.usage.stored(),
+    }
+    if history.requests:
+        run["history"] = history.stored()
+    if attempt.error is not None:
+        run["error"] = attempt.error
+    return run
 
-    record: IterationRecord
-    answer: AIMessage | None
-    produced: list[AnyMessage] = field(default_factory=list)
-    extra: dict[str, Any] = field(default_factory=dict)
+
+def message_tokens(attempt: Attempt) -> tuple[int, int, int]:
+    """The tokens the attempt's AI messages report (input, output, cached input)."""
+    from loop_agents.loop.agents import usage
+
+    return usage(attempt.produced or [])
 
 
-class OutcomeBuilder:
-    """Builds the outcomes of one loop's iterations (see the module docstring)."""
-
-    def __init__(self, controls: LoopControls, evaluator: str, report: LoopReporter) -> None:
-        self.controls = controls
-        self.evaluator_name = evaluator
-        self.report = report
-        self.advisor = Advisor(controls.advisor, controls.threshold)
-
-    def answer_outcome(self, state: LoopState, judged: Judged) -> Outcome:
-        """The outcome of one judged answer (``last_response``)."""
-        answer = state["last_response"]
-        record = base_record(
-            state.get("iteration", 0),
-            agent_run(state),
-            judged,
-            answer,
-            self.evaluator_name,
-            self.controls.prices,
-        )
-        return self._with_written_feedback(Outcome(record, answer), judged.evaluation)
-
-    def failure_outcome(self, state: LoopState, error: str | None = None) -> Outcome:
-        """The outcome of a failed agent call: its error becomes the feedback."""
-        run = agent_run(state)
-        error = error or run.get("error") or "the agent call failed"
-        record = base_record(
-            state.get("iteration", 0), run, None, None, self.evaluator_name, self.controls.prices
-        )
-        record |= {
-            "feedback": failure_feedback(error),
-            "feedback_from": "agent_error",
-            "error": error,
-        }
-        if not self.controls.count_failed_attempts:
-            record["counted"] = False
-        return Outcome(record, None)
-
-    def candidate_contexts(self, state: LoopState, runs: list[CandidateRun]) -> list[LoopContext]:
-        """Each answered candidate's `LoopContext`."""
-        base = loop_context(state, with_answer=False)
-        return [
-            candidate_context(base, c["produced"], answer_of(c["produced"]), c["candidate"])
-            for c in runs
-            if c["produced"]
+def attempts_of(state: LoopState) -> tuple[list[Attempt], CallUsage]:
+    """The attempts ``invoke_agent`` left for ``evaluate``, and the history calls' usage."""
+    run = state.get("agent_run") or EMPTY_RUN
+    history = CallUsage.of_stored(run.get("history") or {})
+    candidates = state.get("candidate_runs")
+    if candidates:
+        attempts = [
+            Attempt(
+                c["produced"] or None,
+                c["run"].get("error"),
+                thawed(c.get("state") or {}),
+                c["run"]["seconds"],
+                CallUsage.of_stored(c["run"].get("usage") or {}),
+                c["candidate"],
+            )
+            for c in candidates
         ]
-
-    def candidates_outcome(
-        self, state: LoopState, runs: list[CandidateRun], judged: list[Judged]
-    ) -> Outcome:
-        """The outcome of k judged candidates: the best one's verdict, every one recorded."""
-        answered = [c for c in runs if c["produced"]]
-        by_number = {c["candidate"]: j for c, j in zip(answered, judged, strict=True)}
-        if not answered:
-            errors = "; ".join(f"candidate {c['candidate']}: {c['run'].get('error')}" for c in runs)
-            outcome = self.failure_outcome(state, errors)
-            outcome.record["candidates"] = candidate_records(runs, {}, None)
-            outcome.extra = {"candidate_runs": []}
-            return outcome
-        number = best_candidate([(n, j.evaluation) for n, j in by_number.items()])
-        chosen = next(c for c in runs if c["candidate"] == number)
-        best = by_number[number]
-        answer = answer_of(chosen["produced"])
-        usage = NO_USAGE
-        for verdict in judged:
-            usage = usage + verdict.usage
-        record = base_record(
-            state.get("iteration", 0),
-            agent_run(state),
-            Judged(best.evaluation, max(j.seconds for j in judged), usage),
-            answer,
-            self.evaluator_name,
-            self.controls.prices,
-        )
-        record["candidate"] = number
-        record["candidates"] = candidate_records(runs, by_number, number)
-        self.report.candidates_judged(record)
-        outcome = Outcome(record, answer, chosen["produced"], {"candidate_runs": []})
-        return self._with_written_feedback(outcome, best.evaluation)
-
-    def _with_written_feedback(self, outcome: Outcome, evaluation: LoopEvaluation) -> Outcome:
-        """Fill in the default sentence for a verdict that asks to go on without feedback."""
-        record = outcome.record
-        if not record["stop"] and not (evaluation.get("feedback") or "").strip():
-            record["feedback"] = default_advice(record["score"], self.controls.threshold)
-            record["feedback_from"] = "default"
-        return outcome
-
-    def wants_advice(self, outcome: Outcome) -> bool:
-        """Whether the advisor should write this outcome's feedback."""
-        return self.advisor.model is not None and outcome.record.get("feedback_from") == "default"
-
-    def advice_sync(self, given: dict[str, Any], config: RunnableConfig) -> tuple[str, CallUsage]:
-        """Ask the advisor (sync), counting its calls; `advice_input` gives ``given``."""
-        with counting_tokens() as used:
-            text = self.advisor.invoke(given["request"], given["answer"], given["score"], config)
-        return text, used.usage()
-
-    async def advice_async(
-        self, given: dict[str, Any], config: RunnableConfig
-    ) -> tuple[str, CallUsage]:
-        """Ask the advisor (async), counting its calls."""
-        with counting_tokens() as used:
-            text = await self.advisor.ainvoke(
-                given["request"], given["answer"], given["score"], config
-            )
-        return text, used.usage()
-
-    def advised(self, outcome: Outcome, advice: tuple[str, CallUsage]) -> None:
-        """Put the advisor's text, and its calls, into the outcome's record."""
-        text, usage = advice
-        record = outcome.record
-        if text:  # an empty reply keeps the default sentence (and its "default" source)
-            record["feedback"] = text
-            record["feedback_from"] = "advisor"
-        record["advisor_input_tokens"] = usage.input_tokens
-        record["advisor_output_tokens"] = usage.output_tokens
-        previous_cost = record.get("cost")
-        record["requests"] = record.get("requests", 0) + usage.requests
-        if self.controls.prices is not None:
-            extra = self.controls.prices.cost(usage)
-            record["cost"] = (
-                None if previous_cost is None or extra is None else previous_cost + extra
-            )
+        return attempts, history
+    error = run.get("error")
+    answer = state.get("last_response")
+    produced = None if error is not None or answer is None else [answer]
+    state_after = dict(state.get("agent_state") or {})
+    attempt = Attempt(
+        produced,
+        error,
+        state_after,
+        run["seconds"],
+        CallUsage.of_stored(run.get("usage") or {}),
+    )
+    return [attempt], history
 
 
-def advice_input(state: LoopState, outcome: Outcome) -> dict[str, Any]:
-    """What the advisor is given: the loop's request, the answer and its score."""
-    return {
-        "request": list(state.get("init_messages") or []),
-        "answer": outcome.answer,
-        "score": outcome.record["score"],
+def verdict_of(evaluation: LoopEvaluation | Mapping[str, Any], name: str) -> Verdict:
+    """A checked evaluation as a `Verdict` (``stop`` is ``None`` when only a score is given)."""
+    feedback = evaluation.get("feedback")
+    return Verdict(
+        stop=cast(bool | None, evaluation.get("stop")),
+        feedback=feedback if isinstance(feedback, str) else None,
+        score=cast(float | None, evaluation.get("score")),
+        decided_by=list(evaluation.get("decided_by") or [name]),
+    )
+
+
+def check_decided(outcome: Outcome, where: str) -> None:
+    """Raise when the controls left the selected verdict undecided, or without feedback.
+
+    Raises:
+        InvalidEvaluationError: naming the evaluator and what to pass to the loop.
+
+    """
+    verdict = outcome.verdict
+    if verdict is None:
+        return
+    if verdict.stop is None:
+        raise undecided_error(where)
+    if not verdict.stop and not (verdict.feedback or "").strip():
+        raise missing_feedback_error(where)
+
+
+def record_of(outcome: Outcome, run: AgentRun, evaluator: str) -> IterationRecord:
+    """The `IterationRecord` of ``outcome``; ``run`` is the iteration's agent run."""
+    history = outcome.usage.get("history", NO_USAGE)
+    verdict = outcome.verdict
+    answer = outcome.answer
+    judges = [j.verdict for j in outcome.judged if j.verdict is not None]
+    judge_usage = NO_USAGE
+    for judged in judges:
+        judge_usage = judge_usage + judged.usage
+    record: IterationRecord = {
+        "iteration": outcome.iteration,
+        "answer_id": cast(str, answer.id) if answer is not None else None,
+        "stop": bool(outcome.stop),
+        "feedback": outcome.feedback_text if verdict is None else (verdict.feedback or ""),
+        "score": outcome.score,
+        "evaluator": evaluator,
+        "decided_by": list(verdict.decided_by) if verdict is not None else [evaluator],
+        "agent_seconds": run["seconds"],
+        "evaluation_seconds": max((j.seconds for j in judges), default=0.0),
+        "input_tokens": run["input_tokens"],
+        "output_tokens": run["output_tokens"],
+        "cached_input_tokens": run.get("cached_input_tokens", 0),
+        "evaluator_input_tokens": judge_usage.input_tokens,
+        "evaluator_output_tokens": judge_usage.output_tokens,
+        "evaluator_cached_tokens": judge_usage.cached_tokens,
+        "history_input_tokens": history.input_tokens,
+        "history_output_tokens": history.output_tokens,
+        "history_cached_tokens": history.cached_tokens,
+        "requests": outcome.total_usage.requests,
+        "cost": None,
     }
+    advisor = outcome.usage.get("advisor")
+    if advisor is not None:
+        record["advisor_input_tokens"] = advisor.input_tokens
+        record["advisor_output_tokens"] = advisor.output_tokens
+        record["advisor_cached_tokens"] = advisor.cached_tokens
+    if verdict is not None:
+        if verdict.feedback_from != "evaluator":
+            record["feedback_from"] = verdict.feedback_from
+    else:
+        record["feedback_from"] = "agent_error"
+        record["error"] = outcome.error or "the agent call failed"
+        if not outcome.counted:
+            record["counted"] = False
+    if len(outcome.judged) > 1:
+        if outcome.selected is not None:
+            record["candidate"] = outcome.judged[outcome.selected].attempt.candidate or 1
+        record["candidates"] = candidate_records(outcome)
+    for key, value in outcome.extra.items():
+        record[key] = value  # type: ignore[literal-required]
+    return record
 
 
-def agent_run(state: LoopState) -> AgentRun:
-    """The latest agent call's measurements (zeros when the state has none)."""
-    return state.get("agent_run") or {"seconds": 0.0, "input_tokens": 0, "output_tokens": 0}
+def candidate_records(outcome: Outcome) -> list[CandidateRecord]:
+    """One `CandidateRecord` per candidate; the non-selected ones keep their answer."""
+    records: list[CandidateRecord] = []
+    for index, judged in enumerate(outcome.judged):
+        attempt, verdict = judged.attempt, judged.verdict
+        answer = attempt.answer
+        tokens = message_tokens(attempt)
+        usage = attempt.usage + (verdict.usage if verdict is not None else NO_USAGE)
+        entry: CandidateRecord = {
+            "candidate": attempt.candidate or index + 1,
+            "answer_id": cast(str, answer.id) if answer is not None else None,
+            "selected": index == outcome.selected,
+            "stop": bool(verdict.stop) if verdict is not None else False,
+            "feedback": (verdict.feedback or "") if verdict is not None else "",
+            "score": verdict.score if verdict is not None else None,
+            "error": attempt.error,
+            "agent_seconds": attempt.seconds,
+            "evaluation_seconds": verdict.seconds if verdict is not None else 0.0,
+            "input_tokens": tokens[0],
+            "output_tokens": tokens[1],
+            "evaluator_input_tokens": verdict.usage.input_tokens if verdict else 0,
+            "evaluator_output_tokens": verdict.usage.output_tokens if verdict else 0,
+            "requests": usage.requests,
+        }
+        if answer is not None and index != outcome.selected:
+            entry["answer"] = answer
+        records.append(entry)
+    return records
 
 
-def loop_context(state: LoopState, *, with_answer: bool = True) -> LoopContext:
-    """The evaluator's `LoopContext` (without an answer: the base of candidates' ones)."""
-    feedback = list(state.get("feedback") or [])
-    context: dict[str, Any] = {
-        "iteration": state.get("iteration", 0),
-        "init_messages": list(state.get("init_messages") or []),
-        "feedback": feedback,
-        "messages": list(state.get("messages") or []),
-    }
-    if with_answer:
-        context["last_response"] = state["last_response"]
-    return cast(LoopContext, context)
+def judged_of(attempts: list[Attempt], verdicts: list[Verdict | None]) -> list[Judged]:
+    """Pair each attempt with its verdict (``None`` for a failed attempt)."""
+    return [Judged(a, v) for a, v in zip(attempts, verdicts, strict=True)]
+
+
+def answer_in(attempt: Attempt) -> AIMessage:
+    """The answer of an attempt that answered."""
+    return answer_of(attempt.produced or [])

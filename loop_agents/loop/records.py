@@ -18,6 +18,9 @@ from langchain_core.messages import AIMessage, BaseMessage
 
 from loop_agents.loop.state import IterationRecord
 
+SELECTED_KEY = "loop_agents_selected"
+"""The ``additional_kwargs`` key that marks the appended copy of a selected answer."""
+
 
 def answer_id_of(record: Mapping[str, Any]) -> str | None:
     """The id of the answer ``record`` refers to (``None`` when it names none).
@@ -80,3 +83,20 @@ def record_answer(
         f"not in the {len(messages)} messages given; pass the output or state of the loop "
         f"run the record comes from (its 'messages' hold every answer)"
     )
+
+
+def selected_iteration_of(message: BaseMessage) -> int | None:
+    """The iteration a message is the selected copy of, or ``None`` for other messages.
+
+    Example:
+        ```python
+        final = result["messages"][-1]
+        if selected_iteration_of(final) is not None:
+            print("the loop's answer is the attempt of iteration", selected_iteration_of(final))
+        ```
+
+    """
+    mark = message.additional_kwargs.get(SELECTED_KEY)
+    if isinstance(mark, dict) and isinstance(mark.get("iteration"), int):
+        return int(mark["iteration"])
+    return None

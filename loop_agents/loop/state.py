@@ -9,6 +9,8 @@ from langchain_core.messages import AIMessage, AnyMessage
 from langgraph.graph.message import add_messages
 from langgraph.managed import RemainingSteps
 
+from loop_agents.loop.agent_state import AgentStateChannel
+
 StopReason = Literal[
     "accepted",
     "max_iterations",
@@ -37,6 +39,9 @@ StopReason = Literal[
   ``max_agent_errors`` times in a row.
 - ``recursion_limit``: the graph's step budget (a parent graph's ``recursion_limit``)
   had no room for another iteration, so the loop ended cleanly instead of raising.
+
+A stop rule of your own (a `loop_agents.loop.controls.LoopControl`) may give any other
+short string.
 """
 
 
@@ -50,9 +55,13 @@ class LoopContext(TypedDict):
         last_response: The agent's latest answer.
         feedback: The feedback of earlier evaluations in this loop, oldest first.
         messages: The whole conversation so far, the latest answer included.
+        agent_state: A graph agent's state keys beyond ``messages`` after this
+            attempt (a deep agent's ``files`` and ``todos``, ``create_agent``'s
+            ``structured_response``); ``{}`` for agents that are not graphs.
         candidate: Only with ``candidates=k`` (k > 1): which of the iteration's k
             answers this is (1 to k). Each candidate is judged on its own:
-            ``last_response`` is that candidate's answer and ``messages`` end with it.
+            ``last_response`` is that candidate's answer, ``messages`` end with it and
+            ``agent_state`` is its own.
 
     """
 
@@ -61,6 +70,7 @@ class LoopContext(TypedDict):
     last_response: AIMessage
     feedback: list[str]
     messages: list[AnyMessage]
+    agent_state: NotRequired[dict[str, Any]]
     candidate: NotRequired[int]
 
 
@@ -155,9 +165,15 @@ class IterationRecord(TypedDict):
         evaluation_seconds: Wall-clock seconds spent in the evaluator.
         input_tokens: Prompt tokens the agent reported (``usage_metadata``), 0 if none.
         output_tokens: Completion tokens the agent reported, 0 if none.
+        cached_input_tokens: Of the agent's prompt tokens, those the server read from
+            its prompt cache (``input_token_details["cache_read"]``), 0 if none.
         evaluator_input_tokens: Prompt tokens of the chat-model calls made while the
             evaluator ran (an LLM judge's calls), 0 if none.
         evaluator_output_tokens: Completion tokens of those calls, 0 if none.
+        evaluator_cached_tokens: Of the evaluator's prompt tokens, those read from a
+            prompt cache.
+        history_cached_tokens: The same for the history policy's calls.
+        advisor_cached_tokens: The same for the advisor's call.
         history_input_tokens: Prompt tokens of the model calls the history policy made
             before the agent call (a ``compacting`` policy's summaries), 0 if none.
         history_output_tokens: Completion tokens of those calls, 0 if none.
@@ -192,10 +208,14 @@ class IterationRecord(TypedDict):
     output_tokens: int
     evaluator_input_tokens: int
     evaluator_output_tokens: int
+    cached_input_tokens: NotRequired[int]
+    evaluator_cached_tokens: NotRequired[int]
     history_input_tokens: NotRequired[int]
     history_output_tokens: NotRequired[int]
+    history_cached_tokens: NotRequired[int]
     advisor_input_tokens: NotRequired[int]
     advisor_output_tokens: NotRequired[int]
+    advisor_cached_tokens: NotRequired[int]
     requests: NotRequired[int]
     cost: NotRequired[float | None]
     feedback_from: NotRequired[FeedbackSource]
@@ -206,22 +226,20 @@ class IterationRecord(TypedDict):
 
 
 class AgentRun(TypedDict):
-    """Measurements of the latest agent call, completed into an `IterationRecord`.
+    """The latest agent call, kept between the two nodes and completed into a record.
 
-    ``requests``, ``models`` (tokens by model name, for pricing) and ``unmetered``
-    (calls that reported no usage, by model name) count the model calls of the agent
-    and of the history policy; ``error`` is set when the call
-    failed and the failure is fed back (``on_agent_error="feedback"``).
+    ``usage`` and ``history`` are the stored forms of the model calls of the agent and of
+    the history policy (tokens, requests, tokens by model name for pricing, calls that
+    reported no usage); ``error`` is set when the call failed and the failure is fed back
+    (``on_agent_error="feedback"``).
     """
 
     seconds: float
     input_tokens: int
     output_tokens: int
-    history_input_tokens: NotRequired[int]
-    history_output_tokens: NotRequired[int]
-    requests: NotRequired[int]
-    models: NotRequired[dict[str, list[int]]]
-    unmetered: NotRequired[dict[str, int]]
+    cached_input_tokens: NotRequired[int]
+    usage: NotRequired[dict[str, Any]]
+    history: NotRequired[dict[str, Any]]
     error: NotRequired[str]
 
 
@@ -231,13 +249,17 @@ class CandidateRun(TypedDict):
     candidate: int
     produced: list[AnyMessage]
     run: AgentRun
+    state: NotRequired[dict[str, Any]]
 
 
 class LoopInput(TypedDict, total=False):
-    """What a loop accepts as input: ``messages``, optionally the seed's ``init_messages``."""
+    """What a loop accepts: ``messages``, optionally the seed's ``init_messages``, and a
+    graph agent's starting state (``agent_state``, e.g. ``{"files": {...}}`` for a deep
+    agent)."""
 
     messages: Required[Annotated[list[AnyMessage], add_messages]]
     init_messages: list[AnyMessage]
+    agent_state: Annotated[dict[str, Any], AgentStateChannel(dict)]
 
 
 class LoopOutput(TypedDict, total=False):
@@ -253,6 +275,7 @@ class LoopOutput(TypedDict, total=False):
     records: Annotated[list[IterationRecord], operator.add]
     selected_iteration: int | None
     selected_score: float | None
+    agent_state: Annotated[dict[str, Any], AgentStateChannel(dict)]
 
 
 class LoopState(LoopOutput, total=False):
@@ -279,6 +302,11 @@ class LoopState(LoopOutput, total=False):
             one, or with ``select="best"`` the best-scoring one); ``None`` while the
             loop runs.
         selected_score: That iteration's score (``None`` if it had none).
+        agent_state: A graph agent's state keys beyond ``messages`` (a deep agent's
+            ``files`` and ``todos``, ``create_agent``'s ``structured_response``): while the
+            loop runs, its latest attempt's; once it ends, the selected iteration's. Given
+            back to the agent on its next attempt (the keys it takes as input) and shown
+            to the evaluator (``context["agent_state"]``). See `loop_agents.loop.agent_state`.
         loop_init_ids: Internal: the ids of ``init_messages`` as the loop recorded
             them, used to tell a new request from a resumed one. Not in the output.
         agent_run: Internal: measurements of the latest agent call. Not in the output.
@@ -290,11 +318,14 @@ class LoopState(LoopOutput, total=False):
         history_memory: Internal: what a stateful history policy (``compacting``) keeps
             between iterations, e.g. its running summary; saved with the state so that
             a resumed loop does not redo it. Not in the output.
+        attempt_states: Internal: each iteration's agent state, kept when an answer other
+            than the last may be chosen (``select="best"``). Not in the output.
         remaining_steps: Managed by LangGraph: steps left under the recursion limit.
 
     """
 
     loop_init_ids: list[str]
+    attempt_states: Annotated[list[dict[str, Any]], operator.add]
     agent_run: AgentRun
     candidate_runs: list[CandidateRun]
     started_at: float

@@ -47,7 +47,7 @@ from langchain_core.messages import (
 from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
-from langgraph.pregel import Pregel
+from langgraph.pregel.protocol import PregelProtocol
 from langgraph.types import Checkpointer
 from typing_extensions import TypedDict, get_type_hints
 
@@ -256,10 +256,14 @@ FeedbackDelta = Annotated[
 RecordsDelta = Annotated[
     list[IterationRecord], DeltaChannel(extend_list, snapshot_frequency=LISTS_SNAPSHOT_EVERY)
 ]
+AttemptStatesDelta = Annotated[
+    list[dict[str, Any]], DeltaChannel(extend_list, snapshot_frequency=LISTS_SNAPSHOT_EVERY)
+]
 DELTA_KEYS: dict[str, Any] = {
     "messages": MessagesDelta,
     "feedback": FeedbackDelta,
     "records": RecordsDelta,
+    "attempt_states": AttemptStatesDelta,
 }
 """The state keys stored as delta channels, with their annotations."""
 
@@ -367,7 +371,7 @@ def _unwrapped(hint: Any) -> Any:
     return hint
 
 
-def storage_of(loop: Pregel[Any, Any, Any, Any]) -> StorageLayout:
+def storage_of(loop: PregelProtocol[Any, Any, Any, Any]) -> StorageLayout:
     """How a compiled loop stores its append-only keys: ``"delta"`` or ``"full"``.
 
     Example:

@@ -35,10 +35,10 @@ from loop_agents.evaluators import llm_judge
 from loop_agents.evaluators.human import human_review
 from loop_agents.evaluators.judge import JudgeFormat, judge_format_options
 from loop_agents.loop._numbers import finite_float
-from loop_agents.loop.control.agent_errors import OnAgentError
-from loop_agents.loop.control.budgets import Prices
-from loop_agents.loop.control.criteria import criteria_note
-from loop_agents.loop.graph import create_loop_agent
+from loop_agents.loop.controls.agent_errors import OnAgentError
+from loop_agents.loop.controls.budgets import Prices
+from loop_agents.loop.controls.criteria import criteria_note
+from loop_agents.loop.factory import create_loop_agent
 from loop_agents.loop.output import OutputMode
 from loop_agents.loop.state import LoopContext, LoopEvaluation, LoopInput, LoopOutput, LoopState
 

@@ -17,7 +17,7 @@ from typing import Any, TypedDict
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool
-from langgraph.pregel import Pregel
+from langgraph.pregel.protocol import PregelProtocol
 from pydantic import BaseModel, Field
 
 TOOL_NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -56,7 +56,7 @@ class LoopToolArtifact(TypedDict, total=False):
     feedback: list[str]
 
 
-def loop_as_tool(loop: Pregel[Any, Any, Any, Any], *, name: str, description: str) -> BaseTool:
+def loop_as_tool(loop: PregelProtocol[Any, Any, Any, Any], *, name: str, description: str) -> BaseTool:
     """Offer a compiled loop to a tool-calling agent as a tool.
 
     The tool takes one argument, ``request`` (a string). Each call runs the loop on
@@ -100,7 +100,7 @@ def loop_as_tool(loop: Pregel[Any, Any, Any, Any], *, name: str, description: st
         ```
 
     """
-    if not isinstance(loop, Pregel):
+    if not isinstance(loop, PregelProtocol):
         raise TypeError(
             f"loop_as_tool needs a compiled loop (create_loop_agent(...)); got "
             f"{type(loop).__name__}: {loop!r:.80}"

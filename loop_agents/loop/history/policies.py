@@ -35,7 +35,7 @@ from langchain_core.messages import (
 )
 from langgraph.types import Overwrite
 
-from loop_agents.loop._agent import describe, is_async_callable
+from loop_agents.loop.agents import describe, is_async_callable
 from loop_agents.loop.feedback import (
     DEFAULT_FEEDBACK_FORMAT,
     FEEDBACK_KEY,
@@ -48,7 +48,7 @@ from loop_agents.loop.feedback import (
 )
 from loop_agents.loop.history.stateful import StatefulHistory
 from loop_agents.loop.records import answer_id_of
-from loop_agents.loop.selection import selected_iteration_of
+from loop_agents.loop.records import selected_iteration_of
 from loop_agents.loop.state import IterationRecord, LoopState
 
 HistoryName: TypeAlias = Literal["full", "last_attempt", "feedback_log"]

@@ -2,7 +2,8 @@
 
 An agent may be a compiled graph with a ``messages`` key (e.g. ``create_agent``), a chat
 model, any other ``Runnable``, or a plain sync or async function. Graphs are given
-``{"messages": [...]}``; everything else is given the list of messages.
+``{"messages": [...]}`` and the state keys they take beyond it from their previous
+attempt (`loop_agents.loop.agent_state`); everything else is given the list of messages.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import inspect
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from operator import attrgetter
-from typing import Any, TypeAlias, cast
+from typing import Any, NamedTuple, TypeAlias, cast
 
 from langchain_core.messages import (
     AIMessage,
@@ -23,8 +24,11 @@ from langchain_core.messages import (
 )
 from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.pregel import Pregel
+from langgraph.pregel.protocol import PregelProtocol
 
 from loop_agents.loop._sync_bridge import run_coroutine
+from loop_agents.loop.agent_state import input_keys, output_state
+from loop_agents.loop.usage import usage_of_metadata
 from loop_agents.loop._worker_threads import in_worker_thread
 
 AgentFunction: TypeAlias = Callable[[list[AnyMessage]], Any]
@@ -120,11 +124,33 @@ def check_agent(agent: object) -> None:
 
 def _takes_state(agent: object) -> bool:
     """Graphs take ``{"messages": [...]}``; other runnables and functions take the list."""
-    return isinstance(agent, Pregel)
+    return isinstance(agent, Pregel | PregelProtocol)
+
+
+class AgentInput(NamedTuple):
+    """What one agent call is given: the messages, and a graph agent's state keys."""
+
+    messages: list[AnyMessage]
+    state: Mapping[str, Any]
+
+
+class AgentReply(NamedTuple):
+    """What one agent call gave: the messages it produced (its answer last), its state."""
+
+    produced: list[AnyMessage]
+    state: dict[str, Any]
 
 
 class AgentCaller:
-    """Calls one wrapped agent, sync or async, and normalises what it returns."""
+    """Calls one wrapped agent, sync or async, and normalises what it returns.
+
+    Attributes:
+        agent: The agent.
+        name: Its name, for messages.
+        input_keys: A graph agent's input keys beyond ``messages`` (its state given
+            back on the next attempt; see `loop_agents.loop.agent_state`).
+
+    """
 
     def __init__(self, agent: AgentLike) -> None:
         """Wrap ``agent``; see the module docstring for what is accepted."""
@@ -132,40 +158,51 @@ class AgentCaller:
         self.agent = agent
         self.name = describe(agent)
         self._takes_state = _takes_state(agent)
+        self.input_keys = input_keys(agent) if self._takes_state else frozenset()
         self._is_runnable = isinstance(agent, Runnable)
         self._is_async_function = not self._is_runnable and is_async_callable(agent)
 
-    def _input(self, messages: list[AnyMessage]) -> Any:
-        return {"messages": messages} if self._takes_state else messages
+    def _input(self, given: AgentInput) -> Any:
+        if not self._takes_state:
+            return given.messages
+        if given.state:
+            return {**given.state, "messages": given.messages}
+        return {"messages": given.messages}
 
-    def invoke(self, messages: list[AnyMessage], config: RunnableConfig) -> list[AnyMessage]:
-        """Call the agent synchronously; return the new messages, the answer last."""
+    def invoke(self, given: AgentInput, config: RunnableConfig) -> AgentReply:
+        """Call the agent synchronously; return what it produced, its answer last."""
         if self._is_runnable:
             runnable = cast(Runnable[Any, Any], self.agent)
-            result = runnable.invoke(self._input(messages), config)
+            result = runnable.invoke(self._input(given), config)
         else:
             # an async function (or one returning an awaitable) runs on the background
             # event loop, so the loop's sync methods work with async agents too
-            result = cast(AgentFunction, self.agent)(messages)
+            result = cast(AgentFunction, self.agent)(given.messages)
             if inspect.iscoroutine(result):
                 result = run_coroutine(result)
             elif inspect.isawaitable(result):
                 result = run_coroutine(_awaited(result))
-        return self.new_messages(messages, result)
+        return self.reply(given.messages, result)
 
-    async def ainvoke(self, messages: list[AnyMessage], config: RunnableConfig) -> list[AnyMessage]:
-        """Call the agent asynchronously; return the new messages, the answer last."""
+    async def ainvoke(self, given: AgentInput, config: RunnableConfig) -> AgentReply:
+        """Call the agent asynchronously; return what it produced, its answer last."""
         if self._is_runnable:
             runnable = cast(Runnable[Any, Any], self.agent)
-            result = await runnable.ainvoke(self._input(messages), config)
+            result = await runnable.ainvoke(self._input(given), config)
         elif self._is_async_function:
-            result = await cast(Callable[[list[AnyMessage]], Awaitable[Any]], self.agent)(messages)
+            func = cast(Callable[[list[AnyMessage]], Awaitable[Any]], self.agent)
+            result = await func(given.messages)
         else:
-            func = cast(AgentFunction, self.agent)
-            result = await in_worker_thread(config, func, messages)
+            func_sync = cast(AgentFunction, self.agent)
+            result = await in_worker_thread(config, func_sync, given.messages)
             if inspect.isawaitable(result):
                 result = await result
-        return self.new_messages(messages, result)
+        return self.reply(given.messages, result)
+
+    def reply(self, sent: Sequence[AnyMessage], result: Any) -> AgentReply:
+        """What the agent returned as an `AgentReply`: the new messages and its state."""
+        state = output_state(result) if self._takes_state and isinstance(result, Mapping) else {}
+        return AgentReply(self.new_messages(sent, result), state)
 
     def new_messages(self, sent: Sequence[AnyMessage], result: Any) -> list[AnyMessage]:
         """Turn what the agent returned into the messages it produced, its answer last.
@@ -248,11 +285,11 @@ def answer_of(produced: Sequence[AnyMessage]) -> AIMessage:
     return next(m for m in reversed(produced) if isinstance(m, AIMessage))
 
 
-def usage(produced: Sequence[AnyMessage]) -> tuple[int, int]:
-    """Sum ``(input_tokens, output_tokens)`` over the AI messages' ``usage_metadata``."""
-    tokens_in = tokens_out = 0
+def usage(produced: Sequence[AnyMessage]) -> tuple[int, int, int]:
+    """Sum ``(input, output, cached input)`` tokens over the AI messages' ``usage_metadata``."""
+    total = (0, 0, 0)
     for message in produced:
         if isinstance(message, AIMessage) and message.usage_metadata:
-            tokens_in += int(message.usage_metadata.get("input_tokens", 0))
-            tokens_out += int(message.usage_metadata.get("output_tokens", 0))
-    return tokens_in, tokens_out
+            counts = usage_of_metadata(message.usage_metadata)
+            total = (total[0] + counts[0], total[1] + counts[1], total[2] + counts[2])
+    return total

@@ -8,7 +8,7 @@ from typing import Any, TypeAlias, cast
 
 from langchain_core.runnables import Runnable, RunnableConfig
 
-from loop_agents.loop._agent import check_one_argument, describe, is_async_callable
+from loop_agents.loop.agents import check_one_argument, describe, is_async_callable
 from loop_agents.loop._numbers import describe_number, finite_float
 from loop_agents.loop._worker_threads import in_worker_thread
 from loop_agents.loop.state import LoopContext, LoopEvaluation
@@ -63,30 +63,19 @@ def _check_score(where: str, score: object) -> float:
 class EvaluatorCaller:
     """Calls one evaluator, sync or async, and validates what it returns.
 
-    With ``threshold`` (the loop's ``threshold=``) the evaluator may return a score
-    alone (``{"score": 0.8}``, or a bare number from a metric function): the answer is
-    accepted when the score reaches the threshold. With ``threshold`` or ``advised``
-    (the loop has an ``advisor=``) a verdict that asks to continue may leave out its
-    feedback; the loop then writes it (see `loop_agents.loop.control.advice`).
+    For the loop's own evaluator (``member_of=None``) a verdict may leave its decision
+    to the loop's controls: a bare score (a number from a metric function, or
+    ``{"score": 0.8}``) is read as undecided, and a verdict that asks to continue may
+    leave out its feedback; `undecided_error` and `missing_feedback_error` say what to
+    do when no control (``threshold=``, ``advisor=``) decides or writes it. A member of a
+    combinator (``member_of="all_of"``, ``"panel"``) decides for itself: its verdict
+    must have ``stop``, and ``feedback`` when it asks to continue.
     """
 
-    def __init__(
-        self,
-        evaluator: Evaluator,
-        *,
-        threshold: float | None = None,
-        advised: bool = False,
-        member_of: str | None = None,
-    ) -> None:
-        """Wrap ``evaluator``; see `Evaluator` for what is accepted.
-
-        ``member_of`` names the combinator (``"all_of"``, ``"panel"``) the evaluator is a
-        member of: a member decides for itself, so its errors say so.
-        """
+    def __init__(self, evaluator: Evaluator, *, member_of: str | None = None) -> None:
+        """Wrap ``evaluator``; see `Evaluator` for what is accepted."""
         check_evaluator(evaluator)
-        self.threshold = threshold
         self.member_of = member_of
-        self.advised = advised
         self.evaluator = evaluator
         self.name = describe(evaluator)
         self._is_runnable = isinstance(evaluator, Runnable)
@@ -126,6 +115,10 @@ class EvaluatorCaller:
             f"instead of invoke()/stream()"
         )
 
+    def where(self, iteration: int) -> str:
+        """How messages name this evaluator at ``iteration``."""
+        return f"evaluator {self.name!r} at iteration {iteration}"
+
     def _member_must_decide(self, where: str, given: str) -> InvalidEvaluationError:
         """The error for a member of a combinator that gave a score and no decision."""
         return InvalidEvaluationError(
@@ -135,46 +128,23 @@ class EvaluatorCaller:
             f"'score': score, 'feedback': '...'}}"
         )
 
-    def _metric(self, where: str, number: float) -> dict[str, Any]:
-        """A bare number from a metric function: a score the threshold decides on."""
-        if self.threshold is None and self.member_of is not None:
-            raise self._member_must_decide(
-                where, f"the number {describe_number(number)}, a bare score"
-            )
-        if self.threshold is None:
-            raise InvalidEvaluationError(
-                f"{where} returned the number {describe_number(number)}, a bare score; "
-                f"build the loop with threshold=<score> so that a score decides (accepted "
-                f"when score >= threshold), or return a LoopEvaluation such as "
-                f"{{'stop': False, 'feedback': '...'}}"
-            )
-        return {"score": number}
-
-    def _decided_by_threshold(self, where: str, score: object) -> bool:
-        if self.threshold is None and self.member_of is not None:
-            raise self._member_must_decide(where, "a 'score' without 'stop'")
-        if self.threshold is None:
-            raise InvalidEvaluationError(
-                f"{where} returned a 'score' without 'stop'; build the loop with "
-                f"threshold=<score> so that the score decides (accepted when score >= "
-                f"threshold), or return 'stop' (True or False) with the score"
-            )
-        return _check_score(where, score) >= self.threshold
-
-    def _writes_feedback(self, scored: bool) -> bool:
-        """Whether the loop writes the feedback a verdict left out."""
-        return self.advised or (self.threshold is not None and scored)
-
     def validate(self, result: Any, iteration: int) -> LoopEvaluation:
         """Check ``result`` is a `LoopEvaluation`; return a clean copy of it.
+
+        For the loop's own evaluator ``stop`` may be missing when a score is given (the
+        copy then has no ``stop``: the loop's controls decide).
 
         Raises:
             InvalidEvaluationError: naming the evaluator, the iteration and the problem.
 
         """
-        where = f"evaluator {self.name!r} at iteration {iteration}"
+        where = self.where(iteration)
         if isinstance(result, int | float) and not isinstance(result, bool):
-            result = self._metric(where, result)
+            if self.member_of is not None:
+                raise self._member_must_decide(
+                    where, f"the number {describe_number(result)}, a bare score"
+                )
+            return cast(LoopEvaluation, {"score": _check_score(where, result)})
         if not isinstance(result, Mapping):
             raise InvalidEvaluationError(
                 f"{where} returned {type(result).__name__} {result!r:.60}; expected a "
@@ -186,32 +156,26 @@ class EvaluatorCaller:
                 f"{where} returned unknown keys {unknown}; a LoopEvaluation has 'stop', "
                 f"'feedback', 'score' and 'decided_by'"
             )
+        evaluation: dict[str, Any] = {}
         stop = result.get("stop")
-        if stop is None and result.get("score") is not None:
-            stop = self._decided_by_threshold(where, result["score"])
-        if not isinstance(stop, bool):
-            raise InvalidEvaluationError(
-                f"{where} returned 'stop'={stop!r} ({type(stop).__name__}); 'stop' must be "
-                f"True or False"
-            )
-        evaluation: LoopEvaluation = {"stop": stop}
+        if stop is None and result.get("score") is not None and self.member_of is not None:
+            raise self._member_must_decide(where, "a 'score' without 'stop'")
+        if stop is not None or result.get("score") is None:
+            if not isinstance(stop, bool):
+                raise InvalidEvaluationError(
+                    f"{where} returned 'stop'={stop!r} ({type(stop).__name__}); 'stop' must "
+                    f"be True or False"
+                )
+            evaluation["stop"] = stop
         feedback = result.get("feedback")
         if feedback is not None and not isinstance(feedback, str):
             raise InvalidEvaluationError(
                 f"{where} returned 'feedback' of type {type(feedback).__name__}; it must be "
                 f"a string"
             )
-        scored = result.get("score") is not None
-        if not stop and not (feedback and feedback.strip()) and not self._writes_feedback(scored):
-            raise InvalidEvaluationError(
-                f"{where} asked to continue (stop=False) without feedback; give a "
-                f"non-empty 'feedback' string telling the agent what to improve, or build "
-                f"the loop with advisor=<chat model> (which writes it) or with "
-                f"threshold=<score> and return a 'score' (a default sentence is sent)"
-            )
         if feedback is not None:
             evaluation["feedback"] = feedback
-        if "score" in result and result["score"] is not None:
+        if result.get("score") is not None:
             evaluation["score"] = _check_score(where, result["score"])
         decided_by = result.get("decided_by")
         if decided_by is not None:
@@ -223,4 +187,27 @@ class EvaluatorCaller:
                     f"of evaluator names (strings)"
                 )
             evaluation["decided_by"] = list(decided_by)
-        return evaluation
+        if self.member_of is not None and stop is False and not (feedback or "").strip():
+            raise missing_feedback_error(where)
+        return cast(LoopEvaluation, evaluation)
+
+
+def undecided_error(where: str) -> InvalidEvaluationError:
+    """The error for a verdict with a score and no decision, which no control decided."""
+    return InvalidEvaluationError(
+        f"{where} returned a score without a decision (a bare number, or a 'score' "
+        f"without 'stop'); build the loop with threshold=<score> so that the score "
+        f"decides (accepted when score >= threshold), or return a LoopEvaluation with "
+        f"'stop' (True or False) and the score, such as {{'stop': False, 'score': 40, "
+        f"'feedback': '...'}}"
+    )
+
+
+def missing_feedback_error(where: str) -> InvalidEvaluationError:
+    """The error for a verdict that asks to continue without feedback nobody wrote."""
+    return InvalidEvaluationError(
+        f"{where} asked to continue (stop=False) without feedback; give a non-empty "
+        f"'feedback' string telling the agent what to improve, or build the loop with "
+        f"advisor=<chat model> (which writes it) or with threshold=<score> and return a "
+        f"'score' (a default sentence is sent)"
+    )

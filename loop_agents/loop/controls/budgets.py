@@ -1,4 +1,5 @@
-"""Budgets in model calls and in money: ``request_budget``, ``cost_budget`` and ``prices``.
+"""Budgets: `Budgets`, the control of ``token_budget``, ``time_budget``, ``request_budget``,
+``cost_budget`` and ``prices``.
 
 A loop counts every chat-model (or LLM) call LangChain sees while it runs: the agent's
 (each candidate's), the evaluator's (an LLM judge's), the advisor's and a history
@@ -21,9 +22,14 @@ response reported no token usage (a streaming call to a server that does not sen
 free models, priced 0, aside): its iteration's ``cost`` is ``None``, and with a
 ``cost_budget`` the loop raises `UnknownPriceError` at once (a budget cannot be kept on
 calls it cannot price). A call that names no model (plain functions, some custom or
-fake models) is priced as ``"*"``.
+fake models) is priced as ``"*"``. A call whose response reports cached prompt tokens
+(``usage_metadata["input_token_details"]["cache_read"]``) is priced at ``cached_input``
+for those tokens; when its model's price has no ``cached_input`` rate, the call cannot be
+priced either (never at the full input price): its cost is ``None``, and with a
+``cost_budget`` the loop raises `UnknownPriceError`. A model that reports no cache
+details is priced at ``input`` for every prompt token.
 
-Both budgets are checked after each evaluation (see `loop_agents.loop.stopping`). The loop
+Both budgets are checked after each evaluation (see `Budgets`). The loop
 stops when a budget is used up, or when the next iteration, if it costs what the latest
 one did, would go over it. Iterations of the same shape (same calls) therefore never go
 over the budget; an iteration that costs more than the one before it (a longer answer,
@@ -32,13 +38,17 @@ a judge that retried) can, and it completes.
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeAlias, TypedDict
+from datetime import timedelta
+from typing import NotRequired, TypeAlias, TypedDict
 
 from loop_agents.loop._numbers import describe_number, finite_float
-from loop_agents.loop._usage import CallUsage
+from loop_agents.loop.controls.base import LoopControl, Progress
 from loop_agents.loop.state import IterationRecord
+from loop_agents.loop.usage import CallUsage
 
 ANY_MODEL = "*"
 """The key of ``prices`` that prices every model not named in it."""
@@ -55,11 +65,14 @@ class Price(TypedDict):
     Attributes:
         input: The price of a million prompt tokens.
         output: The price of a million completion tokens.
+        cached_input: The price of a million prompt tokens read from the server's
+            prompt cache (optional; needed once a server reports cached tokens).
 
     """
 
     input: float
     output: float
+    cached_input: NotRequired[float]
 
 
 Prices: TypeAlias = Mapping[str, Price]
@@ -79,11 +92,21 @@ class UnknownPriceError(ValueError):
 
     """
 
-    def __init__(self, model: str, known: Sequence[str], *, unmetered: bool = False) -> None:
+    def __init__(
+        self, model: str, known: Sequence[str], *, unmetered: bool = False, cached: bool = False
+    ) -> None:
         self.model = model
         self.unmetered = unmetered
+        self.cached = cached
         shown = repr(model) if model else "a model that gave no name"
-        if unmetered:
+        if cached:
+            message = (
+                f"cost_budget: a call of {shown} read prompt tokens from the server's prompt "
+                f"cache, and its price has no 'cached_input' rate, so it cannot be priced "
+                f"(pricing cached tokens at the full input price would overstate the cost). "
+                f"Add the rate, e.g. {{'input': 0.25, 'cached_input': 0.025, 'output': 2.0}}"
+            )
+        elif unmetered:
             message = (
                 f"cost_budget: a call of {shown} reported no token usage, so it cannot be "
                 f"priced and the budget cannot be kept. Make the model report usage (for "
@@ -126,22 +149,26 @@ def check_prices(prices: object) -> dict[str, Price] | None:
     for name, price in prices.items():
         if not isinstance(name, str) or not name:
             raise TypeError(f"prices: model names must be non-empty strings; got {name!r:.60}")
-        if not isinstance(price, Mapping) or set(price) != {"input", "output"}:
+        if not isinstance(price, Mapping) or not (
+            {"input", "output"} <= set(price) <= {"input", "output", "cached_input"}
+        ):
             raise TypeError(
                 f"prices[{name!r}] must be {{'input': <per 1M prompt tokens>, 'output': <per "
-                f"1M completion tokens>}}; got {price!r:.80}"
+                f"1M completion tokens>}}, with an optional 'cached_input' (per 1M prompt "
+                f"tokens read from the server's prompt cache); got {price!r:.80}"
             )
-        numbers: list[float] = []
-        for key in ("input", "output"):
-            value = price[key]
+        numbers: dict[str, float] = {}
+        for key, value in price.items():
             number = None if isinstance(value, bool) else finite_float(value)
             if number is None or number < 0:
                 raise ValueError(
                     f"prices[{name!r}][{key!r}] must be a finite number >= 0 (the price of "
                     f"a million tokens); got {describe_number(value)}"
                 )
-            numbers.append(number)
-        clean[name] = {"input": numbers[0], "output": numbers[1]}
+            numbers[key] = number
+        clean[name] = {"input": numbers["input"], "output": numbers["output"]}
+        if "cached_input" in numbers:
+            clean[name]["cached_input"] = numbers["cached_input"]
     return clean
 
 
@@ -181,7 +208,7 @@ class PriceTable:
     Example:
         ```python
         table = PriceTable({"m": {"input": 1.0, "output": 2.0}}, strict=True)
-        table.cost(CallUsage(models={"m": (1_000_000, 500_000)}))  # 2.0
+        table.cost(CallUsage(models={"m": (1_000_000, 500_000, 0)}))  # 2.0
         ```
 
     """
@@ -206,18 +233,26 @@ class PriceTable:
 
         """
         total = 0.0
-        for model, (tokens_in, tokens_out) in usage.models.items():
+        for model, (tokens_in, tokens_out, cached) in usage.models.items():
             price = self.price_of(model)
             unmetered = (
                 price is not None
                 and bool(usage.unmetered.get(model))
                 and (price["input"] > 0 or price["output"] > 0)
             )
-            if price is None or unmetered:
+            no_cached_rate = price is not None and cached > 0 and "cached_input" not in price
+            if price is None or unmetered or no_cached_rate:
                 if self.strict:
-                    raise UnknownPriceError(model, list(self.prices), unmetered=unmetered)
+                    raise UnknownPriceError(
+                        model, list(self.prices), unmetered=unmetered, cached=no_cached_rate
+                    )
                 return None
-            total += (tokens_in * price["input"] + tokens_out * price["output"]) / MILLION
+            cached_rate = price.get("cached_input", 0.0)
+            total += (
+                (tokens_in - cached) * price["input"]
+                + cached * cached_rate
+                + tokens_out * price["output"]
+            ) / MILLION
         return total
 
 
@@ -272,3 +307,148 @@ def budget_reason_values(records: Sequence[IterationRecord]) -> tuple[int, int, 
     latest_cost = (latest.get("cost") or 0.0) if latest else 0.0
     spent = sum((r.get("cost") or 0.0) for r in records)
     return requests_used(records), latest_requests, spent, latest_cost
+
+
+def tokens_used(records: Sequence[IterationRecord]) -> int:
+    """All tokens the agent, the evaluator, the advisor and the history policy used.
+
+    Example:
+        ```python
+        result = loop.invoke({"messages": [HumanMessage("...")]})
+        print(tokens_used(result["records"]))
+        ```
+
+    """
+    return sum(
+        r["input_tokens"]
+        + r["output_tokens"]
+        + r.get("evaluator_input_tokens", 0)
+        + r.get("evaluator_output_tokens", 0)
+        + r.get("history_input_tokens", 0)
+        + r.get("history_output_tokens", 0)
+        + r.get("advisor_input_tokens", 0)
+        + r.get("advisor_output_tokens", 0)
+        for r in records
+    )
+
+
+def wall_clock() -> float:
+    """Seconds since the epoch: the clock of the time budget (it survives a restart)."""
+    return time.time()
+
+
+def check_time_budget(time_budget: object) -> float | None:
+    """Validate ``time_budget=``: seconds (or a ``timedelta``) > 0, or ``None``."""
+    if time_budget is None:
+        return None
+    if isinstance(time_budget, timedelta):
+        seconds = time_budget.total_seconds()
+    elif isinstance(time_budget, bool) or not isinstance(time_budget, int | float):
+        raise TypeError(
+            f"time_budget must be seconds (a number) or a timedelta; got "
+            f"{type(time_budget).__name__} {time_budget!r}"
+        )
+    else:
+        number = finite_float(time_budget)  # None: inf, nan or a huge int
+        seconds = math.inf if number is None else number
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise ValueError(
+            f"time_budget must be > 0 seconds (a finite number); got {describe_number(time_budget)}"
+        )
+    return seconds
+
+
+def check_token_budget(token_budget: object) -> int | None:
+    """Validate ``token_budget=``: an int >= 1, or ``None``."""
+    if token_budget is None:
+        return None
+    if isinstance(token_budget, bool) or not isinstance(token_budget, int):
+        raise TypeError(
+            f"token_budget must be an int >= 1 (None means no budget); got {token_budget!r}"
+        )
+    if token_budget < 1:
+        raise ValueError(f"token_budget must be >= 1 (None means no budget); got {token_budget}")
+    return token_budget
+
+
+class Budgets(LoopControl):
+    """Stop before tokens, time, model calls or money run out; price every call.
+
+    Checked after each evaluation, in this order: ``token_budget`` (tokens of this
+    loop's model calls), ``request_budget`` (its model calls), ``cost_budget`` (their
+    cost by ``prices``), ``time_budget`` (wall-clock seconds since the loop's first agent
+    call; kept in the state, so a resumed loop counts from its original start). The
+    iteration that crosses a budget finishes; the request and cost budgets also look one
+    iteration ahead (see the module docstring).
+
+    Args:
+        token_budget: Tokens after which the loop stops (``"token_budget"``).
+        time_budget: Seconds (or a ``timedelta``) after which it stops (``"time_budget"``).
+        request_budget: Model calls after which it stops (``"request_budget"``).
+        cost_budget: Cost after which it stops (``"cost_budget"``); needs ``prices``.
+        prices: Prices per million tokens by model name; records then carry ``cost``.
+
+    Raises:
+        TypeError: an option of the wrong type.
+        ValueError: an option out of range, or a cost budget without prices.
+
+    Example:
+        ```python
+        budgets = Budgets(cost_budget=0.05, prices={"*": {"input": 0.25, "output": 2.0}})
+        loop = create_loop_agent(agent, judge, 10, controls=[budgets])
+        ```
+
+    """
+
+    name = "budgets"
+
+    def __init__(
+        self,
+        *,
+        token_budget: int | None = None,
+        time_budget: float | timedelta | None = None,
+        request_budget: int | None = None,
+        cost_budget: float | None = None,
+        prices: Prices | None = None,
+    ) -> None:
+        """Check the budgets and the prices."""
+        self.token_budget = check_token_budget(token_budget)
+        self.time_budget = check_time_budget(time_budget)
+        self.request_budget = check_budget("request_budget", request_budget, integer=True)
+        self.cost_budget = check_budget("cost_budget", cost_budget, integer=False)
+        table = check_prices(prices)
+        if self.cost_budget is not None and table is None:
+            raise ValueError(
+                "cost_budget needs prices= to price the model calls, e.g. "
+                "prices={'gpt-5.4-mini': {'input': 0.25, 'output': 2.0}} (per million tokens)"
+            )
+        self.prices = (
+            PriceTable(table, strict=self.cost_budget is not None) if table is not None else None
+        )
+
+    @property
+    def active(self) -> bool:
+        """Whether any budget or price is set."""
+        return (
+            any(b is not None for b in (self.token_budget, self.time_budget, self.request_budget))
+            or self.cost_budget is not None
+            or self.prices is not None
+        )
+
+    def stop_reason(self, progress: Progress) -> str | None:
+        """The first budget used up, in the order above."""
+        records = progress.records
+        if self.token_budget is not None and tokens_used(records) >= self.token_budget:
+            return "token_budget"
+        requests, latest_requests, cost, latest_cost = budget_reason_values(records)
+        if over_budget(requests, latest_requests, self.request_budget):
+            return "request_budget"
+        if over_budget(cost, latest_cost, self.cost_budget):
+            return "cost_budget"
+        if (
+            self.time_budget is not None
+            and progress.started_at is not None
+            and wall_clock() - progress.started_at >= self.time_budget
+        ):
+            return "time_budget"
+        return None

@@ -1,11 +1,14 @@
-"""Counting the tokens of the chat-model calls made while an evaluator runs.
+"""Counting the tokens of the chat-model calls made while a part of the loop runs.
 
-An evaluator may call models however it likes: through a ready-made ``llm_judge``, a
-model invoked with the config it was given, or a model invoked with no config at all.
-`counting_tokens` catches them all through a configure hook of ``langchain_core``: while
-the context variable below holds a `TokenCounter`, every callback manager configured in
-that context (and in the threads and tasks started from it) gets the counter, which
-sums the ``usage_metadata`` of each model response.
+An agent, an evaluator, an advisor or a history policy may call models however it likes:
+through a ready-made ``llm_judge``, a model invoked with the config it was given, or a
+model invoked with no config at all. `counting_tokens` catches them all through a
+configure hook of ``langchain_core``: while the context variable below holds a
+`TokenCounter`, every callback manager configured in that context (and in the threads
+and tasks started from it) gets the counter, which sums the ``usage_metadata`` of each
+model response: input tokens, output tokens, and the input tokens the server read from
+its prompt cache (``input_token_details["cache_read"]``, which langchain-openai fills
+from the server's ``prompt_tokens_details.cached_tokens``).
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ class TokenCounter(BaseCallbackHandler):
         self.input_tokens = 0
         self.output_tokens = 0
         self.requests = 0
+        self.cached_tokens = 0
         self.models: dict[str, list[int]] = {}
         self.unmetered: dict[str, int] = {}
 
@@ -79,7 +83,7 @@ class TokenCounter(BaseCallbackHandler):
 
     def on_llm_end(self, response: LLMResult, **kwargs: Any) -> None:
         """Count one model call and add its usage (its first generation carries it)."""
-        tokens_in = tokens_out = 0
+        tokens = (0, 0, 0)
         metered = False
         model = _model_name(response)
         generation = (
@@ -89,22 +93,27 @@ class TokenCounter(BaseCallbackHandler):
             message = generation.message
             if isinstance(message, AIMessage) and message.usage_metadata:
                 metered = True
-                tokens_in = int(message.usage_metadata.get("input_tokens", 0))
-                tokens_out = int(message.usage_metadata.get("output_tokens", 0))
+                tokens = usage_of_metadata(message.usage_metadata)
             model = model or _message_model(message)
         usage = (response.llm_output or {}).get("token_usage")
         if not metered and isinstance(usage, Mapping) and usage:
             # a completion model (or an older chat model) reports its usage here
             metered = True
-            tokens_in = int(usage.get("prompt_tokens", 0))
-            tokens_out = int(usage.get("completion_tokens", 0))
+            details = usage.get("prompt_tokens_details")
+            cached = details.get("cached_tokens") if isinstance(details, Mapping) else None
+            tokens = (
+                int(usage.get("prompt_tokens", 0)),
+                int(usage.get("completion_tokens", 0)),
+                int(cached or 0),
+            )
         with self._lock:
             self.requests += 1
-            self.input_tokens += tokens_in
-            self.output_tokens += tokens_out
-            per_model = self.models.setdefault(model, [0, 0])
-            per_model[0] += tokens_in
-            per_model[1] += tokens_out
+            self.input_tokens += tokens[0]
+            self.output_tokens += tokens[1]
+            self.cached_tokens += tokens[2]
+            per_model = self.models.setdefault(model, [0, 0, 0])
+            for index, count in enumerate(tokens):
+                per_model[index] += count
             if not metered:
                 self.unmetered[model] = self.unmetered.get(model, 0) + 1
 
@@ -121,9 +130,32 @@ class TokenCounter(BaseCallbackHandler):
                 self.input_tokens,
                 self.output_tokens,
                 self.requests,
-                {name: (pair[0], pair[1]) for name, pair in self.models.items()},
+                {name: (c[0], c[1], c[2]) for name, c in self.models.items()},
                 dict(self.unmetered),
+                self.cached_tokens,
             )
+
+
+def usage_of_metadata(metadata: Mapping[str, Any]) -> tuple[int, int, int]:
+    """``(input, output, cached input)`` tokens of a message's ``usage_metadata``.
+
+    Cached input tokens are the prompt tokens the server read from its prompt cache
+    (``input_token_details["cache_read"]``); they are part of the input tokens.
+
+    Example:
+        ```python
+        usage_of_metadata({"input_tokens": 900, "output_tokens": 40,
+                           "input_token_details": {"cache_read": 800}})  # (900, 40, 800)
+        ```
+
+    """
+    details = metadata.get("input_token_details")
+    cached = details.get("cache_read") if isinstance(details, Mapping) else None
+    return (
+        int(metadata.get("input_tokens") or 0),
+        int(metadata.get("output_tokens") or 0),
+        int(cached or 0),
+    )
 
 
 @dataclass(frozen=True)
@@ -134,25 +166,28 @@ class CallUsage:
         input_tokens: Prompt tokens, from the responses' ``usage_metadata``.
         output_tokens: Completion tokens.
         requests: Model calls that completed.
-        models: ``(input_tokens, output_tokens)`` by model name (``""`` when a
-            response named no model), for pricing.
+        models: ``(input_tokens, output_tokens, cached_tokens)`` by model name (``""``
+            when a response named no model), for pricing.
         unmetered: By model name, the calls whose response reported no token usage
             (a streaming call to a server that does not send it, a fake model): their
             tokens are unknown, so they cannot be priced.
+        cached_tokens: Of the prompt tokens, those the server read from its prompt
+            cache (0 when it reported none).
 
     """
 
     input_tokens: int = 0
     output_tokens: int = 0
     requests: int = 0
-    models: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    models: Mapping[str, tuple[int, int, int]] = field(default_factory=dict)
     unmetered: Mapping[str, int] = field(default_factory=dict)
+    cached_tokens: int = 0
 
     def __add__(self, other: CallUsage) -> CallUsage:
         models = dict(self.models)
-        for name, (tokens_in, tokens_out) in other.models.items():
-            mine = models.get(name, (0, 0))
-            models[name] = (mine[0] + tokens_in, mine[1] + tokens_out)
+        for name, counts in other.models.items():
+            mine = models.get(name, (0, 0, 0))
+            models[name] = (mine[0] + counts[0], mine[1] + counts[1], mine[2] + counts[2])
         unmetered = dict(self.unmetered)
         for name, calls in other.unmetered.items():
             unmetered[name] = unmetered.get(name, 0) + calls
@@ -162,6 +197,41 @@ class CallUsage:
             self.requests + other.requests,
             models,
             unmetered,
+            self.cached_tokens + other.cached_tokens,
+        )
+
+    def stored(self) -> dict[str, Any]:
+        """A plain form that a checkpointer stores (lists, not tuples).
+
+        Example:
+            ```python
+            assert CallUsage.of_stored(usage.stored()) == usage
+            ```
+
+        """
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cached_tokens": self.cached_tokens,
+            "requests": self.requests,
+            "models": {name: list(counts) for name, counts in self.models.items()},
+            "unmetered": dict(self.unmetered),
+        }
+
+    @classmethod
+    def of_stored(cls, stored: Mapping[str, Any]) -> CallUsage:
+        """The usage `stored` gave (older forms without cached tokens included)."""
+        models = {
+            name: (int(c[0]), int(c[1]), int(c[2]) if len(c) > 2 else 0)
+            for name, c in (stored.get("models") or {}).items()
+        }
+        return cls(
+            int(stored.get("input_tokens", 0)),
+            int(stored.get("output_tokens", 0)),
+            int(stored.get("requests", 0)),
+            models,
+            {name: int(n) for name, n in (stored.get("unmetered") or {}).items()},
+            int(stored.get("cached_tokens", 0)),
         )
 
 

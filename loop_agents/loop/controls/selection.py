@@ -1,4 +1,4 @@
-"""Which attempt is the loop's answer: the last one, or the best-scoring one.
+"""Which attempt is the loop's answer: `AnswerSelection`, the control of ``select``.
 
 With ``select="best"`` the loop's answer is the attempt with the highest score (the later
 one on a tie); attempts without a score are not candidates, and when no attempt has a
@@ -17,14 +17,12 @@ from typing import Any, Literal
 
 from langchain_core.messages import BaseMessage
 
-from loop_agents.loop.records import record_answer
+from loop_agents.loop.controls.base import LoopControl
+from loop_agents.loop.records import SELECTED_KEY, record_answer, selected_iteration_of
 from loop_agents.loop.state import IterationRecord
 
 Selection = Literal["last", "best"]
 """How the loop's answer is chosen: the ``last`` attempt or the ``best``-scoring one."""
-
-SELECTED_KEY = "loop_agents_selected"
-"""The ``additional_kwargs`` key that marks the appended copy of a selected answer."""
 
 
 def check_select(select: object) -> Selection:
@@ -61,49 +59,62 @@ def choose(records: Sequence[IterationRecord], select: Selection) -> IterationRe
     return answered[-1] if answered else None
 
 
-def selection_updates(
-    records: Sequence[IterationRecord], select: Selection, state: Mapping[str, Any]
-) -> dict[str, Any]:
-    """The state updates that record the loop's chosen answer when the loop ends.
+def answer_copy(record: IterationRecord, state: Mapping[str, Any]) -> BaseMessage:
+    """A marked copy of ``record``'s answer, with a fresh id, to end the conversation with.
 
-    ``state`` is the loop's state, whose ``messages`` hold the chosen answer.
+    It carries no ``usage_metadata``: its tokens were counted when it was produced.
     """
-    chosen = choose(records, select)
-    if chosen is None:
-        return {"selected_iteration": None, "selected_score": None}
-    updates: dict[str, Any] = {
-        "selected_iteration": chosen["iteration"],
-        "selected_score": chosen["score"],
-    }
-    if chosen is not records[-1]:
-        answer = record_answer(chosen, state)
-        copy = answer.model_copy(
-            update={
-                "id": str(uuid.uuid4()),
-                "additional_kwargs": {
-                    **answer.additional_kwargs,
-                    SELECTED_KEY: {"iteration": chosen["iteration"]},
-                },
-                "usage_metadata": None,
-            }
-        )
-        updates["messages"] = [copy]
-        updates["last_response"] = copy
-    return updates
+    answer = record_answer(record, state)
+    return answer.model_copy(
+        update={
+            "id": str(uuid.uuid4()),
+            "additional_kwargs": {
+                **answer.additional_kwargs,
+                SELECTED_KEY: {"iteration": record["iteration"]},
+            },
+            "usage_metadata": None,
+        }
+    )
 
 
-def selected_iteration_of(message: BaseMessage) -> int | None:
-    """The iteration a message is the selected copy of, or ``None`` for other messages.
+class AnswerSelection(LoopControl):
+    """Which attempt is the loop's answer: ``select="last"`` or ``"best"`` (see above).
+
+    Args:
+        select: ``"last"`` or ``"best"``.
+
+    Raises:
+        ValueError: anything else.
 
     Example:
         ```python
-        final = result["messages"][-1]
-        if selected_iteration_of(final) is not None:
-            print("the loop's answer is the attempt of iteration", selected_iteration_of(final))
+        loop = create_loop_agent(agent, judge, 5, controls=[AnswerSelection("best")])
         ```
 
     """
-    mark = message.additional_kwargs.get(SELECTED_KEY)
-    if isinstance(mark, dict) and isinstance(mark.get("iteration"), int):
-        return int(mark["iteration"])
-    return None
+
+    name = "select"
+
+    def __init__(self, select: Selection = "last") -> None:
+        """Check ``select``."""
+        self.select = check_select(select)
+
+    @property
+    def active(self) -> bool:
+        """Whether it chooses other than the loop's default (the last answer)."""
+        return self.select == "best"
+
+    def choose(self, records: Sequence[IterationRecord]) -> IterationRecord | None:
+        """The best-scored answer (``"best"``), else the last."""
+        return choose(records, self.select)
+
+
+__all__ = [
+    "SELECTED_KEY",
+    "AnswerSelection",
+    "Selection",
+    "answer_copy",
+    "check_select",
+    "choose",
+    "selected_iteration_of",
+]

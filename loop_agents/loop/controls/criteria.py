@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from typing import Any
 
 from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage
 from langchain_core.runnables import RunnableBinding, RunnableLambda
 
-from loop_agents.loop._agent import describe
+from loop_agents.loop.agents import describe
+from loop_agents.loop.controls.base import LoopControl, Turn
 from loop_agents.loop.feedback import fence_for
 from loop_agents.loop.state import LoopContext, LoopEvaluation
 
@@ -182,23 +182,46 @@ def is_criteria(message: BaseMessage) -> bool:
     )
 
 
-def with_criteria(
-    updates: dict[str, Any], history: list[AnyMessage], text: str
-) -> tuple[dict[str, Any], list[AnyMessage]]:
-    """Add the criteria message to a new loop's opening updates and to what the agent gets.
+class Criteria(LoopControl):
+    """The evaluator's criteria in the agent's first prompt: ``show_criteria``, ``criteria``.
 
-    Nothing is added when the loop is not new or the conversation already shows these
-    criteria (a second run on the thread).
+    Args:
+        show_criteria: Whether the agent is shown the criteria before its first attempt.
+        criteria: The text to show instead of the evaluator's (needs ``show_criteria``).
+        evaluator: The loop's evaluator, whose ``criteria`` is shown by default.
+
+    Raises:
+        TypeError: an option of the wrong type.
+        ValueError: nothing to show, or ``criteria=`` without ``show_criteria=True``.
+
+    Example:
+        ```python
+        shown = Criteria(True, criteria="At most 280 characters.")
+        loop = create_loop_agent(agent, judge, 3, controls=[shown])
+        ```
+
     """
-    if "init_messages" not in updates:
-        return updates, history
-    if any(is_criteria(m) and m.additional_kwargs[CRITERIA_KEY] == text for m in history):
-        return updates, history
-    init = list(updates["init_messages"])
-    message = criteria_message(text, [m.id for m in init])
-    updates = updates | {
-        "init_messages": [*init, message],
-        "loop_init_ids": [*updates["loop_init_ids"], message.id],
-        "messages": [*updates.get("messages", []), message],
-    }
-    return updates, [*history, message]
+
+    name = "criteria"
+
+    def __init__(
+        self, show_criteria: bool = False, *, criteria: str | None = None, evaluator: object = None
+    ) -> None:
+        """Check the options; find the text to show."""
+        self.text = check_criteria(show_criteria, criteria, evaluator)
+
+    @property
+    def active(self) -> bool:
+        """Whether criteria are shown."""
+        return self.text is not None
+
+    def shape_input(self, messages: list[AnyMessage], turn: Turn) -> list[AnyMessage]:
+        """When a loop starts, add the criteria message after its request (once a thread)."""
+        text = self.text
+        if text is None or not turn.new_loop:
+            return messages
+        if any(is_criteria(m) and m.additional_kwargs[CRITERIA_KEY] == text for m in messages):
+            return messages
+        message = criteria_message(text, [m.id for m in turn.request])
+        turn.add_to_request(message)
+        return [*messages, message]

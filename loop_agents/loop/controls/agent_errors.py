@@ -27,7 +27,8 @@ always fails cannot loop forever.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
+from dataclasses import replace
 from typing import Any, Literal, TypeAlias
 
 from langchain_core.exceptions import OutputParserException
@@ -36,7 +37,9 @@ from langchain_core.tools import ToolException
 from langgraph.types import RetryPolicy
 from pydantic import ValidationError
 
-from loop_agents.loop.timeouts import LoopTimeoutError
+from loop_agents.loop.controls.base import AgentCall, Attempt, LoopControl, Outcome, Progress
+from loop_agents.loop.controls.retries import LoopTimeoutError
+from loop_agents.loop.state import IterationRecord
 
 OnAgentError: TypeAlias = Literal["raise", "feedback"]
 """``on_agent_error=``: end the loop on an agent error (``"raise"``, the default) or feed
@@ -243,3 +246,129 @@ def failure_feedback(problem: str) -> str:
         f"Your previous attempt failed and produced no usable answer: {problem}\n"
         f"Answer the request again, avoiding this error."
     )
+
+
+def failures_in_a_row(records: Sequence[IterationRecord]) -> int:
+    """How many of the last ``records`` in a row are failed agent calls.
+
+    Example:
+        ```python
+        failures_in_a_row(result["records"])  # 0 when the last attempt answered
+        ```
+
+    """
+    count = 0
+    for record in reversed(records):
+        if "error" not in record:
+            break
+        count += 1
+    return count
+
+
+class AgentErrors(LoopControl):
+    """Errors as feedback: the control of ``on_agent_error``, ``count_failed_attempts``
+    and ``max_agent_errors`` (see the module docstring).
+
+    Args:
+        on_agent_error: ``"raise"`` (an agent error ends the loop) or ``"feedback"``.
+        count_failed_attempts: Whether a failed attempt counts toward
+            ``max_iterations``.
+        max_agent_errors: Failed attempts in a row that end the loop
+            (``stop_reason="agent_errors"``), or ``None``.
+
+    Raises:
+        TypeError: an option of the wrong type.
+        ValueError: options that do not fit together.
+
+    Example:
+        ```python
+        loop = create_loop_agent(agent, judge, 5, controls=[AgentErrors("feedback")])
+        ```
+
+    """
+
+    name = "agent_errors"
+
+    def __init__(
+        self,
+        on_agent_error: OnAgentError = "raise",
+        count_failed_attempts: bool = True,
+        max_agent_errors: int | None = 3,
+    ) -> None:
+        """Check the options."""
+        self.mode = check_on_agent_error(on_agent_error)
+        if max_agent_errors is not None and (
+            isinstance(max_agent_errors, bool) or not isinstance(max_agent_errors, int)
+        ):
+            raise TypeError(
+                f"max_agent_errors must be an int >= 1 (failed attempts in a row) or None; "
+                f"got {type(max_agent_errors).__name__} {max_agent_errors!r:.40}"
+            )
+        if isinstance(max_agent_errors, int) and max_agent_errors < 1:
+            raise ValueError(
+                f"max_agent_errors must be >= 1 (None: no limit); got {max_agent_errors}"
+            )
+        if not isinstance(count_failed_attempts, bool):
+            raise TypeError(
+                f"count_failed_attempts must be True or False; got {count_failed_attempts!r}"
+            )
+        if self.mode == "raise" and not count_failed_attempts:
+            raise ValueError(
+                "count_failed_attempts=False applies to failed attempts that are fed back; "
+                "pass on_agent_error='feedback' too (with 'raise' an agent error ends the loop)"
+            )
+        if self.mode == "feedback" and not count_failed_attempts and max_agent_errors is None:
+            raise ValueError(
+                "count_failed_attempts=False with max_agent_errors=None would let an agent "
+                "that always fails loop forever; give max_agent_errors=N (failures in a row)"
+            )
+        self.count_failed_attempts = count_failed_attempts
+        self.max_agent_errors = max_agent_errors if self.mode == "feedback" else None
+
+    @property
+    def active(self) -> bool:
+        """Whether failures are fed back (``"raise"`` is the loop's own behaviour)."""
+        return self.mode == "feedback"
+
+    def around_agent(self, call: AgentCall) -> Generator[Any, Any, Any]:
+        """A model-caused failure of the call becomes a failed `Attempt`."""
+        try:
+            attempt = yield call
+        except Exception as error:  # model-caused errors only; others go on up
+            if not is_model_error(error):
+                raise
+            return Attempt(None, error_text(error), candidate=call.candidate)
+        if isinstance(attempt, Attempt):
+            problem = answer_problem(attempt.produced or [])
+            if problem is not None:
+                return replace(attempt, produced=None, error=problem)
+        return attempt
+
+    def after_verdict(self, outcome: Outcome) -> Outcome:
+        """An iteration with no answer gets its error as the feedback."""
+        if outcome.selected is None:
+            errors = [j.attempt.error or "the agent call failed" for j in outcome.judged]
+            if len(outcome.judged) > 1:
+                errors = [
+                    f"candidate {j.attempt.candidate}: {e}"
+                    for j, e in zip(outcome.judged, errors, strict=True)
+                ]
+            outcome.error = "; ".join(errors)
+            outcome.failure_feedback = failure_feedback(outcome.error)
+            outcome.counted = self.count_failed_attempts
+        return outcome
+
+    def stop_reason(self, progress: Progress) -> str | None:
+        """``"agent_errors"`` after ``max_agent_errors`` failures in a row."""
+        if self.max_agent_errors is not None and (
+            failures_in_a_row(progress.records) >= self.max_agent_errors
+        ):
+            return "agent_errors"
+        return None
+
+    def agent_calls_at_most(self, max_iterations: int) -> int:
+        """Failed attempts that do not count add agent calls."""
+        if not self.count_failed_attempts and self.max_agent_errors is not None:
+            # at most max_agent_errors - 1 uncounted failures before each counted attempt
+            return max_iterations * self.max_agent_errors
+        return max_iterations

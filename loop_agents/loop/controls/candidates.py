@@ -23,28 +23,29 @@ candidate's answer, verdict and usage is kept in the iteration's record
 stays linear. Budgets count every candidate's calls. With ``max_iterations=1`` this
 is best-of-N.
 
-A candidate whose call fails with a model-caused error (``on_agent_error="feedback"``)
-is recorded with its error and not judged; when every candidate fails, the iteration
-is a failed attempt. Any other error of one candidate ends the node (the others are
-cancelled under ``ainvoke``), and the node's retry policy runs all k again.
+Each candidate's agent call is a LangGraph task of its own, and so is each candidate's
+evaluation: with a checkpointer, a candidate that fails is, once the loop is resumed,
+run again alone (the others' answers and verdicts are read back from the checkpoint, not
+paid for twice), and ``agent_retry_policy`` retries one candidate without running the
+others again. A candidate whose call fails with a model-caused error
+(``on_agent_error="feedback"``) is recorded with its error and not judged; when every
+candidate fails, the iteration is a failed attempt. Any other error of one candidate ends
+the node once the other candidates have finished.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AnyMessage
-from langchain_core.runnables import Runnable, RunnableConfig
-from langchain_core.runnables.config import get_executor_for_config
+from langchain_core.runnables import Runnable
 
-from loop_agents.loop._agent import AgentLike, describe
 from loop_agents.loop._numbers import describe_number, finite_float
-from loop_agents.loop.attempts import Attempt, AttemptRunner, Judged, JudgeRunner
+from loop_agents.loop.agents import AgentCaller, AgentLike, describe
+from loop_agents.loop.controls.base import AgentCall, LoopControl, Outcome
 from loop_agents.loop.state import LoopContext, LoopEvaluation
-from loop_agents.loop.tracing import candidate_config
 
 MAX_CANDIDATES = 64
 """The most candidates per iteration ``candidates=`` accepts."""
@@ -153,66 +154,6 @@ def candidate_agents(
     return [with_temperature(model, t) for model, t in zip(models, temperatures, strict=True)]
 
 
-class CandidatePool:
-    """Calls the k candidates' agents at the same time."""
-
-    def __init__(self, runners: Sequence[AttemptRunner]) -> None:
-        self.runners = list(runners)
-
-    def invoke(self, messages: list[AnyMessage], config: RunnableConfig) -> list[Attempt]:
-        """Call every candidate, each in a worker thread; wait for all."""
-        with get_executor_for_config(config) as executor:
-            futures = [
-                executor.submit(runner.invoke, messages, candidate_config(config, number))
-                for number, runner in enumerate(self.runners, 1)
-            ]
-            return [future.result() for future in futures]
-
-    async def ainvoke(self, messages: list[AnyMessage], config: RunnableConfig) -> list[Attempt]:
-        """Call every candidate concurrently; one that raises cancels the others."""
-        return await gather_all(
-            [
-                runner.ainvoke(messages, candidate_config(config, number))
-                for number, runner in enumerate(self.runners, 1)
-            ]
-        )
-
-
-async def gather_all(coroutines: Sequence[Any]) -> list[Any]:
-    """``asyncio.gather`` that cancels the unfinished tasks when one fails."""
-    tasks = [asyncio.ensure_future(c) for c in coroutines]
-    try:
-        return list(await asyncio.gather(*tasks))
-    except BaseException:
-        for task in tasks:
-            task.cancel()
-        raise
-
-
-def judge_all(
-    judge: JudgeRunner, contexts: Sequence[LoopContext], config: RunnableConfig
-) -> list[Judged]:
-    """Evaluate every candidate's context, each in a worker thread."""
-    with get_executor_for_config(config) as executor:
-        futures = [
-            executor.submit(judge.invoke, context, candidate_config(config, context["candidate"]))
-            for context in contexts
-        ]
-        return [future.result() for future in futures]
-
-
-async def ajudge_all(
-    judge: JudgeRunner, contexts: Sequence[LoopContext], config: RunnableConfig
-) -> list[Judged]:
-    """Evaluate every candidate's context concurrently."""
-    return await gather_all(
-        [
-            judge.ainvoke(context, candidate_config(config, context["candidate"]))
-            for context in contexts
-        ]
-    )
-
-
 def best_candidate(verdicts: Sequence[tuple[int, LoopEvaluation]]) -> int:
     """The number of the best candidate among ``(number, verdict)`` pairs.
 
@@ -246,3 +187,67 @@ def candidate_context(
         "messages": [*base["messages"], *produced],
         "candidate": number,
     }
+
+
+class Candidates(LoopControl):
+    """k answers per iteration, each judged, the best one kept: ``candidates=k``.
+
+    Args:
+        candidates: Answers per iteration (1 to `MAX_CANDIDATES`).
+        temperature: With a chat-model agent: the temperature of every candidate (a
+            number) or of each (k numbers).
+        agent: The loop's agent (the candidates call it, or copies of a chat model).
+
+    Raises:
+        TypeError: an option of the wrong type, or a temperature for an agent that is
+            not a chat model.
+        ValueError: an option out of range.
+
+    Example:
+        ```python
+        loop = create_loop_agent(model, judge, 3, controls=[Candidates(4, agent=model)])
+        ```
+
+    """
+
+    name = "candidates"
+    fans_out = True
+
+    def __init__(
+        self,
+        candidates: int = 1,
+        *,
+        temperature: float | Sequence[float] | None = None,
+        agent: AgentLike | None = None,
+    ) -> None:
+        """Check the options; build each candidate's agent."""
+        self.k = check_candidates(candidates)
+        temperatures = check_candidate_temperature(temperature, self.k, agent)
+        self.agents: list[AgentCaller] | None = None
+        if self.k > 1 and agent is not None:
+            self.agents = [AgentCaller(a) for a in candidate_agents(agent, self.k, temperatures)]
+
+    @property
+    def active(self) -> bool:
+        """Whether an iteration makes more than one answer."""
+        return self.k > 1
+
+    def around_agent(self, call: AgentCall) -> Generator[Any, Any, Any]:
+        """Make the k calls at once; return their attempts."""
+        calls = [
+            call.but(candidate=number, agent=self.agents[number - 1] if self.agents else None)
+            for number in range(1, self.k + 1)
+        ]
+        attempts = yield calls
+        return attempts
+
+    def after_verdict(self, outcome: Outcome) -> Outcome:
+        """Select the best judged candidate (see `best_candidate`)."""
+        verdicts = [
+            (index, {"stop": bool(j.verdict.stop), "score": j.verdict.score})
+            for index, j in enumerate(outcome.judged)
+            if j.verdict is not None
+        ]
+        if verdicts:
+            outcome.selected = best_candidate(verdicts)  # type: ignore[arg-type]
+        return outcome
