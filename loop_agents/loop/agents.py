@@ -141,6 +141,22 @@ class AgentReply(NamedTuple):
     state: dict[str, Any]
 
 
+def without_own_checkpoints(agent: AgentLike) -> AgentLike:
+    """A graph agent that inherits the loop's checkpointer, made to keep no checkpoints.
+
+    Run inside a loop with a checkpointer, a compiled graph saves checkpoints of its own
+    at every step, each holding everything it was sent: the whole conversation, every
+    attempt, so a thread's storage would grow with the square of the iterations. The loop
+    saves what each attempt produced itself, so the agent runs without checkpoints of
+    its own (``checkpointer=False``; its steps still stream). An agent compiled with a
+    checkpointer of its own (a saver, or ``checkpointer=True`` to keep its state across
+    attempts and to pause on an ``interrupt`` inside an attempt) keeps it.
+    """
+    if isinstance(agent, Pregel) and agent.checkpointer is None:
+        return cast(AgentLike, agent.copy(update={"checkpointer": False}))
+    return agent
+
+
 class AgentCaller:
     """Calls one wrapped agent, sync or async, and normalises what it returns.
 
@@ -155,7 +171,7 @@ class AgentCaller:
     def __init__(self, agent: AgentLike) -> None:
         """Wrap ``agent``; see the module docstring for what is accepted."""
         check_agent(agent)
-        self.agent = agent
+        self.agent = without_own_checkpoints(agent)
         self.name = describe(agent)
         self._takes_state = _takes_state(agent)
         self.input_keys = input_keys(agent) if self._takes_state else frozenset()
