@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 import uuid
+import warnings
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from operator import attrgetter
 from typing import Any, NamedTuple, TypeAlias, cast
@@ -141,6 +142,15 @@ class AgentReply(NamedTuple):
     state: dict[str, Any]
 
 
+# LangGraph warns when a graph without a checkpointer is given a durability; the loop
+# gives one to the graph agents it runs without checkpoints, on purpose (see above)
+warnings.filterwarnings(
+    "ignore",
+    message=r"`durability` has no effect when no checkpointer is present\.",
+    category=UserWarning,
+)
+
+
 def without_own_checkpoints(agent: AgentLike) -> AgentLike:
     """A graph agent that inherits the loop's checkpointer, made to keep no checkpoints.
 
@@ -172,6 +182,9 @@ class AgentCaller:
         """Wrap ``agent``; see the module docstring for what is accepted."""
         check_agent(agent)
         self.agent = without_own_checkpoints(agent)
+        # a graph without checkpoints inherits a parent run's durability="sync" and then
+        # fails waiting for a checkpoint it never saves: give it its own durability
+        self._options: dict[str, Any] = {"durability": "async"} if self.agent is not agent else {}
         self.name = describe(agent)
         self._takes_state = _takes_state(agent)
         self.input_keys = input_keys(agent) if self._takes_state else frozenset()
@@ -189,7 +202,7 @@ class AgentCaller:
         """Call the agent synchronously; return what it produced, its answer last."""
         if self._is_runnable:
             runnable = cast(Runnable[Any, Any], self.agent)
-            result = runnable.invoke(self._input(given), config)
+            result = runnable.invoke(self._input(given), config, **self._options)
         else:
             # an async function (or one returning an awaitable) runs on the background
             # event loop, so the loop's sync methods work with async agents too
@@ -204,7 +217,7 @@ class AgentCaller:
         """Call the agent asynchronously; return what it produced, its answer last."""
         if self._is_runnable:
             runnable = cast(Runnable[Any, Any], self.agent)
-            result = await runnable.ainvoke(self._input(given), config)
+            result = await runnable.ainvoke(self._input(given), config, **self._options)
         elif self._is_async_function:
             func = cast(Callable[[list[AnyMessage]], Awaitable[Any]], self.agent)
             result = await func(given.messages)

@@ -1,7 +1,8 @@
 """The graphs ``langgraph.json`` serves, built from the environment's model settings.
 
 LangGraph Server (``langgraph dev`` locally, LangGraph Platform or a self-hosted server)
-loads the graphs named in ``langgraph.json``. Each entry here is a graph factory: the
+loads the graphs named in ``langgraph.json``: compiled graphs (a loop's ``LoopAgent.graph``; the
+server guards its threads itself, with its ``multitask_strategy``). Each entry here is a graph factory: the
 server calls it when it needs the graph, and it builds the loop from the model settings
 in the environment (``OPENAI_API_KEY``, ``OPENAI_BASE_URL``, ``LOOP_AGENTS_MODEL``,
 ``LOOP_AGENTS_STRUCTURED_OUTPUT``, ``LOOP_AGENTS_MAX_TOKENS``; see `loop_agents.models`),
@@ -29,6 +30,7 @@ from langgraph.graph.state import CompiledStateGraph
 from loop_agents.demos.song_lyrics import build_loop as build_song_lyrics_loop
 from loop_agents.demos.song_lyrics import form_check_from_env
 from loop_agents.models.settings import ModelSettings, SettingsError
+from loop_agents.loop.loop_agent import graph_of
 from loop_agents.serving.configurable import configurable_loop as build_configurable_loop
 
 DEFAULT_MAX_ITERATIONS = 3
@@ -72,17 +74,19 @@ def max_iterations_from_env(environ: Mapping[str, str] | None = None) -> int:
 def _song_lyrics(
     settings: ModelSettings, form_check: bool
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
-    return build_song_lyrics_loop(settings, form_check=form_check)
+    return graph_of(build_song_lyrics_loop(settings, form_check=form_check))
 
 
 @functools.lru_cache(maxsize=8)
 def _configurable(
     settings: ModelSettings, max_iterations: int
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
-    return build_configurable_loop(
-        settings.chat_model(),
-        method=settings.structured_output_method,
-        max_iterations=max_iterations,
+    return graph_of(
+        build_configurable_loop(
+            settings.chat_model(),
+            method=settings.structured_output_method,
+            max_iterations=max_iterations,
+        )
     )
 
 
