@@ -249,3 +249,48 @@ async def test_every_way_of_running_checks_the_input():
     with pytest.raises(LoopInputError, match="got int 5"):
         loop.invoke(5, stream_mode="updates", version="v2")
     assert agent.calls == [1]  # only the batch's good input ran
+
+
+# -- updates of the loop's keys are checked before LangGraph stores them -------------------
+
+BAD_UPDATES = [
+    ({"iteration": "zzz"}, "'iteration' takes an int"),
+    ({"messages": None}, "'messages' is None"),
+    ({"feedback": 5}, "'feedback' takes a list of strings"),
+    ({"records": "x"}, "'records' takes a list of iteration records"),
+    ({"stop": "yes"}, "'stop' takes True or False"),
+    ({"agent_state": ["files"]}, "'agent_state' takes a mapping"),
+    ([("feedback", "x")], "'feedback' takes a list of strings"),
+]
+
+
+@pytest.mark.parametrize(("update", "match"), BAD_UPDATES)
+def test_a_wrongly_typed_update_is_refused_and_the_thread_stays_readable(update, match):
+    saver = InMemorySaver()
+    loop = create_loop_agent(FakeChat.of("draft"), human_review(), 3, checkpointer=saver)
+    config = thread("paused")
+    paused = loop.invoke({"messages": [REQUEST]}, config)
+    assert "__interrupt__" in paused
+    before = loop.get_state(config)
+    with pytest.raises(LoopInputError, match=match):
+        loop.invoke(Command(update=update, resume=True), config)
+    with pytest.raises(LoopInputError, match=match):
+        loop.update_state(config, update if isinstance(update, dict) else dict(update))
+    after = loop.get_state(config)
+    assert after.values == before.values and after.next == before.next
+    result = loop.invoke(Command(resume=True), config)  # resumable, exactly as before
+    assert result["stop_reason"] == "accepted"
+    later = loop.invoke({"messages": [HumanMessage("Again.")]}, config)  # and a new request
+    assert "__interrupt__" in later
+
+
+async def test_a_wrongly_typed_update_is_refused_under_ainvoke_too():
+    loop = create_loop_agent(FakeChat.of("draft"), human_review(), 3, checkpointer=InMemorySaver())
+    config = thread("paused-async")
+    await loop.ainvoke({"messages": [REQUEST]}, config)
+    with pytest.raises(LoopInputError, match="'iteration' takes an int"):
+        await loop.ainvoke(Command(update={"iteration": "zzz"}, resume=True), config)
+    with pytest.raises(LoopInputError, match="'iteration' takes an int"):
+        await loop.aupdate_state(config, {"iteration": "zzz"})
+    result = await loop.ainvoke(Command(resume=True), config)
+    assert result["stop_reason"] == "accepted"
