@@ -8,6 +8,8 @@
   checked phrase by phrase.
 - `command_check`: a shell command judges each answer (exit status 0 accepts; its
   output is the feedback), e.g. the project's tests.
+- `files_check`: a graph agent's files (a deep agent's ``files``) tested in the sandbox;
+  `todos_complete`: go on while the agent's own plan (``todos``) has open items.
 - `all_of` (in order; the first that asks to continue decides) and `panel` (at the same
   time; verdicts combined).
 - `human_review` (`loop_agents.evaluators.human`): a person as the judge; the loop pauses
@@ -34,10 +36,12 @@ Example:
 
 """
 
+from loop_agents.evaluators.agent_files import files_check
 from loop_agents.evaluators.combinators import Combine, all_of, panel
 from loop_agents.evaluators.command import command_check
 from loop_agents.evaluators.form_problems import FormProblem
 from loop_agents.evaluators.judge import DEFAULT_TEMPLATE, JudgeError, JudgeMethod, llm_judge
+from loop_agents.evaluators.plan import todos_complete
 from loop_agents.evaluators.rules import RuleCheck, RuleResult, rule, text_rule
 from loop_agents.evaluators.xiangjianhuan import (
     FormReport,
@@ -57,9 +61,11 @@ __all__ = [
     "all_of",
     "check_xiangjianhuan",
     "command_check",
+    "files_check",
     "llm_judge",
     "panel",
     "rule",
     "text_rule",
+    "todos_complete",
     "xiangjianhuan_form",
 ]

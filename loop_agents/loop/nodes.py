@@ -207,8 +207,10 @@ class LoopNodes:
         result = yield from self._around(0, call, config)
         known = [*history, *updates.get("messages", [])]
         if isinstance(result, list):
-            return self._candidates_updates(updates, known, result, shaping, iteration)
-        return self._attempt_updates(updates, known, cast(Attempt, result), shaping, iteration)
+            attempts = [_after(agent_state, a) for a in result]
+            return self._candidates_updates(updates, known, attempts, shaping, iteration)
+        attempt = _after(agent_state, cast(Attempt, result))
+        return self._attempt_updates(updates, known, attempt, shaping, iteration)
 
     def _around(self, index: int, call: AgentCall, config: RunnableConfig) -> Program[Any]:
         """The agent call through the controls around it, from the ``index``-th inward."""
@@ -551,6 +553,23 @@ class LoopNodes:
             if chosen_state:
                 selection["agent_state"] = chosen_state
         return selection
+
+
+def _after(before: dict[str, Any], attempt: Attempt) -> Attempt:
+    """``attempt`` with the agent's whole state after it: what it returned over what it had.
+
+    A key the attempt did not return (a plan the agent did not rewrite) keeps its value.
+    """
+    if not attempt.agent_state or not before:
+        return attempt
+    return Attempt(
+        attempt.produced,
+        attempt.error,
+        {**before, **attempt.agent_state},
+        attempt.seconds,
+        attempt.usage,
+        attempt.candidate,
+    )
 
 
 def _messages_of(control: LoopControl, shaped: object) -> list[AnyMessage]:
