@@ -28,14 +28,9 @@ from langchain_core.messages import BaseMessage, HumanMessage
 
 from benchmarks.contenders import FakeChat, message_chars
 from benchmarks.measure import table
-from loop_agents import (
-    HistoryPolicy,
-    LoopContext,
-    LoopEvaluation,
-    LoopHistory,
-    compacting,
-    create_loop_agent,
-)
+from loop_agents import LoopContext, LoopEvaluation, create_loop_agent
+from loop_agents.loop.history.compaction import compacting
+from loop_agents.loop.history.policies import HistoryPolicy, LoopHistory
 
 ITERATIONS = 6
 

@@ -148,7 +148,7 @@ def _build(contender: str, iterations: int, checkpointer: Any) -> Any:
     from loop_agents import create_loop_agent
 
     if TYPE_CHECKING:  # not at run time: the "before" package has no Storage
-        from loop_agents import Storage
+        from loop_agents.loop.storage import Storage
 
     model = _model()
     evaluator = accept_at(iterations, FEEDBACK)
@@ -250,7 +250,7 @@ async def _run_once(contender: str, kind: str, iterations: int, db: str) -> dict
     stored, disk = _sizes(kind, db)
     storage = ""
     if contender in ("delta", "full"):
-        from loop_agents import storage_of
+        from loop_agents.loop.storage import storage_of
 
         storage = storage_of(loop)
     return {

@@ -28,8 +28,9 @@ from langchain.agents import create_agent
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessageChunk, HumanMessage, SystemMessage
 
-from loop_agents import LoopOutput, create_loop_agent
+from loop_agents import create_loop_agent
 from loop_agents.evaluators.code_runner import CodeRunner, code_runner
+from loop_agents.loop.state import LoopOutput
 from loop_agents.models import local_model
 from loop_agents.models.settings import ModelSettings, SettingsError
 

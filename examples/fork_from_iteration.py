@@ -29,16 +29,11 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from loop_agents import (
-    AgentLike,
-    LoopContext,
-    LoopEvaluation,
-    LoopInput,
-    LoopOutput,
-    checkpoint_before_iteration,
-    create_loop_agent,
-    feedback_text,
-)
+from loop_agents import LoopContext, LoopEvaluation, create_loop_agent
+from loop_agents.loop.agents import AgentLike
+from loop_agents.loop.checkpoints import checkpoint_before_iteration
+from loop_agents.loop.feedback import feedback_text
+from loop_agents.loop.state import LoopInput, LoopOutput
 from loop_agents.models.settings import ModelSettings, SettingsError
 
 REQUEST = "Write a one-line slogan for a neighbourhood bakery. Reply with the slogan only."

@@ -20,9 +20,10 @@ import sys
 import httpx
 from dotenv import find_dotenv, load_dotenv
 
-from loop_agents import JudgeError, LoopOutput
+from loop_agents import JudgeError
 from loop_agents.demos import song_lyrics as demo
 from loop_agents.demos.song_lyrics import MAX_ITERATIONS, PASS_SCORE, Review, build_loop, verdict
+from loop_agents.loop.state import LoopOutput
 from loop_agents.models.settings import ModelSettings, SettingsError
 
 __all__ = ["MAX_ITERATIONS", "PASS_SCORE", "Review", "build_loop", "main", "run", "verdict"]

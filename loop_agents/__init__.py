@@ -41,224 +41,169 @@ Only ``__init__.py`` (this module) and ``_version.py`` sit beside the layers.
 import ast
 import functools
 import importlib
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from loop_agents._moved import moved_attribute
 from loop_agents._version import __version__ as __version__
 
-# The public names and where they live. Type checkers read these imports; at run time
-# each name is imported from its module on first use (`__getattr__` below), so that
-# `import loop_agents` (and `loop-agents --help`) does not load LangChain and LangGraph.
-# Add a public name here and to `__all__`; nothing else is needed.
+# The public names and where they live: what a user of the loop needs (the factory, the
+# control protocol, the state, context and record types, the events, the ready-made
+# evaluators and the errors). Type checkers read these imports; at run time each name is
+# imported from its module on first use (`__getattr__` below), so that `import
+# loop_agents` (and `loop-agents --help`) does not load LangChain and LangGraph. Everything
+# else is imported from its subpackage; the names that used to be here are in `_MOVED`.
 if TYPE_CHECKING:
-    from loop_agents.console.loop_console import LoopConsole, astream_to_console, stream_to_console
     from loop_agents.evaluators import (
-        FormProblem,
-        FormReport,
         JudgeError,
         all_of,
-        check_xiangjianhuan,
+        code_runner,
         command_check,
+        files_check,
         llm_judge,
         panel,
         rule,
         text_rule,
-        xiangjianhuan_form,
+        todos_complete,
     )
-    from loop_agents.evaluators.human import (
-        InvalidReviewError,
-        ReviewDecision,
-        ReviewRequest,
-        human_review,
-        parse_review,
-    )
-    from loop_agents.loop.agents import AgentLike
-    from loop_agents.loop.evaluation import Evaluator, InvalidEvaluationError
-    from loop_agents.loop.checkpoints import (
-        acheckpoint_before_iteration,
-        checkpoint_before_iteration,
-        checkpointed,
-    )
-    from loop_agents.loop.controls.advice import default_advice
-    from loop_agents.loop.controls.agent_errors import (
-        OnAgentError,
-        default_retry_policy,
-        is_model_error,
-        is_transient_error,
-    )
-    from loop_agents.loop.controls.budgets import (
-        Price,
-        Prices,
-        UnknownPriceError,
-        cost_of,
-        requests_used,
-    )
-    from loop_agents.loop.controls.criteria import LoopEvaluatorRunnable, criteria_of, is_criteria
+    from loop_agents.evaluators.human import InvalidReviewError, human_review
+    from loop_agents.loop.controls.base import LoopControl
+    from loop_agents.loop.controls.budgets import UnknownPriceError
+    from loop_agents.loop.controls.retries import LoopTimeoutError
+    from loop_agents.loop.evaluation import InvalidEvaluationError
     from loop_agents.loop.events import (
         AgentFailed,
         AgentFinished,
-        CandidateScore,
         CandidatesJudged,
         EvaluationFinished,
         HistoryCompacted,
         IterationStarted,
         LoopEvent,
         LoopFinished,
-        is_loop_event,
-    )
-    from loop_agents.loop.feedback import (
-        DEFAULT_FEEDBACK_FORMAT,
-        PLAIN_FEEDBACK,
-        FeedbackFormat,
-        feedback_message,
-        feedback_text,
-        fence_for,
-        is_feedback,
     )
     from loop_agents.loop.factory import create_loop_agent
-    from loop_agents.loop.history.compaction import CompactingHistory, compacting
-    from loop_agents.loop.history.policies import (
-        HistoryPolicy,
-        LoopHistory,
-        feedback_log_message,
-        without_rejected_attempts,
-    )
-    from loop_agents.loop.history.stateful import HistoryChoice, StatefulHistory
     from loop_agents.loop.input_checks import LoopInputError
     from loop_agents.loop.loop_agent import LoopAgent
-    from loop_agents.loop.output import LoopMessages, OutputMode
-    from loop_agents.loop.records import record_answer
-    from loop_agents.loop.controls.selection import Selection, selected_iteration_of
     from loop_agents.loop.state import (
-        CandidateRecord,
-        FeedbackSource,
         IterationRecord,
         LoopContext,
         LoopEvaluation,
-        LoopInput,
-        LoopOutput,
         LoopState,
         StopReason,
     )
-    from loop_agents.loop.controls.budgets import tokens_used
-    from loop_agents.loop.storage import Storage, StorageLayout, storage_of
-    from loop_agents.loop.thread_locking import (
-        ConcurrentRuns,
-        ThreadBusyError,
-        athread_guard,
-        thread_guard,
-    )
-    from loop_agents.loop.controls.retries import LoopTimeoutError
-    from loop_agents.loop.tracing import (
-        LoopRole,
-        candidate_of,
-        iteration_config,
-        iteration_of,
-        role_of,
-    )
-    from loop_agents.serving.configurable import LoopSettings, configurable_loop
-    from loop_agents.serving.tool import LoopToolArtifact, loop_as_tool
+    from loop_agents.loop.thread_locking import ThreadBusyError
 
 __all__ = [
-    "DEFAULT_FEEDBACK_FORMAT",
-    "PLAIN_FEEDBACK",
     "AgentFailed",
     "AgentFinished",
-    "AgentLike",
-    "CandidateRecord",
-    "CandidateScore",
     "CandidatesJudged",
-    "CompactingHistory",
-    "ConcurrentRuns",
     "EvaluationFinished",
-    "Evaluator",
-    "FeedbackFormat",
-    "FeedbackSource",
-    "FormProblem",
-    "FormReport",
-    "HistoryChoice",
     "HistoryCompacted",
-    "HistoryPolicy",
     "InvalidEvaluationError",
     "InvalidReviewError",
     "IterationRecord",
     "IterationStarted",
     "JudgeError",
     "LoopAgent",
-    "LoopConsole",
     "LoopContext",
+    "LoopControl",
     "LoopEvaluation",
-    "LoopEvaluatorRunnable",
     "LoopEvent",
     "LoopFinished",
-    "LoopHistory",
-    "LoopInput",
     "LoopInputError",
-    "LoopMessages",
-    "LoopOutput",
-    "LoopRole",
-    "LoopSettings",
     "LoopState",
     "LoopTimeoutError",
-    "LoopToolArtifact",
-    "OnAgentError",
-    "OutputMode",
-    "Price",
-    "Prices",
-    "ReviewDecision",
-    "ReviewRequest",
-    "Selection",
-    "StatefulHistory",
     "StopReason",
-    "Storage",
-    "StorageLayout",
     "ThreadBusyError",
     "UnknownPriceError",
-    "acheckpoint_before_iteration",
     "all_of",
-    "astream_to_console",
-    "athread_guard",
-    "candidate_of",
-    "check_xiangjianhuan",
-    "checkpoint_before_iteration",
-    "checkpointed",
+    "code_runner",
     "command_check",
-    "compacting",
-    "configurable_loop",
-    "cost_of",
     "create_loop_agent",
-    "criteria_of",
-    "default_advice",
-    "default_retry_policy",
-    "feedback_log_message",
-    "feedback_message",
-    "feedback_text",
-    "fence_for",
+    "files_check",
     "human_review",
-    "is_criteria",
-    "is_feedback",
-    "is_loop_event",
-    "is_model_error",
-    "is_transient_error",
-    "iteration_config",
-    "iteration_of",
     "llm_judge",
-    "loop_as_tool",
     "panel",
-    "parse_review",
-    "record_answer",
-    "requests_used",
-    "role_of",
     "rule",
-    "selected_iteration_of",
-    "storage_of",
-    "stream_to_console",
     "text_rule",
-    "thread_guard",
-    "tokens_used",
-    "without_rejected_attempts",
-    "xiangjianhuan_form",
+    "todos_complete",
 ]
+
+_MOVED: dict[str, str] = {
+    "AgentLike": "loop_agents.loop.agents",
+    "CandidateRecord": "loop_agents.loop.state",
+    "CandidateScore": "loop_agents.loop.events",
+    "CompactingHistory": "loop_agents.loop.history.compaction",
+    "ConcurrentRuns": "loop_agents.loop.thread_locking",
+    "DEFAULT_FEEDBACK_FORMAT": "loop_agents.loop.feedback",
+    "Evaluator": "loop_agents.loop.evaluation",
+    "FeedbackFormat": "loop_agents.loop.feedback",
+    "FeedbackSource": "loop_agents.loop.state",
+    "FormProblem": "loop_agents.demos.form_problems",
+    "FormReport": "loop_agents.demos.xiangjianhuan",
+    "HistoryChoice": "loop_agents.loop.history.stateful",
+    "HistoryPolicy": "loop_agents.loop.history.policies",
+    "LoopConsole": "loop_agents.console",
+    "LoopEvaluatorRunnable": "loop_agents.loop.controls.criteria",
+    "LoopHistory": "loop_agents.loop.history.policies",
+    "LoopInput": "loop_agents.loop.state",
+    "LoopMessages": "loop_agents.loop.output",
+    "LoopOutput": "loop_agents.loop.state",
+    "LoopRole": "loop_agents.loop.tracing",
+    "LoopSettings": "loop_agents.serving.configurable",
+    "LoopToolArtifact": "loop_agents.serving.tool",
+    "OnAgentError": "loop_agents.loop.controls.agent_errors",
+    "OutputMode": "loop_agents.loop.output",
+    "PLAIN_FEEDBACK": "loop_agents.loop.feedback",
+    "Price": "loop_agents.loop.controls.budgets",
+    "Prices": "loop_agents.loop.controls.budgets",
+    "ReviewDecision": "loop_agents.evaluators.human",
+    "ReviewRequest": "loop_agents.evaluators.human",
+    "Selection": "loop_agents.loop.controls.selection",
+    "StatefulHistory": "loop_agents.loop.history.stateful",
+    "Storage": "loop_agents.loop.storage",
+    "StorageLayout": "loop_agents.loop.storage",
+    "acheckpoint_before_iteration": "loop_agents.loop.checkpoints",
+    "astream_to_console": "loop_agents.console",
+    "athread_guard": "loop_agents.loop.thread_locking",
+    "candidate_of": "loop_agents.loop.tracing",
+    "check_xiangjianhuan": "loop_agents.demos.xiangjianhuan",
+    "checkpoint_before_iteration": "loop_agents.loop.checkpoints",
+    "checkpointed": "loop_agents.loop.checkpoints",
+    "compacting": "loop_agents.loop.history.compaction",
+    "configurable_loop": "loop_agents.serving.configurable",
+    "cost_of": "loop_agents.loop.controls.budgets",
+    "criteria_of": "loop_agents.loop.controls.criteria",
+    "default_advice": "loop_agents.loop.controls.advice",
+    "default_retry_policy": "loop_agents.loop.controls.agent_errors",
+    "feedback_log_message": "loop_agents.loop.history.policies",
+    "feedback_message": "loop_agents.loop.feedback",
+    "feedback_text": "loop_agents.loop.feedback",
+    "fence_for": "loop_agents.loop.feedback",
+    "is_criteria": "loop_agents.loop.controls.criteria",
+    "is_feedback": "loop_agents.loop.feedback",
+    "is_loop_event": "loop_agents.loop.events",
+    "is_model_error": "loop_agents.loop.controls.agent_errors",
+    "is_transient_error": "loop_agents.loop.controls.agent_errors",
+    "iteration_config": "loop_agents.loop.tracing",
+    "iteration_of": "loop_agents.loop.tracing",
+    "loop_as_tool": "loop_agents.serving.tool",
+    "parse_review": "loop_agents.evaluators.human",
+    "record_answer": "loop_agents.loop.records",
+    "requests_used": "loop_agents.loop.controls.budgets",
+    "role_of": "loop_agents.loop.tracing",
+    "selected_iteration_of": "loop_agents.loop.records",
+    "storage_of": "loop_agents.loop.storage",
+    "stream_to_console": "loop_agents.console",
+    "thread_guard": "loop_agents.loop.thread_locking",
+    "tokens_used": "loop_agents.loop.controls.budgets",
+    "without_rejected_attempts": "loop_agents.loop.history.policies",
+    "xiangjianhuan_form": "loop_agents.demos.xiangjianhuan",
+}
+"""Names this package exported before 0.2 and where they live now. ``from loop_agents
+import <name>`` still works for one release, with a ``DeprecationWarning`` naming the new
+import (``LoopAgentGraph`` is now `LoopAgent`)."""
 
 
 @functools.cache
@@ -276,13 +221,26 @@ def _lazy_names() -> dict[str, str]:
 
 
 def __getattr__(name: str) -> Any:
-    """Import a public name from its module on first use (PEP 562)."""
+    """Import a public name from its module on first use (PEP 562).
+
+    A name that moved (`_MOVED`) is imported from its new module with a
+    ``DeprecationWarning``, every time it is used, so that the warning is seen.
+    """
     module = _lazy_names().get(name)
-    if module is None:
-        raise AttributeError(f"module 'loop_agents' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+    if module is not None:
+        value = getattr(importlib.import_module(module), name)
+        globals()[name] = value
+        return value
+    if name == "LoopAgentGraph":
+        warnings.warn(
+            "loop_agents.LoopAgentGraph is now loop_agents.LoopAgent (the compiled graph, "
+            "in loop.graph, with its input and thread checked first); the old name goes "
+            "in loop_agents 0.3",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return __getattr__("LoopAgent")
+    return moved_attribute("loop_agents", name, _MOVED)
 
 
 def __dir__() -> list[str]:

@@ -39,8 +39,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from langchain_core.messages import AnyMessage, HumanMessage
 
-from loop_agents import LoopContext, LoopEvaluation, create_loop_agent, storage_of
+from loop_agents import LoopContext, LoopEvaluation, create_loop_agent
 from loop_agents.loop import storage
+from loop_agents.loop.storage import storage_of
 from tests.durable_helpers import frequent_snapshot_keys
 
 ACCEPT_AT = 4

@@ -8,18 +8,16 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langchain_core.tools import ToolException
 from pydantic import BaseModel
 
-from loop_agents import (
-    LoopContext,
-    LoopEvaluation,
-    create_loop_agent,
+from loop_agents import LoopContext, LoopEvaluation, create_loop_agent
+from loop_agents.loop.controls.agent_errors import (
+    answer_problem,
     default_retry_policy,
-    feedback_text,
-    is_feedback,
+    failure_feedback,
     is_model_error,
     is_transient_error,
-    record_answer,
 )
-from loop_agents.loop.controls.agent_errors import answer_problem, failure_feedback
+from loop_agents.loop.feedback import feedback_text, is_feedback
+from loop_agents.loop.records import record_answer
 from tests.fakes import FakeChat, review
 
 REQUEST = HumanMessage("Give the release as JSON.")

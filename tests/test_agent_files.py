@@ -40,7 +40,9 @@ def check():
 
 
 def test_passing_files_are_accepted(check):
-    verdict = check.invoke(context({"/solution.py": {"content": "def add(a, b):\n    return a + b\n"}}))
+    verdict = check.invoke(
+        context({"/solution.py": {"content": "def add(a, b):\n    return a + b\n"}})
+    )
     assert verdict["stop"] is True
 
 
@@ -125,7 +127,9 @@ def planner_coder(messages: list[AnyMessage]) -> AIMessage:
             {"content": "write add in /solution.py", "status": "in_progress"},
             {"content": "check it against the tests", "status": "pending"},
         ]
-        return AIMessage("", tool_calls=[{"name": "write_todos", "args": {"todos": todos}, "id": "plan"}])
+        return AIMessage(
+            "", tool_calls=[{"name": "write_todos", "args": {"todos": todos}, "id": "plan"}]
+        )
     edit = {"file_path": "/solution.py", "old_string": "a - b", "new_string": "a + b"}
     if "FAILED test_add" in reviews[-1].text:
         return AIMessage("", tool_calls=[{"name": "edit_file", "args": edit, "id": "fix"}])
@@ -133,7 +137,9 @@ def planner_coder(messages: list[AnyMessage]) -> AIMessage:
         {"content": "write add in /solution.py", "status": "completed"},
         {"content": "check it against the tests", "status": "completed"},
     ]
-    return AIMessage("", tool_calls=[{"name": "write_todos", "args": {"todos": todos}, "id": "tick"}])
+    return AIMessage(
+        "", tool_calls=[{"name": "write_todos", "args": {"todos": todos}, "id": "tick"}]
+    )
 
 
 @pytest.mark.parametrize("call", ["invoke", "ainvoke"])

@@ -160,18 +160,23 @@ def short_title(context: LoopContext) -> LoopEvaluation:
 
 
 def test_a_structured_response_reaches_the_evaluator_and_the_result():
-    agent = create_agent(headline_model(["A very long title for this", "Short title"]), response_format=Headline)
+    agent = create_agent(
+        headline_model(["A very long title for this", "Short title"]), response_format=Headline
+    )
     result = create_loop_agent(agent, short_title, 3).invoke({"messages": [HumanMessage("Title?")]})
     assert result["stop_reason"] == "accepted"
     assert result["agent_state"]["structured_response"] == Headline(title="Short title", words=2)
 
 
 def test_a_structured_response_is_stored_as_plain_data_and_read_back(tmp_path, caplog):
-    agent = create_agent(headline_model(["A very long title for this", "Short"]), response_format=Headline)
+    agent = create_agent(
+        headline_model(["A very long title for this", "Short"]), response_format=Headline
+    )
     config = {"configurable": {"thread_id": "title"}}
-    with caplog.at_level(logging.WARNING), SqliteSaver.from_conn_string(
-        str(tmp_path / "loop.sqlite")
-    ) as saver:
+    with (
+        caplog.at_level(logging.WARNING),
+        SqliteSaver.from_conn_string(str(tmp_path / "loop.sqlite")) as saver,
+    ):
         loop = create_loop_agent(agent, short_title, 3, checkpointer=saver)
         loop.invoke({"messages": [HumanMessage("Title?")]}, config)
         again = create_loop_agent(agent, short_title, 3, checkpointer=saver)

@@ -11,7 +11,8 @@ from langchain_core.messages import HumanMessage
 from benchmarks import context, storage
 from benchmarks.contenders import FakeChat, accept_at, minimal_langgraph_loop, plain_async_loop
 from benchmarks.measure import table
-from loop_agents import create_loop_agent, feedback_text, is_feedback
+from loop_agents import create_loop_agent
+from loop_agents.loop.feedback import feedback_text, is_feedback
 from tests.fakes import review, texts
 
 

@@ -8,15 +8,9 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from rich.console import Console
 
-from loop_agents import (
-    LoopConsole,
-    LoopContext,
-    LoopEvaluation,
-    UnknownPriceError,
-    cost_of,
-    create_loop_agent,
-    requests_used,
-)
+from loop_agents import LoopContext, LoopEvaluation, UnknownPriceError, create_loop_agent
+from loop_agents.console import LoopConsole
+from loop_agents.loop.controls.budgets import cost_of, requests_used
 from tests.fakes import FakeChat
 
 REQUEST = HumanMessage("Write a haiku.")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
 
@@ -9,11 +10,15 @@ import coder_reviewer
 import pytest
 from langchain_core.messages import HumanMessage
 
-from loop_agents import create_loop_agent, is_feedback
-from loop_agents.evaluators import code_runner as code_runner_module
+from loop_agents import create_loop_agent
+
+code_runner_module = importlib.import_module("loop_agents.evaluators.code_runner")
 from loop_agents.evaluators.code_runner import code_runner
+from loop_agents.loop.feedback import is_feedback
 from tests.conftest import ROOT, env_without_model_settings
 from tests.fakes import FakeChat, review
+
+code_runner_module = importlib.import_module("loop_agents.evaluators.code_runner")
 
 TWO_BLOCKS = """\
 First the function:

@@ -18,8 +18,8 @@ from loop_agents import (
     llm_judge,
     panel,
     rule,
-    xiangjianhuan_form,
 )
+from loop_agents.demos.xiangjianhuan import xiangjianhuan_form
 from tests.fakes import FakeChat
 from tests.scripted_openai import ScriptedOpenAI, Structured
 

@@ -13,15 +13,10 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 
-from loop_agents import (
-    LoopContext,
-    LoopEvaluation,
-    StopReason,
-    create_loop_agent,
-    is_feedback,
-    record_answer,
-)
+from loop_agents import LoopContext, LoopEvaluation, StopReason, create_loop_agent
 from loop_agents.loop.events import is_loop_event
+from loop_agents.loop.feedback import is_feedback
+from loop_agents.loop.records import record_answer
 from tests.fakes import FakeChat, review, texts
 
 REQUEST = HumanMessage("Write a haiku about rain.")

@@ -11,14 +11,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command, interrupt
 from rich.console import Console
 
-from loop_agents import (
-    LoopConsole,
-    LoopContext,
-    LoopEvaluation,
-    astream_to_console,
-    create_loop_agent,
-    stream_to_console,
-)
+from loop_agents import LoopContext, LoopEvaluation, create_loop_agent
+from loop_agents.console import LoopConsole, astream_to_console, stream_to_console
 from loop_agents.console.loop_console import format_seconds, section_header
 from tests.fakes import FakeChat
 

@@ -12,15 +12,14 @@ from loop_agents import (
     all_of,
     command_check,
     create_loop_agent,
-    criteria_of,
-    is_criteria,
     llm_judge,
     panel,
     rule,
     text_rule,
-    xiangjianhuan_form,
 )
+from loop_agents.demos.xiangjianhuan import xiangjianhuan_form
 from loop_agents.evaluators.code_runner import code_runner
+from loop_agents.loop.controls.criteria import criteria_of, is_criteria
 from tests.fakes import FakeChat
 
 REQUEST = HumanMessage("Announce the release.")

@@ -27,7 +27,11 @@ def scripted(messages: list[AnyMessage]) -> AIMessage:
     if not reviews:
         calls = [
             {"name": "write_todos", "args": {"todos": [done]}, "id": "plan"},
-            {"name": "write_file", "args": {"file_path": "/solution.py", "content": WRONG}, "id": "w"},
+            {
+                "name": "write_file",
+                "args": {"file_path": "/solution.py", "content": WRONG},
+                "id": "w",
+            },
         ]
         return AIMessage("", tool_calls=calls)
     edit = {"file_path": "/solution.py", "old_string": WRONG, "new_string": RIGHT}

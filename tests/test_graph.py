@@ -21,9 +21,9 @@ from loop_agents import (
     LoopEvaluation,
     LoopState,
     create_loop_agent,
-    is_feedback,
-    record_answer,
 )
+from loop_agents.loop.feedback import is_feedback
+from loop_agents.loop.records import record_answer
 from tests.fakes import FakeChat, review, texts
 
 REQUEST = HumanMessage("Write a haiku about rain.")

@@ -19,23 +19,18 @@ from langchain_core.messages import (
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
-from loop_agents import (
-    LoopContext,
-    LoopEvaluation,
-    LoopHistory,
-    checkpoint_before_iteration,
-    create_loop_agent,
-    feedback_log_message,
-    is_feedback,
-    without_rejected_attempts,
-)
-from loop_agents.loop.feedback import feedback_message
+from loop_agents import LoopContext, LoopEvaluation, create_loop_agent
+from loop_agents.loop.checkpoints import checkpoint_before_iteration
+from loop_agents.loop.controls.selection import SELECTED_KEY
+from loop_agents.loop.feedback import feedback_message, is_feedback
 from loop_agents.loop.history.policies import (
     FEEDBACK_LOG_HEADER,
     FENCED_LOG_FOOTER,
     FENCED_LOG_HEADER,
+    LoopHistory,
+    feedback_log_message,
+    without_rejected_attempts,
 )
-from loop_agents.loop.controls.selection import SELECTED_KEY
 from tests.fakes import FakeChat, review, texts
 
 REQUEST = "Write a haiku about rain."

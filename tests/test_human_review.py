@@ -19,13 +19,13 @@ from loop_agents import (
     LoopContext,
     LoopEvaluation,
     all_of,
-    checkpointed,
     create_loop_agent,
     human_review,
-    is_feedback,
     llm_judge,
-    parse_review,
 )
+from loop_agents.evaluators.human import parse_review
+from loop_agents.loop.checkpoints import checkpointed
+from loop_agents.loop.feedback import is_feedback
 from tests.durable_helpers import REQUEST, AsyncCountingAgent, CountingAgent, answers, thread
 from tests.fakes import review
 from tests.scripted_openai import ScriptedOpenAI, Structured

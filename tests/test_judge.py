@@ -7,7 +7,8 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langchain_openai import ChatOpenAI
 from pydantic import BaseModel, Field
 
-from loop_agents import JudgeError, create_loop_agent, is_feedback, llm_judge
+from loop_agents import JudgeError, create_loop_agent, llm_judge
+from loop_agents.loop.feedback import is_feedback
 from tests.fakes import FakeChat, review
 from tests.scripted_openai import ScriptedOpenAI, Structured
 

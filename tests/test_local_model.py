@@ -24,7 +24,7 @@ import song_lyrics
 from langchain_core.messages import AIMessageChunk, HumanMessage
 from prompts import prompt
 
-from loop_agents import record_answer
+from loop_agents.loop.records import record_answer
 from loop_agents.models import local_model
 from loop_agents.models.llama_cpp_http import (
     LlamaCppTransport,

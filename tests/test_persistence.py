@@ -6,11 +6,8 @@ import pytest
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from loop_agents import (
-    acheckpoint_before_iteration,
-    checkpoint_before_iteration,
-    create_loop_agent,
-)
+from loop_agents import create_loop_agent
+from loop_agents.loop.checkpoints import acheckpoint_before_iteration, checkpoint_before_iteration
 from tests.durable_helpers import (
     REQUEST,
     AsyncCountingAgent,

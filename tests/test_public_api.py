@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import importlib.resources
 import subprocess
 import sys
 
@@ -37,3 +38,39 @@ def test_importing_the_package_loads_neither_langchain_nor_langgraph():
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True
     )
     assert proc.stdout.splitlines() == ["[]", "True"]
+
+
+def test_the_top_level_holds_at_most_35_names_a_loop_s_user_needs():
+    assert len(loop_agents.__all__) <= 35
+    assert "check_xiangjianhuan" not in loop_agents.__all__  # the 相见欢 form is the demo's
+
+
+@pytest.mark.parametrize("name", sorted(loop_agents._MOVED))
+def test_a_moved_name_still_imports_with_a_deprecation_warning(name):
+    new_module = loop_agents._MOVED[name]
+    with pytest.warns(DeprecationWarning, match=f"from {new_module} import {name}"):
+        value = getattr(loop_agents, name)
+    assert value is getattr(importlib.import_module(new_module), name)
+
+
+def test_the_old_graph_class_name_is_the_loop_agent():
+    with pytest.warns(DeprecationWarning, match="now loop_agents.LoopAgent"):
+        assert loop_agents.LoopAgentGraph is loop_agents.LoopAgent  # type: ignore[attr-defined]
+
+
+def test_the_form_checker_s_old_paths_warn_and_work():
+    import loop_agents.evaluators as evaluators
+    from loop_agents.demos.xiangjianhuan import xiangjianhuan_form
+
+    with pytest.warns(DeprecationWarning, match="loop_agents.demos.xiangjianhuan"):
+        assert evaluators.xiangjianhuan_form is xiangjianhuan_form  # type: ignore[attr-defined]
+    with pytest.warns(DeprecationWarning, match="moved to loop_agents.demos.xiangjianhuan"):
+        from loop_agents.evaluators.xiangjianhuan import check_xiangjianhuan  # noqa: F401
+
+
+def test_every_moved_name_is_listed_in_the_changelog():
+    changelog = (
+        importlib.resources.files("loop_agents").joinpath("..", "CHANGELOG.md")
+    ).read_text()
+    for name, module in loop_agents._MOVED.items():
+        assert f"`{name}`" in changelog and module in changelog, name

@@ -6,15 +6,9 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 
-from loop_agents import (
-    LoopContext,
-    check_xiangjianhuan,
-    create_loop_agent,
-    rule,
-    text_rule,
-    xiangjianhuan_form,
-)
+from loop_agents import LoopContext, create_loop_agent, rule, text_rule
 from loop_agents.demos import song_lyrics
+from loop_agents.demos.xiangjianhuan import check_xiangjianhuan, xiangjianhuan_form
 from loop_agents.models.settings import ModelSettings, SettingsError
 from tests.fakes import FakeChat
 from tests.scripted_openai import ScriptedOpenAI, Structured

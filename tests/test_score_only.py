@@ -6,14 +6,8 @@ import pytest
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, HumanMessage
 
-from loop_agents import (
-    InvalidEvaluationError,
-    LoopContext,
-    all_of,
-    create_loop_agent,
-    feedback_text,
-    panel,
-)
+from loop_agents import InvalidEvaluationError, LoopContext, all_of, create_loop_agent, panel
+from loop_agents.loop.feedback import feedback_text
 from tests.fakes import FakeChat, review
 
 REQUEST = HumanMessage("Write a slogan.")
@@ -97,7 +91,8 @@ def test_a_given_stop_wins_over_the_threshold():
 def test_score_only_without_a_threshold_is_a_clear_error():
     loop = create_loop_agent(FakeChat.of("a"), metric, 2)
     with pytest.raises(
-        InvalidEvaluationError, match=r"returned a score without a decision \(a bare number.*threshold="
+        InvalidEvaluationError,
+        match=r"returned a score without a decision \(a bare number.*threshold=",
     ):
         loop.invoke({"messages": [REQUEST]})
     loop = create_loop_agent(FakeChat.of("a"), lambda c: {"score": 3}, 2)
@@ -120,7 +115,7 @@ def test_hostile_scores_are_still_rejected():
 
 
 async def test_the_advisor_s_tokens_stream_with_its_role():
-    from loop_agents import role_of
+    from loop_agents.loop.tracing import role_of
 
     advisor = FakeChat.of("Be bolder.")
     loop = create_loop_agent(FakeChat.of("x"), metric, 2, threshold=5, advisor=advisor)

@@ -11,8 +11,9 @@ import song_lyrics
 from langchain_core.messages import HumanMessage
 from prompts import composer_system_message, prompt, reviewer_system_message
 
-from loop_agents import JudgeError, is_feedback
+from loop_agents import JudgeError
 from loop_agents.console.loop_console import section_header
+from loop_agents.loop.feedback import is_feedback
 from loop_agents.models.settings import ModelSettings
 from tests.conftest import ROOT, env_without_model_settings
 from tests.fakes import review

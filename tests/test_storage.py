@@ -18,21 +18,17 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import START, StateGraph
 from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
 
-from loop_agents import (
-    LoopInput,
-    LoopOutput,
-    LoopState,
-    create_loop_agent,
-    record_answer,
-    storage_of,
-)
+from loop_agents import LoopState, create_loop_agent
 from loop_agents.loop import storage as storage_module
 from loop_agents.loop.output import LoopMessages
+from loop_agents.loop.records import record_answer
+from loop_agents.loop.state import LoopInput, LoopOutput
 from loop_agents.loop.storage import (
     append_messages,
     check_storage,
     extend_list,
     resolve_storage,
+    storage_of,
     supports_delta,
     with_storage,
 )

@@ -19,7 +19,10 @@ from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from loop_agents import checkpoint_before_iteration, create_loop_agent, record_answer, storage_of
+from loop_agents import create_loop_agent
+from loop_agents.loop.checkpoints import checkpoint_before_iteration
+from loop_agents.loop.records import record_answer
+from loop_agents.loop.storage import storage_of
 from tests.durable_helpers import CountingAgent, CountingEvaluator, answers, thread, transcript
 from tests.fakes import review, texts
 

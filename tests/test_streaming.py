@@ -12,17 +12,10 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, StateGraph
 from langgraph.graph.message import add_messages
 
-from loop_agents import (
-    LoopContext,
-    LoopEvaluation,
-    create_loop_agent,
-    is_loop_event,
-    iteration_config,
-    iteration_of,
-    role_of,
-)
+from loop_agents import LoopContext, LoopEvaluation, create_loop_agent
 from loop_agents.evaluators import all_of, text_rule
-from loop_agents.loop.events import LOOP_EVENT_TYPES
+from loop_agents.loop.events import LOOP_EVENT_TYPES, is_loop_event
+from loop_agents.loop.tracing import iteration_config, iteration_of, role_of
 from tests.fakes import FakeChat
 
 REQUEST = HumanMessage("Write a haiku about rain.")

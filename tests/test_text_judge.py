@@ -11,8 +11,9 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_openai import ChatOpenAI
 from pydantic import Field
 
-from loop_agents import JudgeError, create_loop_agent, feedback_text, is_feedback, llm_judge
+from loop_agents import JudgeError, create_loop_agent, llm_judge
 from loop_agents.evaluators.text_verdict import TextVerdictError, parse_text_verdict
+from loop_agents.loop.feedback import feedback_text, is_feedback
 from tests.fakes import FakeChat
 from tests.scripted_openai import ScriptedOpenAI
 

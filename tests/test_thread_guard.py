@@ -23,14 +23,8 @@ from langgraph.graph import START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.types import Command
 
-from loop_agents import (
-    ThreadBusyError,
-    athread_guard,
-    create_loop_agent,
-    human_review,
-    thread_guard,
-)
-from loop_agents.loop.thread_locking import is_held
+from loop_agents import ThreadBusyError, create_loop_agent, human_review
+from loop_agents.loop.thread_locking import athread_guard, is_held, thread_guard
 from tests.durable_helpers import REQUEST, CountingEvaluator, iteration_of, thread, transcript
 from tests.fakes import FakeChat, texts
 

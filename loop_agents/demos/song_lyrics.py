@@ -24,9 +24,10 @@ from langgraph.types import Checkpointer
 
 from loop_agents.console.loop_console import LoopConsole, astream_to_console, section_header
 from loop_agents.demos.prompts import composer_system_message, prompt, reviewer_system_message
-from loop_agents.evaluators import all_of, llm_judge, xiangjianhuan_form
-from loop_agents.loop.evaluation import Evaluator
+from loop_agents.demos.xiangjianhuan import xiangjianhuan_form
+from loop_agents.evaluators import all_of, llm_judge
 from loop_agents.loop.controls.criteria import LoopEvaluatorRunnable
+from loop_agents.loop.evaluation import Evaluator
 from loop_agents.loop.factory import create_loop_agent
 from loop_agents.loop.state import LoopOutput
 from loop_agents.models import local_model

@@ -44,9 +44,9 @@ from loop_agents.evaluators.judge import (
     judge_format_options,
     llm_judge,
 )
-from loop_agents.loop.usage import TokenCounter
 from loop_agents.loop.factory import create_loop_agent
 from loop_agents.loop.state import LoopContext, LoopEvaluation, LoopOutput
+from loop_agents.loop.usage import TokenCounter
 
 __all__ = ["ARMS", "Arm", "ArmOutcome", "ArmSettings", "PairRunner", "arun_arm", "check_arms"]
 

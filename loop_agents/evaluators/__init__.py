@@ -4,8 +4,6 @@
   feedback goes back to the agent.
 - `rule` and `text_rule`: a plain check of the context, or a predicate on the answer
   text, as an evaluator.
-- `xiangjianhuan_form` and `check_xiangjianhuan`: the form of the ci pattern 相见欢,
-  checked phrase by phrase.
 - `command_check`: a shell command judges each answer (exit status 0 accepts; its
   output is the feedback), e.g. the project's tests.
 - `files_check`: a graph agent's files (a deep agent's ``files``) tested in the sandbox;
@@ -28,44 +26,55 @@ it runs with ``invoke``/``stream`` as well as ``ainvoke``/``astream``.
 
 Example:
     ```python
-    from loop_agents import all_of, create_loop_agent, llm_judge, xiangjianhuan_form
+    from loop_agents import all_of, code_runner, create_loop_agent, llm_judge
 
-    evaluator = all_of(xiangjianhuan_form(), llm_judge(model, rubric, threshold=75))
+    evaluator = all_of(code_runner("63245986"), llm_judge(model, rubric, threshold=75))
     loop = create_loop_agent(composer, evaluator, max_iterations=3)
     ```
 
 """
 
+from typing import Any
+
+from loop_agents._moved import moved_attribute
 from loop_agents.evaluators.agent_files import files_check
+from loop_agents.evaluators.code_runner import code_runner
 from loop_agents.evaluators.combinators import Combine, all_of, panel
 from loop_agents.evaluators.command import command_check
-from loop_agents.evaluators.form_problems import FormProblem
+from loop_agents.evaluators.human import human_review
 from loop_agents.evaluators.judge import DEFAULT_TEMPLATE, JudgeError, JudgeMethod, llm_judge
 from loop_agents.evaluators.plan import todos_complete
 from loop_agents.evaluators.rules import RuleCheck, RuleResult, rule, text_rule
-from loop_agents.evaluators.xiangjianhuan import (
-    FormReport,
-    check_xiangjianhuan,
-    xiangjianhuan_form,
-)
 
 __all__ = [
     "DEFAULT_TEMPLATE",
     "Combine",
-    "FormProblem",
-    "FormReport",
     "JudgeError",
     "JudgeMethod",
     "RuleCheck",
     "RuleResult",
     "all_of",
-    "check_xiangjianhuan",
+    "code_runner",
     "command_check",
     "files_check",
+    "human_review",
     "llm_judge",
     "panel",
     "rule",
     "text_rule",
     "todos_complete",
-    "xiangjianhuan_form",
 ]
+
+
+_MOVED = {
+    "FormProblem": "loop_agents.demos.form_problems",
+    "FormReport": "loop_agents.demos.xiangjianhuan",
+    "check_xiangjianhuan": "loop_agents.demos.xiangjianhuan",
+    "xiangjianhuan_form": "loop_agents.demos.xiangjianhuan",
+}
+"""The 相见欢 form checker moved to the demos (its old names work for one release)."""
+
+
+def __getattr__(name: str) -> Any:
+    """The moved names, with a ``DeprecationWarning`` (PEP 562)."""
+    return moved_attribute(__name__, name, _MOVED)

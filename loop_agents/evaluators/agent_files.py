@@ -140,16 +140,18 @@ class FilesCheck:
         try:
             texts = file_texts(files)
         except ValueError as error:
-            return {"stop": False, "feedback": f"The files cannot be tested: {error}.", "score": 0.0}
+            return {
+                "stop": False,
+                "feedback": f"The files cannot be tested: {error}.",
+                "score": 0.0,
+            }
         if sum(len(t.encode("utf-8")) for t in texts.values()) > MAX_FILES_BYTES:
             return {
                 "stop": False,
                 "feedback": f"The files hold more than {MAX_FILES_BYTES} bytes; keep them small.",
                 "score": 0.0,
             }
-        return _LAUNCHER.format(
-            files=json.dumps(texts), test_file=self.test_file, tests=self.tests
-        )
+        return _LAUNCHER.format(files=json.dumps(texts), test_file=self.test_file, tests=self.tests)
 
     def judge(self, result: RunResult, names: list[str]) -> LoopEvaluation:
         """The verdict of a test run."""

@@ -28,9 +28,9 @@ from loop_agents.evaluators._base import (
     merge_feedback,
     unique_names,
 )
-from loop_agents.loop.evaluation import Evaluator, EvaluatorCaller
 from loop_agents.loop.checkpoints import checkpointed_caller
 from loop_agents.loop.controls.criteria import LoopEvaluatorRunnable, combined_criteria
+from loop_agents.loop.evaluation import Evaluator, EvaluatorCaller
 from loop_agents.loop.state import LoopContext, LoopEvaluation
 
 Combine: TypeAlias = (
@@ -99,9 +99,9 @@ def all_of(*evaluators: Evaluator, name: str = "all_of") -> LoopEvaluatorRunnabl
 
     Example:
         ```python
-        from loop_agents import all_of, llm_judge, xiangjianhuan_form
+        from loop_agents import all_of, code_runner, llm_judge
 
-        evaluator = all_of(xiangjianhuan_form(), llm_judge(model, rubric, threshold=75))
+        evaluator = all_of(code_runner("63245986"), llm_judge(model, rubric, threshold=75))
         ```
 
     """

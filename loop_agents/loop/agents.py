@@ -28,9 +28,9 @@ from langgraph.pregel import Pregel
 from langgraph.pregel.protocol import PregelProtocol
 
 from loop_agents.loop._sync_bridge import run_coroutine
+from loop_agents.loop._worker_threads import in_worker_thread
 from loop_agents.loop.agent_state import input_keys, output_state
 from loop_agents.loop.usage import usage_of_metadata
-from loop_agents.loop._worker_threads import in_worker_thread
 
 AgentFunction: TypeAlias = Callable[[list[AnyMessage]], Any]
 """A plain function (sync or async) given the messages; returns an answer."""

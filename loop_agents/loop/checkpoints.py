@@ -21,8 +21,8 @@ from langgraph.pregel.protocol import PregelProtocol
 from langgraph.runtime import get_runtime
 from langgraph.types import StateSnapshot
 
-from loop_agents.loop.evaluation import Evaluator, EvaluatorCaller
 from loop_agents.loop.controls.criteria import LoopEvaluatorRunnable, criteria_of
+from loop_agents.loop.evaluation import Evaluator, EvaluatorCaller
 from loop_agents.loop.state import LoopContext, LoopEvaluation
 
 LoopGraph = PregelProtocol[Any, Any, Any, Any]
@@ -59,7 +59,8 @@ def checkpointed(evaluator: Evaluator, *, name: str | None = None) -> Runnable[A
 
     Example:
         ```python
-        from loop_agents import all_of, checkpointed, human_review, llm_judge
+        from loop_agents import all_of, human_review, llm_judge
+        from loop_agents.loop.checkpoints import checkpointed
 
         judge = llm_judge(model, "Score the haiku from 0 to 100.", threshold=75)
         # the judge's verdict is saved; answering the review does not call it again

@@ -8,9 +8,9 @@ from typing import Any, TypeAlias, cast
 
 from langchain_core.runnables import Runnable, RunnableConfig
 
-from loop_agents.loop.agents import check_one_argument, describe, is_async_callable
 from loop_agents.loop._numbers import describe_number, finite_float
 from loop_agents.loop._worker_threads import in_worker_thread
+from loop_agents.loop.agents import check_one_argument, describe, is_async_callable
 from loop_agents.loop.state import LoopContext, LoopEvaluation
 
 Evaluator: TypeAlias = (

@@ -49,7 +49,6 @@ from loop_agents.loop.controls.retries import NodeName, Retries, TimeLimit
 from loop_agents.loop.controls.selection import answer_copy, choose
 from loop_agents.loop.evaluation import Evaluator, EvaluatorCaller, InvalidEvaluationError
 from loop_agents.loop.feedback import feedback_message
-from loop_agents.loop.output import OutputMode, keep_final_answer
 from loop_agents.loop.outcomes import (
     EMPTY_RUN,
     attempts_of,
@@ -59,6 +58,7 @@ from loop_agents.loop.outcomes import (
     run_of,
     verdict_of,
 )
+from loop_agents.loop.output import OutputMode, keep_final_answer
 from loop_agents.loop.state import (
     AgentRun,
     CandidateRun,

@@ -56,7 +56,9 @@ class LoopToolArtifact(TypedDict, total=False):
     feedback: list[str]
 
 
-def loop_as_tool(loop: PregelProtocol[Any, Any, Any, Any], *, name: str, description: str) -> BaseTool:
+def loop_as_tool(
+    loop: PregelProtocol[Any, Any, Any, Any], *, name: str, description: str
+) -> BaseTool:
     """Offer a compiled loop to a tool-calling agent as a tool.
 
     The tool takes one argument, ``request`` (a string). Each call runs the loop on
@@ -88,7 +90,8 @@ def loop_as_tool(loop: PregelProtocol[Any, Any, Any, Any], *, name: str, descrip
     Example:
         ```python
         from langchain.agents import create_agent
-        from loop_agents import create_loop_agent, loop_as_tool
+        from loop_agents import create_loop_agent
+        from loop_agents.serving.tool import loop_as_tool
 
         editor = create_loop_agent(writer, style_judge, max_iterations=3)
         refine = loop_as_tool(

@@ -348,7 +348,8 @@ def compacting(
     Example:
         ```python
         from langchain_openai import ChatOpenAI
-        from loop_agents import compacting, create_loop_agent
+        from loop_agents import create_loop_agent
+        from loop_agents.loop.history.compaction import compacting
 
         history = compacting(ChatOpenAI(model="gpt-5.4-nano"), max_tokens=8_000)
         loop = create_loop_agent(agent, judge, 10, history=history)

@@ -47,8 +47,7 @@ from loop_agents.loop.feedback import (
     is_feedback,
 )
 from loop_agents.loop.history.stateful import StatefulHistory
-from loop_agents.loop.records import answer_id_of
-from loop_agents.loop.records import selected_iteration_of
+from loop_agents.loop.records import answer_id_of, selected_iteration_of
 from loop_agents.loop.state import IterationRecord, LoopState
 
 HistoryName: TypeAlias = Literal["full", "last_attempt", "feedback_log"]
