@@ -12,7 +12,8 @@ inside it without a config see it. Two savings when a feature is not in use:
 
 - When no callback handler receives chain events (no tracer, no ``astream_events``, no
   ``stream_mode="messages"``, no callbacks of yours), nobody would see the run, and the
-  call is made without one, with the same config.
+  call is made without one, with the same config (told without configuring a callback
+  manager, see `_observed`).
 - Under LangSmith tracing the call runs in a copy of the context (an ``asyncio`` task of
   its own), as LangChain's runnables do, so that ``@traceable`` code inside attaches to
   the run; otherwise the current config is set around the call and reset after it.
@@ -36,7 +37,10 @@ from langchain_core.runnables.config import (
     set_config_context,
     var_child_runnable_config,
 )
+from langchain_core.globals import get_debug, get_verbose
+from langchain_core.tracers.context import tracing_v2_callback_var
 from langchain_core.tracers.langchain import LangChainTracer
+from langsmith.utils import tracing_is_enabled
 
 In = TypeVar("In")
 Out = TypeVar("Out")
@@ -84,9 +88,9 @@ class FunctionRunnable(Runnable[In, Out], Generic[In, Out]):
         config = _complete(config)
         if not self.trace:
             return self.func(input, config)
+        if not _observed(config):
+            return _call(self.func, input, _unnamed(config))
         manager = get_callback_manager_for_config(config)
-        if not _observes_runs(manager):
-            return _call(self.func, input, _child(config, manager))
         run = manager.on_chain_start(
             None, input, name=config.get("run_name") or self.name, run_id=config.get("run_id")
         )
@@ -109,9 +113,9 @@ class FunctionRunnable(Runnable[In, Out], Generic[In, Out]):
         config = _complete(config)
         if not self.trace:
             return await self.afunc(input, config)
+        if not _observed(config):
+            return await _acall(self.afunc, input, _unnamed(config))
         manager = get_async_callback_manager_for_config(config)
-        if not _observes_runs(manager):
-            return await _acall(self.afunc, input, _child(config, manager))
         run = await manager.on_chain_start(
             None, input, name=config.get("run_name") or self.name, run_id=config.get("run_id")
         )
@@ -151,13 +155,41 @@ async def _acall(
         var_child_runnable_config.reset(token)
 
 
-def _observes_runs(manager: BaseCallbackManager) -> bool:
-    """Whether any handler receives chain events: a tracer, a stream, your callbacks.
+def _observed(config: RunnableConfig) -> bool:
+    """Whether a run would be seen: a handler that takes chain events, or tracing on.
 
-    When none does, a run would be seen by nobody, and the call is made without one
-    (with the same config: its tags and metadata still reach what the call runs).
+    Read from the config's callbacks (a run's manager and its handlers, or a list of
+    handlers) and from LangSmith's and LangChain's tracing and debug switches, without
+    configuring a callback manager (which would cost as much as the call it decides on).
+    A handler that only a configure hook adds (the loop's token counter) takes no chain
+    events. When nobody would see the run, the call is made without one.
     """
-    return any(not handler.ignore_chain for handler in manager.handlers)
+    callbacks = config.get("callbacks")
+    if isinstance(callbacks, BaseCallbackManager):
+        handlers = callbacks.handlers
+    elif isinstance(callbacks, list):
+        handlers = callbacks
+    else:
+        handlers = []
+    if any(not handler.ignore_chain for handler in handlers):
+        return True
+    return (
+        tracing_v2_callback_var.get() is not None
+        or tracing_is_enabled()
+        or get_debug()
+        or get_verbose()
+    )
+
+
+def _unnamed(config: RunnableConfig) -> RunnableConfig:
+    """``config`` for a call made without a run of its own: its run name and id dropped
+    (they name the run that is not made, not the calls inside)."""
+    if "run_name" not in config and "run_id" not in config:
+        return config
+    child: RunnableConfig = {**config}
+    child.pop("run_name", None)
+    child.pop("run_id", None)
+    return child
 
 
 def _traced_to_langsmith(callbacks: BaseCallbackManager) -> bool:

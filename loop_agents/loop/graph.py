@@ -1,9 +1,14 @@
-r"""The loop's graph: two nodes and a router, compiled with a step limit that fits the cap.
+r"""The loop's graph: two nodes, compiled with a step limit that fits the cap.
 
 ```
 START -> invoke_agent -> evaluate --(continue)--> invoke_agent
                                  \--(stop)------> END
 ```
+
+The ``evaluate`` node routes the loop itself: it returns a LangGraph ``Command`` whose
+``goto`` is ``invoke_agent``, or the end once the loop has a stop reason (declared with
+``destinations``, so the drawing shows both edges). A router after the node would cost
+LangGraph a copy of the whole state at every iteration.
 
 `compile_loop` builds it from the agent, the evaluator, the cap and the controls
 (`create_loop_agent` is its shorthand) and returns the compiled graph in a `LoopAgent`.
@@ -15,19 +20,17 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.store.base import BaseStore
 from langgraph.types import Checkpointer
 
-from loop_agents.loop._function_runnable import FunctionRunnable
 from loop_agents.loop.agents import AgentLike
 from loop_agents.loop.controls.base import LoopControl
 from loop_agents.loop.evaluation import Evaluator
 from loop_agents.loop.loop_agent import LoopAgent
 from loop_agents.loop.nodes import STEPS_PER_ITERATION, LoopNodes
 from loop_agents.loop.output import OutputMode, check_output_mode, output_schema
-from loop_agents.loop.state import LoopInput, LoopOutput, LoopState
+from loop_agents.loop.state import LoopInput, LoopState
 from loop_agents.loop.storage import Storage, check_storage, resolve_storage, with_storage
 from loop_agents.loop.thread_locking import ConcurrentRuns
 
@@ -38,20 +41,6 @@ The limit in a run's config also applies to graphs the agent runs (a ``create_ag
 agent's model and tool steps); a limit sized to the loop alone would cut a tool-using
 agent short. Under a caller's lower explicit limit the loop ends cleanly with
 ``stop_reason="recursion_limit"``."""
-
-
-def route(state: LoopState) -> str:
-    """Go back to the agent unless the evaluate node recorded why the loop ends."""
-    return END if state.get("stop_reason") else "invoke_agent"
-
-
-async def _aroute(state: LoopState, config: RunnableConfig) -> str:
-    return route(state)
-
-
-ROUTER = FunctionRunnable(lambda state, config: route(state), _aroute, name="route", trace=False)
-"""`route` in both call styles (LangGraph runs a plain sync router in a worker thread
-under ``ainvoke``, a thread hop per iteration)."""
 
 
 def check_max_iterations(max_iterations: object) -> int:
@@ -153,10 +142,14 @@ def compile_loop(
         output_schema=with_storage(output_schema(mode), layout),
     )
     for node in ("invoke_agent", "evaluate"):
-        builder.add_node(node, nodes.node(node), retry_policy=nodes.node_retry(node))
+        builder.add_node(
+            node,
+            nodes.node(node),
+            retry_policy=nodes.node_retry(node),
+            destinations=("invoke_agent", END) if node == "evaluate" else None,
+        )
     builder.add_edge(START, "invoke_agent")
     builder.add_edge("invoke_agent", "evaluate")
-    builder.add_conditional_edges("evaluate", ROUTER, ["invoke_agent", END])
     most = max([cap, *(c.agent_calls_at_most(cap) for c in parts)])
     graph = builder.compile(checkpointer=checkpointer, store=store, name=name).with_config(
         recursion_limit=max(STEPS_PER_ITERATION * (most + 1) + 1, MIN_RECURSION_LIMIT)

@@ -35,7 +35,8 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.errors import EmptyInputError
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.pregel.protocol import PregelProtocol
-from langgraph.types import StateUpdate
+from langgraph.graph import END
+from langgraph.types import Command, StateUpdate
 
 from loop_agents.loop.input_checks import EXAMPLE, LoopInputError, check_input, check_update
 from loop_agents.loop.state import LoopInput, LoopOutput, LoopState
@@ -312,23 +313,41 @@ class LoopAgent(PregelProtocol[LoopState, None, LoopInput, LoopOutput]):
         return self.graph.aget_subgraphs(**kwargs)
 
     def update_state(
-        self, config: RunnableConfig, values: dict[str, Any] | Any | None, **kwargs: Any
+        self,
+        config: RunnableConfig,
+        values: dict[str, Any] | Any | None,
+        as_node: str | None = None,
+        **kwargs: Any,
     ) -> RunnableConfig:
         """``update_state``, after checking the values of the loop's keys.
+
+        An update between iterations (the thread's next step is the agent's, or the loop
+        has ended) is made as the ``evaluate`` node, and the loop goes on from it as the
+        node itself would: to the agent, unless the state has a stop reason. So
+        ``update_state`` then ``invoke(None, config)`` runs the next iteration (see
+        `loop_agents.loop.checkpoints.checkpoint_before_iteration`).
 
         Raises:
             LoopInputError: a loop key's value of the wrong type (nothing is stored).
 
         """
         _check_values(values, "update_state")
-        return self.graph.update_state(config, values, **kwargs)
+        if as_node is None and isinstance(values, dict):
+            values, as_node = _between_iterations(self.graph.get_state(config), values)
+        return self.graph.update_state(config, values, as_node, **kwargs)
 
     async def aupdate_state(
-        self, config: RunnableConfig, values: dict[str, Any] | Any | None, **kwargs: Any
+        self,
+        config: RunnableConfig,
+        values: dict[str, Any] | Any | None,
+        as_node: str | None = None,
+        **kwargs: Any,
     ) -> RunnableConfig:
-        """``aupdate_state``, after checking the values of the loop's keys."""
+        """``aupdate_state``, after checking the values of the loop's keys (see `update_state`)."""
         _check_values(values, "aupdate_state")
-        return await self.graph.aupdate_state(config, values, **kwargs)
+        if as_node is None and isinstance(values, dict):
+            values, as_node = _between_iterations(await self.graph.aget_state(config), values)
+        return await self.graph.aupdate_state(config, values, as_node, **kwargs)
 
     def bulk_update_state(
         self, config: RunnableConfig, supersteps: Sequence[Sequence[StateUpdate]]
@@ -347,6 +366,19 @@ class LoopAgent(PregelProtocol[LoopState, None, LoopInput, LoopOutput]):
             for update in step:
                 _check_values(update.values, "abulk_update_state")
         return await self.graph.abulk_update_state(config, supersteps)
+
+
+def _between_iterations(snapshot: Any, values: dict[str, Any]) -> tuple[Any, str | None]:
+    """An update made between iterations, as the ``evaluate`` node with its route.
+
+    The ``evaluate`` node routes with a ``Command``; an update made as it must say where
+    the loop goes, or the thread would have no next step. Within an iteration (the next
+    step is ``evaluate``) LangGraph's own choice stands.
+    """
+    if "evaluate" in snapshot.next or not snapshot.values:
+        return values, None
+    stop_reason = values.get("stop_reason", snapshot.values.get("stop_reason"))
+    return Command(update=values, goto=END if stop_reason else "invoke_agent"), "evaluate"
 
 
 def _check_values(values: object, where: str) -> None:

@@ -27,6 +27,8 @@ from typing import Any, cast
 
 from langchain_core.messages import AnyMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
+from langgraph.graph import END
+from langgraph.types import Command
 
 from loop_agents.loop._function_runnable import FunctionRunnable
 from loop_agents.loop._reporting import LoopReporter
@@ -144,16 +146,20 @@ class LoopNodes:
 
     # -- the nodes as LangGraph runs them ----------------------------------------------
 
-    def node(self, name: NodeName) -> FunctionRunnable[LoopState, dict[str, Any]]:
-        """The runnable of node ``name``: the program run by ``invoke`` or ``ainvoke``."""
+    def node(self, name: NodeName) -> FunctionRunnable[LoopState, Any]:
+        """The runnable of node ``name``: the program run by ``invoke`` or ``ainvoke``.
+
+        ``evaluate`` also says where the graph goes next (a ``Command``, see `routed`).
+        """
         program = self.invoke_agent if name == "invoke_agent" else self.evaluate
         stepped = self.stepped[name]
+        done = routed if name == "evaluate" else _as_they_are
 
-        def sync(state: LoopState, config: RunnableConfig) -> dict[str, Any]:
-            return run(program(state, config), stepped=stepped)
+        def sync(state: LoopState, config: RunnableConfig) -> Any:
+            return done(run(program(state, config), stepped=stepped))
 
-        async def async_(state: LoopState, config: RunnableConfig) -> dict[str, Any]:
-            return await arun(program(state, config), stepped=stepped)
+        async def async_(state: LoopState, config: RunnableConfig) -> Any:
+            return done(await arun(program(state, config), stepped=stepped))
 
         return FunctionRunnable(sync, async_, name=name, trace=False)
 
@@ -553,6 +559,17 @@ class LoopNodes:
             if chosen_state:
                 selection["agent_state"] = chosen_state
         return selection
+
+
+def routed(updates: dict[str, Any]) -> Command[str]:
+    """The evaluate node's updates, and where the loop goes next: back to the agent, or
+    to the end once the loop has a stop reason."""
+    goto = END if updates.get("stop_reason") else "invoke_agent"
+    return Command(update=updates, goto=goto)
+
+
+def _as_they_are(updates: dict[str, Any]) -> dict[str, Any]:
+    return updates
 
 
 def _after(before: dict[str, Any], attempt: Attempt) -> Attempt:
