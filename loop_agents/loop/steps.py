@@ -153,16 +153,25 @@ async def measure_async(call: Call) -> Measured[Any]:
 # -- the drivers --------------------------------------------------------------------------
 
 
-def _advance(program: Program[T], value: Any, error: BaseException | None) -> Any:
-    """Send ``value`` (or throw ``error``) into ``program``; its next effect.
+class _Stepper:
+    """Where a program is: the next effect it asks for, and what to send back into it."""
 
-    Raises:
-        StopIteration: the program returned.
+    def __init__(self, program: Program[Any]) -> None:
+        self.program = program
+        self.value: Any = None
+        self.error: BaseException | None = None
+        self.result: Any = None
 
-    """
-    if error is not None:
-        return program.throw(error)
-    return program.send(value)
+    def next(self) -> Call | Fanout | None:
+        """The program's next effect, after sending in the last one's value (or error);
+        ``None`` once the program returned (its value is in ``result``)."""
+        value, error = self.value, self.error
+        self.value, self.error = None, None
+        try:
+            return self.program.throw(error) if error is not None else self.program.send(value)
+        except StopIteration as done:
+            self.result = done.value
+            return None
 
 
 def run(program: Program[T], *, stepped: bool = False) -> T:
@@ -174,18 +183,13 @@ def run(program: Program[T], *, stepped: bool = False) -> T:
         ```
 
     """
-    value: Any = None
-    error: BaseException | None = None
-    while True:
+    stepper = _Stepper(program)
+    while (effect := stepper.next()) is not None:
         try:
-            effect = _advance(program, value, error)
-        except StopIteration as done:
-            return cast(T, done.value)
-        value, error = None, None
-        try:
-            value = _effect(effect, stepped)
+            stepper.value = _effect(effect, stepped)
         except Exception as exc:  # thrown into the program, which may handle it
-            error = exc
+            stepper.error = exc
+    return cast(T, stepper.result)
 
 
 async def arun(program: Program[T], *, stepped: bool = False) -> T:
@@ -197,18 +201,13 @@ async def arun(program: Program[T], *, stepped: bool = False) -> T:
         ```
 
     """
-    value: Any = None
-    error: BaseException | None = None
-    while True:
+    stepper = _Stepper(program)
+    while (effect := stepper.next()) is not None:
         try:
-            effect = _advance(program, value, error)
-        except StopIteration as done:
-            return cast(T, done.value)
-        value, error = None, None
-        try:
-            value = await _aeffect(effect, stepped)
+            stepper.value = await _aeffect(effect, stepped)
         except Exception as exc:  # thrown into the program, which may handle it
-            error = exc
+            stepper.error = exc
+    return cast(T, stepper.result)
 
 
 def _effect(effect: Call | Fanout, stepped: bool) -> Any:
