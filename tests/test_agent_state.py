@@ -78,8 +78,10 @@ async def test_a_deep_agent_revises_the_file_it_wrote(call):
     loop = create_loop_agent(deep_agent(), evaluate, 3)
     request = {"messages": [TASK]}
     result = await loop.ainvoke(request) if call == "ainvoke" else loop.invoke(request)
-    assert result["stop_reason"] == "accepted" and result["iteration"] == 2
-    assert "a - b" in seen[0] and "a + b" in seen[1]  # the second attempt edited the first's file
+    assert result["stop_reason"] == "accepted"
+    assert result["iteration"] == 2
+    assert "a - b" in seen[0]
+    assert "a + b" in seen[1]
     assert "Error" not in " ".join(m.text for m in result["messages"] if m.type == "tool")
     assert "a + b" in solution(result["agent_state"])
 
@@ -128,7 +130,8 @@ def test_the_files_survive_a_failure_and_a_resume_exactly(tmp_path):
         saved = loop.get_state(config).values["agent_state"]
         assert "a + b" in solution(saved)  # attempt 2's file was saved before its evaluation
         result = loop.invoke(None, config)
-    assert result["stop_reason"] == "accepted" and result["iteration"] == 2
+    assert result["stop_reason"] == "accepted"
+    assert result["iteration"] == 2
     assert result["agent_state"] == saved
 
 

@@ -11,8 +11,6 @@ import pytest
 from langchain_core.messages import HumanMessage
 
 from loop_agents import create_loop_agent
-
-code_runner_module = importlib.import_module("loop_agents.evaluators.code_runner")
 from loop_agents.evaluators.code_runner import code_runner
 from loop_agents.loop.feedback import is_feedback
 from tests.conftest import ROOT, env_without_model_settings

@@ -41,10 +41,12 @@ def scripted(messages: list[AnyMessage]) -> AIMessage:
 def test_the_example_runs_offline_and_the_second_attempt_fixes_the_file():
     loop = deep_agent_tests.build_loop(FakeChat.of(scripted))
     result = loop.invoke({"messages": [HumanMessage(deep_agent_tests.TASK)]})
-    assert result["stop_reason"] == "accepted" and result["iteration"] == 2
+    assert result["stop_reason"] == "accepted"
+    assert result["iteration"] == 2
     assert "FAILED test_punctuation_and_spaces" in result["feedback"][0]
     text = deep_agent_tests.report(result)
-    assert "attempt 2: accepted" in text and "re.findall" in text
+    assert "attempt 2: accepted" in text
+    assert "re.findall" in text
 
 
 def test_without_an_endpoint_the_example_says_what_to_set(monkeypatch, capsys):

@@ -277,7 +277,8 @@ def test_a_wrongly_typed_update_is_refused_and_the_thread_stays_readable(update,
     with pytest.raises(LoopInputError, match=match):
         loop.update_state(config, update if isinstance(update, dict) else dict(update))
     after = loop.get_state(config)
-    assert after.values == before.values and after.next == before.next
+    assert after.values == before.values
+    assert after.next == before.next
     result = loop.invoke(Command(resume=True), config)  # resumable, exactly as before
     assert result["stop_reason"] == "accepted"
     later = loop.invoke({"messages": [HumanMessage("Again.")]}, config)  # and a new request

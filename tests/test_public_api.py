@@ -73,4 +73,5 @@ def test_every_moved_name_is_listed_in_the_changelog():
         importlib.resources.files("loop_agents").joinpath("..", "CHANGELOG.md")
     ).read_text()
     for name, module in loop_agents._MOVED.items():
-        assert f"`{name}`" in changelog and module in changelog, name
+        assert f"`{name}`" in changelog, name
+        assert module in changelog, name

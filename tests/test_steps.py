@@ -140,11 +140,12 @@ async def test_an_advisor_failure_does_not_repeat_the_judge(call):
     loop = create_loop_agent(
         agent, counted_metric, 3, threshold=8, advisor=advisor, checkpointer=InMemorySaver()
     )
-    runner = getattr(loop, call)
-    with pytest.raises(Boom):
-        result = runner({"messages": [REQUEST]}, config(f"adv-{call}"))
-        if call == "ainvoke":
-            await result
+    if call == "ainvoke":
+        with pytest.raises(Boom):
+            await loop.ainvoke({"messages": [REQUEST]}, config(f"adv-{call}"))
+    else:
+        with pytest.raises(Boom):
+            loop.invoke({"messages": [REQUEST]}, config(f"adv-{call}"))
     if call == "ainvoke":
         result = await loop.ainvoke(None, config(f"adv-{call}"))
     else:

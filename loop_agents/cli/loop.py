@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from langchain.agents import create_agent
 from langchain_core.messages import AnyMessage
-from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer
 
 from loop_agents.cli.spec import RunSpec
@@ -14,6 +11,7 @@ from loop_agents.evaluators import all_of, command_check, llm_judge
 from loop_agents.evaluators.judge import judge_format_options
 from loop_agents.loop.evaluation import Evaluator
 from loop_agents.loop.factory import create_loop_agent
+from loop_agents.loop.loop_agent import LoopAgent
 from loop_agents.loop.state import LoopContext, LoopEvaluation
 from loop_agents.models.endpoints import Endpoint
 
@@ -63,9 +61,7 @@ def build_evaluator(spec: RunSpec, endpoint: Endpoint) -> Evaluator:
     return all_of(*members, name="check_then_judge")
 
 
-def build_loop(
-    spec: RunSpec, endpoint: Endpoint, *, checkpointer: Checkpointer
-) -> CompiledStateGraph[Any, Any, Any, Any]:
+def build_loop(spec: RunSpec, endpoint: Endpoint, *, checkpointer: Checkpointer) -> LoopAgent:
     """The loop of ``spec`` on ``endpoint``, saving to ``checkpointer``.
 
     Example:
@@ -91,9 +87,7 @@ def _not_called_evaluator(context: LoopContext) -> LoopEvaluation:
     raise RuntimeError("a loop built for reading saved state was asked to run")
 
 
-def reading_loop(
-    max_iterations: int, *, checkpointer: Checkpointer
-) -> CompiledStateGraph[Any, Any, Any, Any]:
+def reading_loop(max_iterations: int, *, checkpointer: Checkpointer) -> LoopAgent:
     """A loop of the same shape that only reads saved state (``aget_state``); no model.
 
     Example:

@@ -19,7 +19,6 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StreamMode
 
 from loop_agents.cli.failures import describe_error, failure_reason
@@ -29,6 +28,7 @@ from loop_agents.cli.spec import RunSpec
 from loop_agents.cli.store import RunStore
 from loop_agents.console.loop_console import LoopConsole
 from loop_agents.loop.events import LoopEvent, is_loop_event
+from loop_agents.loop.loop_agent import LoopAgent
 from loop_agents.models.endpoints import Endpoint
 
 __all__ = ["Outcome", "Progress", "checkpointer", "describe_error", "run_session", "stream_loop"]
@@ -144,7 +144,7 @@ async def run_session(
 
 
 async def stream_loop(
-    loop: CompiledStateGraph[Any, Any, Any, Any],
+    loop: LoopAgent,
     request: Any,
     config: RunnableConfig,
     *,

@@ -527,7 +527,7 @@ class _Collector:
 
     def __init__(self, graph: PregelProtocol[Any, Any, Any, Any], view: LoopConsole) -> None:
         self.view = view
-        channels = graph.output_channels
+        channels = getattr(graph, "output_channels", ())
         self.keys = {channels} if isinstance(channels, str) else set(channels)
         self.output: Any = None
 

@@ -19,7 +19,6 @@ from typing import Any, TypedDict
 import httpx
 from langchain.agents import create_agent
 from langchain_core.messages import HumanMessage
-from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer
 
 from loop_agents.console.loop_console import LoopConsole, astream_to_console, section_header
@@ -29,6 +28,7 @@ from loop_agents.evaluators import all_of, llm_judge
 from loop_agents.loop.controls.criteria import LoopEvaluatorRunnable
 from loop_agents.loop.evaluation import Evaluator
 from loop_agents.loop.factory import create_loop_agent
+from loop_agents.loop.loop_agent import LoopAgent
 from loop_agents.loop.state import LoopOutput
 from loop_agents.models import local_model
 from loop_agents.models.settings import ModelSettings, SettingsError
@@ -88,7 +88,7 @@ def build_loop(
     http_async_client: httpx.AsyncClient | None = None,
     form_check: bool | None = None,
     checkpointer: Checkpointer = None,
-) -> CompiledStateGraph[Any, Any, Any, Any]:
+) -> LoopAgent:
     """The composer/reviewer loop of the article, for the given model settings.
 
     Args:

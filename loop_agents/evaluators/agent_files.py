@@ -1,4 +1,4 @@
-"""`files_check`: an agent's files, tested in the sandbox; the failures go back as feedback.
+r"""`files_check`: an agent's files, tested in the sandbox; the failures go back as feedback.
 
 A deep agent (``deepagents.create_deep_agent``) writes its work into files that live in
 its state; the loop keeps them (``context["agent_state"]["files"]``, see
@@ -83,7 +83,7 @@ sys.exit(1 if failed else 0)
 
 
 def file_texts(files: object) -> dict[str, str]:
-    """The agent's files as ``{relative path: text}``.
+    r"""The agent's files as ``{relative path: text}``.
 
     A value may be a text, a list of lines, or a deepagents file record
     (``{"content": text or lines, ...}``). Absolute paths (``/solution.py``) are taken
@@ -196,7 +196,7 @@ def files_check(
     max_processes: int | None = DEFAULT_MAX_PROCESSES,
     name: str = "files_check",
 ) -> LoopEvaluatorRunnable:
-    """Test the files a graph agent wrote (its state's ``files``) in the sandbox.
+    r"""Test the files a graph agent wrote (its state's ``files``) in the sandbox.
 
     The files of the attempt (``context["agent_state"][files_key]``) are written into a
     fresh folder, ``tests`` beside them as ``test_file``, and the tests run there under

@@ -29,6 +29,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Generic, TypeVar, cast
 
 from langchain_core.callbacks import BaseCallbackManager
+from langchain_core.globals import get_debug, get_verbose
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.runnables.config import (
     ensure_config,
@@ -37,7 +38,6 @@ from langchain_core.runnables.config import (
     set_config_context,
     var_child_runnable_config,
 )
-from langchain_core.globals import get_debug, get_verbose
 from langchain_core.tracers.context import tracing_v2_callback_var
 from langchain_core.tracers.langchain import LangChainTracer
 from langsmith.utils import tracing_is_enabled
@@ -175,15 +175,17 @@ def _observed(config: RunnableConfig) -> bool:
         return True
     return (
         tracing_v2_callback_var.get() is not None
-        or tracing_is_enabled()
-        or get_debug()
-        or get_verbose()
+        or bool(tracing_is_enabled())
+        or bool(get_debug())
+        or bool(get_verbose())
     )
 
 
 def _unnamed(config: RunnableConfig) -> RunnableConfig:
-    """``config`` for a call made without a run of its own: its run name and id dropped
-    (they name the run that is not made, not the calls inside)."""
+    """``config`` for a call made without a run of its own: no run name and id.
+
+    They name the run that is not made, not the calls inside it.
+    """
     if "run_name" not in config and "run_id" not in config:
         return config
     child: RunnableConfig = {**config}

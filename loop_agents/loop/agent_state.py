@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Self
 
 from langgraph.channels.last_value import LastValue
 from langgraph.pregel import Pregel
 from pydantic import BaseModel
-from typing_extensions import Self, get_type_hints
+from typing_extensions import get_type_hints
 
 AGENT_STATE = "agent_state"
 """The loop's state key for the latest (and, once the loop ends, the selected) attempt's

@@ -143,7 +143,7 @@ def _check_iteration(iteration: object) -> int:
 
 
 def _saver(loop: LoopGraph) -> BaseCheckpointSaver[Any]:
-    saver = loop.checkpointer
+    saver = getattr(loop, "checkpointer", None)
     if not isinstance(saver, BaseCheckpointSaver):
         raise ValueError(
             f"the loop has no checkpointer of its own (got {saver!r}); going back to an "

@@ -27,15 +27,16 @@ from __future__ import annotations
 
 import sys
 from collections.abc import AsyncIterator, Iterator, Sequence
+from datetime import timedelta
 from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import ensure_config, merge_configs
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.errors import EmptyInputError
+from langgraph.graph import END
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.pregel.protocol import PregelProtocol
-from langgraph.graph import END
 from langgraph.types import Command, StateUpdate
 
 from loop_agents.loop.input_checks import EXAMPLE, LoopInputError, check_input, check_update
@@ -91,7 +92,7 @@ class LoopAgent(PregelProtocol[LoopState, None, LoopInput, LoopOutput]):
         graph: LoopGraph,
         *,
         concurrent_runs: ConcurrentRuns = "reject",
-        busy_timeout: float | None = None,
+        busy_timeout: float | timedelta | None = None,
     ) -> None:
         """Wrap ``graph``; check the thread options."""
         self.graph = graph
@@ -114,12 +115,12 @@ class LoopAgent(PregelProtocol[LoopState, None, LoopInput, LoopOutput]):
         return str(self.graph.name)
 
     @property
-    def InputType(self) -> Any:  # noqa: N802
+    def InputType(self) -> Any:
         """The input type (the graph's)."""
         return self.graph.InputType
 
     @property
-    def OutputType(self) -> Any:  # noqa: N802
+    def OutputType(self) -> Any:
         """The output type (the graph's)."""
         return self.graph.OutputType
 
@@ -171,7 +172,7 @@ class LoopAgent(PregelProtocol[LoopState, None, LoopInput, LoopOutput]):
 
     # -- the runs ------------------------------------------------------------------------
 
-    def stream(  # type: ignore[override]
+    def stream(
         self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
     ) -> Iterator[Any]:
         """The graph's ``stream``, after checking the input and taking the thread.
@@ -202,7 +203,7 @@ class LoopAgent(PregelProtocol[LoopState, None, LoopInput, LoopOutput]):
                     raise
                 raise self._nothing_to_resume(merged) from error
 
-    async def astream(  # type: ignore[override]
+    async def astream(
         self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
     ) -> AsyncIterator[Any]:
         """The graph's ``astream``, after checking the input and taking the thread.
@@ -232,9 +233,7 @@ class LoopAgent(PregelProtocol[LoopState, None, LoopInput, LoopOutput]):
                     raise
                 raise self._nothing_to_resume(merged) from error
 
-    def invoke(  # type: ignore[override]
-        self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
-    ) -> Any:
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         """The graph's ``invoke``, after the checks of `stream`.
 
         Example:
@@ -254,9 +253,7 @@ class LoopAgent(PregelProtocol[LoopState, None, LoopInput, LoopOutput]):
                     raise
                 raise self._nothing_to_resume(merged) from error
 
-    async def ainvoke(  # type: ignore[override]
-        self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
-    ) -> Any:
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         """The graph's ``ainvoke``, after the checks of `stream`.
 
         Example:

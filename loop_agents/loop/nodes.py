@@ -42,7 +42,6 @@ from loop_agents.loop.controls.base import (
     Outcome,
     Progress,
     Turn,
-    as_program,
     overrides,
 )
 from loop_agents.loop.controls.budgets import PriceTable
@@ -562,8 +561,10 @@ class LoopNodes:
 
 
 def routed(updates: dict[str, Any]) -> Command[str]:
-    """The evaluate node's updates, and where the loop goes next: back to the agent, or
-    to the end once the loop has a stop reason."""
+    """The evaluate node's updates, and where the loop goes next.
+
+    Back to the agent, or to the end once the loop has a stop reason.
+    """
     goto = END if updates.get("stop_reason") else "invoke_agent"
     return Command(update=updates, goto=goto)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, cast
 
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, AnyMessage
 
 from loop_agents.loop.agent_state import thawed
 from loop_agents.loop.agents import answer_of
@@ -73,7 +73,7 @@ def attempts_of(state: LoopState) -> tuple[list[Attempt], CallUsage]:
         return attempts, history
     error = run.get("error")
     answer = state.get("last_response")
-    produced = None if error is not None or answer is None else [answer]
+    produced: list[AnyMessage] | None = None if error is not None or answer is None else [answer]
     state_after = dict(state.get("agent_state") or {})
     attempt = Attempt(
         produced,

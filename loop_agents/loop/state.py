@@ -253,9 +253,11 @@ class CandidateRun(TypedDict):
 
 
 class LoopInput(TypedDict, total=False):
-    """What a loop accepts: ``messages``, optionally the seed's ``init_messages``, and a
-    graph agent's starting state (``agent_state``, e.g. ``{"files": {...}}`` for a deep
-    agent)."""
+    """What a loop accepts: ``messages``, the seed's ``init_messages``, ``agent_state``.
+
+    ``init_messages`` is optional; so is ``agent_state``, a graph agent's starting state
+    (e.g. ``{"files": {...}}`` for a deep agent).
+    """
 
     messages: Required[Annotated[list[AnyMessage], add_messages]]
     init_messages: list[AnyMessage]

@@ -132,10 +132,7 @@ def measure_sync(call: Call) -> Measured[Any]:
     """Make ``call`` synchronously, within its time limit, and measure it."""
     started = time.perf_counter()
     with counting_tokens() as used:
-        if call.timeout is None:
-            value = call.sync(call.input, call.config)
-        else:
-            value = call.limit.run(call)
+        value = call.sync(call.input, call.config) if call.timeout is None else call.limit.run(call)
     return Measured(value, time.perf_counter() - started, used.usage())
 
 
@@ -163,8 +160,10 @@ class _Stepper:
         self.result: Any = None
 
     def next(self) -> Call | Fanout | None:
-        """The program's next effect, after sending in the last one's value (or error);
-        ``None`` once the program returned (its value is in ``result``)."""
+        """The program's next effect, after sending in the last one's value (or error).
+
+        ``None`` once the program returned (its value is then in ``result``).
+        """
         value, error = self.value, self.error
         self.value, self.error = None, None
         try:
@@ -248,28 +247,28 @@ def _sync_task(name: str, retry: RetryPolicies | None) -> Any:
     def call_task(call: Call) -> dict[str, Any]:
         return measure_sync(call).stored()
 
-    return task(call_task, name=name, retry_policy=retry)
+    return task(name=name, retry_policy=retry)(cast(Any, call_task))
 
 
 def _async_task(name: str, retry: RetryPolicies | None) -> Any:
     async def call_task(call: Call) -> dict[str, Any]:
         return (await measure_async(call)).stored()
 
-    return task(call_task, name=name, retry_policy=retry)
+    return task(name=name, retry_policy=retry)(cast(Any, call_task))
 
 
 def _sync_program_task(name: str, retry: RetryPolicies | None) -> Any:
     def program_task(factory: ProgramFactory) -> Any:
         return run(factory())
 
-    return task(program_task, name=name, retry_policy=retry)
+    return task(name=name, retry_policy=retry)(cast(Any, program_task))
 
 
 def _async_program_task(name: str, retry: RetryPolicies | None) -> Any:
     async def program_task(factory: ProgramFactory) -> Any:
         return await arun(factory())
 
-    return task(program_task, name=name, retry_policy=retry)
+    return task(name=name, retry_policy=retry)(cast(Any, program_task))
 
 
 def direct(value: T) -> Program[T]:

@@ -47,7 +47,6 @@ from langchain_core.messages import (
 from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
-from langgraph.pregel.protocol import PregelProtocol
 from langgraph.types import Checkpointer
 from typing_extensions import TypedDict, get_type_hints
 
@@ -371,7 +370,7 @@ def _unwrapped(hint: Any) -> Any:
     return hint
 
 
-def storage_of(loop: PregelProtocol[Any, Any, Any, Any]) -> StorageLayout:
+def storage_of(loop: Any) -> StorageLayout:
     """How a compiled loop stores its append-only keys: ``"delta"`` or ``"full"``.
 
     Example:

@@ -27,7 +27,6 @@ from typing import Any, TypedDict
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AnyMessage, BaseMessage, SystemMessage
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
-from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import get_runtime
 from langgraph.types import Checkpointer
 
@@ -39,8 +38,9 @@ from loop_agents.loop.controls.agent_errors import OnAgentError
 from loop_agents.loop.controls.budgets import Prices
 from loop_agents.loop.controls.criteria import criteria_note
 from loop_agents.loop.factory import create_loop_agent
+from loop_agents.loop.loop_agent import LoopAgent
 from loop_agents.loop.output import OutputMode
-from loop_agents.loop.state import LoopContext, LoopEvaluation, LoopInput, LoopOutput, LoopState
+from loop_agents.loop.state import LoopContext, LoopEvaluation
 
 DEFAULT_TASK = (
     "You are a careful, capable assistant. Answer the user's request completely. When "
@@ -167,7 +167,7 @@ def configurable_loop(
     cost_budget: float | None = None,
     prices: Prices | None = None,
     on_agent_error: OnAgentError = "raise",
-) -> CompiledStateGraph[LoopState, None, LoopInput, LoopOutput]:
+) -> LoopAgent:
     r"""Build a loop whose task, rubric, pass mark and human review are set per run.
 
     The agent is ``model`` with the run's ``task`` as system prompt; the evaluator is

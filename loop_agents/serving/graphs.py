@@ -1,10 +1,11 @@
 """The graphs ``langgraph.json`` serves, built from the environment's model settings.
 
 LangGraph Server (``langgraph dev`` locally, LangGraph Platform or a self-hosted server)
-loads the graphs named in ``langgraph.json``: compiled graphs (a loop's ``LoopAgent.graph``; the
-server guards its threads itself, with its ``multitask_strategy``). Each entry here is a graph factory: the
-server calls it when it needs the graph, and it builds the loop from the model settings
-in the environment (``OPENAI_API_KEY``, ``OPENAI_BASE_URL``, ``LOOP_AGENTS_MODEL``,
+loads the graphs named in ``langgraph.json``: compiled graphs (a loop's
+``LoopAgent.graph``; the server guards its threads itself, with its
+``multitask_strategy``). Each entry here is a graph factory: the server calls it when it
+needs the graph, and it builds the loop from the model settings in the environment
+(``OPENAI_API_KEY``, ``OPENAI_BASE_URL``, ``LOOP_AGENTS_MODEL``,
 ``LOOP_AGENTS_STRUCTURED_OUTPUT``, ``LOOP_AGENTS_MAX_TOKENS``; see `loop_agents.models`),
 once per distinct settings. Missing settings fail the run with a message saying what to
 set, not the server's start. The server reads ``.env`` itself (``"env": ".env"`` in
@@ -23,7 +24,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from langgraph.graph.state import CompiledStateGraph
 
@@ -74,19 +75,25 @@ def max_iterations_from_env(environ: Mapping[str, str] | None = None) -> int:
 def _song_lyrics(
     settings: ModelSettings, form_check: bool
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
-    return graph_of(build_song_lyrics_loop(settings, form_check=form_check))
+    return cast(
+        CompiledStateGraph[Any, Any, Any, Any],
+        graph_of(build_song_lyrics_loop(settings, form_check=form_check)),
+    )
 
 
 @functools.lru_cache(maxsize=8)
 def _configurable(
     settings: ModelSettings, max_iterations: int
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
-    return graph_of(
-        build_configurable_loop(
-            settings.chat_model(),
-            method=settings.structured_output_method,
-            max_iterations=max_iterations,
-        )
+    return cast(
+        CompiledStateGraph[Any, Any, Any, Any],
+        graph_of(
+            build_configurable_loop(
+                settings.chat_model(),
+                method=settings.structured_output_method,
+                max_iterations=max_iterations,
+            )
+        ),
     )
 
 

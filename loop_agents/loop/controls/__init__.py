@@ -4,18 +4,19 @@ Every option of `create_loop_agent` beyond the agent, the evaluator and the cap 
 shorthand for a control here; ``controls=[...]`` takes them too, and controls of your
 own (subclass `LoopControl`; its hooks are documented in `loop_agents.loop.controls.base`):
 
-| module | control | options |
-| --- | --- | --- |
-| `criteria` | `Criteria` | ``show_criteria``, ``criteria`` |
-| `history` | `History` | ``history`` |
-| `advice` | `ScoreThreshold`, `Advisor` | ``threshold``, ``advisor`` |
-| `candidates` | `Candidates` | ``candidates``, ``candidate_temperature`` |
-| `agent_errors` | `AgentErrors` | ``on_agent_error``, ``count_failed_attempts``, ``max_agent_errors`` |
-| `feedback_format` | `FeedbackStyle` | ``feedback_format`` |
-| `budgets` | `Budgets` | ``token_budget``, ``time_budget``, ``request_budget``, ``cost_budget``, ``prices`` |
-| `plateau` | `Plateau` | ``patience``, ``min_delta`` |
-| `selection` | `AnswerSelection` | ``select`` |
-| `retries` | `Retries` | ``agent_retry_policy``, ``evaluator_retry_policy``, ``agent_timeout``, ``evaluator_timeout`` |
+- `criteria`: `Criteria` (``show_criteria``, ``criteria``);
+- `history`: `History` (``history``);
+- `advice`: `ScoreThreshold` (``threshold``) and `Advisor` (``advisor``);
+- `candidates`: `Candidates` (``candidates``, ``candidate_temperature``);
+- `agent_errors`: `AgentErrors` (``on_agent_error``, ``count_failed_attempts``,
+  ``max_agent_errors``);
+- `feedback_format`: `FeedbackStyle` (``feedback_format``);
+- `budgets`: `Budgets` (``token_budget``, ``time_budget``, ``request_budget``,
+  ``cost_budget``, ``prices``);
+- `plateau`: `Plateau` (``patience``, ``min_delta``);
+- `selection`: `AnswerSelection` (``select``);
+- `retries`: `Retries` (``agent_retry_policy``, ``evaluator_retry_policy``,
+  ``agent_timeout``, ``evaluator_timeout``).
 
 A new control is one module here, with its tests; nothing else changes.
 """
@@ -43,9 +44,9 @@ from loop_agents.loop.controls.selection import AnswerSelection
 from loop_agents.loop.steps import Call, Measured
 
 __all__ = [
+    "Advisor",
     "AgentCall",
     "AgentErrors",
-    "Advisor",
     "AnswerSelection",
     "Attempt",
     "Budgets",

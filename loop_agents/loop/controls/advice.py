@@ -142,8 +142,10 @@ def check_threshold(threshold: object) -> float | None:
 
 
 class ScoreThreshold(LoopControl):
-    """A score decides: ``threshold=``. A verdict with a score and no ``stop`` accepts
-    when ``score >= threshold``; one that goes on without feedback gets `default_advice`.
+    """A score decides: ``threshold=``.
+
+    A verdict with a score and no ``stop`` accepts when ``score >= threshold``; one that
+    goes on without feedback gets `default_advice`.
 
     Args:
         threshold: The score at which a score-only verdict accepts.
@@ -203,7 +205,9 @@ class Advisor(LoopControl):
 
     name = "advisor"
 
-    def __init__(self, model: Runnable[Any, Any] | None = None, *, threshold: float | None = None):
+    def __init__(
+        self, model: Runnable[Any, Any] | None = None, *, threshold: float | None = None
+    ) -> None:
         """Check the model."""
         self.model = check_advisor(model)
         self.threshold = check_threshold(threshold)

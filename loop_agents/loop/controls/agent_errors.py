@@ -266,8 +266,9 @@ def failures_in_a_row(records: Sequence[IterationRecord]) -> int:
 
 
 class AgentErrors(LoopControl):
-    """Errors as feedback: the control of ``on_agent_error``, ``count_failed_attempts``
-    and ``max_agent_errors`` (see the module docstring).
+    """Errors as feedback: ``on_agent_error``, ``count_failed_attempts``, ``max_agent_errors``.
+
+    See the module docstring.
 
     Args:
         on_agent_error: ``"raise"`` (an agent error ends the loop) or ``"feedback"``.

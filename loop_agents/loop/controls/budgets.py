@@ -1,5 +1,6 @@
-"""Budgets: `Budgets`, the control of ``token_budget``, ``time_budget``, ``request_budget``,
-``cost_budget`` and ``prices``.
+"""Budgets: `Budgets`, the control of the token, time, request and cost budgets and prices.
+
+``token_budget``, ``time_budget``, ``request_budget``, ``cost_budget`` and ``prices``.
 
 A loop counts every chat-model (or LLM) call LangChain sees while it runs: the agent's
 (each candidate's), the evaluator's (an LLM judge's), the advisor's and a history

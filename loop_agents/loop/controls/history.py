@@ -65,6 +65,7 @@ class History(LoopControl):
         self.stateful = policy if isinstance(policy, StatefulHistory) else None
         self.function: HistoryFunction | None = None
         self.checked = False
+        self.calls_models = self.stateful is not None  # a stateful policy may call models
         if isinstance(policy, str):
             self.function = builtin_policy(
                 cast(Any, policy), check_feedback_format(feedback_format)
@@ -77,11 +78,6 @@ class History(LoopControl):
     def active(self) -> bool:
         """Whether the agent is sent less than the whole conversation."""
         return self.policy != "full"
-
-    @property
-    def calls_models(self) -> bool:
-        """Whether the policy may call models (a `StatefulHistory`)."""
-        return self.stateful is not None
 
     def shape_input(
         self, messages: list[AnyMessage], turn: Turn

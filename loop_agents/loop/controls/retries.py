@@ -1,5 +1,6 @@
-"""Retries and time limits: `Retries`, the control of ``agent_retry_policy``,
-``evaluator_retry_policy``, ``agent_timeout`` and ``evaluator_timeout``.
+"""Retries and time limits: `Retries`, the control of the retry policies and time limits.
+
+``agent_retry_policy``, ``evaluator_retry_policy``, ``agent_timeout``, ``evaluator_timeout``.
 
 Retries are LangGraph's own ``RetryPolicy``: on the node that makes the call, or, when
 the node makes several paid calls as LangGraph tasks (``candidates=k``), on each task, so
