@@ -253,6 +253,36 @@ def test_eval_report_writes_the_page_of_the_eval_it_ran(tmp_path, capsys, monkey
         assert drawn.text.count("✗ 1") == 3
         page.unlink()
         assert main([*args, "--report", str(page), "--base-url", url]) == 0
+        capsys.readouterr()
+        assert len(server.requests) == calls  # everything was in the journal
+        # --json: stdout is the JSON alone, the page's path goes to stderr
+        assert main([*args, "--json", "--report", str(page), "--base-url", url]) == 0
+        printed = capsys.readouterr()
+        assert json.loads(printed.out)["arms"]["loop"]["passed"] == 3
+        assert f"Report: {page}" in printed.err
+        # a page that cannot be written: exit 1, the results kept, how to draw it again
+        blocked = out / "r.html"  # under a file
+        assert main([*args, "--report", str(blocked), "--base-url", url]) == 1
+        assert f"draw it again with --from {out}" in capsys.readouterr().err
         assert len(server.requests) == calls  # everything was in the journal
     assert Page(page.read_text(encoding="utf-8")).text == drawn.text
-    assert json.loads(out.read_text(encoding="utf-8"))["arms"]["loop"]["passed"] == 3
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda d: d["arms"]["loop"].update(pass_rate=float("nan"), ci95=[None, "x"]),
+        lambda d: d["arms"]["loop"].update(model_calls=float("inf"), input_tokens=-5),
+        lambda d: d["arms"].update(loop="not a summary"),
+        lambda d: d.update(by_attempt={"loop": "1,2,3", "single": [None, 1e400]}),
+        lambda d: d["results"].extend([None, 3, {"task_id": 7, "arm": None}]),
+        lambda d: d["results"][0].update(transcript=[None, {"answer": 5, "iteration": "two"}]),
+        lambda d: d.update(settings=[1, 2], comparisons={"a": 1}, errors=None, parts=[]),
+    ],
+)
+def test_a_damaged_file_still_gives_a_page(example, damage):
+    data = copy.deepcopy(example)
+    damage(data)
+    page = Page(eval_page(data))
+    assert "Pass rate per arm" in page.text
+    assert {href[1:] for href in page.links() if href.startswith("#")} <= page.ids()

@@ -248,7 +248,7 @@ def scatter(
     x_max, (y_low, y_high) = x_ticks[-1], (y_ticks[0], y_ticks[-1])
 
     def x_of(value: float) -> float:
-        return left + (width - left - right) * value / x_max
+        return left + (width - left - right) * min(max(value, 0.0), x_max) / x_max
 
     def y_of(value: float) -> float:
         share = (value - y_low) / (y_high - y_low)

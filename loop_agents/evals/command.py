@@ -457,7 +457,9 @@ async def run_eval_command(
             write_eval_page(options.report, report.to_json(), tasks=options.tasks)
         except OSError as exc:
             again = f"; draw it again with --from {options.out}" if options.out else ""
-            where.print(f"cannot write the report: {exc}{again}", markup=False, style="red")
+            progress_console.print(
+                f"cannot write the report: {exc}{again}", markup=False, soft_wrap=True
+            )
             return 1
         where.print(f"Report: {options.report}", markup=False, highlight=False)
     return 0 if report.complete else 1

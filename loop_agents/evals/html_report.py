@@ -353,8 +353,12 @@ def _grid(
     for t, task_id in enumerate(order):
         cells: list[object] = [tag("a", task_id, href=f"#task-{t}")]
         for a, arm in enumerate(arms):
-            cls, text = _outcome(found.get((task_id, arm)), failed.get((task_id, arm)))
-            cells.append(tag("a", text, href=f"#{_anchor(t, a)}", class_=f"outcome {cls}"))
+            result, error = found.get((task_id, arm)), failed.get((task_id, arm))
+            cls, text = _outcome(result, error)
+            if result is None and error is None:  # not run: nothing to link to
+                cells.append(tag("span", text, class_=f"outcome {cls}"))
+            else:
+                cells.append(tag("a", text, href=f"#{_anchor(t, a)}", class_=f"outcome {cls}"))
         rows.append(cells)
     headers = ["task", *(_swatch(colors[arm]) + arm for arm in arms)]
     note = tag(
