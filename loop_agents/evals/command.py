@@ -461,7 +461,7 @@ async def run_eval_command(
                 f"cannot write the report: {exc}{again}", markup=False, soft_wrap=True
             )
             return 1
-        where.print(f"Report: {options.report}", markup=False, highlight=False)
+        where.print(f"Report: {options.report}", markup=False, highlight=False, soft_wrap=True)
     return 0 if report.complete else 1
 
 
