@@ -116,6 +116,10 @@ def test_every_cell_of_the_grid_links_to_the_pairs_answers(example):
         assert step["answer"] in text
     assert loop["transcript"][0]["feedback"] in text
     assert "cut off at the token cap" in text
+    assert "score " not in text  # the example's attempts have no score
+    judged = copy.deepcopy(example)
+    judged["results"][0]["transcript"][0]["score"] = 62.5  # a judge's, as a later shape has
+    assert "score 62.5" in Page(eval_page(judged)).text
 
 
 def test_an_older_result_says_what_it_did_not_record(example):

@@ -287,7 +287,7 @@ def scatter(
             )
         )
         anchor, lx = ("end", px - 10) if px > width - right - 90 else ("start", px + 10)
-        ly = py - 8
+        ly = py - 8 if py - 8 > top + 10 else py + 18  # under the point at the top edge
         while any(abs(ly - y) < 14 and abs(lx - x) < 90 for x, y in taken):
             ly += 14
         taken.append((lx, ly))

@@ -383,6 +383,9 @@ def _attempt(step: Mapping[str, Any], candidates: bool) -> Html:
                 tag("span", yes if step[key] else no, class_="badge " + (
                     "pass" if step[key] else "fail"))
             )  # fmt: skip
+    score = finite_float(step.get("score"))
+    if score is not None:
+        badges.append(tag("span", f"score {score:g}", class_="badge"))
     if step.get("cut_off") is True:
         badges.append(tag("span", "cut off at the token cap", class_="badge fail"))
     parts = [tag("div", escape(head) + join(badges), class_="attempt-head")]
