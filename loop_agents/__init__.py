@@ -28,8 +28,9 @@ public names (``tests/test_layers.py`` checks both, and that no import cycle exi
    timeouts, checkpoints, storage, thread locking, and the helpers they share with the
    layers above (calling agents and evaluators, counting tokens).
 4. ``evaluators``: every evaluator: the LLM judge, rules, combinators, command checks,
-   human review, code review and the code runner, the 相见欢 form.
-5. ``console``: rendering a running loop in a terminal.
+   human review, code review and the code runner, the 相见欢 form, the openevals
+   adapter.
+5. ``console``: rendering a loop for people: live in a terminal, or as an HTML page.
 6. ``demos``: the Song-lyrics demo and its prompts.
 7. ``evals``: task sets, arms, the eval runner and its report.
 8. ``serving``: LangGraph Server entry points, configurable loops, loop-as-tool.
@@ -61,6 +62,7 @@ if TYPE_CHECKING:
         code_runner,
         command_check,
         files_check,
+        from_openevals,
         llm_judge,
         panel,
         rule,
@@ -122,6 +124,7 @@ __all__ = [
     "command_check",
     "create_loop_agent",
     "files_check",
+    "from_openevals",
     "human_review",
     "llm_judge",
     "panel",

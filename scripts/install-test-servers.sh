@@ -6,6 +6,8 @@
 # - A C++ compiler, for building llama.cpp (the `local` extra, installed by `make local`).
 # - bubblewrap (`bwrap`), the sandbox the code runner prefers (loop_agents.sandbox); the
 #   sandbox tests of the bwrap isolation must run on CI (tests/test_sandbox.py).
+# - Chromium, which draws the report pages headless in tests/test_html_browser.py (and makes
+#   the documentation's screenshot, scripts/screenshot_eval_report.py).
 # Installing needs root (apt-get); without it, the script says what to install.
 set -euo pipefail
 
@@ -18,6 +20,9 @@ if ! command -v c++ >/dev/null 2>&1 && ! command -v g++ >/dev/null 2>&1; then
 fi
 if ! command -v bwrap >/dev/null 2>&1; then
     missing+=(bubblewrap)
+fi
+if ! command -v chromium >/dev/null 2>&1; then
+    missing+=(chromium)
 fi
 if [ ${#missing[@]} -eq 0 ]; then
     exit 0

@@ -27,6 +27,10 @@ def eval_(args: argparse.Namespace) -> int:
     from loop_agents.models.local_model import LocalModelError
     from loop_agents.models.settings import Environment, SettingsError
 
+    if args.from_json is not None:  # a finished eval's page: nothing runs
+        from loop_agents.cli.eval_report_command import draw_again
+
+        return draw_again(args)
     try:
         options = eval_options(args)
         if options.server is not None:

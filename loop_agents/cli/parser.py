@@ -227,6 +227,13 @@ def show_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--json", action="store_true", help="print the run as JSON, as `run --json` did"
     )
+    parser.add_argument(
+        "--report",
+        type=Path,
+        metavar="PAGE.html",
+        help="write the run as a self-contained HTML page instead: the score per "
+        "iteration, each iteration's answer and feedback, the settings",
+    )
 
 
 def eval_arguments(parser: argparse.ArgumentParser) -> None:

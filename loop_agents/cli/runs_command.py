@@ -7,6 +7,7 @@ import asyncio
 import json
 import sys
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from rich import box
@@ -108,15 +109,30 @@ async def _values(store: RunStore, run: SavedRun) -> dict[str, Any]:
 
 def show(args: argparse.Namespace) -> int:
     """``loop-agents show RUN_ID``: a saved run, as the console showed it or as JSON."""
+    if args.report is not None:
+        from loop_agents.cli.run_report_command import check_page_path
+
+        check_page_path(args.report)
     store = _store()
-    return print_run(store, store.find(args.run_id), as_json=args.json)
+    return print_run(store, store.find(args.run_id), as_json=args.json, report=args.report)
 
 
-def print_run(store: RunStore, run: SavedRun, *, as_json: bool) -> int:
-    """Print a saved run: as ``run --json`` did, or replayed as the console showed it."""
+def print_run(store: RunStore, run: SavedRun, *, as_json: bool, report: Path | None = None) -> int:
+    """Print a saved run: as ``run --json`` did, or replayed as the console showed it.
+
+    With ``report``, the run's HTML page is written there instead of the replay (the
+    JSON is still printed with ``as_json``).
+    """
     values = asyncio.run(_values(store, run))
     failure = run.stop_reason if run.state == "failed" else None
     result = result_json(values, run_id=run.run_id, error=run.error, failure=failure)
+    if report is not None:
+        from loop_agents.cli.run_report_command import write_run_report
+
+        write_run_report(run, result, report)
+        print(f"Report: {report}", file=sys.stderr if as_json else sys.stdout)
+        if not as_json:
+            return 0
     if as_json:
         print(json.dumps(result, ensure_ascii=False, indent=2))
         return 0

@@ -15,12 +15,15 @@ Task sets are JSONL files (`loop_agents.evals.tasks`); two are bundled, ``code``
 
 Example:
     ```python
+    from pathlib import Path
+
     from langchain_openai import ChatOpenAI
-    from loop_agents.evals import render_report, run_eval
+    from loop_agents.evals import render_report, run_eval, write_eval_page
 
     report = run_eval("instructions", ChatOpenAI(model="gpt-5.4-mini"), limit=10,
                       out="instructions.json")
     render_report(report)
+    write_eval_page(Path("instructions.html"), report.to_json())  # the page of the verdict
     ```
 
 The names are imported on first use, so that ``import loop_agents.evals.command`` (for
@@ -35,6 +38,12 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from loop_agents.evals.arms import ARMS, Arm, ArmOutcome, ArmSettings, arun_arm
     from loop_agents.evals.checks import CHECKS, Check, CheckResult, CheckSpecError, parse_check
+    from loop_agents.evals.html_report import (
+        EvalFileError,
+        eval_page,
+        read_eval_json,
+        write_eval_page,
+    )
     from loop_agents.evals.journal import JournalError
     from loop_agents.evals.report import (
         ArmSummary,
@@ -66,6 +75,7 @@ __all__ = [
     "CheckResult",
     "CheckSpecError",
     "CodeTask",
+    "EvalFileError",
     "EvalProgress",
     "EvalReport",
     "InstructionsTask",
@@ -77,11 +87,14 @@ __all__ = [
     "TaskResult",
     "arun_arm",
     "arun_eval",
+    "eval_page",
     "load_tasks",
     "parse_check",
+    "read_eval_json",
     "render_report",
     "run_eval",
     "wilson_interval",
+    "write_eval_page",
 ]
 
 _HOMES = {
@@ -95,6 +108,10 @@ _HOMES = {
     "CheckResult": "checks",
     "CheckSpecError": "checks",
     "parse_check": "checks",
+    "EvalFileError": "html_report",
+    "eval_page": "html_report",
+    "read_eval_json": "html_report",
+    "write_eval_page": "html_report",
     "JournalError": "journal",
     "ArmSummary": "report",
     "EvalReport": "report",

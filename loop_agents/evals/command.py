@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from loop_agents.evals.report_command import add_report_arguments, check_report_path
 from loop_agents.evals.tasks import BUNDLED_SETS, Task, TaskFileError, load_tasks
 
 if TYPE_CHECKING:
@@ -92,6 +93,7 @@ class EvalOptions:
         retries: Tries after the first for a failing pair.
         code_timeout: Seconds a code answer and its tests may run.
         json: Print the JSON result instead of the tables.
+        report: Where the HTML page of the result goes, or ``None``.
     """
 
     source: str
@@ -106,6 +108,7 @@ class EvalOptions:
     retries: int = 2
     code_timeout: float = 10.0
     json: bool = False
+    report: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -137,8 +140,10 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     """
     parser.add_argument(
         "tasks_source",
+        nargs="?",
         metavar="TASKS",
-        help=f"a JSONL task file, or a bundled set: {', '.join(BUNDLED_SETS)}",
+        help=f"a JSONL task file, or a bundled set: {', '.join(BUNDLED_SETS)} (with --from: "
+        f"optional, for the tasks' prompts in the page)",
     )
     parser.add_argument(
         "--arms",
@@ -207,6 +212,7 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--json", action="store_true", help="print the JSON result instead of the tables"
     )
+    add_report_arguments(parser)
 
 
 def add_eval_parser(
@@ -292,6 +298,15 @@ def eval_options(args: argparse.Namespace) -> EvalOptions:
         raise EvalUsageError(
             f"--out {str(out)!r} is a folder; give a file name such as results.json"
         )
+    if args.tasks_source is None:
+        raise EvalUsageError(
+            "give TASKS (a task file, or a bundled set: code, instructions), or --from "
+            "OUT.json --report PAGE.html to draw a finished eval again"
+        )
+    try:
+        report = check_report_path(args.report, out=out)
+    except ValueError as exc:
+        raise EvalUsageError(str(exc)) from None
     ids = _names(args.task_ids)
     if args.task_ids is not None and not ids:
         raise EvalUsageError("--tasks is empty; give task ids separated by commas")
@@ -312,6 +327,7 @@ def eval_options(args: argparse.Namespace) -> EvalOptions:
         retries=args.retries,
         code_timeout=args.code_timeout,
         json=args.json,
+        report=report,
     )
 
 
@@ -433,6 +449,19 @@ async def run_eval_command(
         render_report(report, console)
         if options.out is not None:
             console.print(f"Results: {options.out}", markup=False, highlight=False)
+    if options.report is not None:
+        from loop_agents.evals.html_report import write_eval_page
+
+        where = progress_console if options.json else console
+        try:
+            write_eval_page(options.report, report.to_json(), tasks=options.tasks)
+        except OSError as exc:
+            again = f"; draw it again with --from {options.out}" if options.out else ""
+            progress_console.print(
+                f"cannot write the report: {exc}{again}", markup=False, soft_wrap=True
+            )
+            return 1
+        where.print(f"Report: {options.report}", markup=False, highlight=False, soft_wrap=True)
     return 0 if report.complete else 1
 
 

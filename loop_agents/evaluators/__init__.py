@@ -15,6 +15,8 @@
 - `code_runner` (`loop_agents.evaluators.code_runner`, with the rule review of
   `loop_agents.evaluators.code_review`): the answer's Python code is run in
   `loop_agents.sandbox` and its output judged (seed 004's runner).
+- `from_openevals`: any openevals evaluator (``exact_match``,
+  ``create_llm_as_judge(...)``, the code evaluators, sync or async) as an evaluator.
 
 This layer sits on `loop_agents.loop` (an evaluator is a function of `LoopContext`
 returning `LoopEvaluation`) and may use `loop_agents.sandbox` and `loop_agents.models`;
@@ -43,6 +45,7 @@ from loop_agents.evaluators.combinators import Combine, all_of, panel
 from loop_agents.evaluators.command import command_check
 from loop_agents.evaluators.human import human_review
 from loop_agents.evaluators.judge import DEFAULT_TEMPLATE, JudgeError, JudgeMethod, llm_judge
+from loop_agents.evaluators.openevals_adapter import from_openevals
 from loop_agents.evaluators.plan import todos_complete
 from loop_agents.evaluators.rules import RuleCheck, RuleResult, rule, text_rule
 
@@ -57,6 +60,7 @@ __all__ = [
     "code_runner",
     "command_check",
     "files_check",
+    "from_openevals",
     "human_review",
     "llm_judge",
     "panel",

@@ -196,7 +196,7 @@ def create_loop_agent(
             score; on a tie or without scores an accepted one, then the first) is the
             iteration's answer and only it goes back to the agent; every candidate is
             kept in ``record["candidates"]``. ``max_iterations=1`` makes it best-of-N.
-            See `loop_agents.loop.control.candidates`.
+            See `loop_agents.loop.controls.candidates`.
         candidate_temperature: With ``candidates`` > 1 and a chat-model agent: the
             temperature of every candidate (a number) or of each (k numbers).
         threshold: The score at which an evaluation that gives only a score (or a
@@ -205,11 +205,11 @@ def create_loop_agent(
         advisor: A chat model that writes the feedback a verdict left out: it is
             given the request, the answer and its score (a run named
             ``"iteration N: advisor"``, counted in budgets). Without one the feedback
-            is a sentence naming the score and the threshold. See `loop_agents.loop.control.advice`.
+            is a sentence naming the score and the threshold. See `loop_agents.loop.controls.advice`.
         show_criteria: Show the evaluator's criteria (its ``criteria`` attribute: an
             ``llm_judge``'s instructions, a rule's description, ...) to the agent
             before its first attempt, in a marked message after the request. See
-            `loop_agents.loop.control.criteria`.
+            `loop_agents.loop.controls.criteria`.
         criteria: The criteria text to show instead of the evaluator's (needs
             ``show_criteria=True``).
         request_budget: Stop with reason ``"request_budget"`` once the model calls of
@@ -217,7 +217,7 @@ def create_loop_agent(
             reach this number, or when the next iteration, making as many calls as
             the latest, would pass it. Checked after each evaluation.
         cost_budget: The same for their cost (reason ``"cost_budget"``), in the
-            currency of ``prices`` (required with it). See `loop_agents.loop.control.budgets`.
+            currency of ``prices`` (required with it). See `loop_agents.loop.controls.budgets`.
         prices: Prices per million tokens by model name,
             ``{"gpt-5.4-mini": {"input": 0.25, "output": 2.0}, "*": {...}}``; records
             then carry each iteration's ``cost``.
@@ -227,7 +227,7 @@ def create_loop_agent(
             refusal, malformed tool calls) is recorded and sent to the agent as
             feedback for its next attempt; infrastructure errors (timeouts, 429, 5xx)
             still go to the retry policy (see `default_retry_policy`), other errors
-            still end the loop. See `loop_agents.loop.control.agent_errors`.
+            still end the loop. See `loop_agents.loop.controls.agent_errors`.
         count_failed_attempts: With ``on_agent_error="feedback"``: whether a failed
             attempt counts toward ``max_iterations`` (default ``True``).
         max_agent_errors: With ``on_agent_error="feedback"``: end the loop with reason

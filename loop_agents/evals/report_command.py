@@ -1,0 +1,107 @@
+"""The ``eval`` command's page: ``--report PAGE.html``, and ``--from OUT.json`` to draw it again.
+
+``loop-agents eval TASKS --out OUT.json --report PAGE.html`` writes the page of the
+result next to its JSON; ``loop-agents eval [TASKS] --from OUT.json --report PAGE.html``
+draws the page of a finished eval from its JSON and runs nothing (TASKS, when given,
+only supplies the tasks' prompts, which the JSON does not hold). The page itself is
+`loop_agents.evals.html_report`'s.
+
+Importing this module is cheap (argparse and pathlib only), like `loop_agents.evals.command`.
+
+Example:
+    ```python
+    page = check_report_path(Path("code.html"), out=Path("code.json"))
+    draw_from_json(Path("code.json"), page, tasks=load_tasks("code"))
+    ```
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from loop_agents.evals.tasks import Task
+
+__all__ = ["add_report_arguments", "check_report_path", "draw_from_json"]
+
+PAGE_SUFFIXES = (".html", ".htm")
+
+
+def add_report_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``--report`` and ``--from`` to the ``eval`` command's parser.
+
+    Example:
+        ```python
+        add_report_arguments(argparse.ArgumentParser(prog="loop-agents eval"))
+        ```
+    """
+    parser.add_argument(
+        "--report",
+        type=Path,
+        metavar="PAGE.html",
+        help="also write the result as a self-contained HTML page: pass rates with their "
+        "intervals, the cost frontier, the per-attempt curves, a task-by-arm grid and "
+        "every answer",
+    )
+    parser.add_argument(
+        "--from",
+        dest="from_json",
+        type=Path,
+        metavar="OUT.json",
+        help="with --report: draw the page of a finished eval from its --out JSON, "
+        "running nothing (TASKS is then optional and only adds the tasks' prompts)",
+    )
+
+
+def _same_file(first: Path, second: Path) -> bool:
+    return first.expanduser().resolve() == second.expanduser().resolve()
+
+
+def check_report_path(
+    report: Path | None, *, out: Path | None = None, source: Path | None = None
+) -> Path | None:
+    """Check where the page goes: an ``.html`` file, not a folder, not one of the JSON files.
+
+    Raises:
+        ValueError: the name does not end in ``.html``/``.htm``, is a folder, or is the
+            ``--out`` or ``--from`` file (which the page would overwrite).
+
+    Example:
+        ```python
+        check_report_path(Path("code.html"), out=Path("code.json"))  # Path('code.html')
+        ```
+    """
+    if report is None:
+        return None
+    if report.is_dir():
+        raise ValueError(
+            f"--report {str(report)!r} is a folder; give a file name such as results.html"
+        )
+    if report.suffix.lower() not in PAGE_SUFFIXES:
+        raise ValueError(
+            f"--report {str(report)!r}: the report is an HTML page; give a file name ending "
+            f"in .html"
+        )
+    for option, other in (("--out", out), ("--from", source)):
+        if other is not None and _same_file(report, other):
+            raise ValueError(f"--report and {option} name the same file; give each its own")
+    return report
+
+
+def draw_from_json(source: Path, report: Path, *, tasks: Sequence[Task] | None = None) -> None:
+    """Write the page of the finished eval whose ``--out`` JSON is ``source``.
+
+    Raises:
+        EvalFileError: ``source`` cannot be read or is not an eval's JSON.
+
+    Example:
+        ```python
+        draw_from_json(Path("code.json"), Path("code.html"))
+        ```
+    """
+    from loop_agents.evals.html_report import read_eval_json, write_eval_page
+
+    write_eval_page(report, read_eval_json(source), tasks=tasks)
