@@ -56,6 +56,43 @@ def record_json(record: Mapping[str, Any], values: Mapping[str, Any]) -> dict[st
     )
 
 
+TOKEN_KEYS = {
+    "input": (
+        "input_tokens",
+        "evaluator_input_tokens",
+        "history_input_tokens",
+        "advisor_input_tokens",
+    ),
+    "output": (
+        "output_tokens",
+        "evaluator_output_tokens",
+        "history_output_tokens",
+        "advisor_output_tokens",
+    ),
+    "cached_input": (
+        "cached_input_tokens",
+        "evaluator_cached_tokens",
+        "history_cached_tokens",
+        "advisor_cached_tokens",
+    ),
+}
+"""The run's token totals: the record keys each sums (every role's calls)."""
+
+
+def token_totals(records: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """Input, output and cached input tokens over every call of ``records``.
+
+    Example:
+        ```python
+        token_totals(result["records"])  # {'input': 1200, 'output': 300, 'cached_input': 800}
+        ```
+    """
+    return {
+        name: sum(int(r.get(key) or 0) for r in records for key in keys)
+        for name, keys in TOKEN_KEYS.items()
+    }
+
+
 def result_json(
     values: Mapping[str, Any],
     *,
@@ -103,6 +140,7 @@ def result_json(
         "iterations": values.get("iteration", 0),
         "selected_iteration": selected,
         "selected_score": score,
+        "tokens": token_totals(records),
         "records": [record_json(r, values) for r in records],
     }
     if error is not None:

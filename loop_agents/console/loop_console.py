@@ -77,6 +77,15 @@ def format_score(score: float | None) -> str:
 
 
 @dataclass
+CACHED_KEYS = (
+    "cached_input_tokens",
+    "evaluator_cached_tokens",
+    "history_cached_tokens",
+    "advisor_cached_tokens",
+)
+"""The record keys of prompt tokens read from a server's prompt cache."""
+
+
 class _Row:
     """What the console learned about one iteration."""
 
@@ -85,6 +94,8 @@ class _Row:
     agent_seconds: float = 0.0
     evaluation_seconds: float = 0.0
     tokens: int = 0
+    cached: int = 0
+    """Of the prompt tokens, those read from a server's prompt cache (every role's)."""
     cost: float | None = None
     stop: bool | None = None
     streamed: bool = False
@@ -268,6 +279,7 @@ class LoopConsole:
                     "evaluator_output_tokens",
                 )
             )
+            row.cached = sum(int(record.get(key) or 0) for key in CACHED_KEYS)
 
     # -- events --------------------------------------------------------------------------
 
@@ -437,6 +449,9 @@ class LoopConsole:
         table.add_column("score", justify="right")
         table.add_column("seconds", justify="right")
         table.add_column("tokens", justify="right")
+        cached = any(r.cached for r in self._rows.values())
+        if cached:
+            table.add_column("cached", justify="right")
         priced = any(r.cost is not None for r in self._rows.values())
         if priced:
             table.add_column("cost", justify="right")
@@ -455,6 +470,8 @@ class LoopConsole:
                 f"{row.agent_seconds + row.evaluation_seconds:.1f}",
                 str(row.tokens) if row.tokens else "-",  # none reported
             ]
+            if cached:
+                cells.append(str(row.cached))
             if priced:
                 cells.append(format_cost(row.cost))
             table.add_row(*cells, outcome)
