@@ -76,7 +76,6 @@ def format_score(score: float | None) -> str:
     return "-" if score is None else f"{score:g}"
 
 
-@dataclass
 CACHED_KEYS = (
     "cached_input_tokens",
     "evaluator_cached_tokens",
@@ -86,6 +85,7 @@ CACHED_KEYS = (
 """The record keys of prompt tokens read from a server's prompt cache."""
 
 
+@dataclass
 class _Row:
     """What the console learned about one iteration."""
 
