@@ -17,6 +17,10 @@ cluster, as the tests start one). Contenders:
   support; records still name their answers instead of copying them).
 - ``minimal``: the minimal hand-written LangGraph loop of `benchmarks.contenders`
   (``add_messages`` and ``operator.add`` reducers, plain channels).
+- ``deep``: ``create_loop_agent`` around a ``deepagents`` deep agent on a scripted model
+  that rewrites its file ``/notes.md`` (`ANSWER_CHARS` characters) with ``write_file`` at
+  every attempt, then answers: the loop keeps the agent's ``files`` between attempts
+  (left out when ``deepagents``, the ``deep`` extra, is not installed).
 
 Every contender runs in a process of its own. The SQLite files are in ``/dev/shm`` where
 there is one, so that neither saver waits for the disk (the PostgreSQL cluster runs with
@@ -42,6 +46,7 @@ import argparse
 import asyncio
 import contextlib
 import gc
+import importlib.util
 import json
 import os
 import re
@@ -63,12 +68,13 @@ ROOT = Path(__file__).resolve().parent.parent
 BEFORE = "d9bc38b"
 """The commit whose loop_agents is the ``before`` contender (the layout before delta storage)."""
 
-CONTENDERS = ("before", "delta", "full", "minimal")
+CONTENDERS = ("before", "delta", "full", "minimal", "deep")
 LABELS = {
     "before": f"before ({BEFORE}, full values, records copy answers)",
     "delta": "create_loop_agent (delta channels)",
     "full": 'create_loop_agent, storage="full"',
     "minimal": "minimal LangGraph loop (plain channels)",
+    "deep": "create_loop_agent, a deep agent rewriting its file",
 }
 SAVERS = ("sqlite", "postgres")
 ANSWER_CHARS = 200
@@ -143,6 +149,26 @@ def _model() -> Any:
     return WordyChat()
 
 
+def _deep_agent() -> Any:
+    """A deep agent whose scripted model rewrites /notes.md at every attempt."""
+    from deepagents import create_deep_agent
+    from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
+
+    from tests.fakes import FakeChat
+
+    attempts = iter(range(1, 1_000_000))
+
+    def script(messages: list[AnyMessage]) -> AIMessage:
+        if isinstance(messages[-1], ToolMessage):
+            return AIMessage("The notes are written.")
+        number = next(attempts)
+        content = (f"notes {number}: " + PROSE * 2)[:ANSWER_CHARS]
+        call = {"name": "write_file", "args": {"file_path": "/notes.md", "content": content}}
+        return AIMessage("", tool_calls=[{**call, "id": f"write-{number}"}])
+
+    return create_deep_agent(model=FakeChat.of(script), tools=[])
+
+
 def _build(contender: str, iterations: int, checkpointer: Any) -> Any:
     from benchmarks.contenders import accept_at, minimal_langgraph_loop
     from loop_agents import create_loop_agent
@@ -156,6 +182,8 @@ def _build(contender: str, iterations: int, checkpointer: Any) -> Any:
         return minimal_langgraph_loop(model, evaluator, iterations, checkpointer=checkpointer)
     if contender == "before":
         return create_loop_agent(model, evaluator, iterations, checkpointer=checkpointer)
+    if contender == "deep":
+        return create_loop_agent(_deep_agent(), evaluator, iterations, checkpointer=checkpointer)
     storage: Storage = "auto" if contender == "delta" else "full"
     return create_loop_agent(
         model, evaluator, iterations, checkpointer=checkpointer, storage=storage
@@ -238,6 +266,8 @@ async def _run_once(contender: str, kind: str, iterations: int, db: str) -> dict
         result = await loop.ainvoke({"messages": [HumanMessage(REQUEST)]}, config)
         seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
     answers = sum(1 for m in result["messages"] if m.type == "ai")
+    if contender == "deep":
+        answers //= 2  # each attempt: the tool call, then the answer
     if answers != iterations:
         raise RuntimeError(f"{contender}: {answers} answers, expected {iterations}")
     async with _saver(kind, db) as saver:  # a new connection, as a new process has
@@ -350,6 +380,9 @@ def measure(
             stack.callback(cluster.stop)
             cluster.start()
             server = cluster.url
+        if "deep" in contenders and importlib.util.find_spec("deepagents") is None:
+            notes.append("deep: deepagents (the deep extra) is not installed; left out")
+            contenders = [c for c in contenders if c != "deep"]
         for kind in savers:
             for contender in contenders:
                 if contender == "before" and before is None:
