@@ -10,9 +10,9 @@ what is already in the pipes is read for at most the grace.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import selectors
-import shutil
 import signal
 import subprocess
 import tempfile
@@ -22,6 +22,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
+from loop_agents.sandbox.cleanup import remove_tree
 from loop_agents.sandbox.isolation import Plan, choose_identity, make_plan
 from loop_agents.sandbox.limits import (
     DEFAULT_MAX_FILE_SIZE,
@@ -39,6 +40,8 @@ from loop_agents.sandbox.processes import children, kill_tree_of, kill_uid
 from loop_agents.sandbox.result import CappedOutput, RunResult
 
 __all__ = ["arun_python", "run_python"]
+
+logger = logging.getLogger("loop_agents")
 
 _POLL = 0.02
 """Seconds between checks whether the program has exited."""
@@ -58,7 +61,10 @@ def _workspace(code: str, uid: int | None) -> Iterator[tuple[str, str, str]]:
                 os.chown(path, uid, uid)
         yield root, workdir, script
     finally:
-        shutil.rmtree(root, ignore_errors=True)
+        try:
+            remove_tree(root)
+        except OSError as exc:  # pragma: no cover - only if the kernel refused
+            logger.warning("%s", exc)
 
 
 def _has_exited(pid: int) -> bool:
