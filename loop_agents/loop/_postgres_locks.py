@@ -92,6 +92,18 @@ _sessions: dict[str, _Session] = {}
 _forked: list[Any] = []  # connections inherited from a parent process: never used nor closed
 
 
+def _forget_after_fork() -> None:
+    # the child shares the parent's sockets: it opens connections of its own, and lets the
+    # server (not the parent's claims) say which keys are taken
+    global _claims_lock, _sessions_lock
+    _claims_lock, _sessions_lock = threading.Lock(), threading.Lock()
+    _claimed.clear()
+    _forked.extend(session.conn for session in _sessions.values())  # never closed here
+    _sessions.clear()
+    _forked.extend(session.conn for session in _async_sessions.values())
+    _async_sessions.clear()
+
+
 def _session(database: str, conninfo: str, kwargs: dict[str, Any]) -> _Session:
     with _sessions_lock:
         session = _sessions.get(database)
@@ -268,3 +280,7 @@ class AsyncPostgresLock:
             self._conn = None
             await _aleave(self.database, session)
             _unclaim(self.database, self.key)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_after_fork)
