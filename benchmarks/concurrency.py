@@ -25,7 +25,7 @@ import statistics
 import tempfile
 import time
 import tracemalloc
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -142,21 +142,25 @@ async def measure(
             results[(how, name)] = Load()
     for start in starters.values():  # warm up
         await start()
-    keys = list(starters)
-    for number in range(rounds):
-        shift = number % len(keys)
-        for key in keys[shift:] + keys[:shift]:
-            gc.collect()
-            with LagTicker() as ticker:
-                cpu, wall = time.process_time(), time.perf_counter()
-                await starters[key]()
-                results[key].wall.append(time.perf_counter() - wall)
-                results[key].cpu.append(time.process_time() - cpu)
-            results[key].max_lag.append(ticker.max_lag)
+    for key in interleaved(list(starters), rounds):
+        gc.collect()
+        with LagTicker() as ticker:
+            cpu, wall = time.process_time(), time.perf_counter()
+            await starters[key]()
+            results[key].wall.append(time.perf_counter() - wall)
+            results[key].cpu.append(time.process_time() - cpu)
+        results[key].max_lag.append(ticker.max_lag)
     for key, start in starters.items():
         results[key].slow_callbacks = await _debug_run(start)
         results[key].peak_mib = await _peak_mib(start)
     return results
+
+
+def interleaved(keys: list[Any], rounds: int) -> Iterator[Any]:
+    """Every key once per round, each round starting one key later (fair to all)."""
+    for number in range(rounds):
+        shift = number % len(keys)
+        yield from keys[shift:] + keys[:shift]
 
 
 def wall_ratio(results: dict[tuple[str, str], Load], how: str) -> float:
@@ -293,14 +297,11 @@ async def measure_savers(
                         )
                 for start in starters.values():  # warm up
                     await start()
-                keys = list(starters)
-                for number in range(rounds):
-                    shift = number % len(keys)
-                    for key in keys[shift:] + keys[:shift]:
-                        gc.collect()
-                        wall = time.perf_counter()
-                        await starters[key]()
-                        results.setdefault(key, []).append(time.perf_counter() - wall)
+                for key in interleaved(list(starters), rounds):
+                    gc.collect()
+                    wall = time.perf_counter()
+                    await starters[key]()
+                    results.setdefault(key, []).append(time.perf_counter() - wall)
     return results
 
 

@@ -25,15 +25,9 @@ import pytest
 
 from tests.cli_helpers import cli_env, loop_agents
 from tests.scripted_openai import ScriptedOpenAI, Structured
+from tests.test_cli_runs import DRAFT_1, DRAFT_2, RUBRIC, TASK, VERDICT_1, VERDICT_2
 
 pytestmark = pytest.mark.slow
-
-TASK = "Write a limerick about LangGraph."
-RUBRIC = "Five lines, rhymed AABBA, and funny."
-DRAFT_1 = "Roses are red,\nviolets are blue."
-DRAFT_2 = "A graph with a loop\nwent round in a hoop\nand shipped the best scoop."
-VERDICT_1 = {"score": 55, "feedback": "Not a limerick: it needs five lines."}
-VERDICT_2 = {"score": 86, "feedback": "Five lines, AABBA, light."}
 
 
 def one_line_error(proc: subprocess.CompletedProcess[str], command: str) -> str:

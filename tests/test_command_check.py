@@ -92,11 +92,7 @@ def test_a_command_past_its_time_is_killed_with_its_whole_group(mode, tmp_path):
     assert time.monotonic() - started < 10
     assert verdict["stop"] is False
     assert "did not finish within 0.5 s and was stopped" in verdict["feedback"]
-    pid = int(marker.read_text())
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and _alive(pid):
-        time.sleep(0.05)
-    assert not _alive(pid), "the background child survived the check"
+    assert _gone(int(marker.read_text())), "the background child survived the check"
 
 
 def test_children_left_behind_by_a_passing_check_are_killed(tmp_path):
@@ -105,11 +101,15 @@ def test_children_left_behind_by_a_passing_check_are_killed(tmp_path):
     started = time.monotonic()
     assert check.invoke(context("x"))["stop"] is True
     assert time.monotonic() - started < 10
-    pid = int(marker.read_text())
-    deadline = time.monotonic() + 5
+    assert _gone(int(marker.read_text()))
+
+
+def _gone(pid: int, within: float = 5.0) -> bool:
+    """Whether process ``pid`` has ended (waiting up to ``within`` seconds)."""
+    deadline = time.monotonic() + within
     while time.monotonic() < deadline and _alive(pid):
         time.sleep(0.05)
-    assert not _alive(pid)
+    return not _alive(pid)
 
 
 def _alive(pid: int) -> bool:
@@ -316,11 +316,7 @@ def test_a_child_in_a_new_session_does_not_outlive_the_check(mode, ends, tmp_pat
         check.invoke(context("x")) if mode == "sync" else asyncio.run(check.ainvoke(context("x")))
     )
     assert verdict["stop"] is (ends == "passes")
-    pid = int(marker.read_text())
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and _alive(pid):
-        time.sleep(0.05)
-    assert not _alive(pid), "the child in a new session survived the check"
+    assert _gone(int(marker.read_text())), "the child in a new session survived the check"
 
 
 def test_cancelling_an_async_check_kills_what_it_started(tmp_path):
@@ -337,7 +333,7 @@ def test_cancelling_an_async_check_kills_what_it_started(tmp_path):
             await task
 
     asyncio.run(cancel_it())
-    assert not _alive(int(marker.read_text()))
+    assert _gone(int(marker.read_text()))
 
 
 GROWTH = """\
