@@ -1,7 +1,7 @@
 """Run the benchmarks, print their tables and (with ``--write``) save them as Markdown.
 
 ```
-python -m benchmarks                       # all six, about a quarter of an hour
+python -m benchmarks                       # all seven, about an hour (savers: 45 min)
 python -m benchmarks --quick               # fewer rounds and loops, for a smoke run
 python -m benchmarks --write BENCHMARKS.md
 python -m benchmarks --only overhead,context
@@ -36,7 +36,7 @@ class Plan:
     storage_sizes: tuple[int, int] = (50, 400)
     storage_runs: int = 5
     saver_loops: int = 1000
-    saver_rounds: int = 3
+    saver_rounds: int = 5
 
 
 FULL = Plan({5: 60, 50: 25}, {500: 3}, loops=200, concurrency_rounds=7)
