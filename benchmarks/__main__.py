@@ -1,10 +1,11 @@
 """Run the benchmarks, print their tables and (with ``--write``) save them as Markdown.
 
 ```
-python -m benchmarks                       # all six, about a quarter of an hour
+python -m benchmarks                       # all seven, about an hour (savers: 45 min)
 python -m benchmarks --quick               # fewer rounds and loops, for a smoke run
 python -m benchmarks --write BENCHMARKS.md
 python -m benchmarks --only overhead,context
+python -m benchmarks --only savers         # needs PostgreSQL (tests/savers.py starts one)
 python -m benchmarks --only storage        # needs git (the "before" loop) and PostgreSQL
 ```
 """
@@ -20,7 +21,7 @@ from pathlib import Path
 from benchmarks import concurrency, context, overhead, startup, storage
 from benchmarks.measure import machine
 
-PARTS = ("overhead", "concurrency", "context", "scaling", "startup", "storage")
+PARTS = ("overhead", "concurrency", "savers", "context", "scaling", "startup", "storage")
 
 
 @dataclass(frozen=True)
@@ -34,11 +35,20 @@ class Plan:
     concurrency_rounds: int
     storage_sizes: tuple[int, int] = (50, 400)
     storage_runs: int = 5
+    saver_loops: int = 1000
+    saver_rounds: int = 5
 
 
 FULL = Plan({5: 60, 50: 25}, {500: 3}, loops=200, concurrency_rounds=7)
 QUICK = Plan(
-    {5: 5, 50: 2}, {500: 1}, loops=50, concurrency_rounds=1, storage_sizes=(5, 20), storage_runs=1
+    {5: 5, 50: 2},
+    {500: 1},
+    loops=50,
+    concurrency_rounds=1,
+    storage_sizes=(5, 20),
+    storage_runs=1,
+    saver_loops=100,
+    saver_rounds=1,
 )
 
 
@@ -108,6 +118,41 @@ async def run(parts: set[str], plan: Plan) -> str:
             f"2. callbacks that held the event loop >= {concurrency.SLOW_CALLBACK * 1e3:.0f} "
             f"ms: {len(slow)} (target: none that blocks): {_verdict(not slow)}"
         )
+    if "savers" in parts:
+        from tests.savers import PostgresCluster
+
+        cluster = PostgresCluster({"max_connections": 100})
+        cluster.start()
+        try:
+            walls = await concurrency.measure_savers(
+                loops=plan.saver_loops, rounds=plan.saver_rounds, server=cluster.url
+            )
+        finally:
+            cluster.stop()
+        emit(
+            "",
+            "## 2b. Concurrency on a checkpointer",
+            "",
+            f"{plan.saver_loops} loops of 3 iterations, each on a thread of its own, on one",
+            "saver: InMemorySaver, AsyncSqliteSaver on a file in /dev/shm, AsyncPostgresSaver",
+            "(one connection) on a private PostgreSQL cluster with max_connections=100 and",
+            "fsync off; the fake model waits 50 ms per call. All at once (asyncio.gather), and",
+            f"{concurrency.CAP} at a time (a semaphore). Wall time of the batch, median of",
+            f"{plan.saver_rounds} interleaved rounds; vs minimal: the median of the rounds'",
+            "ratios to the hand-written loop on the same saver. The middle row of each group",
+            "is the hand-written loop run inside `athread_guard`: the guard's own cost. This",
+            "section alone: `python -m benchmarks --only savers`.",
+            "",
+            concurrency.savers_table(walls, plan.saver_loops),
+        )
+        for key in walls:
+            if key.loop != concurrency.MINIMAL:
+                ratio = concurrency.saver_ratio(walls, key)
+                cap = "all at once" if key.cap is None else f"{key.cap} at a time"
+                targets.append(
+                    f"2b. {key.saver}, {cap}, {key.loop}: {ratio:.2f}x the minimal loop's "
+                    f"wall time (target <= 1.30x): {_verdict(ratio <= 1.30)}"
+                )
     if "context" in parts:
         economies = context.measure()
         emit(

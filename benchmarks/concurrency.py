@@ -19,12 +19,16 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import itertools
 import logging
 import statistics
+import tempfile
 import time
 import tracemalloc
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from langchain_core.messages import HumanMessage
@@ -32,7 +36,7 @@ from langchain_core.runnables import Runnable
 
 from benchmarks.contenders import FakeChat, accept_at, minimal_langgraph_loop
 from benchmarks.measure import LagTicker, table
-from loop_agents import create_loop_agent
+from loop_agents import athread_guard, create_loop_agent
 
 OURS = "create_loop_agent"
 MINIMAL = "minimal LangGraph loop"
@@ -138,21 +142,25 @@ async def measure(
             results[(how, name)] = Load()
     for start in starters.values():  # warm up
         await start()
-    keys = list(starters)
-    for number in range(rounds):
-        shift = number % len(keys)
-        for key in keys[shift:] + keys[:shift]:
-            gc.collect()
-            with LagTicker() as ticker:
-                cpu, wall = time.process_time(), time.perf_counter()
-                await starters[key]()
-                results[key].wall.append(time.perf_counter() - wall)
-                results[key].cpu.append(time.process_time() - cpu)
-            results[key].max_lag.append(ticker.max_lag)
+    for key in interleaved(list(starters), rounds):
+        gc.collect()
+        with LagTicker() as ticker:
+            cpu, wall = time.process_time(), time.perf_counter()
+            await starters[key]()
+            results[key].wall.append(time.perf_counter() - wall)
+            results[key].cpu.append(time.process_time() - cpu)
+        results[key].max_lag.append(ticker.max_lag)
     for key, start in starters.items():
         results[key].slow_callbacks = await _debug_run(start)
         results[key].peak_mib = await _peak_mib(start)
     return results
+
+
+def interleaved(keys: list[Any], rounds: int) -> Iterator[Any]:
+    """Every key once per round, each round starting one key later (fair to all)."""
+    for number in range(rounds):
+        shift = number % len(keys)
+        yield from keys[shift:] + keys[:shift]
 
 
 def wall_ratio(results: dict[tuple[str, str], Load], how: str) -> float:
@@ -192,3 +200,132 @@ def concurrency_table(results: dict[tuple[str, str], Load], loops: int) -> str:
         ],
         rows,
     )
+
+
+# -- the same load on a checkpointer: the thread guard's cost ----------------------------
+
+GUARDED = "minimal loop inside athread_guard"
+SAVER_KINDS = ("memory", "sqlite", "postgres")
+CAP = 80
+"""Loops allowed at once in the capped runs (an ``asyncio.Semaphore``)."""
+
+
+@dataclass(frozen=True)
+class SaverLoad:
+    """One saver, one cap (``None``: every loop at once), one contender."""
+
+    saver: str
+    cap: int | None
+    loop: str
+
+
+@asynccontextmanager
+async def _saver(kind: str, folder: Path, server: str) -> AsyncIterator[Any]:
+    if kind == "memory":
+        from langgraph.checkpoint.memory import InMemorySaver
+
+        yield InMemorySaver()
+    elif kind == "sqlite":
+        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+        async with AsyncSqliteSaver.from_conn_string(str(folder / "loops.sqlite")) as saver:
+            yield saver
+    else:
+        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+        async with AsyncPostgresSaver.from_conn_string(f"{server}/postgres") as saver:
+            await saver.setup()
+            yield saver
+
+
+def _saver_starter(
+    graph: Runnable[Any, Any], saver: Any, guarded: bool, loops: int, cap: int | None
+) -> Callable[[], Awaitable[object]]:
+    runs = itertools.count()
+
+    async def start() -> object:
+        batch = next(runs)
+        gate = asyncio.Semaphore(cap or loops)
+
+        async def one(i: int) -> object:
+            config: Any = {"configurable": {"thread_id": f"{batch}-{i}"}}
+            async with gate:
+                if not guarded:
+                    return await graph.ainvoke({"messages": [HumanMessage(f"R{i}")]}, config)
+                async with athread_guard(saver, config):
+                    return await graph.ainvoke({"messages": [HumanMessage(f"R{i}")]}, config)
+
+        done = await asyncio.gather(*(one(i) for i in range(loops)))
+        if len(done) != loops:
+            raise RuntimeError(f"{len(done)} of {loops} loops ended")
+        return done
+
+    return start
+
+
+async def measure_savers(
+    *,
+    loops: int = 1000,
+    iterations: int = 3,
+    delay: float = 0.05,
+    rounds: int = 3,
+    kinds: tuple[str, ...] = SAVER_KINDS,
+    server: str = "",
+) -> dict[SaverLoad, list[float]]:
+    """Wall times of the three contenders on each saver, every loop at once and capped.
+
+    Each loop has a thread of its own; the contenders take turns in every round, on one
+    saver (one database) per kind. ``server``: a PostgreSQL server's URL (its
+    ``postgres`` database is used), needed for ``"postgres"``.
+    """
+    results: dict[SaverLoad, list[float]] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-", dir=_fast_folder()) as folder:
+        for kind in kinds:
+            async with _saver(kind, Path(folder), server) as saver:
+                model, evaluator = FakeChat(delay=delay), accept_at(iterations)
+                ours = create_loop_agent(model, evaluator, iterations, checkpointer=saver)
+                minimal = minimal_langgraph_loop(model, evaluator, iterations, checkpointer=saver)
+                starters: dict[SaverLoad, Callable[[], Awaitable[object]]] = {}
+                for cap in (None, CAP):
+                    for name, graph, guarded in (
+                        (MINIMAL, minimal, False),
+                        (GUARDED, minimal, True),
+                        (OURS, ours, False),
+                    ):
+                        starters[SaverLoad(kind, cap, name)] = _saver_starter(
+                            graph, saver, guarded, loops, cap
+                        )
+                for start in starters.values():  # warm up
+                    await start()
+                for key in interleaved(list(starters), rounds):
+                    gc.collect()
+                    wall = time.perf_counter()
+                    await starters[key]()
+                    results.setdefault(key, []).append(time.perf_counter() - wall)
+    return results
+
+
+def _fast_folder() -> str | None:
+    return "/dev/shm" if Path("/dev/shm").is_dir() else None
+
+
+def saver_ratio(results: dict[SaverLoad, list[float]], key: SaverLoad) -> float:
+    """A contender's wall time over the minimal loop's on the same saver and cap (median
+    of the rounds' ratios)."""
+    minimal = results[SaverLoad(key.saver, key.cap, MINIMAL)]
+    return statistics.median(a / b for a, b in zip(results[key], minimal, strict=True))
+
+
+def savers_table(results: dict[SaverLoad, list[float]], loops: int) -> str:
+    """Benchmark 2's table on checkpointers."""
+    rows = [
+        [
+            key.saver,
+            f"{loops}, {'all at once' if key.cap is None else f'{key.cap} at a time'}",
+            key.loop,
+            f"{statistics.median(walls) * 1e3:,.0f} ms",
+            f"{saver_ratio(results, key):.2f}x",
+        ]
+        for key, walls in results.items()
+    ]
+    return table(["saver", "loops", "loop", "wall", "wall vs minimal"], rows)

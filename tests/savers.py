@@ -58,9 +58,14 @@ def postgres_bin(name: str) -> str:
 
 
 class PostgresCluster:
-    """A throwaway PostgreSQL cluster owned by a non-root user (initdb refuses root)."""
+    """A throwaway PostgreSQL cluster owned by a non-root user (initdb refuses root).
 
-    def __init__(self) -> None:
+    ``settings`` are server settings (``{"max_connections": 100}``) given to ``postgres``
+    as ``-c name=value``.
+    """
+
+    def __init__(self, settings: dict[str, object] | None = None) -> None:
+        self.settings = dict(settings or {})
         self.root = Path(tempfile.mkdtemp(prefix="loop-agents-pg-"))
         self.data = self.root / "data"
         self.port = free_port()
@@ -101,7 +106,7 @@ class PostgresCluster:
         options = (
             f"-p {self.port} -k {self.root} -h 127.0.0.1 "
             f"-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
-        )
+        ) + "".join(f" -c {name}={value}" for name, value in self.settings.items())
         self._run(
             postgres_bin("pg_ctl"),
             "-D", str(self.data),

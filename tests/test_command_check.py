@@ -92,11 +92,7 @@ def test_a_command_past_its_time_is_killed_with_its_whole_group(mode, tmp_path):
     assert time.monotonic() - started < 10
     assert verdict["stop"] is False
     assert "did not finish within 0.5 s and was stopped" in verdict["feedback"]
-    pid = int(marker.read_text())
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and _alive(pid):
-        time.sleep(0.05)
-    assert not _alive(pid), "the background child survived the check"
+    assert _gone(int(marker.read_text())), "the background child survived the check"
 
 
 def test_children_left_behind_by_a_passing_check_are_killed(tmp_path):
@@ -105,11 +101,15 @@ def test_children_left_behind_by_a_passing_check_are_killed(tmp_path):
     started = time.monotonic()
     assert check.invoke(context("x"))["stop"] is True
     assert time.monotonic() - started < 10
-    pid = int(marker.read_text())
-    deadline = time.monotonic() + 5
+    assert _gone(int(marker.read_text()))
+
+
+def _gone(pid: int, within: float = 5.0) -> bool:
+    """Whether process ``pid`` has ended (waiting up to ``within`` seconds)."""
+    deadline = time.monotonic() + within
     while time.monotonic() < deadline and _alive(pid):
         time.sleep(0.05)
-    assert not _alive(pid)
+    return not _alive(pid)
 
 
 def _alive(pid: int) -> bool:
@@ -298,3 +298,100 @@ def test_a_folder_with_spaces_is_quoted(tmp_path, monkeypatch):
     monkeypatch.setattr(tempfile, "tempdir", None)  # read TMPDIR again
     check = command_check("test -f {answer_file}")
     assert check.invoke(context("x"))["stop"] is True
+
+
+# -- issue "Hardening, round 3", items 6-8 ------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("ends", ["passes", "times out"])
+def test_a_child_in_a_new_session_does_not_outlive_the_check(mode, ends, tmp_path):
+    """Item 6: ``setsid`` took a child out of the check's process group, and it lived on
+    (docs/cli.md promises that no process of a check outlives it)."""
+    marker = tmp_path / "pid"
+    command = f"setsid sh -c 'echo $$ > {marker}; exec sleep 300' > /dev/null 2>&1 &"
+    command += " sleep 0.3" if ends == "passes" else " sleep 30"
+    check = command_check(command, timeout=60 if ends == "passes" else 1)
+    verdict = (
+        check.invoke(context("x")) if mode == "sync" else asyncio.run(check.ainvoke(context("x")))
+    )
+    assert verdict["stop"] is (ends == "passes")
+    assert _gone(int(marker.read_text())), "the child in a new session survived the check"
+
+
+def test_cancelling_an_async_check_kills_what_it_started(tmp_path):
+    marker = tmp_path / "pid"
+    check = command_check(f"setsid sh -c 'echo $$ > {marker}; exec sleep 300' & sleep 300")
+
+    async def cancel_it() -> None:
+        task = asyncio.ensure_future(check.ainvoke(context("x")))
+        deadline = time.monotonic() + 10
+        while not marker.exists() and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(cancel_it())
+    assert _gone(int(marker.read_text()))
+
+
+GROWTH = """\
+import json, resource, sys, tempfile
+from langchain_core.messages import AIMessage, HumanMessage
+from loop_agents.evaluators import command_check
+
+check = command_check("head -c 200000000 /dev/zero | tr '\\\\0' x; echo; echo THE END; exit 1")
+context = {"iteration": 1, "init_messages": [HumanMessage("t")], "last_response":
+    AIMessage("x"), "feedback": [], "messages": [HumanMessage("t"), AIMessage("x")]}
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+verdict = check.invoke(context)
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({"grew_kib": after - before, "feedback": verdict["feedback"]}))
+"""
+
+
+def test_a_check_that_prints_hundreds_of_megabytes_keeps_only_its_tail(tmp_path):
+    """Item 7: the output went to a file in /tmp and was then read whole (a 300 MB print
+    grew the caller by 558 MiB, and took as much again on disk)."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-c", GROWTH], env=env, capture_output=True, text=True, timeout=120,
+        check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["grew_kib"] < 64 * 1024, report["grew_kib"]  # not the 200 MB printed
+    assert report["feedback"].endswith("THE END")
+    assert "earlier output cut" in report["feedback"]
+    assert list(tmp_path.iterdir()) == []  # nothing written, nothing left
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        'grep -qx 42 "{answer_file}"',
+        "grep -qx 42 {answer_file}",
+        "grep -qx 42 '{answer_file}'",
+        'sh -c "grep -qx 42 \\"\\$LOOP_AGENTS_ANSWER\\"" && cat "{answer_file}" > /dev/null',
+    ],
+    ids=["double quotes", "bare", "single quotes", "after escaped quotes"],
+)
+@pytest.mark.parametrize("folder", ["a folder", 'it\'s $HOME `x` "q" \\ b'])
+def test_the_placeholder_works_quoted_and_unquoted_in_any_temporary_folder(
+    command, folder, tmp_path, monkeypatch
+):
+    """Item 8: ``"{answer_file}"`` in the user's own double quotes broke when the path
+    needed quoting (a space in TMPDIR): every answer failed."""
+    import tempfile
+
+    spaced = tmp_path / folder
+    spaced.mkdir()
+    monkeypatch.setenv("TMPDIR", str(spaced))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # read TMPDIR again
+    verdict = command_check(command).invoke(context("42"))
+    assert verdict["stop"] is True, verdict["feedback"]
+    assert command_check(command).invoke(context("41"))["stop"] is False

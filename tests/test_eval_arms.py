@@ -16,7 +16,7 @@ from loop_agents.evals.arms import ArmSettings
 from loop_agents.evals.checks import run_checks
 from loop_agents.evals.tasks import InstructionsTask, parse_task
 from tests.eval_models import ReactiveOpenAI, after_feedback, is_judge, user_text, verdict
-from tests.fakes import review
+from tests.fakes import FakeChat, review
 
 
 def shout_tasks(count: int) -> list[InstructionsTask]:
@@ -209,3 +209,29 @@ async def test_a_code_task_fixed_after_the_test_feedback():
     assert "assert add(1, 2) == 3  ->  got 2" in feedback
     assert all("10, 20" not in str(body) for body in server.requests)  # hidden tests stay hidden
     assert user_text(server.requests[0]).endswith("Name the function `add`.")
+
+
+class NoStructuredOutput(FakeChat):
+    """A chat model without tool calling or structured output (``bind_tools`` refuses)."""
+
+    def bind_tools(self, tools, **kwargs):
+        raise NotImplementedError("this model has no tool calling")
+
+    def with_structured_output(self, schema, **kwargs):
+        raise NotImplementedError("this model has no structured output")
+
+
+async def test_arms_without_a_judge_need_no_structured_output():
+    """Issue "Hardening, round 3", item 14: the ``loop`` arm needs no judge, yet one was
+    built (``with_structured_output``), so with a model that has none every ``loop``
+    pair was an error while ``single`` and ``resample`` ran."""
+    model = NoStructuredOutput.of("ok", "OK")
+    report = await arun_eval(
+        shout_tasks(2), model, arms=("single", "loop", "resample"), iterations=2
+    )
+    assert [(a, s.errors, s.tasks) for a, s in report.arms.items()] == [
+        ("single", 0, 2),
+        ("loop", 0, 2),
+        ("resample", 0, 2),
+    ]
+    assert report.arms["loop"].passed >= 1  # it ran its visible checks and went on

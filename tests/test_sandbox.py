@@ -413,6 +413,54 @@ def test_bubblewrap_hides_the_callers_home(monkeypatch):
         shutil.rmtree(home, ignore_errors=True)
 
 
+FILL_RAM_FOLDERS = """\
+import errno
+chunk = b"x" * 2**20
+for folder in ("/tmp", "/dev/shm"):
+    held = 0
+    try:
+        with open(folder + "/fill", "wb") as handle:
+            for _ in range(600):
+                handle.write(chunk)
+                handle.flush()
+                held += 1
+    except OSError as exc:
+        assert exc.errno == errno.ENOSPC, exc
+    print(folder, held)
+for path in ("/dev/new-file", {home!r} + "/new-file"):
+    try:
+        open(path, "w")
+        print(path, "written")
+    except OSError as exc:
+        print(path, errno.errorcode[exc.errno])
+"""
+
+
+def test_bubblewrap_sizes_its_memory_backed_folders_within_the_memory_limit():
+    """Issue "Hardening, round 3", item 4: /tmp and /dev/shm were unsized tmpfs mounts,
+    and a program held 600 MiB of RAM there with memory_limit=64 MiB."""
+    python = python_for("bwrap")
+    home = os.path.realpath(os.path.expanduser("~"))  # the caller's, hidden by bwrap
+    if home in ("/", "/tmp"):
+        pytest.skip(f"the caller's home {home} is not hidden")
+    result = run_python(
+        FILL_RAM_FOLDERS.format(home=home),
+        isolation="bwrap",
+        python=python,
+        memory_limit=64 * 2**20,
+        max_file_size=None,
+        timeout=30,
+    )
+    assert result.ok, result.stderr
+    lines = result.stdout.splitlines()
+    held = {line.split()[0]: int(line.split()[1]) for line in lines[:2]}
+    assert held["/tmp"] + held["/dev/shm"] <= 64  # MiB, together within the limit
+    assert held["/tmp"] >= 16  # still usable
+    assert held["/dev/shm"] >= 16
+    # nothing else in memory is writable: /dev itself, the hidden home
+    assert [line.rsplit(" ", 1)[1] for line in lines[2:]] == ["EROFS", "EROFS"]
+
+
 def test_auto_falling_back_to_the_weakest_isolation_says_so_once(monkeypatch, caplog):
     # a regular user with neither bubblewrap nor user namespaces gets "process", which does
     # not hide the caller's secrets: "auto" logs it (before, it fell back silently)

@@ -11,8 +11,11 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import subprocess
+import tempfile
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -45,6 +48,23 @@ print(json.dumps(report))
 """
 
 
+# A folder with no rights at all, one without its write bit, a file in each (issue
+# "Hardening, round 3", item 5: the caller could no longer delete them, and
+# rmtree(ignore_errors=True) left the run's folder behind).
+LOCKED_FOLDERS = """\
+import os
+os.makedirs("deep/er")
+open("deep/er/f", "w").write("x")
+os.chmod("deep/er", 0o500)
+os.chmod("deep", 0)
+os.mkdir("read-only")
+open("read-only/f", "w").write("y")
+os.chmod("read-only", 0o500)
+os.chmod(".", 0o500)
+print("locked")
+"""
+
+
 def _world_readable(path: str) -> bool:
     """Whether every folder down to ``path`` lets other users in, and ``path`` is readable."""
     current = os.path.realpath(path)
@@ -67,7 +87,7 @@ def _python_for_others() -> str:
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="as a regular user test_sandbox.py covers this")
-def test_a_regular_users_runs_are_isolated_and_leave_nothing_behind():
+def test_a_regular_users_runs_are_isolated_and_leave_nothing_behind(request):
     if not _world_readable(str(ROOT / "loop_agents" / "sandbox" / "runner.py")):
         pytest.skip(f"an unprivileged user cannot read the project at {ROOT}")
     python = _python_for_others()
@@ -80,8 +100,15 @@ def test_a_regular_users_runs_are_isolated_and_leave_nothing_behind():
         "escapes": (ESCAPES.format(mark=escape_mark), {"timeout": 20}),
         "collect": (COLLECT, {"env": {"CANARY": canary}, "max_output": 50_000_000}),
         "bomb": (BOUNDED_BOMB.format(mark=bomb_mark), {"timeout": 30, "max_processes": 12}),
+        "locks its folders": (LOCKED_FOLDERS, {}),
     }
+    # the caller's TMPDIR, where its runs' folders go (one the user can reach: pytest's
+    # tmp_path is root's alone, and tempfile would quietly fall back to /tmp)
+    temp = Path(tempfile.mkdtemp(prefix="loop-agents-caller-", dir="/tmp"))
+    request.addfinalizer(lambda: shutil.rmtree(temp, ignore_errors=True))
+    os.chown(temp, uid, uid)
     env = {
+        "TMPDIR": str(temp),
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "OPENAI_API_KEY": key,
         "LOOP_AGENTS_PLAIN_SETTING": plain,
@@ -127,5 +154,10 @@ def test_a_regular_users_runs_are_isolated_and_leave_nothing_behind():
         assert started + failed == 5000
         assert started <= 11, (mode, started)
         assert started >= 1
+        locked = report[f"{mode} locks its folders"]
+        assert locked["ok"], locked["stderr"]
+        assert locked["stdout"] == "locked\n"
     assert processes_with(escape_mark) == []
     assert processes_with(bomb_mark) == []
+    # every run's folder is gone, also those whose program took its own rights away
+    assert list(temp.iterdir()) == []

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import pickle
+import sqlite3
 import threading
 import time
 from collections.abc import Iterator
@@ -456,3 +457,40 @@ def test_two_checkpointers_on_one_database_share_the_lock(two_savers):
     assert outcome["result"]["stop_reason"] == "accepted"
     again = second.invoke({"messages": [HumanMessage("And now?")]}, config)
     assert again["stop_reason"] == "accepted"
+
+
+@pytest.mark.parametrize("name", ["hard link", "symlink", "relative path"])
+def test_every_name_of_an_sqlite_file_meets_the_same_lock(name, tmp_path, monkeypatch):
+    """The lock is the file's (device and inode), not its path's.
+
+    A hard link in another folder used to get a lock of its own, so a second process on
+    the same file ran while the first held the thread. (Two loops on one file through
+    two names cannot both write in one process: SQLite keeps a WAL index per name. The
+    cross-process run is in tests/test_thread_guard_processes.py.)
+    """
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    path = tmp_path / "shared.sqlite"
+    sqlite3.connect(path).close()
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    if name == "hard link":
+        (other / "linked.sqlite").hardlink_to(path)
+        second = str(other / "linked.sqlite")
+    elif name == "symlink":
+        (other / "pointer.sqlite").symlink_to(path)
+        second = str(other / "pointer.sqlite")
+    else:
+        monkeypatch.chdir(other)
+        second = "../shared.sqlite"
+    config = thread("named")
+    with SqliteSaver.from_conn_string(str(path)) as one, thread_guard(one, config):
+        with (
+            SqliteSaver.from_conn_string(second) as two,
+            pytest.raises(ThreadBusyError, match="another checkpointer") as caught,
+            thread_guard(two, config),
+        ):
+            pass
+        assert caught.value.holder == "another process"
+    with SqliteSaver.from_conn_string(second) as two, thread_guard(two, config):
+        pass  # free again once the first let go

@@ -191,3 +191,23 @@ def test_a_killed_holder_leaves_the_thread_free_at_once(database, child_async):
     assert result["stop_reason"] == "accepted"
     assert agent.calls == [1, 2]  # the killed call is made again, then the next one
     assert texts(result["messages"]) == transcript(2)
+
+
+def test_a_hard_link_to_the_database_meets_the_holders_lock(tmp_path):
+    """The SQLite lock is the file's, not its path's: a hard link in another folder used
+    to get a lock of its own, and the second process ran over the first one's run."""
+    database = ("sqlite", str(tmp_path / "loop.sqlite"))
+    with holding_child(database, "linked") as child:
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir()
+        (elsewhere / "same.sqlite").hardlink_to(database[1])
+        other = subprocess.run(
+            child_args(("sqlite", str(elsewhere / "same.sqlite")), "linked"),
+            cwd=ROOT, capture_output=True, text=True, timeout=WAIT, check=False,
+        )  # fmt: skip
+        assert other.returncode == BUSY_EXIT, other.stderr
+        assert other.stdout.strip() == "BUSY another process"
+        assert finish(child) == transcript(2)
+    with sync_saver(*database) as saver:
+        loop = create_loop_agent(FakeChat.of("later"), CountingEvaluator(1), checkpointer=saver)
+        assert texts(loop.get_state(thread("linked")).values["messages"]) == transcript(2)

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import cast
 
-from loop_agents.cli.errors import UsageError
+from loop_agents.cli.errors import InputError, UsageError, one_line
 from loop_agents.cli.parser import PROG, build_parser
 
 Handler = Callable[[argparse.Namespace], int]
@@ -44,6 +44,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         command.error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         return _handler(args.handler)(args)
+    except InputError as exc:
+        print(f"{PROG} {args.command}: error: {one_line(str(exc))}", file=sys.stderr)
+        return 2
     except UsageError as exc:
         command.error(str(exc))  # prints the usage and the message, exits with 2
     except KeyboardInterrupt:

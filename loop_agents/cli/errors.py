@@ -7,6 +7,13 @@ class UsageError(Exception):
     """A bad argument or setting: reported with the subcommand's usage, exit status 2."""
 
 
+class InputError(UsageError):
+    """Input the usage would not help with: one line saying what and the fix, exit 2.
+
+    A file that cannot be used, text that is not UTF-8, the file of saved runs.
+    """
+
+
 def one_line(text: str, *, limit: int = 2000) -> str:
     r"""``text`` on one line (runs of blanks and newlines become one space), cut at ``limit``.
 

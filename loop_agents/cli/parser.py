@@ -193,6 +193,14 @@ def run_arguments(parser: argparse.ArgumentParser) -> None:
         "--system-file", type=Path, metavar="FILE", help="read the model's instructions from FILE"
     )
     parser.add_argument(
+        "--max-file-bytes",
+        type=int,
+        default=1 << 20,
+        metavar="N",
+        help="the largest --task-file, --rubric-file or --system-file read, in bytes "
+        "(default: %(default)s)",
+    )
+    parser.add_argument(
         "--json",
         action="store_true",
         help="print only the result as JSON: the final answer, the stop reason and one "

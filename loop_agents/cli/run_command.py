@@ -19,7 +19,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from loop_agents.cli.errors import UsageError
+from loop_agents.cli.errors import InputError, UsageError
+from loop_agents.cli.inputs import check_utf8, text_argument
 from loop_agents.cli.interrupt import CtrlC
 from loop_agents.cli.loop import DEFAULT_SYSTEM
 from loop_agents.cli.parser import PROG
@@ -27,29 +28,12 @@ from loop_agents.cli.results import result_json
 from loop_agents.cli.session import Outcome, Progress, run_session
 from loop_agents.cli.spec import RunSpec
 from loop_agents.cli.store import HOME_VARIABLE, RunStore, store_home
+from loop_agents.cli.store_errors import store_problem
 from loop_agents.console.loop_console import LoopConsole
 from loop_agents.evaluators.command import command_problem
 from loop_agents.models.endpoints import Endpoint, endpoint_from_spec, resolve_endpoint
 from loop_agents.models.local_model import LocalModelError
 from loop_agents.models.settings import Environment, SettingsError
-
-
-def _text(value: str | None, path: Path | None, what: str, *, required: bool) -> str | None:
-    """The text given inline or in a file (``-``: stdin); at most one of the two."""
-    if value is not None and path is not None:
-        raise UsageError(f"give the {what} as text or with --{what}-file, not both")
-    if path is not None:
-        try:
-            value = sys.stdin.read() if str(path) == "-" else path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise UsageError(f"cannot read the {what} from {str(path)!r}: {exc}") from exc
-    if value is None:
-        if required:
-            raise UsageError(f"no {what} given: pass it as text or with --{what}-file FILE")
-        return None
-    if not value.strip():
-        raise UsageError(f"the {what} is empty; give some text")
-    return value.strip()
 
 
 def _environment(env_file: Path | None) -> Environment:
@@ -77,10 +61,18 @@ class Printer:
 
 def run(args: argparse.Namespace) -> int:
     """``loop-agents run``: check the input, find the model, run and save the loop."""
-    task = _text(args.task, args.task_file, "task", required=True)
-    rubric = _text(args.rubric, args.rubric_file, "rubric", required=False)
-    system = _text(args.system, args.system_file, "system", required=False) or DEFAULT_SYSTEM
+    if args.max_file_bytes < 1:
+        raise UsageError(f"--max-file-bytes must be >= 1; got {args.max_file_bytes}")
+    cap = args.max_file_bytes
+    task = text_argument(args.task, args.task_file, "task", required=True, limit=cap)
+    rubric = text_argument(args.rubric, args.rubric_file, "rubric", required=False, limit=cap)
+    system = (
+        text_argument(args.system, args.system_file, "system", required=False, limit=cap)
+        or DEFAULT_SYSTEM
+    )
     check: str | None = args.check
+    if check is not None:
+        check_utf8(check, "check")
     if rubric is None and check is None:
         raise UsageError(
             "no rubric or check given: pass --rubric TEXT, --rubric-file FILE, --check CMD, "
@@ -287,18 +279,22 @@ def _report(
     result = result_json(
         outcome.values, run_id=saved_id, error=outcome.error, failure=outcome.failure
     )
-    if store is not None:
+    problem = outcome.store_error
+    if store is not None and problem is None:
         records = result["records"]
         scores = [r["score"] for r in records if r.get("score") is not None]
-        store.update(
-            run_id,
-            status="finished" if outcome.finished else "failed",
-            stop_reason=result["stop_reason"],
-            iterations=len(records),
-            best_score=max(scores) if scores else None,
-            error=outcome.error,
-            pid=None,
-        )
+        try:
+            store.update(
+                run_id,
+                status="finished" if outcome.finished else "failed",
+                stop_reason=result["stop_reason"],
+                iterations=len(records),
+                best_score=max(scores) if scores else None,
+                error=outcome.error,
+                pid=None,
+            )
+        except InputError as exc:
+            problem = exc.__cause__ or exc
     if as_json:
         print(json.dumps(result, ensure_ascii=False, indent=2))
     elif view is not None:
@@ -306,6 +302,10 @@ def _report(
             view.failed(outcome.failure)
         if result["answer"]:
             view.print_answer(result["answer"])
+    if problem is not None and store is not None:
+        # the answers made so far are printed above, and their steps are in the file
+        again = resume_command(run_id, as_json=as_json, env_file=env_file, home=store.folder)
+        raise store_problem(problem, store.path, resume=again)
     if outcome.error is None:
         return 0
     print(f"{PROG}: error: {outcome.error}", file=sys.stderr)

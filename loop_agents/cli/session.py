@@ -10,6 +10,7 @@ last completed step. A failure becomes a one-line error in the `Outcome`; Ctrl-C
 from __future__ import annotations
 
 import contextlib
+import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +27,7 @@ from loop_agents.cli.interrupt import CtrlC
 from loop_agents.cli.loop import build_loop
 from loop_agents.cli.spec import RunSpec
 from loop_agents.cli.store import RunStore
+from loop_agents.cli.store_errors import is_disk_full
 from loop_agents.console.loop_console import LoopConsole
 from loop_agents.loop.events import LoopEvent, is_loop_event
 from loop_agents.loop.loop_agent import LoopAgent
@@ -66,6 +68,8 @@ class Outcome:
     values: dict[str, Any]
     error: str | None = None
     failure: str | None = None
+    store_error: BaseException | None = None
+    """A write to (or read of) the runs file that failed: a full disk, a lock, damage."""
 
     @property
     def finished(self) -> bool:
@@ -185,13 +189,22 @@ async def stream_loop(
             if mode == "custom" and is_loop_event(payload) and on_event is not None:
                 await on_event(payload)
     except Exception as exc:  # a failure mid-run: the result so far is still printed
-        error = describe_error(exc, endpoint)
-        failure = failure_reason(exc)
+        if isinstance(exc, sqlite3.Error) or is_disk_full(exc):
+            store_error: BaseException | None = exc
+        else:
+            store_error = None
+            error = describe_error(exc, endpoint)
+            failure = failure_reason(exc)
+    else:
+        store_error = None
     finally:
         if view is not None:
             view.close()
-    snapshot = await loop.aget_state(config)
-    return Outcome(dict(snapshot.values), error, failure)
+    try:
+        snapshot = await loop.aget_state(config)
+    except sqlite3.Error as exc:
+        return Outcome({}, error, failure, store_error or exc)
+    return Outcome(dict(snapshot.values), error, failure, store_error)
 
 
 async def _save_progress(

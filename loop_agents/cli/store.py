@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from loop_agents.cli.errors import UsageError
+from loop_agents.cli.store_errors import BUSY_TIMEOUT, store_problem
 
 if TYPE_CHECKING:
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
@@ -156,21 +157,29 @@ class RunStore:
                 self.path.touch(mode=0o600)
             with self._connect() as connection:
                 connection.execute(_SCHEMA)
-        except (OSError, sqlite3.Error) as exc:
+        except UsageError:
+            raise
+        except sqlite3.Error as exc:
+            raise store_problem(exc, self.path) from exc
+        except OSError as exc:
             raise UsageError(
                 f"cannot save runs in {str(self.folder)!r} ({exc}); set {HOME_VARIABLE} to a "
                 f"folder you can write, or pass --no-save"
             ) from exc
 
     @contextlib.contextmanager
-    def _connect(self, timeout: float = 30.0) -> Iterator[sqlite3.Connection]:
-        connection = sqlite3.connect(self.path, timeout=timeout)
+    def _connect(self, timeout: float = BUSY_TIMEOUT) -> Iterator[sqlite3.Connection]:
+        """A connection to the file; a problem with it becomes a one-line `InputError`."""
         try:
-            connection.execute("PRAGMA journal_mode=WAL")
-            with connection:
-                yield connection
-        finally:
-            connection.close()
+            connection = sqlite3.connect(self.path, timeout=timeout)
+            try:
+                connection.execute("PRAGMA journal_mode=WAL")
+                with connection:
+                    yield connection
+            finally:
+                connection.close()
+        except sqlite3.Error as exc:
+            raise store_problem(exc, self.path) from exc
 
     @contextlib.asynccontextmanager
     async def checkpointer(self) -> AsyncIterator[AsyncSqliteSaver]:
@@ -191,6 +200,8 @@ class RunStore:
             saver = cast(ShieldedSqliteSaver, opened)
             try:
                 yield saver
+            except sqlite3.Error as exc:  # reading a damaged file, a write on a full disk
+                raise store_problem(exc, self.path) from exc
             finally:
                 await saver.drain()
 
@@ -228,7 +239,7 @@ class RunStore:
                 return run_id
         raise RuntimeError("no free run id after 100 tries")  # pragma: no cover
 
-    def update(self, run_id: str, *, timeout: float = 30.0, **fields: Any) -> None:
+    def update(self, run_id: str, *, timeout: float = BUSY_TIMEOUT, **fields: Any) -> None:
         """Set some fields of a run's row.
 
         The fields: ``status``, ``stop_reason``, ``iterations``, ``best_score``,
@@ -266,13 +277,13 @@ class RunStore:
         if limit is not None:
             query += " LIMIT ?"
             parameters = (limit,)
-        try:
-            with self._connect() as connection:
+        with self._connect() as connection:
+            try:
                 rows = connection.execute(query, parameters).fetchall()
-        except sqlite3.OperationalError as exc:
-            if "no such table" in str(exc):
-                return []
-            raise
+            except sqlite3.OperationalError as exc:
+                if "no such table" in str(exc):
+                    return []
+                raise
         return [_saved(row) for row in rows]
 
     def find(self, run_id: str) -> SavedRun:

@@ -301,27 +301,26 @@ async def _loop(
         ok, feedback = await grader.visible(context["last_response"].text)
         return {"stop": True} if ok else {"stop": False, "feedback": feedback}
 
-    judge = llm_judge(
-        judge_model,
-        JUDGE_INSTRUCTIONS,
-        threshold=settings.judge_threshold,
-        **judge_format_options(settings.judge_method),
-        name="judge",
-    )
+    if arm == "loop":  # the visible tests are the evaluator: no judge is built
+        evaluator: Any = RunnableLambda(by_tests, name="visible tests")
+    else:
+        judge = llm_judge(
+            judge_model,
+            JUDGE_INSTRUCTIONS,
+            threshold=settings.judge_threshold,
+            **judge_format_options(settings.judge_method),
+            name="judge",
+        )
 
-    async def by_judge(context: LoopContext, config: RunnableConfig) -> LoopEvaluation:
-        nonlocal failures
-        try:
-            return await judge.ainvoke(context, config)
-        except JudgeError:
-            failures += 1  # no usable verdict, so no feedback: the loop ends here
-            return {"stop": True, "feedback": "(the judge gave no usable verdict)"}
+        async def by_judge(context: LoopContext, config: RunnableConfig) -> LoopEvaluation:
+            nonlocal failures
+            try:
+                return await judge.ainvoke(context, config)
+            except JudgeError:
+                failures += 1  # no usable verdict, so no feedback: the loop ends here
+                return {"stop": True, "feedback": "(the judge gave no usable verdict)"}
 
-    evaluator: Any = (
-        RunnableLambda(by_tests, name="visible tests")
-        if arm == "loop"
-        else RunnableLambda(by_judge, name="judge")
-    )
+        evaluator = RunnableLambda(by_judge, name="judge")
     loop = create_loop_agent(
         _agent(model, task), evaluator, settings.iterations, name=f"eval {arm}"
     )

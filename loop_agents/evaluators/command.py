@@ -6,25 +6,25 @@ written to a file; the file's path is in ``$LOOP_AGENTS_ANSWER`` and replaces a 
 sends the end of the command's output back to the agent as feedback. This turns "write
 code until my tests pass" into one evaluator.
 
-The command runs with your permissions, in its own process group, which is killed when
-the command ends or overruns its time limit. It is not a sandbox: a check that runs the
-model's code runs it as you (see `loop_agents.evaluators.code_runner` for a sandboxed runner).
+The command runs with your permissions under the sandbox's supervisor
+(`loop_agents.sandbox.supervised`): every process it starts, also one that moved to a new
+session (``setsid``), is killed when the command ends or overruns its time limit, and its
+output is read through a pipe keeping a bounded head and tail. It is not a sandbox: a
+check that runs the model's code runs it as you (see `loop_agents.evaluators.code_runner`
+for a sandboxed runner).
 Secrets in the environment (variables named like ``*_API_KEY``, ``*_TOKEN``,
 ``*_SECRET``, ``*_PASSWORD``) are not passed to it unless ``env`` is given.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import os
 import re
 import shlex
 import shutil
 import signal
-import subprocess
 import tempfile
-import time
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,12 +34,19 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from loop_agents.evaluators._base import check_name, make_evaluator
 from loop_agents.loop._numbers import describe_number, finite_float
 from loop_agents.loop.state import LoopContext, LoopEvaluation
+from loop_agents.sandbox.cleanup import remove_tree
+from loop_agents.sandbox.runner import in_thread
+from loop_agents.sandbox.supervised import run_supervised
 
 ANSWER_VARIABLE = "LOOP_AGENTS_ANSWER"
 """The environment variable holding the path of the answer's file."""
 
 PLACEHOLDER = "{answer_file}"
-"""Replaced in the command by the path of the answer's file (shell-quoted if it needs it)."""
+"""Replaced in the command by the path of the answer's file, quoted for where it stands:
+unquoted, inside the command's own double quotes, or inside its single quotes."""
+
+OUTPUT_BYTES = 1 << 20
+"""The most bytes of a check's output kept in memory (its head and its tail)."""
 
 SUFFIXES = {
     "python": ".py", "py": ".py", "python3": ".py", "javascript": ".js", "js": ".js",
@@ -67,14 +74,17 @@ class CheckRun:
 
     Attributes:
         status: The exit status (negative: killed by that signal), ``None`` on timeout.
-        output: Its stdout and stderr, interleaved.
+        output: Its stdout and stderr, interleaved (the head and the tail when it printed
+            more than `OUTPUT_BYTES`).
         seconds: Wall-clock seconds it ran.
+        truncated: Whether the middle of its output was dropped.
 
     """
 
     status: int | None
     output: str
     seconds: float
+    truncated: bool = False
 
 
 def answer_for_check(text: str) -> tuple[str, str]:
@@ -158,17 +168,56 @@ def without_secrets(environ: Mapping[str, str]) -> dict[str, str]:
     }
 
 
-def _shell_word(path: str) -> str:
-    """``path`` as one shell word: as it is when that is safe, else quoted.
+def _quote_state(command: str, end: int) -> str:
+    """The shell quoting in force at ``command[end]``: ``""``, ``'"'`` or ``"'"``."""
+    state = ""
+    i = 0
+    while i < end:
+        char = command[i]
+        if state == "'":
+            if char == "'":
+                state = ""
+        elif char == "\\":
+            i += 1  # the next character is escaped (outside quotes and inside "...")
+        elif state == '"':
+            if char == '"':
+                state = ""
+        elif char in "'\"":
+            state = char
+        i += 1
+    return state
 
-    Left as it is, ``"{answer_file}"`` in double quotes works too.
+
+def with_answer_file(command: str, path: str) -> str:
+    r"""``command`` with each ``{answer_file}`` replaced by ``path``, quoted where it stands.
+
+    Unquoted it becomes one shell word (quoted when it needs it); inside the command's own
+    double quotes, ``\``, ``$``, backquote and ``"`` are escaped; inside single quotes,
+    the quotes are closed around a quoted path. A temporary folder with a space in its
+    name (``TMPDIR``) works in all three.
+
+    Example:
+        ```python
+        assert with_answer_file('cat "{answer_file}"', "/tmp/a b/x") == 'cat "/tmp/a b/x"'
+        assert with_answer_file("cat {answer_file}", "/tmp/a b/x") == "cat '/tmp/a b/x'"
+        ```
     """
-    return path if re.fullmatch(r"[A-Za-z0-9_./+-]+", path) else shlex.quote(path)
-
-
-def _kill_group(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
+    pieces: list[str] = []
+    start = 0
+    while (found := command.find(PLACEHOLDER, start)) >= 0:
+        pieces.append(command[start:found])
+        state = _quote_state(command, found)
+        if state == '"':
+            pieces.append(re.sub(r'([\\$`"])', r"\\\1", path))
+        elif state == "'":
+            pieces.append("'" + shlex.quote(path) + "'")
+        elif re.fullmatch(r"[A-Za-z0-9_./+-]+", path):
+            pieces.append(path)
+        else:
+            pieces.append(shlex.quote(path))
+        start = found + len(PLACEHOLDER)
+    pieces.append(command[start:])
+    return "".join(pieces)
 
 
 class _Check:
@@ -189,67 +238,37 @@ class _Check:
         self.env = dict(env) if env is not None else None
         self.max_feedback_chars = max_feedback_chars
 
-    def _prepare(self, folder: str, answer: str) -> tuple[list[str], dict[str, str], Path]:
+    def _prepare(self, folder: str, answer: str) -> tuple[list[str], dict[str, str]]:
         body, suffix = answer_for_check(answer)
         path = Path(folder) / f"answer{suffix}"
         path.write_text(body, encoding="utf-8")
         env = self.env if self.env is not None else without_secrets(os.environ)
         env = {**env, ANSWER_VARIABLE: str(path)}
-        command = self.command.replace(PLACEHOLDER, _shell_word(str(path)))
-        return ["/bin/sh", "-c", command], env, Path(folder) / "output.log"
+        return ["/bin/sh", "-c", with_answer_file(self.command, str(path))], env
 
-    @staticmethod
-    def _read(log: Path) -> str:
-        return log.read_bytes().decode("utf-8", "replace") if log.exists() else ""
+    def _run(self, answer: str, cancel: threading.Event | None) -> CheckRun:
+        folder = tempfile.mkdtemp(prefix="loop_agents_check_")
+        try:
+            argv, env = self._prepare(folder, answer)
+            result = run_supervised(
+                argv,
+                cwd=str(self.cwd) if self.cwd is not None else None,
+                env=env,
+                timeout=self.timeout,
+                max_output=OUTPUT_BYTES,
+                cancel=cancel,
+            )
+        finally:
+            remove_tree(folder)
+        status = None if result.timed_out else result.exit_code
+        return CheckRun(status, result.stdout, result.seconds, result.truncated)
 
     def run(self, answer: str) -> CheckRun:
-        with tempfile.TemporaryDirectory(prefix="loop_agents_check_") as folder:
-            argv, env, log = self._prepare(folder, answer)
-            started = time.monotonic()
-            with log.open("wb") as output:
-                process = subprocess.Popen(
-                    argv,
-                    cwd=self.cwd,
-                    env=env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=output,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
-                status: int | None
-                try:
-                    status = process.wait(self.timeout)
-                except subprocess.TimeoutExpired:
-                    status = None
-                finally:  # also on Ctrl-C: no process of the check outlives it
-                    _kill_group(process.pid)
-                    process.wait()
-            return CheckRun(status, self._read(log), time.monotonic() - started)
+        return self._run(answer, None)
 
     async def arun(self, answer: str) -> CheckRun:
-        with tempfile.TemporaryDirectory(prefix="loop_agents_check_") as folder:
-            argv, env, log = self._prepare(folder, answer)
-            started = time.monotonic()
-            with log.open("wb") as output:
-                process = await asyncio.create_subprocess_exec(
-                    *argv,
-                    cwd=self.cwd,
-                    env=env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=output,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
-                status: int | None
-                try:
-                    status = await asyncio.wait_for(process.wait(), self.timeout)
-                except TimeoutError:
-                    status = None
-                finally:  # also when cancelled (Ctrl-C)
-                    _kill_group(process.pid)
-                with contextlib.suppress(ProcessLookupError):
-                    await process.wait()
-            return CheckRun(status, self._read(log), time.monotonic() - started)
+        # cancelled (Ctrl-C): the command and everything it started are killed
+        return await in_thread(lambda cancel: self._run(answer, cancel))
 
     def verdict(self, run: CheckRun) -> LoopEvaluation:
         if run.status == 0:
@@ -267,11 +286,12 @@ class _Check:
         output = run.output.rstrip()
         if not output:
             shown = "It printed nothing."
-        elif len(output) <= self.max_feedback_chars:
+        elif len(output) <= self.max_feedback_chars and not run.truncated:
             shown = f"Its output:\n{output}"
         else:
-            cut = len(output) - self.max_feedback_chars
-            shown = f"The end of its output ({cut} earlier characters cut):\n" + (output[cut:])
+            cut = max(len(output) - self.max_feedback_chars, 0)
+            earlier = "earlier output cut" if run.truncated else f"{cut} earlier characters cut"
+            shown = f"The end of its output ({earlier}):\n" + output[cut:]
         return {"stop": False, "feedback": f"The check `{self.command}` {what}. {shown}"}
 
 
@@ -292,7 +312,9 @@ def command_check(
     ``{answer_file}`` in ``command``, which ``/bin/sh`` runs in ``cwd``. Any other exit
     status, a kill by a signal or running past ``timeout`` asks for another attempt,
     with the end of the command's output (at most ``max_feedback_chars`` characters)
-    as the feedback. The command's whole process group is killed when it ends.
+    as the feedback. Every process the command started is killed when it ends (also one
+    in a new session), and at most `OUTPUT_BYTES` of its output are kept (the head and
+    the tail), in memory.
 
     Args:
         command: A shell command, e.g. ``"python {answer_file} | grep -qx 42"``.

@@ -4,12 +4,14 @@ A lock here belongs to its process: the operating system or the database server 
 it when the process ends, also when it is killed (``SIGKILL``, Ctrl-C), so a thread
 whose run died can be resumed at once by another process.
 
-- SQLite (``SqliteSaver``, ``AsyncSqliteSaver`` on a file): an exclusive ``flock`` on a
-  small lock file per thread, in a folder next to the database
-  (``checkpoints.sqlite.loop-locks/``). The file is removed when the run ends.
+- SQLite (``SqliteSaver``, ``AsyncSqliteSaver`` on a file): on Linux, a lock on one byte
+  of the database file itself, so every path to the file meets it
+  (`loop_agents.loop._inode_locks`). Elsewhere, an exclusive ``flock`` on a small lock
+  file per thread, in a folder next to the database (``checkpoints.sqlite.loop-locks/``),
+  removed when the run ends.
 - PostgreSQL (``PostgresSaver``, ``AsyncPostgresSaver``): a session-level advisory lock
-  (``pg_try_advisory_lock``) keyed by a 64-bit hash of the thread, held on a connection
-  of its own that is opened for the run and closed after it.
+  (``pg_try_advisory_lock``) keyed by a 64-bit hash of the thread, held on one connection
+  per process and database that all its runs share (`loop_agents.loop._postgres_locks`).
 
 Other checkpointers (``InMemorySaver``, an SQLite database in memory) cannot be shared
 by processes; the in-process guard in `loop_agents.loop.thread_locking` covers them.
@@ -21,8 +23,12 @@ import contextlib
 import hashlib
 import os
 import sys
+import weakref
 from pathlib import Path
 from typing import Any, Protocol
+
+from loop_agents.loop import _inode_locks
+from loop_agents.loop._postgres_locks import AsyncPostgresLock, PostgresLock
 
 try:
     import fcntl
@@ -109,10 +115,10 @@ class FileLock:
 
 
 class AsyncFileLock:
-    """`FileLock` for async runs (taking a free ``flock`` does not block)."""
+    """A file lock (`FileLock`, `InodeLock`) for async runs: taking one never blocks."""
 
-    def __init__(self, database: str, thread_id: str, checkpoint_ns: str) -> None:
-        self._lock = FileLock(database, thread_id, checkpoint_ns)
+    def __init__(self, lock: ProcessLock) -> None:
+        self._lock = lock
 
     async def try_acquire(self) -> bool:
         return self._lock.try_acquire()
@@ -129,15 +135,28 @@ def _sqlite_file(rows: list[Any]) -> str | None:
     return None
 
 
+_databases: weakref.WeakKeyDictionary[Any, str | None] = weakref.WeakKeyDictionary()
+"""The file of each SQLite saver seen (a saver's connection, and so its file, is fixed)."""
+
+
+def _lock_for(database: str | None, thread_id: str, checkpoint_ns: str) -> ProcessLock | None:
+    if database is None:
+        return None
+    digest = _digest(thread_id, checkpoint_ns)
+    if _inode_locks.usable(database):
+        return _inode_locks.InodeLock(database, digest)
+    return FileLock(database, thread_id, checkpoint_ns)
+
+
 def sqlite_lock(saver: object, thread_id: str, checkpoint_ns: str) -> ProcessLock | None:
     """A cross-process lock for a ``SqliteSaver`` on a file; ``None`` for other savers."""
     module = sys.modules.get("langgraph.checkpoint.sqlite")
     if fcntl is None or module is None or not isinstance(saver, module.SqliteSaver):
         return None
-    with saver.lock, contextlib.closing(saver.conn.cursor()) as cursor:
-        rows = cursor.execute("PRAGMA database_list").fetchall()
-    database = _sqlite_file(rows)
-    return FileLock(database, thread_id, checkpoint_ns) if database else None
+    if saver not in _databases:
+        with saver.lock, contextlib.closing(saver.conn.cursor()) as cursor:
+            _databases[saver] = _sqlite_file(cursor.execute("PRAGMA database_list").fetchall())
+    return _lock_for(_databases[saver], thread_id, checkpoint_ns)
 
 
 async def asqlite_lock(
@@ -147,10 +166,11 @@ async def asqlite_lock(
     module = sys.modules.get("langgraph.checkpoint.sqlite.aio")
     if fcntl is None or module is None or not isinstance(saver, module.AsyncSqliteSaver):
         return None
-    async with saver.lock, saver.conn.execute("PRAGMA database_list") as cursor:
-        rows = list(await cursor.fetchall())
-    database = _sqlite_file(rows)
-    return AsyncFileLock(database, thread_id, checkpoint_ns) if database else None
+    if saver not in _databases:
+        async with saver.lock, saver.conn.execute("PRAGMA database_list") as cursor:
+            _databases[saver] = _sqlite_file(list(await cursor.fetchall()))
+    lock = _lock_for(_databases[saver], thread_id, checkpoint_ns)
+    return None if lock is None else AsyncFileLock(lock)
 
 
 # -- PostgreSQL -----------------------------------------------------------------------
@@ -168,101 +188,12 @@ def advisory_key(thread_id: str, checkpoint_ns: str) -> int:
     return int.from_bytes(_digest(thread_id, checkpoint_ns)[:8], "big", signed=True)
 
 
-def _connection_arguments(conn: Any) -> tuple[str, dict[str, Any]]:
-    """How to open another connection to the database of ``conn`` (a connection or pool).
-
-    A pool (``psycopg_pool``) keeps its ``conninfo`` and ``kwargs``; a connection's
-    ``info.dsn`` leaves the password out, so it is added back.
-    """
-    conninfo = getattr(conn, "conninfo", None)
-    if isinstance(conninfo, str):
-        kwargs = dict(getattr(conn, "kwargs", None) or {})
-    else:
-        conninfo = conn.info.dsn
-        kwargs = {"password": conn.info.password} if conn.info.password else {}
-    kwargs["autocommit"] = True
-    kwargs.pop("row_factory", None)
-    return conninfo, kwargs
-
-
-_TRY_LOCK = "SELECT pg_try_advisory_lock(%s::bigint)"
-_UNLOCK = "SELECT pg_advisory_unlock(%s::bigint)"
-
-
-class PostgresLock:
-    """``pg_try_advisory_lock`` on a connection opened for the run (sync form)."""
-
-    def __init__(self, conn: Any, thread_id: str, checkpoint_ns: str) -> None:
-        self.conninfo, self.kwargs = _connection_arguments(conn)
-        self.key = advisory_key(thread_id, checkpoint_ns)
-        self._conn: Any = None
-
-    def try_acquire(self) -> bool:
-        import psycopg
-
-        if self._conn is None:
-            self._conn = psycopg.connect(self.conninfo, **self.kwargs)
-        row = self._conn.execute(_TRY_LOCK, (self.key,)).fetchone()
-        if row and row[0]:
-            return True
-        self._close()
-        return False
-
-    def release(self) -> None:
-        if self._conn is None:
-            return
-        try:
-            # unlock before closing, so the next run never finds the lock still held
-            self._conn.execute(_UNLOCK, (self.key,))
-        finally:
-            self._close()
-
-    def _close(self) -> None:
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            conn.close()
-
-
-class AsyncPostgresLock:
-    """``pg_try_advisory_lock`` on a connection opened for the run (async form)."""
-
-    def __init__(self, conn: Any, thread_id: str, checkpoint_ns: str) -> None:
-        self.conninfo, self.kwargs = _connection_arguments(conn)
-        self.key = advisory_key(thread_id, checkpoint_ns)
-        self._conn: Any = None
-
-    async def try_acquire(self) -> bool:
-        import psycopg
-
-        if self._conn is None:
-            self._conn = await psycopg.AsyncConnection.connect(self.conninfo, **self.kwargs)
-        cursor = await self._conn.execute(_TRY_LOCK, (self.key,))
-        row = await cursor.fetchone()
-        if row and row[0]:
-            return True
-        await self._close()
-        return False
-
-    async def release(self) -> None:
-        if self._conn is None:
-            return
-        try:
-            await self._conn.execute(_UNLOCK, (self.key,))
-        finally:
-            await self._close()
-
-    async def _close(self) -> None:
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            await conn.close()
-
-
 def postgres_lock(saver: object, thread_id: str, checkpoint_ns: str) -> ProcessLock | None:
     """A cross-process lock for a ``PostgresSaver``; ``None`` for other savers."""
     module = sys.modules.get("langgraph.checkpoint.postgres")
     if module is None or not isinstance(saver, module.PostgresSaver):
         return None
-    return PostgresLock(saver.conn, thread_id, checkpoint_ns)
+    return PostgresLock(saver.conn, advisory_key(thread_id, checkpoint_ns))
 
 
 def apostgres_lock(saver: object, thread_id: str, checkpoint_ns: str) -> AsyncProcessLock | None:
@@ -270,7 +201,7 @@ def apostgres_lock(saver: object, thread_id: str, checkpoint_ns: str) -> AsyncPr
     module = sys.modules.get("langgraph.checkpoint.postgres.aio")
     if module is None or not isinstance(saver, module.AsyncPostgresSaver):
         return None
-    return AsyncPostgresLock(saver.conn, thread_id, checkpoint_ns)
+    return AsyncPostgresLock(saver.conn, advisory_key(thread_id, checkpoint_ns))
 
 
 def process_lock(saver: object, thread_id: str, checkpoint_ns: str) -> ProcessLock | None:

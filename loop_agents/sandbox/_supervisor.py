@@ -10,7 +10,8 @@ dedicated user) and
    its child rather than init's;
 2. forks the answer, which sets its resource limits (``RLIMIT_AS``, ``RLIMIT_CPU``,
    ``RLIMIT_FSIZE``, ``RLIMIT_NPROC``, ...) and ``PR_SET_NO_NEW_PRIVS``, closes every
-   inherited descriptor above stderr and becomes ``python -I -X utf8 answer.py``;
+   inherited descriptor above stderr and becomes the program (``python -I -X utf8
+   answer.py`` for the code runner, ``/bin/sh -c COMMAND`` for a command check);
 3. reaps orphans until the answer exits, then kills everything that is left: with
    ``kill(-1, SIGKILL)`` when that reaches only this run's processes (inside a PID
    namespace, or as a user of its own), else child by child until it has none;
@@ -19,8 +20,10 @@ dedicated user) and
 On SIGTERM (the runner's time limit in the plain process isolation) it kills the answer and
 everything left in the same way, and exits.
 
-Arguments: ``STATUS_FD all|tree PYTHON SCRIPT LIMITS_JSON [drop-pwd]`` (``drop-pwd``: bwrap
-set ``PWD``, which the program's environment does not have in the other isolations).
+Arguments: ``STATUS_FD all|tree LIMITS_JSON FLAGS PROGRAM [ARGUMENT...]``. ``FLAGS`` is a
+comma-separated list or ``-``: ``drop-pwd`` (bwrap set ``PWD``, which the program's
+environment does not have in the other isolations), ``no-new-privs`` (set
+``PR_SET_NO_NEW_PRIVS`` for the program: no setuid program can raise its rights).
 """
 
 import contextlib
@@ -101,13 +104,15 @@ def kill_everything(kill_all: bool) -> None:
 
 def main(argv: list[str]) -> None:
     """Run the answer; see the module docstring."""
-    status_fd, mode, python, script, limits_json = argv[1:6]
-    pwd_set_by_bwrap = len(argv) > 6 and argv[6] == "drop-pwd"
+    status_fd, mode, limits_json, flags = argv[1:5]
+    program_argv = argv[5:]
+    pwd_set_by_bwrap = "drop-pwd" in flags.split(",")
     status = int(status_fd)
     kill_all = mode == "all"
     limits: dict[str, int] = json.loads(limits_json)
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
-    _prctl(PR_SET_NO_NEW_PRIVS, 1)
+    if "no-new-privs" in flags.split(","):
+        _prctl(PR_SET_NO_NEW_PRIVS, 1)
     me = os.getpid()
 
     def on_term(signum: int, frame: FrameType | None) -> None:
@@ -127,9 +132,9 @@ def main(argv: list[str]) -> None:
                 os.environ.pop("PWD", None)
             for name, value in limits.items():
                 _set_limit(name, value)
-            os.execv(python, [python, "-I", "-X", "utf8", script])
+            os.execv(program_argv[0], program_argv)
         except BaseException as exc:
-            os.write(2, f"loop_agents runner: cannot start {python}: {exc}\n".encode())
+            os.write(2, f"loop_agents runner: cannot start {program_argv[0]}: {exc}\n".encode())
         os._exit(127)
     while True:
         try:

@@ -144,15 +144,17 @@ def _hidden_folders() -> list[str]:
     return hidden
 
 
-def _hiding_options(python: str) -> list[str]:
+def _hiding_options(python: str, tmpfs_bytes: int | None) -> list[str]:
     """``--tmpfs`` over /tmp and the home, then ``--ro-bind`` of the interpreter's folders.
 
     The interpreter (a virtual environment in the home, pyenv under /root) stays usable;
     nothing else of the home (``~/.ssh``, ``~/.aws``, a project's ``.env``) is visible.
+    /tmp is writable, at most ``tmpfs_bytes`` (``None``: unsized); the hidden home is an
+    empty read-only folder (the program's ``HOME`` is its working folder).
     """
     hidden = _hidden_folders()
-    options: list[str] = []
-    for folder in hidden:
+    options = [*_size(tmpfs_bytes), "--tmpfs", "/tmp"]
+    for folder in hidden[1:]:
         options += ["--tmpfs", folder]
     tmp = os.path.realpath(tempfile.gettempdir())
     for folder in interpreter_folders(python):
@@ -161,17 +163,46 @@ def _hiding_options(python: str) -> list[str]:
         ]
         if inside:
             options += ["--ro-bind", folder, folder]
+    for folder in hidden[1:]:  # once the interpreter's folders are bound in it
+        options += ["--remount-ro", folder]
     return options
 
 
-def _bwrap_command(python: str, bind: str, chdir: str) -> list[str]:
+def _size(tmpfs_bytes: int | None) -> list[str]:
+    return [] if tmpfs_bytes is None else ["--size", str(tmpfs_bytes)]
+
+
+def tmpfs_size(memory_limit: int | None) -> int | None:
+    """Bytes each of the run's RAM-backed folders (/tmp, /dev/shm) may hold under bwrap.
+
+    Files there are kept in memory but not counted in ``RLIMIT_AS``, so together they get
+    at most the run's memory limit: half each. ``None`` (no memory limit): unsized.
+
+    Example:
+        ```python
+        assert tmpfs_size(64 * 2**20) == 32 * 2**20 and tmpfs_size(None) is None
+        ```
+    """
+    if memory_limit is None:
+        return None
+    page = 4096
+    return max(page, memory_limit // 2 // page * page)
+
+
+def _bwrap_command(
+    python: str, bind: str, chdir: str, memory_limit: int | None = None
+) -> list[str]:
+    """The bwrap prefix of a run: /dev is read-only but for a sized /dev/shm."""
     bwrap = shutil.which("bwrap") or "bwrap"
+    tmpfs_bytes = tmpfs_size(memory_limit)
     return [
         bwrap,
         *("--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts"),
         *("--unshare-cgroup-try", "--die-with-parent", "--as-pid-1", "--cap-drop", "ALL"),
         *("--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"),
-        *_hiding_options(python),
+        *_size(tmpfs_bytes),
+        *("--tmpfs", "/dev/shm", "--remount-ro", "/dev"),
+        *_hiding_options(python, tmpfs_bytes),
         *("--bind", bind, bind, "--chdir", chdir, "--"),
     ]
 
@@ -352,6 +383,27 @@ def choose_identity(limits: RunLimits) -> Identity:
     return Identity(choice.isolation, uid, choice)
 
 
+def supervisor_command(
+    python: str,
+    status_fd: int,
+    *,
+    kill_all: bool,
+    rlimits: dict[str, int],
+    flags: list[str],
+    program: list[str],
+) -> list[str]:
+    """The command that runs ``program`` under the supervisor (see ``_supervisor.py``)."""
+    return [
+        python,
+        *("-I", "-S", "-c", _SUPERVISOR),
+        str(status_fd),
+        "all" if kill_all else "tree",
+        json.dumps(rlimits),
+        ",".join(flags) or "-",
+        *program,
+    ]
+
+
 def make_plan(
     identity: Identity, limits: RunLimits, root: str, workdir: str, script: str, status_fd: int
 ) -> Plan:
@@ -380,7 +432,7 @@ def make_plan(
             # the new one, so it counts with the supervisor
             nproc = cap + (1 if choice.isolation == "bwrap" else 2)
         prefix = (
-            _bwrap_command(limits.python, root, workdir)
+            _bwrap_command(limits.python, root, workdir, limits.memory_limit)
             if choice.isolation == "bwrap"
             else _unshare_command()
         )
@@ -388,16 +440,17 @@ def make_plan(
             cgroup = PidsCgroup(choice.cgroup, cap + 2)  # bwrap and the supervisor
             prefix = ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', cgroup.procs_file, *prefix]
     rlimits = _rlimits(limits, nproc)
-    supervisor = [
+    flags = ["no-new-privs"]
+    if choice.isolation == "bwrap" and "PWD" not in limits.env:
+        flags.append("drop-pwd")
+    supervisor = supervisor_command(
         limits.python,
-        *("-I", "-S", "-c", _SUPERVISOR),
-        str(status_fd),
-        "all" if kill_all else "tree",
-        limits.python,
-        script,
-        json.dumps(rlimits),
-        *(["drop-pwd"] if choice.isolation == "bwrap" and "PWD" not in limits.env else []),
-    ]
+        status_fd,
+        kill_all=kill_all,
+        rlimits=rlimits,
+        flags=flags,
+        program=[limits.python, "-I", "-X", "utf8", script],
+    )
     return Plan(
         isolation=choice.isolation,
         command=[*prefix, *supervisor],

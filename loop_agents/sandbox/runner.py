@@ -10,18 +10,20 @@ what is already in the pipes is read for at most the grace.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import selectors
-import shutil
 import signal
 import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from pathlib import Path
+from typing import TypeVar
 
+from loop_agents.sandbox.cleanup import remove_tree
 from loop_agents.sandbox.isolation import Plan, choose_identity, make_plan
 from loop_agents.sandbox.limits import (
     DEFAULT_MAX_FILE_SIZE,
@@ -39,6 +41,10 @@ from loop_agents.sandbox.processes import children, kill_tree_of, kill_uid
 from loop_agents.sandbox.result import CappedOutput, RunResult
 
 __all__ = ["arun_python", "run_python"]
+
+logger = logging.getLogger("loop_agents")
+
+T = TypeVar("T")
 
 _POLL = 0.02
 """Seconds between checks whether the program has exited."""
@@ -58,7 +64,10 @@ def _workspace(code: str, uid: int | None) -> Iterator[tuple[str, str, str]]:
                 os.chown(path, uid, uid)
         yield root, workdir, script
     finally:
-        shutil.rmtree(root, ignore_errors=True)
+        try:
+            remove_tree(root)
+        except OSError as exc:  # pragma: no cover - only if the kernel refused
+            logger.warning("%s", exc)
 
 
 def _has_exited(pid: int) -> bool:
@@ -188,6 +197,8 @@ def _start_and_wait(
     status_read: int,
     status_write: _Once,
     cancel: threading.Event | None,
+    *,
+    merge_stderr: bool = False,
 ) -> RunResult:
     started = time.monotonic()
     deadline = started + limits.timeout
@@ -198,7 +209,7 @@ def _start_and_wait(
         env=plan.env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
         pass_fds=(status_write.fd,),
         start_new_session=True,
         user=plan.uid,
@@ -209,7 +220,8 @@ def _start_and_wait(
     timed_out = True
     with selectors.DefaultSelector() as selector:
         for stream, sink in ((proc.stdout, out), (proc.stderr, err)):
-            assert stream is not None
+            if stream is None:  # stderr merged into stdout
+                continue
             os.set_blocking(stream.fileno(), False)
             selector.register(stream, selectors.EVENT_READ, data=sink)
         try:
@@ -351,22 +363,31 @@ async def arun_python(
         isolation=isolation,
         max_processes=max_processes,
     )
+    return await in_thread(lambda cancel: _execute(code, limits, cancel))
+
+
+async def in_thread(work: Callable[[threading.Event], T]) -> T:
+    """Run ``work`` in a thread of its own and await its result.
+
+    Cancelling the awaiting task sets the event ``work`` was given (a run then kills its
+    program and everything it started), waits for ``work`` to end, and raises
+    ``CancelledError``.
+    """
     loop = asyncio.get_running_loop()
-    done: asyncio.Future[RunResult] = loop.create_future()
+    done: asyncio.Future[T] = loop.create_future()
     cancel = threading.Event()
 
-    def settle(result: RunResult | None, error: BaseException | None) -> None:
+    def settle(result: T | None, error: BaseException | None) -> None:
         if done.done():
             return
         if error is not None:
             done.set_exception(error)
         else:
-            assert result is not None
-            done.set_result(result)
+            done.set_result(result)  # type: ignore[arg-type]
 
-    def work() -> None:
+    def body() -> None:
         try:
-            result = _execute(code, limits, cancel)
+            result = work(cancel)
         except BaseException as exc:
             with suppress(RuntimeError):  # the loop is closed: nobody waits any more
                 loop.call_soon_threadsafe(settle, None, exc)
@@ -374,7 +395,7 @@ async def arun_python(
             with suppress(RuntimeError):
                 loop.call_soon_threadsafe(settle, result, None)
 
-    threading.Thread(target=work, name="loop_agents-run_python", daemon=True).start()
+    threading.Thread(target=body, name="loop_agents-run", daemon=True).start()
     try:
         return await asyncio.shield(done)
     except asyncio.CancelledError:
