@@ -152,13 +152,13 @@ def _model() -> Any:
 def _deep_agent() -> Any:
     """A deep agent whose scripted model rewrites /notes.md at every attempt."""
     from deepagents import create_deep_agent
-    from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
+    from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
     from tests.fakes import FakeChat
 
     attempts = iter(range(1, 1_000_000))
 
-    def script(messages: list[AnyMessage]) -> AIMessage:
+    def script(messages: list[BaseMessage]) -> AIMessage:
         if isinstance(messages[-1], ToolMessage):
             return AIMessage("The notes are written.")
         number = next(attempts)

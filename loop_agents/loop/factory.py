@@ -205,7 +205,8 @@ def create_loop_agent(
         advisor: A chat model that writes the feedback a verdict left out: it is
             given the request, the answer and its score (a run named
             ``"iteration N: advisor"``, counted in budgets). Without one the feedback
-            is a sentence naming the score and the threshold. See `loop_agents.loop.controls.advice`.
+            is a sentence naming the score and the threshold. See
+            `loop_agents.loop.controls.advice`.
         show_criteria: Show the evaluator's criteria (its ``criteria`` attribute: an
             ``llm_judge``'s instructions, a rule's description, ...) to the agent
             before its first attempt, in a marked message after the request. See

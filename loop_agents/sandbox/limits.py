@@ -7,7 +7,7 @@ import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import Any, Literal, TypedDict, get_args
 
 __all__ = [
     "DEFAULT_MAX_FILE_SIZE",
@@ -155,6 +155,19 @@ class RunLimits:
                 f"env must not pass secrets to code from an answer; remove {secrets} "
                 f"(names with KEY, TOKEN, SECRET, PASSWORD or CREDENTIAL are refused)"
             )
+
+
+class RunOptions(TypedDict, total=False):
+    """The keyword arguments of `run_python` and `arun_python` (see `run_python`)."""
+
+    timeout: float
+    memory_limit: int | None
+    max_output: int
+    max_file_size: int | None
+    python: str | None
+    env: Mapping[str, str] | None
+    isolation: Isolation
+    max_processes: int | None
 
 
 def make_limits(

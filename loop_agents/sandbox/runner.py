@@ -23,6 +23,8 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TypeVar
 
+from typing_extensions import Unpack
+
 from loop_agents.sandbox.cleanup import remove_tree
 from loop_agents.sandbox.isolation import Plan, choose_identity, make_plan
 from loop_agents.sandbox.limits import (
@@ -35,6 +37,7 @@ from loop_agents.sandbox.limits import (
     SCRIPT_NAME,
     Isolation,
     RunLimits,
+    RunOptions,
     make_limits,
 )
 from loop_agents.sandbox.processes import children, kill_tree_of, kill_uid
@@ -310,18 +313,7 @@ def run_python(
     return _execute(code, limits)
 
 
-async def arun_python(
-    code: str,
-    *,
-    timeout: float = DEFAULT_TIMEOUT,
-    memory_limit: int | None = DEFAULT_MEMORY_LIMIT,
-    max_output: int = DEFAULT_MAX_OUTPUT,
-    max_file_size: int | None = DEFAULT_MAX_FILE_SIZE,
-    python: str | None = None,
-    env: Mapping[str, str] | None = None,
-    isolation: Isolation = "auto",
-    max_processes: int | None = DEFAULT_MAX_PROCESSES,
-) -> RunResult:
+async def arun_python(code: str, **options: Unpack[RunOptions]) -> RunResult:
     """Like `run_python`, without blocking the event loop.
 
     The run happens in a thread of its own. Cancelling the awaiting task kills the program
@@ -330,15 +322,8 @@ async def arun_python(
 
     Args:
         code: The program's source.
-        timeout: Wall-clock seconds before the program is killed.
-        memory_limit: Bytes of address space; ``None`` for no limit.
-        max_output: Bytes kept of stdout and of stderr each.
-        max_file_size: The largest file the program may write; ``None`` for no limit.
-        python: The interpreter; the current one by default.
-        env: Extra environment variables; secret-like names are refused.
-        isolation: ``"auto"``, ``"bwrap"``, ``"unshare"`` or ``"process"``.
-        max_processes: Processes and threads the program may have at once; ``None`` for
-            no cap.
+        **options: `run_python`'s keyword arguments (timeout, memory_limit, max_output,
+            max_file_size, python, env, isolation, max_processes), the same defaults.
 
     Returns:
         A `RunResult`.
@@ -353,16 +338,7 @@ async def arun_python(
         assert result.timed_out
         ```
     """
-    limits = make_limits(
-        timeout,
-        memory_limit,
-        max_output,
-        max_file_size,
-        python,
-        env,
-        isolation=isolation,
-        max_processes=max_processes,
-    )
+    limits = make_limits(**options)
     return await in_thread(lambda cancel: _execute(code, limits, cancel))
 
 
