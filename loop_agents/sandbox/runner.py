@@ -21,9 +21,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import TypeVar
-
-from typing_extensions import Unpack
+from typing import TypeVar, Unpack
 
 from loop_agents.sandbox.cleanup import remove_tree
 from loop_agents.sandbox.isolation import Plan, choose_identity, make_plan
