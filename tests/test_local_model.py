@@ -28,7 +28,8 @@ from loop_agents import record_answer
 from loop_agents.models import local_model
 from loop_agents.models.llama_cpp_http import (
     LlamaCppTransport,
-    bound_tool_strings,
+    bound_forced_tool,
+    number_choices,
     dedupe_streamed_tool_names,
 )
 from loop_agents.models.local_model import (
@@ -387,7 +388,7 @@ def _request(body):
 
 def test_forced_tool_strings_are_bounded_by_the_token_cap():
     body = {"tools": [TOOL], "tool_choice": {"type": "function", "function": {"name": "Review"}}}
-    sent = json.loads(bound_tool_strings(_request(body | {"max_tokens": 120})).content)
+    sent = json.loads(bound_forced_tool(_request(body | {"max_tokens": 120})).content)
     properties = sent["tools"][0]["function"]["parameters"]["properties"]
     assert properties["feedback"]["maxLength"] == (120 - 24) // (3 * 2)
     assert properties["tags"]["items"]["maxLength"] == 16
@@ -396,9 +397,9 @@ def test_forced_tool_strings_are_bounded_by_the_token_cap():
     # unchanged: no cap, no forced tool, or another endpoint
     for unchanged in (body, body | {"max_tokens": 120, "tool_choice": "auto"}):
         request = _request(unchanged)
-        assert bound_tool_strings(request) is request
+        assert bound_forced_tool(request) is request
     other = httpx.Request("POST", "http://127.0.0.1:1/v1/embeddings", json=body)
-    assert bound_tool_strings(other) is other
+    assert bound_forced_tool(other) is other
 
 
 def test_streamed_tool_names_are_sent_once():
@@ -704,3 +705,39 @@ def test_the_command_runs_on_the_local_model_without_a_key(tmp_path):
         assert "Traceback" not in proc.stderr
     else:
         assert result["records"][0]["score"] is not None
+
+
+def test_forced_tool_numbers_with_bounds_become_a_choice_the_grammar_enforces():
+    tool = json.loads(json.dumps(TOOL))
+    properties = tool["function"]["parameters"]["properties"]
+    properties["score"] |= {"minimum": 0, "maximum": 100}
+    properties["ratio"] = {"type": "number", "minimum": 0, "maximum": 1}
+    properties["open"] = {"type": "number", "minimum": 0}  # one bound: left alone
+    body = {"tools": [tool], "tool_choice": {"type": "function", "function": {"name": "Review"}}}
+    sent = json.loads(bound_forced_tool(_request(body)).content)  # no cap: numbers only
+    bounded = sent["tools"][0]["function"]["parameters"]["properties"]
+    assert bounded["score"]["enum"] == list(range(101))
+    assert bounded["ratio"]["enum"][:3] == [0, 0.01, 0.02] and bounded["ratio"]["enum"][-1] == 1
+    assert len(bounded["ratio"]["enum"]) == 101
+    assert "enum" not in bounded["open"]
+    assert "maxLength" not in bounded["feedback"]  # strings are bounded only under a cap
+    # not forced: unchanged
+    auto = _request(body | {"tool_choice": "auto"})
+    assert bound_forced_tool(auto) is auto
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "integer", "expected"),
+    [
+        (0, 100, True, list(range(101))),
+        (1, 5, True, [1, 2, 3, 4, 5]),
+        (0.5, 3.5, True, [1, 2, 3]),
+        (0, 10, False, [i / 10 if i % 10 else i // 10 for i in range(101)]),
+        (7, 7, False, [7]),
+        (0, 10**6, True, []),  # too many alternatives: the server's check is the judge's
+        (5, 1, True, []),
+        (0, float("inf"), False, []),
+    ],
+)
+def test_number_choices(low, high, integer, expected):
+    assert number_choices(low, high, integer=integer) == expected

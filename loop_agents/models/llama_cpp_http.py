@@ -1,15 +1,23 @@
-"""An HTTP transport that smooths two deviations of llama-cpp-python's server from OpenAI's API.
+"""An HTTP transport that smooths three deviations of llama-cpp-python's server from OpenAI's API.
 
 Measured with llama-cpp-python 0.3.36 and langchain-openai 1.x:
 
-1. **Cut-off structured output.** llama.cpp turns a forced tool's JSON schema into a
-   grammar. A small model may keep writing inside a JSON string until the token cap
-   (``max_tokens``) cuts the arguments off, and cut-off JSON does not parse (the
-   structured-output parser then returns ``None``). When a request both forces a tool
-   (``tool_choice`` names a function) and sets ``max_tokens``, the transport adds a
-   ``maxLength`` to every unbounded string of that tool's parameters, so the arguments
-   close within the cap (counting up to 3 tokens per character).
-2. **Repeated tool names when streaming.** The server repeats the function's name (and
+1. **Unbounded numbers in structured output.** llama.cpp turns a forced tool's JSON
+   schema into a grammar that constrains the reply while it is generated, but its
+   converter ignores ``minimum`` and ``maximum``: a judge asked for a score from 0 to 100
+   could write ``316098``. When a request forces a tool (``tool_choice`` names a
+   function), the transport gives every number of that tool's parameters that has both
+   bounds an ``enum`` of the values between them (the integers for an ``integer``;
+   about a hundred steps of the range for a ``number``: 0, 1, ..., 100 on 0-100, 0, 0.1,
+   ..., 10 on 0-10), which the converter does enforce, as a choice of alternatives. The
+   score is then always a number on the scale.
+2. **Cut-off structured output.** A small model may keep writing inside a JSON string
+   until the token cap (``max_tokens``) cuts the arguments off, and cut-off JSON does
+   not parse (the structured-output parser then returns ``None``). When a request both
+   forces a tool and sets ``max_tokens``, the transport adds a ``maxLength`` to every
+   unbounded string of that tool's parameters, so the arguments close within the cap
+   (counting up to 3 tokens per character).
+3. **Repeated tool names when streaming.** The server repeats the function's name (and
    the call's id and type) in every streamed chunk; OpenAI sends them once. LangChain
    joins the chunks' names (``ReviewReviewReview...``), so a streamed structured-output
    call finds no tool of the expected name. The transport drops the repeats.
@@ -31,17 +39,25 @@ Example:
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
 
-__all__ = ["LlamaCppTransport", "bound_tool_strings", "dedupe_streamed_tool_names"]
+__all__ = [
+    "LlamaCppTransport",
+    "bound_forced_tool",
+    "dedupe_streamed_tool_names",
+    "number_choices",
+]
 
 _ARGUMENT_OVERHEAD_TOKENS = 24
 """Tokens kept for a forced call's JSON punctuation, keys and numbers."""
 _TOKENS_PER_CHARACTER = 3
 """The most tokens one character may take (a byte-fallback CJK character)."""
+_MOST_CHOICES = 1001
+"""The most values a bounded number is given as alternatives (more would slow the grammar)."""
 
 
 class LlamaCppTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
@@ -73,7 +89,7 @@ class LlamaCppTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
         """Send a request synchronously (see the module docstring for the changes)."""
         if self._transport is None:
             self._transport = httpx.HTTPTransport()
-        response = self._transport.handle_request(bound_tool_strings(request))
+        response = self._transport.handle_request(bound_forced_tool(request))
         if not _is_event_stream(response):
             return response
         stream = response.stream
@@ -84,7 +100,7 @@ class LlamaCppTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
         """Send a request asynchronously (see the module docstring for the changes)."""
         if self._async_transport is None:
             self._async_transport = httpx.AsyncHTTPTransport()
-        response = await self._async_transport.handle_async_request(bound_tool_strings(request))
+        response = await self._async_transport.handle_async_request(bound_forced_tool(request))
         if not _is_event_stream(response):
             return response
         stream = response.stream
@@ -102,19 +118,21 @@ class LlamaCppTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
             await self._async_transport.aclose()
 
 
-# -- requests: bound the strings of a forced tool call ------------------------------------
+# -- requests: bound the numbers and strings of a forced tool call -----------------------
 
 
-def bound_tool_strings(request: httpx.Request) -> httpx.Request:
-    """The request with ``maxLength`` on the forced tool's unbounded strings.
+def bound_forced_tool(request: httpx.Request) -> httpx.Request:
+    """The request with the forced tool's bounded numbers and unbounded strings constrained.
 
-    Only ``POST .../chat/completions`` requests with both ``max_tokens`` and a
-    ``tool_choice`` that names a function change; the bound per string is
-    ``(max_tokens - 24) // (3 * number_of_strings)`` characters (at least 1).
+    Only ``POST .../chat/completions`` requests whose ``tool_choice`` names a function
+    change. A number of that tool's parameters with both ``minimum`` and ``maximum`` gets
+    an ``enum`` of its values (`number_choices`); with ``max_tokens`` set, every string
+    without a bound gets ``maxLength`` ``(max_tokens - 24) // (3 * number_of_strings)``
+    (at least 1).
 
     Example:
         ```python
-        request = bound_tool_strings(request)
+        request = bound_forced_tool(request)
         ```
     """
     if request.method != "POST" or not request.url.path.endswith("/chat/completions"):
@@ -126,7 +144,7 @@ def bound_tool_strings(request: httpx.Request) -> httpx.Request:
     if not isinstance(body, dict):
         return request
     cap, choice = body.get("max_tokens"), body.get("tool_choice")
-    if not isinstance(cap, int) or not isinstance(choice, dict):
+    if not isinstance(choice, dict):
         return request
     name = (choice.get("function") or {}).get("name")
     changed = False
@@ -134,8 +152,15 @@ def bound_tool_strings(request: httpx.Request) -> httpx.Request:
         function = tool.get("function") or {} if isinstance(tool, dict) else {}
         if function.get("name") != name or not isinstance(function.get("parameters"), dict):
             continue
+        for schema in _bounded_numbers(function["parameters"]):
+            choices = number_choices(
+                schema["minimum"], schema["maximum"], integer=schema.get("type") == "integer"
+            )
+            if choices:
+                schema["enum"] = choices
+                changed = True
         strings = list(_unbounded_strings(function["parameters"]))
-        if not strings:
+        if not isinstance(cap, int) or not strings:
             continue
         room = (cap - _ARGUMENT_OVERHEAD_TOKENS) // (_TOKENS_PER_CHARACTER * len(strings))
         for schema in strings:
@@ -149,6 +174,57 @@ def bound_tool_strings(request: httpx.Request) -> httpx.Request:
     return httpx.Request(
         request.method, request.url, headers=headers, content=content, extensions=request.extensions
     )
+
+
+def number_choices(low: float, high: float, *, integer: bool) -> list[int | float]:
+    """The values a number from ``low`` to ``high`` may take in a constrained reply.
+
+    For an integer, every integer in the range; for a number, the multiples of a power
+    of ten that splits the range into 100 to 1,000 steps (0-100: the integers; 0-10:
+    tenths; 0-1: hundredths). Empty when the range is not finite, is empty, or would
+    need more than 1,001 integers.
+
+    Example:
+        ```python
+        number_choices(0, 100, integer=True)[-3:]  # [98, 99, 100]
+        number_choices(0, 1, integer=False)[:3]  # [0, 0.01, 0.02]
+        ```
+    """
+    if not (math.isfinite(low) and math.isfinite(high)) or high < low:
+        return []
+    if integer:
+        first, last = math.ceil(low), math.floor(high)
+        return list(range(first, last + 1)) if 0 <= last - first < _MOST_CHOICES else []
+    if high == low:
+        return [_plain_number(low)]
+    exponent = math.floor(math.log10((high - low) / 100))
+    scale = 10.0**-exponent  # values are i / scale (exact in decimal, unlike i * step)
+    first, last = math.ceil(low * scale - 1e-9), math.floor(high * scale + 1e-9)
+    return [_plain_number(i / scale) for i in range(first, last + 1)]
+
+
+def _plain_number(value: float) -> int | float:
+    return int(value) if float(value).is_integer() else value
+
+
+def _bounded_numbers(schema: Any) -> Iterator[dict[str, Any]]:
+    """The number schemas in ``schema`` with a finite ``minimum`` and ``maximum``."""
+    if isinstance(schema, dict):
+        if (
+            schema.get("type") in ("number", "integer")
+            and not ({"enum", "const"} & set(schema))
+            and all(_is_finite(schema.get(key)) for key in ("minimum", "maximum"))
+        ):
+            yield schema
+        for value in schema.values():
+            yield from _bounded_numbers(value)
+    elif isinstance(schema, list):
+        for item in schema:
+            yield from _bounded_numbers(item)
+
+
+def _is_finite(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _unbounded_strings(schema: Any) -> Iterator[dict[str, Any]]:
