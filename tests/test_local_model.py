@@ -29,8 +29,8 @@ from loop_agents.models import local_model
 from loop_agents.models.llama_cpp_http import (
     LlamaCppTransport,
     bound_forced_tool,
-    number_choices,
     dedupe_streamed_tool_names,
+    number_choices,
 )
 from loop_agents.models.local_model import (
     LocalModelNotInstalledError,
@@ -717,7 +717,8 @@ def test_forced_tool_numbers_with_bounds_become_a_choice_the_grammar_enforces():
     sent = json.loads(bound_forced_tool(_request(body)).content)  # no cap: numbers only
     bounded = sent["tools"][0]["function"]["parameters"]["properties"]
     assert bounded["score"]["enum"] == list(range(101))
-    assert bounded["ratio"]["enum"][:3] == [0, 0.01, 0.02] and bounded["ratio"]["enum"][-1] == 1
+    assert bounded["ratio"]["enum"][:3] == [0, 0.01, 0.02]
+    assert bounded["ratio"]["enum"][-1] == 1
     assert len(bounded["ratio"]["enum"]) == 101
     assert "enum" not in bounded["open"]
     assert "maxLength" not in bounded["feedback"]  # strings are bounded only under a cap
