@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -123,7 +124,7 @@ def test_demo_without_endpoint_exits_with_instructions(tmp_path):
     shadow.mkdir(parents=True)
     (shadow / "__init__.py").write_text("")
     env = env_without_model_settings()
-    env["PYTHONPATH"] = str(tmp_path / "shadow")
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path / "shadow"), str(ROOT)])
     proc = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "song_lyrics.py")],
         cwd=tmp_path,
