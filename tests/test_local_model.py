@@ -742,3 +742,15 @@ def test_forced_tool_numbers_with_bounds_become_a_choice_the_grammar_enforces():
 )
 def test_number_choices(low, high, integer, expected):
     assert number_choices(low, high, integer=integer) == expected
+
+
+def test_make_local_builds_with_the_flags_the_install_command_names():
+    makefile = (ROOT / "Makefile").read_text()
+    line = next(x for x in makefile.splitlines() if x.startswith("LOCAL_CMAKE_ARGS := "))
+    flags = line.removeprefix("LOCAL_CMAKE_ARGS := ").replace("$(CURDIR)", str(ROOT))
+    assert flags == local_model.CMAKE_ARGS
+    # only what the server loads: no multimodal library, no common library
+    assert "-DLLAVA_BUILD=OFF" in flags
+    cmake = local_model.SERVER_ONLY_CMAKE
+    assert f"-DCMAKE_PROJECT_llama.cpp_INCLUDE={cmake}" in flags
+    assert "set(LLAMA_BUILD_COMMON OFF CACHE BOOL" in cmake.read_text()
