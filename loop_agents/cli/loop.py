@@ -79,6 +79,7 @@ def build_loop(
         build_evaluator(spec, endpoint),
         spec.max_iterations,
         name=LOOP_NAME,
+        select=spec.select,
         checkpointer=checkpointer,
     )
 

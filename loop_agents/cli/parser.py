@@ -59,7 +59,11 @@ Every run is saved (in $LOOP_AGENTS_HOME, default ~/.local/state/loop-agents) un
 the id printed at the start: `loop-agents resume ID` continues it after Ctrl-C or a
 failure, `loop-agents runs` lists the runs, `loop-agents show ID` prints one.
 
-With --json the output is one object: "run_id", "answer" (the final answer),
+The run's answer is the best-scored one (the later on a tie; the last one when no
+answer has a score), the one the summary calls best; --select last makes it the last
+answer instead.
+
+With --json the output is one object: "run_id", "answer" (the run's answer),
 "stop_reason" (accepted, max_iterations, ...), "iterations", "selected_iteration" and
 "selected_score" (the attempt that is the answer), "records" (one per iteration:
 "iteration", "answer", "score", "feedback", "stop", "evaluator", "agent_seconds",
@@ -185,6 +189,13 @@ def run_arguments(parser: argparse.ArgumentParser) -> None:
         default=3,
         metavar="N",
         help="the most answers the model writes (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--select",
+        choices=("best", "last"),
+        default="best",
+        help="which answer is the run's: the best-scored one (best, the default: the one "
+        "the summary calls best) or the last one (last)",
     )
     parser.add_argument(
         "--system", metavar="TEXT", help="the model's instructions (default: revise on feedback)"

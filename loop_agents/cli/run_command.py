@@ -117,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
         system=system,
         cwd=os.getcwd(),
         endpoint=endpoint.spec,
+        select=args.select,
     )
     return execute(spec, endpoint, store, as_json=args.json, env_file=args.env_file)
 
