@@ -1,0 +1,58 @@
+"""What the command says: the reason a saved run failed, a suggestion for a mistyped option."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from loop_agents import cli
+from tests.cli_helpers import CLOSED_PORT_URL
+
+
+@pytest.fixture
+def settings(tmp_path, monkeypatch):
+    for key in list(os.environ):
+        if key.startswith(("OPENAI_", "LOOP_AGENTS_")):
+            monkeypatch.delenv(key)
+    monkeypatch.setenv("LOOP_AGENTS_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("LOOP_AGENTS_OLLAMA_URL", "off")
+    monkeypatch.chdir(tmp_path)
+    return monkeypatch
+
+
+def test_show_prints_why_a_run_failed_as_show_json_does(settings, capsys):
+    status = cli.main(["run", "Hi.", "--rubric", "x", "--base-url", f"{CLOSED_PORT_URL}/v1"])
+    assert status == 1
+    capsys.readouterr()
+    assert cli.main(["runs", "--json"]) == 0
+    run_id = json.loads(capsys.readouterr().out)[0]["run_id"]
+    assert cli.main(["show", run_id, "--json"]) == 0
+    error = json.loads(capsys.readouterr().out)["error"]
+    assert error.startswith(f"cannot reach the model server at {CLOSED_PORT_URL}/v1")
+    assert cli.main(["show", run_id]) == 0
+    out = capsys.readouterr().out
+    assert "failed (error)" in out
+    assert f"error: {error}" in " ".join(out.split())
+
+
+@pytest.mark.parametrize(
+    ("typed", "meant"),
+    [
+        ("--rubic", "--rubric"),
+        ("--max-iteratons=2", "--max-iterations"),
+        ("--structured-ouput", "--structured-output"),
+    ],
+)
+def test_a_mistyped_option_is_named_with_the_one_meant(typed, meant, settings, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["run", "task", typed, "x"])
+    assert exit_info.value.code == 2
+    assert f"unrecognized arguments: {typed} x (did you mean {meant}?)" in capsys.readouterr().err
+
+
+def test_an_option_like_nothing_known_gets_no_guess(settings, capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["run", "task", "--bogus"])
+    assert capsys.readouterr().err.rstrip().endswith("unrecognized arguments: --bogus")
