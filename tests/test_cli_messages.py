@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -56,3 +58,36 @@ def test_an_option_like_nothing_known_gets_no_guess(settings, capsys):
     with pytest.raises(SystemExit):
         cli.main(["run", "task", "--bogus"])
     assert capsys.readouterr().err.rstrip().endswith("unrecognized arguments: --bogus")
+
+
+def test_argument_errors_load_no_model_library(tmp_path):
+    """Bad arguments are reported before LangChain, LangGraph or OpenAI is imported."""
+    script = (
+        "import sys\n"
+        "from loop_agents.cli import main\n"
+        "for argv in (['run', 'x'], ['run', 'x', '--rubric', 'r', '--threshold', '150'],\n"
+        "             ['run', '--rubric', 'r'], ['run', 'x', '--rubric', ' '],\n"
+        "             ['run', 'x', '--rubric', 'r', '--max-tokens', '0'],\n"
+        "             ['show', 'abcdef12'], ['show', 'nosuchid'], ['resume', 'abcdef12'],\n"
+        "             ['runs', '--limit', '0']):\n"
+        "    try:\n"
+        "        main(argv)\n"
+        "    except SystemExit as exit:\n"
+        "        assert exit.code == 2, (argv, exit.code)\n"
+        "    else:\n"
+        "        raise AssertionError(argv)\n"
+        "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'langchain', 'langchain_core',"
+        " 'langchain_openai', 'langgraph', 'openai', 'httpx'})\n"
+        "print('HEAVY', heavy, file=sys.stderr)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "LOOP_"))}
+    env |= {"LOOP_AGENTS_HOME": str(tmp_path / "home"), "LOOP_AGENTS_OLLAMA_URL": "off"}
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True, text=True, timeout=120, check=False, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "HEAVY []" in proc.stderr
+    assert "no rubric or check given" in proc.stderr
+    assert "--threshold must be from 0 to 100; got 150" in proc.stderr
+    assert "no saved run 'abcdef12'" in proc.stderr

@@ -56,6 +56,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:  # reported with the subcommand's usage, not the top-level one
         command.error(f"unrecognized arguments: {' '.join(unknown)}{_suggestion(unknown, command)}")
     try:
+        if args.arguments_check is not None:  # bad arguments, as fast as --help
+            _handler(args.arguments_check)(args)
         return _handler(args.handler)(args)
     except UsageError as exc:
         command.error(str(exc))  # prints the usage and the message, exits with 2

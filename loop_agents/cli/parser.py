@@ -86,6 +86,9 @@ class Command:
         handler: ``"module:function"``; the function takes the parsed arguments and
             returns the exit status.
         epilog: Text after the options in ``--help``.
+        check: ``"module:function"`` of a light check of the arguments
+            (`loop_agents.cli.arguments`), run before the handler's module is imported,
+            so that bad arguments are reported as fast as ``--help``.
 
     """
 
@@ -95,6 +98,7 @@ class Command:
     arguments: Callable[[argparse.ArgumentParser], None]
     handler: str
     epilog: str = ""
+    check: str | None = None
 
 
 def _wrap(text: str) -> str:
@@ -266,6 +270,7 @@ COMMANDS: tuple[Command, ...] = (
         run_arguments,
         "loop_agents.cli.run_command:run",
         RUN_EXAMPLES,
+        check="loop_agents.cli.arguments:check_run",
     ),
     Command(
         "resume",
@@ -274,6 +279,7 @@ COMMANDS: tuple[Command, ...] = (
         "completed iteration is asked of the model again.",
         resume_arguments,
         "loop_agents.cli.run_command:resume",
+        check="loop_agents.cli.arguments:check_saved_run",
     ),
     Command(
         "runs",
@@ -282,6 +288,7 @@ COMMANDS: tuple[Command, ...] = (
         "iterations, stop reason and best score.",
         runs_arguments,
         "loop_agents.cli.runs_command:runs",
+        check="loop_agents.cli.arguments:check_runs",
     ),
     Command(
         "show",
@@ -290,6 +297,7 @@ COMMANDS: tuple[Command, ...] = (
         "answer; with --json the object `run --json` printed.",
         show_arguments,
         "loop_agents.cli.runs_command:show",
+        check="loop_agents.cli.arguments:check_saved_run",
     ),
     Command(
         "eval",
@@ -353,6 +361,6 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         command.arguments(sub)
-        sub.set_defaults(handler=command.handler)
+        sub.set_defaults(handler=command.handler, arguments_check=command.check)
         commands[command.name] = sub
     return parser, commands

@@ -19,6 +19,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from loop_agents.cli.arguments import check_run
 from loop_agents.cli.errors import UsageError
 from loop_agents.cli.interrupt import CtrlC
 from loop_agents.cli.loop import DEFAULT_SYSTEM
@@ -32,24 +33,6 @@ from loop_agents.evaluators.command import command_problem
 from loop_agents.models.endpoints import Endpoint, endpoint_from_spec, resolve_endpoint
 from loop_agents.models.local_model import LocalModelError
 from loop_agents.models.settings import Environment, SettingsError
-
-
-def _text(value: str | None, path: Path | None, what: str, *, required: bool) -> str | None:
-    """The text given inline or in a file (``-``: stdin); at most one of the two."""
-    if value is not None and path is not None:
-        raise UsageError(f"give the {what} as text or with --{what}-file, not both")
-    if path is not None:
-        try:
-            value = sys.stdin.read() if str(path) == "-" else path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise UsageError(f"cannot read the {what} from {str(path)!r}: {exc}") from exc
-    if value is None:
-        if required:
-            raise UsageError(f"no {what} given: pass it as text or with --{what}-file FILE")
-        return None
-    if not value.strip():
-        raise UsageError(f"the {what} is empty; give some text")
-    return value.strip()
 
 
 def _environment(env_file: Path | None) -> Environment:
@@ -77,21 +60,11 @@ class Printer:
 
 def run(args: argparse.Namespace) -> int:
     """``loop-agents run``: check the input, find the model, run and save the loop."""
-    task = _text(args.task, args.task_file, "task", required=True)
-    rubric = _text(args.rubric, args.rubric_file, "rubric", required=False)
-    system = _text(args.system, args.system_file, "system", required=False) or DEFAULT_SYSTEM
-    check: str | None = args.check
-    if rubric is None and check is None:
-        raise UsageError(
-            "no rubric or check given: pass --rubric TEXT, --rubric-file FILE, --check CMD, "
-            "or a rubric and a check"
-        )
+    check_run(args)  # done already by `main` (it reads the texts once); cheap again
+    task, rubric, check = str(args.task), args.rubric, args.check
+    system = args.system or DEFAULT_SYSTEM
     if check is not None and (problem := command_problem(check)) is not None:
         raise UsageError(f"--check: {problem}")
-    if not 0 <= args.threshold <= 100:
-        raise UsageError(f"--threshold must be from 0 to 100; got {args.threshold:g}")
-    if args.max_iterations < 1:
-        raise UsageError(f"--max-iterations must be >= 1; got {args.max_iterations}")
     env = _environment(args.env_file)
     store = None if args.no_save else RunStore(store_home(env.values))
     if store is not None:
