@@ -24,6 +24,7 @@ from loop_agents.cli.errors import UsageError
 from loop_agents.cli.interrupt import CtrlC
 from loop_agents.cli.loop import DEFAULT_SYSTEM
 from loop_agents.cli.parser import PROG
+from loop_agents.cli.prompt_size import check_prompt_size
 from loop_agents.cli.results import result_json
 from loop_agents.cli.session import Outcome, Progress, run_session
 from loop_agents.cli.spec import RunSpec
@@ -180,6 +181,7 @@ def execute(
             out.say("starting the bundled llama.cpp server ...")
         with endpoint:
             out.say(endpoint.describe())
+            check_prompt_size(spec, endpoint)  # before any model call and any saving
             if run_id is None:
                 if store is None:
                     run_id = "unsaved"
@@ -283,7 +285,7 @@ def _report(
     if outcome.error is None:
         return 0
     print(f"{PROG}: error: {outcome.error}", file=sys.stderr)
-    if saved_id is not None:
+    if saved_id is not None and outcome.resumable:
         again = resume_command(
             saved_id, as_json=as_json, env_file=env_file, home=store.folder if store else None
         )

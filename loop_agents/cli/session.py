@@ -22,7 +22,7 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StreamMode
 
-from loop_agents.cli.failures import describe_error, failure_reason
+from loop_agents.cli.failures import context_overflow, describe_error, failure_reason
 from loop_agents.cli.interrupt import CtrlC
 from loop_agents.cli.loop import build_loop
 from loop_agents.cli.spec import RunSpec
@@ -66,6 +66,8 @@ class Outcome:
     values: dict[str, Any]
     error: str | None = None
     failure: str | None = None
+    resumable: bool = True
+    """Whether a resume could go on (not for a prompt over the model's context)."""
 
     @property
     def finished(self) -> bool:
@@ -176,6 +178,7 @@ async def stream_loop(
     modes: list[StreamMode] = ["messages", "custom"] if view is not None else ["custom"]
     error: str | None = None
     failure: str | None = None
+    resumable = True
     try:
         async for _namespace, mode, payload in loop.astream(
             request, config, stream_mode=modes, subgraphs=True, durability="sync"
@@ -187,11 +190,12 @@ async def stream_loop(
     except Exception as exc:  # a failure mid-run: the result so far is still printed
         error = describe_error(exc, endpoint)
         failure = failure_reason(exc)
+        resumable = context_overflow(exc) is None
     finally:
         if view is not None:
             view.close()
     snapshot = await loop.aget_state(config)
-    return Outcome(dict(snapshot.values), error, failure)
+    return Outcome(dict(snapshot.values), error, failure, resumable)
 
 
 async def _save_progress(

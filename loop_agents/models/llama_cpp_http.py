@@ -22,7 +22,10 @@ Measured with llama-cpp-python 0.3.36 and langchain-openai 1.x:
    joins the chunks' names (``ReviewReviewReview...``), so a streamed structured-output
    call finds no tool of the expected name. The transport drops the repeats.
 
-Every other request and response passes unchanged. Use it through
+With ``llama_cpp_server=True`` (the bundled server's clients) it also counts the tokens of
+streamed answers and names a prompt over the context (see
+`loop_agents.models.llama_cpp_server`). Every other request and response passes
+unchanged. Use it through
 `loop_agents.models.local_model.LocalModelServer` (``http_async_client()``, ``chat_model()``).
 
 Example:
@@ -38,12 +41,15 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
+
+from loop_agents.models.llama_cpp_server import StreamWatch, chat_request
 
 __all__ = [
     "LlamaCppTransport",
@@ -69,6 +75,10 @@ class LlamaCppTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
         transport: The sync transport to wrap; default ``httpx.HTTPTransport()``.
         async_transport: The async transport to wrap; default
             ``httpx.AsyncHTTPTransport()``.
+        llama_cpp_server: The server is llama-cpp-python's own (the bundled one): count
+            the tokens of streamed answers with its tokenizer, and turn the empty stream
+            it sends for a prompt over its context into a
+            `loop_agents.models.llama_cpp_server.ContextWindowExceeded` error.
 
     Example:
         ```python
@@ -80,32 +90,42 @@ class LlamaCppTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
         self,
         transport: httpx.BaseTransport | None = None,
         async_transport: httpx.AsyncBaseTransport | None = None,
+        *,
+        llama_cpp_server: bool = False,
     ) -> None:
         """Wrap ``transport`` and ``async_transport`` (created on first use if ``None``)."""
         self._transport = transport
         self._async_transport = async_transport
+        self.llama_cpp_server = llama_cpp_server
+
+    def _watch(self, request: httpx.Request) -> StreamWatch | None:
+        body = chat_request(request) if self.llama_cpp_server else None
+        return StreamWatch(request, body) if body is not None else None
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         """Send a request synchronously (see the module docstring for the changes)."""
         if self._transport is None:
             self._transport = httpx.HTTPTransport()
-        response = self._transport.handle_request(bound_forced_tool(request))
+        request = bound_forced_tool(request)
+        response = self._transport.handle_request(request)
         if not _is_event_stream(response):
             return response
         stream = response.stream
         assert isinstance(stream, httpx.SyncByteStream)
-        return _with_stream(response, _SyncLines(stream))
+        return _with_stream(response, _SyncLines(stream, self._watch(request), self._transport))
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         """Send a request asynchronously (see the module docstring for the changes)."""
         if self._async_transport is None:
             self._async_transport = httpx.AsyncHTTPTransport()
-        response = await self._async_transport.handle_async_request(bound_forced_tool(request))
+        request = bound_forced_tool(request)
+        response = await self._async_transport.handle_async_request(request)
         if not _is_event_stream(response):
             return response
         stream = response.stream
         assert isinstance(stream, httpx.AsyncByteStream)
-        return _with_stream(response, _AsyncLines(stream))
+        watch = self._watch(request)
+        return _with_stream(response, _AsyncLines(stream, watch, self._async_transport))
 
     def close(self) -> None:
         """Close the wrapped sync transport."""
@@ -260,13 +280,19 @@ def _with_stream(response: httpx.Response, stream: Any) -> httpx.Response:
 class _Deduper:
     """Rewrites server-sent event lines; remembers which tool calls were named already."""
 
-    def __init__(self) -> None:
+    def __init__(self, watch: StreamWatch | None = None) -> None:
         self.named: set[tuple[int, int]] = set()
         self.buffer = b""
+        self.watch = watch
+        self.held_done = False
+        """Whether ``data: [DONE]`` was held back (to add the usage before it)."""
 
     def feed(self, chunk: bytes) -> bytes:
         self.buffer += chunk
         *lines, self.buffer = self.buffer.split(b"\n")
+        if self.watch is not None and b"data: [DONE]" in lines:
+            lines.remove(b"data: [DONE]")
+            self.held_done = True
         return b"".join(self._line(line) + b"\n" for line in lines)
 
     def flush(self) -> bytes:
@@ -283,6 +309,8 @@ class _Deduper:
             event = json.loads(payload)
         except ValueError:
             return line
+        if self.watch is not None:
+            self.watch.take(event)
         if not dedupe_streamed_tool_names(event, self.named):
             return line
         return b"data: " + json.dumps(event, ensure_ascii=False).encode()
@@ -332,9 +360,16 @@ def dedupe_streamed_tool_names(event: Any, named: set[tuple[int, int]]) -> bool:
 
 
 class _SyncLines(httpx.SyncByteStream):
-    def __init__(self, stream: httpx.SyncByteStream) -> None:
+    def __init__(
+        self,
+        stream: httpx.SyncByteStream,
+        watch: StreamWatch | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
         self.stream = stream
-        self.deduper = _Deduper()
+        self.deduper = _Deduper(watch)
+        self.watch = watch
+        self.transport = transport
 
     def __iter__(self) -> Iterator[bytes]:
         for chunk in self.stream:
@@ -342,15 +377,36 @@ class _SyncLines(httpx.SyncByteStream):
                 yield out
         if out := self.deduper.flush():
             yield out
+        watch, transport = self.watch, self.transport
+        if watch is None or transport is None or watch.finished:
+            return
+        watch.finished = True  # once, even if the stream is read again
+        if not watch.saw_data:  # an empty stream: ask again, not streamed, for the reason
+            error = watch.error_of(transport.handle_request(watch.diagnosis_request()))
+            if error is not None:
+                raise error
+        elif watch.needs_usage:
+            with contextlib.suppress(httpx.HTTPError):
+                counts = [transport.handle_request(r) for r in watch.count_requests()]
+                yield watch.usage_line(counts)
+        if self.deduper.held_done:
+            yield b"data: [DONE]\n\n"
 
     def close(self) -> None:
         self.stream.close()
 
 
 class _AsyncLines(httpx.AsyncByteStream):
-    def __init__(self, stream: httpx.AsyncByteStream) -> None:
+    def __init__(
+        self,
+        stream: httpx.AsyncByteStream,
+        watch: StreamWatch | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
         self.stream = stream
-        self.deduper = _Deduper()
+        self.deduper = _Deduper(watch)
+        self.watch = watch
+        self.transport = transport
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         async for chunk in self.stream:
@@ -358,6 +414,26 @@ class _AsyncLines(httpx.AsyncByteStream):
                 yield out
         if out := self.deduper.flush():
             yield out
+        watch, transport = self.watch, self.transport
+        if watch is None or transport is None or watch.finished:
+            return
+        watch.finished = True  # once, even if the stream is read again
+        if not watch.saw_data:  # an empty stream: ask again, not streamed, for the reason
+            response = await transport.handle_async_request(watch.diagnosis_request())
+            await response.aread()
+            error = watch.error_of(response)
+            if error is not None:
+                raise error
+        elif watch.needs_usage:
+            with contextlib.suppress(httpx.HTTPError):
+                counts = []
+                for count in watch.count_requests():
+                    counted = await transport.handle_async_request(count)
+                    await counted.aread()
+                    counts.append(counted)
+                yield watch.usage_line(counts)
+        if self.deduper.held_done:
+            yield b"data: [DONE]\n\n"
 
     async def aclose(self) -> None:
         await self.stream.aclose()

@@ -565,6 +565,31 @@ class LocalModelServer:
     def _log_hint(self, log: str) -> str:
         return f"; its log ends with:\n{log}" if log.strip() else ""
 
+    def count_tokens(self, text: str) -> int:
+        """How many tokens ``text`` is for the model (the server's tokenizer).
+
+        Raises:
+            LocalModelError: the server is not started or did not count.
+
+        Example:
+            ```python
+            server.count_tokens("Say hello.")  # 4
+            ```
+        """
+        url = self.base_url.removesuffix("/v1") + "/extras/tokenize/count"
+        try:
+            with httpx.Client(timeout=60.0, trust_env=False) as client:
+                response = client.post(url, json={"input": text})
+                response.raise_for_status()
+                count = response.json().get("count")
+        except (httpx.HTTPError, ValueError) as exc:
+            raise LocalModelError(
+                f"the local model server did not count the tokens: {exc}"
+            ) from exc
+        if not isinstance(count, int):
+            raise LocalModelError(f"the local model server counted {count!r}, not a number")
+        return count
+
     # -- clients --------------------------------------------------------------------------
 
     def settings(self, *, max_tokens: int | None = DEFAULT_MAX_TOKENS) -> ModelSettings:
@@ -595,7 +620,8 @@ class LocalModelServer:
             ChatOpenAI(base_url=server.base_url, api_key="-", http_client=server.http_client())
             ```
         """
-        return httpx.Client(transport=LlamaCppTransport(), trust_env=False, **kwargs)
+        transport = LlamaCppTransport(llama_cpp_server=True)
+        return httpx.Client(transport=transport, trust_env=False, **kwargs)
 
     def http_async_client(self, **kwargs: Any) -> httpx.AsyncClient:
         """An ``httpx.AsyncClient`` with `LlamaCppTransport`; ``kwargs`` go to httpx.
@@ -605,7 +631,8 @@ class LocalModelServer:
             result = await demo.run(server.settings(), http_async_client=server.http_async_client())
             ```
         """
-        return httpx.AsyncClient(transport=LlamaCppTransport(), trust_env=False, **kwargs)
+        transport = LlamaCppTransport(llama_cpp_server=True)
+        return httpx.AsyncClient(transport=transport, trust_env=False, **kwargs)
 
     def chat_model(
         self, *, max_tokens: int | None = DEFAULT_MAX_TOKENS, **kwargs: Any
