@@ -131,10 +131,19 @@ async def run_session(
                 records = list(snapshot.values.get("records") or [])
                 progress.iterations = len(records)
                 progress.started_at_iteration = len(records) + 1
+                pending = _unjudged_answer(snapshot.values, len(records))
+                done = f"{len(records)} of {spec.max_iterations} iterations were done"
+                if pending is None:
+                    say(f"resuming run {run_id}: {done}; going on from the last completed step")
+                else:
+                    say(
+                        f"resuming run {run_id}: {done}; the answer of iteration {pending[0]} "
+                        f"is saved and is judged now"
+                    )
                 if view is not None:
                     view.restore(records, spec.max_iterations)
-                done = f"{len(records)} of {spec.max_iterations} iterations were done"
-                say(f"resuming run {run_id}: {done}; going on from the last completed step")
+                    if pending is not None:
+                        view.show_saved_answer(*pending)
 
         async def on_event(event: LoopEvent) -> None:
             if progress.take(event):
@@ -196,6 +205,15 @@ async def stream_loop(
             view.close()
     snapshot = await loop.aget_state(config)
     return Outcome(dict(snapshot.values), error, failure, resumable)
+
+
+def _unjudged_answer(values: dict[str, Any], judged: int) -> tuple[int, str] | None:
+    """The iteration and text of an answer that was saved but not judged, if any."""
+    iteration = int(values.get("iteration") or 0)
+    last = values.get("last_response")
+    if iteration > judged and last is not None and values.get("stop_reason") is None:
+        return iteration, str(getattr(last, "text", ""))
+    return None
 
 
 async def _save_progress(
