@@ -91,3 +91,24 @@ def test_argument_errors_load_no_model_library(tmp_path):
     assert "no rubric or check given" in proc.stderr
     assert "--threshold must be from 0 to 100; got 150" in proc.stderr
     assert "no saved run 'abcdef12'" in proc.stderr
+
+
+def test_a_copy_of_the_env_example_changes_nothing(tmp_path):
+    """`.env.example` copied to `.env` sets no variable: every setting is commented out."""
+    from dotenv import dotenv_values
+
+    from tests.conftest import ROOT
+
+    example = ROOT / ".env.example"
+    assert dotenv_values(example) == {}
+    text = example.read_text(encoding="utf-8")
+    # every setting a user may uncomment is there, each with its explanation above it
+    for name in (
+        "OPENAI_API_KEY", "OPENAI_BASE_URL", "LOOP_AGENTS_GGUF", "LOOP_AGENTS_MODEL",
+        "LOOP_AGENTS_STRUCTURED_OUTPUT", "LOOP_AGENTS_MAX_TOKENS", "LOOP_AGENTS_OLLAMA_URL",
+        "LOOP_AGENTS_HOME", "LOOP_AGENTS_FORM_CHECK", "LOOP_AGENTS_MAX_ITERATIONS",
+    ):  # fmt: skip
+        line = next(x for x in text.splitlines() if x.startswith(f"# {name}="))
+        above = text.splitlines()[text.splitlines().index(line) - 1]
+        assert above.startswith("# "), (name, above)  # its explanation
+        assert "=" not in above.split()[1], (name, above)  # not another setting
