@@ -85,7 +85,7 @@ CMAKE_ARGS = (
 first token), and only what the server loads (libllama and ggml: no multimodal library, no
 common library), which halves the compile time."""
 
-FIRST_BUILD = "about 8 minutes on 2 cores"
+FIRST_BUILD = "about 2 minutes on 2 cores"
 """How long the first install takes (llama.cpp is compiled from source), as measured."""
 
 MODEL_ALIAS = "SmolLM2-135M-Instruct"
@@ -135,7 +135,7 @@ class LocalModelStartError(LocalModelError):
 def install_command(python: str | None = None) -> str:
     """The one shell command that installs the ``local`` extra into this environment.
 
-    It builds llama-cpp-python from source with `CMAKE_ARGS` (about 8 minutes on 2 cores
+    It builds llama-cpp-python from source with `CMAKE_ARGS` (about 2 minutes on 2 cores
     the first time). From a source checkout the checkout is installed with the extra;
     otherwise the published package is.
 
