@@ -10,17 +10,12 @@ import sys
 import pytest
 
 from loop_agents import cli
-from tests.cli_helpers import CLOSED_PORT_URL
+from tests.cli_helpers import CLOSED_PORT_URL, clear_model_settings
 
 
 @pytest.fixture
 def settings(tmp_path, monkeypatch):
-    for key in list(os.environ):
-        if key.startswith(("OPENAI_", "LOOP_AGENTS_")):
-            monkeypatch.delenv(key)
-    monkeypatch.setenv("LOOP_AGENTS_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("LOOP_AGENTS_OLLAMA_URL", "off")
-    monkeypatch.chdir(tmp_path)
+    clear_model_settings(monkeypatch, tmp_path)
     return monkeypatch
 
 

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
 from loop_agents import cli
-from tests.cli_helpers import CLOSED_PORT_URL
+from tests.cli_helpers import CLOSED_PORT_URL, clear_model_settings
 from tests.scripted_openai import ScriptedOpenAI, Structured
 
 DRAFTS = ["first draft", "second draft", "third draft"]
@@ -25,12 +24,7 @@ def script() -> list[object]:
 
 @pytest.fixture
 def settings(tmp_path, monkeypatch):
-    for key in list(os.environ):
-        if key.startswith(("OPENAI_", "LOOP_AGENTS_")):
-            monkeypatch.delenv(key)
-    monkeypatch.setenv("LOOP_AGENTS_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("LOOP_AGENTS_OLLAMA_URL", CLOSED_PORT_URL)
-    monkeypatch.chdir(tmp_path)
+    clear_model_settings(monkeypatch, tmp_path, ollama=CLOSED_PORT_URL)
     return monkeypatch
 
 

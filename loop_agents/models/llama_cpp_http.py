@@ -49,7 +49,7 @@ from typing import Any
 
 import httpx
 
-from loop_agents.models.llama_cpp_server import StreamWatch, chat_request
+from loop_agents.models.llama_cpp_server import StreamWatch, chat_body, chat_request
 
 __all__ = [
     "LlamaCppTransport",
@@ -155,13 +155,8 @@ def bound_forced_tool(request: httpx.Request) -> httpx.Request:
         request = bound_forced_tool(request)
         ```
     """
-    if request.method != "POST" or not request.url.path.endswith("/chat/completions"):
-        return request
-    try:
-        body = json.loads(request.content)
-    except (ValueError, httpx.RequestNotRead):
-        return request
-    if not isinstance(body, dict):
+    body = chat_body(request)
+    if body is None:
         return request
     cap, choice = body.get("max_tokens"), body.get("tool_choice")
     if not isinstance(choice, dict):
@@ -229,18 +224,24 @@ def _plain_number(value: float) -> int | float:
 
 def _bounded_numbers(schema: Any) -> Iterator[dict[str, Any]]:
     """The number schemas in ``schema`` with a finite ``minimum`` and ``maximum``."""
-    if isinstance(schema, dict):
+    for found in _subschemas(schema):
         if (
-            schema.get("type") in ("number", "integer")
-            and not ({"enum", "const"} & set(schema))
-            and all(_is_finite(schema.get(key)) for key in ("minimum", "maximum"))
+            found.get("type") in ("number", "integer")
+            and not ({"enum", "const"} & set(found))
+            and all(_is_finite(found.get(key)) for key in ("minimum", "maximum"))
         ):
-            yield schema
+            yield found
+
+
+def _subschemas(schema: Any) -> Iterator[dict[str, Any]]:
+    """Every object in ``schema``, itself included, depth first."""
+    if isinstance(schema, dict):
+        yield schema
         for value in schema.values():
-            yield from _bounded_numbers(value)
+            yield from _subschemas(value)
     elif isinstance(schema, list):
         for item in schema:
-            yield from _bounded_numbers(item)
+            yield from _subschemas(item)
 
 
 def _is_finite(value: object) -> bool:
@@ -249,16 +250,11 @@ def _is_finite(value: object) -> bool:
 
 def _unbounded_strings(schema: Any) -> Iterator[dict[str, Any]]:
     """The string schemas in ``schema`` with no length, enum, const, pattern or format."""
-    if isinstance(schema, dict):
-        if schema.get("type") == "string" and not (
-            {"maxLength", "enum", "const", "pattern", "format"} & set(schema)
+    for found in _subschemas(schema):
+        if found.get("type") == "string" and not (
+            {"maxLength", "enum", "const", "pattern", "format"} & set(found)
         ):
-            yield schema
-        for value in schema.values():
-            yield from _unbounded_strings(value)
-    elif isinstance(schema, list):
-        for item in schema:
-            yield from _unbounded_strings(item)
+            yield found
 
 
 # -- responses: send each streamed tool call's name once ----------------------------------

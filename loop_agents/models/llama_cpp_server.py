@@ -71,15 +71,21 @@ class ContextWindowExceeded(ValueError):
         )
 
 
-def chat_request(request: httpx.Request) -> dict[str, Any] | None:
-    """The body of a streamed chat-completion request, else ``None``."""
+def chat_body(request: httpx.Request) -> dict[str, Any] | None:
+    """The JSON body of a chat-completion request (``POST .../chat/completions``), else ``None``."""
     if request.method != "POST" or not request.url.path.endswith("/chat/completions"):
         return None
     try:
         body = json.loads(request.content)
     except (ValueError, httpx.RequestNotRead):
         return None
-    return body if isinstance(body, dict) and body.get("stream") is True else None
+    return body if isinstance(body, dict) else None
+
+
+def chat_request(request: httpx.Request) -> dict[str, Any] | None:
+    """The body of a streamed chat-completion request, else ``None``."""
+    body = chat_body(request)
+    return body if body is not None and body.get("stream") is True else None
 
 
 class StreamWatch:
