@@ -31,7 +31,7 @@ venv: $(VENV)/.installed-dev
 
 ## demo: run the Song-lyrics demo (reads .env; see .env.example). With neither OPENAI_API_KEY
 ## nor OPENAI_BASE_URL set (environment or .env) it first installs the offline model
-## (`make local`; the first build takes about 3 minutes on 2 cores) and runs on it.
+## (`make local`; the first build takes about 2 minutes on 2 cores) and runs on it.
 ENDPOINT_SET := from dotenv import find_dotenv, load_dotenv; import os, sys; load_dotenv(find_dotenv(usecwd=True)); sys.exit(0 if os.environ.get("OPENAI_API_KEY", "").strip() or os.environ.get("OPENAI_BASE_URL", "").strip() else 1)
 demo: venv
 	@$(PY) -c '$(ENDPOINT_SET)' || $(MAKE) --no-print-directory local
@@ -41,7 +41,7 @@ demo: venv
 ## and SmolLM2-135M-Instruct). llama.cpp is compiled from source with these flags
 ## (loop_agents.models.local_model.CMAKE_ARGS): portable code (a native build crashed on
 ## these machines) and only the libraries the server loads (no multimodal library, no
-## common library: see loop_agents/models/llama_cpp_server_only.cmake). About 3 minutes
+## common library: see loop_agents/models/llama_cpp_server_only.cmake). About 2 minutes
 ## on 2 quiet cores the first time (measured: docs/install.md).
 LOCAL_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DGGML_OPENMP=OFF -DLLAVA_BUILD=OFF -DCMAKE_PROJECT_llama.cpp_INCLUDE=$(CURDIR)/loop_agents/models/llama_cpp_server_only.cmake
 ## Progress is printed every 15 s (the compile step, the time so far and the time left);
@@ -49,7 +49,7 @@ LOCAL_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGG
 $(VENV)/.installed-local: $(LOCK_ALL) | venv
 	@CMAKE_ARGS="$(LOCAL_CMAKE_ARGS)" $(PY) scripts/build_progress.py --what "make local" \
 		--requirements $(LOCK_ALL) \
-		--expect "llama.cpp is compiled from source: about 3 minutes on 2 cores the first time" \
+		--expect "llama.cpp is compiled from source: about 2 minutes on 2 cores the first time" \
 		--log $(VENV)/local-build.log -- $(PY) -m pip install -v --progress-bar off -r $(LOCK_ALL)
 	touch $@
 
@@ -61,7 +61,7 @@ serve: venv
 	LANGGRAPH_CLI_NO_ANALYTICS=1 $(VENV)/bin/langgraph dev --no-browser --host 127.0.0.1 --port $(PORT)
 
 ## test: run the whole test suite, the real-server tests included: installs PostgreSQL
-## (apt-get, when missing) and the offline model (`make local`, about 3 minutes the first time).
+## (apt-get, when missing) and the offline model (`make local`, about 2 minutes the first time).
 ## The offline tests run in parallel (pytest-xdist, TEST_WORKERS processes); the slow ones
 ## (real servers, long workloads) one after the other, as their time limits assume.
 TEST_WORKERS ?= 4
