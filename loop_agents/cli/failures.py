@@ -19,7 +19,7 @@ from loop_agents.cli.errors import one_line
 from loop_agents.cli.parser import STRUCTURED_OUTPUT_METHODS
 from loop_agents.evaluators.judge import JudgeError
 from loop_agents.models.endpoints import Endpoint
-from loop_agents.models.llama_cpp_server import ContextWindowExceeded
+from loop_agents.models.llama_cpp_extras import ContextWindowExceeded
 
 OPENAI_URL = "https://api.openai.com/v1"
 

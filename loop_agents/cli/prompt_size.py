@@ -12,7 +12,7 @@ from loop_agents.cli.errors import UsageError
 from loop_agents.cli.loop import JUDGE_INSTRUCTIONS
 from loop_agents.cli.spec import RunSpec
 from loop_agents.models.endpoints import Endpoint
-from loop_agents.models.llama_cpp_server import (
+from loop_agents.models.llama_cpp_extras import (
     TEMPLATE_TOKENS_FOR_REPLY,
     TEMPLATE_TOKENS_PER_MESSAGE,
 )

@@ -24,7 +24,7 @@ Measured with llama-cpp-python 0.3.36 and langchain-openai 1.x:
 
 With ``llama_cpp_server=True`` (the bundled server's clients) it also counts the tokens of
 streamed answers and names a prompt over the context (see
-`loop_agents.models.llama_cpp_server`). Every other request and response passes
+`loop_agents.models.llama_cpp_extras`). Every other request and response passes
 unchanged. Use it through
 `loop_agents.models.local_model.LocalModelServer` (``http_async_client()``, ``chat_model()``).
 
@@ -49,7 +49,7 @@ from typing import Any
 
 import httpx
 
-from loop_agents.models.llama_cpp_server import StreamWatch, chat_body, chat_request
+from loop_agents.models.llama_cpp_extras import StreamWatch, chat_body, chat_request
 
 __all__ = [
     "LlamaCppTransport",
@@ -78,7 +78,7 @@ class LlamaCppTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
         llama_cpp_server: The server is llama-cpp-python's own (the bundled one): count
             the tokens of streamed answers with its tokenizer, and turn the empty stream
             it sends for a prompt over its context into a
-            `loop_agents.models.llama_cpp_server.ContextWindowExceeded` error.
+            `loop_agents.models.llama_cpp_extras.ContextWindowExceeded` error.
 
     Example:
         ```python

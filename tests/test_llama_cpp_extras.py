@@ -14,12 +14,12 @@ import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
 from langchain_openai import ChatOpenAI
 
-from loop_agents.models.llama_cpp_http import LlamaCppTransport
-from loop_agents.models.llama_cpp_server import (
+from loop_agents.models.llama_cpp_extras import (
     TEMPLATE_TOKENS_FOR_REPLY,
     TEMPLATE_TOKENS_PER_MESSAGE,
     ContextWindowExceeded,
 )
+from loop_agents.models.llama_cpp_http import LlamaCppTransport
 
 WINDOW = 64
 WORDS = ["Hello", " there", "!"]
