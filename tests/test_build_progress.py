@@ -63,3 +63,61 @@ def test_a_missing_command_is_reported(tmp_path):
     )  # fmt: skip
     assert proc.returncode == 127
     assert "cannot run 'no-such-program-x'" in proc.stderr
+
+
+SILENT_BUILD = textwrap.dedent(
+    """\
+    import time
+    print("Collecting llama-cpp-python", flush=True)
+    time.sleep(0.8)  # pip resolving: nothing printed
+    for step in range(1, 11):
+        print(f"  [{step}/20] Building CXX object f{step}.o", flush=True)
+        time.sleep(0.05)
+    time.sleep(1.2)  # one long compile step: nothing printed
+    print("  [20/20] Linking CXX shared library libllama.so", flush=True)
+    """
+)
+
+
+def test_lines_keep_coming_while_the_build_is_silent_with_the_time_left(tmp_path):
+    proc = subprocess.run(
+        [
+            sys.executable, str(SCRIPT), "--log", str(tmp_path / "build.log"), "--every", "0.2",
+            "--what", "make local", "--", sys.executable, "-c", SILENT_BUILD,
+        ],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    # while pip resolves, the package it collects
+    assert any(line.startswith("make local: collecting llama-cpp-python") for line in lines)
+    # during the long compile step: several lines, each with an estimate of the time left
+    waiting = [line for line in lines if line.startswith("make local: compiling, 10/20 files")]
+    assert len(waiting) >= 3, proc.stdout
+    assert all(" left" in line for line in waiting), waiting
+    assert lines[-1].startswith("make local: done in ")
+
+
+def test_the_packages_of_a_requirements_file_are_counted(tmp_path):
+    lock = tmp_path / "dev.txt"
+    lock.write_text("# a lock\nhttpx==0.28.1 \\\n    --hash=sha256:x\n    # via x\nrich==14.0.0\n")
+    proc = subprocess.run(
+        [
+            sys.executable, str(SCRIPT), "--log", str(tmp_path / "l"), "--every", "0",
+            "--what", "make venv", "--requirements", str(lock), "--",
+            sys.executable, "-c", "print('Collecting httpx==0.28.1')",
+        ],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert "make venv: collecting httpx==0.28.1 (1 of 2 packages collected) · " in proc.stdout
+
+
+def test_time_left_from_the_rate_so_far():
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        from build_progress import time_left
+    finally:
+        sys.path.pop(0)
+    assert time_left(50, 200, 60.0) == "about 3m 00s left"
+    assert time_left(2, 200, 60.0) is None  # too few files to tell
+    assert time_left(200, 200, 60.0) is None

@@ -20,7 +20,7 @@ import pytest
 from loop_agents import cli
 from loop_agents.console.loop_console import section_header
 from loop_agents.models import local_model
-from tests.cli_helpers import CLOSED_PORT_URL, cli_env, loop_agents
+from tests.cli_helpers import CLOSED_PORT_URL, clear_model_settings, cli_env, loop_agents
 from tests.conftest import ROOT
 from tests.fakes import review
 from tests.scripted_openai import ScriptedOpenAI, Structured
@@ -376,12 +376,7 @@ def test_an_unknown_option_prints_the_subcommand_usage(tmp_path):
 
 
 def _no_model_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for key in list(os.environ):
-        if key.startswith(("OPENAI_", "LOOP_AGENTS_")):
-            monkeypatch.delenv(key)
-    monkeypatch.setenv("LOOP_AGENTS_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("LOOP_AGENTS_OLLAMA_URL", "off")
-    monkeypatch.chdir(tmp_path)
+    clear_model_settings(monkeypatch, tmp_path)
 
 
 @pytest.mark.parametrize(

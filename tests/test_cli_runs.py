@@ -351,3 +351,33 @@ def test_the_resume_command_has_no_home_when_runs_are_in_the_default_one(tmp_pat
     assert proc.stderr.splitlines()[-1] == (
         f"loop-agents: the run is saved; resume it with: loop-agents resume {run_id}"
     )
+
+
+def test_a_resume_that_judges_a_saved_answer_shows_it_first(tmp_path):
+    # the judge fails after the first answer: the resume goes on with the evaluation of
+    # the saved answer, and shows that answer (with its status line) before the verdict
+    server = ScriptedOpenAI([DRAFT_1, *[Fail(503, "overloaded")] * 3])
+    with server.serve() as url:
+        env = cli_env(tmp_path / "home", OPENAI_BASE_URL=url)
+        proc = loop_agents("run", TASK, "--rubric", RUBRIC, env=env, cwd=tmp_path)
+        assert proc.returncode == 1, proc.stderr
+        run_id = run_id_of(proc.stdout)
+        server._replies = iter([Structured(VERDICT_2)])
+        done = loop_agents("resume", run_id, env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert f"resuming run {run_id}: 0 of 3 iterations were done; the answer of iteration 1 " in (
+        out
+    )
+    positions = [
+        out.index(text)
+        for text in (
+            "iteration 1 of 3 · ",
+            "resumed: the saved answer",
+            f"{section_header('Agent')}\n{DRAFT_1}\n",
+            f"{section_header('Evaluator')}\n{VERDICT_2['feedback']}",
+            "stopped: accepted after 1 of 3 iterations",
+        )
+    ]
+    assert positions == sorted(positions), out
+    assert len(server.requests) == 1 + 3 + 1  # the answer was not asked for again

@@ -433,3 +433,25 @@ def test_a_failed_loop_counts_the_iterations_whose_answer_came():
     view.restore([{"iteration": 1, "score": 40.0, "stop": False}], max_iterations=3)
     view.failed("error", iterations=2)  # a replay that knows the count
     assert "stopped: error after 2 of 3 iterations" in out.getvalue()
+
+
+def test_a_saved_answer_judged_after_a_resume_is_shown_before_its_verdict():
+    out = io.StringIO()
+    view = LoopConsole(Console(file=out, width=100), clock=lambda: 0.0)
+    view.restore(
+        [{"iteration": 1, "score": 40.0, "stop": False, "agent_seconds": 1.0}], max_iterations=3
+    )
+    view.show_saved_answer(2, "the second answer")
+    view.handle(
+        "custom",
+        {
+            "type": "evaluation_finished", "loop": "l", "iteration": 2, "stop": True,
+            "score": 90.0, "feedback": "Good.", "evaluator": "judge", "decided_by": [],
+            "seconds": 1.0, "input_tokens": 0, "output_tokens": 0,
+        },
+    )  # fmt: skip
+    view.close()
+    text = out.getvalue()
+    assert "iteration 2 of 3 · 0.0s elapsed · scores: 40 · resumed: the saved answer\n" in text
+    assert text.index("the second answer") < text.index("Good.")
+    assert text.index(section_header("Agent")) < text.index(section_header("Evaluator"))

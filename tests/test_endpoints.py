@@ -233,3 +233,19 @@ def test_store_home_and_finding_runs_by_their_first_letters(tmp_path, monkeypatc
     assert store.find("abc11111").state == "interrupted"
     with pytest.raises(ValueError, match="cannot update"):
         store.update("abc11111", task="new")
+
+
+def test_a_server_on_this_machine_may_take_its_time_before_the_first_chunk():
+    """A loopback server computes on this machine: reading a long prompt on a busy CPU can
+    take longer than langchain-openai's 120 s wait for the first streamed chunk."""
+    from langchain_openai import ChatOpenAI
+
+    from loop_agents.models.settings import ModelSettings
+
+    if "stream_chunk_timeout" not in ChatOpenAI.model_fields:
+        pytest.skip("this langchain-openai has no wait limit for the first streamed chunk")
+    for url in ("http://127.0.0.1:8080/v1", "http://localhost:11434/v1"):
+        assert ModelSettings(base_url=url).chat_model().stream_chunk_timeout is None
+    remote = ModelSettings(base_url="https://api.example.com/v1").chat_model()
+    assert remote.stream_chunk_timeout == 120.0
+    assert ModelSettings(api_key="sk-test").chat_model().stream_chunk_timeout == 120.0

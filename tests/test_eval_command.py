@@ -88,6 +88,8 @@ def test_the_command_prints_the_tables_and_writes_the_json(tmp_path):
     progress = [line for line in done.stderr.splitlines() if line.startswith("[")]
     assert len(progress) == 12
     assert progress[-1].startswith("[12/12]")
+    assert "12 task/arm pairs\n" in done.stderr  # a first run is not "resumed"
+    assert "resumed" not in done.stderr
     assert len(scripted.requests) == 4 * (1 + 2 + 3)
 
 
@@ -133,6 +135,8 @@ def test_an_interrupted_or_killed_eval_resumes_where_it_stopped(tmp_path):
         _, stderr = process.communicate(timeout=30)
         assert process.returncode == 130, stderr
         assert "interrupted; run the same command (with the same --out) to resume" in stderr
+        assert "12 task/arm pairs\n" in stderr  # a first run is not said to be resumed
+        assert "resumed" not in stderr
         interrupted = len(journal.read_text().splitlines()) - 1
 
         # a hard kill after a few more pairs: what was recorded stays recorded

@@ -6,8 +6,10 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_openai import ChatOpenAI
 from pydantic import BaseModel, Field
+from typing_extensions import TypedDict
 
 from loop_agents import JudgeError, create_loop_agent, llm_judge
+from loop_agents.evaluators.verdict_schema import default_schema, with_scale
 from loop_agents.loop.feedback import is_feedback
 from tests.fakes import FakeChat, review
 from tests.scripted_openai import ScriptedOpenAI, Structured
@@ -353,3 +355,63 @@ def test_huge_or_non_finite_scales_and_thresholds_are_value_errors():
         llm_judge(model, "x", threshold=10**400)
     with pytest.raises(ValueError, match="threshold nan is outside the scale"):
         llm_judge(model, "x", threshold=float("nan"))
+
+
+# -- the scale in the schema (what a constraining server enforces) ----------------------
+
+
+class TypedReview(TypedDict):
+    """评估结果"""
+
+    score: int
+    feedback: str
+
+
+@pytest.mark.parametrize("method", ["json_schema", "function_calling"])
+def test_the_scale_is_sent_as_the_score_fields_bounds(method):
+    server = ScriptedOpenAI(
+        [
+            Structured({"feedback": "Vivid.", "score": 82}),
+            Structured({"score": 7, "feedback": "意境清婉。"}),
+        ]
+    )
+    llm_judge(judge_model(server), "Score it.", threshold=75, method=method).invoke(context())
+    llm_judge(
+        judge_model(server),
+        "Score it.",
+        threshold=8,
+        scale=(1, 10),
+        schema=TypedReview,
+        method=method,
+    ).invoke(context())
+    sent = []
+    for request in server.requests:
+        if method == "json_schema":
+            sent.append(request["response_format"]["json_schema"]["schema"])
+        else:
+            sent.append(request["tools"][0]["function"]["parameters"])
+    assert sent[0]["properties"]["score"] | {"description": ""} == {
+        "type": "number",
+        "minimum": 0,
+        "maximum": 100,
+        "description": "",
+    }
+    assert sent[1]["properties"]["score"] == {"type": "integer", "minimum": 1, "maximum": 10}
+    if method == "json_schema":
+        assert server.requests[1]["response_format"]["json_schema"]["name"] == "TypedReview"
+    else:
+        assert server.requests[1]["tools"][0]["function"]["name"] == "TypedReview"
+
+
+def test_with_scale_keeps_bounds_given_and_leaves_what_is_not_a_number():
+    given = {
+        "title": "V",
+        "type": "object",
+        "properties": {"score": {"type": "number", "maximum": 10}, "note": {"type": "string"}},
+    }
+    bounded = with_scale(given, "score", (0, 100))
+    assert bounded["properties"]["score"] == {"type": "number", "maximum": 10, "minimum": 0}
+    assert "minimum" not in given["properties"]["score"]  # the caller's dict is not changed
+    assert with_scale(given, "note", (0, 100))["properties"]["note"] == {"type": "string"}
+    assert with_scale(Review, "grade", (0, 10)) is Review  # pydantic: Field(ge=, le=) instead
+    assert default_schema((0.5, 2.5))["properties"]["score"]["minimum"] == 0.5

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -24,12 +25,14 @@ import song_lyrics
 from langchain_core.messages import AIMessageChunk, HumanMessage
 from prompts import prompt
 
+from loop_agents.console.loop_console import section_header
 from loop_agents.loop.records import record_answer
 from loop_agents.models import local_model
 from loop_agents.models.llama_cpp_http import (
     LlamaCppTransport,
-    bound_tool_strings,
+    bound_forced_tool,
     dedupe_streamed_tool_names,
+    number_choices,
 )
 from loop_agents.models.local_model import (
     LocalModelNotInstalledError,
@@ -387,7 +390,7 @@ def _request(body):
 
 def test_forced_tool_strings_are_bounded_by_the_token_cap():
     body = {"tools": [TOOL], "tool_choice": {"type": "function", "function": {"name": "Review"}}}
-    sent = json.loads(bound_tool_strings(_request(body | {"max_tokens": 120})).content)
+    sent = json.loads(bound_forced_tool(_request(body | {"max_tokens": 120})).content)
     properties = sent["tools"][0]["function"]["parameters"]["properties"]
     assert properties["feedback"]["maxLength"] == (120 - 24) // (3 * 2)
     assert properties["tags"]["items"]["maxLength"] == 16
@@ -396,9 +399,9 @@ def test_forced_tool_strings_are_bounded_by_the_token_cap():
     # unchanged: no cap, no forced tool, or another endpoint
     for unchanged in (body, body | {"max_tokens": 120, "tool_choice": "auto"}):
         request = _request(unchanged)
-        assert bound_tool_strings(request) is request
+        assert bound_forced_tool(request) is request
     other = httpx.Request("POST", "http://127.0.0.1:1/v1/embeddings", json=body)
-    assert bound_tool_strings(other) is other
+    assert bound_forced_tool(other) is other
 
 
 def test_streamed_tool_names_are_sent_once():
@@ -622,21 +625,49 @@ async def test_song_lyrics_loop_end_to_end(real_server, monkeypatch):
 
 @pytest.mark.slow
 @needs_extra
-def test_song_lyrics_demo_runs_on_the_local_model_without_a_key(tmp_path):
+def test_make_demo_runs_as_a_newcomer_runs_it(tmp_path):
+    """What `make demo` runs on a fresh clone with no `.env`: the same script, the same
+    settings (no lowered caps), the bundled model. It must exit 0: the reviewer's score is
+    constrained to the scale while it is generated, so every review is usable."""
+    makefile = (ROOT / "Makefile").read_text()
+    assert "\t$(PY) examples/song_lyrics.py\n" in makefile  # what `make demo` runs
     proc = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "song_lyrics.py")],
-        cwd=tmp_path,
-        env=env_without_model_settings(LOOP_AGENTS_MAX_TOKENS="48"),
+        cwd=tmp_path,  # no .env here
+        env=env_without_model_settings(),
         capture_output=True,
         text=True,
-        timeout=900,
+        timeout=1800,
         check=False,
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "135M parameters" in proc.stdout
-    assert "scores mean little" in proc.stdout
-    assert "iterations: " in proc.stdout
-    assert "stopped: " in proc.stdout
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    out = proc.stdout
+    assert "135M parameters" in out
+    assert "scores mean little" in out
+    # every review scored on the scale, three tries (the 135M model never reaches 75)
+    scores = re.search(r"^scores: (.*)$", out, re.MULTILINE)
+    assert scores is not None, out
+    for value in re.findall(r"#\d: (\S+)", scores.group(1)):
+        assert 0 <= float(value.rstrip(",")) <= 100
+    # the summary, the verdict and the selected draft, as `loop-agents demo` prints them
+    positions = [
+        out.index(text)
+        for text in (
+            section_header("Summary"),
+            "stopped: ",
+            section_header("Verdict"),
+            "answer: the draft of iteration ",
+            section_header("Answer"),
+        )
+    ]
+    assert positions == sorted(positions)
+    assert out[positions[-1] :].strip() != section_header("Answer")  # a draft follows
+    # the tokens of every iteration were counted (the server's tokenizer), never "-"
+    table = out[out.index(section_header("Summary")) : out.index("stopped: ")]
+    rows = [line.split("|") for line in table.splitlines() if re.match(r"^\|\s+\d", line)]
+    assert rows, table
+    assert all(row[4].strip().isdigit() and int(row[4]) > 0 for row in rows), table
+    assert "Traceback" not in proc.stderr
 
 
 @pytest.mark.slow
@@ -704,3 +735,52 @@ def test_the_command_runs_on_the_local_model_without_a_key(tmp_path):
         assert "Traceback" not in proc.stderr
     else:
         assert result["records"][0]["score"] is not None
+
+
+def test_forced_tool_numbers_with_bounds_become_a_choice_the_grammar_enforces():
+    tool = json.loads(json.dumps(TOOL))
+    properties = tool["function"]["parameters"]["properties"]
+    properties["score"] |= {"minimum": 0, "maximum": 100}
+    properties["ratio"] = {"type": "number", "minimum": 0, "maximum": 1}
+    properties["open"] = {"type": "number", "minimum": 0}  # one bound: left alone
+    body = {"tools": [tool], "tool_choice": {"type": "function", "function": {"name": "Review"}}}
+    sent = json.loads(bound_forced_tool(_request(body)).content)  # no cap: numbers only
+    bounded = sent["tools"][0]["function"]["parameters"]["properties"]
+    assert bounded["score"]["enum"] == list(range(101))
+    assert bounded["ratio"]["enum"][:3] == [0, 0.01, 0.02]
+    assert bounded["ratio"]["enum"][-1] == 1
+    assert len(bounded["ratio"]["enum"]) == 101
+    assert "enum" not in bounded["open"]
+    assert "maxLength" not in bounded["feedback"]  # strings are bounded only under a cap
+    # not forced: unchanged
+    auto = _request(body | {"tool_choice": "auto"})
+    assert bound_forced_tool(auto) is auto
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "integer", "expected"),
+    [
+        (0, 100, True, list(range(101))),
+        (1, 5, True, [1, 2, 3, 4, 5]),
+        (0.5, 3.5, True, [1, 2, 3]),
+        (0, 10, False, [i / 10 if i % 10 else i // 10 for i in range(101)]),
+        (7, 7, False, [7]),
+        (0, 10**6, True, []),  # too many alternatives: the server's check is the judge's
+        (5, 1, True, []),
+        (0, float("inf"), False, []),
+    ],
+)
+def test_number_choices(low, high, integer, expected):
+    assert number_choices(low, high, integer=integer) == expected
+
+
+def test_make_local_builds_with_the_flags_the_install_command_names():
+    makefile = (ROOT / "Makefile").read_text()
+    line = next(x for x in makefile.splitlines() if x.startswith("LOCAL_CMAKE_ARGS := "))
+    flags = line.removeprefix("LOCAL_CMAKE_ARGS := ").replace("$(CURDIR)", str(ROOT))
+    assert flags == local_model.CMAKE_ARGS
+    # only what the server loads: no multimodal library, no common library
+    assert "-DLLAVA_BUILD=OFF" in flags
+    cmake = local_model.SERVER_ONLY_CMAKE
+    assert f"-DCMAKE_PROJECT_llama.cpp_INCLUDE={cmake}" in flags
+    assert "set(LLAMA_BUILD_COMMON OFF CACHE BOOL" in cmake.read_text()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -90,6 +91,8 @@ async def test_demo_two_iterations(method, capsys):
             f"{section_header('Evaluator')}\n情绪线索尚明。\n\n综合得分：81\n",
             "stopped: accepted after 2 of 3 iterations",
             section_header("Verdict"),
+            "answer: the draft of iteration 2 (the best, score 81)",
+            f"{section_header('Answer')}\n{DRAFT_2}\n",  # the selected draft, at the end
         )
     ]
     assert positions == sorted(positions)
@@ -113,7 +116,11 @@ async def test_demo_cap_and_token_limit(capsys):
     for request in server.requests:
         assert request["max_completion_tokens"] == 64
         assert request["max_tokens"] == 64  # honoured by llama.cpp-style servers
-    assert "stopped: the cap of 3 iterations was reached" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "stopped: the cap of 3 iterations was reached" in out
+    # all three scored 70: the best is the later on a tie, the last draft
+    assert "answer: the draft of iteration 3 (the best, score 70)" in out
+    assert result["selected_iteration"] == 3
 
 
 def test_demo_without_endpoint_exits_with_instructions(tmp_path):
@@ -124,7 +131,7 @@ def test_demo_without_endpoint_exits_with_instructions(tmp_path):
     shadow.mkdir(parents=True)
     (shadow / "__init__.py").write_text("")
     env = env_without_model_settings()
-    env["PYTHONPATH"] = str(tmp_path / "shadow")
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path / "shadow"), str(ROOT)])
     proc = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "song_lyrics.py")],
         cwd=tmp_path,
@@ -226,8 +233,18 @@ def test_the_example_program_exits_1_when_the_reviewer_stays_unusable(tmp_path):
         )
     assert proc.returncode == 1, proc.stderr
     assert "Traceback" not in proc.stderr
-    assert proc.stderr.startswith("song_lyrics: the loop stopped: llm_judge 'evaluate' gave no")
-    assert "outside the scale 0-100" in proc.stderr
+    assert proc.stderr.startswith(
+        "song_lyrics: the run failed: the reviewer gave no usable review after 3 attempts "
+        "(last: the score 2018.73 is outside the scale 0-100"
+    )
+    # what a `make demo` user can do, not a library developer's advice
+    assert "What you can do: run the demo on a stronger model. Put an endpoint in .env" in (
+        proc.stderr
+    )
+    assert "raise `retries`" not in proc.stderr
+    # what it did is printed: the summary, the verdict and the draft so far
+    assert "stopped: the reviewer gave no usable review" in proc.stdout
+    assert proc.stdout.rstrip().endswith(DRAFT_1)
     assert len(server.requests) == 4
 
 
@@ -238,3 +255,32 @@ def test_the_text_judge_form_is_refused_by_the_structured_reviewer():
     settings = ModelSettings(base_url="http://127.0.0.1:9/v1", structured_output_method="text")
     with pytest.raises(SettingsError, match="needs structured output: set --structured-output"):
         reviewer(settings)
+
+
+async def test_the_best_draft_is_the_answer_when_a_later_one_scores_lower(capsys):
+    server = ScriptedOpenAI(
+        [DRAFT_1, Structured({"score": 60, "feedback": "好。"}), DRAFT_2,
+         Structured({"score": 20, "feedback": "差。"}), DRAFT_2,
+         Structured({"score": 30, "feedback": "差。"})]
+    )  # fmt: skip
+    settings = ModelSettings(api_key="sk-test")
+    result = await song_lyrics.run(settings, http_async_client=server.async_client())
+    assert (result["selected_iteration"], result["last_response"].text) == (1, DRAFT_1)
+    out = capsys.readouterr().out
+    assert "answer: the draft of iteration 1 (the best, score 60)" in out
+    assert out.rstrip().endswith(DRAFT_1)
+
+
+async def test_a_failed_demo_prints_what_it_did_then_raises_demo_failed(capsys):
+    from loop_agents.demos.song_lyrics import DemoFailed
+
+    server = ScriptedOpenAI([DRAFT_1, *[Structured({"score": 2018.73, "feedback": "?"})] * 3])
+    with pytest.raises(DemoFailed) as raised:
+        await song_lyrics.run(
+            ModelSettings(api_key="sk-test"), http_async_client=server.async_client()
+        )
+    assert raised.value.stop_reason == "judge_invalid"
+    assert str(raised.value).startswith("the reviewer gave no usable review after 3 attempts")
+    out = capsys.readouterr().out
+    assert "stopped: the reviewer gave no usable review" in out
+    assert out.rstrip().endswith(DRAFT_1)  # the draft so far

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
+import re
 import sys
 from collections.abc import Callable, Sequence
 from typing import cast
@@ -17,6 +19,17 @@ Handler = Callable[[argparse.Namespace], int]
 def _handler(path: str) -> Handler:
     module, _, function = path.partition(":")
     return cast(Handler, getattr(importlib.import_module(module), function))
+
+
+def _suggestion(unknown: Sequence[str], parser: argparse.ArgumentParser) -> str:
+    """`` (did you mean --rubric?)`` for a mistyped option, else ``""``."""
+    options = sorted(set(re.findall(r"--[a-z][a-z0-9-]*", parser.format_usage())))
+    guesses = []
+    for word in unknown:
+        name = word.split("=", 1)[0]
+        if name.startswith("--"):
+            guesses += difflib.get_close_matches(name, options, n=1, cutoff=0.75)
+    return f" (did you mean {' or '.join(guesses)}?)" if guesses else ""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -41,8 +54,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("the following arguments are required: COMMAND")
     command = commands[args.command]
     if unknown:  # reported with the subcommand's usage, not the top-level one
-        command.error(f"unrecognized arguments: {' '.join(unknown)}")
+        command.error(f"unrecognized arguments: {' '.join(unknown)}{_suggestion(unknown, command)}")
     try:
+        if args.arguments_check is not None:  # bad arguments, as fast as --help
+            _handler(args.arguments_check)(args)
         return _handler(args.handler)(args)
     except InputError as exc:
         print(f"{PROG} {args.command}: error: {one_line(str(exc))}", file=sys.stderr)

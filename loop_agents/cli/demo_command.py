@@ -1,9 +1,11 @@
 """``loop-agents demo NAME``: run a demo on the model the endpoint resolution finds.
 
-The demo runs as ``run`` does (`loop_agents.cli.session.stream_loop`): a failure mid-run
-(a server that cannot be reached, a reviewer that never gives a valid review) exits 1
-with the summary so far, the best draft and a one-line error, never a traceback; Ctrl-C
-exits 130 within a bound. A demo is not saved, so there is nothing to resume.
+The demo runs as ``run`` does (`loop_agents.cli.session.stream_loop`) and ends as the
+example program does: the summary, the verdict and the selected draft (the best-scored).
+A failure mid-run (a server that cannot be reached, a reviewer that never gives a valid
+review) exits 1 with the summary so far, the best draft and a one-line error, never a
+traceback (on the bundled model, with what to do about it); Ctrl-C exits 130 within a
+bound. A demo is not saved, so there is nothing to resume.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ from langgraph.checkpoint.memory import InMemorySaver
 from loop_agents.cli.errors import UsageError
 from loop_agents.cli.interrupt import CtrlC
 from loop_agents.cli.parser import PROG
-from loop_agents.cli.results import result_json
 from loop_agents.cli.session import Outcome, stream_loop
 from loop_agents.console.loop_console import LoopConsole
 from loop_agents.demos import song_lyrics
@@ -61,7 +62,7 @@ def demo(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from exc
     except LocalModelError as exc:
         raise UsageError(str(exc)) from exc
-    return _report(outcome, view)
+    return _report(outcome, view, endpoint)
 
 
 async def _song_lyrics(endpoint: Endpoint, view: LoopConsole, ctrl_c: CtrlC) -> Outcome:
@@ -76,21 +77,16 @@ async def _song_lyrics(endpoint: Endpoint, view: LoopConsole, ctrl_c: CtrlC) -> 
     return await stream_loop(loop, request, config, endpoint=endpoint, view=view)
 
 
-def _report(outcome: Outcome, view: LoopConsole) -> int:
+def _report(outcome: Outcome, view: LoopConsole, endpoint: Endpoint) -> int:
     if outcome.error is None:
-        view.console.print()
-        view.console.print(song_lyrics.verdict(outcome.values), markup=False, highlight=False)
+        song_lyrics.report(outcome.values, view)
         return 0
     failure = outcome.failure or "error"
     view.failed(failure)
-    view.console.print()
-    view.console.print(
-        song_lyrics.verdict(outcome.values, stop_reason=failure), markup=False, highlight=False
-    )
-    answer = result_json(outcome.values, run_id=None, failure=failure)["answer"]
-    if answer:
-        view.print_answer(answer)
+    song_lyrics.report(outcome.values, view, stop_reason=failure)
     print(f"{PROG}: error: {outcome.error}", file=sys.stderr, flush=True)
+    if endpoint.spec.kind == "local":
+        print(f"{PROG}: {song_lyrics.advice(offline=True)}", file=sys.stderr, flush=True)
     return 1
 
 

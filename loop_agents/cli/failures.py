@@ -19,6 +19,7 @@ from loop_agents.cli.errors import one_line
 from loop_agents.cli.parser import STRUCTURED_OUTPUT_METHODS
 from loop_agents.evaluators.judge import JudgeError
 from loop_agents.models.endpoints import Endpoint
+from loop_agents.models.llama_cpp_extras import ContextWindowExceeded
 
 OPENAI_URL = "https://api.openai.com/v1"
 
@@ -63,6 +64,23 @@ def _says(exc: BaseException, text: str) -> bool:
     return isinstance(exc, ValueError) and str(exc).startswith(text)
 
 
+def context_overflow(exc: BaseException) -> ContextWindowExceeded | None:
+    """The prompt-over-the-context error that ``exc`` is or was raised from, if any.
+
+    A run stopped by it would fail the same way when resumed.
+
+    Example:
+        ```python
+        if context_overflow(exc) is not None:
+            print("shorten the task")
+        ```
+    """
+    for error in (exc, *_causes(exc)):
+        if isinstance(error, ContextWindowExceeded):
+            return error
+    return None
+
+
 def failure_reason(exc: BaseException) -> str:
     """The stop reason a failed run reports: `JUDGE_INVALID` or `ERROR`.
 
@@ -97,6 +115,9 @@ def describe_error(exc: BaseException, endpoint: Endpoint) -> str:
     """
     url = endpoint.base_url or OPENAI_URL
     method = endpoint.spec.structured_output_method
+    overflow = context_overflow(exc)
+    if overflow is not None:
+        return one_line(str(overflow))
     if isinstance(exc, openai.APITimeoutError):
         text = f"the model server at {url} did not answer in time"
     elif isinstance(exc, openai.APIConnectionError):

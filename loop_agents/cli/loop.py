@@ -75,6 +75,7 @@ def build_loop(spec: RunSpec, endpoint: Endpoint, *, checkpointer: Checkpointer)
         build_evaluator(spec, endpoint),
         spec.max_iterations,
         name=LOOP_NAME,
+        select=spec.select,
         checkpointer=checkpointer,
     )
 

@@ -59,7 +59,11 @@ Every run is saved (in $LOOP_AGENTS_HOME, default ~/.local/state/loop-agents) un
 the id printed at the start: `loop-agents resume ID` continues it after Ctrl-C or a
 failure, `loop-agents runs` lists the runs, `loop-agents show ID` prints one.
 
-With --json the output is one object: "run_id", "answer" (the final answer),
+The run's answer is the best-scored one (the later on a tie; the last one when no
+answer has a score), the one the summary calls best; --select last makes it the last
+answer instead.
+
+With --json the output is one object: "run_id", "answer" (the run's answer),
 "stop_reason" (accepted, max_iterations, ...), "iterations", "selected_iteration" and
 "selected_score" (the attempt that is the answer), "records" (one per iteration:
 "iteration", "answer", "score", "feedback", "stop", "evaluator", "agent_seconds",
@@ -82,6 +86,9 @@ class Command:
         handler: ``"module:function"``; the function takes the parsed arguments and
             returns the exit status.
         epilog: Text after the options in ``--help``.
+        check: ``"module:function"`` of a light check of the arguments
+            (`loop_agents.cli.arguments`), run before the handler's module is imported,
+            so that bad arguments are reported as fast as ``--help``.
 
     """
 
@@ -91,6 +98,7 @@ class Command:
     arguments: Callable[[argparse.ArgumentParser], None]
     handler: str
     epilog: str = ""
+    check: str | None = None
 
 
 def _wrap(text: str) -> str:
@@ -187,6 +195,13 @@ def run_arguments(parser: argparse.ArgumentParser) -> None:
         help="the most answers the model writes (default: %(default)s)",
     )
     parser.add_argument(
+        "--select",
+        choices=("best", "last"),
+        default="best",
+        help="which answer is the run's: the best-scored one (best, the default: the one "
+        "the summary calls best) or the last one (last)",
+    )
+    parser.add_argument(
         "--system", metavar="TEXT", help="the model's instructions (default: revise on feedback)"
     )
     parser.add_argument(
@@ -270,6 +285,7 @@ COMMANDS: tuple[Command, ...] = (
         run_arguments,
         "loop_agents.cli.run_command:run",
         RUN_EXAMPLES,
+        check="loop_agents.cli.arguments:check_run",
     ),
     Command(
         "resume",
@@ -278,6 +294,7 @@ COMMANDS: tuple[Command, ...] = (
         "completed iteration is asked of the model again.",
         resume_arguments,
         "loop_agents.cli.run_command:resume",
+        check="loop_agents.cli.arguments:check_saved_run",
     ),
     Command(
         "runs",
@@ -286,6 +303,7 @@ COMMANDS: tuple[Command, ...] = (
         "iterations, stop reason and best score.",
         runs_arguments,
         "loop_agents.cli.runs_command:runs",
+        check="loop_agents.cli.arguments:check_runs",
     ),
     Command(
         "show",
@@ -294,6 +312,7 @@ COMMANDS: tuple[Command, ...] = (
         "answer; with --json the object `run --json` printed.",
         show_arguments,
         "loop_agents.cli.runs_command:show",
+        check="loop_agents.cli.arguments:check_saved_run",
     ),
     Command(
         "eval",
@@ -357,6 +376,6 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         command.arguments(sub)
-        sub.set_defaults(handler=command.handler)
+        sub.set_defaults(handler=command.handler, arguments_check=command.check)
         commands[command.name] = sub
     return parser, commands

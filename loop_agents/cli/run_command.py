@@ -19,11 +19,12 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from loop_agents.cli.arguments import check_run
 from loop_agents.cli.errors import InputError, UsageError
-from loop_agents.cli.inputs import check_utf8, text_argument
 from loop_agents.cli.interrupt import CtrlC
 from loop_agents.cli.loop import DEFAULT_SYSTEM
 from loop_agents.cli.parser import PROG
+from loop_agents.cli.prompt_size import check_prompt_size
 from loop_agents.cli.results import result_json
 from loop_agents.cli.session import Outcome, Progress, run_session
 from loop_agents.cli.spec import RunSpec
@@ -61,29 +62,11 @@ class Printer:
 
 def run(args: argparse.Namespace) -> int:
     """``loop-agents run``: check the input, find the model, run and save the loop."""
-    if args.max_file_bytes < 1:
-        raise UsageError(f"--max-file-bytes must be >= 1; got {args.max_file_bytes}")
-    cap = args.max_file_bytes
-    task = text_argument(args.task, args.task_file, "task", required=True, limit=cap)
-    rubric = text_argument(args.rubric, args.rubric_file, "rubric", required=False, limit=cap)
-    system = (
-        text_argument(args.system, args.system_file, "system", required=False, limit=cap)
-        or DEFAULT_SYSTEM
-    )
-    check: str | None = args.check
-    if check is not None:
-        check_utf8(check, "check")
-    if rubric is None and check is None:
-        raise UsageError(
-            "no rubric or check given: pass --rubric TEXT, --rubric-file FILE, --check CMD, "
-            "or a rubric and a check"
-        )
+    check_run(args)  # done already by `main` (it reads the texts once); cheap again
+    task, rubric, check = str(args.task), args.rubric, args.check
+    system = args.system or DEFAULT_SYSTEM
     if check is not None and (problem := command_problem(check)) is not None:
         raise UsageError(f"--check: {problem}")
-    if not 0 <= args.threshold <= 100:
-        raise UsageError(f"--threshold must be from 0 to 100; got {args.threshold:g}")
-    if args.max_iterations < 1:
-        raise UsageError(f"--max-iterations must be >= 1; got {args.max_iterations}")
     env = _environment(args.env_file)
     store = None if args.no_save else RunStore(store_home(env.values))
     if store is not None:
@@ -109,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
         system=system,
         cwd=os.getcwd(),
         endpoint=endpoint.spec,
+        select=args.select,
     )
     return execute(spec, endpoint, store, as_json=args.json, env_file=args.env_file)
 
@@ -198,6 +182,7 @@ def execute(
             out.say("starting the bundled llama.cpp server ...")
         with endpoint:
             out.say(endpoint.describe())
+            check_prompt_size(spec, endpoint)  # before any model call and any saving
             if run_id is None:
                 if store is None:
                     run_id = "unsaved"
@@ -309,7 +294,7 @@ def _report(
     if outcome.error is None:
         return 0
     print(f"{PROG}: error: {outcome.error}", file=sys.stderr)
-    if saved_id is not None:
+    if saved_id is not None and outcome.resumable:
         again = resume_command(
             saved_id, as_json=as_json, env_file=env_file, home=store.folder if store else None
         )

@@ -16,7 +16,6 @@ from rich.table import Table
 
 from loop_agents.cli.errors import UsageError
 from loop_agents.cli.loop import reading_loop
-from loop_agents.cli.parser import PROG
 from loop_agents.cli.results import record_answer, result_json
 from loop_agents.cli.store import RunStore, SavedRun, store_home
 from loop_agents.console.loop_console import LoopConsole, format_score, section_header
@@ -138,21 +137,24 @@ def print_run(store: RunStore, run: SavedRun, *, as_json: bool, report: Path | N
         return 0
     endpoint = run.settings.get("endpoint") or {}
     console = Console()
-    for line in (
+    lines = [
         f"run {run.run_id} · started {_started(run)} · {run.state}"
         + (f" ({run.stop_reason})" if run.stop_reason else ""),
         f"model: {endpoint.get('model')} · server: "
         f"{endpoint.get('base_url') or endpoint.get('kind')}",
         f"task: {run.title}",
-    ):
-        console.print(line, style="dim", markup=False, highlight=False)
+    ]
+    for line in lines:
+        console.print(line, style="dim", markup=False, highlight=False, soft_wrap=True)
+    if run.error:  # why it failed, as `show --json` says in "error"
+        console.print(
+            f"error: {run.error}", style="red", markup=False, highlight=False, soft_wrap=True
+        )
     _replay(console, values, run, result)
     if result["answer"]:
         console.print()
         console.print(section_header("Answer"), markup=False, highlight=False)
         console.print(result["answer"], markup=False, highlight=False, soft_wrap=True)
-    if run.error:
-        print(f"{PROG}: the run failed: {run.error}", file=sys.stderr)
     return 0
 
 

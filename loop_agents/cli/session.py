@@ -22,7 +22,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.types import StreamMode
 
-from loop_agents.cli.failures import describe_error, failure_reason
+from loop_agents.cli.failures import context_overflow, describe_error, failure_reason
 from loop_agents.cli.interrupt import CtrlC
 from loop_agents.cli.loop import build_loop
 from loop_agents.cli.spec import RunSpec
@@ -70,6 +70,8 @@ class Outcome:
     failure: str | None = None
     store_error: BaseException | None = None
     """A write to (or read of) the runs file that failed: a full disk, a lock, damage."""
+    resumable: bool = True
+    """Whether a resume could go on (not for a prompt over the model's context)."""
 
     @property
     def finished(self) -> bool:
@@ -133,10 +135,19 @@ async def run_session(
                 records = list(snapshot.values.get("records") or [])
                 progress.iterations = len(records)
                 progress.started_at_iteration = len(records) + 1
+                pending = _unjudged_answer(snapshot.values, len(records))
+                done = f"{len(records)} of {spec.max_iterations} iterations were done"
+                if pending is None:
+                    say(f"resuming run {run_id}: {done}; going on from the last completed step")
+                else:
+                    say(
+                        f"resuming run {run_id}: {done}; the answer of iteration {pending[0]} "
+                        f"is saved and is judged now"
+                    )
                 if view is not None:
                     view.restore(records, spec.max_iterations)
-                done = f"{len(records)} of {spec.max_iterations} iterations were done"
-                say(f"resuming run {run_id}: {done}; going on from the last completed step")
+                    if pending is not None:
+                        view.show_saved_answer(*pending)
 
         async def on_event(event: LoopEvent) -> None:
             if progress.take(event):
@@ -180,6 +191,7 @@ async def stream_loop(
     modes: list[StreamMode] = ["messages", "custom"] if view is not None else ["custom"]
     error: str | None = None
     failure: str | None = None
+    resumable = True
     try:
         async for _namespace, mode, payload in loop.astream(
             request, config, stream_mode=modes, subgraphs=True, durability="sync"
@@ -195,6 +207,7 @@ async def stream_loop(
             store_error = None
             error = describe_error(exc, endpoint)
             failure = failure_reason(exc)
+            resumable = context_overflow(exc) is None
     else:
         store_error = None
     finally:
@@ -203,8 +216,17 @@ async def stream_loop(
     try:
         snapshot = await loop.aget_state(config)
     except sqlite3.Error as exc:
-        return Outcome({}, error, failure, store_error or exc)
-    return Outcome(dict(snapshot.values), error, failure, store_error)
+        return Outcome({}, error, failure, store_error or exc, resumable)
+    return Outcome(dict(snapshot.values), error, failure, store_error, resumable)
+
+
+def _unjudged_answer(values: dict[str, Any], judged: int) -> tuple[int, str] | None:
+    """The iteration and text of an answer that was saved but not judged, if any."""
+    iteration = int(values.get("iteration") or 0)
+    last = values.get("last_response")
+    if iteration > judged and last is not None and values.get("stop_reason") is None:
+        return iteration, str(getattr(last, "text", ""))
+    return None
 
 
 async def _save_progress(

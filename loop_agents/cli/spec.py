@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from loop_agents.loop.controls.selection import Selection, check_select
 from loop_agents.models.endpoints import EndpointSpec
 from loop_agents.models.settings import SettingsError
 
@@ -28,6 +29,8 @@ class RunSpec:
         system: The model's instructions.
         cwd: The folder the check runs in (where ``run`` was started).
         endpoint: Which server and model.
+        select: Which answer is the run's: ``best`` (the best-scored) or ``last``. A run
+            saved before this setting existed reads as ``last``, as it ran.
 
     """
 
@@ -40,6 +43,7 @@ class RunSpec:
     system: str
     cwd: str
     endpoint: EndpointSpec
+    select: Selection = "best"
 
     def to_dict(self) -> dict[str, Any]:
         """The settings as JSON-ready values, with their form's version."""
@@ -54,6 +58,7 @@ class RunSpec:
             "system": self.system,
             "cwd": self.cwd,
             "endpoint": self.endpoint.to_dict(),
+            "select": self.select,
         }
 
     @classmethod
@@ -85,6 +90,7 @@ class RunSpec:
                 system=_text(data["system"]),
                 cwd=_text(data["cwd"]),
                 endpoint=EndpointSpec.from_dict(data["endpoint"]),
+                select=check_select(data.get("select", "last")),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise SettingsError(f"the saved settings of the run are damaged ({exc!r})") from exc

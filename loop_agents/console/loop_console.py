@@ -281,6 +281,41 @@ class LoopConsole:
             )
             row.cached = sum(int(record.get(key) or 0) for key in CACHED_KEYS)
 
+    def show_saved_answer(self, iteration: int, answer: str) -> None:
+        """Show an answer saved before a resume that is judged next, as a fresh run shows it.
+
+        A run resumed after its agent had answered (the evaluation was cut off) goes on
+        with the evaluation: this prints the iteration's status line and the saved answer
+        under the agent's header, then waits for the evaluator with the live line (in a
+        terminal), so that the evaluator's feedback follows the answer it is about. Call
+        it after `restore`.
+
+        Example:
+            ```python
+            view.restore(records, max_iterations=3)
+            view.show_saved_answer(2, state["last_response"].text)
+            ```
+        """
+        if self._started is None:
+            self._started = self.clock()
+        self._idle()
+        self._current = iteration
+        row = self._row(iteration)
+        row.answered = True
+        self._end_line()
+        if iteration > 1:
+            self._print(Text(""))
+        self._print(
+            Text(f"{self.status_line(iteration)} · resumed: the saved answer", style="bold")
+        )
+        self._agent_header_due = False
+        self._header(self.agent_title, "cyan")
+        if answer.strip():
+            self._print(Text(answer))
+        else:
+            self._print(Text("(the answer has no text)", style="dim"))
+        self._busy(f"iteration {iteration} of {self._max_iterations} · evaluating")
+
     # -- events --------------------------------------------------------------------------
 
     def _event(self, event: LoopEvent) -> None:

@@ -3,9 +3,11 @@
 The composer is a ``create_agent`` agent; the reviewer an `llm_judge` whose verdict is
 a `Review` (the judge policy of ``loop-agents run``: an unusable review is asked for
 again, then stops the loop). While the score is below `PASS_SCORE` the review goes back
-to the composer, at most `MAX_ITERATIONS` times. `run` streams the loop to the console: the
-composer's tokens under ``----Agent----``, each review under ``----Evaluator----``, a
-status line per iteration and a summary at the end.
+to the composer, at most `MAX_ITERATIONS` times; the best-scored draft is the answer. `run`
+streams the loop to the console: the composer's tokens under ``----Agent----``, each
+review under ``----Evaluator----``, a status line per iteration, then the summary, the
+verdict and the selected draft. A run that fails part-way prints the same for what it
+did and raises `DemoFailed`, whose message says what went wrong.
 
 Run it with ``loop-agents demo song-lyrics`` or ``python examples/song_lyrics.py``.
 """
@@ -19,16 +21,20 @@ from typing import Any, TypedDict
 import httpx
 from langchain.agents import create_agent
 from langchain_core.messages import HumanMessage
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Checkpointer
 
 from loop_agents.console.loop_console import LoopConsole, astream_to_console, section_header
 from loop_agents.demos.prompts import composer_system_message, prompt, reviewer_system_message
 from loop_agents.demos.xiangjianhuan import xiangjianhuan_form
 from loop_agents.evaluators import all_of, llm_judge
+from loop_agents.evaluators.judge import JudgeError
 from loop_agents.loop.controls.criteria import LoopEvaluatorRunnable
+from loop_agents.loop.controls.selection import choose
 from loop_agents.loop.evaluation import Evaluator
 from loop_agents.loop.factory import create_loop_agent
 from loop_agents.loop.loop_agent import LoopAgent
+from loop_agents.loop.records import record_answer
 from loop_agents.loop.state import LoopOutput
 from loop_agents.models import local_model
 from loop_agents.models.settings import ModelSettings, SettingsError
@@ -120,6 +126,7 @@ def build_loop(
         agent=composer,
         evaluator=evaluator,
         max_iterations=MAX_ITERATIONS,
+        select="best",
         checkpointer=checkpointer,
     )
 
@@ -190,13 +197,107 @@ def verdict(result: Mapping[str, Any], *, stop_reason: str | None = None) -> str
         "error": "an error stopped the run",
     }
     reason = stop_reason if stop_reason is not None else result.get("stop_reason")
-    return "\n".join(
-        [
-            section_header("Verdict"),
-            f"iterations: {result.get('iteration', 0)} of {MAX_ITERATIONS}",
-            f"scores: {scores or 'none'}",
-            f"stopped: {reasons.get(str(reason), str(reason))}",
-        ]
+    lines = [
+        section_header("Verdict"),
+        f"iterations: {result.get('iteration', 0)} of {MAX_ITERATIONS}",
+        f"scores: {scores or 'none'}",
+        f"stopped: {reasons.get(str(reason), str(reason))}",
+    ]
+    chosen = choose(records, "best") if records else None
+    if chosen is not None:
+        score = "" if chosen["score"] is None else f", score {chosen['score']:g}"
+        lines.append(f"answer: the draft of iteration {chosen['iteration']} (the best{score})")
+    return "\n".join(lines)
+
+
+class DemoFailed(RuntimeError):
+    """The demo's loop stopped part-way; the message says why, on one line.
+
+    Attributes:
+        values: The loop's state when it stopped (every completed step).
+        stop_reason: ``judge_invalid`` (no usable review) or ``error``.
+
+    """
+
+    def __init__(self, message: str, values: Mapping[str, Any], stop_reason: str) -> None:
+        super().__init__(message)
+        self.values = dict(values)
+        self.stop_reason = stop_reason
+
+
+def selected_draft(values: Mapping[str, Any]) -> str | None:
+    """The draft that is the run's answer: the loop's (the best-scored), else the best so far.
+
+    For a loop that stopped part-way it is the best-scored draft so far (the later on a
+    tie), else the latest one.
+
+    Example:
+        ```python
+        print(selected_draft(await build_loop(settings).ainvoke({"messages": [request]})))
+        ```
+
+    """
+    last = values.get("last_response")
+    records = list(values.get("records") or [])
+    if values.get("stop_reason") is None and records:
+        chosen = choose(records, "best")
+        if chosen is not None:
+            return record_answer(chosen, values).text
+    return last.text if last is not None else None
+
+
+def report(values: Mapping[str, Any], view: LoopConsole, *, stop_reason: str | None = None) -> None:
+    """Print the verdict (`verdict`) and the selected draft under ``----Answer----``.
+
+    Example:
+        ```python
+        report(result, LoopConsole())
+        ```
+
+    """
+    view.console.print()
+    view.console.print(verdict(values, stop_reason=stop_reason), markup=False, highlight=False)
+    draft = selected_draft(values)
+    if draft and draft.strip():
+        view.print_answer(draft)
+
+
+def describe_failure(exc: BaseException) -> str:
+    """What stopped the demo, on one line, without a library's advice to its developer.
+
+    Example:
+        ```python
+        describe_failure(JudgeError("...", ["the score 316098 is outside the scale 0-100"]))
+        ```
+
+    """
+    if isinstance(exc, JudgeError):
+        last = exc.problems[-1] if exc.problems else str(exc)
+        text = (
+            f"the reviewer gave no usable review after {len(exc.problems)} attempts (last: {last})"
+        )
+    else:
+        text = f"{type(exc).__name__}: {exc}"
+    line = " ".join(text.split())
+    return line if len(line) <= 400 else line[:399] + "…"
+
+
+def advice(*, offline: bool) -> str:
+    """What a user of ``make demo`` can do when the demo fails.
+
+    Example:
+        ```python
+        print(advice(offline=True))
+        ```
+
+    """
+    stronger = "The bundled offline model is a 135M-parameter smoke-test model. " if offline else ""
+    return (
+        f"{stronger}What you can do: run the demo on a stronger model. Put an endpoint in "
+        ".env (copy .env.example): OPENAI_API_KEY for OpenAI, or OPENAI_BASE_URL and "
+        "LOOP_AGENTS_MODEL for an OpenAI-compatible server (Ollama, llama.cpp, vLLM); or "
+        "LOOP_AGENTS_GGUF=/path/to/a-bigger-model.gguf for the bundled llama.cpp server on "
+        "a bigger GGUF file (the same as `loop-agents demo song-lyrics --gguf PATH`)."
     )
 
 
@@ -206,7 +307,7 @@ async def run(
     http_async_client: httpx.AsyncClient | None = None,
     view: LoopConsole | None = None,
 ) -> LoopOutput:
-    """Run the demo once, streaming it to the console, then print the verdict.
+    """Run the demo once, streamed to the console; then the verdict and the selected draft.
 
     Args:
         settings: Where the model is.
@@ -216,20 +317,31 @@ async def run(
     Returns:
         The loop's output.
 
+    Raises:
+        DemoFailed: the loop stopped part-way (a server error, no usable review); what
+            it did is printed first (the summary so far, the best draft).
+
     Example:
         ```python
         result = asyncio.run(run(ModelSettings.from_env()))
         ```
 
     """
-    loop = build_loop(settings, http_async_client=http_async_client)
+    loop = build_loop(settings, http_async_client=http_async_client, checkpointer=InMemorySaver())
     view = view if view is not None else LoopConsole()
     message = HumanMessage(content=prompt)
-    result: LoopOutput = await astream_to_console(
-        loop, {"init_messages": [message], "messages": [message]}, view=view
-    )
-    view.console.print()
-    view.console.print(verdict(result), markup=False, highlight=False)
+    config: Any = {"configurable": {"thread_id": "song-lyrics"}}
+    try:
+        result: LoopOutput = await astream_to_console(
+            loop, {"init_messages": [message], "messages": [message]}, config, view=view
+        )
+    except Exception as exc:  # the run so far is still shown, then the reason
+        values = dict((await loop.aget_state(config)).values)
+        reason = "judge_invalid" if isinstance(exc, JudgeError) else "error"
+        view.failed(reason)
+        report(values, view, stop_reason=reason)
+        raise DemoFailed(describe_failure(exc), values, reason) from exc
+    report(result, view)
     return result
 
 

@@ -360,7 +360,9 @@ class _ProgressView:
         self.bar.update(self.task_id, total=event.total, completed=event.done)
         line: str | None = None
         if event.result is None and event.error is None and event.retrying is None:
-            line = f"{event.total} task/arm pairs, {event.resumed} done before (resumed)"
+            line = f"{event.total} task/arm pairs" + (
+                f", {event.resumed} done before (resumed)" if event.resumed else ""
+            )
         elif event.retrying is not None:
             r = event.retrying
             line = f"{r.task_id} / {r.arm}: try {r.attempts} failed ({r.error}); retrying"

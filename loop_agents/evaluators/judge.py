@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import string
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, get_args, get_type_hints
+from typing import Any, Literal, get_args
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage
@@ -26,6 +26,7 @@ from loop_agents.evaluators._base import (
     format_score,
     make_evaluator,
 )
+from loop_agents.evaluators.verdict_schema import default_schema, schema_fields, with_scale
 from loop_agents.loop._numbers import describe_number, finite_float
 from loop_agents.loop.controls.criteria import LoopEvaluatorRunnable
 from loop_agents.loop.state import LoopContext, LoopEvaluation
@@ -86,46 +87,6 @@ class JudgeError(RuntimeError):
         super().__init__(message)
         self.problems = list(problems)
         self.iteration = iteration
-
-
-def default_schema(scale: tuple[float, float]) -> dict[str, Any]:
-    """The JSON schema of the default verdict: ``feedback`` first, then ``score``."""
-    low, high = (format_score(v) for v in scale)
-    return {
-        "title": "Verdict",
-        "description": "The judgement of the latest answer.",
-        "type": "object",
-        "properties": {
-            "feedback": {
-                "type": "string",
-                "description": "What is good and, concretely, what to improve.",
-            },
-            "score": {
-                "type": "number",
-                "description": f"The answer's score, from {low} (worst) to {high} (best).",
-            },
-        },
-        "required": ["feedback", "score"],
-    }
-
-
-def schema_fields(schema: object) -> set[str]:
-    """The top-level field names of a verdict schema (TypedDict, pydantic or JSON schema)."""
-    if isinstance(schema, Mapping):
-        for nested in ("parameters", "schema"):  # OpenAI tool / response_format shapes
-            if isinstance(schema.get(nested), Mapping):
-                return schema_fields(schema[nested])
-        properties = schema.get("properties")
-        if isinstance(properties, Mapping):
-            return set(map(str, properties))
-    elif isinstance(schema, type) and issubclass(schema, BaseModel):
-        return set(schema.model_fields)
-    elif isinstance(schema, type) and hasattr(schema, "__annotations__"):
-        return set(get_type_hints(schema))
-    raise TypeError(
-        f"schema must be a TypedDict class, a pydantic model class or a JSON-schema dict "
-        f"with 'properties'; got {schema!r:.80}"
-    )
 
 
 class _Shown(float):
@@ -519,6 +480,7 @@ def llm_judge(
     else:
         chosen_schema = schema
     fields = schema_fields(chosen_schema)
+    chosen_schema = with_scale(chosen_schema, score_key, (low, high))
     missing = [key for key in (score_key, feedback_key) if key not in fields]
     if missing:
         raise ValueError(

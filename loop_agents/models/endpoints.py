@@ -195,6 +195,22 @@ class Endpoint:
             self.server = None
 
     @property
+    def context_window(self) -> int | None:
+        """The model's context in tokens, when known (the bundled server's, once open)."""
+        return self.server.n_ctx if self.server is not None else None
+
+    def count_tokens(self, text: str) -> int | None:
+        """``text``'s tokens by the model's tokenizer (the bundled server's), else ``None``.
+
+        Example:
+            ```python
+            with endpoint:
+                print(endpoint.count_tokens(task), "of", endpoint.context_window)
+            ```
+        """
+        return self.server.count_tokens(text) if self.server is not None else None
+
+    @property
     def base_url(self) -> str | None:
         """The server's base URL (``None`` for OpenAI; the bundled server's once open)."""
         if self.server is not None:
@@ -220,7 +236,9 @@ class Endpoint:
             url = self.base_url or "https://api.openai.com/v1"
             proxy = proxy_for(url)
             transport = LlamaCppTransport(
-                httpx.HTTPTransport(proxy=proxy), httpx.AsyncHTTPTransport(proxy=proxy)
+                httpx.HTTPTransport(proxy=proxy),
+                httpx.AsyncHTTPTransport(proxy=proxy),
+                llama_cpp_server=self.spec.kind == "local",
             )
             self._clients = (
                 httpx.Client(transport=transport, trust_env=False),

@@ -1,20 +1,31 @@
-"""An HTTP transport that smooths two deviations of llama-cpp-python's server from OpenAI's API.
+"""An HTTP transport that smooths three deviations of llama-cpp-python's server from OpenAI's API.
 
 Measured with llama-cpp-python 0.3.36 and langchain-openai 1.x:
 
-1. **Cut-off structured output.** llama.cpp turns a forced tool's JSON schema into a
-   grammar. A small model may keep writing inside a JSON string until the token cap
-   (``max_tokens``) cuts the arguments off, and cut-off JSON does not parse (the
-   structured-output parser then returns ``None``). When a request both forces a tool
-   (``tool_choice`` names a function) and sets ``max_tokens``, the transport adds a
-   ``maxLength`` to every unbounded string of that tool's parameters, so the arguments
-   close within the cap (counting up to 3 tokens per character).
-2. **Repeated tool names when streaming.** The server repeats the function's name (and
+1. **Unbounded numbers in structured output.** llama.cpp turns a forced tool's JSON
+   schema into a grammar that constrains the reply while it is generated, but its
+   converter ignores ``minimum`` and ``maximum``: a judge asked for a score from 0 to 100
+   could write ``316098``. When a request forces a tool (``tool_choice`` names a
+   function), the transport gives every number of that tool's parameters that has both
+   bounds an ``enum`` of the values between them (the integers for an ``integer``;
+   about a hundred steps of the range for a ``number``: 0, 1, ..., 100 on 0-100, 0, 0.1,
+   ..., 10 on 0-10), which the converter does enforce, as a choice of alternatives. The
+   score is then always a number on the scale.
+2. **Cut-off structured output.** A small model may keep writing inside a JSON string
+   until the token cap (``max_tokens``) cuts the arguments off, and cut-off JSON does
+   not parse (the structured-output parser then returns ``None``). When a request both
+   forces a tool and sets ``max_tokens``, the transport adds a ``maxLength`` to every
+   unbounded string of that tool's parameters, so the arguments close within the cap
+   (counting up to 3 tokens per character).
+3. **Repeated tool names when streaming.** The server repeats the function's name (and
    the call's id and type) in every streamed chunk; OpenAI sends them once. LangChain
    joins the chunks' names (``ReviewReviewReview...``), so a streamed structured-output
    call finds no tool of the expected name. The transport drops the repeats.
 
-Every other request and response passes unchanged. Use it through
+With ``llama_cpp_server=True`` (the bundled server's clients) it also counts the tokens of
+streamed answers and names a prompt over the context (see
+`loop_agents.models.llama_cpp_extras`). Every other request and response passes
+unchanged. Use it through
 `loop_agents.models.local_model.LocalModelServer` (``http_async_client()``, ``chat_model()``).
 
 Example:
@@ -30,18 +41,29 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
 
-__all__ = ["LlamaCppTransport", "bound_tool_strings", "dedupe_streamed_tool_names"]
+from loop_agents.models.llama_cpp_extras import StreamWatch, chat_body, chat_request
+
+__all__ = [
+    "LlamaCppTransport",
+    "bound_forced_tool",
+    "dedupe_streamed_tool_names",
+    "number_choices",
+]
 
 _ARGUMENT_OVERHEAD_TOKENS = 24
 """Tokens kept for a forced call's JSON punctuation, keys and numbers."""
 _TOKENS_PER_CHARACTER = 3
 """The most tokens one character may take (a byte-fallback CJK character)."""
+_MOST_CHOICES = 1001
+"""The most values a bounded number is given as alternatives (more would slow the grammar)."""
 
 
 class LlamaCppTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
@@ -53,6 +75,10 @@ class LlamaCppTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
         transport: The sync transport to wrap; default ``httpx.HTTPTransport()``.
         async_transport: The async transport to wrap; default
             ``httpx.AsyncHTTPTransport()``.
+        llama_cpp_server: The server is llama-cpp-python's own (the bundled one): count
+            the tokens of streamed answers with its tokenizer, and turn the empty stream
+            it sends for a prompt over its context into a
+            `loop_agents.models.llama_cpp_extras.ContextWindowExceeded` error.
 
     Example:
         ```python
@@ -64,32 +90,42 @@ class LlamaCppTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
         self,
         transport: httpx.BaseTransport | None = None,
         async_transport: httpx.AsyncBaseTransport | None = None,
+        *,
+        llama_cpp_server: bool = False,
     ) -> None:
         """Wrap ``transport`` and ``async_transport`` (created on first use if ``None``)."""
         self._transport = transport
         self._async_transport = async_transport
+        self.llama_cpp_server = llama_cpp_server
+
+    def _watch(self, request: httpx.Request) -> StreamWatch | None:
+        body = chat_request(request) if self.llama_cpp_server else None
+        return StreamWatch(request, body) if body is not None else None
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         """Send a request synchronously (see the module docstring for the changes)."""
         if self._transport is None:
             self._transport = httpx.HTTPTransport()
-        response = self._transport.handle_request(bound_tool_strings(request))
+        request = bound_forced_tool(request)
+        response = self._transport.handle_request(request)
         if not _is_event_stream(response):
             return response
         stream = response.stream
         assert isinstance(stream, httpx.SyncByteStream)
-        return _with_stream(response, _SyncLines(stream))
+        return _with_stream(response, _SyncLines(stream, self._watch(request), self._transport))
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         """Send a request asynchronously (see the module docstring for the changes)."""
         if self._async_transport is None:
             self._async_transport = httpx.AsyncHTTPTransport()
-        response = await self._async_transport.handle_async_request(bound_tool_strings(request))
+        request = bound_forced_tool(request)
+        response = await self._async_transport.handle_async_request(request)
         if not _is_event_stream(response):
             return response
         stream = response.stream
         assert isinstance(stream, httpx.AsyncByteStream)
-        return _with_stream(response, _AsyncLines(stream))
+        watch = self._watch(request)
+        return _with_stream(response, _AsyncLines(stream, watch, self._async_transport))
 
     def close(self) -> None:
         """Close the wrapped sync transport."""
@@ -102,31 +138,28 @@ class LlamaCppTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
             await self._async_transport.aclose()
 
 
-# -- requests: bound the strings of a forced tool call ------------------------------------
+# -- requests: bound the numbers and strings of a forced tool call -----------------------
 
 
-def bound_tool_strings(request: httpx.Request) -> httpx.Request:
-    """The request with ``maxLength`` on the forced tool's unbounded strings.
+def bound_forced_tool(request: httpx.Request) -> httpx.Request:
+    """The request with the forced tool's bounded numbers and unbounded strings constrained.
 
-    Only ``POST .../chat/completions`` requests with both ``max_tokens`` and a
-    ``tool_choice`` that names a function change; the bound per string is
-    ``(max_tokens - 24) // (3 * number_of_strings)`` characters (at least 1).
+    Only ``POST .../chat/completions`` requests whose ``tool_choice`` names a function
+    change. A number of that tool's parameters with both ``minimum`` and ``maximum`` gets
+    an ``enum`` of its values (`number_choices`); with ``max_tokens`` set, every string
+    without a bound gets ``maxLength`` ``(max_tokens - 24) // (3 * number_of_strings)``
+    (at least 1).
 
     Example:
         ```python
-        request = bound_tool_strings(request)
+        request = bound_forced_tool(request)
         ```
     """
-    if request.method != "POST" or not request.url.path.endswith("/chat/completions"):
-        return request
-    try:
-        body = json.loads(request.content)
-    except (ValueError, httpx.RequestNotRead):
-        return request
-    if not isinstance(body, dict):
+    body = chat_body(request)
+    if body is None:
         return request
     cap, choice = body.get("max_tokens"), body.get("tool_choice")
-    if not isinstance(cap, int) or not isinstance(choice, dict):
+    if not isinstance(choice, dict):
         return request
     name = (choice.get("function") or {}).get("name")
     changed = False
@@ -134,8 +167,15 @@ def bound_tool_strings(request: httpx.Request) -> httpx.Request:
         function = tool.get("function") or {} if isinstance(tool, dict) else {}
         if function.get("name") != name or not isinstance(function.get("parameters"), dict):
             continue
+        for schema in _bounded_numbers(function["parameters"]):
+            choices = number_choices(
+                schema["minimum"], schema["maximum"], integer=schema.get("type") == "integer"
+            )
+            if choices:
+                schema["enum"] = choices
+                changed = True
         strings = list(_unbounded_strings(function["parameters"]))
-        if not strings:
+        if not isinstance(cap, int) or not strings:
             continue
         room = (cap - _ARGUMENT_OVERHEAD_TOKENS) // (_TOKENS_PER_CHARACTER * len(strings))
         for schema in strings:
@@ -151,18 +191,70 @@ def bound_tool_strings(request: httpx.Request) -> httpx.Request:
     )
 
 
-def _unbounded_strings(schema: Any) -> Iterator[dict[str, Any]]:
-    """The string schemas in ``schema`` with no length, enum, const, pattern or format."""
-    if isinstance(schema, dict):
-        if schema.get("type") == "string" and not (
-            {"maxLength", "enum", "const", "pattern", "format"} & set(schema)
+def number_choices(low: float, high: float, *, integer: bool) -> list[int | float]:
+    """The values a number from ``low`` to ``high`` may take in a constrained reply.
+
+    For an integer, every integer in the range; for a number, the multiples of a power
+    of ten that splits the range into 100 to 1,000 steps (0-100: the integers; 0-10:
+    tenths; 0-1: hundredths). Empty when the range is not finite, is empty, or would
+    need more than 1,001 integers.
+
+    Example:
+        ```python
+        number_choices(0, 100, integer=True)[-3:]  # [98, 99, 100]
+        number_choices(0, 1, integer=False)[:3]  # [0, 0.01, 0.02]
+        ```
+    """
+    if not (math.isfinite(low) and math.isfinite(high)) or high < low:
+        return []
+    if integer:
+        first, last = math.ceil(low), math.floor(high)
+        return list(range(first, last + 1)) if 0 <= last - first < _MOST_CHOICES else []
+    if high == low:
+        return [_plain_number(low)]
+    exponent = math.floor(math.log10((high - low) / 100))
+    scale = 10.0**-exponent  # values are i / scale (exact in decimal, unlike i * step)
+    first, last = math.ceil(low * scale - 1e-9), math.floor(high * scale + 1e-9)
+    return [_plain_number(i / scale) for i in range(first, last + 1)]
+
+
+def _plain_number(value: float) -> int | float:
+    return int(value) if float(value).is_integer() else value
+
+
+def _bounded_numbers(schema: Any) -> Iterator[dict[str, Any]]:
+    """The number schemas in ``schema`` with a finite ``minimum`` and ``maximum``."""
+    for found in _subschemas(schema):
+        if (
+            found.get("type") in ("number", "integer")
+            and not ({"enum", "const"} & set(found))
+            and all(_is_finite(found.get(key)) for key in ("minimum", "maximum"))
         ):
-            yield schema
+            yield found
+
+
+def _subschemas(schema: Any) -> Iterator[dict[str, Any]]:
+    """Every object in ``schema``, itself included, depth first."""
+    if isinstance(schema, dict):
+        yield schema
         for value in schema.values():
-            yield from _unbounded_strings(value)
+            yield from _subschemas(value)
     elif isinstance(schema, list):
         for item in schema:
-            yield from _unbounded_strings(item)
+            yield from _subschemas(item)
+
+
+def _is_finite(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _unbounded_strings(schema: Any) -> Iterator[dict[str, Any]]:
+    """The string schemas in ``schema`` with no length, enum, const, pattern or format."""
+    for found in _subschemas(schema):
+        if found.get("type") == "string" and not (
+            {"maxLength", "enum", "const", "pattern", "format"} & set(found)
+        ):
+            yield found
 
 
 # -- responses: send each streamed tool call's name once ----------------------------------
@@ -184,13 +276,19 @@ def _with_stream(response: httpx.Response, stream: Any) -> httpx.Response:
 class _Deduper:
     """Rewrites server-sent event lines; remembers which tool calls were named already."""
 
-    def __init__(self) -> None:
+    def __init__(self, watch: StreamWatch | None = None) -> None:
         self.named: set[tuple[int, int]] = set()
         self.buffer = b""
+        self.watch = watch
+        self.held_done = False
+        """Whether ``data: [DONE]`` was held back (to add the usage before it)."""
 
     def feed(self, chunk: bytes) -> bytes:
         self.buffer += chunk
         *lines, self.buffer = self.buffer.split(b"\n")
+        if self.watch is not None and b"data: [DONE]" in lines:
+            lines.remove(b"data: [DONE]")
+            self.held_done = True
         return b"".join(self._line(line) + b"\n" for line in lines)
 
     def flush(self) -> bytes:
@@ -207,6 +305,8 @@ class _Deduper:
             event = json.loads(payload)
         except ValueError:
             return line
+        if self.watch is not None:
+            self.watch.take(event)
         if not dedupe_streamed_tool_names(event, self.named):
             return line
         return b"data: " + json.dumps(event, ensure_ascii=False).encode()
@@ -256,9 +356,16 @@ def dedupe_streamed_tool_names(event: Any, named: set[tuple[int, int]]) -> bool:
 
 
 class _SyncLines(httpx.SyncByteStream):
-    def __init__(self, stream: httpx.SyncByteStream) -> None:
+    def __init__(
+        self,
+        stream: httpx.SyncByteStream,
+        watch: StreamWatch | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
         self.stream = stream
-        self.deduper = _Deduper()
+        self.deduper = _Deduper(watch)
+        self.watch = watch
+        self.transport = transport
 
     def __iter__(self) -> Iterator[bytes]:
         for chunk in self.stream:
@@ -266,15 +373,36 @@ class _SyncLines(httpx.SyncByteStream):
                 yield out
         if out := self.deduper.flush():
             yield out
+        watch, transport = self.watch, self.transport
+        if watch is None or transport is None or watch.finished:
+            return
+        watch.finished = True  # once, even if the stream is read again
+        if not watch.saw_data:  # an empty stream: ask again, not streamed, for the reason
+            error = watch.error_of(transport.handle_request(watch.diagnosis_request()))
+            if error is not None:
+                raise error
+        elif watch.needs_usage:
+            with contextlib.suppress(httpx.HTTPError):
+                counts = [transport.handle_request(r) for r in watch.count_requests()]
+                yield watch.usage_line(counts)
+        if self.deduper.held_done:
+            yield b"data: [DONE]\n\n"
 
     def close(self) -> None:
         self.stream.close()
 
 
 class _AsyncLines(httpx.AsyncByteStream):
-    def __init__(self, stream: httpx.AsyncByteStream) -> None:
+    def __init__(
+        self,
+        stream: httpx.AsyncByteStream,
+        watch: StreamWatch | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
         self.stream = stream
-        self.deduper = _Deduper()
+        self.deduper = _Deduper(watch)
+        self.watch = watch
+        self.transport = transport
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         async for chunk in self.stream:
@@ -282,6 +410,26 @@ class _AsyncLines(httpx.AsyncByteStream):
                 yield out
         if out := self.deduper.flush():
             yield out
+        watch, transport = self.watch, self.transport
+        if watch is None or transport is None or watch.finished:
+            return
+        watch.finished = True  # once, even if the stream is read again
+        if not watch.saw_data:  # an empty stream: ask again, not streamed, for the reason
+            response = await transport.handle_async_request(watch.diagnosis_request())
+            await response.aread()
+            error = watch.error_of(response)
+            if error is not None:
+                raise error
+        elif watch.needs_usage:
+            with contextlib.suppress(httpx.HTTPError):
+                counts = []
+                for count in watch.count_requests():
+                    counted = await transport.handle_async_request(count)
+                    await counted.aread()
+                    counts.append(counted)
+                yield watch.usage_line(counts)
+        if self.deduper.held_done:
+            yield b"data: [DONE]\n\n"
 
     async def aclose(self) -> None:
         await self.stream.aclose()

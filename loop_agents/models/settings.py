@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast, get_args
+from urllib.parse import urlsplit
 
 from dotenv import dotenv_values, find_dotenv
 
@@ -112,7 +113,11 @@ class ModelSettings:
 
         Streamed answers ask for their token usage (``stream_options.include_usage``),
         which ``ChatOpenAI`` leaves off for servers at a base URL; OpenAI-compatible
-        servers that do not know the option ignore it.
+        servers that do not know the option ignore it. For a server on this machine
+        (a loopback address) the wait for a streamed answer's first chunk is not limited
+        (langchain-openai gives up after 120 s by default): such a server computes on this
+        machine's CPU, and reading a long prompt on a busy machine takes longer than that
+        (measured: over 2 minutes for the Song-lyrics reviewer's prompt on 2 loaded cores).
 
         Raises:
             SettingsError: neither ``OPENAI_API_KEY`` nor ``OPENAI_BASE_URL`` is set.
@@ -138,11 +143,18 @@ class ModelSettings:
         }
         if self.base_url:
             options["base_url"] = self.base_url
+            if _is_loopback(self.base_url) and "stream_chunk_timeout" in ChatOpenAI.model_fields:
+                options["stream_chunk_timeout"] = None
         if self.max_tokens is not None:
             options["max_tokens"] = self.max_tokens
             if self.base_url:
                 options["extra_body"] = {"max_tokens": self.max_tokens}
         return ChatOpenAI(**(options | kwargs))
+
+
+def _is_loopback(url: str) -> bool:
+    host = urlsplit(url).hostname or ""
+    return host in ("localhost", "::1") or host.startswith("127.")
 
 
 @dataclass(frozen=True)

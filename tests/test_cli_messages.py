@@ -1,0 +1,109 @@
+"""What the command says: the reason a saved run failed, a suggestion for a mistyped option."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from loop_agents import cli
+from tests.cli_helpers import CLOSED_PORT_URL, clear_model_settings
+
+
+@pytest.fixture
+def settings(tmp_path, monkeypatch):
+    clear_model_settings(monkeypatch, tmp_path)
+    return monkeypatch
+
+
+def test_show_prints_why_a_run_failed_as_show_json_does(settings, capsys):
+    status = cli.main(["run", "Hi.", "--rubric", "x", "--base-url", f"{CLOSED_PORT_URL}/v1"])
+    assert status == 1
+    capsys.readouterr()
+    assert cli.main(["runs", "--json"]) == 0
+    run_id = json.loads(capsys.readouterr().out)[0]["run_id"]
+    assert cli.main(["show", run_id, "--json"]) == 0
+    error = json.loads(capsys.readouterr().out)["error"]
+    assert error.startswith(f"cannot reach the model server at {CLOSED_PORT_URL}/v1")
+    assert cli.main(["show", run_id]) == 0
+    out = capsys.readouterr().out
+    assert "failed (error)" in out
+    assert f"error: {error}" in " ".join(out.split())
+
+
+@pytest.mark.parametrize(
+    ("typed", "meant"),
+    [
+        ("--rubic", "--rubric"),
+        ("--max-iteratons=2", "--max-iterations"),
+        ("--structured-ouput", "--structured-output"),
+    ],
+)
+def test_a_mistyped_option_is_named_with_the_one_meant(typed, meant, settings, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["run", "task", typed, "x"])
+    assert exit_info.value.code == 2
+    assert f"unrecognized arguments: {typed} x (did you mean {meant}?)" in capsys.readouterr().err
+
+
+def test_an_option_like_nothing_known_gets_no_guess(settings, capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["run", "task", "--bogus"])
+    assert capsys.readouterr().err.rstrip().endswith("unrecognized arguments: --bogus")
+
+
+def test_argument_errors_load_no_model_library(tmp_path):
+    """Bad arguments are reported before LangChain, LangGraph or OpenAI is imported."""
+    script = (
+        "import sys\n"
+        "from loop_agents.cli import main\n"
+        "for argv in (['run', 'x'], ['run', 'x', '--rubric', 'r', '--threshold', '150'],\n"
+        "             ['run', '--rubric', 'r'], ['run', 'x', '--rubric', ' '],\n"
+        "             ['run', 'x', '--rubric', 'r', '--max-tokens', '0'],\n"
+        "             ['show', 'abcdef12'], ['show', 'nosuchid'], ['resume', 'abcdef12'],\n"
+        "             ['runs', '--limit', '0']):\n"
+        "    try:\n"
+        "        main(argv)\n"
+        "    except SystemExit as exit:\n"
+        "        assert exit.code == 2, (argv, exit.code)\n"
+        "    else:\n"
+        "        raise AssertionError(argv)\n"
+        "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'langchain', 'langchain_core',"
+        " 'langchain_openai', 'langgraph', 'openai', 'httpx'})\n"
+        "print('HEAVY', heavy, file=sys.stderr)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "LOOP_"))}
+    env |= {"LOOP_AGENTS_HOME": str(tmp_path / "home"), "LOOP_AGENTS_OLLAMA_URL": "off"}
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True, text=True, timeout=120, check=False, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "HEAVY []" in proc.stderr
+    assert "no rubric or check given" in proc.stderr
+    assert "--threshold must be from 0 to 100; got 150" in proc.stderr
+    assert "no saved run 'abcdef12'" in proc.stderr
+
+
+def test_a_copy_of_the_env_example_changes_nothing(tmp_path):
+    """`.env.example` copied to `.env` sets no variable: every setting is commented out."""
+    from dotenv import dotenv_values
+
+    from tests.conftest import ROOT
+
+    example = ROOT / ".env.example"
+    assert dotenv_values(example) == {}
+    text = example.read_text(encoding="utf-8")
+    # every setting a user may uncomment is there, each with its explanation above it
+    for name in (
+        "OPENAI_API_KEY", "OPENAI_BASE_URL", "LOOP_AGENTS_GGUF", "LOOP_AGENTS_MODEL",
+        "LOOP_AGENTS_STRUCTURED_OUTPUT", "LOOP_AGENTS_MAX_TOKENS", "LOOP_AGENTS_OLLAMA_URL",
+        "LOOP_AGENTS_HOME", "LOOP_AGENTS_FORM_CHECK", "LOOP_AGENTS_MAX_ITERATIONS",
+    ):  # fmt: skip
+        line = next(x for x in text.splitlines() if x.startswith(f"# {name}="))
+        above = text.splitlines()[text.splitlines().index(line) - 1]
+        assert above.startswith("# "), (name, above)  # its explanation
+        assert "=" not in above.split()[1], (name, above)  # not another setting
