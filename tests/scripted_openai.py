@@ -15,8 +15,9 @@ Options make it behave like particular servers:
 - ``usage_when_asked=True``: a stream carries its token usage only when the request
   asks for it (``stream_options.include_usage``), as OpenAI's API does;
 - ``llama_cpp=True``: like llama-cpp-python's server, ``response_format`` of type
-  ``json_schema`` fails with HTTP 500, and a streamed tool call repeats its id, type
-  and name in every chunk of its arguments;
+  ``json_schema`` fails with HTTP 500, a streamed tool call repeats its id, type
+  and name in every chunk of its arguments, and ``POST /extras/tokenize/count`` counts
+  a text's tokens (here: one per 4 characters, at least 1; never recorded as a request);
 - ``ollama_models=[...]``: answers Ollama's model list at ``GET /api/tags``;
 - ``record_to=PATH``: also appends every request to PATH, one JSON object a line
   (for a server that runs in another process).
@@ -235,6 +236,9 @@ class ScriptedOpenAI:
         return _json(404, {"error": {"message": f"no {path}"}})
 
     def _answer(self, path: str, content: bytes) -> _Answer:
+        if self.llama_cpp and path.rstrip("/") == "/extras/tokenize/count":
+            text = str(json.loads(content).get("input", ""))
+            return _json(200, {"count": max(1, len(text) // 4)})
         if not path.endswith("/chat/completions"):
             return _json(404, {"error": {"message": f"no {path}"}})
         body = json.loads(content)
