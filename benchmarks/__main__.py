@@ -203,11 +203,11 @@ async def run(parts: set[str], plan: Plan) -> str:
             "",
             context.caching_table(caching),
         )
-        for result in caching:
-            if result.policy == "full" and result.feedback_format == "fenced (default)":
-                reuse = min(c.reuse for c in [*result.agent, *result.judge])
+        for cached in caching:
+            if cached.policy == "full" and cached.feedback_format == "fenced (default)":
+                reuse = min(c.reuse for c in [*cached.agent, *cached.judge])
                 targets.append(
-                    f"3b. {result.shape.name}, defaults: {reuse:.0%} of what the agent and the "
+                    f"3b. {cached.shape.name}, defaults: {reuse:.0%} of what the agent and the "
                     f"judge were sent before is cacheable (target >= 90%): "
                     f"{_verdict(reuse >= 0.90)}"
                 )
