@@ -17,6 +17,12 @@ default ``feedback_format``), about 290 characters more than its text.
 ``compacting`` runs with a character budget (its token counter counts characters, so
 the budget is in the same unit as the table) and a fake summarizer whose summaries are
 `SUMMARY_CHARS` characters; the characters it is sent are reported separately.
+
+The evaluator is `llm_judge` on a fake model that never accepts. ``measure_caching``
+runs every policy with each of `FEEDBACK_FORMATS` and measures, from the messages the
+fake models were sent, how much of each prompt a provider's prefix cache could serve
+(the longest start it shares with an earlier prompt of the same model, `PromptCall`),
+and what the loop costs at `PRICES` with and without the cache.
 """
 
 from __future__ import annotations
@@ -98,7 +104,6 @@ class Run:
 
     agent: FakeChat
     judge: FakeJudgeChat
-    summarizer: FakeChat | None = None
 
 
 def run_loop(
@@ -106,7 +111,6 @@ def run_loop(
     history: HistoryPolicy,
     *,
     feedback_format: FeedbackFormat = DEFAULT_FEEDBACK_FORMAT,
-    summarizer: FakeChat | None = None,
 ) -> Run:
     """Run one loop of `ITERATIONS` attempts judged by `llm_judge` (which never accepts).
 
@@ -123,7 +127,7 @@ def run_loop(
         agent, judge, ITERATIONS, history=history, feedback_format=feedback_format
     )
     loop.invoke({"messages": [HumanMessage("Request: ".ljust(shape.request, "z"))]})
-    return Run(agent, judge_model, summarizer)
+    return Run(agent, judge_model)
 
 
 def sent_per_iteration(shape: Shape, history: HistoryPolicy) -> list[int]:
@@ -225,9 +229,7 @@ def measure_caching() -> list[Caching]:
                 summarizer = None
                 if name == COMPACTING:
                     policy, summarizer = _compacting(shape)
-                run = run_loop(
-                    shape, policy, feedback_format=feedback_format, summarizer=summarizer
-                )
+                run = run_loop(shape, policy, feedback_format=feedback_format)
                 results.append(
                     Caching(
                         shape,
