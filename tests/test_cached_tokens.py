@@ -138,8 +138,16 @@ def script(iterations: int) -> list[str | Structured]:
     return replies
 
 
-def wire_loop(server: ScriptedOpenAI, iterations: int, **options: Any) -> Any:
-    agent = ChatOpenAI(model="agent-m", api_key="sk-test", http_client=server.client())
+def wire_loop(
+    server: ScriptedOpenAI, iterations: int, *, streaming: bool = False, **options: Any
+) -> Any:
+    agent = ChatOpenAI(
+        model="agent-m",
+        api_key="sk-test",
+        http_client=server.client(),
+        streaming=streaming,
+        stream_usage=True,
+    )
     judge_model = ChatOpenAI(model="judge-m", api_key="sk-test", http_client=server.client())
     judge = llm_judge(judge_model, RUBRIC, threshold=90)
     return create_loop_agent(agent, judge, iterations, **options)
@@ -163,9 +171,12 @@ def priced(record: IterationRecord, *, cached_rate: bool = True) -> float:
     return total / 1_000_000
 
 
-def test_a_server_s_prefix_cache_reaches_the_records_and_the_cost():
+@pytest.mark.parametrize("streaming", [False, True])
+def test_a_server_s_prefix_cache_reaches_the_records_and_the_cost(streaming):
     server = ScriptedOpenAI(script(3), prefix_cache=True)
-    result = wire_loop(server, 3, prices=WIRE_PRICES).invoke({"messages": [REQUEST]})
+    loop = wire_loop(server, 3, streaming=streaming, prices=WIRE_PRICES)
+    result = loop.invoke({"messages": [REQUEST]})
+    assert [bool(r.get("stream")) for r in server.requests[0::2]] == [streaming] * 3
     records = result["records"]
     assert len(records) == 3
     agent_calls, judge_calls = server.requests[0::2], server.requests[1::2]
