@@ -165,7 +165,8 @@ class ScriptedOpenAI:
         self._seen: dict[str, list[str]] = {}
         """The prompts seen so far, by model (all under ``""`` without `cache_per_model`)."""
         self.usages: list[dict[str, Any]] = []
-        """The usage reported for each chat-completion request answered, in order."""
+        """The usage of each chat-completion reply, in the order answered (also for a
+        stream that did not ask for it, which is sent without it)."""
         self.hanging = threading.Event()
         """Set when a `Hang` reply has sent what it streams and hangs."""
         self.abandoned = threading.Event()
