@@ -179,6 +179,38 @@ async def run(parts: set[str], plan: Plan) -> str:
                 f"3. {economy.shape.name}: last_attempt sends {share:.0%} of full "
                 f"(target <= 40%): {_verdict(share <= 0.40)}"
             )
+        caching = context.measure_caching()
+        prices = context.PRICES
+        emit(
+            "",
+            "### Prompt caching",
+            "",
+            "How much of each prompt a provider's prefix cache can serve: the share of the",
+            "prompt's characters that begin like a prompt the same model was sent before",
+            "(measured on the messages the fake models were sent: role, text and tool calls,",
+            "which is what a provider receives; ids are not sent). The judge is `llm_judge`",
+            f"with a {len(context.RUBRIC)}-character rubric, sent the rubric, the request and",
+            "the attempt. 'whole loop' is the share of all the role's prompt characters;",
+            "'repeated part cached' is, for the worst iteration, the share of the messages",
+            "the role had already been sent that lie in the cacheable prefix (100%: the",
+            "layout loses nothing to the cache). Cost per 1,000 loops of 6 iterations, agent,",
+            f"judge and summarizer, at {context.CHARS_PER_TOKEN} characters a token and",
+            f"${prices['input']} input, ${prices['cached_input']} cached input, "
+            f"${prices['output']} output per million",
+            "tokens (OpenAI-style cached pricing, gpt-5-mini's list prices); the answers",
+            "(1,500 or 80 characters) and reviews are the output. This section alone:",
+            "`python -m benchmarks --only context`.",
+            "",
+            context.caching_table(caching),
+        )
+        for cached in caching:
+            if cached.policy == "full" and cached.feedback_format == "fenced (default)":
+                reuse = min(c.reuse for c in [*cached.agent, *cached.judge])
+                targets.append(
+                    f"3b. {cached.shape.name}, defaults: {reuse:.0%} of what the agent and the "
+                    f"judge were sent before is cacheable (target >= 90%): "
+                    f"{_verdict(reuse >= 0.90)}"
+                )
     if "scaling" in parts:
         scaled = results + [
             await overhead.measure(n, r, with_history_policy=True)

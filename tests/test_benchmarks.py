@@ -71,6 +71,34 @@ def test_context_economy_numbers():
     assert rendered.count("\n") == 1 + 2 * len(context.POLICIES)
 
 
+def test_prompt_caching_numbers():
+    results = context.measure_caching()
+    by_key = {(c.shape.name, c.policy, c.feedback_format): c for c in results}
+    assert len(by_key) == len(context.SHAPES) * len(context.POLICIES) * 2
+    for shape in context.SHAPES:
+        default = by_key[(shape.name, "full", "fenced (default)")]
+        assert len(default.agent) == len(default.judge) == context.ITERATIONS
+        # all that each role was sent before is in the cacheable prefix of its next prompt
+        assert all(call.reuse == 1.0 for call in [*default.agent, *default.judge])
+        assert default.agent[0].cached == default.judge[0].cached == 0
+        for before, now in itertools.pairwise(default.agent):
+            assert now.cached == before.prompt
+        # the judge: the rubric and the request (and the attempts' common first characters)
+        judge_cached = {call.cached for call in default.judge[1:]}
+        assert len(judge_cached) == 1
+        assert judge_cached.pop() > len(context.RUBRIC) + shape.request
+        # caching makes every loop cheaper, and full's extra cost over last_attempt smaller
+        last = by_key[(shape.name, "last_attempt", "fenced (default)")]
+        assert default.cost() < default.cost(cached_pricing=False)
+        uncached_gap = default.cost(cached_pricing=False) / last.cost(cached_pricing=False)
+        assert 1 < default.cost() / last.cost() < uncached_gap
+        # a sliding window moves the prompt's start: the earlier attempts are not cacheable
+        window = by_key[(shape.name, "function: last two attempts", "fenced (default)")]
+        assert min(call.reuse for call in window.agent) < 0.6
+    rendered = context.caching_table(results)
+    assert rendered.count("\n") == 1 + len(results)
+
+
 def test_table_layout():
     assert table(["name", "time"], [["a", "1,000 µs"], ["bb", "2 µs"]]).splitlines() == [
         "| name |     time |",
