@@ -271,6 +271,19 @@ async def test_the_feedback_names_the_failing_demo_line_and_the_failed_tests():
     assert lines[-1].startswith("Reply with the complete corrected code")
 
 
+async def test_a_demo_loop_is_a_demo_and_a_loop_that_defines_is_not():
+    demo = "def add(a, b):\n    return a + b\n\nfor x in (1, 'a'):\n    print(add(x, 1))\n"
+    report = await arun_tests(demo, TASK.tests, entry_point="add")
+    assert report.passed
+    (error,) = report.top_level_errors
+    assert error.startswith("line 4 of the code raised an error")
+    assert '  File "solution.py", line 5, in <module>\n    print(add(x, 1))\n' in error
+    defining = "for name in ('add',):\n    def add(a, b):\n        return a + b\n    1 / 0\n"
+    report = await arun_tests(defining, TASK.tests, entry_point="add")
+    assert report.problem is not None
+    assert report.problem.endswith("ZeroDivisionError: division by zero")
+
+
 @pytest.mark.parametrize(
     ("code", "where"),
     [

@@ -325,20 +325,27 @@ def _demo_statements(code: str) -> list[int]:
     """The indices of the code's top-level statements that are its own demo, not definitions.
 
     A demo statement is an expression statement (a ``print(...)`` call, a call of the
-    function on an example), an ``assert``, or an ``if __name__ == "__main__":`` block.
-    Its error is reported without stopping the tests; an error of any other statement
-    (an import, a ``def``, a ``class``, an assignment) stops the loading.
+    function on an example), an ``assert``, an ``if __name__ == "__main__":`` block, or a
+    ``for`` or ``while`` loop that defines and imports nothing (``for case in cases:
+    print(f(case))``). Its error is reported without stopping the tests; an error of any
+    other statement (an import, a ``def``, a ``class``, an assignment) stops the loading.
     """
     try:
         tree = ast.parse(code)
     except (SyntaxError, ValueError):
         return []  # the child reports the error
-    return [
-        index
-        for index, node in enumerate(tree.body)
-        if isinstance(node, ast.Expr | ast.Assert)
-        or (isinstance(node, ast.If) and _is_main_check(node.test))
-    ]
+    return [index for index, node in enumerate(tree.body) if _is_demo(node)]
+
+
+def _is_demo(node: ast.stmt) -> bool:
+    if isinstance(node, ast.Expr | ast.Assert):
+        return True
+    if isinstance(node, ast.If):
+        return _is_main_check(node.test)
+    if isinstance(node, ast.For | ast.AsyncFor | ast.While):
+        definitions = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Import
+        return not any(isinstance(n, definitions | ast.ImportFrom) for n in ast.walk(node))
+    return False
 
 
 def _is_main_check(test: ast.expr) -> bool:
@@ -405,9 +412,10 @@ async def arun_tests(
 
     The code's top-level statements run one by one. An error in a demo statement (an
     expression such as ``print(f(2))``, an ``assert``, an ``if __name__ == "__main__":``
-    block) is kept in `CodeReport.top_level_errors` and the rest still runs; an error in
-    any other (an import, a ``def``, a ``class``, an assignment) stops the loading and is
-    the report's ``problem``. Either comes with a traceback of the code's own lines.
+    block, a loop that defines nothing) is kept in `CodeReport.top_level_errors` and the
+    rest still runs; an error in any other (an import, a ``def``, a ``class``, an
+    assignment) stops the loading and is the report's ``problem``. Either comes with a
+    traceback of the code's own lines.
 
     Args:
         code: The answer's code.
