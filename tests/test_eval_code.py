@@ -338,6 +338,23 @@ async def test_both_sides_of_a_failed_comparison_are_shown_and_evaluated_once():
     ]
 
 
+async def test_a_value_that_cannot_be_shown_or_compared_is_reported():
+    code = (
+        "class Odd:\n"
+        "    def __repr__(self):\n        raise ValueError('no repr')\n"
+        "    def __eq__(self, other):\n        return False\n"
+        "class Slow(Odd):\n"
+        "    def __repr__(self):\n        while True:\n            pass\n"
+        "def add(a, b):\n    return Slow() if a else Odd()\n"
+    )
+    report = await arun_tests(
+        code, "assert add(0, 1) == 1\nassert add(1, 1) == 2", entry_point="add", per_test_timeout=1
+    )
+    shown, slow = (o.detail for o in report.outcomes)
+    assert shown == "add(0, 1) returned (a value whose repr() failed: ValueError), expected 1"
+    assert slow.startswith("did not finish within 1 s (at line ")  # in the repr's loop
+
+
 async def test_an_assertion_error_of_the_code_is_not_the_tests_message():
     code = "def add(a, b):\n    assert a > 0, 'positive only'\n    return a + b\n"
     report = await arun_tests(code, "assert add(0, 1) == 1", entry_point="add")

@@ -94,6 +94,8 @@ def _short(text):
 def _show(value):
     try:
         return _short(repr(value))
+    except _TestTimeout:
+        raise
     except BaseException as exc:
         return "(a value whose repr() failed: %s)" % type(exc).__name__
 
