@@ -248,10 +248,31 @@ async def test_failing_demo_lines_do_not_stop_the_tests():
         "    return a + b",
         'TypeError: can only concatenate str (not "int") to str',
     ]
-    assert report.top_level_errors[1].endswith("    assert add(2, 2) == 5\nAssertionError")
+    # the code's own failed assert a == b says what a was, like a failed test
+    assert report.top_level_errors[1].splitlines()[2:] == [
+        '  File "solution.py", line 5, in <module>',
+        "    assert add(2, 2) == 5",
+        "AssertionError: add(2, 2) returned 4, expected 5",
+    ]
     assert report.top_level_errors[2].endswith(
         "    add(None)\nTypeError: add() missing 1 required positional argument: 'b'"
     )
+
+
+async def test_a_demo_assert_whose_call_raises_shows_the_traceback():
+    code = "def add(a, b):\n    return a + b\n\nassert add('a', 1) == 'a1'\nassert add(1, 1) > 2\n"
+    report = await arun_tests(code, TASK.tests, entry_point="add")
+    assert report.passed
+    raised, failed = (error.splitlines()[1:] for error in report.top_level_errors)
+    assert raised == [
+        "Traceback (most recent call last):",
+        '  File "solution.py", line 4, in <module>',
+        "    assert add('a', 1) == 'a1'",
+        '  File "solution.py", line 2, in add',
+        "    return a + b",
+        'TypeError: can only concatenate str (not "int") to str',
+    ]
+    assert failed[-2:] == ["    assert add(1, 1) > 2", "AssertionError"]
 
 
 async def test_the_feedback_names_the_failing_demo_line_and_the_failed_tests():

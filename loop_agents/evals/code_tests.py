@@ -121,8 +121,9 @@ def _line(number):
     return _short(_LINES[number - 1].strip()) if 0 < number <= len(_LINES) else ""
 
 
-def _trace(exc):
-    frames = _frames(exc)
+def _trace(exc, frames=None):
+    if frames is None:
+        frames = _frames(exc)
     lines = ["Traceback (most recent call last):"] if frames else []
     if len(frames) > _FRAMES:
         lines.append("  ... (%d calls before)" % (len(frames) - _FRAMES))
@@ -132,6 +133,19 @@ def _trace(exc):
         if _line(number):
             lines.append("    " + _line(number))
     return "\n".join(lines + [_error(exc)])
+
+
+def _differ(left, right, compare):
+    if left == right:
+        return None
+    left_source, right_source, swap, verb = compare
+    if swap:
+        return "%s %s %s, expected %s" % (right_source, verb, _show(right), _show(left))
+    return "%s %s %s, expected %s" % (left_source, verb, _show(left), _show(right))
+
+
+def _side(node):
+    return eval(compile(_ast.Expression(node), "solution.py", "eval", _flags, True), _namespace)
 
 
 def _where(exc):
@@ -155,9 +169,17 @@ for _node in _tree.body:
         for _alias in _node.names:
             _flags |= getattr(getattr(_future, _alias.name, None), "compiler_flag", 0)
 for _index, _node in enumerate(_tree.body):
+    _compare = _DEMOS.get(_index)
     try:
         with _Timed():
-            exec(compile(_ast.Module([_node], []), "solution.py", "exec", _flags, True), _namespace)
+            if _compare is None:
+                _module = _ast.Module([_node], [])
+                exec(compile(_module, "solution.py", "exec", _flags, True), _namespace)
+                continue
+            _detail = _differ(_side(_node.test.left), _side(_node.test.comparators[0]), _compare)
+        if _detail is not None:  # the code's own assert a == b failed: say what a was
+            _failed = AssertionError(_detail)
+            _top.append([_node.lineno, _trace(_failed, [("<module>", _node.lineno)])])
     except BaseException as exc:
         if _index not in _DEMOS:
             _report({{"load_error": _trace(exc), "top_level": _top}})
@@ -173,16 +195,11 @@ for _test in _TESTS:
                 if _compare is None:
                     exec(compile(_source, "tests.py", "exec"), _namespace)
                     continue
-                _left_source, _right_source, _swap, _verb = _compare
-                _left = eval(compile(_left_source, "tests.py", "eval"), _namespace)
-                _right = eval(compile(_right_source, "tests.py", "eval"), _namespace)
-                if _left == _right:
+                _left = eval(compile(_compare[0], "tests.py", "eval"), _namespace)
+                _right = eval(compile(_compare[1], "tests.py", "eval"), _namespace)
+                _detail = _differ(_left, _right, _compare)
+                if _detail is None:
                     continue
-                if _swap:
-                    _call, _got, _wanted = _right_source, _show(_right), _show(_left)
-                else:
-                    _call, _got, _wanted = _left_source, _show(_left), _show(_right)
-            _detail = "%s %s %s, expected %s" % (_call, _verb, _got, _wanted)
             _outcome = [False, _detail, _index, True]
         except AssertionError as exc:
             if _frames(exc):  # raised by the code, not by the test's assert
@@ -323,20 +340,45 @@ def _names(node: ast.stmt) -> set[str]:
     return {getattr(node, "name", "")}
 
 
-def _demo_statements(code: str) -> list[int]:
-    """The indices of the code's top-level statements that are its own demo, not definitions.
+_Compare = tuple[str, str, bool, str]
+"""An ``assert a == b`` without a message: ``a``, ``b``, whether ``b`` is the call that was
+tested (so its value is the one shown as returned), and the verb (``returned``, ``is``)."""
+_Statement = tuple[str, _Compare | None]
+
+
+def _compare(node: ast.stmt) -> _Compare | None:
+    """How to show a failure of ``node`` when it is an ``assert a == b`` without a message."""
+    if not (
+        isinstance(node, ast.Assert)
+        and node.msg is None
+        and isinstance(node.test, ast.Compare)
+        and len(node.test.ops) == 1
+        and isinstance(node.test.ops[0], ast.Eq)
+    ):
+        return None
+    left, right = node.test.left, node.test.comparators[0]
+    swap = isinstance(right, ast.Call) and not isinstance(left, ast.Call)
+    tested = right if swap else left
+    verb = "returned" if isinstance(tested, ast.Call) else "is"
+    return ast.unparse(left), ast.unparse(right), swap, verb
+
+
+def _demo_statements(code: str) -> dict[int, _Compare | None]:
+    """The code's top-level statements that are its own demo, not definitions, by index.
 
     A demo statement is an expression statement (a ``print(...)`` call, a call of the
     function on an example), an ``assert``, an ``if __name__ == "__main__":`` block, or a
     ``for`` or ``while`` loop that defines and imports nothing (``for case in cases:
     print(f(case))``). Its error is reported without stopping the tests; an error of any
     other statement (an import, a ``def``, a ``class``, an assignment) stops the loading.
+    An ``assert a == b`` without a message comes with its sides (see `_compare`), so that
+    its failure says what ``a`` was.
     """
     try:
         tree = ast.parse(code)
     except (SyntaxError, ValueError):
-        return []  # the child reports the error
-    return [index for index, node in enumerate(tree.body) if _is_demo(node)]
+        return {}  # the child reports the error
+    return {index: _compare(node) for index, node in enumerate(tree.body) if _is_demo(node)}
 
 
 def _is_demo(node: ast.stmt) -> bool:
@@ -360,29 +402,6 @@ def _is_main_check(test: ast.expr) -> bool:
     return any(isinstance(s, ast.Name) and s.id == "__name__" for s in sides) and any(
         isinstance(s, ast.Constant) and s.value == "__main__" for s in sides
     )
-
-
-_Compare = tuple[str, str, bool, str]
-"""An ``assert a == b`` without a message: ``a``, ``b``, whether ``b`` is the call that was
-tested (so its value is the one shown as returned), and the verb (``returned``, ``is``)."""
-_Statement = tuple[str, _Compare | None]
-
-
-def _compare(node: ast.stmt) -> _Compare | None:
-    """How to show a failure of ``node`` when it is an ``assert a == b`` without a message."""
-    if not (
-        isinstance(node, ast.Assert)
-        and node.msg is None
-        and isinstance(node.test, ast.Compare)
-        and len(node.test.ops) == 1
-        and isinstance(node.test.ops[0], ast.Eq)
-    ):
-        return None
-    left, right = node.test.left, node.test.comparators[0]
-    swap = isinstance(right, ast.Call) and not isinstance(left, ast.Call)
-    tested = right if swap else left
-    verb = "returned" if isinstance(tested, ast.Call) else "is"
-    return ast.unparse(left), ast.unparse(right), swap, verb
 
 
 def _split_tests(tests: str) -> list[list[_Statement]]:
