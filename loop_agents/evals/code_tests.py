@@ -5,17 +5,17 @@ task's function, else the first Python block, a block left open by an answer cut
 included, else the whole answer), and run in a child process with
 `loop_agents.sandbox.arun_python` (its isolation, limits and clean environment; see
 `loop_agents.sandbox`) together with a small harness. The harness runs the code's
-top-level statements one by one: the definitions are what is graded, so an error in
-the code's own demo lines (a ``print(...)``, a call on an example, an ``assert``, an
-``if __name__ == "__main__":`` block) is reported with its traceback and the tests run
-anyway, while an error in an import, a definition or an assignment stops the loading
-(reported with its line too). Then it runs each test (an ``assert`` with the
-statements before it) on its own, with a time limit per statement, and reports which
-passed; for a failed ``assert f(x) == y`` without a message it reports ``f(x) returned
-5, expected 4``, and for an exception the line of the code that raised it. The report
-reaches the parent on a duplicate of stdout, marked with a random token, after which
-the child exits at once: output the answer prints, ``atexit`` handlers and leftover
-threads cannot stand in for it, and a program that never reports has failed.
+top-level statements one by one: the definitions are what is graded, so an error in the
+code's own demo lines (a ``print(...)``, a call on an example, an ``assert``, an ``if
+__name__ == "__main__":`` block, a loop that defines nothing) is reported with its
+traceback and the tests run anyway, while an error in an import, a definition or an
+assignment stops the loading (reported with its line too). Then it runs each test (an
+``assert`` with the statements before it) on its own, with a time limit per statement,
+and reports which passed; for a failed ``assert f(x) == y`` without a message it reports
+``f(x) returned 5, expected 4``, and for an exception the line of the code that raised
+it. The report reaches the parent on a duplicate of stdout, marked with a random token,
+after which the child exits at once: output the answer prints, ``atexit`` handlers and
+leftover threads cannot stand in for it, and a program that never reports has failed.
 
 The token keeps an answer from passing by accident (printing something that looks like
 a report); an answer written to cheat could read it from its own program, so the
