@@ -6,7 +6,8 @@ assistant's text), `Structured` (a JSON object given as the message content for
 ``response_format`` requests and as a tool call when the request offers tools), `Fail`
 (an HTTP error), `Hang` (stream a little, or send nothing, then never finish: a model
 call in flight), `Drop` (start the answer, then close the connection: a server that
-dies mid-answer) or `Raw` (a body sent as it is, e.g. empty or not JSON). Streaming
+dies mid-answer), `Raw` (a body sent as it is, e.g. empty or not JSON) or `Cut` (text
+that ends at the token cap: ``finish_reason`` ``"length"``). Streaming
 requests (``"stream": true``) get server-sent events, written chunk by chunk when served
 over HTTP.
 
@@ -91,7 +92,14 @@ class Raw:
     status: int = 200
 
 
-Reply = str | Structured | Fail | Hang | Drop | Raw
+@dataclass(frozen=True)
+class Cut:
+    """Answer with ``text`` cut off at the token cap: ``finish_reason`` is ``"length"``."""
+
+    text: str
+
+
+Reply = str | Structured | Fail | Hang | Drop | Raw | Cut
 
 USAGE = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
 
@@ -280,7 +288,9 @@ class ScriptedOpenAI:
         if stream:
             asked = bool((body.get("stream_options") or {}).get("include_usage"))
             usage = USAGE if asked or not self.usage_when_asked else None
-            parts = _sse(completion_id, body["model"], message, usage, self.llama_cpp)
+            parts = _sse(
+                completion_id, body["model"], message, usage, self.llama_cpp, _finish(reply)
+            )
             return _Answer(200, "text/event-stream", parts)
         return _json(
             200,
@@ -293,7 +303,8 @@ class ScriptedOpenAI:
                     {
                         "index": 0,
                         "message": message,
-                        "finish_reason": "tool_calls" if "tool_calls" in message else "stop",
+                        "finish_reason": _finish(reply)
+                        or ("tool_calls" if "tool_calls" in message else "stop"),
                     }
                 ],
                 "usage": USAGE,
@@ -308,6 +319,8 @@ class ScriptedOpenAI:
     def _message(reply: Reply, body: dict[str, Any]) -> dict[str, Any]:
         if isinstance(reply, str):
             return {"role": "assistant", "content": reply}
+        if isinstance(reply, Cut):
+            return {"role": "assistant", "content": reply.text}
         if isinstance(reply.value, str):
             arguments = reply.value
         else:
@@ -328,6 +341,11 @@ class ScriptedOpenAI:
         return {"role": "assistant", "content": arguments}
 
 
+def _finish(reply: Reply) -> str | None:
+    """The finish reason a reply forces (``None``: the usual one)."""
+    return "length" if isinstance(reply, Cut) else None
+
+
 def _json(status: int, value: Any) -> _Answer:
     return _Answer(status, "application/json", [json.dumps(value).encode()])
 
@@ -338,6 +356,7 @@ def _sse(
     message: dict[str, Any],
     usage: dict[str, int] | None,
     repeat_tool_names: bool = False,
+    finish: str | None = None,
 ) -> list[bytes]:
     def event(delta: dict[str, Any], finish: str | None = None) -> bytes:
         chunk = {
@@ -369,7 +388,7 @@ def _sse(
                 },
             }
             parts.append(event({"tool_calls": [piece]}))
-    parts.append(event({}, "tool_calls" if message.get("tool_calls") else "stop"))
+    parts.append(event({}, finish or ("tool_calls" if message.get("tool_calls") else "stop")))
     final = {
         "id": completion_id,
         "object": "chat.completion.chunk",

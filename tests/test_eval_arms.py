@@ -65,10 +65,46 @@ async def test_the_loop_beats_single_and_resample_when_only_feedback_helps():
     }
     assert {r.iterations for r in report.results if r.arm == "loop"} == {2}
     assert {r.iterations for r in report.results if r.arm == "resample"} == {3}
-    # resample's answers were independent samples at the eval's temperature
-    sampled = [b for b in server.requests if not is_judge(b) and not after_feedback(b)]
-    assert {b.get("temperature") for b in sampled} == {None, 1.0}
-    assert sum(1 for b in sampled if b.get("temperature") == 1.0) == 6 * 3
+    # every arm's answers were sampled at the one temperature; the judge at 0
+    answers = [b for b in server.requests if not is_judge(b)]
+    assert {b.get("temperature") for b in answers} == {1.0}
+    assert {b.get("temperature") for b in server.requests if is_judge(b)} == {0.0}
+    # wrong first, right after feedback: the loops' curves rise at the second answer
+    assert report.by_attempt == {
+        "single": [0.0],
+        "loop": [0.0, 1.0, 1.0],
+        "resample": [0.0, 0.0, 0.0],
+        "judge-loop": [0.0, 1.0, 1.0],
+    }
+    assert {r.by_attempt for r in report.results if r.arm == "loop"} == {(False, True, True)}
+    assert report.to_json()["by_attempt"]["loop"] == [0.0, 1.0, 1.0]
+    assert report.settings["temperatures"]["resample"] == 1.0
+
+
+async def test_each_arm_samples_at_its_own_temperature_when_one_is_set():
+    server = ReactiveOpenAI(right_only_after_feedback)
+    report = await arun_eval(
+        shout_tasks(1),
+        server.chat_model(),
+        arms=["single", "resample", "judge-loop"],
+        iterations=2,
+        temperature=0.3,
+        arm_temperatures={"resample": 1.5},
+        judge_temperature=0.2,
+        judge_method="function_calling",
+    )
+    sent = {}
+    for body in server.requests:
+        role = "judge" if is_judge(body) else "agent"
+        sent.setdefault(role, set()).add(body.get("temperature"))
+    assert sent == {"judge": {0.2}, "agent": {0.3, 1.5}}
+    assert {a: s.temperature for a, s in report.arms.items()} == {
+        "single": 0.3,
+        "resample": 1.5,
+        "judge-loop": 0.3,
+    }
+    # resample's two requests, and no other, went out at 1.5
+    assert sum(1 for b in server.requests if b.get("temperature") == 1.5) == 2
 
 
 async def test_the_loop_sends_the_checks_feedback_and_the_judge_loop_only_the_judges():
