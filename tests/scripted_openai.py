@@ -20,6 +20,8 @@ Options make it behave like particular servers:
   and name in every chunk of its arguments, and ``POST /extras/tokenize/count`` counts
   a text's tokens (here: one per 4 characters, at least 1; never recorded as a request);
 - ``ollama_models=[...]``: answers Ollama's model list at ``GET /api/tags``;
+- ``cached_tokens=N``: the usage says N of the prompt tokens were read from the
+  server's prompt cache (``prompt_tokens_details.cached_tokens``);
 - ``record_to=PATH``: also appends every request to PATH, one JSON object a line
   (for a server that runs in another process).
 """
@@ -126,8 +128,12 @@ class ScriptedOpenAI:
         llama_cpp: bool = False,
         ollama_models: Sequence[str] | None = None,
         record_to: Path | None = None,
+        cached_tokens: int = 0,
     ) -> None:
         self._replies = iter(replies)
+        self.usage: dict[str, Any] = dict(USAGE)
+        if cached_tokens:
+            self.usage["prompt_tokens_details"] = {"cached_tokens": cached_tokens}
         self.requests: list[dict[str, Any]] = []
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
@@ -287,7 +293,7 @@ class ScriptedOpenAI:
         message = self._message(reply, body)
         if stream:
             asked = bool((body.get("stream_options") or {}).get("include_usage"))
-            usage = USAGE if asked or not self.usage_when_asked else None
+            usage = self.usage if asked or not self.usage_when_asked else None
             parts = _sse(
                 completion_id, body["model"], message, usage, self.llama_cpp, _finish(reply)
             )
@@ -307,7 +313,7 @@ class ScriptedOpenAI:
                         or ("tool_calls" if "tool_calls" in message else "stop"),
                     }
                 ],
-                "usage": USAGE,
+                "usage": self.usage,
             },
         )
 
@@ -354,7 +360,7 @@ def _sse(
     completion_id: str,
     model: str,
     message: dict[str, Any],
-    usage: dict[str, int] | None,
+    usage: dict[str, Any] | None,
     repeat_tool_names: bool = False,
     finish: str | None = None,
 ) -> list[bytes]:

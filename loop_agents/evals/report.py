@@ -334,7 +334,7 @@ def _render_by_attempt(report: EvalReport, console: Console) -> None:
         return
     steps = max(len(rates) for rates in curves.values())
     table = Table(
-        title="Pass rate by attempt (had the arm stopped after it)",
+        title="Pass rate by attempt",
         title_justify="left",
         box=box.SIMPLE_HEAD,
         pad_edge=False,
@@ -345,8 +345,10 @@ def _render_by_attempt(report: EvalReport, console: Console) -> None:
     for arm, rates in curves.items():
         table.add_row(arm, *(_percent(r) for r in rates), *([""] * (steps - len(rates))))
     console.print(table)
+    note = "The pass rate had the arm stopped after attempt 1, 2, ..."
     if "loop-candidates" in curves:
-        console.print("loop-candidates: a step is an iteration of 2 answers.", style="dim")
+        note += "; for loop-candidates an attempt is an iteration of 2 answers."
+    console.print(note, style="dim")
 
 
 def render_report(report: EvalReport, console: Console | None = None) -> None:
