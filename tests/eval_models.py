@@ -22,8 +22,8 @@ Responder = Callable[[dict[str, Any]], "Reply | httpx.Response"]
 class ReactiveOpenAI(ScriptedOpenAI):
     """Answers each request with ``respond(body)``; an ``httpx.Response`` is sent as is."""
 
-    def __init__(self, respond: Responder) -> None:
-        super().__init__(())
+    def __init__(self, respond: Responder, **options: Any) -> None:
+        super().__init__((), **options)
         self.respond = respond
 
     def _next_reply(self, body: dict[str, Any]) -> Reply | None:

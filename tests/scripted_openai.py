@@ -6,7 +6,8 @@ assistant's text), `Structured` (a JSON object given as the message content for
 ``response_format`` requests and as a tool call when the request offers tools), `Fail`
 (an HTTP error), `Hang` (stream a little, or send nothing, then never finish: a model
 call in flight), `Drop` (start the answer, then close the connection: a server that
-dies mid-answer) or `Raw` (a body sent as it is, e.g. empty or not JSON). Streaming
+dies mid-answer), `Raw` (a body sent as it is, e.g. empty or not JSON) or `Cut` (text
+that ends at the token cap: ``finish_reason`` ``"length"``). Streaming
 requests (``"stream": true``) get server-sent events, written chunk by chunk when served
 over HTTP.
 
@@ -19,6 +20,8 @@ Options make it behave like particular servers:
   and name in every chunk of its arguments, and ``POST /extras/tokenize/count`` counts
   a text's tokens (here: one per 4 characters, at least 1; never recorded as a request);
 - ``ollama_models=[...]``: answers Ollama's model list at ``GET /api/tags``;
+- ``cached_tokens=N``: the usage says N of the prompt tokens were read from the
+  server's prompt cache (``prompt_tokens_details.cached_tokens``);
 - ``record_to=PATH``: also appends every request to PATH, one JSON object a line
   (for a server that runs in another process);
 - ``prefix_cache=True``: a provider's prompt cache. The usage is then counted from the
@@ -103,7 +106,14 @@ class Raw:
     status: int = 200
 
 
-Reply = str | Structured | Fail | Hang | Drop | Raw
+@dataclass(frozen=True)
+class Cut:
+    """Answer with ``text`` cut off at the token cap: ``finish_reason`` is ``"length"``."""
+
+    text: str
+
+
+Reply = str | Structured | Fail | Hang | Drop | Raw | Cut
 
 USAGE = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
 
@@ -150,8 +160,12 @@ class ScriptedOpenAI:
         record_to: Path | None = None,
         prefix_cache: bool = False,
         cache_per_model: bool = True,
+        cached_tokens: int = 0,
     ) -> None:
         self._replies = iter(replies)
+        self.usage: dict[str, Any] = dict(USAGE)
+        if cached_tokens:
+            self.usage["prompt_tokens_details"] = {"cached_tokens": cached_tokens}
         self.requests: list[dict[str, Any]] = []
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
@@ -322,7 +336,9 @@ class ScriptedOpenAI:
             asked = bool((body.get("stream_options") or {}).get("include_usage"))
             if self.usage_when_asked and not asked:
                 usage = None
-            parts = _sse(completion_id, body["model"], message, usage, self.llama_cpp)
+            parts = _sse(
+                completion_id, body["model"], message, usage, self.llama_cpp, _finish(reply)
+            )
             return _Answer(200, "text/event-stream", parts)
         return _json(
             200,
@@ -335,7 +351,8 @@ class ScriptedOpenAI:
                     {
                         "index": 0,
                         "message": message,
-                        "finish_reason": "tool_calls" if "tool_calls" in message else "stop",
+                        "finish_reason": _finish(reply)
+                        or ("tool_calls" if "tool_calls" in message else "stop"),
                     }
                 ],
                 "usage": usage,
@@ -357,7 +374,7 @@ class ScriptedOpenAI:
     def _usage(self, body: dict[str, Any], message: dict[str, Any], cached: int) -> dict[str, Any]:
         """The usage reported for a reply: fixed, or counted with the prefix cache."""
         if not self.prefix_cache:
-            usage: dict[str, Any] = dict(USAGE)
+            usage: dict[str, Any] = dict(self.usage)
         else:
             prompt = tokens(prompt_text(body))
             answer = message.get("content") or json.dumps(message.get("tool_calls"))
@@ -380,6 +397,8 @@ class ScriptedOpenAI:
     def _message(reply: Reply, body: dict[str, Any]) -> dict[str, Any]:
         if isinstance(reply, str):
             return {"role": "assistant", "content": reply}
+        if isinstance(reply, Cut):
+            return {"role": "assistant", "content": reply.text}
         if isinstance(reply.value, str):
             arguments = reply.value
         else:
@@ -400,6 +419,11 @@ class ScriptedOpenAI:
         return {"role": "assistant", "content": arguments}
 
 
+def _finish(reply: Reply) -> str | None:
+    """The finish reason a reply forces (``None``: the usual one)."""
+    return "length" if isinstance(reply, Cut) else None
+
+
 def _json(status: int, value: Any) -> _Answer:
     return _Answer(status, "application/json", [json.dumps(value).encode()])
 
@@ -410,6 +434,7 @@ def _sse(
     message: dict[str, Any],
     usage: dict[str, Any] | None,
     repeat_tool_names: bool = False,
+    finish: str | None = None,
 ) -> list[bytes]:
     def event(delta: dict[str, Any], finish: str | None = None) -> bytes:
         chunk = {
@@ -441,7 +466,7 @@ def _sse(
                 },
             }
             parts.append(event({"tool_calls": [piece]}))
-    parts.append(event({}, "tool_calls" if message.get("tool_calls") else "stop"))
+    parts.append(event({}, finish or ("tool_calls" if message.get("tool_calls") else "stop")))
     final = {
         "id": completion_id,
         "object": "chat.completion.chunk",

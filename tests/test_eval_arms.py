@@ -9,14 +9,21 @@
 
 from __future__ import annotations
 
+import itertools
 import random
+import re
+
+import pytest
+from langchain_core.messages import AIMessage
 
 from loop_agents.evals import arun_arm, arun_eval
-from loop_agents.evals.arms import ArmSettings
+from loop_agents.evals.arms import CUT_OFF_FEEDBACK, ArmSettings, was_cut_off
 from loop_agents.evals.checks import run_checks
+from loop_agents.evals.report import render_report
 from loop_agents.evals.tasks import InstructionsTask, parse_task
 from tests.eval_models import ReactiveOpenAI, after_feedback, is_judge, user_text, verdict
 from tests.fakes import FakeChat, review
+from tests.scripted_openai import Cut
 
 
 def shout_tasks(count: int) -> list[InstructionsTask]:
@@ -65,10 +72,46 @@ async def test_the_loop_beats_single_and_resample_when_only_feedback_helps():
     }
     assert {r.iterations for r in report.results if r.arm == "loop"} == {2}
     assert {r.iterations for r in report.results if r.arm == "resample"} == {3}
-    # resample's answers were independent samples at the eval's temperature
-    sampled = [b for b in server.requests if not is_judge(b) and not after_feedback(b)]
-    assert {b.get("temperature") for b in sampled} == {None, 1.0}
-    assert sum(1 for b in sampled if b.get("temperature") == 1.0) == 6 * 3
+    # every arm's answers were sampled at the one temperature; the judge at 0
+    answers = [b for b in server.requests if not is_judge(b)]
+    assert {b.get("temperature") for b in answers} == {1.0}
+    assert {b.get("temperature") for b in server.requests if is_judge(b)} == {0.0}
+    # wrong first, right after feedback: the loops' curves rise at the second answer
+    assert report.by_attempt == {
+        "single": [0.0],
+        "loop": [0.0, 1.0, 1.0],
+        "resample": [0.0, 0.0, 0.0],
+        "judge-loop": [0.0, 1.0, 1.0],
+    }
+    assert {r.by_attempt for r in report.results if r.arm == "loop"} == {(False, True, True)}
+    assert report.to_json()["by_attempt"]["loop"] == [0.0, 1.0, 1.0]
+    assert report.settings["temperatures"]["resample"] == 1.0
+
+
+async def test_each_arm_samples_at_its_own_temperature_when_one_is_set():
+    server = ReactiveOpenAI(right_only_after_feedback)
+    report = await arun_eval(
+        shout_tasks(1),
+        server.chat_model(),
+        arms=["single", "resample", "judge-loop"],
+        iterations=2,
+        temperature=0.3,
+        arm_temperatures={"resample": 1.5},
+        judge_temperature=0.2,
+        judge_method="function_calling",
+    )
+    sent = {}
+    for body in server.requests:
+        role = "judge" if is_judge(body) else "agent"
+        sent.setdefault(role, set()).add(body.get("temperature"))
+    assert sent == {"judge": {0.2}, "agent": {0.3, 1.5}}
+    assert {a: s.temperature for a, s in report.arms.items()} == {
+        "single": 0.3,
+        "resample": 1.5,
+        "judge-loop": 0.3,
+    }
+    # resample's two requests, and no other, went out at 1.5
+    assert sum(1 for b in server.requests if b.get("temperature") == 1.5) == 2
 
 
 async def test_the_loop_sends_the_checks_feedback_and_the_judge_loop_only_the_judges():
@@ -235,3 +278,130 @@ async def test_arms_without_a_judge_need_no_structured_output():
         ("resample", 0, 2),
     ]
     assert report.arms["loop"].passed >= 1  # it ran its visible checks and went on
+
+
+def cut_then_right(body):
+    """A long first answer cut off at the token cap, then the right one."""
+    return "OK" if after_feedback(body) else Cut("ok, here is a long answer that")
+
+
+async def test_a_cut_off_answer_is_counted_and_the_loop_is_told_to_be_brief(tmp_path):
+    server = ReactiveOpenAI(cut_then_right)
+    report = await arun_eval(
+        shout_tasks(2), server.chat_model(), arms=["single", "loop", "resample"], iterations=3
+    )
+    assert {a: s.cut_off for a, s in report.arms.items()} == {
+        "single": 2,
+        "loop": 2,
+        "resample": 6,
+    }
+    assert report.arms["loop"].cut_off_rate == pytest.approx(2 / 4)
+    assert {r.cut_off for r in report.results if r.arm == "loop"} == {1}
+    assert report.to_json()["arms"]["resample"]["cut_off"] == 6
+    # the loop's feedback on the cut-off answer says so, after the checks' feedback
+    feedback = [b["messages"][-1]["content"] for b in server.requests if after_feedback(b)]
+    assert len(feedback) == 2
+    assert all(CUT_OFF_FEEDBACK["instructions"] in text for text in feedback)
+    assert all("upper" in text.lower() for text in feedback)  # the checks' own feedback
+
+
+async def test_an_answer_that_ended_on_its_own_gets_no_cut_off_sentence():
+    server = ReactiveOpenAI(lambda body: "OK" if after_feedback(body) else "ok")
+    outcome = await arun_arm(shout_tasks(1)[0], "loop", server.chat_model())
+    assert (outcome.passed, outcome.cut_off, outcome.iterations) == (True, 0, 2)
+    feedback = server.requests[1]["messages"][-1]["content"]
+    assert "cut off" not in feedback
+
+
+def test_cut_off_is_read_from_the_finish_reason():
+    assert was_cut_off(AIMessage("x", response_metadata={"finish_reason": "length"}))
+    assert was_cut_off(AIMessage("x", response_metadata={"done_reason": "length"}))
+    assert was_cut_off(AIMessage("x", response_metadata={"stop_reason": "max_tokens"}))
+    assert not was_cut_off(AIMessage("x", response_metadata={"finish_reason": "stop"}))
+    assert not was_cut_off(AIMessage("x"))
+    assert not was_cut_off("x")
+    assert "code only" in CUT_OFF_FEEDBACK["code"]
+
+
+async def test_loop_candidates_writes_two_answers_per_iteration_within_k():
+    server = ReactiveOpenAI(right_only_after_feedback)
+    report = await arun_eval(
+        shout_tasks(2), server.chat_model(), arms=["loop-candidates", "loop"], iterations=4
+    )
+    candidates = report.arms["loop-candidates"]
+    assert (candidates.passed, candidates.answers, candidates.model_calls) == (2, 4.0, 4.0)
+    assert candidates.budget == 4
+    # a step of loop-candidates is an iteration: K/2 of them
+    assert report.by_attempt["loop-candidates"] == [0.0, 1.0]
+    assert report.by_attempt["loop"] == [0.0, 1.0, 1.0, 1.0]
+    first_round = [b for b in server.requests if not after_feedback(b)]
+    assert len(first_round) == 2 * 2 + 2  # 2 candidates per task, 1 loop answer per task
+
+
+async def test_loop_candidates_grades_the_selected_candidate_of_each_iteration():
+    replies = itertools.cycle(["ok", "OK"])  # one of the two candidates is right
+    server = ReactiveOpenAI(lambda body: next(replies))
+    outcome = await arun_arm(
+        shout_tasks(1)[0],
+        "loop-candidates",
+        server.chat_model(),
+        settings=ArmSettings(iterations=4),
+    )
+    assert (outcome.passed, outcome.iterations, outcome.by_attempt) == (True, 2, (True, True))
+    assert outcome.answer == "OK"
+
+
+async def test_an_odd_budget_is_refused_for_loop_candidates_naming_the_fix():
+    server = ReactiveOpenAI(right_only_after_feedback)
+    with pytest.raises(ValueError, match="--iterations 4"):
+        await arun_eval(shout_tasks(1), server.chat_model(), arms=["loop-candidates"], iterations=3)
+    with pytest.raises(ValueError, match="even"):
+        await arun_arm(
+            shout_tasks(1)[0],
+            "loop-candidates",
+            server.chat_model(),
+            settings=ArmSettings(iterations=5),
+        )
+    assert server.requests == []
+    # the other arms take any K
+    await arun_eval(shout_tasks(1), server.chat_model(), arms=["loop"], iterations=3)
+
+
+async def test_cached_input_tokens_are_reported_per_arm():
+    server = ReactiveOpenAI(right_only_after_feedback, cached_tokens=5)
+    report = await arun_eval(
+        shout_tasks(2), server.chat_model(), arms=["single", "loop"], iterations=3
+    )
+    assert {a: s.cached_input_tokens for a, s in report.arms.items()} == {
+        "single": 5.0,
+        "loop": 10.0,
+    }
+    assert report.to_json()["arms"]["loop"]["cached_input_tokens"] == 10.0
+    assert {r.cached_input_tokens for r in report.results if r.arm == "loop"} == {10}
+
+
+async def test_the_console_report_states_temperatures_the_cap_and_the_curves():
+    from rich.console import Console
+
+    server = ReactiveOpenAI(right_only_after_feedback, cached_tokens=5)
+    report = await arun_eval(
+        shout_tasks(2),
+        server.chat_model(max_tokens=64),
+        arms=["single", "loop"],
+        iterations=3,
+        arm_temperatures={"single": 0.25},
+    )
+    assert report.settings["max_tokens"] == 64
+    assert {a: s.max_tokens for a, s in report.arms.items()} == {"single": 64, "loop": 64}
+    assert {b["max_completion_tokens"] for b in server.requests} == {64}
+    console = Console(record=True, width=160)
+    render_report(report, console)
+    text = console.export_text()
+    assert "max tokens 64" in text
+    assert "Pass rate by attempt" in text
+    assert re.search(r"single\s+0\.25\s+0/2\s+0%", text)  # the arm's own temperature
+    assert re.search(r"loop\s+1\s+2/2\s+100%", text)
+    assert re.search(r"loop\s+1\s+2/2\s+100%\s+\S+\s+2\.0\s+22\s+10\s+14\s+0\s", text)
+    # the curves: single one step; loop 0% then 100%
+    assert re.search(r"^ *single\s+0% *$", text, re.M)
+    assert re.search(r"^ *loop\s+0%\s+100%\s+100% *$", text, re.M)

@@ -5,6 +5,7 @@ argument errors, which exit with 2 before any model call."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -75,13 +76,21 @@ def test_the_command_prints_the_tables_and_writes_the_json(tmp_path):
     table = done.stdout
     assert "loop vs resample" in table
     assert "loop vs single" in table
-    first_table = table.split("Paired, task by task")[0]
-    rows = {line.split()[0]: line.split()[1:3] for line in first_table.splitlines() if line.strip()}
-    assert rows["single"] == ["0/4", "0%"]
-    assert rows["loop"] == ["4/4", "100%"]
-    assert rows["resample"] == ["0/4", "0%"]
+    first_table = table.split("Pass rate by attempt")[0]
+    rows = {line.split()[0]: line.split()[1:4] for line in first_table.splitlines() if line.strip()}
+    assert rows["single"] == ["1", "0/4", "0%"]  # T, passed, rate
+    assert rows["loop"] == ["1", "4/4", "100%"]
+    assert rows["resample"] == ["1", "0/4", "0%"]
+    assert "max tokens none" in table
+    curves = table.split("Pass rate by attempt")[1].split("Paired, task by task")[0]
+    rows = {line.split()[0]: line.split()[1:] for line in curves.splitlines() if line.strip()}
+    assert rows["loop"] == ["0%", "100%", "100%"]
+    assert rows["single"] == ["0%"]
     data = json.loads(out.read_text(encoding="utf-8"))
     assert data["arms"]["loop"]["passed"] == 4
+    assert data["by_attempt"]["loop"] == [0.0, 1.0, 1.0]
+    assert data["settings"]["temperatures"]["single"] == 1.0
+    assert data["settings"]["judge_temperature"] == 0.0
     assert len(data["results"]) == 12
     assert data["settings"]["model"].startswith("gpt-5.4-mini at http://127.0.0.1:")
     # not a terminal: one progress line per finished pair
@@ -180,6 +189,15 @@ def test_an_interrupted_or_killed_eval_resumes_where_it_stopped(tmp_path):
         (["--tasks", "t1,zz"], "no task has the id 'zz'"),
         (["--server", "localhost:2024"], "--server: server must be the URL"),
         (["--judge-threshold", "120"], "--judge-threshold must be from 0 to 100"),
+        (["--judge-temperature", "3"], "--judge-temperature must be from 0 to 2"),
+        (["--arm-temperature", "resample"], "--arm-temperature 'resample': give ARM=T"),
+        (["--arm-temperature", "best=1"], "--arm-temperature 'best=1': give ARM=T"),
+        (["--arm-temperature", "loop=2.5"], "--arm-temperature 'loop=2.5': give ARM=T"),
+        (["--arm-temperature", "loop=warm"], "--arm-temperature 'loop=warm': give ARM=T"),
+        (
+            ["--arms", "loop,loop-candidates", "--iterations", "3"],
+            "give --iterations 4 (or 2), or leave loop-candidates out of --arms",
+        ),
     ],
 )
 def test_bad_arguments_exit_with_2(tmp_path, capsys, args, phrase):
@@ -205,7 +223,17 @@ def test_a_bad_task_file_names_the_line_and_field_before_any_model_call(tmp_path
 def test_help_lists_the_arms_and_the_bundled_sets():
     done = subprocess.run(command("--help"), capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert done.returncode == 0
-    for word in ("single", "loop", "resample", "judge-loop", "code, instructions", "--server"):
+    for word in (
+        "single",
+        "loop",
+        "resample",
+        "judge-loop",
+        "loop-candidates",
+        "code, instructions",
+        "--server",
+        "--arm-temperature",
+        "--judge-temperature",
+    ):
         assert word in done.stdout
 
 
@@ -257,3 +285,74 @@ def test_a_server_error_inside_a_pair_is_reported_and_every_request_counted(tmp_
     # try 1: a request answered, then the 500; try 2: the loop's two answers
     assert len(scripted.requests) == 4
     assert data["results"][0]["model_calls"] == 2
+
+
+def test_a_finished_eval_run_again_with_another_token_cap_is_refused(tmp_path):
+    scripted = ReactiveOpenAI(feedback_helps)
+    out = tmp_path / "results.json"
+    with scripted.serve() as base_url:
+        first = run_eval(tmp_path, base_url, out, "--arms", "single,loop", "--limit", "2",
+                         "--max-tokens", "64", "--arm-temperature", "loop=0.5")  # fmt: skip
+        assert first.returncode == 0, first.stderr
+        asked = len(scripted.requests)
+        assert {b["max_completion_tokens"] for b in scripted.requests} == {64}
+        assert {b["temperature"] for b in scripted.requests} == {1.0, 0.5}
+        again = run_eval(tmp_path, base_url, out, "--arms", "single,loop", "--limit", "2",
+                         "--max-tokens", "128", "--arm-temperature", "loop=0.5")  # fmt: skip
+        assert again.returncode == 2
+        assert "max_tokens 64 there, 128 now" in again.stderr
+        assert len(scripted.requests) == asked  # nothing ran again
+        same = run_eval(tmp_path, base_url, out, "--arms", "single,loop", "--limit", "2",
+                        "--max-tokens", "64", "--arm-temperature", "loop=0.5")  # fmt: skip
+    assert same.returncode == 0, same.stderr
+    assert "4 done before (resumed)" in same.stderr
+    assert len(scripted.requests) == asked
+    data = json.loads(out.read_text())
+    assert data["settings"]["max_tokens"] == 64
+    assert {a: s["temperature"] for a, s in data["arms"].items()} == {"single": 1.0, "loop": 0.5}
+
+
+def test_a_gguf_model_is_known_by_its_sha256_in_the_journal(tmp_path, monkeypatch, capsys):
+    """Two GGUF files of the same name are two models: the journal tells them apart."""
+    import hashlib
+
+    from loop_agents.models import endpoints
+    from loop_agents.models.endpoints import EndpointSpec
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    scripted = ReactiveOpenAI(feedback_helps)
+    weights = tmp_path / "model.gguf"
+
+    class LocalEndpoint:  # the bundled server on --gguf FILE, without starting llama.cpp
+        spec = EndpointSpec("local", "model", gguf=str(weights))
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return None
+
+        def describe(self):
+            return "the bundled llama.cpp server on model.gguf"
+
+        def chat_model(self, **options):
+            return scripted.chat_model()  # already without retries
+
+    monkeypatch.setattr(endpoints, "resolve_endpoint", lambda **options: LocalEndpoint())
+    out = tmp_path / "r.json"
+    args = [str(task_file(tmp_path)), "--arms", "single", "--limit", "1", "--out", str(out)]
+    weights.write_bytes(b"weights one")
+    assert main([*args, "--gguf", str(weights)]) == 0
+    data = json.loads(out.read_text())
+    assert data["settings"]["model_sha256"] == hashlib.sha256(b"weights one").hexdigest()
+    weights.write_bytes(b"weights two")  # the same name, other weights
+    os.utime(weights, ns=(1, 1))
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as caught:
+        main([*args, "--gguf", str(weights)])
+    assert caught.value.code == 2
+    expected = hashlib.sha256(b"weights two").hexdigest()
+    assert f"model_sha256 '{hashlib.sha256(b'weights one').hexdigest()}' there, '{expected}'" in (
+        capsys.readouterr().err
+    )
+    assert len(scripted.requests) == 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 
 import httpx
@@ -115,6 +116,17 @@ async def test_an_interrupted_eval_resumes_without_running_done_pairs_again(tmp_
     again = await arun_eval(tasks(4), third.chat_model(), arms=ARMS, out=out)
     assert third.requests == []
     assert again.arms == report.arms
+    # the per-attempt outcomes came back from the journal too
+    assert (
+        again.by_attempt
+        == report.by_attempt
+        == {
+            "single": [0.0],
+            "loop": [0.0, 1.0, 1.0, 1.0],
+            "resample": [0.0, 0.0, 0.0, 0.0],
+        }
+    )
+    assert {r.by_attempt for r in again.results if r.arm == "loop"} == {(False, True, True, True)}
 
 
 async def test_a_changed_task_runs_again_and_a_torn_line_is_ignored(tmp_path):
@@ -143,11 +155,37 @@ async def test_a_journal_of_other_settings_is_refused(tmp_path):
     await arun_eval(tasks(1), server.chat_model(), arms=["single"], iterations=2, out=out)
     with pytest.raises(JournalError, match=r"other settings \(iterations 2 there, 3 now\)"):
         await arun_eval(tasks(1), server.chat_model(), arms=["single"], iterations=3, out=out)
+    assert len(server.requests) == 1
+
+    # every setting that changes an answer is in the key, and the message names it
+    def again(**changed):
+        model_options = changed.pop("model_options", {})
+        return arun_eval(
+            tasks(1),
+            server.chat_model(**model_options),
+            arms=["single"],
+            iterations=2,
+            out=out,
+            **changed,
+        )
+
+    for changed, difference in (
+        ({"model_options": {"max_tokens": 256}}, "max_tokens None there, 256 now"),
+        ({"temperature": 0.5}, "temperatures.loop 1.0 there, 0.5 now"),
+        ({"arm_temperatures": {"resample": 0.7}}, "temperatures.resample 1.0 there, 0.7 now"),
+        ({"judge_temperature": 0.3}, "judge_temperature 0.0 there, 0.3 now"),
+        ({"judge_method": "text"}, "judge_method 'json_schema' there, 'text' now"),
+        ({"model_digest": "ab" * 32}, f"model_sha256 None there, '{'ab' * 32}' now"),
+    ):
+        with pytest.raises(JournalError, match=re.escape(difference)):
+            await again(**changed)
+    # the same settings resume: nothing runs again
+    await again()
     not_a_journal = tmp_path / "x.journal.jsonl"
     not_a_journal.write_text("hello\n", encoding="utf-8")
     with pytest.raises(JournalError, match="not an eval journal"):
         await arun_eval(tasks(1), server.chat_model(), out=tmp_path / "x.json")
-    assert len(server.requests) == 1  # neither refused eval called the model
+    assert len(server.requests) == 1  # no refused eval called the model
 
 
 async def test_a_server_error_is_retried_and_reported_never_a_pass(tmp_path):

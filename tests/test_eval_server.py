@@ -126,8 +126,23 @@ def server(model, tmp_path_factory) -> Iterator[str]:
 async def test_the_arms_run_on_the_server_as_they_do_here(server, model):
     scripted, _ = model
     asked = len(scripted.requests)
-    report = await arun_eval(TASKS, server=server, iterations=3, concurrency=4)
+    report = await arun_eval(
+        TASKS,
+        server=server,
+        iterations=3,
+        concurrency=4,
+        arm_temperatures={"resample": 0.5},
+        judge_temperature=0.25,
+    )
     assert report.complete, report.errors
+    # the arms' temperatures and the judge's reached the server's model
+    sent = scripted.requests[asked:]
+    assert {b.get("temperature") for b in sent if is_judge(b)} == {0.25}
+    assert sum(b.get("temperature") == 0.5 for b in sent) == 4 * 3  # resample's, only
+    assert {b.get("temperature") for b in sent if not is_judge(b)} == {1.0, 0.5}
+    # and the per-attempt verdicts came back
+    assert report.by_attempt["loop"] == [0.0, 1.0, 1.0]
+    assert report.by_attempt["single"] == [0.0]
     assert {a: (s.passed, s.tasks) for a, s in report.arms.items()} == {
         "single": (0, 4),
         "loop": (4, 4),

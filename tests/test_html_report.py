@@ -255,6 +255,17 @@ def test_eval_report_writes_the_page_of_the_eval_it_ran(tmp_path, capsys, monkey
         assert "3/3 · 100%" in drawn.text
         assert drawn.text.count("✓ 2") == 3
         assert drawn.text.count("✗ 1") == 3
+        # the curves of what ran: single one level, loop 0% then 100%
+        curves = {title(chart): chart for chart in charts(page.read_text(encoding="utf-8"))}
+        curve = curves["Pass rate after each attempt"]
+        assert len(marks(curve, "level")) == 1
+        assert len(marks(curve, "line")) == 2
+        loop_markers = [float(m.get("cy")) for m in marks(curve, "marker")[1:]]
+        assert len(loop_markers) == 2
+        assert loop_markers[1] < loop_markers[0]
+        settings = json.loads(out.read_text(encoding="utf-8"))["settings"]
+        assert settings["temperatures"]["loop"] == 1.0
+        assert "max_tokens" in settings
         page.unlink()
         assert main([*args, "--report", str(page), "--base-url", url]) == 0
         capsys.readouterr()

@@ -21,6 +21,18 @@ def _stable_name(kind: str, model: str, base_url: str | None) -> str:
     return f"{model} at {base_url or 'OpenAI'}"
 
 
+def _weights_digest(gguf: str | None) -> str | None:
+    """The SHA-256 of a ``--gguf`` file (cached by path, size and mtime), else ``None``."""
+    if gguf is None:
+        return None
+    from loop_agents.models.file_identity import file_digest
+
+    try:
+        return file_digest(gguf)
+    except OSError as exc:
+        raise UsageError(f"cannot read the model file {gguf!r}: {exc}") from exc
+
+
 def eval_(args: argparse.Namespace) -> int:
     """Run the eval: check every argument and the task file, resolve the model, run it."""
     from loop_agents.models.endpoints import resolve_endpoint
@@ -57,6 +69,7 @@ def eval_(args: argparse.Namespace) -> int:
                 endpoint.chat_model(max_retries=0),
                 judge_method=spec.structured_output_method,
                 description=_stable_name(spec.kind, spec.model, spec.base_url),
+                digest=_weights_digest(spec.gguf) if spec.kind == "local" else None,
             )
             return asyncio.run(run_eval_command(options, model))
     except (EvalUsageError, SettingsError, LocalModelError) as exc:

@@ -1,14 +1,17 @@
 """Evals: does a loop pay off for your task and your model, and which kind?
 
 `run_eval` (and its async form `arun_eval`) runs every task of a task set under up to
-four arms, each with the same budget of K answers, and compares their pass rates:
+five arms, each with the same budget of K answers and the same sampling temperature, and
+compares their pass rates (and the pass rate after each attempt):
 
 - ``single``: one answer;
 - ``loop``: a `create_loop_agent` loop whose feedback comes from the visible tests
   (code tasks) or the rule checks (instructions tasks);
 - ``resample``: K independent answers, the first that passes the visible tests or
   checks (the compute-matched control);
-- ``judge-loop``: a loop whose feedback comes from an LLM judge only.
+- ``judge-loop``: a loop whose feedback comes from an LLM judge only;
+- ``loop-candidates`` (only when named): the ``loop`` with two candidates per iteration
+  for K/2 iterations.
 
 Task sets are JSONL files (`loop_agents.evals.tasks`); two are bundled, ``code`` and
 ``instructions``. The rule checks are in `loop_agents.evals.checks`.

@@ -1,23 +1,30 @@
-"""The four arms of an eval, each run on one task with the same budget of K answers.
+"""The arms of an eval, each run on one task with the same budget of K answers.
 
 - ``single``: one answer.
 - ``loop``: `create_loop_agent` with the task's visible tests or checks as the
-  evaluator: up to K answers, each failure's feedback sent back.
-- ``resample``: up to K independent answers at temperature T; the first that passes
-  the visible tests or checks is the answer, else the last. The compute-matched control.
+  evaluator: up to K answers, each failure's feedback sent back (and, for an answer
+  cut off at the token cap, a sentence saying so).
+- ``resample``: up to K independent answers; the first that passes the visible tests
+  or checks is the answer, else the last. The compute-matched control.
 - ``judge-loop``: `create_loop_agent` with an LLM judge (`llm_judge`) as the
   evaluator: up to K answers, feedback from the judge's opinion only, never from a
   test (intrinsic self-correction).
+- ``loop-candidates``: the ``loop`` with two candidate answers per iteration
+  (``candidates=2``) for K/2 iterations: K answers in all (K must be even). Not run by
+  default.
 
-Every arm's answer is then graded the same way (`loop_agents.evals.grading`): the hidden
-tests of a code task, every check of an instructions task. Model calls and tokens are
-counted with a callback on every chat-model call of the arm (the agent's and the
-judge's).
+Every arm's agent samples at the same temperature (`ArmSettings.temperature`, 1.0)
+unless one is set for the arm (`ArmSettings.arm_temperatures`); the judge samples at
+`ArmSettings.judge_temperature` (0). Every arm's answer is then graded the same way
+(`loop_agents.evals.grading`): the hidden tests of a code task, every check of an
+instructions task; so is the answer the arm would have given had it stopped after
+each attempt (`ArmOutcome.by_attempt`). Model calls and tokens are counted with a
+callback on every chat-model call of the arm (the agent's and the judge's).
 
 Example:
     ```python
     outcome = await arun_arm(task, "loop", model, settings=ArmSettings(iterations=3))
-    print(outcome.passed, outcome.model_calls)
+    print(outcome.passed, outcome.model_calls, outcome.by_attempt)
     ```
 """
 
@@ -25,8 +32,8 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias, cast, get_args
 
 from langchain_core.language_models import BaseChatModel
@@ -48,13 +55,30 @@ from loop_agents.loop.factory import create_loop_agent
 from loop_agents.loop.state import LoopContext, LoopEvaluation, LoopOutput
 from loop_agents.loop.usage import TokenCounter
 
-__all__ = ["ARMS", "Arm", "ArmOutcome", "ArmSettings", "PairRunner", "arun_arm", "check_arms"]
+__all__ = [
+    "ARMS",
+    "DEFAULT_ARMS",
+    "Arm",
+    "ArmOutcome",
+    "ArmSettings",
+    "PairRunner",
+    "arun_arm",
+    "check_arm_budget",
+    "check_arms",
+    "was_cut_off",
+]
 
-Arm = Literal["single", "loop", "resample", "judge-loop"]
+Arm = Literal["single", "loop", "resample", "judge-loop", "loop-candidates"]
 """The name of an arm."""
 
 ARMS: tuple[Arm, ...] = get_args(Arm)
 """Every arm, in the order the report shows them."""
+
+DEFAULT_ARMS: tuple[Arm, ...] = ("single", "loop", "resample", "judge-loop")
+"""The arms an eval runs when none are named (``loop-candidates`` is chosen explicitly)."""
+
+CANDIDATES = 2
+"""Answers per iteration of ``loop-candidates``."""
 
 JUDGE_INSTRUCTIONS = (
     "You review an answer to the task the user gave. You cannot run code or tests: judge "
@@ -63,6 +87,18 @@ JUDGE_INSTRUCTIONS = (
     "higher score."
 )
 
+CUT_OFF_FEEDBACK = {
+    "code": (
+        "Your answer was cut off at the token cap before it ended. Answer with the code "
+        "only: one code block, no explanation."
+    ),
+    "instructions": (
+        "Your answer was cut off at the token cap before it ended. Answer more briefly, "
+        "with the answer only."
+    ),
+}
+"""The sentence ``loop``'s feedback ends with when the answer hit the token cap."""
+
 
 @dataclass(frozen=True)
 class ArmSettings:
@@ -70,8 +106,10 @@ class ArmSettings:
 
     Attributes:
         iterations: K, the most answers an arm may write (``single`` writes one).
-        temperature: The sampling temperature of ``resample``'s answers. The other arms
-            use the model as it is configured.
+        temperature: The sampling temperature of every arm's answers (the agent's).
+        arm_temperatures: Arm name -> its own temperature, for the arms that do not
+            sample at ``temperature``.
+        judge_temperature: The sampling temperature of the judge of ``judge-loop``.
         judge_threshold: The judge's score (0-100) that accepts an answer in
             ``judge-loop``.
         judge_method: How the judge's verdict is requested: a structured-output
@@ -82,10 +120,19 @@ class ArmSettings:
     Raises:
         ValueError: a setting is out of range.
         TypeError: a setting has the wrong type.
+
+    Example:
+        ```python
+        settings = ArmSettings(iterations=4, arm_temperatures={"resample": 0.7})
+        assert settings.temperature_of("resample") == 0.7
+        assert settings.temperature_of("loop") == 1.0
+        ```
     """
 
     iterations: int = 4
     temperature: float = 1.0
+    arm_temperatures: Mapping[str, float] = field(default_factory=dict, hash=False)
+    judge_temperature: float = 0.0
     judge_threshold: float = 80.0
     judge_method: JudgeFormat = "json_schema"
     code_timeout: float = DEFAULT_TIMEOUT
@@ -96,12 +143,29 @@ class ArmSettings:
             raise TypeError(f"iterations must be a whole number >= 1; got {self.iterations!r}")
         if self.iterations < 1:
             raise ValueError(f"iterations must be >= 1 (the budget K); got {self.iterations}")
-        for name, low, high in (
-            ("temperature", 0.0, 2.0),
-            ("judge_threshold", 0.0, 100.0),
-            ("code_timeout", 0.0, math.inf),
-        ):
-            value = getattr(self, name)
+        if not isinstance(self.arm_temperatures, Mapping):
+            raise TypeError(
+                f"arm_temperatures must map arm names to temperatures; "
+                f"got {self.arm_temperatures!r}"
+            )
+        unknown = [a for a in self.arm_temperatures if a not in ARMS]
+        if unknown:
+            raise ValueError(
+                f"arm_temperatures: unknown arm {', '.join(map(repr, unknown))}; the arms "
+                f"are {', '.join(ARMS)}"
+            )
+        object.__setattr__(self, "arm_temperatures", dict(self.arm_temperatures))
+        checked: list[tuple[str, object, float, float]] = [
+            ("temperature", self.temperature, 0.0, 2.0),
+            ("judge_temperature", self.judge_temperature, 0.0, 2.0),
+            ("judge_threshold", self.judge_threshold, 0.0, 100.0),
+            ("code_timeout", self.code_timeout, 0.0, math.inf),
+        ]
+        checked += [
+            (f"arm_temperatures[{arm!r}]", value, 0.0, 2.0)
+            for arm, value in self.arm_temperatures.items()
+        ]
+        for name, value, low, high in checked:
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise TypeError(f"{name} must be a number; got {value!r}")
             if (
@@ -117,6 +181,55 @@ class ArmSettings:
                 f"got {self.judge_method!r}"
             )
 
+    def temperature_of(self, arm: str) -> float:
+        """The temperature ``arm``'s agent samples at.
+
+        Example:
+            ```python
+            ArmSettings(temperature=0.5).temperature_of("single")  # 0.5
+            ```
+        """
+        return float(self.arm_temperatures.get(arm, self.temperature))
+
+    def steps(self, arm: str) -> int:
+        """How many steps ``arm`` may take (the length of `ArmOutcome.by_attempt`).
+
+        ``single``: 1; ``loop-candidates``: K/2 iterations; the others: K answers.
+
+        Example:
+            ```python
+            assert ArmSettings(iterations=4).steps("loop-candidates") == 2
+            ```
+        """
+        if arm == "single":
+            return 1
+        if arm == "loop-candidates":
+            return max(1, self.iterations // CANDIDATES)
+        return self.iterations
+
+
+def check_arm_budget(arms: Sequence[str], iterations: int) -> None:
+    """Refuse a budget an arm cannot spend exactly: an odd K for ``loop-candidates``.
+
+    Raises:
+        ValueError: the message names the fix.
+
+    Example:
+        ```python
+        check_arm_budget(["loop", "loop-candidates"], 4)  # fine
+        ```
+    """
+    if "loop-candidates" in arms and iterations % CANDIDATES:
+        raise ValueError(
+            f"loop-candidates writes {CANDIDATES} answers per iteration, so its budget K "
+            f"must be even; got K={iterations}: give --iterations {iterations + 1} (or "
+            f"{iterations - 1}), or leave loop-candidates out of --arms"
+            if iterations > 1
+            else f"loop-candidates writes {CANDIDATES} answers per iteration, so its budget "
+            f"K must be even; got K={iterations}: give --iterations 2, or leave "
+            f"loop-candidates out of --arms"
+        )
+
 
 @dataclass(frozen=True)
 class ArmOutcome:
@@ -124,7 +237,8 @@ class ArmOutcome:
 
     Attributes:
         passed: Whether its answer passed the hidden tests (code) or every check.
-        iterations: Answers written.
+        iterations: Answers written (``loop-candidates``: both candidates of each
+            iteration).
         model_calls: Chat-model calls made (the agent's and, in ``judge-loop``, the
             judge's, retries of an unusable verdict included).
         input_tokens: Prompt tokens over those calls (0 when the model reports none).
@@ -133,6 +247,13 @@ class ArmOutcome:
         answer: The answer that was graded.
         judge_failures: ``judge-loop`` only: evaluations where the judge gave no usable
             verdict; the loop then ends with the answer it has.
+        cached_input_tokens: Of the prompt tokens, those the server read from its
+            prompt cache.
+        cut_off: Answers that ended at the token cap (``finish_reason`` ``"length"``).
+        by_attempt: Whether the answer the arm would have given, had it stopped after
+            step 1, 2, ... passes the final grading: one entry for ``single``, K for
+            ``loop``, ``resample`` and ``judge-loop`` (after the arm stopped, its
+            final answer stands), K/2 iterations for ``loop-candidates``.
     """
 
     passed: bool
@@ -143,6 +264,9 @@ class ArmOutcome:
     seconds: float
     answer: str
     judge_failures: int = 0
+    cached_input_tokens: int = 0
+    cut_off: int = 0
+    by_attempt: tuple[bool, ...] = ()
 
 
 PairRunner: TypeAlias = Callable[["Task", Arm], Awaitable[ArmOutcome]]
@@ -170,6 +294,28 @@ def check_arms(arms: object) -> tuple[Arm, ...]:
     return tuple(dict.fromkeys(cast(list[Arm], list(arms))))
 
 
+def was_cut_off(message: object) -> bool:
+    """Whether a model's answer ended at the token cap, not where the model stopped.
+
+    Read from the message's ``response_metadata``: ``finish_reason`` ``"length"``
+    (OpenAI's API, llama.cpp's server, vLLM), ``done_reason`` ``"length"`` (Ollama's own
+    API) or ``stop_reason`` ``"max_tokens"`` (Anthropic's).
+
+    Example:
+        ```python
+        assert was_cut_off(AIMessage("def f(", response_metadata={"finish_reason": "length"}))
+        ```
+    """
+    metadata = getattr(message, "response_metadata", None)
+    if not isinstance(metadata, Mapping):
+        return False
+    return (
+        metadata.get("finish_reason") == "length"
+        or metadata.get("done_reason") == "length"
+        or metadata.get("stop_reason") == "max_tokens"
+    )
+
+
 class CallCounter(TokenCounter):
     """Counts chat-model calls as well as their tokens."""
 
@@ -184,13 +330,40 @@ class CallCounter(TokenCounter):
         super().on_llm_end(response, **kwargs)
 
 
-def _agent(model: Runnable[Any, Any], task: Task) -> Runnable[Any, Any]:
+def at_temperature(model: BaseChatModel, temperature: float) -> BaseChatModel:
+    """A copy of ``model`` that samples at ``temperature``.
+
+    A model without a ``temperature`` setting is returned as it is.
+
+    Example:
+        ```python
+        judge = at_temperature(ChatOpenAI(model="gpt-5.4-mini"), 0.0)
+        ```
+    """
+    if "temperature" in type(model).model_fields:
+        return model.model_copy(update={"temperature": temperature})
+    return model
+
+
+def _agent(model: BaseChatModel, task: Task) -> Runnable[Any, Any]:
     system = SystemMessage(system_prompt(task))
 
     def with_system(messages: list[AnyMessage]) -> list[AnyMessage]:
         return [system, *messages]
 
     return RunnableLambda(with_system, name="instructions") | model
+
+
+@dataclass
+class _Attempts:
+    """What an arm wrote, as it wrote it: the answers of each step, and the cut-offs."""
+
+    answers: list[str] = field(default_factory=list)
+    cut_off: int = 0
+
+    def add(self, message: object) -> str:
+        self.cut_off += was_cut_off(message)
+        return _text(message)
 
 
 async def arun_arm(
@@ -202,13 +375,14 @@ async def arun_arm(
     judge: BaseChatModel | None = None,
     config: RunnableConfig | None = None,
 ) -> ArmOutcome:
-    """Run one arm on one task and grade its answer.
+    """Run one arm on one task and grade its answer (and the answer after each step).
 
     Args:
         task: The task.
-        arm: ``"single"``, ``"loop"``, ``"resample"`` or ``"judge-loop"``.
-        model: The chat model that answers.
-        settings: K, the temperature and the judge's settings (default `ArmSettings`).
+        arm: ``"single"``, ``"loop"``, ``"resample"``, ``"judge-loop"`` or
+            ``"loop-candidates"``.
+        model: The chat model that answers (it samples at the arm's temperature).
+        settings: K, the temperatures and the judge's settings (default `ArmSettings`).
         judge: The judge's chat model in ``judge-loop`` (default ``model``).
         config: A run config to run under (callbacks, tags, a parent run).
 
@@ -216,6 +390,7 @@ async def arun_arm(
         An `ArmOutcome`.
 
     Raises:
+        ValueError: an unknown arm, or an odd K for ``loop-candidates``.
         Exception: whatever the model raises (a server error, a timeout): the caller
             retries or reports it; it is never a pass.
 
@@ -227,6 +402,7 @@ async def arun_arm(
     settings = settings or ArmSettings()
     if arm not in ARMS:
         raise ValueError(f"unknown arm {arm!r}; the arms are {', '.join(ARMS)}")
+    check_arm_budget([arm], settings.iterations)
     counter = CallCounter()
     run_config = merge_configs(
         config,
@@ -237,18 +413,23 @@ async def arun_arm(
         },
     )
     grader = grader_for(task, code_timeout=settings.code_timeout)
+    sampler = at_temperature(model, settings.temperature_of(arm))
     started = time.perf_counter()
     judge_failures = 0
+    attempts = _Attempts()
     if arm in ("single", "resample"):
-        answer, iterations = await _sample(task, arm, model, settings, grader, run_config)
-    else:
-        answer, iterations, judge_failures = await _loop(
-            task, arm, model, judge or model, settings, grader, run_config
+        answer, iterations = await _sample(
+            task, arm, sampler, settings, grader, attempts, run_config
         )
-    passed = await grader.final(answer)
+    else:
+        judge_model = at_temperature(judge or model, settings.judge_temperature)
+        answer, iterations, judge_failures = await _loop(
+            task, arm, sampler, judge_model, settings, grader, attempts, run_config
+        )
+    by_attempt = await _grade_steps(attempts.answers, answer, settings.steps(arm), grader)
     tokens_in, tokens_out = counter.totals
     return ArmOutcome(
-        passed=passed,
+        passed=by_attempt[-1],
         iterations=iterations,
         model_calls=counter.calls,
         input_tokens=tokens_in,
@@ -256,7 +437,29 @@ async def arun_arm(
         seconds=time.perf_counter() - started,
         answer=answer,
         judge_failures=judge_failures,
+        cached_input_tokens=counter.cached_tokens,
+        cut_off=attempts.cut_off,
+        by_attempt=by_attempt,
     )
+
+
+async def _grade_steps(
+    answers: Sequence[str], final: str, steps: int, grader: Grader
+) -> tuple[bool, ...]:
+    """Grade the answer after each step; after the arm stopped, its final answer stands.
+
+    The final answer is graded last, whatever the steps were (it is the arm's verdict).
+    """
+    verdicts: dict[str, bool] = {}
+
+    async def grade(answer: str) -> bool:
+        if answer not in verdicts:
+            verdicts[answer] = await grader.final(answer)
+        return verdicts[answer]
+
+    graded = [await grade(answer) for answer in list(answers)[: steps - 1]]
+    passed = await grade(final)
+    return tuple(graded + [passed] * (steps - len(graded)))
 
 
 async def _sample(
@@ -265,6 +468,7 @@ async def _sample(
     model: BaseChatModel,
     settings: ArmSettings,
     grader: Grader,
+    attempts: _Attempts,
     config: RunnableConfig,
 ) -> tuple[str, int]:
     """``single``: one answer. ``resample``: independent answers until one passes."""
@@ -272,17 +476,17 @@ async def _sample(
         SystemMessage(system_prompt(task)),
         HumanMessage(request_text(task)),
     ]
-    if arm == "single":
-        reply = await model.ainvoke(messages, config)
-        return _text(reply), 1
-    sampler = model.bind(temperature=settings.temperature)
+    count = 1 if arm == "single" else settings.iterations
     answer = ""
-    for attempt in range(1, settings.iterations + 1):
-        answer = _text(await sampler.ainvoke(messages, config))
+    for attempt in range(1, count + 1):
+        answer = attempts.add(await model.ainvoke(messages, config))
+        attempts.answers.append(answer)
+        if attempt == count:
+            break
         ok, _ = await grader.visible(answer)
         if ok:
             return answer, attempt
-    return answer, settings.iterations
+    return answer, count
 
 
 async def _loop(
@@ -292,16 +496,28 @@ async def _loop(
     judge_model: BaseChatModel,
     settings: ArmSettings,
     grader: Grader,
+    attempts: _Attempts,
     config: RunnableConfig,
 ) -> tuple[str, int, int]:
-    """``loop`` (tests or checks as the evaluator) and ``judge-loop`` (an LLM judge)."""
+    """``loop``/``loop-candidates`` (tests or checks) and ``judge-loop`` (an LLM judge)."""
     failures = 0
+    seen: dict[tuple[int, int], str] = {}  # (iteration, candidate) -> answer
+
+    def note(context: LoopContext) -> AIMessage:
+        response = context["last_response"]
+        seen[(context["iteration"], context.get("candidate", 1))] = attempts.add(response)
+        return response
 
     async def by_tests(context: LoopContext) -> LoopEvaluation:
-        ok, feedback = await grader.visible(context["last_response"].text)
-        return {"stop": True} if ok else {"stop": False, "feedback": feedback}
+        response = note(context)
+        ok, feedback = await grader.visible(response.text)
+        if ok:
+            return {"stop": True}
+        if was_cut_off(response):
+            feedback = f"{feedback}\n\n{CUT_OFF_FEEDBACK[task.kind]}".strip()
+        return {"stop": False, "feedback": feedback}
 
-    if arm == "loop":  # the visible tests are the evaluator: no judge is built
+    if arm in ("loop", "loop-candidates"):  # the visible tests are the evaluator
         evaluator: Any = RunnableLambda(by_tests, name="visible tests")
     else:
         judge = llm_judge(
@@ -314,6 +530,7 @@ async def _loop(
 
         async def by_judge(context: LoopContext, config: RunnableConfig) -> LoopEvaluation:
             nonlocal failures
+            note(context)
             try:
                 return await judge.ainvoke(context, config)
             except JudgeError:
@@ -321,14 +538,24 @@ async def _loop(
                 return {"stop": True, "feedback": "(the judge gave no usable verdict)"}
 
         evaluator = RunnableLambda(by_judge, name="judge")
+    candidates = CANDIDATES if arm == "loop-candidates" else 1
     loop = create_loop_agent(
-        _agent(model, task), evaluator, settings.iterations, name=f"eval {arm}"
+        _agent(model, task),
+        evaluator,
+        settings.steps(arm),
+        name=f"eval {arm}",
+        candidates=candidates,
     )
     result = cast(
         LoopOutput,
         await loop.ainvoke({"messages": [HumanMessage(request_text(task))]}, config),
     )
-    return result["last_response"].text, int(result.get("iteration", 0)), failures
+    for record in result.get("records", []):
+        chosen = seen.get((record["iteration"], record.get("candidate", 1)))
+        if chosen is not None:
+            attempts.answers.append(chosen)
+    answers = len(seen) if candidates > 1 else int(result.get("iteration", 0))
+    return result["last_response"].text, answers, failures
 
 
 def _text(reply: object) -> str:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,22 +46,27 @@ __all__ = [
     "run_eval_command",
 ]
 
-ARM_NAMES = ("single", "loop", "resample", "judge-loop")
+ARM_NAMES = ("single", "loop", "resample", "judge-loop", "loop-candidates")
+
+DEFAULT_ARM_NAMES = ("single", "loop", "resample", "judge-loop")
 
 EVAL_DESCRIPTION = (
     "Measure whether a loop pays off for your tasks and your model: run every task "
     "under each arm with the same budget of K answers and compare the pass rates. "
     "single: one answer. loop: up to K answers, the feedback from the visible tests or "
-    "checks. resample: up to K independent answers at temperature T, the first that "
-    "passes the visible tests or checks (the compute-matched control). judge-loop: up "
-    "to K answers, the feedback from an LLM judge only. Code answers are graded by "
-    "hidden tests the model never sees."
+    "checks. resample: up to K independent answers, the first that passes the visible "
+    "tests or checks (the compute-matched control). judge-loop: up to K answers, the "
+    "feedback from an LLM judge only. loop-candidates (only with --arms): the loop with "
+    "2 candidate answers per iteration for K/2 iterations (K even). Every arm samples at "
+    "the same temperature T unless --arm-temperature sets its own. Code answers are "
+    "graded by hidden tests the model never sees."
 )
 
 EVAL_EXAMPLES = """\
 examples:
   loop-agents eval instructions --limit 5 --iterations 3
   loop-agents eval code --arms single,loop,resample --out code.json
+  loop-agents eval code --arms loop,loop-candidates --iterations 4 --arm-temperature resample=0.7
   loop-agents eval my_tasks.jsonl --tasks t1,t7 --concurrency 8 --out my.json
   loop-agents eval code --server http://127.0.0.1:2024 --out code.json
 
@@ -86,7 +92,9 @@ class EvalOptions:
         arms: The arms to run.
         iterations: K.
         concurrency: Pairs run at the same time.
-        temperature: ``resample``'s sampling temperature.
+        temperature: Every arm's sampling temperature.
+        arm_temperatures: Arm name -> its own temperature (``--arm-temperature``).
+        judge_temperature: The judge's sampling temperature.
         judge_threshold: The judge's accepting score.
         out: Where the JSON result goes (its journal beside it), or ``None``.
         server: A LangGraph server URL, or ``None`` to run here.
@@ -102,6 +110,8 @@ class EvalOptions:
     iterations: int = 4
     concurrency: int = 4
     temperature: float = 1.0
+    arm_temperatures: tuple[tuple[str, float], ...] = ()
+    judge_temperature: float = 0.0
     judge_threshold: float = 80.0
     out: Path | None = None
     server: str | None = None
@@ -122,11 +132,14 @@ class EvalEndpoint:
             (``Score: N`` / ``Feedback: ...``, for models without tool calling).
         description: How the model is named in the report and the journal (default:
             its name and endpoint).
+        digest: The identity of the model's weights (the SHA-256 of a ``--gguf``
+            file), part of the journal's key; ``None`` when not known.
     """
 
     model: BaseChatModel
     judge_method: JudgeFormat = "json_schema"
     description: str | None = None
+    digest: str | None = None
 
 
 def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
@@ -147,9 +160,9 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--arms",
-        default=",".join(ARM_NAMES),
+        default=",".join(DEFAULT_ARM_NAMES),
         metavar="ARM,...",
-        help=f"the arms to run, of {', '.join(ARM_NAMES)} (default: all)",
+        help=f"the arms to run, of {', '.join(ARM_NAMES)} (default: %(default)s)",
     )
     parser.add_argument(
         "--iterations",
@@ -173,7 +186,21 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=1.0,
         metavar="T",
-        help="the sampling temperature of resample (default: %(default)s)",
+        help="the sampling temperature of every arm (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--arm-temperature",
+        action="append",
+        default=[],
+        metavar="ARM=T",
+        help="one arm's own sampling temperature, e.g. resample=0.7 (repeatable)",
+    )
+    parser.add_argument(
+        "--judge-temperature",
+        type=float,
+        default=0.0,
+        metavar="T",
+        help="the sampling temperature of judge-loop's judge (default: %(default)g)",
     )
     parser.add_argument(
         "--limit", type=int, metavar="N", help="run only the first N tasks (after --tasks)"
@@ -250,6 +277,25 @@ def _names(value: str | None) -> list[str] | None:
     return [part.strip() for part in value.split(",") if part.strip()]
 
 
+def _arm_temperatures(values: Sequence[str]) -> tuple[tuple[str, float], ...]:
+    """``--arm-temperature ARM=T`` values, checked (a later one for an arm wins)."""
+    found: dict[str, float] = {}
+    for value in values:
+        arm, sep, number = value.partition("=")
+        arm = arm.strip()
+        try:
+            temperature = float(number)
+        except ValueError:
+            temperature = math.nan
+        if not sep or arm not in ARM_NAMES or not 0 <= temperature <= 2:
+            raise EvalUsageError(
+                f"--arm-temperature {value!r}: give ARM=T with ARM one of "
+                f"{', '.join(ARM_NAMES)} and T from 0 to 2, e.g. resample=0.7"
+            )
+        found[arm] = temperature
+    return tuple(found.items())
+
+
 def eval_options(args: argparse.Namespace) -> EvalOptions:
     """Validate the parsed ``eval`` arguments and load the tasks; nothing is run.
 
@@ -277,8 +323,20 @@ def eval_options(args: argparse.Namespace) -> EvalOptions:
             raise EvalUsageError(f"{name} must be >= {low}; got {value}")
     if args.limit is not None and args.limit < 1:
         raise EvalUsageError(f"--limit must be >= 1; got {args.limit}")
-    if not 0 <= args.temperature <= 2:
-        raise EvalUsageError(f"--temperature must be from 0 to 2; got {args.temperature:g}")
+    for flag, temperature in (
+        ("--temperature", args.temperature),
+        ("--judge-temperature", args.judge_temperature),
+    ):
+        if not 0 <= temperature <= 2:
+            raise EvalUsageError(f"{flag} must be from 0 to 2; got {temperature:g}")
+    arm_temperatures = _arm_temperatures(args.arm_temperature)
+    if "loop-candidates" in arms and args.iterations % 2:
+        from loop_agents.evals.arms import check_arm_budget
+
+        try:
+            check_arm_budget(arms, args.iterations)
+        except ValueError as exc:
+            raise EvalUsageError(str(exc)) from None
     if not 0 <= args.judge_threshold <= 100:
         raise EvalUsageError(
             f"--judge-threshold must be from 0 to 100; got {args.judge_threshold:g}"
@@ -321,6 +379,8 @@ def eval_options(args: argparse.Namespace) -> EvalOptions:
         iterations=args.iterations,
         concurrency=args.concurrency,
         temperature=args.temperature,
+        arm_temperatures=arm_temperatures,
+        judge_temperature=args.judge_temperature,
         judge_threshold=args.judge_threshold,
         out=out,
         server=server,
@@ -424,6 +484,7 @@ async def run_eval_command(
         model_options = {
             "judge_method": endpoint.judge_method,
             "model_id": endpoint.description,
+            "model_digest": endpoint.digest,
         }
     with _ProgressView(progress_console) as view:
         try:
@@ -434,6 +495,8 @@ async def run_eval_command(
                 iterations=options.iterations,
                 concurrency=options.concurrency,
                 temperature=options.temperature,
+                arm_temperatures=dict(options.arm_temperatures),
+                judge_temperature=options.judge_temperature,
                 judge_threshold=options.judge_threshold,
                 out=options.out,
                 progress=view,

@@ -182,6 +182,7 @@ def _arm_table(arms: Mapping[str, Mapping[str, Any]], colors: Mapping[str, str])
                 ci,
                 number_text(summary.get("model_calls")),
                 number_text(summary.get("input_tokens"), 0),
+                number_text(summary.get("cached_input_tokens"), 0),
                 number_text(summary.get("output_tokens"), 0),
                 number_text(summary.get("seconds")),
                 number_text(summary.get("answers")),
@@ -192,7 +193,7 @@ def _arm_table(arms: Mapping[str, Mapping[str, Any]], colors: Mapping[str, str])
                 number_text(summary.get("errors"), 0),
             ]
         )
-    headers = ["arm", "passed", "rate", "95% CI", "calls", "tok in", "tok out", "s"]
+    headers = ["arm", "passed", "rate", "95% CI", "calls", "tok in", "cached", "tok out", "s"]
     headers += ["answers", "cut off", "T", "max tokens", "budget", "err"]
     return table(headers, rows, numeric=range(1, len(headers)))
 
@@ -485,7 +486,8 @@ def eval_page(data: Mapping[str, Any], *, tasks: Sequence[Task] | None = None) -
         _arm_table(arms_data, colors),
         tag(
             "p",
-            "calls, tok in/out and s: means per task; answers: answers written per task; "
+            "calls, tok in/out, cached (prompt tokens read from the server's cache) and s: "
+            "means per task; answers: answers written per task; "
             "cut off: answers that ended at the token cap; T: the arm's temperature; "
             "err: pairs that failed every try; —: not recorded in this file.",
         ),

@@ -1,8 +1,10 @@
 """The resume file of an eval: one JSON line per finished task and arm, next to ``--out``.
 
 For ``--out results.json`` the journal is ``results.journal.jsonl``. Its first line
-records the settings that produced it (K, the temperature, the judge threshold, the
-model); each further line is one `TaskResult` with the digest of its task. A re-run
+records the settings that produced it: everything that changes an answer (K, every
+arm's temperature and the judge's, the token cap, the judge's method and threshold,
+the code timeout, the model and, for a GGUF file, its SHA-256); each further line is
+one `TaskResult` with the digest of its task, its per-attempt outcomes included. A re-run
 with the same ``--out`` reads it and skips every task and arm already there whose task
 is unchanged; a journal written with other settings is refused rather than mixed in.
 Each line is flushed to disk as soon as its task and arm finish, so a killed eval
@@ -148,11 +150,20 @@ def _json_line(line: str) -> Any:
 
 
 def _difference(found: object, wanted: Mapping[str, Any]) -> str:
+    """What differs, setting by setting (``temperatures.resample 1.0 there, 0.7 now``)."""
     if not isinstance(found, dict):
         return "unreadable settings"
-    parts = [
-        f"{key} {found.get(key)!r} there, {wanted.get(key)!r} now"
-        for key in sorted(set(found) | set(wanted))
-        if found.get(key) != wanted.get(key)
-    ]
-    return "; ".join(parts)
+    return "; ".join(_differences(found, wanted, ""))
+
+
+def _differences(found: Mapping[str, Any], wanted: Mapping[str, Any], prefix: str) -> list[str]:
+    parts: list[str] = []
+    for key in sorted(set(found) | set(wanted)):
+        there, now = found.get(key), wanted.get(key)
+        if there == now:
+            continue
+        if isinstance(there, dict) and isinstance(now, dict):
+            parts += _differences(there, now, f"{prefix}{key}.")
+        else:
+            parts.append(f"{prefix}{key} {there!r} there, {now!r} now")
+    return parts

@@ -53,6 +53,10 @@ class TaskResult:
         answer: The answer that was graded.
         attempts: Tries it took: more than 1 after a failure (a server error) was retried.
         judge_failures: ``judge-loop``: evaluations without a usable verdict.
+        cached_input_tokens: Of the prompt tokens, those read from a prompt cache.
+        cut_off: Answers that ended at the token cap.
+        by_attempt: Whether the answer after step 1, 2, ... passes (see
+            `loop_agents.evals.arms.ArmOutcome.by_attempt`); empty when not recorded.
     """
 
     task_id: str
@@ -66,10 +70,15 @@ class TaskResult:
     answer: str = ""
     attempts: int = 1
     judge_failures: int = 0
+    cached_input_tokens: int = 0
+    cut_off: int = 0
+    by_attempt: tuple[bool, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """The result as one entry of ``results`` in the JSON output."""
-        return asdict(self)
+        data = asdict(self)
+        data["by_attempt"] = list(self.by_attempt)
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> TaskResult:
@@ -79,6 +88,10 @@ class TaskResult:
             KeyError, TypeError, ValueError: a required key is missing or malformed.
         """
         known = {f: data[f] for f in cls.__dataclass_fields__ if f in data}
+        steps = known.get("by_attempt", ())
+        if not isinstance(steps, list | tuple) or not all(isinstance(v, bool) for v in steps):
+            raise ValueError(f"malformed by_attempt {steps!r:.80}")
+        known["by_attempt"] = tuple(steps)
         result = cls(**known)
         if not isinstance(result.passed, bool) or not isinstance(result.task_id, str):
             raise ValueError(f"malformed result {dict(data)!r:.80}")
@@ -120,6 +133,13 @@ class ArmSummary:
         output_tokens: Mean completion tokens per task.
         seconds: Mean wall-clock seconds per task.
         errors: Tasks that failed every try (no result).
+        cached_input_tokens: Mean prompt tokens per task read from a prompt cache.
+        answers: Mean answers written per task.
+        cut_off: Answers that ended at the token cap, over all tasks.
+        cut_off_rate: ``cut_off`` over all answers written (0 with none).
+        temperature: The temperature the arm's agent sampled at (``None``: not known).
+        max_tokens: The token cap per answer (``None``: none, or not known).
+        budget: The most answers the arm could write per task (1 for ``single``).
     """
 
     arm: str
@@ -132,6 +152,13 @@ class ArmSummary:
     output_tokens: float
     seconds: float
     errors: int = 0
+    cached_input_tokens: float = 0.0
+    answers: float = 0.0
+    cut_off: int = 0
+    cut_off_rate: float = 0.0
+    temperature: float | None = None
+    max_tokens: int | None = None
+    budget: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The summary as one entry of ``arms`` in the JSON output."""
@@ -150,7 +177,10 @@ class EvalReport:
         results: One `TaskResult` per task and arm that finished.
         comparisons: The paired comparisons of `COMPARISONS` whose arms both ran.
         errors: Task and arm pairs that failed every try.
-        settings: What produced the results (iterations, temperature, model, ...).
+        settings: What produced the results (iterations, temperatures, token cap,
+            model, ...).
+        by_attempt: Arm name -> its pass rate had it stopped after step 1, 2, ...
+            (``single``: one entry; see `loop_agents.evals.arms.ArmOutcome.by_attempt`).
     """
 
     arms: dict[str, ArmSummary]
@@ -158,6 +188,7 @@ class EvalReport:
     comparisons: list[Paired] = field(default_factory=list)
     errors: list[TaskError] = field(default_factory=list)
     settings: dict[str, Any] = field(default_factory=dict)
+    by_attempt: dict[str, list[float]] = field(default_factory=dict)
 
     @property
     def complete(self) -> bool:
@@ -168,10 +199,13 @@ class EvalReport:
         """The JSON that ``--out`` writes.
 
         ``{"arms": {ARM: {"passed", "tasks", "pass_rate", "ci95": [lo, hi],
-        "model_calls", "input_tokens", "output_tokens", "seconds", "errors"}},
-        "results": [{"task_id", "arm", "passed", "iterations", "model_calls", ...}],
-        "comparisons": [...], "errors": [...], "settings": {...}}``; the per-arm
-        numbers after ``ci95`` are means per task.
+        "model_calls", "input_tokens", "output_tokens", "seconds", "errors",
+        "cached_input_tokens", "answers", "cut_off", "cut_off_rate", "temperature",
+        "max_tokens", "budget"}}, "by_attempt": {ARM: [rate after step 1, ...]},
+        "results": [{"task_id", "arm", "passed", "iterations", "model_calls", ...,
+        "cut_off", "by_attempt"}], "comparisons": [...], "errors": [...],
+        "settings": {...}}``; ``model_calls``, the tokens, ``seconds`` and ``answers``
+        are means per task, ``cut_off`` a total.
 
         Example:
             ```python
@@ -180,6 +214,7 @@ class EvalReport:
         """
         return {
             "arms": {name: summary.to_json() for name, summary in self.arms.items()},
+            "by_attempt": {name: list(rates) for name, rates in self.by_attempt.items()},
             "results": [r.to_json() for r in self.results],
             "comparisons": [asdict(c) for c in self.comparisons],
             "errors": [asdict(e) for e in self.errors],
@@ -191,8 +226,17 @@ def _mean(values: Sequence[float]) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
-def summarize(arm: str, results: Sequence[TaskResult], errors: int = 0) -> ArmSummary:
+def summarize(
+    arm: str,
+    results: Sequence[TaskResult],
+    errors: int = 0,
+    *,
+    settings: Mapping[str, Any] | None = None,
+) -> ArmSummary:
     """The `ArmSummary` of one arm's results.
+
+    ``settings`` (the eval's: ``temperatures``, ``max_tokens``, ``iterations``) give
+    the arm's temperature, token cap and budget.
 
     Example:
         ```python
@@ -201,6 +245,13 @@ def summarize(arm: str, results: Sequence[TaskResult], errors: int = 0) -> ArmSu
     """
     passed = sum(1 for r in results if r.passed)
     tasks = len(results)
+    settings = settings or {}
+    temperatures = settings.get("temperatures")
+    temperature = temperatures.get(arm) if isinstance(temperatures, Mapping) else None
+    iterations = settings.get("iterations")
+    budget = (1 if arm == "single" else iterations) if isinstance(iterations, int) else None
+    answers = sum(r.iterations for r in results)
+    cut_off = sum(r.cut_off for r in results)
     return ArmSummary(
         arm=arm,
         passed=passed,
@@ -212,7 +263,30 @@ def summarize(arm: str, results: Sequence[TaskResult], errors: int = 0) -> ArmSu
         output_tokens=_mean([r.output_tokens for r in results]),
         seconds=_mean([r.seconds for r in results]),
         errors=errors,
+        cached_input_tokens=_mean([r.cached_input_tokens for r in results]),
+        answers=answers / tasks if tasks else 0.0,
+        cut_off=cut_off,
+        cut_off_rate=cut_off / answers if answers else 0.0,
+        temperature=temperature,
+        max_tokens=settings.get("max_tokens"),
+        budget=budget,
     )
+
+
+def pass_rate_by_attempt(results: Sequence[TaskResult]) -> list[float]:
+    """The share of ``results`` whose answer passes after step 1, 2, ... of the arm.
+
+    A result with fewer steps recorded keeps its last verdict (an arm that stopped
+    keeps its answer); one with none recorded counts its final verdict.
+
+    Example:
+        ```python
+        rates = pass_rate_by_attempt([r for r in report.results if r.arm == "loop"])
+        ```
+    """
+    curves = [r.by_attempt or (r.passed,) for r in results]
+    steps = max((len(c) for c in curves), default=0)
+    return [sum(c[min(i, len(c) - 1)] for c in curves) / len(curves) for i in range(steps)]
 
 
 def build_report(
@@ -232,7 +306,7 @@ def build_report(
     results = list(results)
     by_arm = {arm: [r for r in results if r.arm == arm] for arm in arms}
     failed = {arm: sum(1 for e in errors if e.arm == arm) for arm in arms}
-    summaries = {arm: summarize(arm, by_arm[arm], failed[arm]) for arm in arms}
+    summaries = {arm: summarize(arm, by_arm[arm], failed[arm], settings=settings) for arm in arms}
     verdicts = {arm: {r.task_id: r.passed for r in rs} for arm, rs in by_arm.items()}
     comparisons = [
         paired_comparison(verdicts[a], verdicts[b], names=(a, b))
@@ -245,11 +319,36 @@ def build_report(
         comparisons=comparisons,
         errors=list(errors),
         settings=dict(settings or {}),
+        by_attempt={arm: pass_rate_by_attempt(by_arm[arm]) for arm in arms if by_arm[arm]},
     )
 
 
 def _percent(value: float) -> str:
     return f"{100 * value:.0f}%"
+
+
+def _render_by_attempt(report: EvalReport, console: Console) -> None:
+    """The "Pass rate by attempt" table: one row per arm, one column per step."""
+    curves = {arm: rates for arm, rates in report.by_attempt.items() if rates}
+    if not curves:
+        return
+    steps = max(len(rates) for rates in curves.values())
+    table = Table(
+        title="Pass rate by attempt",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+    )
+    table.add_column("arm", no_wrap=True)
+    for step in range(1, steps + 1):
+        table.add_column(str(step), justify="right", no_wrap=True)
+    for arm, rates in curves.items():
+        table.add_row(arm, *(_percent(r) for r in rates), *([""] * (steps - len(rates))))
+    console.print(table)
+    note = "The pass rate had the arm stopped after attempt 1, 2, ..."
+    if "loop-candidates" in curves:
+        note += "; for loop-candidates an attempt is an iteration of 2 answers."
+    console.print(note, style="dim")
 
 
 def render_report(report: EvalReport, console: Console | None = None) -> None:
@@ -264,31 +363,43 @@ def render_report(report: EvalReport, console: Console | None = None) -> None:
     settings = report.settings
     title = "Eval"
     if settings:
-        title += f": K={settings.get('iterations')}, T={settings.get('temperature')}"
+        title += f": K={settings.get('iterations')}"
+        if "max_tokens" in settings:
+            cap = settings["max_tokens"]
+            title += f", max tokens {'none' if cap is None else cap}"
+        if "judge_temperature" in settings:
+            title += f", judge T={settings['judge_temperature']:g}"
         if settings.get("model"):
             title += f", {settings['model']}"
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    for header in ("arm", "passed", "rate", "95% CI", "calls", "tok in", "tok out", "s", "err"):
+    headers = ("arm", "T", "passed", "rate", "95% CI", "calls", "tok in", "cached", "tok out")
+    for header in (*headers, "cut", "s", "err"):
         table.add_column(header, justify="left" if header == "arm" else "right", no_wrap=True)
     for summary in report.arms.values():
         low, high = summary.ci95
         table.add_row(
             summary.arm,
+            "?" if summary.temperature is None else f"{summary.temperature:g}",
             f"{summary.passed}/{summary.tasks}",
             _percent(summary.pass_rate),
             f"{_percent(low)}-{_percent(high)}",
             f"{summary.model_calls:.1f}",
             f"{summary.input_tokens:.0f}",
+            f"{summary.cached_input_tokens:.0f}",
             f"{summary.output_tokens:.0f}",
+            f"[yellow]{summary.cut_off}[/yellow]" if summary.cut_off else "0",
             f"{summary.seconds:.1f}",
             f"[red]{summary.errors}[/red]" if summary.errors else "0",
         )
     console.print(table)
     console.print(
-        "calls, tok in/out (tokens) and s (seconds): means per task; err: pairs without a "
-        "result (failed every try).",
+        "T: the arm's sampling temperature; calls, tok in/out (tokens), cached (prompt "
+        "tokens read from the server's cache) and s (seconds): means per task; cut: "
+        "answers cut off at the token cap (all tasks); err: pairs without a result "
+        "(failed every try).",
         style="dim",
     )
+    _render_by_attempt(report, console)
     if report.comparisons:
         paired = Table(title="Paired, task by task", title_justify="left", box=box.SIMPLE_HEAD)
         for header in ("comparison", "won", "lost", "tied", "sign test p"):

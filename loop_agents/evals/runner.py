@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeAlias
@@ -24,11 +24,13 @@ from langchain_core.language_models import BaseChatModel
 
 from loop_agents.evals.arms import (
     ARMS,
+    DEFAULT_ARMS,
     Arm,
     ArmOutcome,
     ArmSettings,
     PairRunner,
     arun_arm,
+    check_arm_budget,
     check_arms,
 )
 from loop_agents.evals.code_tests import DEFAULT_TIMEOUT
@@ -88,6 +90,21 @@ def describe_model(model: object) -> str:
     return f"{label} at {base}" if isinstance(base, str) and base else label
 
 
+def token_cap(model: object) -> int | None:
+    """The cap on each answer's tokens a chat model sends (``max_tokens``), if any.
+
+    Example:
+        ```python
+        token_cap(ChatOpenAI(model="gpt-5.4-mini", max_tokens=512))  # 512
+        ```
+    """
+    for name in ("max_tokens", "max_completion_tokens", "num_predict"):
+        cap = getattr(model, name, None)
+        if isinstance(cap, int) and not isinstance(cap, bool):
+            return cap
+    return None
+
+
 def _local_runner(
     model: BaseChatModel, judge: BaseChatModel | None, settings: ArmSettings
 ) -> PairRunner:
@@ -101,10 +118,12 @@ async def arun_eval(
     tasks: TaskSource,
     model: BaseChatModel | None = None,
     *,
-    arms: Sequence[str] = ARMS,
+    arms: Sequence[str] = DEFAULT_ARMS,
     iterations: int = 4,
     concurrency: int = 4,
     temperature: float = 1.0,
+    arm_temperatures: Mapping[str, float] | None = None,
+    judge_temperature: float = 0.0,
     out: str | Path | None = None,
     progress: ProgressCallback | None = None,
     judge: BaseChatModel | None = None,
@@ -117,6 +136,7 @@ async def arun_eval(
     code_timeout: float = DEFAULT_TIMEOUT,
     server: str | None = None,
     model_id: str | None = None,
+    model_digest: str | None = None,
 ) -> EvalReport:
     """Run every task under every arm and compare the arms (async form of `run_eval`).
 
@@ -125,10 +145,15 @@ async def arun_eval(
             tasks already loaded.
         model: The chat model that answers (and judges, unless ``judge`` is given).
             Not given with ``server``: the server uses its own.
-        arms: Which arms to run, of ``single``, ``loop``, ``resample``, ``judge-loop``.
-        iterations: K, the budget of answers every arm may write.
+        arms: Which arms to run, of ``single``, ``loop``, ``resample``, ``judge-loop``
+            (the default) and ``loop-candidates``.
+        iterations: K, the budget of answers every arm may write (even, with
+            ``loop-candidates``).
         concurrency: Task/arm pairs run at the same time.
-        temperature: The sampling temperature of ``resample``.
+        temperature: The sampling temperature of every arm's answers.
+        arm_temperatures: Arm name -> its own temperature, for arms that do not
+            sample at ``temperature``.
+        judge_temperature: The sampling temperature of the judge of ``judge-loop``.
         out: Where to write the JSON result. Its journal (``NAME.journal.jsonl`` beside
             it) records each finished pair, and an eval run again with the same
             ``out`` skips the pairs already there: an interrupted eval resumes.
@@ -148,6 +173,9 @@ async def arun_eval(
             `loop_agents.serving.eval_task`): each pair runs there, with the server's model.
         model_id: How the model is named in the report and the journal (default: its
             name and endpoint).
+        model_digest: The identity of the model's weights (e.g. the SHA-256 of a GGUF
+            file, `loop_agents.models.file_identity.file_digest`), kept in the settings
+            and the journal's key: a journal of other weights is refused.
 
     Returns:
         An `EvalReport`.
@@ -165,11 +193,14 @@ async def arun_eval(
     settings = ArmSettings(
         iterations=iterations,
         temperature=temperature,
+        arm_temperatures=dict(arm_temperatures or {}),
+        judge_temperature=judge_temperature,
         judge_threshold=judge_threshold,
         judge_method=judge_method,
         code_timeout=code_timeout,
     )
     chosen_arms = check_arms(arms)
+    check_arm_budget(chosen_arms, settings.iterations)
     _check_count("concurrency", concurrency, 1)
     _check_count("retries", retries, 0)
     if not isinstance(retry_delay, int | float) or retry_delay < 0:
@@ -199,13 +230,21 @@ async def arun_eval(
         chosen = load_tasks(tasks, limit=limit, ids=task_ids)
     else:
         chosen = select_tasks(list(tasks), limit=limit, ids=task_ids)
-    record = {
+    # everything that changes an answer: the journal's key (a journal of other settings
+    # is refused) and the report's settings
+    record: dict[str, Any] = {
         "iterations": settings.iterations,
         "temperature": settings.temperature,
+        "temperatures": {arm: settings.temperature_of(arm) for arm in ARMS},
+        "judge_temperature": settings.judge_temperature,
         "judge_threshold": settings.judge_threshold,
+        "judge_method": None if server is not None else settings.judge_method,
+        "max_tokens": None if server is not None else token_cap(model),
         "code_timeout": settings.code_timeout,
         "model": label,
     }
+    if model_digest is not None:
+        record["model_sha256"] = model_digest
     out_path = Path(out) if out is not None else None
     journal = Journal.open(journal_path(out_path), record) if out_path else None
     try:
@@ -287,6 +326,9 @@ async def _run_pairs(
                     answer=outcome.answer,
                     attempts=attempt,
                     judge_failures=outcome.judge_failures,
+                    cached_input_tokens=outcome.cached_input_tokens,
+                    cut_off=outcome.cut_off,
+                    by_attempt=tuple(outcome.by_attempt),
                 )
                 if journal is not None:
                     journal.append(result, digest)

@@ -60,13 +60,18 @@ def _outcome(output: object) -> ArmOutcome:
             raise ServerRunError(f"{error.get('error')}: {error.get('message')}")
         raise ServerRunError(str(error))
     names = [f.name for f in dataclasses.fields(ArmOutcome)]
-    missing = [n for n in names if n not in output and n != "judge_failures"]
+    optional = {
+        f.name for f in dataclasses.fields(ArmOutcome) if f.default is not dataclasses.MISSING
+    }
+    missing = [n for n in names if n not in output and n not in optional]
     if missing:
         raise ServerRunError(
             f"the server's output lacks {', '.join(missing)}: is {GRAPH!r} the graph of "
             f"loop_agents.serving.eval_task? (got keys {sorted(map(str, output))})"
         )
     values: dict[str, Any] = {n: output[n] for n in names if n in output}
+    if "by_attempt" in values:
+        values["by_attempt"] = tuple(values["by_attempt"] or ())
     return ArmOutcome(**values)
 
 
@@ -81,8 +86,9 @@ def server_runner(
 
     Args:
         url: The server's URL.
-        settings: K, the temperature, the judge threshold, the code timeout (the judge's
-            structured-output method is the server's ``LOOP_AGENTS_STRUCTURED_OUTPUT``).
+        settings: K, the temperatures, the judge threshold, the code timeout (the
+            judge's structured-output method is the server's
+            ``LOOP_AGENTS_STRUCTURED_OUTPUT``).
         graph: The served graph's id.
         api_key: The server's API key (default: ``LANGGRAPH_API_KEY`` and friends, as
             the SDK reads them).
@@ -117,7 +123,8 @@ def server_runner(
                 "task": task.to_json(),
                 "arm": arm,
                 "iterations": settings.iterations,
-                "temperature": settings.temperature,
+                "temperature": settings.temperature_of(arm),
+                "judge_temperature": settings.judge_temperature,
                 "judge_threshold": settings.judge_threshold,
                 "code_timeout": settings.code_timeout,
             },

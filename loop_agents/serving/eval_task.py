@@ -46,6 +46,7 @@ class EvalTaskInput(TypedDict, total=False):
     arm: str
     iterations: int
     temperature: float
+    judge_temperature: float
     judge_threshold: float
     code_timeout: float
 
@@ -61,6 +62,9 @@ class EvalTaskOutput(TypedDict, total=False):
     seconds: float
     answer: str
     judge_failures: int
+    cached_input_tokens: int
+    cut_off: int
+    by_attempt: list[bool]
 
 
 class EvalTaskState(EvalTaskInput, EvalTaskOutput, total=False):
@@ -92,12 +96,15 @@ async def run_task(state: EvalTaskState, config: RunnableConfig) -> EvalTaskOutp
     arm_settings = ArmSettings(
         iterations=state.get("iterations", defaults.iterations),
         temperature=state.get("temperature", defaults.temperature),
+        judge_temperature=state.get("judge_temperature", defaults.judge_temperature),
         judge_threshold=state.get("judge_threshold", defaults.judge_threshold),
         judge_method=settings.structured_output_method,
         code_timeout=state.get("code_timeout", defaults.code_timeout),
     )
     outcome = await arun_arm(task, arm, model, settings=arm_settings, config=config)
-    return cast(EvalTaskOutput, dataclasses.asdict(outcome))
+    output = dataclasses.asdict(outcome)
+    output["by_attempt"] = list(outcome.by_attempt)
+    return cast(EvalTaskOutput, output)
 
 
 def build_eval_graph() -> CompiledStateGraph[Any, Any, Any, Any]:
