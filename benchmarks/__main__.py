@@ -1,7 +1,7 @@
 """Run the benchmarks, print their tables and (with ``--write``) save them as Markdown.
 
 ```
-python -m benchmarks                       # all seven, about an hour (savers: 45 min)
+python -m benchmarks                       # all eight, about 75 minutes (savers: 45)
 python -m benchmarks --quick               # fewer rounds and loops, for a smoke run
 python -m benchmarks --write BENCHMARKS.md
 python -m benchmarks --only overhead,context

@@ -316,8 +316,13 @@ needs_server_modules = pytest.mark.skipif(
             "You review an answer",
         ),
         (["demo", "song-lyrics"], "你是一个精通", "你是一个深谙"),
+        (
+            ["eval", "instructions", "--limit", "1", "--arms", "judge-loop", "--iterations", "2"],
+            "",  # the agent is sent the task alone
+            "You review an answer",
+        ),
     ],
-    ids=["run", "demo"],
+    ids=["run", "demo", "eval"],
 )
 def test_the_commands_send_each_role_to_its_own_server(
     fake_llama, tmp_path, command, agent_starts, judge_starts
@@ -737,6 +742,29 @@ def real_server():
         pytest.skip(needs_extra.kwargs["reason"])
     with LocalModelServer() as server:
         yield server
+
+
+@pytest.mark.slow
+@needs_extra
+def test_on_the_real_server_each_role_reuses_its_own_prefix():
+    """The agent's second prompt, after the judge's, reads only its new tokens."""
+    task = (
+        "Write one short sentence about the sea at dawn. It must name the wind, a small "
+        "wooden boat with a red sail, an old fisherman and his dog, the grey gulls over the "
+        "harbour wall, the smell of salt and tar, and the first light on the water."
+    )
+    with LocalModelPair(n_threads=1, timings=True) as pair:
+        agent = pair.agent.chat_model(max_tokens=4, temperature=0)
+        judge = pair.judge.chat_model(max_tokens=4, temperature=0)
+        first = agent.invoke([HumanMessage(task)])
+        judge.invoke([HumanMessage(f"Score this answer from 0 to 100: {task}")])
+        agent.invoke([HumanMessage(task), first, HumanMessage("Shorter, please.")])
+        computed = [t.prompt_tokens for t in pair.agent.completion_timings()]
+        judged = pair.judge.completion_timings()
+    assert len(computed) == 2
+    assert len(judged) == 1
+    assert computed[0] >= first.usage_metadata["input_tokens"] - 1  # a fresh process
+    assert computed[1] < computed[0] // 2  # the task was reused, only the rest is read
 
 
 @pytest.mark.slow
