@@ -137,3 +137,59 @@ def test_writing_the_report_keeps_the_effectiveness_section():
     assert "- old" not in new
     assert new.endswith("## Effectiveness\n\n| arm | rate |\n| single | 3% |\n")
     assert with_kept_sections("# Benchmarks\n", "") == "# Benchmarks\n"
+
+
+def _cache_result():
+    from benchmarks import cache
+
+    def run(arrangement, seconds, computed):
+        loop = cache.LoopRun(arrangement, list(seconds))
+        for iteration, (agent, judge) in enumerate(computed, start=1):
+            loop.requests += [
+                cache.Request("agent", iteration, 700 + 100 * iteration, agent),
+                cache.Request("judge", iteration, 1600, judge),
+            ]
+        return loop
+
+    runs = [
+        run("shared", [30.0, 40.0, 44.0], [(800, 1600), (900, 1600), (1000, 1600)]),
+        run("per role", [31.0, 10.0, 12.0], [(800, 1600), (120, 300), (130, 280)]),
+        run("per role", [29.0, 14.0, 16.0], [(800, 1600), (120, 300), (130, 280)]),
+        run("shared", [30.0, 50.0, 54.0], [(800, 1600), (900, 1600), (1000, 1600)]),
+    ]
+    speeds = [cache.ThreadSpeed(1, 250.0, 30.0), cache.ThreadSpeed(2, 300.0, 33.0)]
+    return cache.CacheResult(runs, speeds, threads=1, load=[1.0, 2.0, 3.0, 4.0])
+
+
+def test_the_cache_benchmark_counts_reused_tokens_and_compares_later_iterations():
+    from benchmarks import cache
+
+    result = _cache_result()
+    per_role = result.runs[1]
+    assert per_role.tokens(2, "agent") == (120, 780)  # 900 tokens, 780 from the cache
+    assert per_role.tokens(3, "judge") == (280, 1320)
+    # iterations 2 and 3: per role 22 and 30 s (median 26), shared 84 and 104 s (median 94)
+    assert cache.later_iterations(result, "per role") == 26.0
+    assert cache.later_iterations(result, "shared") == 94.0
+    assert cache.ratio(result) == 26.0 / 94.0
+    rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in
+            cache.loop_table(result).splitlines()]  # fmt: skip
+    assert len(rows) == 2 + 4 * 3
+    assert rows[2] == ["shared", "1", "1", "30.0", "800", "0", "1600", "0", "1.0"]
+    assert rows[6] == ["per role", "1", "2", "10.0", "120", "780", "300", "1300", "2.0"]
+    assert rows[-1][:3] == ["shared", "2", "3"]
+    speeds = [[cell.strip() for cell in line.split("|")[1:-1]] for line in
+              cache.threads_table(result).splitlines()[2:]]  # fmt: skip
+    assert speeds == [["1", "250", "30.0", "1"], ["2", "300", "33.0", "1"]]
+
+
+def test_the_cache_benchmark_is_skipped_with_a_reason_without_the_local_extra(monkeypatch):
+    from benchmarks import cache
+    from benchmarks.__main__ import QUICK, run
+    from loop_agents.models import local_model
+
+    monkeypatch.setattr(local_model, "missing_parts", lambda: ["llama-cpp-python"])
+    assert "missing: llama-cpp-python" in (cache.skip_reason() or "")
+    report = asyncio.run(run({"cache"}, QUICK))
+    assert "## 7. Prompt caches on the bundled model" in report
+    assert "skipped: the `local` extra is not installed (missing: llama-cpp-python)" in report
