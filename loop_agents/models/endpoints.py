@@ -12,12 +12,13 @@
 4. the bundled offline model, when the ``local`` extra is installed;
 
 and else raises `NoEndpointError`, whose message names both remedies. The `Endpoint`
-it returns makes the chat models (for the bundled server, the agent's and the judge's each
-on a server process of its own: see `loop_agents.models.local_model.LocalModelPair`):
-every one talks through `LlamaCppTransport` (which
-smooths llama.cpp's deviations and changes nothing for servers that follow OpenAI's
-API) and asks streamed answers for their token usage. `EndpointSpec` is what a saved
-run keeps of it (never an API key); `endpoint_from_spec` opens the same endpoint again.
+it returns makes the chat models (on the bundled server the agent's and the judge's
+each talk to a server process of their own: see
+`loop_agents.models.local_model.LocalModelPair`): every one talks through
+`LlamaCppTransport` (which smooths llama.cpp's deviations and changes nothing for servers
+that follow OpenAI's API) and asks streamed answers for their token usage.
+`EndpointSpec` is what a saved run keeps of it (never an API key); `endpoint_from_spec`
+opens the same endpoint again.
 
 Example:
     ```python

@@ -839,6 +839,15 @@ class LocalModelPair(_Started):
         Raises:
             LocalModelNotInstalledError: the ``local`` extra is missing.
             LocalModelStartError: a server exited early or did not answer in time.
+
+        Example:
+            ```python
+            pair = LocalModelPair().start()
+            try:
+                judge = pair.judge.chat_model()
+            finally:
+                pair.stop()
+            ```
         """
         try:
             self.agent.start()
@@ -849,7 +858,14 @@ class LocalModelPair(_Started):
         return self
 
     def stop(self) -> None:
-        """Stop both servers; idempotent."""
+        """Stop both servers; idempotent.
+
+        Example:
+            ```python
+            pair.stop()
+            assert not (pair.agent.running or pair.judge.running)
+            ```
+        """
         self.judge.stop()
         self.agent.stop()
 
