@@ -405,3 +405,23 @@ async def test_the_console_report_states_temperatures_the_cap_and_the_curves():
     # the curves: single one step; loop 0% then 100%
     assert re.search(r"^ *single\s+0% *$", text, re.M)
     assert re.search(r"^ *loop\s+0%\s+100%\s+100% *$", text, re.M)
+
+
+def test_a_temperature_is_set_within_the_models_own_rules():
+    from langchain_openai import ChatOpenAI
+
+    from loop_agents.evals.arms import at_temperature
+
+    server = ReactiveOpenAI(lambda body: "x")
+    model = server.chat_model(max_tokens=5)
+    judge = at_temperature(model, 0.0)
+    assert (judge.temperature, judge.max_tokens, model.temperature) == (0.0, 5, None)
+    judge.invoke("hi")
+    assert server.requests[-1]["temperature"] == 0.0
+    # OpenAI's reasoning models accept only their default: no temperature is sent
+    reasoning = ChatOpenAI(model="gpt-5.4-mini", api_key="sk-test")
+    assert at_temperature(reasoning, 0.0).temperature is None
+    assert at_temperature(reasoning, 1.0).temperature == 1.0
+    # a model without the setting is used as it is
+    fake = FakeChat.of("a")
+    assert at_temperature(fake, 0.3) is fake

@@ -137,7 +137,8 @@ class ArmSummary:
         answers: Mean answers written per task.
         cut_off: Answers that ended at the token cap, over all tasks.
         cut_off_rate: ``cut_off`` over all answers written (0 with none).
-        temperature: The temperature the arm's agent sampled at (``None``: not known).
+        temperature: The temperature the arm's agent sampled at (``None``: the model's
+            default, or not recorded).
         max_tokens: The token cap per answer (``None``: none, or not known).
         budget: The most answers the arm could write per task (1 for ``single``).
     """
@@ -368,7 +369,8 @@ def render_report(report: EvalReport, console: Console | None = None) -> None:
             cap = settings["max_tokens"]
             title += f", max tokens {'none' if cap is None else cap}"
         if "judge_temperature" in settings:
-            title += f", judge T={settings['judge_temperature']:g}"
+            judge_t = settings["judge_temperature"]
+            title += f", judge T={'default' if judge_t is None else format(judge_t, 'g')}"
         if settings.get("model"):
             title += f", {settings['model']}"
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
@@ -379,7 +381,7 @@ def render_report(report: EvalReport, console: Console | None = None) -> None:
         low, high = summary.ci95
         table.add_row(
             summary.arm,
-            "?" if summary.temperature is None else f"{summary.temperature:g}",
+            "default" if summary.temperature is None else f"{summary.temperature:g}",
             f"{summary.passed}/{summary.tasks}",
             _percent(summary.pass_rate),
             f"{_percent(low)}-{_percent(high)}",
@@ -393,10 +395,10 @@ def render_report(report: EvalReport, console: Console | None = None) -> None:
         )
     console.print(table)
     console.print(
-        "T: the arm's sampling temperature; calls, tok in/out (tokens), cached (prompt "
-        "tokens read from the server's cache) and s (seconds): means per task; cut: "
-        "answers cut off at the token cap (all tasks); err: pairs without a result "
-        "(failed every try).",
+        "T: the arm's sampling temperature (default: the model's own); calls, tok in/out "
+        "(tokens), cached (prompt tokens read from the server's cache) and s (seconds): "
+        "means per task; cut: answers cut off at the token cap (all tasks); err: pairs "
+        "without a result (failed every try).",
         style="dim",
     )
     _render_by_attempt(report, console)
