@@ -72,8 +72,10 @@ test: venv
 	$(PY) -m pytest -m slow
 
 ## test-fast: the offline tests only (no real servers), in parallel; the skipped ones are
-## listed with their reasons at the end (-rs)
+## listed with their reasons at the end (-rs). Installs bubblewrap (apt-get, when missing),
+## the sandbox the code runner's tests run in.
 test-fast: venv
+	scripts/install-test-servers.sh bubblewrap
 	$(PY) -m pytest -m "not slow" -n $(TEST_WORKERS) -rs
 
 ## test-lowest: the offline tests on the lowest versions of the dependencies that

@@ -1,12 +1,13 @@
 """Run the benchmarks, print their tables and (with ``--write``) save them as Markdown.
 
 ```
-python -m benchmarks                       # all seven, about an hour (savers: 45 min)
+python -m benchmarks                       # all eight, about 75 minutes (savers: 45)
 python -m benchmarks --quick               # fewer rounds and loops, for a smoke run
 python -m benchmarks --write BENCHMARKS.md
 python -m benchmarks --only overhead,context
 python -m benchmarks --only savers         # needs PostgreSQL (tests/savers.py starts one)
 python -m benchmarks --only storage        # needs git (the "before" loop) and PostgreSQL
+python -m benchmarks --only cache          # needs the local extra (make local); minutes
 ```
 """
 
@@ -18,10 +19,19 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks import concurrency, context, overhead, startup, storage
+from benchmarks import cache, concurrency, context, overhead, startup, storage
 from benchmarks.measure import machine
 
-PARTS = ("overhead", "concurrency", "savers", "context", "scaling", "startup", "storage")
+PARTS = (
+    "overhead",
+    "concurrency",
+    "savers",
+    "context",
+    "scaling",
+    "startup",
+    "storage",
+    "cache",
+)
 
 
 @dataclass(frozen=True)
@@ -37,6 +47,7 @@ class Plan:
     storage_runs: int = 5
     saver_loops: int = 1000
     saver_rounds: int = 5
+    cache_rounds: int = 2
 
 
 FULL = Plan({5: 60, 50: 25}, {500: 3}, loops=200, concurrency_rounds=7)
@@ -49,6 +60,7 @@ QUICK = Plan(
     storage_runs=1,
     saver_loops=100,
     saver_rounds=1,
+    cache_rounds=1,
 )
 
 
@@ -179,6 +191,38 @@ async def run(parts: set[str], plan: Plan) -> str:
                 f"3. {economy.shape.name}: last_attempt sends {share:.0%} of full "
                 f"(target <= 40%): {_verdict(share <= 0.40)}"
             )
+        caching = context.measure_caching()
+        prices = context.PRICES
+        emit(
+            "",
+            "### Prompt caching",
+            "",
+            "How much of each prompt a provider's prefix cache can serve: the share of the",
+            "prompt's characters that begin like a prompt the same model was sent before",
+            "(measured on the messages the fake models were sent: role, text and tool calls,",
+            "which is what a provider receives; ids are not sent). The judge is `llm_judge`",
+            f"with a {len(context.RUBRIC)}-character rubric, sent the rubric, the request and",
+            "the attempt. 'whole loop' is the share of all the role's prompt characters;",
+            "'repeated part cached' is, for the worst iteration, the share of the messages",
+            "the role had already been sent that lie in the cacheable prefix (100%: the",
+            "layout loses nothing to the cache). Cost per 1,000 loops of 6 iterations, agent,",
+            f"judge and summarizer, at {context.CHARS_PER_TOKEN} characters a token and",
+            f"${prices['input']} input, ${prices['cached_input']} cached input, "
+            f"${prices['output']} output per million",
+            "tokens (OpenAI-style cached pricing, gpt-5-mini's list prices); the answers",
+            "(1,500 or 80 characters) and reviews are the output. This section alone:",
+            "`python -m benchmarks --only context`.",
+            "",
+            context.caching_table(caching),
+        )
+        for cached in caching:
+            if cached.policy == "full" and cached.feedback_format == "fenced (default)":
+                reuse = min(c.reuse for c in [*cached.agent, *cached.judge])
+                targets.append(
+                    f"3b. {cached.shape.name}, defaults: {reuse:.0%} of what the agent and the "
+                    f"judge were sent before is cacheable (target >= 90%): "
+                    f"{_verdict(reuse >= 0.90)}"
+                )
     if "scaling" in parts:
         scaled = results + [
             await overhead.measure(n, r, with_history_policy=True)
@@ -237,6 +281,40 @@ async def run(parts: set[str], plan: Plan) -> str:
             *([""] + [f"- {note}" for note in notes] if notes else []),
         )
         targets.extend(storage.targets(runs))
+    if "cache" in parts:
+        emit(
+            "",
+            "## 7. Prompt caches on the bundled model",
+            "",
+            "The Song-lyrics loop (its real prompts; the review never accepts, so 3",
+            "iterations) on SmolLM2-135M: one llama.cpp server process for the composer and",
+            "the reviewer (shared, as before) against one process per role (per role,",
+            "`LocalModelPair`), alternating. Seconds: the loop's records (composer call plus",
+            "review). Computed: prompt tokens llama.cpp evaluated (its per-completion",
+            "`prompt eval` counter); reused: the prompt tokens the server reported minus",
+            "those, i.e. the prefix taken from the KV cache. Load: the 1-minute load",
+            "average before the run (2 cores shared with other work). Then tokens/s of a",
+            "fresh server at 1 and 2 threads on the composer's first prompt. This section",
+            "alone: `python -m benchmarks --only cache`.",
+            "",
+        )
+        reason = cache.skip_reason()
+        if reason is not None:
+            emit(reason)
+        else:
+            measured = await cache.measure(rounds=plan.cache_rounds)
+            emit(
+                f"Threads per server process: {measured.threads} (the default).",
+                "",
+                cache.loop_table(measured),
+                "",
+                cache.threads_table(measured),
+            )
+            share = cache.ratio(measured)
+            targets.append(
+                f"7. iterations 2-3 per role: {share:.0%} of the shared server's time "
+                f"(target <= 50%): {_verdict(share <= 0.5)}"
+            )
     emit("", "## Targets", "", *[f"- {t}" for t in targets])
     emit("", f"Total time: {time.perf_counter() - started:.0f} s.")
     return "\n".join(out) + "\n"

@@ -15,13 +15,17 @@ import asyncio
 import itertools
 import operator
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Annotated, Any, NotRequired, TypedDict
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
-from langchain_core.language_models import BaseChatModel
+from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage
+from langchain_core.messages.ai import UsageMetadata
 from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.runnables import Runnable
+from langchain_core.tools import BaseTool
+from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.graph.state import CompiledStateGraph
@@ -40,34 +44,38 @@ class FakeChat(BaseChatModel):
     """A chat model that answers at once (or after ``delay`` seconds).
 
     Every answer is a new message. With ``record=True`` it counts the characters of every
-    call's messages into ``sent_chars`` and reports them as ``input_tokens`` (otherwise
-    it does no per-message work, so that its cost does not grow with the conversation).
+    call's messages into ``sent_chars``, keeps the messages in ``prompts`` and reports the
+    characters as ``input_tokens`` (otherwise it does no per-message work, so that its
+    cost does not grow with the conversation).
     """
 
     delay: float = 0.0
     answer_chars: int = 2
     record: bool = False
     sent_chars: list[int] = Field(default_factory=list)
+    prompts: list[list[BaseMessage]] = Field(default_factory=list)
     counter: Iterator[int] = Field(default_factory=itertools.count)
 
     @property
     def _llm_type(self) -> str:
         return "benchmark-fake"
 
-    def _result(self, messages: list[BaseMessage]) -> ChatResult:
+    def _answer(self, number: int, usage: UsageMetadata, **kwargs: Any) -> AIMessage:
+        """The answer to call ``number`` (from 0); ``kwargs`` are the call's options."""
+        text = f"answer {number} " + "x" * max(0, self.answer_chars - 8)
+        return AIMessage(content=text[: max(self.answer_chars, 1)], usage_metadata=usage)
+
+    def _result(self, messages: list[BaseMessage], **kwargs: Any) -> ChatResult:
         chars = message_chars(messages) if self.record else 0
         if self.record:
             self.sent_chars.append(chars)
-        number = next(self.counter)
-        text = f"answer {number} " + "x" * max(0, self.answer_chars - 8)
-        message = AIMessage(
-            content=text[: max(self.answer_chars, 1)],
-            usage_metadata={
-                "input_tokens": chars,
-                "output_tokens": self.answer_chars,
-                "total_tokens": chars + self.answer_chars,
-            },
-        )
+            self.prompts.append(list(messages))
+        usage: UsageMetadata = {
+            "input_tokens": chars,
+            "output_tokens": self.answer_chars,
+            "total_tokens": chars + self.answer_chars,
+        }
+        message = self._answer(next(self.counter), usage, **kwargs)
         return ChatResult(generations=[ChatGeneration(message=message)])
 
     def _generate(
@@ -79,7 +87,7 @@ class FakeChat(BaseChatModel):
     ) -> ChatResult:
         if self.delay:
             time.sleep(self.delay)
-        return self._result(messages)
+        return self._result(messages, **kwargs)
 
     async def _agenerate(
         self,
@@ -90,7 +98,32 @@ class FakeChat(BaseChatModel):
     ) -> ChatResult:
         if self.delay:
             await asyncio.sleep(self.delay)
-        return self._result(messages)
+        return self._result(messages, **kwargs)
+
+
+class FakeJudgeChat(FakeChat):
+    """A judge's model: it calls the first tool it is offered with a failing verdict.
+
+    For ``llm_judge(..., method="function_calling")``: the verdict scores 0 and its
+    feedback is ``Review N: `` padded to ``answer_chars`` characters (N counts the calls
+    from 1).
+    """
+
+    def bind_tools(
+        self, tools: Sequence[dict[str, Any] | type | Callable[..., Any] | BaseTool], **kwargs: Any
+    ) -> Runnable[LanguageModelInput, AIMessage]:
+        """Offer ``tools`` (as OpenAI tool definitions) on every call."""
+        return self.bind(tools=[convert_to_openai_tool(t) for t in tools], **kwargs)
+
+    def _answer(self, number: int, usage: UsageMetadata, **kwargs: Any) -> AIMessage:
+        tools = kwargs.get("tools") or [{"function": {"name": "Verdict"}}]
+        feedback = f"Review {number + 1}: ".ljust(self.answer_chars, "y")
+        call = {
+            "name": tools[0]["function"]["name"],
+            "args": {"score": 0, "feedback": feedback},
+            "id": f"verdict-{number + 1}",
+        }
+        return AIMessage(content="", tool_calls=[call], usage_metadata=usage)
 
 
 AsyncEvaluator = Callable[[LoopContext], Awaitable[LoopEvaluation]]

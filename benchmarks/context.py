@@ -17,18 +17,27 @@ default ``feedback_format``), about 290 characters more than its text.
 ``compacting`` runs with a character budget (its token counter counts characters, so
 the budget is in the same unit as the table) and a fake summarizer whose summaries are
 `SUMMARY_CHARS` characters; the characters it is sent are reported separately.
+
+The evaluator is `llm_judge` on a fake model that never accepts. ``measure_caching``
+runs every policy with each of `FEEDBACK_FORMATS` and measures, from the messages the
+fake models were sent, how much of each prompt a provider's prefix cache could serve
+(the longest start it shares with an earlier prompt of the same model, `PromptCall`),
+and what the loop costs at `PRICES` with and without the cache.
 """
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
-from benchmarks.contenders import FakeChat, message_chars
+from benchmarks.contenders import FakeChat, FakeJudgeChat, message_chars
 from benchmarks.measure import table
-from loop_agents import LoopContext, LoopEvaluation, create_loop_agent
+from loop_agents import create_loop_agent, llm_judge
+from loop_agents.loop.feedback import DEFAULT_FEEDBACK_FORMAT, PLAIN_FEEDBACK, FeedbackFormat
 from loop_agents.loop.history.compaction import compacting
 from loop_agents.loop.history.policies import HistoryPolicy, LoopHistory
 
@@ -74,19 +83,204 @@ POLICIES: dict[str, HistoryPolicy] = {
 }
 
 
+RUBRIC = "Rubric: ".ljust(600, "r")
+"""The judge's instructions (600 characters)."""
+
+FEEDBACK_FORMATS: dict[str, FeedbackFormat] = {
+    "fenced (default)": DEFAULT_FEEDBACK_FORMAT,
+    "plain": PLAIN_FEEDBACK,
+}
+
+PRICES = {"input": 0.25, "cached_input": 0.025, "output": 2.0}
+"""Dollars per million tokens, OpenAI-style cached pricing (gpt-5-mini's list prices)."""
+
+CHARS_PER_TOKEN = 4
+"""Characters a token, to turn the table's characters into priced tokens."""
+
+
+@dataclass
+class Run:
+    """One loop's models, which kept every prompt they were sent."""
+
+    agent: FakeChat
+    judge: FakeJudgeChat
+
+
+def run_loop(
+    shape: Shape,
+    history: HistoryPolicy,
+    *,
+    feedback_format: FeedbackFormat = DEFAULT_FEEDBACK_FORMAT,
+) -> Run:
+    """Run one loop of `ITERATIONS` attempts judged by `llm_judge` (which never accepts).
+
+    The judge (``method="function_calling"``, the template ``{feedback}``) is sent the
+    rubric, the request and the attempt, and gives ``Review N: `` padded to the shape's
+    feedback length.
+    """
+    agent = FakeChat(answer_chars=shape.answer, record=True)
+    judge_model = FakeJudgeChat(answer_chars=shape.feedback, record=True)
+    judge = llm_judge(
+        judge_model, RUBRIC, threshold=100, method="function_calling", template="{feedback}"
+    )
+    loop = create_loop_agent(
+        agent, judge, ITERATIONS, history=history, feedback_format=feedback_format
+    )
+    loop.invoke({"messages": [HumanMessage("Request: ".ljust(shape.request, "z"))]})
+    return Run(agent, judge_model)
+
+
 def sent_per_iteration(shape: Shape, history: HistoryPolicy) -> list[int]:
     """Run one loop of `ITERATIONS` attempts; return the characters sent on each call."""
-    model = FakeChat(answer_chars=shape.answer, record=True)
+    return list(run_loop(shape, history).agent.sent_chars)
 
-    def evaluate(context: LoopContext) -> LoopEvaluation:
-        return {
-            "stop": False,
-            "feedback": f"Review {context['iteration']}: ".ljust(shape.feedback, "y"),
-        }
 
-    loop = create_loop_agent(model, evaluate, ITERATIONS, history=history)
-    loop.invoke({"messages": [HumanMessage("Request: ".ljust(shape.request, "z"))]})
-    return list(model.sent_chars)
+def provider_text(messages: Sequence[BaseMessage]) -> list[str]:
+    """Each message as a provider receives it: its role, its text, its tool calls.
+
+    Message ids and other metadata are not sent to a provider, so they are left out.
+    """
+    texts = []
+    for message in messages:
+        calls = getattr(message, "tool_calls", None) or []
+        shown = json.dumps(calls, sort_keys=True) if calls else ""
+        texts.append(f"{message.type}\n{message.text}\n{shown}\n")
+    return texts
+
+
+@dataclass(frozen=True)
+class PromptCall:
+    """One model call as a prefix cache sees it, in characters."""
+
+    prompt: int
+    cached: int
+    """The longest prefix shared with an earlier prompt of the same model: cacheable."""
+    repeated: int
+    """The characters of the messages that were in an earlier prompt of the same model."""
+    output: int
+
+    @property
+    def share(self) -> float:
+        """The share of the prompt that is cacheable."""
+        return self.cached / self.prompt if self.prompt else 0.0
+
+    @property
+    def reuse(self) -> float:
+        """The share of the repeated messages that the cacheable prefix covers (at most 1)."""
+        return min(1.0, self.cached / self.repeated) if self.repeated else 1.0
+
+    def cost(self, *, cached_pricing: bool = True) -> float:
+        """Dollars at `PRICES`, `CHARS_PER_TOKEN` characters a token."""
+        cached = self.cached if cached_pricing else 0
+        dollars = (
+            (self.prompt - cached) * PRICES["input"]
+            + cached * PRICES["cached_input"]
+            + self.output * PRICES["output"]
+        )
+        return dollars / CHARS_PER_TOKEN / 1_000_000
+
+
+def prompt_calls(model: FakeChat) -> list[PromptCall]:
+    """What a provider's prefix cache would make of the prompts ``model`` was sent."""
+    earlier: list[str] = []
+    seen: set[str] = set()
+    calls = []
+    for prompt in model.prompts:
+        pieces = provider_text(prompt)
+        text = "".join(pieces)
+        cached = max((len(os.path.commonprefix([text, old])) for old in earlier), default=0)  # noqa: RUF071 (characters)
+        repeated = sum(len(piece) for piece in pieces if piece in seen)
+        calls.append(PromptCall(len(text), cached, repeated, model.answer_chars))
+        earlier.append(text)
+        seen.update(pieces)
+    return calls
+
+
+@dataclass
+class Caching:
+    """How cacheable one loop's prompts are: the agent's, the judge's, the summarizer's."""
+
+    shape: Shape
+    policy: str
+    feedback_format: str
+    agent: list[PromptCall]
+    judge: list[PromptCall]
+    summarizer: list[PromptCall] = field(default_factory=list)
+
+    def calls(self) -> list[PromptCall]:
+        return [*self.agent, *self.judge, *self.summarizer]
+
+    def cost(self, *, cached_pricing: bool = True) -> float:
+        """Dollars per loop, all roles."""
+        return sum(c.cost(cached_pricing=cached_pricing) for c in self.calls())
+
+
+def whole_share(calls: Sequence[PromptCall]) -> float:
+    """The cacheable share of all the prompts of ``calls`` together."""
+    return sum(c.cached for c in calls) / sum(c.prompt for c in calls)
+
+
+def measure_caching() -> list[Caching]:
+    """Every policy and feedback format on every shape, with the judge (deterministic)."""
+    results = []
+    for shape in SHAPES:
+        for format_name, feedback_format in FEEDBACK_FORMATS.items():
+            for name, policy in POLICIES.items():
+                summarizer = None
+                if name == COMPACTING:
+                    policy, summarizer = _compacting(shape)
+                run = run_loop(shape, policy, feedback_format=feedback_format)
+                results.append(
+                    Caching(
+                        shape,
+                        name,
+                        format_name,
+                        prompt_calls(run.agent),
+                        prompt_calls(run.judge),
+                        prompt_calls(summarizer) if summarizer is not None else [],
+                    )
+                )
+    return results
+
+
+SHOWN_ITERATIONS = (2, 4, ITERATIONS)
+"""The iterations whose cacheable share the caching table shows."""
+
+
+def caching_table(results: list[Caching]) -> str:
+    """The prompt-caching table: cacheable shares per role, cost per 1,000 loops."""
+    rows = []
+    for result in results:
+        name = result.policy
+        if name == COMPACTING:
+            name = f"compacting(max_tokens={result.shape.budget:,})"
+        rows.append(
+            [
+                result.shape.name,
+                name,
+                result.feedback_format,
+                *[f"{result.agent[i - 1].share:.0%}" for i in SHOWN_ITERATIONS],
+                f"{whole_share(result.agent):.0%}",
+                f"{min(c.reuse for c in result.agent):.0%}",
+                f"{whole_share(result.judge):.0%}",
+                f"{min(c.reuse for c in result.judge):.0%}",
+                f"{1000 * result.cost(cached_pricing=False):.3f}",
+                f"{1000 * result.cost():.3f}",
+            ]
+        )
+    header = [
+        "loop",
+        "history",
+        "feedback",
+        *[f"agent it. {i}" for i in SHOWN_ITERATIONS],
+        "agent, whole loop",
+        "agent: repeated part cached (min)",
+        "judge, whole loop",
+        "judge: repeated part cached (min)",
+        "$ / 1,000 loops, no cache",
+        "$ / 1,000 loops, cached",
+    ]
+    return table(header, rows)
 
 
 @dataclass
@@ -102,11 +296,16 @@ class Economy:
         return sum(self.sent[policy]) / sum(self.sent["full"])
 
 
-def _compacted(shape: Shape) -> tuple[list[int], FakeChat]:
+def _compacting(shape: Shape) -> tuple[HistoryPolicy, FakeChat]:
     summarizer = FakeChat(answer_chars=SUMMARY_CHARS, record=True)
     policy = compacting(
         summarizer, max_tokens=shape.budget, token_counter=lambda m: message_chars(list(m))
     )
+    return policy, summarizer
+
+
+def _compacted(shape: Shape) -> tuple[list[int], FakeChat]:
+    policy, summarizer = _compacting(shape)
     return sent_per_iteration(shape, policy), summarizer
 
 

@@ -136,7 +136,7 @@ def _model() -> Any:
     class WordyChat(FakeChat):
         """`FakeChat` whose answers are words drawn at random (seeded by the call)."""
 
-        def _result(self, messages: list[BaseMessage]) -> ChatResult:
+        def _result(self, messages: list[BaseMessage], **kwargs: Any) -> ChatResult:
             number = next(self.counter)
             draw = random.Random(number)
             text = f"answer {number}:"

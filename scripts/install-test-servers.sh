@@ -9,19 +9,34 @@
 # - Chromium, which draws the report pages headless in tests/test_html_browser.py (and makes
 #   the documentation's screenshot, scripts/screenshot_eval_report.py).
 # Installing needs root (apt-get); without it, the script says what to install.
+# With arguments, only those of the packages above are checked: `make test-fast` asks for
+# bubblewrap alone (the offline sandbox tests run in it; as root, the other isolations
+# need an interpreter every user can read, which a virtual environment under /root is not).
 set -euo pipefail
 
+wanted=("$@")
+if [ ${#wanted[@]} -eq 0 ]; then
+    wanted=(postgresql g++ bubblewrap chromium)
+fi
+wants() {
+    local name
+    for name in "${wanted[@]}"; do
+        [ "$name" = "$1" ] && return 0
+    done
+    return 1
+}
+
 missing=()
-if ! command -v pg_ctl >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1; then
+if wants postgresql && ! command -v pg_ctl >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1; then
     missing+=(postgresql)
 fi
-if ! command -v c++ >/dev/null 2>&1 && ! command -v g++ >/dev/null 2>&1; then
+if wants g++ && ! command -v c++ >/dev/null 2>&1 && ! command -v g++ >/dev/null 2>&1; then
     missing+=(g++)
 fi
-if ! command -v bwrap >/dev/null 2>&1; then
+if wants bubblewrap && ! command -v bwrap >/dev/null 2>&1; then
     missing+=(bubblewrap)
 fi
-if ! command -v chromium >/dev/null 2>&1; then
+if wants chromium && ! command -v chromium >/dev/null 2>&1; then
     missing+=(chromium)
 fi
 if [ ${#missing[@]} -eq 0 ]; then

@@ -23,13 +23,25 @@ Options make it behave like particular servers:
 - ``cached_tokens=N``: the usage says N of the prompt tokens were read from the
   server's prompt cache (``prompt_tokens_details.cached_tokens``);
 - ``record_to=PATH``: also appends every request to PATH, one JSON object a line
-  (for a server that runs in another process).
+  (for a server that runs in another process);
+- ``prefix_cache=True``: a provider's prompt cache. The usage is then counted from the
+  request instead of being fixed: the prompt is the text `prompt_text` makes of the
+  request (its tools, its ``response_format`` and its messages, one JSON object each, in
+  that order), a token is a chunk of `CHARS_PER_TOKEN` characters of it (the last one
+  may be shorter), and ``usage.prompt_tokens_details.cached_tokens`` is the number of
+  whole tokens of the longest prefix that this prompt shares with a prompt seen earlier
+  (with ``cache_per_model=True``, the default, only earlier prompts for the same
+  ``model``, so an agent and a judge on one server do not share a cache). The reply's
+  tokens are counted the same way. A real provider caches in blocks (OpenAI: 128 tokens
+  once a prompt has 1,024); this cache has a block of one token.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import math
+import os
 import select
 import socket
 import threading
@@ -105,6 +117,24 @@ Reply = str | Structured | Fail | Hang | Drop | Raw | Cut
 
 USAGE = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
 
+CHARS_PER_TOKEN = 4
+"""The prefix cache's tokens: chunks of this many characters of `prompt_text`."""
+
+
+def prompt_text(body: dict[str, Any]) -> str:
+    """The text a request's prompt is tokenised from: tools, response format, messages.
+
+    One JSON object a line (keys sorted), in the order a provider puts them before the
+    model: the tools, the ``response_format``, then every message.
+    """
+    parts = [body.get("tools"), body.get("response_format"), *body.get("messages", [])]
+    return "".join(json.dumps(part, sort_keys=True) + "\n" for part in parts if part)
+
+
+def tokens(text: str) -> int:
+    """How many tokens ``text`` is for the prefix cache (chunks of `CHARS_PER_TOKEN`)."""
+    return math.ceil(len(text) / CHARS_PER_TOKEN)
+
 
 @dataclass
 class _Answer:
@@ -128,6 +158,8 @@ class ScriptedOpenAI:
         llama_cpp: bool = False,
         ollama_models: Sequence[str] | None = None,
         record_to: Path | None = None,
+        prefix_cache: bool = False,
+        cache_per_model: bool = True,
         cached_tokens: int = 0,
     ) -> None:
         self._replies = iter(replies)
@@ -142,6 +174,13 @@ class ScriptedOpenAI:
         self.llama_cpp = llama_cpp
         self.ollama_models = list(ollama_models) if ollama_models is not None else None
         self.record_to = record_to
+        self.prefix_cache = prefix_cache
+        self.cache_per_model = cache_per_model
+        self._seen: dict[str, list[str]] = {}
+        """The prompts seen so far, by model (all under ``""`` without `cache_per_model`)."""
+        self.usages: list[dict[str, Any]] = []
+        """The usage of each chat-completion reply, in the order answered (also for a
+        stream that did not ask for it, which is sent without it)."""
         self.hanging = threading.Event()
         """Set when a `Hang` reply has sent what it streams and hangs."""
         self.abandoned = threading.Event()
@@ -263,6 +302,7 @@ class ScriptedOpenAI:
                     log.write(json.dumps(body) + "\n")
             reply = self._next_reply(body)
             completion_id = f"chatcmpl-{next(self._ids)}"
+            cached = self._cached_tokens(body)
         if reply is None:
             return _json(500, {"error": {"message": "script exhausted"}})
         if self.llama_cpp and (body.get("response_format") or {}).get("type") == "json_schema":
@@ -291,9 +331,11 @@ class ScriptedOpenAI:
             # announce the whole body and send less: the client sees the link break
             return _Answer(200, "text/event-stream", parts, drop=True, length=sum(map(len, whole)))
         message = self._message(reply, body)
+        usage = self._usage(body, message, cached)
         if stream:
             asked = bool((body.get("stream_options") or {}).get("include_usage"))
-            usage = self.usage if asked or not self.usage_when_asked else None
+            if self.usage_when_asked and not asked:
+                usage = None
             parts = _sse(
                 completion_id, body["model"], message, usage, self.llama_cpp, _finish(reply)
             )
@@ -313,9 +355,39 @@ class ScriptedOpenAI:
                         or ("tool_calls" if "tool_calls" in message else "stop"),
                     }
                 ],
-                "usage": self.usage,
+                "usage": usage,
             },
         )
+
+    def _cached_tokens(self, body: dict[str, Any]) -> int:
+        """The prompt's tokens found in the prefix cache; remember the prompt (under the lock)."""
+        if not self.prefix_cache:
+            return 0
+        prompt = prompt_text(body)
+        seen = self._seen.setdefault(str(body.get("model")) if self.cache_per_model else "", [])
+        shared = max((len(os.path.commonprefix([prompt, old])) for old in seen), default=0)  # noqa: RUF071 (characters)
+        seen.append(prompt)
+        if shared == len(prompt):  # the whole prompt again, its last chunk included
+            return tokens(prompt)
+        return shared // CHARS_PER_TOKEN
+
+    def _usage(self, body: dict[str, Any], message: dict[str, Any], cached: int) -> dict[str, Any]:
+        """The usage reported for a reply: fixed, or counted with the prefix cache."""
+        if not self.prefix_cache:
+            usage: dict[str, Any] = dict(self.usage)
+        else:
+            prompt = tokens(prompt_text(body))
+            answer = message.get("content") or json.dumps(message.get("tool_calls"))
+            completion = tokens(answer)
+            usage = {
+                "prompt_tokens": prompt,
+                "completion_tokens": completion,
+                "total_tokens": prompt + completion,
+                "prompt_tokens_details": {"cached_tokens": cached},
+            }
+        with self._lock:
+            self.usages.append(usage)
+        return usage
 
     def _next_reply(self, body: dict[str, Any]) -> Reply | None:
         """The reply to a chat-completion request (``None``: the script is exhausted)."""

@@ -71,6 +71,34 @@ def test_context_economy_numbers():
     assert rendered.count("\n") == 1 + 2 * len(context.POLICIES)
 
 
+def test_prompt_caching_numbers():
+    results = context.measure_caching()
+    by_key = {(c.shape.name, c.policy, c.feedback_format): c for c in results}
+    assert len(by_key) == len(context.SHAPES) * len(context.POLICIES) * 2
+    for shape in context.SHAPES:
+        default = by_key[(shape.name, "full", "fenced (default)")]
+        assert len(default.agent) == len(default.judge) == context.ITERATIONS
+        # all that each role was sent before is in the cacheable prefix of its next prompt
+        assert all(call.reuse == 1.0 for call in [*default.agent, *default.judge])
+        assert default.agent[0].cached == default.judge[0].cached == 0
+        for before, now in itertools.pairwise(default.agent):
+            assert now.cached == before.prompt
+        # the judge: the rubric and the request (and the attempts' common first characters)
+        judge_cached = {call.cached for call in default.judge[1:]}
+        assert len(judge_cached) == 1
+        assert judge_cached.pop() > len(context.RUBRIC) + shape.request
+        # caching makes every loop cheaper, and full's extra cost over last_attempt smaller
+        last = by_key[(shape.name, "last_attempt", "fenced (default)")]
+        assert default.cost() < default.cost(cached_pricing=False)
+        uncached_gap = default.cost(cached_pricing=False) / last.cost(cached_pricing=False)
+        assert 1 < default.cost() / last.cost() < uncached_gap
+        # a sliding window moves the prompt's start: the earlier attempts are not cacheable
+        window = by_key[(shape.name, "function: last two attempts", "fenced (default)")]
+        assert min(call.reuse for call in window.agent) < 0.6
+    rendered = context.caching_table(results)
+    assert rendered.count("\n") == 1 + len(results)
+
+
 def test_table_layout():
     assert table(["name", "time"], [["a", "1,000 µs"], ["bb", "2 µs"]]).splitlines() == [
         "| name |     time |",
@@ -109,3 +137,59 @@ def test_writing_the_report_keeps_the_effectiveness_section():
     assert "- old" not in new
     assert new.endswith("## Effectiveness\n\n| arm | rate |\n| single | 3% |\n")
     assert with_kept_sections("# Benchmarks\n", "") == "# Benchmarks\n"
+
+
+def _cache_result():
+    from benchmarks import cache
+
+    def run(arrangement, seconds, computed):
+        loop = cache.LoopRun(arrangement, list(seconds))
+        for iteration, (agent, judge) in enumerate(computed, start=1):
+            loop.requests += [
+                cache.Request("agent", iteration, 700 + 100 * iteration, agent),
+                cache.Request("judge", iteration, 1600, judge),
+            ]
+        return loop
+
+    runs = [
+        run("shared", [30.0, 40.0, 44.0], [(800, 1600), (900, 1600), (1000, 1600)]),
+        run("per role", [31.0, 10.0, 12.0], [(800, 1600), (120, 300), (130, 280)]),
+        run("per role", [29.0, 14.0, 16.0], [(800, 1600), (120, 300), (130, 280)]),
+        run("shared", [30.0, 50.0, 54.0], [(800, 1600), (900, 1600), (1000, 1600)]),
+    ]
+    speeds = [cache.ThreadSpeed(1, 250.0, 30.0), cache.ThreadSpeed(2, 300.0, 33.0)]
+    return cache.CacheResult(runs, speeds, threads=1, load=[1.0, 2.0, 3.0, 4.0])
+
+
+def test_the_cache_benchmark_counts_reused_tokens_and_compares_later_iterations():
+    from benchmarks import cache
+
+    result = _cache_result()
+    per_role = result.runs[1]
+    assert per_role.tokens(2, "agent") == (120, 780)  # 900 tokens, 780 from the cache
+    assert per_role.tokens(3, "judge") == (280, 1320)
+    # iterations 2 and 3: per role 22 and 30 s (median 26), shared 84 and 104 s (median 94)
+    assert cache.later_iterations(result, "per role") == 26.0
+    assert cache.later_iterations(result, "shared") == 94.0
+    assert cache.ratio(result) == 26.0 / 94.0
+    rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in
+            cache.loop_table(result).splitlines()]  # fmt: skip
+    assert len(rows) == 2 + 4 * 3
+    assert rows[2] == ["shared", "1", "1", "30.0", "800", "0", "1600", "0", "1.0"]
+    assert rows[6] == ["per role", "1", "2", "10.0", "120", "780", "300", "1300", "2.0"]
+    assert rows[-1][:3] == ["shared", "2", "3"]
+    speeds = [[cell.strip() for cell in line.split("|")[1:-1]] for line in
+              cache.threads_table(result).splitlines()[2:]]  # fmt: skip
+    assert speeds == [["1", "250", "30.0", "1"], ["2", "300", "33.0", "1"]]
+
+
+def test_the_cache_benchmark_is_skipped_with_a_reason_without_the_local_extra(monkeypatch):
+    from benchmarks import cache
+    from benchmarks.__main__ import QUICK, run
+    from loop_agents.models import local_model
+
+    monkeypatch.setattr(local_model, "missing_parts", lambda: ["llama-cpp-python"])
+    assert "missing: llama-cpp-python" in (cache.skip_reason() or "")
+    report = asyncio.run(run({"cache"}, QUICK))
+    assert "## 7. Prompt caches on the bundled model" in report
+    assert "skipped: the `local` extra is not installed (missing: llama-cpp-python)" in report

@@ -104,6 +104,33 @@ def test_gguf_from_the_environment_and_its_conflicts(tmp_path, no_local):
         resolve_endpoint(gguf=tmp_path / "x.gguf", environment=env({}))
 
 
+def test_threads_come_from_the_option_then_the_environment(tmp_path, no_local):
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF....")
+    assert resolve_endpoint(gguf=model, environment=env({})).threads is None  # the default
+    threads_env = env({"LOOP_AGENTS_THREADS": " 3 "})
+    assert resolve_endpoint(gguf=model, environment=threads_env).threads == 3
+    assert resolve_endpoint(gguf=model, threads=2, environment=threads_env).threads == 2
+    with pytest.raises(SettingsError, match=r"LOOP_AGENTS_THREADS \(in the environment\)='0'"):
+        resolve_endpoint(gguf=model, environment=env({"LOOP_AGENTS_THREADS": "0"}))
+    with pytest.raises(SettingsError, match=r"LOOP_AGENTS_THREADS .*='two' must be a whole"):
+        resolve_endpoint(gguf=model, environment=env({"LOOP_AGENTS_THREADS": "two"}))
+    with pytest.raises(SettingsError, match=r"--threads='0'"):
+        resolve_endpoint(gguf=model, threads=0, environment=env({}))
+    saved = EndpointSpec("local", "m", gguf=str(model))
+    assert endpoint_from_spec(saved, environment=threads_env).threads == 3  # this machine's
+    remote = EndpointSpec("server", "m", "http://127.0.0.1:1/v1")
+    assert endpoint_from_spec(remote, environment=threads_env).threads is None
+
+
+def test_roles_share_one_url_off_the_bundled_server(no_local):
+    found = resolve_endpoint(base_url="http://127.0.0.1:8080/v1", environment=env({}))
+    assert found.role_base_url("judge") == found.role_base_url("agent") == found.base_url
+    assert found.role_settings("judge") == found.settings
+    judge = found.chat_model(role="judge")
+    assert str(judge.openai_api_base) == "http://127.0.0.1:8080/v1"
+
+
 @pytest.mark.parametrize("url", ["localhost:8080", "file:///etc/passwd", "http://", "8080"])
 def test_a_bad_base_url_is_refused(url, no_local):
     with pytest.raises(SettingsError, match="is not an http\\(s\\) URL"):

@@ -249,7 +249,7 @@ async def test_a_code_task_fixed_after_the_test_feedback():
     assert {a: s.passed for a, s in report.arms.items()} == {"single": 0, "loop": 1, "resample": 0}
     (fed_back,) = [body for body in server.requests if after_feedback(body)]
     feedback = fed_back["messages"][-1]["content"]
-    assert "assert add(1, 2) == 3  ->  got 2" in feedback
+    assert "- add(1, 2) returned 2, expected 3" in feedback
     assert all("10, 20" not in str(body) for body in server.requests)  # hidden tests stay hidden
     assert user_text(server.requests[0]).endswith("Name the function `add`.")
 

@@ -51,7 +51,8 @@ def test_the_checks_used_cover_most_of_the_vocabulary():
 async def test_the_eval_grades_the_bundled_code_references_as_their_tests_say():
     """The eval's own grading (its harness, the code taken from a Markdown answer) agrees
     with the code set: each reference passes both test sources, each wrong solution fails
-    the hidden tests (tests/test_code_tasks.py checks the set itself)."""
+    the hidden tests, and passes the visible ones exactly in the part ``traps``
+    (tests/test_code_tasks.py checks the set itself)."""
     import asyncio
 
     tasks = load_tasks("code")
@@ -68,8 +69,8 @@ async def test_the_eval_grades_the_bundled_code_references_as_their_tests_say():
         grader = grader_for(task)
         right = f"```python\n{rows[task.id]['solution']}\n```"
         wrong = f"```python\n{rows[task.id]['wrong_solution']}\n```"
-        return task.id, await asyncio.gather(
-            grader.visible(right), grader.final(right), grader.final(wrong)
+        return task, await asyncio.gather(
+            grader.visible(right), grader.final(right), grader.final(wrong), grader.visible(wrong)
         )
 
     gate = asyncio.Semaphore(8)
@@ -78,7 +79,12 @@ async def test_the_eval_grades_the_bundled_code_references_as_their_tests_say():
         async with gate:
             return await grade(task)
 
-    for task_id, (visible, right_passes, wrong_passes) in await asyncio.gather(*map(gated, tasks)):
-        assert visible == (True, ""), task_id
-        assert right_passes, task_id
-        assert not wrong_passes, task_id
+    graded = await asyncio.gather(*map(gated, tasks))
+    for task, (visible, right_passes, wrong_passes, (wrong_visible, feedback)) in graded:
+        assert visible == (True, ""), task.id
+        assert right_passes, task.id
+        assert not wrong_passes, task.id
+        assert wrong_visible == (task.part == "traps"), task.id
+        if task.part == "caught":  # the feedback names a failed call of the function
+            assert f"- {task.entry_point}(" in feedback or f"= {task.entry_point}(" in feedback
+    assert {task.part for task in tasks} == {"traps", "caught"}

@@ -65,6 +65,17 @@ def test_subsets_by_id_and_limit(tmp_path):
         select_tasks(load_tasks(path), limit=0)
 
 
+def test_a_task_may_name_the_part_of_its_set(tmp_path):
+    lines = [CODE | {"part": "traps"}, WRITING | {"part": "style"}, CODE | {"id": "plain"}]
+    tasks = load_tasks(write(tmp_path, *lines))
+    assert [t.part for t in tasks] == ["traps", "style", None]
+    assert [parse_task(t.to_json()) for t in tasks] == tasks
+    assert [t.to_json() for t in tasks] == lines
+    # the part is where the task is filed, not what it asks: the digest ignores it
+    assert task_digest(tasks[0]) == task_digest(parse_task(CODE))
+    assert task_digest(tasks[1]) == task_digest(parse_task(WRITING | {"part": "other"}))
+
+
 def test_a_changed_task_gets_a_new_digest():
     task = parse_task(CODE)
     assert task_digest(task) == task_digest(parse_task(dict(CODE)))
@@ -99,6 +110,8 @@ def test_a_changed_task_gets_a_new_digest():
         (WRITING | {"checks": [{"check": "rhymes"}]}, "checks[0].check", "known check"),
         (WRITING | {"tests": "assert 1"}, "tests", "not a field of a instructions task"),
         (WRITING | {"prompt": "   "}, "prompt", "non-empty string"),
+        (CODE | {"part": ""}, "part", "non-empty string"),
+        (WRITING | {"part": ["traps"]}, "part", "non-empty string"),
     ],
 )
 def test_a_bad_line_is_named_with_its_field(tmp_path, line, field, phrase):

@@ -313,6 +313,36 @@ async def test_judge_in_a_loop_with_ainvoke():
     assert result["records"][1]["evaluator_input_tokens"] == 11
 
 
+@pytest.mark.parametrize("structured_output", ["native", "text"])
+def test_the_judge_sends_the_rubric_and_the_request_first_and_unchanged(structured_output):
+    """A provider can cache the judge's rubric and request: only the attempt changes."""
+    if structured_output == "native":
+        verdicts = [Structured({"feedback": "Wetter.", "score": s}) for s in (40, 160, 45, 50)]
+    else:
+        verdicts = ["Score: 40\nFeedback: Wetter.", "Score: 160\nFeedback: Wetter."]
+        verdicts += ["Score: 45\nFeedback: Wetter.", "Score: 50\nFeedback: Wetter."]
+    server = ScriptedOpenAI(verdicts)
+    judge = llm_judge(
+        judge_model(server), "Score.", threshold=75, structured_output=structured_output
+    )
+    drafts = ["draft one", "draft two", "draft three"]
+    create_loop_agent(FakeChat.of(*drafts), judge, 3).invoke({"messages": [REQUEST]})
+    sent = [roles(request) for request in server.requests]
+    assert len(sent) == 4  # iteration 2's verdict was off the scale and asked for again
+    rubric = sent[0][0]
+    assert rubric[0] == "system"
+    assert rubric[1].startswith("Score.")
+    for prompt, draft in zip(sent, [drafts[0], drafts[1], drafts[1], drafts[2]], strict=True):
+        assert prompt[:3] == [rubric, ("user", REQUEST.text), ("assistant", draft)]
+    # asking again changes only the end: the native form adds a message after the
+    # attempt, the text form rewrites its last message (the form to reply in)
+    if structured_output == "native":
+        assert sent[2][:-1] == sent[1]
+    else:
+        assert sent[2][:-1] == sent[1][:-1]
+        assert sent[2][-1] != sent[1][-1]
+
+
 def test_judge_error_stops_the_loop_loudly():
     server = ScriptedOpenAI([Structured({"feedback": "!", "score": 160})] * 2)
     loop = create_loop_agent(

@@ -35,12 +35,16 @@ from loop_agents.models.llama_cpp_http import (
     number_choices,
 )
 from loop_agents.models.local_model import (
+    LocalModelError,
     LocalModelNotInstalledError,
+    LocalModelPair,
     LocalModelServer,
     LocalModelStartError,
+    default_threads,
     free_port,
 )
 from loop_agents.models.settings import ModelSettings
+from tests.cli_helpers import loop_agents as run_command
 from tests.conftest import ROOT, env_without_model_settings
 from tests.fakes import review
 
@@ -70,14 +74,66 @@ FAKE_SERVER = textwrap.dedent(
     if mode == "stubborn":
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
+    previous = []  # the words of the previous prompt: the "KV cache" of this process
+
     class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            body = json.dumps({"object": "list", "data": [{"id": "fake"}]}).encode()
+        def send(self, body, content_type="application/json"):
             self.send_response(200)
-            self.send_header("content-type", "application/json")
+            self.send_header("content-type", content_type)
             self.send_header("content-length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
+
+        def do_GET(self):
+            self.send(json.dumps({"object": "list", "data": [{"id": "fake"}]}).encode())
+
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+            if self.path.endswith("/tokenize/count"):
+                return self.send(json.dumps({"count": len(body["input"].split())}).encode())
+            words = " ".join(str(m.get("content") or "") for m in body["messages"]).split()
+            reused = 0
+            while reused < min(len(words), len(previous)) and words[reused] == previous[reused]:
+                reused += 1
+            previous[:] = words
+            # what llama-cpp-python's server logs after a completion with --verbose True,
+            # with an access-log line in between
+            print(f"llama_perf_context_print: prompt eval time =  2.50 ms / "
+                  f"{len(words) - reused:5} tokens (  0.50 ms per token)", flush=True)
+            print('INFO:     127.0.0.1:1 - "POST /v1/chat/completions HTTP/1.1" 200', flush=True)
+            print("llama_perf_context_print:        eval time =   4.00 ms /     2 runs",
+                  flush=True)
+            record = os.environ.get("FAKE_LLAMA_RECORD")
+            if record:
+                with open(record, "a") as file:
+                    first = str(body["messages"][0].get("content") or "")[:30]
+                    file.write(json.dumps([args.port, first]) + "\\n")
+            if body.get("tools"):  # a forced tool call: a verdict below any threshold
+                name = body["tools"][0]["function"]["name"]
+                arguments = json.dumps({"score": 40, "feedback": "More detail."})
+                call = {"index": 0, "id": "call_1", "type": "function",
+                        "function": {"name": name, "arguments": arguments}}
+                message, finish = {"role": "assistant", "content": None,
+                                   "tool_calls": [call]}, "tool_calls"
+            else:
+                message, finish = {"role": "assistant", "content": "An answer."}, "stop"
+            if not body.get("stream"):
+                usage = {"prompt_tokens": len(words), "completion_tokens": 2,
+                         "total_tokens": len(words) + 2}
+                answer = {"id": "c", "object": "chat.completion", "created": 0,
+                          "model": body["model"], "usage": usage,
+                          "choices": [{"index": 0, "message": message,
+                                       "finish_reason": finish}]}
+                return self.send(json.dumps(answer).encode())
+            delta = {k: v for k, v in message.items() if v is not None}
+            chunks = [
+                {"id": "c", "object": "chat.completion.chunk", "created": 0,
+                 "model": body["model"],
+                 "choices": [{"index": 0, "delta": d, "finish_reason": f}]}
+                for d, f in ((delta, None), ({}, finish))
+            ]
+            events = "".join(f"data: {json.dumps(c)}\\n\\n" for c in chunks) + "data: [DONE]\\n\\n"
+            self.send(events.encode(), "text/event-stream")
 
         def log_message(self, *args):
             pass
@@ -172,6 +228,154 @@ def test_start_answers_and_stop_cleans_up(fake_llama):
     assert _port_is_free(server.port)
     assert not Path(log_dir).exists()
     server.stop()  # idempotent
+
+
+def _argument(pid: int, name: bytes) -> bytes:
+    command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    return command[command.index(name) + 1]
+
+
+def test_default_threads_are_half_the_cores_and_at_least_one():
+    assert [default_threads(cores) for cores in (1, 2, 3, 4, 8)] == [1, 1, 1, 2, 4]
+    assert default_threads() == max(1, (os.cpu_count() or 1) // 2)
+
+
+def test_the_server_gets_the_threads_it_is_given(fake_llama):
+    assert LocalModelServer(fake_llama).n_threads == default_threads()
+    with LocalModelServer(fake_llama, n_threads=3, startup_timeout=30) as server:
+        pid = server.process.pid
+        assert _argument(pid, b"--n_threads") == _argument(pid, b"--n_threads_batch") == b"3"
+        assert _argument(pid, b"--verbose") == b"False"
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="n_threads must be an int >= 1"):
+            LocalModelServer(fake_llama, n_threads=bad)
+
+
+def _chat(server: LocalModelServer, *contents: str) -> None:
+    messages = [{"role": "user", "content": text} for text in contents]
+    response = httpx.post(
+        f"{server.base_url}/chat/completions",
+        json={"model": "m", "messages": messages},
+        trust_env=False,
+        timeout=30,
+    )
+    response.raise_for_status()
+
+
+def test_each_role_has_its_own_process_and_keeps_its_cached_prefix(fake_llama):
+    task, answer, review = "write a poem " * 20, "a poem " * 10, "more rhymes " * 5
+    judge_instructions = "score the poem " * 10
+    with LocalModelPair(fake_llama, n_threads=2, timings=True, startup_timeout=30) as pair:
+        assert pair.agent.port != pair.judge.port
+        assert pair.server("judge") is pair.judge
+        assert pair.server("agent") is pair.agent
+        for server in (pair.agent, pair.judge):
+            assert _argument(server.process.pid, b"--n_threads") == b"2"
+            assert _argument(server.process.pid, b"--verbose") == b"True"  # logs the timings
+        _chat(pair.agent, task)
+        _chat(pair.judge, judge_instructions, task, answer)
+        _chat(pair.agent, task, answer, review)
+        _chat(pair.judge, judge_instructions, task, answer + review)
+        agent, judge = pair.agent.completion_timings(), pair.judge.completion_timings()
+        pids = [pair.agent.process.pid, pair.judge.process.pid]
+    # the agent's second prompt reads only the answer and the review; the judge's, the new
+    # part of the answer: the fake server reuses the prefix shared with its previous prompt
+    assert [t.prompt_tokens for t in agent] == [60, 30]
+    assert [t.prompt_tokens for t in judge] == [110, 10]
+    assert agent[0].prompt_seconds == 0.0025
+    assert agent[0].generated_tokens == 2
+    assert agent[0].generation_seconds == 0.004
+    assert all(_gone(pid, within=1) for pid in pids)
+    with pytest.raises(ValueError, match="role must be one of agent, judge"):
+        pair.server("reviewer")  # type: ignore[arg-type]
+
+
+def test_one_shared_process_rereads_every_prompt(fake_llama):
+    """The arrangement before `LocalModelPair`: the roles' prompts evict each other."""
+    task, answer = "write a poem " * 20, "a poem " * 10
+    with LocalModelServer(fake_llama, timings=True, startup_timeout=30) as server:
+        _chat(server, task)
+        _chat(server, "score the poem " * 10, task, answer)
+        _chat(server, task, answer)
+        assert [t.prompt_tokens for t in server.completion_timings()] == [60, 110, 80]
+
+
+needs_server_modules = pytest.mark.skipif(
+    any(local_model._find_spec(name) is None for name in local_model._SERVER_EXTRA_MODULES),
+    reason="llama-cpp-python[server]'s dependencies are not installed (the `local` extra)",
+)
+
+
+@needs_server_modules
+@pytest.mark.parametrize(
+    ("command", "agent_starts", "judge_starts"),
+    [
+        (
+            ["run", "Name a colour.", "--rubric", "One word.", "--max-iterations", "2"],
+            "You are a careful author.",
+            "You review an answer",
+        ),
+        (["demo", "song-lyrics"], "你是一个精通", "你是一个深谙"),
+        (
+            ["eval", "instructions", "--limit", "1", "--arms", "judge-loop", "--iterations", "2"],
+            "",  # the agent is sent the task alone
+            "You review an answer",
+        ),
+    ],
+    ids=["run", "demo", "eval"],
+)
+def test_the_commands_send_each_role_to_its_own_server(
+    fake_llama, tmp_path, command, agent_starts, judge_starts
+):
+    record = tmp_path / "requests.jsonl"
+    env = env_without_model_settings(
+        LOOP_AGENTS_HOME=str(tmp_path / "home"),
+        LOOP_AGENTS_OLLAMA_URL="off",
+        LOOP_AGENTS_THREADS="2",
+        FAKE_LLAMA_RECORD=str(record),
+    )
+    proc = run_command(*command, "--gguf", str(fake_llama), env=env, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert re.search(
+        r"at http://127.0.0.1:\d+/v1 \(judge: http://127.0.0.1:\d+/v1; 2 threads each",
+        proc.stdout + proc.stderr,
+    )
+    requests = [json.loads(line) for line in record.read_text().splitlines()]
+    judge_ports = {port for port, first in requests if first.startswith(judge_starts)}
+    agent_ports = {port for port, first in requests if not first.startswith(judge_starts)}
+    assert all(first.startswith(agent_starts) for port, first in requests if port in agent_ports)
+    assert len(judge_ports) == len(agent_ports) == 1
+    assert judge_ports != agent_ports
+    assert len(requests) >= 4  # two iterations at least, each answered and judged
+
+
+def test_timings_need_a_server_started_to_keep_them(fake_llama):
+    with LocalModelServer(fake_llama, startup_timeout=30) as server:
+        with pytest.raises(LocalModelError, match="start it with timings=True"):
+            server.completion_timings()
+
+
+def test_a_pair_whose_judge_fails_to_start_stops_its_agent(fake_llama, monkeypatch):
+    pair = LocalModelPair(fake_llama, startup_timeout=30)
+    started: list[int] = []
+    original = pair.agent.start
+
+    def start_agent() -> LocalModelServer:
+        server = original()
+        started.append(server.process.pid)
+        return server
+
+    def fail() -> LocalModelServer:
+        raise LocalModelStartError("the judge's server did not start")
+
+    monkeypatch.setattr(pair.agent, "start", start_agent)
+    monkeypatch.setattr(pair.judge, "start", fail)
+    with pytest.raises(LocalModelStartError, match="judge"):
+        pair.start()
+    assert not pair.agent.running
+    assert _gone(started[0], within=1)
+    with pytest.raises(ValueError, match="picks two free ports"):
+        LocalModelPair(fake_llama, port=8080)
 
 
 def test_a_server_that_exits_early_is_reported_with_its_log(fake_llama, monkeypatch):
@@ -538,6 +742,29 @@ def real_server():
         pytest.skip(needs_extra.kwargs["reason"])
     with LocalModelServer() as server:
         yield server
+
+
+@pytest.mark.slow
+@needs_extra
+def test_on_the_real_server_each_role_reuses_its_own_prefix():
+    """The agent's second prompt, after the judge's, reads only its new tokens."""
+    task = (
+        "Write one short sentence about the sea at dawn. It must name the wind, a small "
+        "wooden boat with a red sail, an old fisherman and his dog, the grey gulls over the "
+        "harbour wall, the smell of salt and tar, and the first light on the water."
+    )
+    with LocalModelPair(n_threads=1, timings=True) as pair:
+        agent = pair.agent.chat_model(max_tokens=4, temperature=0)
+        judge = pair.judge.chat_model(max_tokens=4, temperature=0)
+        first = agent.invoke([HumanMessage(task)])
+        judge.invoke([HumanMessage(f"Score this answer from 0 to 100: {task}")])
+        agent.invoke([HumanMessage(task), first, HumanMessage("Shorter, please.")])
+        computed = [t.prompt_tokens for t in pair.agent.completion_timings()]
+        judged = pair.judge.completion_timings()
+    assert len(computed) == 2
+    assert len(judged) == 1
+    assert computed[0] >= first.usage_metadata["input_tokens"] - 1  # a fresh process
+    assert computed[1] < computed[0] // 2  # the task was reused, only the rest is read
 
 
 @pytest.mark.slow

@@ -54,6 +54,8 @@ def check_model_options(args: argparse.Namespace) -> None:
 
     if args.max_tokens is not None and args.max_tokens < 1:
         raise UsageError(f"--max-tokens must be >= 1; got {args.max_tokens}")
+    if args.threads is not None and args.threads < 1:
+        raise UsageError(f"--threads must be >= 1; got {args.threads}")
     if args.model is not None and not args.model.strip():
         raise UsageError("--model is empty; give a model name")
     try:

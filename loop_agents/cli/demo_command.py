@@ -43,6 +43,7 @@ def demo(args: argparse.Namespace) -> int:
             gguf=args.gguf,
             structured_output=args.structured_output,
             max_tokens=args.max_tokens,
+            threads=args.threads,
             environment=env,
         )
         view = LoopConsole()
@@ -69,7 +70,10 @@ async def _song_lyrics(endpoint: Endpoint, view: LoopConsole, ctrl_c: CtrlC) -> 
     ctrl_c.install()
     _, client = endpoint.http_clients()
     loop = song_lyrics.build_loop(
-        endpoint.settings, http_async_client=client, checkpointer=InMemorySaver()
+        endpoint.settings,
+        judge_settings=endpoint.role_settings("judge"),
+        http_async_client=client,
+        checkpointer=InMemorySaver(),
     )
     message = HumanMessage(content=prompt)
     request: dict[str, Any] = {"init_messages": [message], "messages": [message]}

@@ -57,6 +57,7 @@ def eval_(args: argparse.Namespace) -> int:
             gguf=args.gguf,
             structured_output=args.structured_output,
             max_tokens=args.max_tokens,
+            threads=args.threads,
             environment=Environment.read(args.env_file),
         )
         with endpoint:
@@ -67,6 +68,7 @@ def eval_(args: argparse.Namespace) -> int:
                 # reported and tried again from its start (--retries), and every request
                 # the server answered is one of the pair's model calls
                 endpoint.chat_model(max_retries=0),
+                judge_model=endpoint.chat_model(role="judge", max_retries=0),
                 judge_method=spec.structured_output_method,
                 description=_stable_name(spec.kind, spec.model, spec.base_url),
                 digest=_weights_digest(spec.gguf) if spec.kind == "local" else None,

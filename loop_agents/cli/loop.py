@@ -46,7 +46,7 @@ def build_evaluator(spec: RunSpec, endpoint: Endpoint) -> Evaluator:
     if spec.rubric is not None:
         members.append(
             llm_judge(
-                endpoint.chat_model(),
+                endpoint.chat_model(role="judge"),
                 JUDGE_INSTRUCTIONS.format(rubric=spec.rubric),
                 threshold=spec.threshold,
                 **judge_format_options(endpoint.spec.structured_output_method),

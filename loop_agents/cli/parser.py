@@ -123,8 +123,9 @@ def model_options(parser: argparse.ArgumentParser) -> None:
         _wrap(
             "Default: the environment and a .env file (found from the current folder up): "
             "OPENAI_API_KEY, OPENAI_BASE_URL, LOOP_AGENTS_GGUF, LOOP_AGENTS_MODEL, "
-            "LOOP_AGENTS_STRUCTURED_OUTPUT, LOOP_AGENTS_MAX_TOKENS; else a running Ollama; "
-            "else the bundled offline model. These options override them."
+            "LOOP_AGENTS_STRUCTURED_OUTPUT, LOOP_AGENTS_MAX_TOKENS, LOOP_AGENTS_THREADS; "
+            "else a running Ollama; else the bundled offline model. These options override "
+            "them."
         ),
     )
     group.add_argument(
@@ -154,6 +155,13 @@ def model_options(parser: argparse.ArgumentParser) -> None:
         type=int,
         metavar="N",
         help="a cap on each answer's length, in tokens (LOOP_AGENTS_MAX_TOKENS)",
+    )
+    group.add_argument(
+        "--threads",
+        type=int,
+        metavar="N",
+        help="CPU threads of each bundled llama.cpp server process, the agent's and the "
+        "judge's (LOOP_AGENTS_THREADS; default: half the cores, at least 1)",
     )
 
 

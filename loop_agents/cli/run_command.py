@@ -78,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
             gguf=args.gguf,
             structured_output=args.structured_output,
             max_tokens=args.max_tokens,
+            threads=args.threads,
             environment=env,
         )
     except SettingsError as exc:

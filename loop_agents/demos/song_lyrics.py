@@ -22,6 +22,7 @@ import httpx
 from langchain.agents import create_agent
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer
 
 from loop_agents.console.loop_console import LoopConsole, astream_to_console, section_header
@@ -91,6 +92,7 @@ def form_check_from_env(environ: Mapping[str, str] | None = None) -> bool:
 def build_loop(
     settings: ModelSettings,
     *,
+    judge_settings: ModelSettings | None = None,
     http_async_client: httpx.AsyncClient | None = None,
     form_check: bool | None = None,
     checkpointer: Checkpointer = None,
@@ -99,6 +101,9 @@ def build_loop(
 
     Args:
         settings: Where the model is (see `loop_agents.models.settings.ModelSettings`).
+        judge_settings: Where the reviewer's model is (default ``settings``): on the
+            bundled server, the judge's own process, so that the composer's and the
+            reviewer's prompts keep their cached prefixes.
         http_async_client: An ``httpx.AsyncClient`` for both models (tests use a
             scripted transport); default: the OpenAI client's own.
         form_check: Check each draft's form (`xiangjianhuan_form`) before the
@@ -115,19 +120,32 @@ def build_loop(
         ```
 
     """
-    composer = create_agent(
-        model=settings.chat_model(**_client(http_async_client)),
-        system_prompt=composer_system_message,
-    )
-    evaluator: Evaluator = reviewer(settings, http_async_client=http_async_client)
+    evaluator: Evaluator = reviewer(judge_settings or settings, http_async_client=http_async_client)
     if form_check_from_env() if form_check is None else form_check:
         evaluator = all_of(xiangjianhuan_form(), evaluator, name="form_then_review")
     return create_loop_agent(
-        agent=composer,
+        agent=composer(settings, http_async_client=http_async_client),
         evaluator=evaluator,
         max_iterations=MAX_ITERATIONS,
         select="best",
         checkpointer=checkpointer,
+    )
+
+
+def composer(
+    settings: ModelSettings, *, http_async_client: httpx.AsyncClient | None = None
+) -> CompiledStateGraph[Any, Any, Any, Any]:
+    """The article's composer: a ``create_agent`` agent with the composer's instructions.
+
+    Example:
+        ```python
+        loop = create_loop_agent(composer(settings), reviewer(settings), 3)
+        ```
+
+    """
+    return create_agent(
+        model=settings.chat_model(**_client(http_async_client)),
+        system_prompt=composer_system_message,
     )
 
 
@@ -304,6 +322,7 @@ def advice(*, offline: bool) -> str:
 async def run(
     settings: ModelSettings,
     *,
+    judge_settings: ModelSettings | None = None,
     http_async_client: httpx.AsyncClient | None = None,
     view: LoopConsole | None = None,
 ) -> LoopOutput:
@@ -311,6 +330,7 @@ async def run(
 
     Args:
         settings: Where the model is.
+        judge_settings: Where the reviewer's model is (default ``settings``).
         http_async_client: Passed to `build_loop`.
         view: The renderer; default a `LoopConsole` on stdout.
 
@@ -327,7 +347,12 @@ async def run(
         ```
 
     """
-    loop = build_loop(settings, http_async_client=http_async_client, checkpointer=InMemorySaver())
+    loop = build_loop(
+        settings,
+        judge_settings=judge_settings,
+        http_async_client=http_async_client,
+        checkpointer=InMemorySaver(),
+    )
     view = view if view is not None else LoopConsole()
     message = HumanMessage(content=prompt)
     config: Any = {"configurable": {"thread_id": "song-lyrics"}}
@@ -372,11 +397,12 @@ async def run_offline(
     view = view if view is not None else LoopConsole()
     view.console.print(local_model.banner(), markup=False, highlight=False)
     cap = (settings.max_tokens if settings is not None else None) or LOCAL_MAX_TOKENS
-    with local_model.LocalModelServer() as server:
+    with local_model.LocalModelPair() as servers:  # one process per role: see its docs
         # function_calling structured output and a max_tokens cap: what llama.cpp
         # honours; the client bounds the review's strings so its JSON fits in the cap
         return await run(
-            server.settings(max_tokens=cap),
-            http_async_client=server.http_async_client(),
+            servers.agent.settings(max_tokens=cap),
+            judge_settings=servers.judge.settings(max_tokens=cap),
+            http_async_client=servers.agent.http_async_client(),
             view=view,
         )

@@ -126,7 +126,7 @@ class EvalEndpoint:
     """The model an eval runs with, built by the command line tool from its options.
 
     Attributes:
-        model: The chat model (also the judge of ``judge-loop``).
+        model: The chat model (also the judge of ``judge-loop`` without ``judge_model``).
         judge_method: How the judge's verdict is requested: a structured-output
             method (``function_calling`` for llama.cpp's server), or ``"text"``
             (``Score: N`` / ``Feedback: ...``, for models without tool calling).
@@ -134,12 +134,15 @@ class EvalEndpoint:
             its name and endpoint).
         digest: The identity of the model's weights (the SHA-256 of a ``--gguf``
             file), part of the journal's key; ``None`` when not known.
+        judge_model: The judge's chat model in ``judge-loop`` (default ``model``): the
+            same model on a server of its own (the bundled server's judge process).
     """
 
     model: BaseChatModel
     judge_method: JudgeFormat = "json_schema"
     description: str | None = None
     digest: str | None = None
+    judge_model: BaseChatModel | None = None
 
 
 def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
@@ -485,6 +488,7 @@ async def run_eval_command(
             "judge_method": endpoint.judge_method,
             "model_id": endpoint.description,
             "model_digest": endpoint.digest,
+            "judge": endpoint.judge_model,
         }
     with _ProgressView(progress_console) as view:
         try:

@@ -9,6 +9,10 @@ One task per line of a JSONL file (blank lines are skipped):
 - ``{"id", "kind": "instructions", "prompt", "checks": [...]}``: a writing task whose
   answer must pass every check (see `loop_agents.evals.checks`).
 
+Either kind may name the ``part`` of its set it belongs to (a non-empty string, e.g.
+``"traps"``), for a report broken down by part; it is not part of the task's content
+(`task_digest` leaves it out).
+
 A malformed file raises `TaskFileError`, which names the file, the line and the field.
 
 Example:
@@ -51,8 +55,8 @@ BUNDLED_SETS = ("code", "instructions")
 
 TaskKind = Literal["code", "instructions"]
 
-_CODE_FIELDS = ("id", "kind", "prompt", "entry_point", "tests", "hidden_tests")
-_INSTRUCTIONS_FIELDS = ("id", "kind", "prompt", "checks")
+_CODE_FIELDS = ("id", "kind", "prompt", "entry_point", "tests", "hidden_tests", "part")
+_INSTRUCTIONS_FIELDS = ("id", "kind", "prompt", "checks", "part")
 
 
 @dataclass(frozen=True)
@@ -65,6 +69,8 @@ class CodeTask:
         entry_point: The name of the function the answer must define.
         tests: Visible ``assert`` statements: their failures are the loop's feedback.
         hidden_tests: ``assert`` statements that decide pass or fail; never shown.
+        part: The part of its set the task belongs to (``"traps"``, ``"caught"`` in the
+            bundled ``code`` set), or ``None``.
     """
 
     id: str
@@ -72,6 +78,7 @@ class CodeTask:
     entry_point: str
     tests: str
     hidden_tests: str
+    part: str | None = None
 
     @property
     def kind(self) -> Literal["code"]:
@@ -87,7 +94,7 @@ class CodeTask:
             "entry_point": self.entry_point,
             "tests": self.tests,
             "hidden_tests": self.hidden_tests,
-        }
+        } | _part(self.part)
 
 
 @dataclass(frozen=True)
@@ -98,11 +105,13 @@ class InstructionsTask:
         id: The task's id, unique in its file.
         prompt: What the model is asked.
         checks: The rules; their failures are the loop's feedback, and all must pass.
+        part: The part of its set the task belongs to, or ``None``.
     """
 
     id: str
     prompt: str
     checks: tuple[Check, ...]
+    part: str | None = None
 
     @property
     def kind(self) -> Literal["instructions"]:
@@ -116,11 +125,16 @@ class InstructionsTask:
             "kind": "instructions",
             "prompt": self.prompt,
             "checks": [c.to_json() for c in self.checks],
-        }
+        } | _part(self.part)
 
 
 Task: TypeAlias = CodeTask | InstructionsTask
 """Either kind of task."""
+
+
+def _part(part: str | None) -> dict[str, str]:
+    """The ``part`` field of a task's JSON: absent when the task has none."""
+    return {} if part is None else {"part": part}
 
 
 class TaskFileError(ValueError):
@@ -163,6 +177,10 @@ def _text(data: Mapping[str, Any], name: str) -> str:
     return value
 
 
+def _optional_text(data: Mapping[str, Any], name: str) -> str | None:
+    return _text(data, name) if name in data else None
+
+
 def _asserts(data: Mapping[str, Any], name: str) -> str:
     source = _text(data, name)
     try:
@@ -203,6 +221,7 @@ def _parse(data: object) -> Task:
             entry_point=entry_point,
             tests=_asserts(data, "tests"),
             hidden_tests=_asserts(data, "hidden_tests"),
+            part=_optional_text(data, "part"),
         )
     if kind == "instructions":
         _unknown_fields(data, _INSTRUCTIONS_FIELDS, "instructions")
@@ -217,7 +236,9 @@ def _parse(data: object) -> Task:
             except CheckSpecError as exc:
                 where = f"checks[{index}]" + (f".{exc.field}" if exc.field else "")
                 raise _FieldError(where, exc.problem) from exc
-        return InstructionsTask(id=task_id, prompt=prompt, checks=tuple(checks))
+        return InstructionsTask(
+            id=task_id, prompt=prompt, checks=tuple(checks), part=_optional_text(data, "part")
+        )
     if "kind" not in data:
         raise _FieldError("kind", 'is missing; give "code" or "instructions"')
     raise _FieldError("kind", f'must be "code" or "instructions"; got {kind!r:.60}')
@@ -381,10 +402,14 @@ def select_tasks(
 def task_digest(task: Task) -> str:
     """A short fingerprint of the task's content: a changed task gets a new one.
 
+    The ``part`` the task is filed under is not its content: moving a task to another
+    part keeps its digest.
+
     Example:
         ```python
         assert task_digest(task) == task_digest(parse_task(task.to_json()))
         ```
     """
-    canonical = json.dumps(task.to_json(), sort_keys=True, ensure_ascii=False)
+    content = {k: v for k, v in task.to_json().items() if k != "part"}
+    canonical = json.dumps(content, sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]

@@ -20,7 +20,13 @@ from dataclasses import dataclass
 
 from loop_agents.sandbox import SCRIPT_NAME
 
-__all__ = ["PYTHON_LANGUAGES", "CodeReview", "extract_python_blocks", "review_code"]
+__all__ = [
+    "PYTHON_LANGUAGES",
+    "CodeReview",
+    "extract_python_blocks",
+    "review_code",
+    "unclosed_python_block",
+]
 
 PYTHON_LANGUAGES = frozenset({"", "python", "python3", "py", "py3"})
 """Code fence info strings that count as Python; ``""`` is an unlabeled fence."""
@@ -63,6 +69,37 @@ def extract_python_blocks(text: str) -> list[str]:
         if language in PYTHON_LANGUAGES:
             blocks.append(match.group("code"))
     return blocks
+
+
+def unclosed_python_block(text: str, *, labeled: bool = False) -> str | None:
+    r"""Return the code of a Python block that is opened but never closed, if any.
+
+    An answer cut off at the model's token limit often ends inside its code block: the
+    opening fence (```` ```python ````, ```` ```py ```` or unlabeled) with no closing
+    fence after it. The code is everything after that fence, exactly as written (a last
+    line may be incomplete). Blocks that are closed are `extract_python_blocks`'s.
+
+    Args:
+        text: The answer.
+        labeled: Only a block whose fence names Python (```` ```python ````); an
+            unlabeled fence may also be a stray closing fence followed by prose.
+
+    Returns:
+        The text after the last block's unmatched opening fence, or ``None`` when every
+        block is closed (or the unclosed one is not Python).
+
+    Example:
+        ```python
+        cut = "Here:\n```python\ndef f(x):\n    return x +"
+        assert unclosed_python_block(cut) == "def f(x):\n    return x +"
+        assert unclosed_python_block("```python\nprint(1)\n```") is None
+        ```
+    """
+    end = max((match.end() for match in _FENCE.finditer(text)), default=0)
+    opening = _OPENING_FENCE.search(text, end)
+    if opening is None or (labeled and not opening.group(2)):
+        return None
+    return text[opening.end() :].removeprefix("\n")
 
 
 @dataclass(frozen=True)

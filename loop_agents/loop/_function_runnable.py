@@ -85,7 +85,7 @@ class FunctionRunnable(Runnable[In, Out], Generic[In, Out]):
 
     def invoke(self, input: In, config: RunnableConfig | None = None, **kwargs: Any) -> Out:
         """Call ``func``, in a run of its own unless ``trace`` is off."""
-        config = _complete(config)
+        config = complete_config(config)
         if not self.trace:
             return self.func(input, config)
         if not _observed(config):
@@ -110,7 +110,7 @@ class FunctionRunnable(Runnable[In, Out], Generic[In, Out]):
 
     async def ainvoke(self, input: In, config: RunnableConfig | None = None, **kwargs: Any) -> Out:
         """Call ``afunc``, in a run of its own unless ``trace`` is off."""
-        config = _complete(config)
+        config = complete_config(config)
         if not self.trace:
             return await self.afunc(input, config)
         if not _observed(config):
@@ -205,8 +205,15 @@ def _traced_to_langsmith(callbacks: BaseCallbackManager) -> bool:
     return any(isinstance(handler, LangChainTracer) for handler in callbacks.handlers)
 
 
-def _complete(config: RunnableConfig | None) -> RunnableConfig:
-    """``config`` when it is complete (as LangGraph passes it), else `ensure_config`'s."""
+def complete_config(config: RunnableConfig | None) -> RunnableConfig:
+    """``config`` when it is complete (as LangGraph passes it), else `ensure_config`'s.
+
+    Example:
+        ```python
+        assert complete_config(None)["callbacks"] is None
+        ```
+
+    """
     if config is not None and "callbacks" in config and "configurable" in config:
         return config
     return ensure_config(config)

@@ -190,6 +190,9 @@ class AgentCaller:
         self.input_keys = input_keys(agent) if self._takes_state else frozenset()
         self._is_runnable = isinstance(agent, Runnable)
         self._is_async_function = not self._is_runnable and is_async_callable(agent)
+        # typed once here rather than cast on every call
+        self._runnable = cast(Runnable[Any, Any], self.agent)
+        self._function = cast(Callable[[list[AnyMessage]], Any], self.agent)
 
     def _input(self, given: AgentInput) -> Any:
         if not self._takes_state:
@@ -201,12 +204,11 @@ class AgentCaller:
     def invoke(self, given: AgentInput, config: RunnableConfig) -> AgentReply:
         """Call the agent synchronously; return what it produced, its answer last."""
         if self._is_runnable:
-            runnable = cast(Runnable[Any, Any], self.agent)
-            result = runnable.invoke(self._input(given), config, **self._options)
+            result = self._runnable.invoke(self._input(given), config, **self._options)
         else:
             # an async function (or one returning an awaitable) runs on the background
             # event loop, so the loop's sync methods work with async agents too
-            result = cast(AgentFunction, self.agent)(given.messages)
+            result = self._function(given.messages)
             if inspect.iscoroutine(result):
                 result = run_coroutine(result)
             elif inspect.isawaitable(result):
@@ -216,14 +218,11 @@ class AgentCaller:
     async def ainvoke(self, given: AgentInput, config: RunnableConfig) -> AgentReply:
         """Call the agent asynchronously; return what it produced, its answer last."""
         if self._is_runnable:
-            runnable = cast(Runnable[Any, Any], self.agent)
-            result = await runnable.ainvoke(self._input(given), config, **self._options)
+            result = await self._runnable.ainvoke(self._input(given), config, **self._options)
         elif self._is_async_function:
-            func = cast(Callable[[list[AnyMessage]], Awaitable[Any]], self.agent)
-            result = await func(given.messages)
+            result = await self._function(given.messages)
         else:
-            func_sync = cast(AgentFunction, self.agent)
-            result = await in_worker_thread(config, func_sync, given.messages)
+            result = await in_worker_thread(config, self._function, given.messages)
             if inspect.isawaitable(result):
                 result = await result
         return self.reply(given.messages, result)
@@ -277,10 +276,10 @@ def _produced_by_call(
     return [m for m in messages if m.id is None or sent_by_id.get(m.id) != m]
 
 
-def _as_message(message: BaseMessage) -> AnyMessage:
+def _as_message(message: AnyMessage) -> AnyMessage:
     if isinstance(message, AIMessageChunk):
         return cast(AnyMessage, message_chunk_to_message(message))
-    return cast(AnyMessage, message)
+    return message
 
 
 def _shape(result: Any) -> str:
@@ -304,7 +303,7 @@ def with_fresh_ids(produced: list[AnyMessage], history: Sequence[AnyMessage]) ->
     for message in produced:
         if message.id is None or message.id in used:
             message = message.model_copy(update={"id": str(uuid.uuid4())})
-        used.add(cast(str, message.id))
+        used.add(message.id)
         fresh.append(message)
     return fresh
 

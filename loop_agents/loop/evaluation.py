@@ -80,15 +80,18 @@ class EvaluatorCaller:
         self.name = describe(evaluator)
         self._is_runnable = isinstance(evaluator, Runnable)
         self.is_async = not self._is_runnable and is_async_callable(evaluator)
+        # typed once here rather than cast on every call
+        self._runnable = cast(Runnable[LoopContext, Any], evaluator)
+        self._function = cast(Callable[[LoopContext], Any], evaluator)
 
     def invoke(self, context: LoopContext, config: RunnableConfig) -> LoopEvaluation:
         """Evaluate synchronously; async evaluators need the async methods."""
         if self._is_runnable:
-            result = cast(Runnable[LoopContext, Any], self.evaluator).invoke(context, config)
+            result = self._runnable.invoke(context, config)
         elif self.is_async:
             raise TypeError(self._use_async_message())
         else:
-            result = cast(Callable[[LoopContext], Any], self.evaluator)(context)
+            result = self._function(context)
             if inspect.isawaitable(result):
                 close = getattr(result, "close", None)
                 if callable(close):
@@ -99,12 +102,11 @@ class EvaluatorCaller:
     async def ainvoke(self, context: LoopContext, config: RunnableConfig) -> LoopEvaluation:
         """Evaluate asynchronously; sync evaluators run in an executor thread."""
         if self._is_runnable:
-            result = await cast(Runnable[LoopContext, Any], self.evaluator).ainvoke(context, config)
+            result = await self._runnable.ainvoke(context, config)
         elif self.is_async:
-            result = await cast(Callable[[LoopContext], Awaitable[Any]], self.evaluator)(context)
+            result = await self._function(context)
         else:
-            func = cast(Callable[[LoopContext], Any], self.evaluator)
-            result = await in_worker_thread(config, func, context)
+            result = await in_worker_thread(config, self._function, context)
             if inspect.isawaitable(result):
                 result = await result
         return self.validate(result, context["iteration"])

@@ -76,6 +76,44 @@ from loop_agents.loop.usage import CallUsage
 STEPS_PER_ITERATION = 2
 """LangGraph steps one iteration takes: ``invoke_agent`` then ``evaluate``."""
 
+NODE_READS: dict[NodeName, frozenset[str]] = {
+    "invoke_agent": frozenset(
+        {
+            "messages",
+            "init_messages",
+            "iteration",
+            "last_response",
+            "feedback",
+            "stop_reason",
+            "records",
+            "agent_state",
+            "loop_init_ids",
+            "history_memory",
+        }
+    ),
+    "evaluate": frozenset(
+        {
+            "messages",
+            "init_messages",
+            "iteration",
+            "last_response",
+            "feedback",
+            "records",
+            "agent_state",
+            "loop_init_ids",
+            "attempt_states",
+            "agent_run",
+            "candidate_runs",
+            "started_at",
+            "remaining_steps",
+        }
+    ),
+}
+"""The state keys each node reads: its input schema, so that LangGraph reads no others.
+
+``invoke_agent`` (and `Turn.state`) leaves out the previous loop's outcome (``stop``,
+``selected_iteration``, ``selected_score``) and what only ``evaluate`` reads."""
+
 
 def calls_models(control: LoopControl, hook: str) -> bool:
     """Whether ``control``'s ``hook`` may make a paid call of its own."""
@@ -214,7 +252,8 @@ class LoopNodes:
         if isinstance(result, list):
             attempts = [_after(agent_state, a) for a in result]
             return self._candidates_updates(updates, known, attempts, shaping, iteration)
-        attempt = _after(agent_state, cast(Attempt, result))
+        single: Attempt = result
+        attempt = _after(agent_state, single)
         return self._attempt_updates(updates, known, attempt, shaping, iteration)
 
     def _around(self, index: int, call: AgentCall, config: RunnableConfig) -> Program[Any]:
@@ -474,8 +513,10 @@ class LoopNodes:
                         f"return a non-empty string (the stop reason) or None"
                     )
                 return reason
-        counted = iteration - sum(1 for r in records if r.get("counted") is False)
-        if counted >= self.max_iterations:
+        # the iterations that do not count are looked for only once enough were made
+        if iteration >= self.max_iterations and (
+            iteration - sum(1 for r in records if r.get("counted") is False) >= self.max_iterations
+        ):
             return "max_iterations"
         if out_of_steps:
             return "recursion_limit"
@@ -611,7 +652,7 @@ def _context_of(base: LoopContext, attempt: Attempt, candidate: bool) -> LoopCon
     if candidate:
         context = candidate_context(base, attempt.produced or [], answer, attempt.candidate or 1)
     else:
-        context = cast(LoopContext, {**base, "last_response": answer})
+        context = LoopContext(**base, last_response=answer)
     context["agent_state"] = dict(attempt.agent_state)
     return context
 

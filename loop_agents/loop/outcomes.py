@@ -9,7 +9,7 @@ answer, or the k candidates), `verdict_of` turns an evaluator's checked result i
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, cast
+from typing import Any
 
 from langchain_core.messages import AIMessage, AnyMessage
 
@@ -21,7 +21,6 @@ from loop_agents.loop.state import (
     AgentRun,
     CandidateRecord,
     IterationRecord,
-    LoopEvaluation,
     LoopState,
 )
 from loop_agents.loop.usage import CallUsage
@@ -85,13 +84,15 @@ def attempts_of(state: LoopState) -> tuple[list[Attempt], CallUsage]:
     return [attempt], history
 
 
-def verdict_of(evaluation: LoopEvaluation | Mapping[str, Any], name: str) -> Verdict:
+def verdict_of(evaluation: Mapping[str, Any], name: str) -> Verdict:
     """A checked evaluation as a `Verdict` (``stop`` is ``None`` when only a score is given)."""
     feedback = evaluation.get("feedback")
+    stop: bool | None = evaluation.get("stop")
+    score: float | None = evaluation.get("score")
     return Verdict(
-        stop=cast(bool | None, evaluation.get("stop")),
+        stop=stop,
         feedback=feedback if isinstance(feedback, str) else None,
-        score=cast(float | None, evaluation.get("score")),
+        score=score,
         decided_by=list(evaluation.get("decided_by") or [name]),
     )
 
@@ -123,7 +124,7 @@ def record_of(outcome: Outcome, run: AgentRun, evaluator: str) -> IterationRecor
         judge_usage = judge_usage + judged.usage
     record: IterationRecord = {
         "iteration": outcome.iteration,
-        "answer_id": cast(str, answer.id) if answer is not None else None,
+        "answer_id": answer.id if answer is not None else None,
         "stop": bool(outcome.stop),
         "feedback": outcome.feedback_text if verdict is None else (verdict.feedback or ""),
         "score": outcome.score,
@@ -175,7 +176,7 @@ def candidate_records(outcome: Outcome) -> list[CandidateRecord]:
         usage = attempt.usage + (verdict.usage if verdict is not None else NO_USAGE)
         entry: CandidateRecord = {
             "candidate": attempt.candidate or index + 1,
-            "answer_id": cast(str, answer.id) if answer is not None else None,
+            "answer_id": answer.id if answer is not None else None,
             "selected": index == outcome.selected,
             "stop": bool(verdict.stop) if verdict is not None else False,
             "feedback": (verdict.feedback or "") if verdict is not None else "",

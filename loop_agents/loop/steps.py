@@ -188,7 +188,8 @@ def run(program: Program[T], *, stepped: bool = False) -> T:
             stepper.value = _effect(effect, stepped)
         except Exception as exc:  # thrown into the program, which may handle it
             stepper.error = exc
-    return cast(T, stepper.result)
+    result: T = stepper.result
+    return result
 
 
 async def arun(program: Program[T], *, stepped: bool = False) -> T:
@@ -206,7 +207,8 @@ async def arun(program: Program[T], *, stepped: bool = False) -> T:
             stepper.value = await _aeffect(effect, stepped)
         except Exception as exc:  # thrown into the program, which may handle it
             stepper.error = exc
-    return cast(T, stepper.result)
+    result: T = stepper.result
+    return result
 
 
 def _effect(effect: Call | Fanout, stepped: bool) -> Any:

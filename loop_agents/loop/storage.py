@@ -100,19 +100,22 @@ def append_messages(state: Sequence[AnyMessage], writes: Sequence[Any]) -> list[
     """
     global _last_merge
     last = _last_merge  # one read: another thread may replace it meanwhile
+    result: list[Any]  # messages, and None where one is removed until the end
     if last is not None and last[0] is state and len(last[1]) == len(state):
         # the channel's value is what the previous call returned: its index still holds
-        result: list[BaseMessage | None] = list(state)
+        result = list(state)
         index = dict(last[1])
     else:  # only C-level passes over the (long) conversation
         messages, ids = _coerced(state, 0, ())
-        result = cast(list[BaseMessage | None], messages)
+        result = cast(list[Any], messages)
         index = dict(zip(ids, range(len(ids)), strict=True))
     if len(index) != len(result):
         return _folded(result, writes)
     holes = False  # removed messages are left as None until the end
     for number, write in enumerate(writes):
-        incoming, _ = _coerced(write if isinstance(write, list) else [write], len(result), index)
+        incoming, incoming_ids = _coerced(
+            write if isinstance(write, list) else [write], len(result), index
+        )
         cut = _after_remove_all(incoming)
         if cut is not None:
             result = list(incoming[cut:])
@@ -122,8 +125,7 @@ def append_messages(state: Sequence[AnyMessage], writes: Sequence[Any]) -> list[
                 return _folded(result, writes[number + 1 :])
             continue
         removing: set[str] = set()
-        for message in incoming:
-            mid = cast(str, message.id)
+        for message, mid in zip(incoming, incoming_ids, strict=True):
             position = index.get(mid)
             if position is None:
                 if isinstance(message, RemoveMessage):
@@ -144,7 +146,7 @@ def append_messages(state: Sequence[AnyMessage], writes: Sequence[Any]) -> list[
         result = [m for m in result if m is not None]
     else:
         _last_merge = (result, index)
-    return cast(list[AnyMessage], result)
+    return result
 
 
 _last_merge: tuple[Sequence[BaseMessage | None], dict[str, int]] | None = None
@@ -192,7 +194,7 @@ def _coerced(
     A message without an id gets a stable one (see `_stable_id`).
     """
     if set(map(type, items)) <= _PLAIN_TYPES:
-        messages = cast(list[BaseMessage], list(items))
+        messages: list[BaseMessage] = list(items)
     else:
         messages = [message_chunk_to_message(m) for m in convert_to_messages(items)]
     ids = list(map(_ID, messages))
@@ -331,30 +333,34 @@ def resolve_storage(storage: Storage, checkpointer: Checkpointer) -> StorageLayo
     return storage
 
 
-def with_storage(schema: type[Any], layout: StorageLayout) -> type[Any]:
+def with_storage(
+    schema: type[Any], layout: StorageLayout, *, keys: Collection[str] | None = None
+) -> type[Any]:
     """``schema`` (a state ``TypedDict``) with its append-only keys stored as ``layout``.
 
     For ``"full"`` the schema itself; for ``"delta"`` a ``TypedDict`` of the same name,
     keys and required keys whose ``messages``, ``feedback`` and ``records`` are delta
-    channels with the same update rules.
+    channels with the same update rules. With ``keys``, only those of its keys (a node's
+    input schema: LangGraph then reads only their channels for the node).
 
     Example:
         ```python
         from loop_agents import LoopState
 
         graph = StateGraph(with_storage(LoopState, "delta"))
+        reads = with_storage(LoopState, "delta", keys=["messages", "iteration"])
         ```
 
     """
-    if layout == "full":
-        return schema
     hints = get_type_hints(schema, include_extras=True)
-    if not DELTA_KEYS.keys() & hints.keys():
+    if keys is None and (layout == "full" or not DELTA_KEYS.keys() & hints.keys()):
         return schema
     required = cast(frozenset[str], schema.__required_keys__)
     fields: dict[str, Any] = {}
     for key, hint in hints.items():
-        value = DELTA_KEYS.get(key, _unwrapped(hint))
+        if keys is not None and key not in keys:
+            continue
+        value = DELTA_KEYS.get(key, _unwrapped(hint)) if layout == "delta" else _unwrapped(hint)
         fields[key] = Required[value] if key in required else NotRequired[value]
     typed_dict = cast(Any, TypedDict)
     delta: type[Any] = typed_dict(schema.__name__, fields, total=False)

@@ -23,7 +23,8 @@ from collections.abc import Mapping
 from typing import Any, Literal, TypeAlias
 
 from langchain_core.runnables import RunnableConfig
-from langchain_core.runnables.config import ensure_config
+
+from loop_agents.loop._function_runnable import complete_config
 
 LoopRole: TypeAlias = Literal["agent", "evaluator", "compaction", "advisor"]
 """Which of a loop's calls a run (or a token) belongs to: the agent, the evaluator, a
@@ -70,22 +71,34 @@ def iteration_config(
         ```
 
     """
-    # what merge_configs(config, {...}) gives, without re-copying every key of the config
-    base = ensure_config(config)
+    # what merge_configs(config, {...}) gives, without re-copying every key of the config;
+    # a complete config (a node's, as LangGraph passes it) is taken as it is, with the
+    # configurable keys that `ensure_config` would copy into the metadata
+    base = complete_config(config)
+    configurable = base.get("configurable", {})
+    metadata: dict[str, Any] = {
+        key: value
+        for key in _METADATA_FROM_CONFIGURABLE
+        if isinstance(value := configurable.get(key), str)
+    }
+    metadata.update(base.get("metadata", {}))
+    metadata[LOOP_KEY] = loop
+    metadata[ITERATION_KEY] = iteration
+    metadata[ROLE_KEY] = role
     merged: RunnableConfig = {
         **base,
         "run_name": f"iteration {iteration}: {role}",
         "tags": sorted(
             {*base.get("tags", []), LOOP_TAG, f"iteration:{iteration}", f"{ROLE_KEY}:{role}"}
         ),
-        "metadata": {
-            **base.get("metadata", {}),
-            LOOP_KEY: loop,
-            ITERATION_KEY: iteration,
-            ROLE_KEY: role,
-        },
+        "metadata": metadata,
     }
     return merged
+
+
+_METADATA_FROM_CONFIGURABLE = ("model", "checkpoint_ns")
+"""The ``configurable`` keys that ``ensure_config`` copies into the metadata (when they
+are strings and the metadata lacks them)."""
 
 
 def candidate_config(config: RunnableConfig, candidate: int) -> RunnableConfig:

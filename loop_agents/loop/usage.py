@@ -14,8 +14,8 @@ from the server's ``prompt_tokens_details.cached_tokens``).
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
@@ -184,6 +184,10 @@ class CallUsage:
     cached_tokens: int = 0
 
     def __add__(self, other: CallUsage) -> CallUsage:
+        if other.is_empty():
+            return self
+        if self.is_empty():
+            return other
         models = dict(self.models)
         for name, counts in other.models.items():
             mine = models.get(name, (0, 0, 0))
@@ -198,6 +202,24 @@ class CallUsage:
             models,
             unmetered,
             self.cached_tokens + other.cached_tokens,
+        )
+
+    def is_empty(self) -> bool:
+        """Whether this is no usage at all (no call, no token).
+
+        Example:
+            ```python
+            assert CallUsage().is_empty() and not CallUsage(requests=1).is_empty()
+            ```
+
+        """
+        return not (
+            self.requests
+            or self.input_tokens
+            or self.output_tokens
+            or self.cached_tokens
+            or self.models
+            or self.unmetered
         )
 
     def stored(self) -> dict[str, Any]:
@@ -221,16 +243,24 @@ class CallUsage:
     @classmethod
     def of_stored(cls, stored: Mapping[str, Any]) -> CallUsage:
         """The usage `stored` gave (older forms without cached tokens included)."""
-        models = {
-            name: (int(c[0]), int(c[1]), int(c[2]) if len(c) > 2 else 0)
-            for name, c in (stored.get("models") or {}).items()
-        }
+        if not stored:
+            return NO_USAGE
+        given = stored.get("models")
+        models = (
+            {
+                name: (int(c[0]), int(c[1]), int(c[2]) if len(c) > 2 else 0)
+                for name, c in given.items()
+            }
+            if given
+            else {}
+        )
+        unmetered = stored.get("unmetered")
         return cls(
             int(stored.get("input_tokens", 0)),
             int(stored.get("output_tokens", 0)),
             int(stored.get("requests", 0)),
             models,
-            {name: int(n) for name, n in (stored.get("unmetered") or {}).items()},
+            {name: int(n) for name, n in unmetered.items()} if unmetered else {},
             int(stored.get("cached_tokens", 0)),
         )
 
@@ -259,8 +289,7 @@ _EVALUATOR_USAGE: ContextVar[TokenCounter | None] = ContextVar(
 register_configure_hook(_EVALUATOR_USAGE, inheritable=True)
 
 
-@contextmanager
-def counting_tokens() -> Iterator[TokenCounter]:
+def counting_tokens() -> AbstractContextManager[TokenCounter]:
     """Count the tokens of every chat-model call made inside the ``with`` block.
 
     Example:
@@ -271,9 +300,22 @@ def counting_tokens() -> Iterator[TokenCounter]:
         ```
 
     """
-    counter = TokenCounter()
-    token = _EVALUATOR_USAGE.set(counter)
-    try:
-        yield counter
-    finally:
-        _EVALUATOR_USAGE.reset(token)
+    return _Counting()
+
+
+class _Counting(AbstractContextManager[TokenCounter]):
+    """`counting_tokens`'s block: a new counter is the current one while it runs.
+
+    A class rather than a ``@contextmanager`` generator: it is entered around every
+    agent and evaluator call, and costs fewer Python calls this way.
+    """
+
+    __slots__ = ("_token",)
+
+    def __enter__(self) -> TokenCounter:
+        counter = TokenCounter()
+        self._token = _EVALUATOR_USAGE.set(counter)
+        return counter
+
+    def __exit__(self, *exc_info: object) -> None:
+        _EVALUATOR_USAGE.reset(self._token)

