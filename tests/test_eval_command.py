@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -78,11 +77,12 @@ def test_the_command_prints_the_tables_and_writes_the_json(tmp_path):
     assert "loop vs resample" in table
     assert "loop vs single" in table
     first_table = table.split("Pass rate by attempt")[0]
-    rows = {line.split()[0]: line.split()[1:4] for line in first_table.splitlines() if line.strip()}
-    assert rows["single"] == ["1", "0/4", "0%"]  # T, passed, rate
-    assert rows["loop"] == ["1", "4/4", "100%"]
-    assert rows["resample"] == ["1", "0/4", "0%"]
-    assert "max tokens none" in table
+    rows = {line.split()[0]: line.split()[1:3] for line in first_table.splitlines() if line.strip()}
+    assert rows["single"] == ["0/4", "0%"]
+    assert rows["loop"] == ["4/4", "100%"]
+    assert rows["resample"] == ["0/4", "0%"]
+    # one temperature for every arm: said once in the title, with the token cap
+    assert "Eval: K=3, T=1, max tokens none, judge T=default, gpt-5.4-mini" in table
     curves = table.split("Pass rate by attempt")[1].split("Paired, task by task")[0]
     rows = {line.split()[0]: line.split()[1:] for line in curves.splitlines() if line.strip()}
     assert rows["loop"] == ["0%", "100%", "100%"]
@@ -319,7 +319,7 @@ def test_a_finished_eval_run_again_with_another_token_cap_is_refused(tmp_path):
     assert {a: s["temperature"] for a, s in data["arms"].items()} == {"single": 1.0, "loop": 0.5}
     assert reasoning.returncode == 0, reasoning.stderr
     assert "temperature" not in scripted.requests[-1]
-    assert re.search(r"single\s+default\s+0/1", reasoning.stdout)
+    assert "Eval: K=3, T=default, max tokens none" in reasoning.stdout
     gpt5 = json.loads((tmp_path / "gpt5.json").read_text())
     assert gpt5["arms"]["single"]["temperature"] is None
     assert gpt5["settings"]["judge_temperature"] is None
