@@ -441,3 +441,16 @@ def test_one_temperature_for_every_arm_is_said_once_in_the_title():
     header = next(line for line in text.splitlines() if "passed" in line)
     assert header.split()[:3] == ["arm", "passed", "rate"]
     assert all(len(line) <= 80 for line in text.splitlines())
+
+
+def test_an_arms_name_is_never_cut_in_the_table():
+    from rich.console import Console
+
+    from loop_agents.evals.report import TaskResult, build_report
+
+    arms = ["loop", "loop-candidates"]
+    results = [TaskResult("t", arm, False, 4, 4, 2300, 300, cut_off=3) for arm in arms]
+    console = Console(record=True, width=80)
+    render_report(build_report(arms, results, settings={"iterations": 4}), console)
+    rows = [line.split() for line in console.export_text().splitlines()]
+    assert ["loop-candidates", "0/1", "0%"] in [row[:3] for row in rows]

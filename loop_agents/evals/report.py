@@ -392,8 +392,14 @@ def render_report(report: EvalReport, console: Console | None = None) -> None:
     headers = ["arm", "T", "passed", "rate", "95% CI", "calls", "tok in", "cached", "tok out"]
     if one_temperature:
         headers.remove("T")
+    longest = max((len(arm) for arm in report.arms), default=3)
     for header in (*headers, "cut", "s", "err"):
-        table.add_column(header, justify="left" if header == "arm" else "right", no_wrap=True)
+        table.add_column(
+            header,
+            justify="left" if header == "arm" else "right",
+            no_wrap=True,
+            min_width=longest if header == "arm" else None,  # an arm's name is never cut
+        )
     for summary in report.arms.values():
         low, high = summary.ci95
         shown_t = [] if one_temperature else [_temperature(summary.temperature)]
