@@ -397,7 +397,7 @@ async def test_the_console_report_states_temperatures_the_cap_and_the_curves():
     console = Console(record=True, width=160)
     render_report(report, console)
     text = console.export_text()
-    assert "max tokens 64" in text
+    assert "Eval: K=3, max tokens 64, judge T=0, scripted" in text  # no one T: a column
     assert "Pass rate by attempt" in text
     assert re.search(r"single\s+0\.25\s+0/2\s+0%", text)  # the arm's own temperature
     assert re.search(r"loop\s+1\s+2/2\s+100%", text)
@@ -405,3 +405,52 @@ async def test_the_console_report_states_temperatures_the_cap_and_the_curves():
     # the curves: single one step; loop 0% then 100%
     assert re.search(r"^ *single\s+0% *$", text, re.M)
     assert re.search(r"^ *loop\s+0%\s+100%\s+100% *$", text, re.M)
+
+
+def test_a_temperature_is_set_within_the_models_own_rules():
+    from langchain_openai import ChatOpenAI
+
+    from loop_agents.evals.arms import at_temperature
+
+    server = ReactiveOpenAI(lambda body: "x")
+    model = server.chat_model(max_tokens=5)
+    judge = at_temperature(model, 0.0)
+    assert (judge.temperature, judge.max_tokens, model.temperature) == (0.0, 5, None)
+    judge.invoke("hi")
+    assert server.requests[-1]["temperature"] == 0.0
+    # OpenAI's reasoning models accept only their default: no temperature is sent
+    reasoning = ChatOpenAI(model="gpt-5.4-mini", api_key="sk-test")
+    assert at_temperature(reasoning, 0.0).temperature is None
+    assert at_temperature(reasoning, 1.0).temperature == 1.0
+    # a model without the setting is used as it is
+    fake = FakeChat.of("a")
+    assert at_temperature(fake, 0.3) is fake
+
+
+def test_one_temperature_for_every_arm_is_said_once_in_the_title():
+    from rich.console import Console
+
+    from loop_agents.evals.report import TaskResult, build_report
+
+    results = [TaskResult("t", arm, True, 1, 1) for arm in ("single", "loop")]
+    settings = {"iterations": 2, "temperatures": {"single": 0.5, "loop": 0.5}, "max_tokens": 9}
+    console = Console(record=True, width=80)
+    render_report(build_report(["single", "loop"], results, settings=settings), console)
+    text = console.export_text()
+    assert text.startswith("Eval: K=2, T=0.5, max tokens 9")
+    header = next(line for line in text.splitlines() if "passed" in line)
+    assert header.split()[:3] == ["arm", "passed", "rate"]
+    assert all(len(line) <= 80 for line in text.splitlines())
+
+
+def test_an_arms_name_is_never_cut_in_the_table():
+    from rich.console import Console
+
+    from loop_agents.evals.report import TaskResult, build_report
+
+    arms = ["loop", "loop-candidates"]
+    results = [TaskResult("t", arm, False, 4, 4, 2300, 300, cut_off=3) for arm in arms]
+    console = Console(record=True, width=80)
+    render_report(build_report(arms, results, settings={"iterations": 4}), console)
+    rows = [line.split() for line in console.export_text().splitlines()]
+    assert ["loop-candidates", "0/1", "0%"] in [row[:3] for row in rows]

@@ -181,6 +181,21 @@ def test_bare_code_before_a_stray_closing_fence_is_the_code():
     assert extract_code("```\nprose: it's done\n", "add") is None
 
 
+async def test_the_loop_tells_a_cut_off_code_answer_to_send_the_code_only():
+    from loop_agents.evals import arun_arm
+    from loop_agents.evals.arms import CUT_OFF_FEEDBACK, ArmSettings
+    from tests.eval_models import ReactiveOpenAI, after_feedback
+    from tests.scripted_openai import Cut
+
+    cut = Cut("Here is how to add.\n\n```python\ndef add(a, b):\n    return a -")
+    server = ReactiveOpenAI(lambda body: RIGHT if after_feedback(body) else cut)
+    outcome = await arun_arm(TASK, "loop", server.chat_model(), settings=ArmSettings(iterations=2))
+    assert (outcome.passed, outcome.cut_off, outcome.by_attempt) == (True, 1, (False, True))
+    feedback = server.requests[1]["messages"][-1]["content"]
+    assert CUT_OFF_FEEDBACK["code"] in feedback
+    assert "code only" in feedback
+
+
 # -- an answer cut off inside its code block ---------------------------------------------
 
 

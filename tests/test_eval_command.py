@@ -77,11 +77,12 @@ def test_the_command_prints_the_tables_and_writes_the_json(tmp_path):
     assert "loop vs resample" in table
     assert "loop vs single" in table
     first_table = table.split("Pass rate by attempt")[0]
-    rows = {line.split()[0]: line.split()[1:4] for line in first_table.splitlines() if line.strip()}
-    assert rows["single"] == ["1", "0/4", "0%"]  # T, passed, rate
-    assert rows["loop"] == ["1", "4/4", "100%"]
-    assert rows["resample"] == ["1", "0/4", "0%"]
-    assert "max tokens none" in table
+    rows = {line.split()[0]: line.split()[1:3] for line in first_table.splitlines() if line.strip()}
+    assert rows["single"] == ["0/4", "0%"]
+    assert rows["loop"] == ["4/4", "100%"]
+    assert rows["resample"] == ["0/4", "0%"]
+    # one temperature for every arm: said once in the title, with the token cap
+    assert "Eval: K=3, T=1, max tokens none, judge T=default, gpt-5.4-mini" in table
     curves = table.split("Pass rate by attempt")[1].split("Paired, task by task")[0]
     rows = {line.split()[0]: line.split()[1:] for line in curves.splitlines() if line.strip()}
     assert rows["loop"] == ["0%", "100%", "100%"]
@@ -90,7 +91,7 @@ def test_the_command_prints_the_tables_and_writes_the_json(tmp_path):
     assert data["arms"]["loop"]["passed"] == 4
     assert data["by_attempt"]["loop"] == [0.0, 1.0, 1.0]
     assert data["settings"]["temperatures"]["single"] == 1.0
-    assert data["settings"]["judge_temperature"] == 0.0
+    assert data["settings"]["judge_temperature"] is None  # gpt-5.4-mini: its default only
     assert len(data["results"]) == 12
     assert data["settings"]["model"].startswith("gpt-5.4-mini at http://127.0.0.1:")
     # not a terminal: one progress line per finished pair
@@ -292,24 +293,36 @@ def test_a_finished_eval_run_again_with_another_token_cap_is_refused(tmp_path):
     out = tmp_path / "results.json"
     with scripted.serve() as base_url:
         first = run_eval(tmp_path, base_url, out, "--arms", "single,loop", "--limit", "2",
-                         "--max-tokens", "64", "--arm-temperature", "loop=0.5")  # fmt: skip
+                         "--max-tokens", "64", "--arm-temperature", "loop=0.5",
+                         "--model", "local-model")  # fmt: skip
         assert first.returncode == 0, first.stderr
         asked = len(scripted.requests)
         assert {b["max_completion_tokens"] for b in scripted.requests} == {64}
         assert {b["temperature"] for b in scripted.requests} == {1.0, 0.5}
         again = run_eval(tmp_path, base_url, out, "--arms", "single,loop", "--limit", "2",
-                         "--max-tokens", "128", "--arm-temperature", "loop=0.5")  # fmt: skip
+                         "--max-tokens", "128", "--arm-temperature", "loop=0.5",
+                         "--model", "local-model")  # fmt: skip
         assert again.returncode == 2
         assert "max_tokens 64 there, 128 now" in again.stderr
         assert len(scripted.requests) == asked  # nothing ran again
         same = run_eval(tmp_path, base_url, out, "--arms", "single,loop", "--limit", "2",
-                        "--max-tokens", "64", "--arm-temperature", "loop=0.5")  # fmt: skip
+                        "--max-tokens", "64", "--arm-temperature", "loop=0.5",
+                        "--model", "local-model")  # fmt: skip
+        # OpenAI's reasoning models sample at their default only: the report says so
+        reasoning = run_eval(tmp_path, base_url, tmp_path / "gpt5.json", "--arms", "single",
+                             "--limit", "1", "--temperature", "0.5")  # fmt: skip
     assert same.returncode == 0, same.stderr
     assert "4 done before (resumed)" in same.stderr
-    assert len(scripted.requests) == asked
+    assert len(scripted.requests) == asked + 1  # the reasoning model's one answer
     data = json.loads(out.read_text())
     assert data["settings"]["max_tokens"] == 64
     assert {a: s["temperature"] for a, s in data["arms"].items()} == {"single": 1.0, "loop": 0.5}
+    assert reasoning.returncode == 0, reasoning.stderr
+    assert "temperature" not in scripted.requests[-1]
+    assert "Eval: K=3, T=default, max tokens none" in reasoning.stdout
+    gpt5 = json.loads((tmp_path / "gpt5.json").read_text())
+    assert gpt5["arms"]["single"]["temperature"] is None
+    assert gpt5["settings"]["judge_temperature"] is None
 
 
 def test_a_gguf_model_is_known_by_its_sha256_in_the_journal(tmp_path, monkeypatch, capsys):

@@ -83,6 +83,7 @@ def server(model, tmp_path_factory) -> Iterator[str]:
         "OPENAI_BASE_URL": model_url,
         "OPENAI_API_KEY": "sk-test",
         "LOOP_AGENTS_STRUCTURED_OUTPUT": "function_calling",
+        "LOOP_AGENTS_MODEL": "local-model",  # samples at any temperature (not gpt-5's rule)
         "LANGGRAPH_CLI_NO_ANALYTICS": "1",
         "LANGGRAPH_NO_VERSION_CHECK": "true",
         "LANGSMITH_TRACING": "false",

@@ -283,6 +283,13 @@ def test_eval_report_writes_the_page_of_the_eval_it_ran(tmp_path, capsys, monkey
     assert Page(page.read_text(encoding="utf-8")).text == drawn.text
 
 
+def test_a_model_default_temperature_reads_default(example):
+    data = copy.deepcopy(example)
+    data["arms"]["loop"]["temperature"] = None
+    shown = Page(eval_page(data)).text.count("default")
+    assert shown == Page(eval_page(example)).text.count("default") + 1  # loop's T cell
+
+
 @pytest.mark.parametrize(
     "damage",
     [

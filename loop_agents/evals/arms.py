@@ -63,8 +63,10 @@ __all__ = [
     "ArmSettings",
     "PairRunner",
     "arun_arm",
+    "at_temperature",
     "check_arm_budget",
     "check_arms",
+    "sampled_temperature",
     "was_cut_off",
 ]
 
@@ -333,16 +335,40 @@ class CallCounter(TokenCounter):
 def at_temperature(model: BaseChatModel, temperature: float) -> BaseChatModel:
     """A copy of ``model`` that samples at ``temperature``.
 
-    A model without a ``temperature`` setting is returned as it is.
+    The copy is made with the model's own settings and validation, so a model that
+    refuses other temperatures keeps its rule (``ChatOpenAI`` sends none to OpenAI's
+    reasoning models, which accept only their default). A model that cannot be made
+    again from its settings is copied with the temperature set; one without a
+    ``temperature`` setting is returned as it is.
 
     Example:
         ```python
         judge = at_temperature(ChatOpenAI(model="gpt-5.4-mini"), 0.0)
         ```
     """
-    if "temperature" in type(model).model_fields:
+    if "temperature" not in type(model).model_fields:
+        return model
+    settings = {name: getattr(model, name) for name in model.model_fields_set}
+    try:
+        return type(model)(**(settings | {"temperature": temperature}))
+    except (TypeError, ValueError):  # pydantic's ValidationError is a ValueError
         return model.model_copy(update={"temperature": temperature})
-    return model
+
+
+def sampled_temperature(model: BaseChatModel, temperature: float) -> float | None:
+    """The temperature ``model`` really samples at when asked for ``temperature``.
+
+    ``None`` when the model keeps its own default (see `at_temperature`).
+
+    Example:
+        ```python
+        sampled_temperature(ChatOpenAI(model="gpt-5.4-mini"), 0.0)  # None: its default
+        ```
+    """
+    if "temperature" not in type(model).model_fields:
+        return None
+    value = getattr(at_temperature(model, temperature), "temperature", None)
+    return float(value) if isinstance(value, int | float) else None
 
 
 def _agent(model: BaseChatModel, task: Task) -> Runnable[Any, Any]:

@@ -187,7 +187,7 @@ def _arm_table(arms: Mapping[str, Mapping[str, Any]], colors: Mapping[str, str])
                 number_text(summary.get("seconds")),
                 number_text(summary.get("answers")),
                 number_text(summary.get("cut_off"), 0),
-                number_text(summary.get("temperature"), 2),
+                _temperature(summary),
                 _cap(summary),
                 number_text(summary.get("budget"), 0),
                 number_text(summary.get("errors"), 0),
@@ -196,6 +196,14 @@ def _arm_table(arms: Mapping[str, Mapping[str, Any]], colors: Mapping[str, str])
     headers = ["arm", "passed", "rate", "95% CI", "calls", "tok in", "cached", "tok out", "s"]
     headers += ["answers", "cut off", "T", "max tokens", "budget", "err"]
     return table(headers, rows, numeric=range(1, len(headers)))
+
+
+def _temperature(summary: Mapping[str, Any]) -> str:
+    """The arm's temperature: a number, "default" (recorded as null: the model's own)."""
+    if "temperature" not in summary:
+        return "—"
+    value = summary["temperature"]
+    return "default" if value is None else number_text(value, 2)
 
 
 def _cap(summary: Mapping[str, Any]) -> str:
@@ -488,7 +496,8 @@ def eval_page(data: Mapping[str, Any], *, tasks: Sequence[Task] | None = None) -
             "p",
             "calls, tok in/out, cached (prompt tokens read from the server's cache) and s: "
             "means per task; answers: answers written per task; "
-            "cut off: answers that ended at the token cap; T: the arm's temperature; "
+            "cut off: answers that ended at the token cap; T: the arm's temperature "
+            "(default: the model's own); "
             "err: pairs that failed every try; —: not recorded in this file.",
         ),
         heading("Cost frontier"),

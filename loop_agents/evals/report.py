@@ -137,7 +137,8 @@ class ArmSummary:
         answers: Mean answers written per task.
         cut_off: Answers that ended at the token cap, over all tasks.
         cut_off_rate: ``cut_off`` over all answers written (0 with none).
-        temperature: The temperature the arm's agent sampled at (``None``: not known).
+        temperature: The temperature the arm's agent sampled at (``None``: the model's
+            default, or not recorded).
         max_tokens: The token cap per answer (``None``: none, or not known).
         budget: The most answers the arm could write per task (1 for ``single``).
     """
@@ -327,6 +328,11 @@ def _percent(value: float) -> str:
     return f"{100 * value:.0f}%"
 
 
+def _temperature(value: float | None) -> str:
+    """An arm's temperature as shown: ``0.7``, or ``default`` (the model's own)."""
+    return "default" if value is None else f"{value:g}"
+
+
 def _render_by_attempt(report: EvalReport, console: Console) -> None:
     """The "Pass rate by attempt" table: one row per arm, one column per step."""
     curves = {arm: rates for arm, rates in report.by_attempt.items() if rates}
@@ -361,25 +367,45 @@ def render_report(report: EvalReport, console: Console | None = None) -> None:
     """
     console = console or Console()
     settings = report.settings
+    temperatures = {s.temperature for s in report.arms.values()}
+    one_temperature = len(temperatures) == 1 and bool(settings)
     title = "Eval"
     if settings:
         title += f": K={settings.get('iterations')}"
+        if one_temperature:  # the same for every arm: said once, no column
+            title += f", T={_temperature(next(iter(temperatures)))}"
         if "max_tokens" in settings:
             cap = settings["max_tokens"]
             title += f", max tokens {'none' if cap is None else cap}"
         if "judge_temperature" in settings:
-            title += f", judge T={settings['judge_temperature']:g}"
+            judge_t = settings["judge_temperature"]
+            title += f", judge T={'default' if judge_t is None else format(judge_t, 'g')}"
         if settings.get("model"):
             title += f", {settings['model']}"
-    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    headers = ("arm", "T", "passed", "rate", "95% CI", "calls", "tok in", "cached", "tok out")
+    table = Table(
+        title=title,
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        collapse_padding=True,
+    )
+    headers = ["arm", "T", "passed", "rate", "95% CI", "calls", "tok in", "cached", "tok out"]
+    if one_temperature:
+        headers.remove("T")
+    longest = max((len(arm) for arm in report.arms), default=3)
     for header in (*headers, "cut", "s", "err"):
-        table.add_column(header, justify="left" if header == "arm" else "right", no_wrap=True)
+        table.add_column(
+            header,
+            justify="left" if header == "arm" else "right",
+            no_wrap=True,
+            min_width=longest if header == "arm" else None,  # an arm's name is never cut
+        )
     for summary in report.arms.values():
         low, high = summary.ci95
+        shown_t = [] if one_temperature else [_temperature(summary.temperature)]
         table.add_row(
             summary.arm,
-            "?" if summary.temperature is None else f"{summary.temperature:g}",
+            *shown_t,
             f"{summary.passed}/{summary.tasks}",
             _percent(summary.pass_rate),
             f"{_percent(low)}-{_percent(high)}",
@@ -393,10 +419,10 @@ def render_report(report: EvalReport, console: Console | None = None) -> None:
         )
     console.print(table)
     console.print(
-        "T: the arm's sampling temperature; calls, tok in/out (tokens), cached (prompt "
-        "tokens read from the server's cache) and s (seconds): means per task; cut: "
-        "answers cut off at the token cap (all tasks); err: pairs without a result "
-        "(failed every try).",
+        "T: the arm's sampling temperature (default: the model's own); calls, tok in/out "
+        "(tokens), cached (prompt tokens read from the server's cache) and s (seconds): "
+        "means per task; cut: answers cut off at the token cap (all tasks); err: pairs "
+        "without a result (failed every try).",
         style="dim",
     )
     _render_by_attempt(report, console)

@@ -32,6 +32,7 @@ from loop_agents.evals.arms import (
     arun_arm,
     check_arm_budget,
     check_arms,
+    sampled_temperature,
 )
 from loop_agents.evals.code_tests import DEFAULT_TIMEOUT
 from loop_agents.evals.journal import Journal, journal_path
@@ -232,11 +233,18 @@ async def arun_eval(
         chosen = select_tasks(list(tasks), limit=limit, ids=task_ids)
     # everything that changes an answer: the journal's key (a journal of other settings
     # is refused) and the report's settings
+    temperatures: dict[str, float | None] = {arm: settings.temperature_of(arm) for arm in ARMS}
+    judge_sampled: float | None = settings.judge_temperature
+    if isinstance(model, BaseChatModel):  # what the model really sends (None: its default)
+        temperatures = {
+            arm: sampled_temperature(model, settings.temperature_of(arm)) for arm in ARMS
+        }
+        judge_sampled = sampled_temperature(judge or model, settings.judge_temperature)
     record: dict[str, Any] = {
         "iterations": settings.iterations,
         "temperature": settings.temperature,
-        "temperatures": {arm: settings.temperature_of(arm) for arm in ARMS},
-        "judge_temperature": settings.judge_temperature,
+        "temperatures": temperatures,
+        "judge_temperature": judge_sampled,
         "judge_threshold": settings.judge_threshold,
         "judge_method": None if server is not None else settings.judge_method,
         "max_tokens": None if server is not None else token_cap(model),

@@ -8,9 +8,10 @@ environment (``OPENAI_API_KEY``, ``OPENAI_BASE_URL``, ``LOOP_AGENTS_MODEL``,
 `loop_agents.models`); missing settings fail the run with a message saying what to set.
 
 Input: ``{"task": {...a task-file line...}, "arm": "loop", "iterations": 4,
-"temperature": 1.0, "judge_threshold": 80, "code_timeout": 10}``. Output: the arm's
-outcome, ``{"passed", "iterations", "model_calls", "input_tokens", "output_tokens",
-"seconds", "answer", "judge_failures"}``.
+"temperature": 1.0, "judge_temperature": 0, "judge_threshold": 80, "code_timeout": 10}``
+(``temperature``: the arm's). Output: the arm's outcome, ``{"passed", "iterations",
+"model_calls", "input_tokens", "output_tokens", "seconds", "answer", "judge_failures",
+"cached_input_tokens", "cut_off", "by_attempt"}``.
 
 Example:
     ```python
