@@ -317,3 +317,57 @@ def test_statistics():
     assert sign_test(5, 0) == pytest.approx(0.0625)
     assert sign_test(3, 3) == 1.0
     assert sign_test(1, 9) == sign_test(9, 1) == pytest.approx(0.02148, abs=1e-5)
+
+
+async def test_tasks_that_name_their_part_are_reported_part_by_part(tmp_path):
+    # feedback helps on the "caught" tasks only: the parts' pass rates must differ
+    parted = [
+        parse_task(
+            {
+                "id": f"{part}{i}",
+                "kind": "instructions",
+                "prompt": f"Task {part}{i}: reply OK in capitals.",
+                "checks": [{"check": "case", "case": "upper"}],
+                "part": part,
+            }
+        )
+        for part in ("caught", "traps")
+        for i in range(2)
+    ]
+
+    def helps_on_caught(body):
+        return "OK" if after_feedback(body) and "caught" in user_text(body) else "ok"
+
+    out = tmp_path / "parts.json"
+    server = ReactiveOpenAI(helps_on_caught)
+    report = await arun_eval(parted, server.chat_model(), arms=ARMS, iterations=2, out=out)
+    assert list(report.by_part) == ["caught", "traps"]
+    assert report.by_part["caught"]["loop"].passed == 2
+    assert report.by_part["traps"]["loop"].passed == 0
+    assert report.by_part["caught"]["single"].tasks == 2
+    data = json.loads(out.read_text(encoding="utf-8"))
+    assert data["by_part"]["caught"]["loop"]["pass_rate"] == 1.0
+    assert {r["part"] for r in data["results"]} == {"caught", "traps"}
+    # a resume reports the same parts, without running anything again
+    calls = len(server.requests)
+    again = await arun_eval(parted, server.chat_model(), arms=ARMS, iterations=2, out=out)
+    assert len(server.requests) == calls
+    assert again.by_part["caught"]["loop"].passed == 2
+
+    from io import StringIO
+
+    from rich.console import Console
+
+    from loop_agents.evals.report import render_report
+
+    text = StringIO()
+    render_report(report, Console(file=text, width=100))
+    shown = text.getvalue()
+    assert "Pass rate by part" in shown
+    assert "2/2 (100%)" in shown and "0/2 (0%)" in shown
+
+
+async def test_tasks_without_parts_have_no_part_table(tmp_path):
+    report = await arun_eval(tasks(2), FakeChat.of("OK"), arms=["single"], iterations=1)
+    assert report.by_part == {}
+    assert report.to_json()["by_part"] == {}

@@ -57,6 +57,8 @@ class TaskResult:
         cut_off: Answers that ended at the token cap.
         by_attempt: Whether the answer after step 1, 2, ... passes (see
             `loop_agents.evals.arms.ArmOutcome.by_attempt`); empty when not recorded.
+        part: The part of its set the task belongs to (`loop_agents.evals.tasks.CodeTask`'s
+            ``part``), or ``None``.
     """
 
     task_id: str
@@ -73,6 +75,7 @@ class TaskResult:
     cached_input_tokens: int = 0
     cut_off: int = 0
     by_attempt: tuple[bool, ...] = ()
+    part: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The result as one entry of ``results`` in the JSON output."""
@@ -93,7 +96,11 @@ class TaskResult:
             raise ValueError(f"malformed by_attempt {steps!r:.80}")
         known["by_attempt"] = tuple(steps)
         result = cls(**known)
-        if not isinstance(result.passed, bool) or not isinstance(result.task_id, str):
+        if (
+            not isinstance(result.passed, bool)
+            or not isinstance(result.task_id, str)
+            or not isinstance(result.part, str | None)
+        ):
             raise ValueError(f"malformed result {dict(data)!r:.80}")
         return result
 
@@ -182,6 +189,9 @@ class EvalReport:
             model, ...).
         by_attempt: Arm name -> its pass rate had it stopped after step 1, 2, ...
             (``single``: one entry; see `loop_agents.evals.arms.ArmOutcome.by_attempt`).
+        by_part: Part name -> arm name -> `ArmSummary` over that part's tasks, when the
+            tasks name their part (the bundled ``code`` set: ``traps`` and ``caught``);
+            empty otherwise.
     """
 
     arms: dict[str, ArmSummary]
@@ -190,6 +200,7 @@ class EvalReport:
     errors: list[TaskError] = field(default_factory=list)
     settings: dict[str, Any] = field(default_factory=dict)
     by_attempt: dict[str, list[float]] = field(default_factory=dict)
+    by_part: dict[str, dict[str, ArmSummary]] = field(default_factory=dict)
 
     @property
     def complete(self) -> bool:
@@ -204,9 +215,9 @@ class EvalReport:
         "cached_input_tokens", "answers", "cut_off", "cut_off_rate", "temperature",
         "max_tokens", "budget"}}, "by_attempt": {ARM: [rate after step 1, ...]},
         "results": [{"task_id", "arm", "passed", "iterations", "model_calls", ...,
-        "cut_off", "by_attempt"}], "comparisons": [...], "errors": [...],
-        "settings": {...}}``; ``model_calls``, the tokens, ``seconds`` and ``answers``
-        are means per task, ``cut_off`` a total.
+        "cut_off", "by_attempt", "part"}], "by_part": {PART: {ARM: {...as in arms}}},
+        "comparisons": [...], "errors": [...], "settings": {...}}``; ``model_calls``, the
+        tokens, ``seconds`` and ``answers`` are means per task, ``cut_off`` a total.
 
         Example:
             ```python
@@ -216,6 +227,10 @@ class EvalReport:
         return {
             "arms": {name: summary.to_json() for name, summary in self.arms.items()},
             "by_attempt": {name: list(rates) for name, rates in self.by_attempt.items()},
+            "by_part": {
+                part: {name: summary.to_json() for name, summary in arms.items()}
+                for part, arms in self.by_part.items()
+            },
             "results": [r.to_json() for r in self.results],
             "comparisons": [asdict(c) for c in self.comparisons],
             "errors": [asdict(e) for e in self.errors],
@@ -306,6 +321,15 @@ def build_report(
     """
     results = list(results)
     by_arm = {arm: [r for r in results if r.arm == arm] for arm in arms}
+    parts = sorted({r.part for r in results if r.part is not None})
+    by_part = {
+        part: {
+            arm: summarize(arm, [r for r in by_arm[arm] if r.part == part], settings=settings)
+            for arm in arms
+            if any(r.part == part for r in by_arm[arm])
+        }
+        for part in parts
+    }
     failed = {arm: sum(1 for e in errors if e.arm == arm) for arm in arms}
     summaries = {arm: summarize(arm, by_arm[arm], failed[arm], settings=settings) for arm in arms}
     verdicts = {arm: {r.task_id: r.passed for r in rs} for arm, rs in by_arm.items()}
@@ -321,6 +345,7 @@ def build_report(
         errors=list(errors),
         settings=dict(settings or {}),
         by_attempt={arm: pass_rate_by_attempt(by_arm[arm]) for arm in arms if by_arm[arm]},
+        by_part=by_part,
     )
 
 
@@ -355,6 +380,28 @@ def _render_by_attempt(report: EvalReport, console: Console) -> None:
     if "loop-candidates" in curves:
         note += "; for loop-candidates an attempt is an iteration of 2 answers."
     console.print(note, style="dim")
+
+
+def _render_by_part(report: EvalReport, console: Console) -> None:
+    """The "Pass rate by part" table: one row per arm, one column per part of the set."""
+    if not report.by_part:
+        return
+    table = Table(
+        title="Pass rate by part", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False
+    )
+    table.add_column("arm", no_wrap=True)
+    for part in report.by_part:
+        table.add_column(part, justify="right", no_wrap=True)
+    for arm in report.arms:
+        cells = []
+        for summaries in report.by_part.values():
+            summary = summaries.get(arm)
+            if summary is None:
+                cells.append("")
+                continue
+            cells.append(f"{summary.passed}/{summary.tasks} ({_percent(summary.pass_rate)})")
+        table.add_row(arm, *cells)
+    console.print(table)
 
 
 def render_report(report: EvalReport, console: Console | None = None) -> None:
@@ -425,6 +472,7 @@ def render_report(report: EvalReport, console: Console | None = None) -> None:
         "without a result (failed every try).",
         style="dim",
     )
+    _render_by_part(report, console)
     _render_by_attempt(report, console)
     if report.comparisons:
         paired = Table(title="Paired, task by task", title_justify="left", box=box.SIMPLE_HEAD)

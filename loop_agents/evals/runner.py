@@ -13,6 +13,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -291,8 +292,8 @@ async def _run_pairs(
     todo: list[tuple[Task, Arm, str]] = []
     for task, arm, digest in pairs:
         found = journal.lookup(task.id, arm, digest) if journal else None
-        if found is not None:
-            finished[(task.id, arm)] = found
+        if found is not None:  # a journal may predate the task's part
+            finished[(task.id, arm)] = dataclasses.replace(found, part=task.part)
         else:
             todo.append((task, arm, digest))
     resumed = len(finished)
@@ -337,6 +338,7 @@ async def _run_pairs(
                     cached_input_tokens=outcome.cached_input_tokens,
                     cut_off=outcome.cut_off,
                     by_attempt=tuple(outcome.by_attempt),
+                    part=task.part,
                 )
                 if journal is not None:
                     journal.append(result, digest)
