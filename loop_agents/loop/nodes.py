@@ -76,44 +76,6 @@ from loop_agents.loop.usage import CallUsage
 STEPS_PER_ITERATION = 2
 """LangGraph steps one iteration takes: ``invoke_agent`` then ``evaluate``."""
 
-NODE_READS: dict[NodeName, frozenset[str]] = {
-    "invoke_agent": frozenset(
-        {
-            "messages",
-            "init_messages",
-            "iteration",
-            "last_response",
-            "feedback",
-            "stop_reason",
-            "records",
-            "agent_state",
-            "loop_init_ids",
-            "history_memory",
-        }
-    ),
-    "evaluate": frozenset(
-        {
-            "messages",
-            "init_messages",
-            "iteration",
-            "last_response",
-            "feedback",
-            "records",
-            "agent_state",
-            "loop_init_ids",
-            "attempt_states",
-            "agent_run",
-            "candidate_runs",
-            "started_at",
-            "remaining_steps",
-        }
-    ),
-}
-"""The state keys each node reads: its input schema, so that LangGraph reads no others.
-
-``invoke_agent`` (and `Turn.state`) leaves out the previous loop's outcome (``stop``,
-``selected_iteration``, ``selected_score``) and what only ``evaluate`` reads."""
-
 
 def calls_models(control: LoopControl, hook: str) -> bool:
     """Whether ``control``'s ``hook`` may make a paid call of its own."""
@@ -171,17 +133,68 @@ class LoopNodes:
         self.report = LoopReporter(name, max_iterations)
         self._judge = self.report.traced("evaluator", self.evaluator.invoke, self.evaluator.ainvoke)
         self._traced: dict[int, FunctionRunnable[AgentInput, dict[str, Any]]] = {}
-        fans_out = any(c.fans_out for c in self.wrappers)
+        self.fans_out = any(c.fans_out for c in self.wrappers)
         self.stepped: dict[NodeName, bool] = {
             "invoke_agent": any(calls_models(c, "shape_input") for c in self.shapers),
             "evaluate": any(calls_models(c, "after_verdict") for c in self.deciders),
         }
         self.task_retries: dict[NodeName, bool] = {
-            "invoke_agent": self.stepped["invoke_agent"] or fans_out,
-            "evaluate": self.stepped["evaluate"] or fans_out,
+            "invoke_agent": self.stepped["invoke_agent"] or self.fans_out,
+            "evaluate": self.stepped["evaluate"] or self.fans_out,
         }
 
     # -- the nodes as LangGraph runs them ----------------------------------------------
+
+    def reads(self, name: NodeName) -> frozenset[str]:
+        """The state keys node ``name`` reads: its input schema (LangGraph reads no others).
+
+        ``invoke_agent`` reads what opens an iteration; with controls that shape the
+        agent's input, also what `Turn` gives them (`Turn.state`). ``evaluate`` reads what
+        the evaluator is shown and the records, and what its controls need: the start
+        time for stop rules, the kept agent states for choosers, the candidates' answers
+        when a control wraps the agent call, the request's ids for
+        ``output_mode="last_message"``.
+
+        Example:
+            ```python
+            assert "messages" in LoopNodes(agent, judge, 3).reads("evaluate")
+            ```
+
+        """
+        if name == "invoke_agent":
+            keys = {
+                "messages",
+                "init_messages",
+                "iteration",
+                "last_response",
+                "stop_reason",
+                "agent_state",
+                "loop_init_ids",
+                "history_memory",
+            }
+            if self.shapers:
+                keys |= {"feedback", "records"}
+            return frozenset(keys)
+        keys = {
+            "messages",
+            "init_messages",
+            "iteration",
+            "last_response",
+            "feedback",
+            "records",
+            "agent_state",
+            "agent_run",
+            "remaining_steps",
+        }
+        if self.rules:
+            keys.add("started_at")
+        if self.choosers:
+            keys.add("attempt_states")
+        if self.wrappers:  # a control around the agent call may fan it out
+            keys.add("candidate_runs")
+        if self.output_mode == "last_message":
+            keys.add("loop_init_ids")
+        return frozenset(keys)
 
     def node(self, name: NodeName) -> FunctionRunnable[LoopState, Any]:
         """The runnable of node ``name``: the program run by ``invoke`` or ``ainvoke``.
