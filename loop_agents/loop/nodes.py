@@ -21,6 +21,7 @@ never repeats a call that already finished (see `stepped`).
 from __future__ import annotations
 
 import inspect
+import uuid
 from collections.abc import Generator, Sequence
 from functools import partial
 from typing import Any, cast
@@ -69,7 +70,7 @@ from loop_agents.loop.state import (
     StopReason,
 )
 from loop_agents.loop.steps import Call, Fanout, Measured, Program, RetryPolicies, arun, run
-from loop_agents.loop.tracing import candidate_config
+from loop_agents.loop.tracing import candidate_config, iteration_config
 from loop_agents.loop.turns import iteration_number, start_iteration
 from loop_agents.loop.usage import CallUsage
 
@@ -141,6 +142,13 @@ class LoopNodes:
         self.task_retries: dict[NodeName, bool] = {
             "invoke_agent": self.stepped["invoke_agent"] or self.fans_out,
             "evaluate": self.stepped["evaluate"] or self.fans_out,
+        }
+        # the retry policy of each call run as a LangGraph task (see `node_retry`)
+        self._task_retries: dict[NodeName, RetryPolicies | None] = {
+            name: None
+            if self.retries is None or not self.task_retries[name]
+            else self.retries.retry_policy[name]
+            for name in ("invoke_agent", "evaluate")
         }
 
     # -- the nodes as LangGraph runs them ----------------------------------------------
@@ -220,9 +228,7 @@ class LoopNodes:
         return self.retries.retry_policy[name]
 
     def _task_retry(self, name: NodeName) -> RetryPolicies | None:
-        if self.retries is None or not self.task_retries[name]:
-            return None
-        return self.retries.retry_policy[name]
+        return self._task_retries[name]
 
     def _limit(self, name: NodeName, iteration: int, seconds: float | None) -> TimeLimit | None:
         if seconds is None and self.retries is not None:
@@ -314,7 +320,9 @@ class LoopNodes:
     def _agent_call(self, call: AgentCall, config: RunnableConfig) -> Program[Attempt]:
         """The agent call itself: one `Call`, measured."""
         caller = call.agent if isinstance(call.agent, AgentCaller) else self.agent
-        role_config = self.report.config(config, call.iteration, "agent")
+        role_config = iteration_config(
+            config, loop=self.report.loop, iteration=call.iteration, role="agent"
+        )
         name = "agent"
         if call.candidate is not None:
             role_config = candidate_config(role_config, call.candidate)
@@ -329,7 +337,7 @@ class LoopNodes:
             role_config,
             timeout=None if limit is None else limit.seconds,
             limit=limit,
-            retry=self._task_retry("invoke_agent"),
+            retry=self._task_retries["invoke_agent"],
         )
         value = measured.value
         return Attempt(
@@ -478,7 +486,9 @@ class LoopNodes:
         self, context: LoopContext, config: RunnableConfig
     ) -> Program[dict[str, Any]]:
         iteration = context["iteration"]
-        role_config = self.report.config(config, iteration, "evaluator")
+        role_config = iteration_config(
+            config, loop=self.report.loop, iteration=iteration, role="evaluator"
+        )
         name = "evaluator"
         if "candidate" in context:
             role_config = candidate_config(role_config, context["candidate"])
@@ -492,7 +502,7 @@ class LoopNodes:
             role_config,
             timeout=None if limit is None else limit.seconds,
             limit=limit,
-            retry=self._task_retry("evaluate"),
+            retry=self._task_retries["evaluate"],
         )
         return {
             "evaluation": measured.value,
@@ -567,12 +577,15 @@ class LoopNodes:
             ]
         self.report.evaluation_finished(record)
         if reason is None:
-            message = outcome.message
-            if not isinstance(message, HumanMessage):
-                message = feedback_message(outcome.feedback_text, iteration=iteration)
             # with its id: a delta channel replays the stored write, and a message given
             # without one would get it only as it is stored, after the router read it
-            updates["messages"] = [*updates.get("messages", []), *with_fresh_ids([message], ())]
+            message = outcome.message
+            if isinstance(message, HumanMessage):
+                message = with_fresh_ids([message], ())[0]
+            else:  # a new message of the loop's own: its id is given in place
+                message = feedback_message(outcome.feedback_text, iteration=iteration)
+                message.id = str(uuid.uuid4())
+            updates["messages"] = [*updates.get("messages", []), message]
         else:
             updates |= self._selection(state, record, updates)
             final = updates.get("last_response", answer)
