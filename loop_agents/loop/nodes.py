@@ -584,7 +584,8 @@ class LoopNodes:
                 message = with_fresh_ids([message], ())[0]
             else:  # a new message of the loop's own: its id is given in place
                 message = feedback_message(outcome.feedback_text, iteration=iteration)
-                message.id = str(uuid.uuid4())
+                if message.id is None:
+                    message.id = str(uuid.uuid4())
             updates["messages"] = [*updates.get("messages", []), message]
         else:
             updates |= self._selection(state, record, updates)
