@@ -103,7 +103,7 @@ async def run(parts: set[str], plan: Plan) -> str:
         for result in results:
             targets.append(
                 f"1. overhead at {result.iterations} iterations: {result.ratio:.2f}x the "
-                f"minimal LangGraph loop (target <= 1.10x): {_verdict(result.ratio <= 1.10)}"
+                f"minimal LangGraph loop (target <= 1.05x): {_verdict(result.ratio <= 1.05)}"
             )
     if "concurrency" in parts:
         loads = await concurrency.measure(loops=plan.loops, rounds=plan.concurrency_rounds)

@@ -70,6 +70,40 @@ def test_graph_shape():
     assert create_loop_agent(numbered_chat(), until(1), name="poet").name == "poet"
 
 
+def test_each_node_reads_only_the_state_keys_it_uses():
+    def read_keys(loop: Any, node: str) -> set[str]:
+        return set(get_type_hints(loop.graph.builder.nodes[node].input_schema))
+
+    plain = create_loop_agent(numbered_chat(), until(1))
+    assert read_keys(plain, "invoke_agent") == {
+        "messages",
+        "init_messages",
+        "iteration",
+        "last_response",
+        "stop_reason",
+        "agent_state",
+        "loop_init_ids",
+        "history_memory",
+    }
+    evaluate = read_keys(plain, "evaluate")
+    assert {"messages", "feedback", "records", "agent_run", "remaining_steps"} <= evaluate
+    assert not evaluate & {"stop", "selected_iteration", "started_at", "candidate_runs"}
+    # controls that need more get it: history (Turn), time budget, best-of, candidates
+    full = create_loop_agent(
+        numbered_chat(),
+        until(1),
+        history="last_attempt",
+        time_budget=60,
+        select="best",
+        candidates=2,
+        output_mode="last_message",
+    )
+    assert {"feedback", "records"} <= read_keys(full, "invoke_agent")
+    assert {"started_at", "attempt_states", "candidate_runs", "loop_init_ids"} <= read_keys(
+        full, "evaluate"
+    )
+
+
 def test_state_reducers():
     hints = get_type_hints(LoopState, include_extras=True)
     messages = hints["messages"]

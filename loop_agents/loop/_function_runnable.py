@@ -171,8 +171,9 @@ def _observed(config: RunnableConfig) -> bool:
         handlers = callbacks
     else:
         handlers = []
-    if any(not handler.ignore_chain for handler in handlers):
-        return True
+    for handler in handlers:
+        if not handler.ignore_chain:
+            return True
     return (
         tracing_v2_callback_var.get() is not None
         or bool(tracing_is_enabled())

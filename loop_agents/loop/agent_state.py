@@ -94,6 +94,8 @@ def output_state(result: Mapping[str, Any]) -> dict[str, Any]:
 
 def carried(state: Mapping[str, Any], keys: frozenset[str]) -> dict[str, Any]:
     """The part of ``state`` a graph agent taking ``keys`` is given back."""
+    if not state or not keys:
+        return {}
     return {key: value for key, value in state.items() if key in keys}
 
 
@@ -114,7 +116,7 @@ def frozen(value: Any) -> Any:
             "data": value.model_dump(mode="json"),
         }
     if isinstance(value, dict):
-        return {key: frozen(item) for key, item in value.items()}
+        return {key: frozen(item) for key, item in value.items()} if value else {}
     if isinstance(value, list):
         return [frozen(item) for item in value]
     return value
@@ -127,7 +129,7 @@ def thawed(value: Any) -> Any:
         if isinstance(mark, str) and set(value) == {_MODEL_MARK, "data"}:
             cls = _imported_model(mark)
             return cls.model_validate(value["data"]) if cls is not None else value["data"]
-        return {key: thawed(item) for key, item in value.items()}
+        return {key: thawed(item) for key, item in value.items()} if value else {}
     if isinstance(value, list):
         return [thawed(item) for item in value]
     return value

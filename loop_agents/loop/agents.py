@@ -309,8 +309,16 @@ def with_fresh_ids(produced: list[AnyMessage], history: Sequence[AnyMessage]) ->
 
 
 def answer_of(produced: Sequence[AnyMessage]) -> AIMessage:
-    """The answer among the messages an agent produced: its last AI message."""
-    return next(m for m in reversed(produced) if isinstance(m, AIMessage))
+    """The answer among the messages an agent produced: its last AI message.
+
+    Raises:
+        ValueError: there is none (`AgentCaller` makes sure there is).
+
+    """
+    for message in reversed(produced):
+        if isinstance(message, AIMessage):
+            return message
+    raise ValueError("the agent produced no AIMessage answer")
 
 
 def usage(produced: Sequence[AnyMessage]) -> tuple[int, int, int]:

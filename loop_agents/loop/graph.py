@@ -28,7 +28,7 @@ from loop_agents.loop.agents import AgentLike
 from loop_agents.loop.controls.base import LoopControl
 from loop_agents.loop.evaluation import Evaluator
 from loop_agents.loop.loop_agent import LoopAgent
-from loop_agents.loop.nodes import NODE_READS, STEPS_PER_ITERATION, LoopNodes
+from loop_agents.loop.nodes import STEPS_PER_ITERATION, LoopNodes
 from loop_agents.loop.output import OutputMode, check_output_mode, output_schema
 from loop_agents.loop.state import LoopInput, LoopState
 from loop_agents.loop.storage import Storage, check_storage, resolve_storage, with_storage
@@ -145,7 +145,7 @@ def compile_loop(
         builder.add_node(
             node,
             nodes.node(node),
-            input_schema=with_storage(LoopState, layout, keys=NODE_READS[node]),
+            input_schema=with_storage(LoopState, layout, keys=nodes.reads(node)),
             retry_policy=nodes.node_retry(node),
             destinations=("invoke_agent", END) if node == "evaluate" else None,
         )

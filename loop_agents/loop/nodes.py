@@ -21,6 +21,7 @@ never repeats a call that already finished (see `stepped`).
 from __future__ import annotations
 
 import inspect
+import uuid
 from collections.abc import Generator, Sequence
 from functools import partial
 from typing import Any, cast
@@ -69,50 +70,12 @@ from loop_agents.loop.state import (
     StopReason,
 )
 from loop_agents.loop.steps import Call, Fanout, Measured, Program, RetryPolicies, arun, run
-from loop_agents.loop.tracing import candidate_config
+from loop_agents.loop.tracing import candidate_config, iteration_config
 from loop_agents.loop.turns import iteration_number, start_iteration
 from loop_agents.loop.usage import CallUsage
 
 STEPS_PER_ITERATION = 2
 """LangGraph steps one iteration takes: ``invoke_agent`` then ``evaluate``."""
-
-NODE_READS: dict[NodeName, frozenset[str]] = {
-    "invoke_agent": frozenset(
-        {
-            "messages",
-            "init_messages",
-            "iteration",
-            "last_response",
-            "feedback",
-            "stop_reason",
-            "records",
-            "agent_state",
-            "loop_init_ids",
-            "history_memory",
-        }
-    ),
-    "evaluate": frozenset(
-        {
-            "messages",
-            "init_messages",
-            "iteration",
-            "last_response",
-            "feedback",
-            "records",
-            "agent_state",
-            "loop_init_ids",
-            "attempt_states",
-            "agent_run",
-            "candidate_runs",
-            "started_at",
-            "remaining_steps",
-        }
-    ),
-}
-"""The state keys each node reads: its input schema, so that LangGraph reads no others.
-
-``invoke_agent`` (and `Turn.state`) leaves out the previous loop's outcome (``stop``,
-``selected_iteration``, ``selected_score``) and what only ``evaluate`` reads."""
 
 
 def calls_models(control: LoopControl, hook: str) -> bool:
@@ -171,17 +134,75 @@ class LoopNodes:
         self.report = LoopReporter(name, max_iterations)
         self._judge = self.report.traced("evaluator", self.evaluator.invoke, self.evaluator.ainvoke)
         self._traced: dict[int, FunctionRunnable[AgentInput, dict[str, Any]]] = {}
-        fans_out = any(c.fans_out for c in self.wrappers)
+        self.fans_out = any(c.fans_out for c in self.wrappers)
         self.stepped: dict[NodeName, bool] = {
             "invoke_agent": any(calls_models(c, "shape_input") for c in self.shapers),
             "evaluate": any(calls_models(c, "after_verdict") for c in self.deciders),
         }
         self.task_retries: dict[NodeName, bool] = {
-            "invoke_agent": self.stepped["invoke_agent"] or fans_out,
-            "evaluate": self.stepped["evaluate"] or fans_out,
+            "invoke_agent": self.stepped["invoke_agent"] or self.fans_out,
+            "evaluate": self.stepped["evaluate"] or self.fans_out,
+        }
+        # the retry policy of each call run as a LangGraph task (see `node_retry`)
+        self._task_retries: dict[NodeName, RetryPolicies | None] = {
+            name: None
+            if self.retries is None or not self.task_retries[name]
+            else self.retries.retry_policy[name]
+            for name in ("invoke_agent", "evaluate")
         }
 
     # -- the nodes as LangGraph runs them ----------------------------------------------
+
+    def reads(self, name: NodeName) -> frozenset[str]:
+        """The state keys node ``name`` reads: its input schema (LangGraph reads no others).
+
+        ``invoke_agent`` reads what opens an iteration; with controls that shape the
+        agent's input, also what `Turn` gives them (`Turn.state`). ``evaluate`` reads what
+        the evaluator is shown and the records, and what its controls need: the start
+        time for stop rules, the kept agent states for choosers, the candidates' answers
+        when a control wraps the agent call, the request's ids for
+        ``output_mode="last_message"``.
+
+        Example:
+            ```python
+            assert "messages" in LoopNodes(agent, judge, 3).reads("evaluate")
+            ```
+
+        """
+        if name == "invoke_agent":
+            keys = {
+                "messages",
+                "init_messages",
+                "iteration",
+                "last_response",
+                "stop_reason",
+                "agent_state",
+                "loop_init_ids",
+                "history_memory",
+            }
+            if self.shapers:
+                keys |= {"feedback", "records"}
+            return frozenset(keys)
+        keys = {
+            "messages",
+            "init_messages",
+            "iteration",
+            "last_response",
+            "feedback",
+            "records",
+            "agent_state",
+            "agent_run",
+            "remaining_steps",
+        }
+        if self.rules:
+            keys.add("started_at")
+        if self.choosers:
+            keys.add("attempt_states")
+        if self.wrappers:  # a control around the agent call may fan it out
+            keys.add("candidate_runs")
+        if self.output_mode == "last_message":
+            keys.add("loop_init_ids")
+        return frozenset(keys)
 
     def node(self, name: NodeName) -> FunctionRunnable[LoopState, Any]:
         """The runnable of node ``name``: the program run by ``invoke`` or ``ainvoke``.
@@ -207,9 +228,7 @@ class LoopNodes:
         return self.retries.retry_policy[name]
 
     def _task_retry(self, name: NodeName) -> RetryPolicies | None:
-        if self.retries is None or not self.task_retries[name]:
-            return None
-        return self.retries.retry_policy[name]
+        return self._task_retries[name]
 
     def _limit(self, name: NodeName, iteration: int, seconds: float | None) -> TimeLimit | None:
         if seconds is None and self.retries is not None:
@@ -301,7 +320,9 @@ class LoopNodes:
     def _agent_call(self, call: AgentCall, config: RunnableConfig) -> Program[Attempt]:
         """The agent call itself: one `Call`, measured."""
         caller = call.agent if isinstance(call.agent, AgentCaller) else self.agent
-        role_config = self.report.config(config, call.iteration, "agent")
+        role_config = iteration_config(
+            config, loop=self.report.loop, iteration=call.iteration, role="agent"
+        )
         name = "agent"
         if call.candidate is not None:
             role_config = candidate_config(role_config, call.candidate)
@@ -316,7 +337,7 @@ class LoopNodes:
             role_config,
             timeout=None if limit is None else limit.seconds,
             limit=limit,
-            retry=self._task_retry("invoke_agent"),
+            retry=self._task_retries["invoke_agent"],
         )
         value = measured.value
         return Attempt(
@@ -465,7 +486,9 @@ class LoopNodes:
         self, context: LoopContext, config: RunnableConfig
     ) -> Program[dict[str, Any]]:
         iteration = context["iteration"]
-        role_config = self.report.config(config, iteration, "evaluator")
+        role_config = iteration_config(
+            config, loop=self.report.loop, iteration=iteration, role="evaluator"
+        )
         name = "evaluator"
         if "candidate" in context:
             role_config = candidate_config(role_config, context["candidate"])
@@ -479,7 +502,7 @@ class LoopNodes:
             role_config,
             timeout=None if limit is None else limit.seconds,
             limit=limit,
-            retry=self._task_retry("evaluate"),
+            retry=self._task_retries["evaluate"],
         )
         return {
             "evaluation": measured.value,
@@ -554,12 +577,16 @@ class LoopNodes:
             ]
         self.report.evaluation_finished(record)
         if reason is None:
-            message = outcome.message
-            if not isinstance(message, HumanMessage):
-                message = feedback_message(outcome.feedback_text, iteration=iteration)
             # with its id: a delta channel replays the stored write, and a message given
             # without one would get it only as it is stored, after the router read it
-            updates["messages"] = [*updates.get("messages", []), *with_fresh_ids([message], ())]
+            message = outcome.message
+            if isinstance(message, HumanMessage):
+                message = with_fresh_ids([message], ())[0]
+            else:  # a new message of the loop's own: its id is given in place
+                message = feedback_message(outcome.feedback_text, iteration=iteration)
+                if message.id is None:
+                    message.id = str(uuid.uuid4())
+            updates["messages"] = [*updates.get("messages", []), message]
         else:
             updates |= self._selection(state, record, updates)
             final = updates.get("last_response", answer)

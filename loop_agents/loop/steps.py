@@ -185,7 +185,10 @@ def run(program: Program[T], *, stepped: bool = False) -> T:
     stepper = _Stepper(program)
     while (effect := stepper.next()) is not None:
         try:
-            stepper.value = _effect(effect, stepped)
+            if not stepped and type(effect) is Call:  # the common case, without a hop
+                stepper.value = measure_sync(effect)
+            else:
+                stepper.value = _effect(effect, stepped)
         except Exception as exc:  # thrown into the program, which may handle it
             stepper.error = exc
     result: T = stepper.result
@@ -204,7 +207,10 @@ async def arun(program: Program[T], *, stepped: bool = False) -> T:
     stepper = _Stepper(program)
     while (effect := stepper.next()) is not None:
         try:
-            stepper.value = await _aeffect(effect, stepped)
+            if not stepped and type(effect) is Call:  # the common case, without a hop
+                stepper.value = await measure_async(effect)
+            else:
+                stepper.value = await _aeffect(effect, stepped)
         except Exception as exc:  # thrown into the program, which may handle it
             stepper.error = exc
     result: T = stepper.result

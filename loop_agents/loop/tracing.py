@@ -76,11 +76,10 @@ def iteration_config(
     # configurable keys that `ensure_config` would copy into the metadata
     base = complete_config(config)
     configurable = base.get("configurable", {})
-    metadata: dict[str, Any] = {
-        key: value
-        for key in _METADATA_FROM_CONFIGURABLE
-        if isinstance(value := configurable.get(key), str)
-    }
+    metadata: dict[str, Any] = {}
+    for key in _METADATA_FROM_CONFIGURABLE:
+        if isinstance(value := configurable.get(key), str):
+            metadata[key] = value
     metadata.update(base.get("metadata", {}))
     metadata[LOOP_KEY] = loop
     metadata[ITERATION_KEY] = iteration

@@ -126,6 +126,8 @@ class TokenCounter(BaseCallbackHandler):
     def usage(self) -> CallUsage:
         """What the calls seen so far used: tokens, requests, tokens by model name."""
         with self._lock:
+            if not (self.requests or self.input_tokens or self.output_tokens):
+                return NO_USAGE  # no call seen (a call is counted in requests)
             return CallUsage(
                 self.input_tokens,
                 self.output_tokens,
@@ -184,9 +186,9 @@ class CallUsage:
     cached_tokens: int = 0
 
     def __add__(self, other: CallUsage) -> CallUsage:
-        if other.is_empty():
+        if other is NO_USAGE:
             return self
-        if self.is_empty():
+        if self is NO_USAGE:
             return other
         models = dict(self.models)
         for name, counts in other.models.items():
@@ -202,24 +204,6 @@ class CallUsage:
             models,
             unmetered,
             self.cached_tokens + other.cached_tokens,
-        )
-
-    def is_empty(self) -> bool:
-        """Whether this is no usage at all (no call, no token).
-
-        Example:
-            ```python
-            assert CallUsage().is_empty() and not CallUsage(requests=1).is_empty()
-            ```
-
-        """
-        return not (
-            self.requests
-            or self.input_tokens
-            or self.output_tokens
-            or self.cached_tokens
-            or self.models
-            or self.unmetered
         )
 
     def stored(self) -> dict[str, Any]:
@@ -243,7 +227,14 @@ class CallUsage:
     @classmethod
     def of_stored(cls, stored: Mapping[str, Any]) -> CallUsage:
         """The usage `stored` gave (older forms without cached tokens included)."""
-        if not stored:
+        if not stored or not (
+            stored.get("requests")
+            or stored.get("input_tokens")
+            or stored.get("output_tokens")
+            or stored.get("cached_tokens")
+            or stored.get("models")
+            or stored.get("unmetered")
+        ):
             return NO_USAGE
         given = stored.get("models")
         models = (

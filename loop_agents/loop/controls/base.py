@@ -76,7 +76,7 @@ class Turn:
         agent_state: A graph agent's state keys beyond ``messages`` from its latest
             attempt (``{}`` for other agents and before the first attempt).
         config: The run config of the ``invoke_agent`` node.
-        state: The loop's state before the iteration (read-only): its keys that
+        state: The loop's state before the iteration (read-only): the keys that
             ``invoke_agent`` reads (``messages``, ``init_messages``, ``iteration``,
             ``last_response``, ``feedback``, ``records``, ``stop_reason``,
             ``agent_state`` and the history policy's memory; not the previous loop's
