@@ -7,12 +7,15 @@ import asyncio
 import json
 import re
 import threading
+from io import StringIO
 
 import httpx
 import pytest
+from rich.console import Console
 
 from loop_agents.evals import JournalError, arun_eval, run_eval
 from loop_agents.evals.journal import journal_path
+from loop_agents.evals.report import render_report
 from loop_agents.evals.stats import sign_test, wilson_interval
 from loop_agents.evals.tasks import TaskFileError, parse_task
 from tests.eval_models import ReactiveOpenAI, after_feedback, user_text
@@ -354,17 +357,12 @@ async def test_tasks_that_name_their_part_are_reported_part_by_part(tmp_path):
     assert len(server.requests) == calls
     assert again.by_part["caught"]["loop"].passed == 2
 
-    from io import StringIO
-
-    from rich.console import Console
-
-    from loop_agents.evals.report import render_report
-
     text = StringIO()
     render_report(report, Console(file=text, width=100))
     shown = text.getvalue()
     assert "Pass rate by part" in shown
-    assert "2/2 (100%)" in shown and "0/2 (0%)" in shown
+    assert "2/2 (100%)" in shown
+    assert "0/2 (0%)" in shown
 
 
 async def test_tasks_without_parts_have_no_part_table(tmp_path):
