@@ -233,6 +233,22 @@ async def test_a_cut_off_line_is_a_syntax_error_named_with_its_line():
     assert "SyntaxError: invalid syntax" in feedback
 
 
+async def test_a_demo_line_cut_off_after_a_complete_function_is_left_out():
+    # the token cap cut the model's own check after the function: the function is graded
+    answer = (
+        "```python\ndef add(a, b):\n    return a + b\n\n# checks\n"
+        'assert add(1, 2) == 3\nassert add("1'
+    )
+    assert extract_code(answer, "add") == (
+        "def add(a, b):\n    return a + b\n\n# checks\nassert add(1, 2) == 3\n"
+    )
+    assert await grader_for(TASK).visible(answer) == (True, "")
+    assert await grader_for(TASK).final(answer)
+    # a cut inside the function is not hidden: still a syntax error with its line
+    inside = "```python\ndef add(a, b):\n    total = a + b\n    return total +\n\nx = ("
+    assert extract_code(inside, "add") == inside.removeprefix("```python\n")
+
+
 # -- the code's own demo lines -------------------------------------------------------------
 
 DEMO = (

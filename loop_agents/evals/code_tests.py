@@ -271,9 +271,11 @@ def extract_code(answer: str, entry_point: str) -> str | None:
 
     A Python block that is opened but never closed (an answer cut off at the token limit)
     counts as a block when its fence names Python or it defines ``entry_point`` (an
-    unlabeled fence may be a stray closing one, prose after it), its code taken exactly
-    as written up to the end of the answer: a cut-off last line is then a syntax error,
-    reported with its line. A block that does
+    unlabeled fence may be a stray closing one, prose after it), its code taken as written
+    up to the end of the answer. When that code does not parse but its lines up to a
+    later top-level statement do, and still define ``entry_point`` (the cap cut off a demo
+    line after a complete function), the incomplete statement is left out; otherwise a
+    cut-off line is a syntax error, reported with its line. A block that does
     not parse counts as defining ``entry_point`` when one of its lines starts its
     ``def`` or ``class``. Without any block the whole answer is taken when it parses as
     Python, else its lines before its first fence line when they parse and define
@@ -293,7 +295,7 @@ def extract_code(answer: str, entry_point: str) -> str | None:
         and cut.strip()
         and (_defines(cut, entry_point) or unclosed_python_block(answer, labeled=True))
     ):
-        blocks.append(cut)
+        blocks.append(_complete_statements(cut, entry_point))
     for block in blocks:
         if _defines(block, entry_point):
             return block
@@ -304,6 +306,30 @@ def extract_code(answer: str, entry_point: str) -> str | None:
     except SyntaxError:
         return _leading_code(answer, entry_point)
     return answer if answer.strip() else None
+
+
+def _complete_statements(code: str, entry_point: str) -> str:
+    """``code`` without an incomplete last top-level statement, when that alone breaks it.
+
+    The longest run of whole lines that ends before a top-level line (one that starts at
+    column 0), parses and defines ``entry_point``; ``code`` itself when it parses or no
+    such run exists (the cut is then inside the definition: a syntax error to report).
+    """
+    try:
+        ast.parse(code)
+    except (SyntaxError, ValueError):
+        lines = code.splitlines()
+        for end in range(len(lines) - 1, 0, -1):
+            if not lines[end][:1].strip():  # indented or blank: inside a statement
+                continue
+            head = "\n".join(lines[:end]).rstrip() + "\n"
+            try:
+                ast.parse(head)
+            except (SyntaxError, ValueError):
+                continue
+            if _defines(head, entry_point):
+                return head
+    return code
 
 
 def _leading_code(answer: str, entry_point: str) -> str | None:
