@@ -253,11 +253,15 @@ FAKE_LLAMA = textwrap.dedent(
     Path(os.environ["FAKE_LLAMA_ARGV"]).write_text(json.dumps(sys.argv[1:]))
     sys.path.insert(0, os.environ["FAKE_LLAMA_ROOT"])
     from tests.scripted_openai import ScriptedOpenAI, Structured
-    script = [
-        Structured(item) if isinstance(item, dict) else item
-        for item in json.loads(Path(os.environ["FAKE_LLAMA_SCRIPT"]).read_text())
-    ]
-    server = ScriptedOpenAI(script, llama_cpp=True, record_to=Path(os.environ["FAKE_LLAMA_LOG"]))
+    script = json.loads(Path(os.environ["FAKE_LLAMA_SCRIPT"]).read_text())
+    # the bundled server is one process per role: each answers its role's requests in turn
+    drafts = iter([item for item in script if not isinstance(item, dict)])
+    verdicts = iter([Structured(item) for item in script if isinstance(item, dict)])
+    class ByRole(ScriptedOpenAI):
+        def _next_reply(self, body):
+            judged = body.get("tools") or body.get("response_format")
+            return next(verdicts if judged else drafts, None)
+    server = ByRole([], llama_cpp=True, record_to=Path(os.environ["FAKE_LLAMA_LOG"]))
     with server.serve(port=args.port):
         while True:
             time.sleep(1)
