@@ -10,6 +10,7 @@ from typing import Any
 from langchain_core.messages import AnyMessage, HumanMessage
 
 from loop_agents import LoopContext, LoopEvaluation
+from loop_agents.loop.feedback import DEFAULT_FEEDBACK_FORMAT
 from tests.fakes import review
 
 REQUEST = HumanMessage("Write a haiku about rain.")
@@ -83,13 +84,13 @@ class CountingEvaluator:
         return {"stop": False, "feedback": f"feedback {iteration}"}
 
 
-def transcript(n: int) -> list[tuple[str, str]]:
-    """The conversation of a loop accepted at iteration ``n``."""
+def transcript(n: int, feedback_format: str = DEFAULT_FEEDBACK_FORMAT) -> list[tuple[str, str]]:
+    """The conversation of a loop accepted at iteration ``n`` (feedback in that format)."""
     turns = [("human", REQUEST.text)]
     for i in range(1, n + 1):
         turns.append(("ai", f"answer {i}"))
         if i < n:
-            turns.append(("human", review(f"feedback {i}", i)))
+            turns.append(("human", review(f"feedback {i}", i, feedback_format)))
     return turns
 
 

@@ -22,7 +22,7 @@ from langchain_core.outputs import ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable
 from pydantic import Field
 
-from loop_agents.loop.feedback import feedback_message
+from loop_agents.loop.feedback import DEFAULT_FEEDBACK_FORMAT, feedback_message
 
 Answer = str | AIMessage | Callable[[list[BaseMessage]], "str | AIMessage"]
 
@@ -117,6 +117,6 @@ def texts(messages: Iterable[BaseMessage]) -> list[tuple[str, str]]:
     return [(m.type, m.text) for m in messages]
 
 
-def review(feedback: str, iteration: int) -> str:
-    """The text of the (default, fenced) feedback message the agent reads."""
-    return feedback_message(feedback, iteration=iteration).text
+def review(feedback: str, iteration: int, feedback_format: str = DEFAULT_FEEDBACK_FORMAT) -> str:
+    """The text of the feedback message the agent reads (by default the fenced one)."""
+    return feedback_message(feedback, iteration=iteration, feedback_format=feedback_format).text

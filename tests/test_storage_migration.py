@@ -21,10 +21,11 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from loop_agents import create_loop_agent
 from loop_agents.loop.checkpoints import checkpoint_before_iteration
-from loop_agents.loop.feedback import feedback_message
 from loop_agents.loop.records import record_answer
 from loop_agents.loop.storage import storage_of
-from tests.durable_helpers import REQUEST, CountingAgent, CountingEvaluator, answers, thread
+from tests.durable_helpers import CountingAgent, CountingEvaluator, answers, thread
+from tests.durable_helpers import transcript as durable_transcript
+from tests.fakes import review as fake_review
 from tests.fakes import texts
 
 FIXTURE_FEEDBACK_FORMAT = (
@@ -39,19 +40,12 @@ that what is compared is the storage layout, not the wording of the feedback."""
 
 def review(feedback: str, iteration: int) -> str:
     """The text of a feedback message in the fixture's format."""
-    return feedback_message(
-        feedback, iteration=iteration, feedback_format=FIXTURE_FEEDBACK_FORMAT
-    ).text
+    return fake_review(feedback, iteration, FIXTURE_FEEDBACK_FORMAT)
 
 
 def transcript(n: int) -> list[tuple[str, str]]:
     """The conversation of a loop accepted at iteration ``n``, in the fixture's format."""
-    turns = [("human", REQUEST.text)]
-    for i in range(1, n + 1):
-        turns.append(("ai", f"answer {i}"))
-        if i < n:
-            turns.append(("human", review(f"feedback {i}", i)))
-    return turns
+    return durable_transcript(n, FIXTURE_FEEDBACK_FORMAT)
 
 
 FIXTURE = Path(__file__).parent / "data" / "old_layout" / "threads.sqlite"
