@@ -292,7 +292,9 @@ async def run(parts: set[str], plan: Plan) -> str:
             "`LocalModelPair`), alternating. Seconds: the loop's records (composer call plus",
             "review). Computed: prompt tokens llama.cpp evaluated (its per-completion",
             "`prompt eval` counter); reused: the prompt tokens the server reported minus",
-            "those, i.e. the prefix taken from the KV cache. Load: the 1-minute load",
+            "those, i.e. the prefix taken from the KV cache; new: the tokens of the",
+            "messages that role had neither sent nor received before (their content, by",
+            "the server's tokenizer, without the chat template). Load: the 1-minute load",
             "average before the run (2 cores shared with other work). Then tokens/s of a",
             "fresh server at 1 and 2 threads on the composer's first prompt. This section",
             "alone: `python -m benchmarks --only cache`.",
@@ -308,9 +310,29 @@ async def run(parts: set[str], plan: Plan) -> str:
                 "",
                 cache.loop_table(measured),
                 "",
+                "Per role, the share of each prompt served from the KV cache against the",
+                "most any cache could serve: everything but the messages new to that role",
+                "(the agent's new feedback; the judge's new attempt, which it has not read).",
+                "",
+                cache.share_table(measured),
+                "",
                 cache.threads_table(measured),
             )
             share = cache.ratio(measured)
+            for role in ("agent", "judge"):
+                served = [cache.shares(measured, n, role) for n in range(2, cache.ITERATIONS + 1)]
+                low, most = min(s[0] for s in served), min(s[1] for s in served)
+                targets.append(
+                    f"7. per role, iterations 2-3: at least {low:.1%} of the {role}'s prompt "
+                    f"served from the cache (target >= 90%; the most possible: {most:.1%}): "
+                    f"{_verdict(low >= 0.9)}"
+                )
+            extra = cache.overhead(measured)
+            targets.append(
+                f"7. per role, iterations 2-3 compute only what is new to the role: at most "
+                f"{extra} tokens beyond the new messages' content (chat-template tokens; "
+                f"target <= 32): {_verdict(extra <= 32)}"
+            )
             targets.append(
                 f"7. iterations 2-3 per role: {share:.0%} of the shared server's time "
                 f"(target <= 50%): {_verdict(share <= 0.5)}"

@@ -23,6 +23,7 @@ Run it alone with ``python -m benchmarks --only cache`` (a few minutes).
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
 from collections.abc import Callable
@@ -69,6 +70,9 @@ class Request:
     iteration: int
     prompt_tokens: int
     computed: int
+    new: int
+    """Tokens of the messages that role had neither sent nor received before (content only,
+    without the chat template): what no cache can serve."""
 
     @property
     def reused(self) -> int:
@@ -85,10 +89,15 @@ class LoopRun:
     """Per iteration: the composer's call plus the review."""
     requests: list[Request] = field(default_factory=list)
 
-    def tokens(self, iteration: int, role: Role) -> tuple[int, int]:
-        """(computed, reused) prompt tokens of ``role``'s requests in ``iteration``."""
+    def tokens(self, iteration: int, role: Role) -> tuple[int, int, int, int]:
+        """(computed, reused, new, prompt) tokens of ``role``'s requests in ``iteration``."""
         mine = [r for r in self.requests if r.iteration == iteration and r.role == role]
-        return sum(r.computed for r in mine), sum(r.reused for r in mine)
+        return (
+            sum(r.computed for r in mine),
+            sum(r.reused for r in mine),
+            sum(r.new for r in mine),
+            sum(r.prompt_tokens for r in mine),
+        )
 
 
 @dataclass(frozen=True)
@@ -111,10 +120,21 @@ class CacheResult:
     """The 1-minute load average before each loop run."""
 
 
+@dataclass(frozen=True)
+class _Exchange:
+    """One chat request as sent, and the server's reply."""
+
+    role: Role
+    prompt_tokens: int
+    port: str
+    messages: list[dict[str, Any]]
+    reply: dict[str, Any]
+
+
 class _Sent:
     """The chat requests of one role, in order, with the prompt tokens the server reported."""
 
-    def __init__(self, role: Role, log: list[tuple[Role, int, str]]) -> None:
+    def __init__(self, role: Role, log: list[_Exchange]) -> None:
         self.role = role
         self.log = log
 
@@ -122,8 +142,48 @@ class _Sent:
         if not response.request.url.path.endswith("/chat/completions"):
             return
         await response.aread()
-        usage = response.json().get("usage") or {}
-        self.log.append((self.role, int(usage["prompt_tokens"]), str(response.request.url.port)))
+        answer = response.json()
+        usage = answer.get("usage") or {}
+        self.log.append(
+            _Exchange(
+                self.role,
+                int(usage["prompt_tokens"]),
+                str(response.request.url.port),
+                json.loads(response.request.content)["messages"],
+                ((answer.get("choices") or [{}])[0].get("message")) or {},
+            )
+        )
+
+
+def _text(message: dict[str, Any]) -> str:
+    """What a message holds for the model: its text and its tool calls."""
+    content = message.get("content")
+    if isinstance(content, list):
+        content = "".join(str(part.get("text", "")) for part in content)
+    calls = [
+        f"{call['function']['name']}({call['function']['arguments']})"
+        for call in message.get("tool_calls") or []
+    ]
+    return "\n".join([str(content or ""), *calls]).strip()
+
+
+def new_text(exchange: _Exchange, before: _Exchange | None) -> list[str]:
+    """What ``exchange`` holds that its role neither sent nor received the time ``before``:
+    the messages after the longest run it shares with those, the first of them only from
+    where its text departs from the earlier message in its place."""
+    seen = [*before.messages, before.reply] if before is not None else []
+    for index, sent in enumerate(exchange.messages):
+        known = seen[index] if index < len(seen) else None
+        text = _text(sent)
+        if known is None or sent.get("role") != known.get("role"):
+            return [text, *(_text(m) for m in exchange.messages[index + 1 :])]
+        if text != _text(known):
+            common = next(
+                (i for i, (a, b) in enumerate(zip(text, _text(known), strict=False)) if a != b),
+                min(len(text), len(_text(known))),
+            )
+            return [text[common:], *(_text(m) for m in exchange.messages[index + 1 :])]
+    return []
 
 
 def _client(hook: _Sent) -> httpx.AsyncClient:
@@ -137,7 +197,7 @@ def _client(hook: _Sent) -> httpx.AsyncClient:
 
 async def run_loop(arrangement: Arrangement, threads: int) -> LoopRun:
     """The Song-lyrics loop for `ITERATIONS` iterations on the bundled model."""
-    log: list[tuple[Role, int, str]] = []
+    log: list[_Exchange] = []
     servers: dict[Role, LocalModelServer]
     if arrangement == "shared":
         shared = LocalModelServer(n_threads=threads, timings=True)
@@ -173,15 +233,23 @@ async def run_loop(arrangement: Arrangement, threads: int) -> LoopRun:
         timings = {
             str(server.port): server.completion_timings() for server in set(servers.values())
         }
+        last: dict[Role, _Exchange] = {}
+        new: list[int] = []
+        for exchange in log:
+            unseen = new_text(exchange, last.get(exchange.role))
+            new.append(sum(servers[exchange.role].count_tokens(t) for t in unseen if t))
+            last[exchange.role] = exchange
     finally:
         stop()
     run = LoopRun(arrangement)
     run.seconds = [r["agent_seconds"] + r["evaluation_seconds"] for r in result["records"]]
     agent_iteration = 0
-    for role, prompt_tokens, port in log:
-        agent_iteration += role == "agent"
-        computed = timings[port].pop(0).prompt_tokens
-        run.requests.append(Request(role, agent_iteration, prompt_tokens, computed))
+    for exchange, new_tokens in zip(log, new, strict=True):
+        agent_iteration += exchange.role == "agent"
+        computed = timings[exchange.port].pop(0).prompt_tokens
+        run.requests.append(
+            Request(exchange.role, agent_iteration, exchange.prompt_tokens, computed, new_tokens)
+        )
     if any(timings.values()):
         raise RuntimeError("the servers logged more completions than the loop sent requests")
     return run
@@ -244,8 +312,10 @@ def loop_table(result: CacheResult) -> str:
                     f"{seconds:.1f}",
                     agent[0],
                     agent[1],
+                    agent[2],
                     judge[0],
                     judge[1],
+                    judge[2],
                     f"{result.load[number]:.1f}",
                 ]
             )
@@ -257,11 +327,55 @@ def loop_table(result: CacheResult) -> str:
             "seconds",
             "agent computed",
             "agent reused",
+            "agent new",
             "judge computed",
             "judge reused",
+            "judge new",
             "load",
         ],
         rows,
+    )
+
+
+def shares(result: CacheResult, iteration: int, role: Role) -> tuple[float, float]:
+    """Per role (median over runs): the share of ``role``'s prompt in ``iteration`` taken
+    from the cache, and the most any cache could serve (all but the new messages)."""
+    runs = [run.tokens(iteration, role) for run in result.runs if run.arrangement == "per role"]
+    reused = statistics.median(r[1] / r[3] for r in runs)
+    ceiling = statistics.median(1 - r[2] / r[3] for r in runs)
+    return reused, ceiling
+
+
+def share_table(result: CacheResult) -> str:
+    """Per role, iterations 2..: reused share against the most a cache could serve."""
+    rows: list[list[object]] = []
+    for iteration in range(2, ITERATIONS + 1):
+        row: list[object] = [iteration]
+        for role in ("agent", "judge"):
+            reused, ceiling = shares(result, iteration, role)
+            row += [f"{reused:.1%}", f"{ceiling:.1%}"]
+        rows.append(row)
+    return table(
+        [
+            "iteration",
+            "agent: prompt from cache",
+            "agent: at most (all but new)",
+            "judge: prompt from cache",
+            "judge: at most (all but new)",
+        ],
+        rows,
+    )
+
+
+def overhead(result: CacheResult) -> int:
+    """The most tokens any per-role request of iteration 2.. computed beyond its new
+    messages' content (chat-template tokens around them)."""
+    return max(
+        request.computed - request.new
+        for run in result.runs
+        if run.arrangement == "per role"
+        for request in run.requests
+        if request.iteration >= 2
     )
 
 

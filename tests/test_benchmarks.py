@@ -145,9 +145,12 @@ def _cache_result():
     def run(arrangement, seconds, computed):
         loop = cache.LoopRun(arrangement, list(seconds))
         for iteration, (agent, judge) in enumerate(computed, start=1):
+            first = iteration == 1
             loop.requests += [
-                cache.Request("agent", iteration, 700 + 100 * iteration, agent),
-                cache.Request("judge", iteration, 1600, judge),
+                cache.Request(
+                    "agent", iteration, 700 + 100 * iteration, agent, 790 if first else 110
+                ),
+                cache.Request("judge", iteration, 1600, judge, 1590 if first else 270),
             ]
         return loop
 
@@ -166,8 +169,9 @@ def test_the_cache_benchmark_counts_reused_tokens_and_compares_later_iterations(
 
     result = _cache_result()
     per_role = result.runs[1]
-    assert per_role.tokens(2, "agent") == (120, 780)  # 900 tokens, 780 from the cache
-    assert per_role.tokens(3, "judge") == (280, 1320)
+    # 900 tokens, 780 from the cache, 110 new
+    assert per_role.tokens(2, "agent") == (120, 780, 110, 900)
+    assert per_role.tokens(3, "judge") == (280, 1320, 270, 1600)
     # iterations 2 and 3: per role 22 and 30 s (median 26), shared 84 and 104 s (median 94)
     assert cache.later_iterations(result, "per role") == 26.0
     assert cache.later_iterations(result, "shared") == 94.0
@@ -175,12 +179,51 @@ def test_the_cache_benchmark_counts_reused_tokens_and_compares_later_iterations(
     rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in
             cache.loop_table(result).splitlines()]  # fmt: skip
     assert len(rows) == 2 + 4 * 3
-    assert rows[2] == ["shared", "1", "1", "30.0", "800", "0", "1600", "0", "1.0"]
-    assert rows[6] == ["per role", "1", "2", "10.0", "120", "780", "300", "1300", "2.0"]
+    assert rows[2] == ["shared", "1", "1", "30.0", "800", "0", "790", "1600", "0", "1590", "1.0"]
+    assert rows[6] == [
+        "per role", "1", "2", "10.0", "120", "780", "110", "300", "1300", "270", "2.0"
+    ]  # fmt: skip
+    # per role: 780 of 900 from the cache at iteration 2, at most 790 (all but 110 new)
+    assert cache.shares(result, 2, "agent") == (780 / 900, 1 - 110 / 900)
+    assert cache.shares(result, 3, "judge") == (1320 / 1600, 1 - 270 / 1600)
+    assert cache.overhead(result) == 30  # the judge's 300 computed against 270 new
+    shares = cache.share_table(result).splitlines()
+    assert [cell.strip() for cell in shares[2].split("|")[1:-1]] == [
+        "2", "86.7%", "87.8%", "81.2%", "83.1%"
+    ]  # fmt: skip
     assert rows[-1][:3] == ["shared", "2", "3"]
     speeds = [[cell.strip() for cell in line.split("|")[1:-1]] for line in
               cache.threads_table(result).splitlines()[2:]]  # fmt: skip
     assert speeds == [["1", "250", "30.0", "1"], ["2", "300", "33.0", "1"]]
+
+
+def test_the_cache_benchmark_counts_only_what_a_role_has_not_seen_as_new():
+    from benchmarks.cache import _Exchange, new_text
+
+    system = {"role": "system", "content": "Review the lyrics."}
+    request = {"role": "user", "content": "Write a song."}
+
+    def judge(attempt: str) -> _Exchange:
+        sent = [system, request, {"role": "assistant", "content": attempt}]
+        return _Exchange("judge", 0, "1", sent, {"role": "assistant", "content": "", "tool_calls": [
+            {"function": {"name": "Review", "arguments": '{"score": 40}'}}
+        ]})  # fmt: skip
+
+    assert new_text(judge("La la la."), None) == [
+        "Review the lyrics.",
+        "Write a song.",
+        "La la la.",
+    ]
+    # the judge never read the new attempt; only where it departs from the old one is new
+    assert new_text(judge("La la la, la."), judge("La la la.")) == [", la."]
+    assert new_text(judge("Do re mi."), judge("La la la.")) == ["Do re mi."]
+    assert new_text(judge("La la la."), judge("La la la.")) == []
+    # the agent's own answer (the server's reply) is not new to it; the feedback is
+    answer = {"role": "assistant", "content": "La la la."}
+    first = _Exchange("agent", 0, "1", [request], answer)
+    feedback = {"role": "user", "content": "More verses."}
+    second = _Exchange("agent", 0, "1", [request, answer, feedback], answer)
+    assert new_text(second, first) == ["More verses."]
 
 
 def test_the_cache_benchmark_is_skipped_with_a_reason_without_the_local_extra(monkeypatch):
@@ -193,3 +236,20 @@ def test_the_cache_benchmark_is_skipped_with_a_reason_without_the_local_extra(mo
     report = asyncio.run(run({"cache"}, QUICK))
     assert "## 7. Prompt caches on the bundled model" in report
     assert "skipped: the `local` extra is not installed (missing: llama-cpp-python)" in report
+
+
+def test_the_cache_benchmark_reports_its_targets(monkeypatch):
+    from benchmarks import cache
+    from benchmarks.__main__ import QUICK, run
+
+    async def measured(**_: object) -> object:
+        return _cache_result()
+
+    monkeypatch.setattr(cache, "skip_reason", lambda: None)
+    monkeypatch.setattr(cache, "measure", measured)
+    report = asyncio.run(run({"cache"}, QUICK))
+    assert "| iteration | agent: prompt from cache |" in report
+    assert "at least 81.2% of the judge's prompt served from the cache (target >= 90%; " in report
+    assert "the most possible: 83.1%): **missed**" in report
+    assert "at least 86.7% of the agent's prompt" in report
+    assert "at most 30 tokens beyond the new messages' content" in report
