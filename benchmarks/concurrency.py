@@ -240,8 +240,16 @@ async def _saver(kind: str, folder: Path, server: str) -> AsyncIterator[Any]:
 
 
 def _saver_starter(
-    graph: Runnable[Any, Any], saver: Any, guarded: bool, loops: int, cap: int | None
+    graph: Runnable[Any, Any],
+    saver: Any,
+    guarded: bool,
+    loops: int,
+    cap: int | None,
+    *,
+    tag: str,
 ) -> Callable[[], Awaitable[object]]:
+    """Start ``loops`` loops, each on a new thread: ``tag`` (one per starter) keeps the
+    starters on one saver from resuming each other's threads."""
     runs = itertools.count()
 
     async def start() -> object:
@@ -249,7 +257,7 @@ def _saver_starter(
         gate = asyncio.Semaphore(cap or loops)
 
         async def one(i: int) -> object:
-            config: Any = {"configurable": {"thread_id": f"{batch}-{i}"}}
+            config: Any = {"configurable": {"thread_id": f"{tag}-{batch}-{i}"}}
             async with gate:
                 if not guarded:
                     return await graph.ainvoke({"messages": [HumanMessage(f"R{i}")]}, config)
@@ -294,7 +302,7 @@ async def measure_savers(
                         (OURS, ours, False),
                     ):
                         starters[SaverLoad(kind, cap, name)] = _saver_starter(
-                            graph, saver, guarded, loops, cap
+                            graph, saver, guarded, loops, cap, tag=f"{name}, cap {cap}"
                         )
                 for start in starters.values():  # warm up
                     await start()

@@ -253,3 +253,28 @@ def test_the_cache_benchmark_reports_its_targets(monkeypatch):
     assert "the most possible: 83.1%): **missed**" in report
     assert "at least 86.7% of the agent's prompt" in report
     assert "at most 30 tokens beyond the new messages' content" in report
+
+
+def test_the_saver_benchmark_gives_every_loop_a_thread_of_its_own():
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from benchmarks.concurrency import _saver_starter
+
+    saver = InMemorySaver()
+    model, evaluator = FakeChat(), accept_at(2)
+    ours = create_loop_agent(model, evaluator, 2, checkpointer=saver)
+    minimal = minimal_langgraph_loop(model, evaluator, 2, checkpointer=saver)
+    starters = [
+        _saver_starter(ours, saver, False, 3, None, tag="ours"),
+        _saver_starter(minimal, saver, False, 3, None, tag="minimal"),
+        _saver_starter(minimal, saver, True, 3, 2, tag="guarded"),
+    ]
+
+    async def rounds() -> list[object]:
+        return [await start() for _ in range(2) for start in starters]
+
+    batches = asyncio.run(rounds())
+    # 2 rounds x 3 starters x 3 loops, none resuming another's thread: each ran 2 iterations
+    assert len(saver.storage) == 18
+    for done in batches:
+        assert [len(out["messages"]) for out in done] == [4, 4, 4]  # type: ignore[attr-defined]
