@@ -123,6 +123,36 @@ def test_threads_come_from_the_option_then_the_environment(tmp_path, no_local):
     assert endpoint_from_spec(remote, environment=threads_env).threads is None
 
 
+def test_a_seed_is_for_the_bundled_server_only(tmp_path, no_local, monkeypatch):
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF....")
+    assert resolve_endpoint(gguf=model, environment=env({})).seed is None  # llama.cpp's own
+    seeded = resolve_endpoint(gguf=model, seed=5, environment=env({}))
+    assert seeded.seed == 5
+    started: list[dict] = []
+
+    class Pair:  # what Endpoint.open gives LocalModelPair, without starting llama.cpp
+        def __init__(self, gguf, **options):
+            started.append(options)
+
+        def start(self):
+            return self
+
+    monkeypatch.setattr(local_model, "LocalModelPair", Pair)
+    monkeypatch.setattr(local_model, "missing_parts", lambda: [])
+    seeded.open()
+    assert started[0]["seed"] == 5
+    for elsewhere in (
+        {"base_url": "http://127.0.0.1:8080/v1", "environment": env({})},
+        {"environment": env({"OPENAI_API_KEY": "sk-test"})},
+        {"environment": env({"OPENAI_BASE_URL": "http://127.0.0.1:8080/v1"})},
+    ):
+        with pytest.raises(SettingsError, match="--seed sets the random seed of the bundled"):
+            resolve_endpoint(seed=5, **elsewhere)
+    with pytest.raises(SettingsError, match="--seed must be a whole number from 0 to"):
+        resolve_endpoint(gguf=model, seed=-3, environment=env({}))
+
+
 def test_roles_share_one_url_off_the_bundled_server(no_local):
     found = resolve_endpoint(base_url="http://127.0.0.1:8080/v1", environment=env({}))
     assert found.role_base_url("judge") == found.role_base_url("agent") == found.base_url

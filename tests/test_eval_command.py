@@ -325,19 +325,16 @@ def test_a_finished_eval_run_again_with_another_token_cap_is_refused(tmp_path):
     assert gpt5["settings"]["judge_temperature"] is None
 
 
-def test_a_gguf_model_is_known_by_its_sha256_in_the_journal(tmp_path, monkeypatch, capsys):
-    """Two GGUF files of the same name are two models: the journal tells them apart."""
-    import hashlib
-
-    from loop_agents.models import endpoints
+def _local_endpoint(scripted: ReactiveOpenAI, weights: Path, asked: list[dict] | None = None):
+    """A `resolve_endpoint` whose endpoint is the bundled server on ``weights`` without
+    starting llama.cpp: the scripted server answers. ``asked`` collects its options."""
     from loop_agents.models.endpoints import EndpointSpec
 
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    scripted = ReactiveOpenAI(feedback_helps)
-    weights = tmp_path / "model.gguf"
-
-    class LocalEndpoint:  # the bundled server on --gguf FILE, without starting llama.cpp
+    class LocalEndpoint:
         spec = EndpointSpec("local", "model", gguf=str(weights))
+
+        def __init__(self, seed: int | None) -> None:
+            self.seed = seed
 
         def __enter__(self):
             return self
@@ -346,12 +343,30 @@ def test_a_gguf_model_is_known_by_its_sha256_in_the_journal(tmp_path, monkeypatc
             return None
 
         def describe(self):
-            return "the bundled llama.cpp server on model.gguf"
+            return f"the bundled llama.cpp server on model.gguf (seed {self.seed})"
 
         def chat_model(self, **options):
             return scripted.chat_model()  # already without retries
 
-    monkeypatch.setattr(endpoints, "resolve_endpoint", lambda **options: LocalEndpoint())
+    def resolve(**options):
+        if asked is not None:
+            asked.append(options)
+        return LocalEndpoint(options.get("seed"))
+
+    return resolve
+
+
+def test_a_gguf_model_is_known_by_its_sha256_in_the_journal(tmp_path, monkeypatch, capsys):
+    """Two GGUF files of the same name are two models: the journal tells them apart."""
+    import hashlib
+
+    from loop_agents.models import endpoints
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    scripted = ReactiveOpenAI(feedback_helps)
+    weights = tmp_path / "model.gguf"
+
+    monkeypatch.setattr(endpoints, "resolve_endpoint", _local_endpoint(scripted, weights))
     out = tmp_path / "r.json"
     args = [str(task_file(tmp_path)), "--arms", "single", "--limit", "1", "--out", str(out)]
     weights.write_bytes(b"weights one")
@@ -369,3 +384,63 @@ def test_a_gguf_model_is_known_by_its_sha256_in_the_journal(tmp_path, monkeypatc
         capsys.readouterr().err
     )
     assert len(scripted.requests) == 1
+
+
+def test_each_eval_on_the_bundled_server_samples_from_a_seed_of_its_own(
+    tmp_path, monkeypatch, capsys
+):
+    """A fresh llama.cpp server repeats its seed's sequence: without --seed every eval
+    starts the server with a new one, so two runs are independent samples; --seed repeats
+    one. The seed is in the report; an eval resumed with another seed goes on."""
+    from loop_agents.models import endpoints
+    from loop_agents.models.local_model import MAX_SEED
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    scripted = ReactiveOpenAI(feedback_helps)
+    weights = tmp_path / "model.gguf"
+    weights.write_bytes(b"weights")
+    asked: list[dict] = []
+    monkeypatch.setattr(endpoints, "resolve_endpoint", _local_endpoint(scripted, weights, asked))
+    tasks = str(task_file(tmp_path))
+
+    def seed_of(out: Path) -> int:
+        return json.loads(out.read_text())["settings"]["seed"]
+
+    args = ["--arms", "single", "--gguf", str(weights)]
+    assert main([tasks, *args, "--limit", "1", "--out", str(tmp_path / "a.json")]) == 0
+    assert main([tasks, *args, "--limit", "1", "--out", str(tmp_path / "b.json")]) == 0
+    a, b = seed_of(tmp_path / "a.json"), seed_of(tmp_path / "b.json")
+    assert [options["seed"] for options in asked] == [None, None]  # none given
+    assert a != b
+    assert 0 <= a <= MAX_SEED
+    titles = " ".join(capsys.readouterr().out.split())
+    assert f"seed {a}" in titles  # the table's title says it
+    assert f"seed {b}" in titles
+    # given: the server starts with it; resuming with another seed is the same eval
+    out = tmp_path / "c.json"
+    assert main([tasks, *args, "--limit", "1", "--out", str(out), "--seed", "7"]) == 0
+    assert asked[-1]["seed"] == 7
+    assert seed_of(out) == 7
+    capsys.readouterr()
+    assert main([tasks, *args, "--limit", "2", "--out", str(out), "--seed", "8"]) == 0
+    assert "1 done before (resumed)" in capsys.readouterr().err
+    assert seed_of(out) == 8
+    assert len(scripted.requests) == 4
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--seed", "-1"], "--seed must be a whole number from 0 to 2147483647; got -1"),
+        (["--seed", "2147483648"], "--seed must be a whole number from 0 to 2147483647"),
+        (["--seed", "7", "--server", "http://127.0.0.1:9"], "with --server the LangGraph"),
+        (["--seed", "7", "--base-url", "http://127.0.0.1:9/v1"], "--seed sets the random seed"),
+    ],
+)
+def test_a_seed_the_eval_cannot_use_is_refused_before_any_model_call(
+    tmp_path, capsys, extra, message
+):
+    with pytest.raises(SystemExit) as caught:
+        main([str(task_file(tmp_path)), "--arms", "single", *extra])
+    assert caught.value.code == 2
+    assert message in capsys.readouterr().err

@@ -35,6 +35,7 @@ from loop_agents.models.llama_cpp_http import (
     number_choices,
 )
 from loop_agents.models.local_model import (
+    MAX_SEED,
     LocalModelError,
     LocalModelNotInstalledError,
     LocalModelPair,
@@ -249,6 +250,20 @@ def test_the_server_gets_the_threads_it_is_given(fake_llama):
     for bad in (0, -1, 1.5, True):
         with pytest.raises(ValueError, match="n_threads must be an int >= 1"):
             LocalModelServer(fake_llama, n_threads=bad)
+
+
+def test_the_servers_get_the_seed_they_are_given(fake_llama):
+    with LocalModelPair(fake_llama, seed=MAX_SEED, startup_timeout=30) as pair:
+        # the judge's process samples from the next seed (wrapping), not the agent's
+        assert _argument(pair.agent.process.pid, b"--seed") == str(MAX_SEED).encode()
+        assert _argument(pair.judge.process.pid, b"--seed") == b"0"
+    with LocalModelServer(fake_llama, startup_timeout=30) as server:  # llama.cpp's own
+        assert b"--seed" not in Path(f"/proc/{server.process.pid}/cmdline").read_bytes()
+    for bad in (-1, MAX_SEED + 1, 1.5, True, "7"):
+        with pytest.raises(ValueError, match=r"seed must be a whole number from 0 to 2147483647"):
+            LocalModelServer(fake_llama, seed=bad)
+        with pytest.raises(ValueError, match="seed must be a whole number"):
+            LocalModelPair(fake_llama, seed=bad)
 
 
 def _chat(server: LocalModelServer, *contents: str) -> None:
@@ -765,6 +780,23 @@ def test_on_the_real_server_each_role_reuses_its_own_prefix():
     assert len(judged) == 1
     assert computed[0] >= first.usage_metadata["input_tokens"] - 1  # a fresh process
     assert computed[1] < computed[0] // 2  # the task was reused, only the rest is read
+
+
+@pytest.mark.slow
+@needs_extra
+def test_on_the_real_server_a_seed_repeats_the_sampled_answers_and_another_does_not():
+    """A fresh server repeats its seed's sequence: the same seed, the same answers."""
+    request = [HumanMessage("Name three colours and an animal, in one line.")]
+
+    def answers(seed: int) -> list[str]:
+        with LocalModelServer(seed=seed, n_threads=1) as server:
+            model = server.chat_model(max_tokens=12, temperature=1.0)
+            return [model.invoke(request).text for _ in range(3)]
+
+    first, again, other = answers(11), answers(11), answers(12)
+    assert first == again
+    assert len(set(first)) > 1  # sampled: one sequence, a new draw per answer
+    assert other != first
 
 
 @pytest.mark.slow

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import secrets
 import sys
 
 from loop_agents.cli.errors import UsageError
@@ -36,7 +37,7 @@ def _weights_digest(gguf: str | None) -> str | None:
 def eval_(args: argparse.Namespace) -> int:
     """Run the eval: check every argument and the task file, resolve the model, run it."""
     from loop_agents.models.endpoints import resolve_endpoint
-    from loop_agents.models.local_model import LocalModelError
+    from loop_agents.models.local_model import MAX_SEED, LocalModelError
     from loop_agents.models.settings import Environment, SettingsError
 
     if args.from_json is not None:  # a finished eval's page: nothing runs
@@ -58,8 +59,12 @@ def eval_(args: argparse.Namespace) -> int:
             structured_output=args.structured_output,
             max_tokens=args.max_tokens,
             threads=args.threads,
+            seed=options.seed,
             environment=Environment.read(args.env_file),
         )
+        if endpoint.spec.kind == "local" and endpoint.seed is None:
+            # a fresh server repeats llama.cpp's fixed seed: runs would not be samples
+            endpoint.seed = secrets.randbelow(MAX_SEED + 1)
         with endpoint:
             print(endpoint.describe(), file=sys.stderr)
             spec = endpoint.spec
@@ -72,6 +77,7 @@ def eval_(args: argparse.Namespace) -> int:
                 judge_method=spec.structured_output_method,
                 description=_stable_name(spec.kind, spec.model, spec.base_url),
                 digest=_weights_digest(spec.gguf) if spec.kind == "local" else None,
+                seed=endpoint.seed,
             )
             return asyncio.run(run_eval_command(options, model))
     except (EvalUsageError, SettingsError, LocalModelError) as exc:

@@ -102,6 +102,8 @@ class EvalOptions:
         code_timeout: Seconds a code answer and its tests may run.
         json: Print the JSON result instead of the tables.
         report: Where the HTML page of the result goes, or ``None``.
+        seed: The bundled server's random seed (``--seed``), or ``None`` for a new one
+            per run.
     """
 
     source: str
@@ -119,6 +121,7 @@ class EvalOptions:
     code_timeout: float = 10.0
     json: bool = False
     report: Path | None = None
+    seed: int | None = None
 
 
 @dataclass(frozen=True)
@@ -136,6 +139,8 @@ class EvalEndpoint:
             file), part of the journal's key; ``None`` when not known.
         judge_model: The judge's chat model in ``judge-loop`` (default ``model``): the
             same model on a server of its own (the bundled server's judge process).
+        seed: The random seed the model's server was started with (the bundled
+            server's), kept in the report; ``None`` when the server keeps its own.
     """
 
     model: BaseChatModel
@@ -143,6 +148,7 @@ class EvalEndpoint:
     description: str | None = None
     digest: str | None = None
     judge_model: BaseChatModel | None = None
+    seed: int | None = None
 
 
 def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
@@ -204,6 +210,14 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
         default=0.0,
         metavar="T",
         help="the sampling temperature of judge-loop's judge (default: %(default)g)",
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        metavar="N",
+        help="the random seed of the bundled llama.cpp server (default: a new one every "
+        "run, shown in the report, so two runs are independent samples); the same seed "
+        "with --concurrency 1 samples the same answers again",
     )
     parser.add_argument(
         "--limit", type=int, metavar="N", help="run only the first N tasks (after --tasks)"
@@ -346,8 +360,20 @@ def eval_options(args: argparse.Namespace) -> EvalOptions:
         )
     if not args.code_timeout > 0:
         raise EvalUsageError(f"--code-timeout must be > 0 seconds; got {args.code_timeout:g}")
+    if args.seed is not None:
+        from loop_agents.models.local_model import check_seed
+
+        try:
+            check_seed(args.seed, "--seed")
+        except ValueError as exc:
+            raise EvalUsageError(str(exc)) from None
     server = args.server
     if server is not None:
+        if args.seed is not None:
+            raise EvalUsageError(
+                "--seed sets the bundled llama.cpp server's seed; with --server the "
+                "LangGraph server's model samples with its own: drop --seed"
+            )
         from loop_agents.evals.server import check_server_url
 
         try:
@@ -391,6 +417,7 @@ def eval_options(args: argparse.Namespace) -> EvalOptions:
         code_timeout=args.code_timeout,
         json=args.json,
         report=report,
+        seed=args.seed,
     )
 
 
@@ -488,6 +515,7 @@ async def run_eval_command(
             "judge_method": endpoint.judge_method,
             "model_id": endpoint.description,
             "model_digest": endpoint.digest,
+            "model_seed": endpoint.seed,
             "judge": endpoint.judge_model,
         }
     with _ProgressView(progress_console) as view:

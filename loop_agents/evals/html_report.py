@@ -485,6 +485,7 @@ def eval_page(data: Mapping[str, Any], *, tasks: Sequence[Task] | None = None) -
         f"K = {settings.get('iterations', '?')} answers per arm · {len(order)} tasks · "
         f"{len(arms)} arms · {len(results)} results"
         + (f" · {_count(len(errors), 'pair')} without a result" if errors else "")
+        + (f" · seed {settings['seed']}" if settings.get("seed") is not None else "")
     )
     body = [
         tag("h1", title),

@@ -429,6 +429,8 @@ def render_report(report: EvalReport, console: Console | None = None) -> None:
             title += f", judge T={'default' if judge_t is None else format(judge_t, 'g')}"
         if settings.get("model"):
             title += f", {settings['model']}"
+        if settings.get("seed") is not None:
+            title += f", seed {settings['seed']}"
     table = Table(
         title=title,
         title_justify="left",

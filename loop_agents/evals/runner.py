@@ -139,6 +139,7 @@ async def arun_eval(
     server: str | None = None,
     model_id: str | None = None,
     model_digest: str | None = None,
+    model_seed: int | None = None,
 ) -> EvalReport:
     """Run every task under every arm and compare the arms (async form of `run_eval`).
 
@@ -178,6 +179,9 @@ async def arun_eval(
         model_digest: The identity of the model's weights (e.g. the SHA-256 of a GGUF
             file, `loop_agents.models.file_identity.file_digest`), kept in the settings
             and the journal's key: a journal of other weights is refused.
+        model_seed: The random seed the model's server was started with, kept in the
+            report's settings (not in the journal's key: another seed samples from the
+            same distribution, so an eval resumed with a new seed stays one eval).
 
     Returns:
         An `EvalReport`.
@@ -270,7 +274,10 @@ async def arun_eval(
     finally:
         if journal is not None:
             journal.close()
-    report = build_report(chosen_arms, results, errors, settings=record | {"tasks": len(chosen)})
+    shown = record | {"tasks": len(chosen)}
+    if model_seed is not None:
+        shown["seed"] = model_seed
+    report = build_report(chosen_arms, results, errors, settings=shown)
     if out_path is not None:
         _write_json(out_path, report.to_json())
     return report

@@ -138,6 +138,9 @@ class Endpoint:
         api_key: The API key (read from ``OPENAI_API_KEY``, never saved).
         threads: CPU threads of each bundled server process (``--threads``,
             ``LOOP_AGENTS_THREADS``); default half the cores. Other servers ignore it.
+        seed: The bundled server's random seed (its judge process takes the next
+            number; see `loop_agents.models.local_model.LocalModelPair`); default
+            llama.cpp's fixed one. Other servers ignore it.
 
     Example:
         ```python
@@ -153,11 +156,13 @@ class Endpoint:
         source: str,
         api_key: str | None = None,
         threads: int | None = None,
+        seed: int | None = None,
     ) -> None:
         self.spec = spec
         self.source = source
         self.api_key = api_key
         self.threads = threads
+        self.seed = seed
         self.servers: LocalModelPair | None = None
         """The bundled server's two processes (agent, judge), once open."""
         self._clients: tuple[httpx.Client, httpx.AsyncClient] | None = None
@@ -202,7 +207,10 @@ class Endpoint:
                     f"  {local_model.install_command()}"
                 )
             self.servers = local_model.LocalModelPair(
-                self.spec.gguf, n_threads=self.threads, stop_timeout=LOCAL_STOP_TIMEOUT
+                self.spec.gguf,
+                n_threads=self.threads,
+                seed=self.seed,
+                stop_timeout=LOCAL_STOP_TIMEOUT,
             ).start()
         return self
 
@@ -323,7 +331,8 @@ class Endpoint:
                 agent, judge = self.servers.agent, self.servers.judge
                 where += (
                     f" at {agent.base_url} (judge: {judge.base_url}; "
-                    f"{agent.n_threads} thread{'s' if agent.n_threads != 1 else ''} each)"
+                    f"{agent.n_threads} thread{'s' if agent.n_threads != 1 else ''} each"
+                    f"{f'; seed {agent.seed}' if agent.seed is not None else ''})"
                 )
         else:
             where = str(self.base_url)
@@ -383,6 +392,7 @@ def resolve_endpoint(
     structured_output: StructuredOutputMethod | None = None,
     max_tokens: int | None = None,
     threads: int | None = None,
+    seed: int | None = None,
     environment: Environment | None = None,
 ) -> Endpoint:
     """Find the model server, in the order of the module docstring; nothing is started.
@@ -398,6 +408,8 @@ def resolve_endpoint(
             server defaults to 256).
         threads: CPU threads of each bundled server process (``--threads``; else
             ``LOOP_AGENTS_THREADS``, else half the cores).
+        seed: The bundled server's random seed (``--seed``); only for the bundled
+            server, whose randomness the package starts.
         environment: The settings to read; default `Environment.read()`.
 
     Returns:
@@ -425,6 +437,22 @@ def resolve_endpoint(
     cap = max_tokens or defaults.max_tokens
     api_key = env.get("OPENAI_API_KEY")
     local_threads = _threads(threads, env)
+    if seed is not None:
+        from loop_agents.models.local_model import check_seed
+
+        try:
+            check_seed(seed, "--seed")
+        except ValueError as exc:
+            raise SettingsError(str(exc)) from None
+
+    def seedless(endpoint: Endpoint) -> Endpoint:
+        if seed is not None:
+            raise SettingsError(
+                f"--seed sets the random seed of the bundled llama.cpp server, which this "
+                f"package starts; the endpoint here ({endpoint.spec.kind}, "
+                f"{endpoint.source}) samples with its own: drop --seed"
+            )
+        return endpoint
 
     def local(path: str | None, source: str) -> Endpoint:
         from loop_agents.models.local_model import DEFAULT_MAX_TOKENS, MODEL_ALIAS
@@ -436,13 +464,13 @@ def resolve_endpoint(
             max_tokens=cap or DEFAULT_MAX_TOKENS,
             gguf=path,
         )
-        return Endpoint(spec, source=source, threads=local_threads)
+        return Endpoint(spec, source=source, threads=local_threads, seed=seed)
 
     def server(url: str, source: str) -> Endpoint:
         spec = EndpointSpec(
             "server", named_model or DEFAULT_MODEL, url, method or "json_schema", cap
         )
-        return Endpoint(spec, source=source, api_key=api_key)
+        return seedless(Endpoint(spec, source=source, api_key=api_key))
 
     # 1. options
     if base_url is not None and gguf is not None:
@@ -468,8 +496,12 @@ def resolve_endpoint(
         spec = EndpointSpec(
             "openai", named_model or DEFAULT_MODEL, None, method or "json_schema", cap
         )
-        return Endpoint(
-            spec, source=f"from OPENAI_API_KEY in {env.origin('OPENAI_API_KEY')}", api_key=api_key
+        return seedless(
+            Endpoint(
+                spec,
+                source=f"from OPENAI_API_KEY in {env.origin('OPENAI_API_KEY')}",
+                api_key=api_key,
+            )
         )
     # 3. a running Ollama
     hint = ""
@@ -485,7 +517,7 @@ def resolve_endpoint(
                     f"or choose one of these with --model"
                 )
             spec = EndpointSpec("ollama", picked, found.base_url, method or "json_schema", cap)
-            return Endpoint(spec, source="no endpoint set; Ollama is running")
+            return seedless(Endpoint(spec, source="no endpoint set; Ollama is running"))
         if found is not None:
             hint = f"\nOllama runs at {found.url} but has no model; `ollama pull NAME` gets one."
     # 4. the bundled model

@@ -74,6 +74,7 @@ from loop_agents.models.settings import THREADS_VARIABLE, ModelSettings, parse_t
 __all__ = [
     "CMAKE_ARGS",
     "DEFAULT_MAX_TOKENS",
+    "MAX_SEED",
     "MODEL_ALIAS",
     "ROLES",
     "CompletionTimings",
@@ -84,6 +85,7 @@ __all__ = [
     "LocalModelStartError",
     "Role",
     "banner",
+    "check_seed",
     "default_threads",
     "free_port",
     "install_command",
@@ -344,6 +346,23 @@ def default_threads(cpu_count: int | None = None) -> int:
     return max(1, cores // 2)
 
 
+MAX_SEED = 2**31 - 1
+"""The largest random seed the bundled server takes (`LocalModelServer`'s ``seed``)."""
+
+
+def check_seed(seed: object, where: str) -> int:
+    """``seed`` if it is an int from 0 to `MAX_SEED`; else a `ValueError` naming ``where``.
+
+    Example:
+        ```python
+        check_seed(7, "--seed")  # 7
+        ```
+    """
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        raise ValueError(f"{where} must be a whole number from 0 to {MAX_SEED}; got {seed!r}")
+    return seed
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port that is free on ``host`` right now (the OS picks it).
 
@@ -404,6 +423,11 @@ class LocalModelServer(_Started):
         verbose: Show the server's log on stderr instead of keeping it in a file.
         timings: Have the server log llama.cpp's counters after every answer (kept in
             its log file; read them with `completion_timings`).
+        seed: The sampler's random seed, 0 to `MAX_SEED`. The server draws every
+            answer's randomness from one sequence that starts at this seed, so two
+            servers started with the same seed and sent the same requests in the same
+            order sample the same answers. Default llama.cpp's fixed seed: every fresh
+            server repeats the same sequence.
 
     Raises:
         ValueError: ``port``, ``n_ctx`` or ``n_threads`` is out of range.
@@ -431,6 +455,7 @@ class LocalModelServer(_Started):
         stop_timeout: float = 10.0,
         verbose: bool = False,
         timings: bool = False,
+        seed: int | None = None,
     ) -> None:
         """Describe the server; nothing starts before `start` or ``with``."""
         if port is not None and not (isinstance(port, int) and 0 < port < 65536):
@@ -454,6 +479,7 @@ class LocalModelServer(_Started):
         self.stop_timeout = stop_timeout
         self.verbose = verbose
         self.timings = timings
+        self.seed = check_seed(seed, "seed") if seed is not None else None
         self.process: subprocess.Popen[bytes] | None = None
         self._log_dir: str | None = None
         self._log_file: IO[bytes] | None = None
@@ -561,6 +587,7 @@ class LocalModelServer(_Started):
             "False",
             "--verbose",
             str(self.verbose or self.timings),
+            *(["--seed", str(self.seed)] if self.seed is not None else []),
         ]
         output: IO[bytes] | int  # the log file, or this process's stderr with verbose
         if self.verbose:
@@ -803,6 +830,8 @@ class LocalModelPair(_Started):
         model: A GGUF file; default the bundled one.
         n_threads: CPU threads of each process; default `default_threads`. A loop's
             agent and judge take turns, so the two rarely compute at once.
+        seed: The agent's server's random seed (see `LocalModelServer`); the judge's is
+            the next number (wrapping at `MAX_SEED`), so the two sample independently.
         **options: Passed to both `LocalModelServer`s (``n_ctx``, ``stop_timeout``, ...).
 
     Example:
@@ -813,13 +842,19 @@ class LocalModelPair(_Started):
     """
 
     def __init__(
-        self, model: str | Path | None = None, *, n_threads: int | None = None, **options: Any
+        self,
+        model: str | Path | None = None,
+        *,
+        n_threads: int | None = None,
+        seed: int | None = None,
+        **options: Any,
     ) -> None:
         """Describe the two servers; nothing starts before `start` or ``with``."""
         if "port" in options:
             raise ValueError("a LocalModelPair picks two free ports; port cannot be given")
-        self.agent = LocalModelServer(model, n_threads=n_threads, **options)
-        self.judge = LocalModelServer(model, n_threads=n_threads, **options)
+        judge_seed = None if seed is None else (check_seed(seed, "seed") + 1) % (MAX_SEED + 1)
+        self.agent = LocalModelServer(model, n_threads=n_threads, seed=seed, **options)
+        self.judge = LocalModelServer(model, n_threads=n_threads, seed=judge_seed, **options)
 
     def server(self, role: Role) -> LocalModelServer:
         """The server of ``role`` (``"agent"`` or ``"judge"``).
