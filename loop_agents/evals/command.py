@@ -102,7 +102,8 @@ class EvalOptions:
         code_timeout: Seconds a code answer and its tests may run.
         json: Print the JSON result instead of the tables.
         report: Where the HTML page of the result goes, or ``None``.
-        seed: The bundled server's random seed (``--seed``), or ``None`` for a new one
+        seed: The bundled server's random seed (``--seed``, checked by
+            `loop_agents.models.endpoints.resolve_endpoint`), or ``None`` for a new one
             per run.
     """
 
@@ -360,13 +361,6 @@ def eval_options(args: argparse.Namespace) -> EvalOptions:
         )
     if not args.code_timeout > 0:
         raise EvalUsageError(f"--code-timeout must be > 0 seconds; got {args.code_timeout:g}")
-    if args.seed is not None:
-        from loop_agents.models.local_model import check_seed
-
-        try:
-            check_seed(args.seed, "--seed")
-        except ValueError as exc:
-            raise EvalUsageError(str(exc)) from None
     server = args.server
     if server is not None:
         if args.seed is not None:
