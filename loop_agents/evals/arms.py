@@ -12,6 +12,12 @@
 - ``loop-candidates``: the ``loop`` with two candidate answers per iteration
   (``candidates=2``) for K/2 iterations: K answers in all (K must be even). Not run by
   default.
+- ``restart``: the ``loop`` with a `Restart` control: after a repair that did not raise
+  the share of visible tests or checks passed (or an answer identical to an earlier
+  one), the next answer is a fresh sample sent the task and what the earlier answers
+  failed, as a list of what must hold. Not run by default.
+- ``diverse-first``: the ``loop`` with a `DiverseFirst` control: two first answers at
+  once, then repair of the better one: K answers in all (K >= 2). Not run by default.
 
 Every arm's agent samples at the same temperature (`ArmSettings.temperature`, 1.0)
 unless one is set for the arm (`ArmSettings.arm_temperatures`); the judge samples at
@@ -43,7 +49,14 @@ from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from langchain_core.runnables.config import merge_configs
 
 from loop_agents.evals.code_tests import DEFAULT_TIMEOUT
-from loop_agents.evals.grading import Grader, grader_for, request_text, system_prompt
+from loop_agents.evals.grading import (
+    Grader,
+    VisibleResult,
+    grader_for,
+    request_text,
+    requirement_points,
+    system_prompt,
+)
 from loop_agents.evals.tasks import Task
 from loop_agents.evaluators.judge import (
     JudgeError,
@@ -51,8 +64,13 @@ from loop_agents.evaluators.judge import (
     judge_format_options,
     llm_judge,
 )
+from loop_agents.loop.controls.base import LoopControl
+from loop_agents.loop.controls.candidates import best_candidate
+from loop_agents.loop.controls.diverse_first import DiverseFirst
+from loop_agents.loop.controls.restart import RESTART_KEY, Restart
 from loop_agents.loop.factory import create_loop_agent
-from loop_agents.loop.state import LoopContext, LoopEvaluation, LoopOutput
+from loop_agents.loop.feedback import is_feedback
+from loop_agents.loop.state import IterationRecord, LoopContext, LoopEvaluation, LoopOutput
 from loop_agents.loop.usage import TokenCounter
 
 __all__ = [
@@ -70,7 +88,9 @@ __all__ = [
     "was_cut_off",
 ]
 
-Arm = Literal["single", "loop", "resample", "judge-loop", "loop-candidates"]
+Arm = Literal[
+    "single", "loop", "resample", "judge-loop", "loop-candidates", "restart", "diverse-first"
+]
 """The name of an arm."""
 
 ARMS: tuple[Arm, ...] = get_args(Arm)
@@ -81,6 +101,9 @@ DEFAULT_ARMS: tuple[Arm, ...] = ("single", "loop", "resample", "judge-loop")
 
 CANDIDATES = 2
 """Answers per iteration of ``loop-candidates``."""
+
+FIRST_ANSWERS = 2
+"""First answers of ``diverse-first`` (then one repair per iteration)."""
 
 JUDGE_INSTRUCTIONS = (
     "You review an answer to the task the user gave. You cannot run code or tests: judge "
@@ -211,7 +234,9 @@ class ArmSettings:
 
 
 def check_arm_budget(arms: Sequence[str], iterations: int) -> None:
-    """Refuse a budget an arm cannot spend exactly: an odd K for ``loop-candidates``.
+    """Refuse a budget an arm cannot spend exactly.
+
+    An odd K for ``loop-candidates``; K below 2 for ``diverse-first``.
 
     Raises:
         ValueError: the message names the fix.
@@ -221,6 +246,12 @@ def check_arm_budget(arms: Sequence[str], iterations: int) -> None:
         check_arm_budget(["loop", "loop-candidates"], 4)  # fine
         ```
     """
+    if "diverse-first" in arms and iterations < FIRST_ANSWERS:
+        raise ValueError(
+            f"diverse-first writes {FIRST_ANSWERS} first answers, so its budget K must be at "
+            f"least {FIRST_ANSWERS}; got K={iterations}: give --iterations {FIRST_ANSWERS} or "
+            f"more, or leave diverse-first out of --arms"
+        )
     if "loop-candidates" in arms and iterations % CANDIDATES:
         raise ValueError(
             f"loop-candidates writes {CANDIDATES} answers per iteration, so its budget K "
@@ -256,6 +287,12 @@ class ArmOutcome:
             step 1, 2, ... passes the final grading: one entry for ``single``, K for
             ``loop``, ``resample`` and ``judge-loop`` (after the arm stopped, its
             final answer stands), K/2 iterations for ``loop-candidates``.
+        transcript: Every answer the arm wrote, in order: ``answer``; ``ok``,
+            ``feedback`` and ``score``, what the visible tests or checks (or the judge)
+            said of it (``None`` where the arm did not check it: a ``single`` answer,
+            ``resample``'s last); ``sent``, what the call was sent: ``"first"`` (the
+            task only), ``"repair"`` (earlier answers and their feedback) or
+            ``"fresh"`` (a ``restart``'s new sample: the task and what must hold).
     """
 
     passed: bool
@@ -269,6 +306,7 @@ class ArmOutcome:
     cached_input_tokens: int = 0
     cut_off: int = 0
     by_attempt: tuple[bool, ...] = ()
+    transcript: tuple[dict[str, Any], ...] = ()
 
 
 PairRunner: TypeAlias = Callable[["Task", Arm], Awaitable[ArmOutcome]]
@@ -371,25 +409,53 @@ def sampled_temperature(model: BaseChatModel, temperature: float) -> float | Non
     return float(value) if isinstance(value, int | float) else None
 
 
-def _agent(model: BaseChatModel, task: Task) -> Runnable[Any, Any]:
+def _agent(model: BaseChatModel, task: Task, attempts: _Attempts) -> Runnable[Any, Any]:
+    """The arm's agent: the task's system message, then ``model``; notes what it is sent."""
     system = SystemMessage(system_prompt(task))
 
     def with_system(messages: list[AnyMessage]) -> list[AnyMessage]:
+        attempts.sent.append(_sent_kind(messages))
         return [system, *messages]
 
     return RunnableLambda(with_system, name="instructions") | model
 
 
+def _sent_kind(messages: Sequence[AnyMessage]) -> str:
+    """``"fresh"`` (a `Restart`'s new sample), ``"repair"`` (feedback in view) or ``"first"``."""
+    if any(RESTART_KEY in m.additional_kwargs for m in messages):
+        return "fresh"
+    if any(is_feedback(m) for m in messages):
+        return "repair"
+    return "first"
+
+
 @dataclass
 class _Attempts:
-    """What an arm wrote, as it wrote it: the answers of each step, and the cut-offs."""
+    """What an arm wrote, as it wrote it.
+
+    ``answers``: the answer the arm would give after each step (for `_grade_steps`);
+    ``transcript``: every answer written, in order, with what the arm was told of it;
+    ``sent``: what each agent call was sent (`_sent_kind`), in call order.
+    """
 
     answers: list[str] = field(default_factory=list)
     cut_off: int = 0
+    transcript: list[dict[str, Any]] = field(default_factory=list)
+    sent: list[str] = field(default_factory=list)
 
     def add(self, message: object) -> str:
         self.cut_off += was_cut_off(message)
         return _text(message)
+
+
+def _entry(answer: str, found: VisibleResult | None = None) -> dict[str, Any]:
+    """One transcript entry: the answer, and the visible verdict on it when one was made."""
+    return {
+        "answer": answer,
+        "ok": None if found is None else found.ok,
+        "feedback": None if found is None else found.feedback,
+        "score": None if found is None else found.score,
+    }
 
 
 async def arun_arm(
@@ -466,6 +532,7 @@ async def arun_arm(
         cached_input_tokens=counter.cached_tokens,
         cut_off=attempts.cut_off,
         by_attempt=by_attempt,
+        transcript=tuple(attempts.transcript),
     )
 
 
@@ -507,12 +574,19 @@ async def _sample(
     for attempt in range(1, count + 1):
         answer = attempts.add(await model.ainvoke(messages, config))
         attempts.answers.append(answer)
-        if attempt == count:
-            break
-        ok, _ = await grader.visible(answer)
-        if ok:
+        found = await grader.check(answer) if attempt < count else None
+        attempts.transcript.append(_entry(answer, found) | {"sent": "first"})
+        if found is not None and found.ok:
             return answer, attempt
     return answer, count
+
+
+def _loop_controls(arm: Arm) -> list[LoopControl]:
+    if arm == "restart":
+        return [Restart(requirements=requirement_points)]
+    if arm == "diverse-first":  # every first answer is the loop's agent's, system prompt included
+        return [DiverseFirst(FIRST_ANSWERS)]
+    return []
 
 
 async def _loop(
@@ -525,25 +599,28 @@ async def _loop(
     attempts: _Attempts,
     config: RunnableConfig,
 ) -> tuple[str, int, int]:
-    """``loop``/``loop-candidates`` (tests or checks) and ``judge-loop`` (an LLM judge)."""
+    """The arms that are loops: by the visible tests or checks, or by an LLM judge."""
     failures = 0
-    seen: dict[tuple[int, int], str] = {}  # (iteration, candidate) -> answer
+    seen: dict[tuple[int, int], dict[str, Any]] = {}  # (iteration, candidate) -> entry
 
-    def note(context: LoopContext) -> AIMessage:
+    def note(context: LoopContext, found: VisibleResult | None = None) -> AIMessage:
         response = context["last_response"]
-        seen[(context["iteration"], context.get("candidate", 1))] = attempts.add(response)
+        key = (context["iteration"], context.get("candidate", 1))
+        seen[key] = _entry(attempts.add(response), found)
         return response
 
     async def by_tests(context: LoopContext) -> LoopEvaluation:
-        response = note(context)
-        ok, feedback = await grader.visible(response.text)
-        if ok:
-            return {"stop": True}
+        found = await grader.check(context["last_response"].text)
+        response = note(context, found)
+        if found.ok:
+            return {"stop": True, "score": found.score}
+        feedback = found.feedback
         if was_cut_off(response):
             feedback = f"{feedback}\n\n{CUT_OFF_FEEDBACK[task.kind]}".strip()
-        return {"stop": False, "feedback": feedback}
+            seen[(context["iteration"], context.get("candidate", 1))]["feedback"] = feedback
+        return {"stop": False, "feedback": feedback, "score": found.score}
 
-    if arm in ("loop", "loop-candidates"):  # the visible tests are the evaluator
+    if arm != "judge-loop":  # the visible tests are the evaluator
         evaluator: Any = RunnableLambda(by_tests, name="visible tests")
     else:
         judge = llm_judge(
@@ -557,31 +634,61 @@ async def _loop(
         async def by_judge(context: LoopContext, config: RunnableConfig) -> LoopEvaluation:
             nonlocal failures
             note(context)
+            entry = seen[(context["iteration"], context.get("candidate", 1))]
             try:
-                return await judge.ainvoke(context, config)
+                verdict = await judge.ainvoke(context, config)
             except JudgeError:
                 failures += 1  # no usable verdict, so no feedback: the loop ends here
                 return {"stop": True, "feedback": "(the judge gave no usable verdict)"}
+            entry |= {"ok": verdict["stop"], "feedback": verdict.get("feedback", "")}
+            entry["score"] = verdict.get("score")
+            return verdict
 
         evaluator = RunnableLambda(by_judge, name="judge")
     candidates = CANDIDATES if arm == "loop-candidates" else 1
+    first = FIRST_ANSWERS if arm == "diverse-first" else 1
     loop = create_loop_agent(
-        _agent(model, task),
+        _agent(model, task, attempts),
         evaluator,
-        settings.steps(arm),
+        settings.steps(arm) - first + 1,
         name=f"eval {arm}",
         candidates=candidates,
+        controls=_loop_controls(arm),
     )
     result = cast(
         LoopOutput,
         await loop.ainvoke({"messages": [HumanMessage(request_text(task))]}, config),
     )
-    for record in result.get("records", []):
+    records = result.get("records", [])
+    if arm == "diverse-first" and records:
+        attempts.answers += _best_so_far(seen, records[0])
+        records = records[1:]
+    for record in records:
         chosen = seen.get((record["iteration"], record.get("candidate", 1)))
         if chosen is not None:
-            attempts.answers.append(chosen)
-    answers = len(seen) if candidates > 1 else int(result.get("iteration", 0))
-    return result["last_response"].text, answers, failures
+            attempts.answers.append(chosen["answer"])
+    ordered = sorted(seen)
+    for key, kind in zip(ordered, attempts.sent, strict=False):
+        attempts.transcript.append(seen[key] | {"sent": kind})
+    return result["last_response"].text, len(seen), failures
+
+
+def _best_so_far(
+    seen: Mapping[tuple[int, int], Mapping[str, Any]], record: IterationRecord
+) -> list[str]:
+    """The answer after each first answer of ``diverse-first``: the best of those so far."""
+    numbers = sorted(number for iteration, number in seen if iteration == 1)
+    steps: list[str] = []
+    for count in range(1, len(numbers) + 1):
+        pool = [
+            (n, {"stop": bool(seen[(1, n)]["ok"]), "score": seen[(1, n)]["score"]})
+            for n in numbers[:count]
+        ]
+        best = best_candidate(cast(Any, pool))
+        steps.append(str(seen[(1, best)]["answer"]))
+    if numbers and record.get("candidate") is not None:  # the loop's own choice stands
+        steps[-1] = str(seen[(1, record["candidate"])]["answer"])
+    return steps
 
 
 def _text(reply: object) -> str:

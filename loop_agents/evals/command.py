@@ -46,7 +46,15 @@ __all__ = [
     "run_eval_command",
 ]
 
-ARM_NAMES = ("single", "loop", "resample", "judge-loop", "loop-candidates")
+ARM_NAMES = (
+    "single",
+    "loop",
+    "resample",
+    "judge-loop",
+    "loop-candidates",
+    "restart",
+    "diverse-first",
+)
 
 DEFAULT_ARM_NAMES = ("single", "loop", "resample", "judge-loop")
 
@@ -57,7 +65,10 @@ EVAL_DESCRIPTION = (
     "checks. resample: up to K independent answers, the first that passes the visible "
     "tests or checks (the compute-matched control). judge-loop: up to K answers, the "
     "feedback from an LLM judge only. loop-candidates (only with --arms): the loop with "
-    "2 candidate answers per iteration for K/2 iterations (K even). Every arm samples at "
+    "2 candidate answers per iteration for K/2 iterations (K even). restart (only with "
+    "--arms): the loop, but after a repair that did not improve, a fresh sample told "
+    "what must hold. diverse-first (only with --arms): 2 first answers, then repair of "
+    "the better one (K >= 2). Every arm samples at "
     "the same temperature T unless --arm-temperature sets its own. Code answers are "
     "graded by hidden tests the model never sees."
 )
@@ -348,7 +359,9 @@ def eval_options(args: argparse.Namespace) -> EvalOptions:
         if not 0 <= temperature <= 2:
             raise EvalUsageError(f"{flag} must be from 0 to 2; got {temperature:g}")
     arm_temperatures = _arm_temperatures(args.arm_temperature)
-    if "loop-candidates" in arms and args.iterations % 2:
+    if ("loop-candidates" in arms and args.iterations % 2) or (
+        "diverse-first" in arms and args.iterations < 2
+    ):
         from loop_agents.evals.arms import check_arm_budget
 
         try:

@@ -33,7 +33,13 @@ __all__ = [
     "render_report",
 ]
 
-COMPARISONS = (("loop", "resample"), ("loop", "single"), ("judge-loop", "single"))
+COMPARISONS = (
+    ("loop", "resample"),
+    ("loop", "single"),
+    ("judge-loop", "single"),
+    ("restart", "resample"),
+    ("diverse-first", "resample"),
+)
 """The paired comparisons reported, when both arms ran."""
 
 
@@ -59,6 +65,8 @@ class TaskResult:
             `loop_agents.evals.arms.ArmOutcome.by_attempt`); empty when not recorded.
         part: The part of its set the task belongs to (`loop_agents.evals.tasks.CodeTask`'s
             ``part``), or ``None``.
+        transcript: Every answer the arm wrote, in order, with what it was told of each
+            (see `loop_agents.evals.arms.ArmOutcome.transcript`); empty when not recorded.
     """
 
     task_id: str
@@ -76,11 +84,13 @@ class TaskResult:
     cut_off: int = 0
     by_attempt: tuple[bool, ...] = ()
     part: str | None = None
+    transcript: tuple[dict[str, Any], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """The result as one entry of ``results`` in the JSON output."""
         data = asdict(self)
         data["by_attempt"] = list(self.by_attempt)
+        data["transcript"] = [dict(entry) for entry in self.transcript]
         return data
 
     @classmethod
@@ -95,6 +105,10 @@ class TaskResult:
         if not isinstance(steps, list | tuple) or not all(isinstance(v, bool) for v in steps):
             raise ValueError(f"malformed by_attempt {steps!r:.80}")
         known["by_attempt"] = tuple(steps)
+        entries = known.get("transcript", ())
+        if not isinstance(entries, list | tuple) or not all(isinstance(e, dict) for e in entries):
+            raise ValueError(f"malformed transcript {entries!r:.80}")
+        known["transcript"] = tuple(entries)
         result = cls(**known)
         if (
             not isinstance(result.passed, bool)

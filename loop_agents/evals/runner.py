@@ -346,6 +346,7 @@ async def _run_pairs(
                     cut_off=outcome.cut_off,
                     by_attempt=tuple(outcome.by_attempt),
                     part=task.part,
+                    transcript=tuple(outcome.transcript),
                 )
                 if journal is not None:
                     journal.append(result, digest)
