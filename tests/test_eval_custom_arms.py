@@ -276,6 +276,7 @@ async def test_a_loop_s_output_is_read_from_its_loop_records_or_its_feedback_tur
         ({"mine": loop()}, {"arm_temperatures": {"yours": 0.5}}, ValueError, "unknown arm"),
         (["loop", "mine"], {}, ValueError, "for one of your own, give arms="),
         ({"mine": lambda t, m, s: None}, {}, ArmFactoryError, "returned NoneType None"),
+        ({"mine": lambda t, m, s: 1 / 0}, {}, ArmFactoryError, "raised ZeroDivisionError"),
     ],
 )
 async def test_a_bad_arm_is_refused_before_any_model_call(arms, options, error, phrase):
@@ -328,3 +329,47 @@ def test_identity_is_the_same_from_one_run_to_the_next():
         "tests.test_eval_custom_arms:test_identity_is_the_same_from_one_run_to_the_next."
         "<locals>.<lambda>"
     )
+
+
+async def test_a_judged_loop_of_your_own_runs_as_judge_loop_does():
+    from tests.eval_models import after_feedback, is_judge, verdict
+
+    def respond(body):
+        if is_judge(body):
+            good = body["messages"][-1]["content"] == "OK"
+            return verdict(95, "Good.") if good else verdict(30, "Make it louder.")
+        return "OK" if after_feedback(body) else "ok"
+
+    server = ReactiveOpenAI(respond)
+    report = await arun_eval(
+        shout_tasks(2),
+        server.chat_model(),
+        arms={"judge-loop": "judge-loop", "judged": loop(evaluator="judge")},
+        iterations=3,
+        judge_method="function_calling",
+        judge_temperature=0.25,
+    )
+    mine, builtin = report.arms["judged"], report.arms["judge-loop"]
+    assert (mine.passed, mine.model_calls) == (builtin.passed, builtin.model_calls) == (2, 4)
+    assert report.by_attempt["judged"] == report.by_attempt["judge-loop"] == [0.0, 1.0, 1.0]
+    assert {b["temperature"] for b in server.requests if is_judge(b)} == {0.25}
+    result = next(r for r in report.results if r.arm == "judged")
+    assert [(e["ok"], e["score"], e["feedback"].splitlines()[0]) for e in result.transcript] == [
+        (False, 30.0, "Make it louder."),
+        (True, 95.0, "Good."),
+    ]
+
+
+async def test_arun_arm_runs_one_task_under_a_factory_by_its_name():
+    from loop_agents.evals import ArmSettings, arun_arm
+
+    server = ReactiveOpenAI(always("OK"))
+    outcome = await arun_arm(
+        shout_tasks(1)[0],
+        model_factory,
+        server.chat_model(),
+        name="mine",
+        settings=ArmSettings(iterations=2, arm_temperatures={"mine": 0.3}),
+    )
+    assert (outcome.passed, outcome.opaque, outcome.by_attempt) == (True, True, (True,))
+    assert [b["temperature"] for b in server.requests] == [0.3]

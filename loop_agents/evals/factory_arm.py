@@ -110,11 +110,18 @@ class FactoryArm(EvalArm):
         """Call the factory; check that what it returned is an agent.
 
         Raises:
-            ArmFactoryError: it returned something else; the message names the arm.
+            ArmFactoryError: it raised, or returned something else; the message names
+                the arm.
         """
-        made = self.factory(task, model, settings)
-        if inspect.isawaitable(made):
-            made = await made
+        try:
+            made = self.factory(task, model, settings)
+            if inspect.isawaitable(made):
+                made = await made
+        except Exception as exc:
+            raise ArmFactoryError(
+                f"the factory {describe(self.factory)!r} of arm {name!r} raised "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
         if not isinstance(made, Runnable):
             raise ArmFactoryError(
                 f"the factory {describe(self.factory)!r} of arm {name!r} returned "
