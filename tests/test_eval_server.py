@@ -158,6 +158,11 @@ async def test_the_arms_run_on_the_server_as_they_do_here(server, model):
     add = {r.arm: r for r in report.results if r.task_id == "add"}
     assert add["loop"].answer == RIGHT
     assert add["loop"].iterations == 2
+    # every attempt came back from the server too
+    assert [(e["answer"], e["ok"], e["passed"]) for e in add["loop"].transcript] == [
+        (WRONG, False, False),
+        (RIGHT, True, True),
+    ]
 
 
 async def test_a_run_that_fails_on_the_server_is_retried_and_never_a_pass(server):

@@ -1,7 +1,7 @@
 """Evals: does a loop pay off for your task and your model, and which kind?
 
-`run_eval` (and its async form `arun_eval`) runs every task of a task set under up to
-five arms, each with the same budget of K answers and the same sampling temperature, and
+`run_eval` (and its async form `arun_eval`) runs every task of a task set under several
+arms, each with the same budget of K answers and the same sampling temperature, and
 compares their pass rates (and the pass rate after each attempt):
 
 - ``single``: one answer;
@@ -11,7 +11,14 @@ compares their pass rates (and the pass rate after each attempt):
   checks (the compute-matched control);
 - ``judge-loop``: a loop whose feedback comes from an LLM judge only;
 - ``loop-candidates`` (only when named): the ``loop`` with two candidates per iteration
-  for K/2 iterations.
+  for K/2 iterations;
+- ``restart`` and ``diverse-first`` (only when named): the ``loop`` with a `Restart`
+  control (a fresh sample told what must hold when repairing stops paying) or a
+  `DiverseFirst` control (two first answers, then repair of the better one);
+- arms of your own, by name: ``arms={"mine": loop(history="feedback_log")}`` (a loop
+  built from `create_loop_agent`'s options) or ``arms={"mine": factory}`` with
+  ``factory(task, model, settings) -> agent`` (any agent: a loop, a ``create_agent``
+  graph, a runnable), each compared with ``resample`` and ``single``.
 
 Task sets are JSONL files (`loop_agents.evals.tasks`); two are bundled, ``code`` and
 ``instructions``. The rule checks are in `loop_agents.evals.checks`.
@@ -39,8 +46,10 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from loop_agents.evals.arm_protocol import ArmRun, EvalArm, Ran
     from loop_agents.evals.arms import ARMS, Arm, ArmOutcome, ArmSettings, arun_arm
     from loop_agents.evals.checks import CHECKS, Check, CheckResult, CheckSpecError, parse_check
+    from loop_agents.evals.factory_arm import ArmFactory
     from loop_agents.evals.html_report import (
         EvalFileError,
         eval_page,
@@ -48,6 +57,7 @@ if TYPE_CHECKING:
         write_eval_page,
     )
     from loop_agents.evals.journal import JournalError
+    from loop_agents.evals.loop_arm import LoopArm, loop
     from loop_agents.evals.report import (
         ArmSummary,
         EvalReport,
@@ -57,6 +67,7 @@ if TYPE_CHECKING:
     )
     from loop_agents.evals.runner import EvalProgress, arun_eval, run_eval
     from loop_agents.evals.stats import Paired, wilson_interval
+    from loop_agents.evals.task_evaluator import task_messages, visible_checks
     from loop_agents.evals.tasks import (
         BUNDLED_SETS,
         CodeTask,
@@ -71,19 +82,24 @@ __all__ = [
     "BUNDLED_SETS",
     "CHECKS",
     "Arm",
+    "ArmFactory",
     "ArmOutcome",
+    "ArmRun",
     "ArmSettings",
     "ArmSummary",
     "Check",
     "CheckResult",
     "CheckSpecError",
     "CodeTask",
+    "EvalArm",
     "EvalFileError",
     "EvalProgress",
     "EvalReport",
     "InstructionsTask",
     "JournalError",
+    "LoopArm",
     "Paired",
+    "Ran",
     "Task",
     "TaskError",
     "TaskFileError",
@@ -92,10 +108,13 @@ __all__ = [
     "arun_eval",
     "eval_page",
     "load_tasks",
+    "loop",
     "parse_check",
     "read_eval_json",
     "render_report",
     "run_eval",
+    "task_messages",
+    "visible_checks",
     "wilson_interval",
     "write_eval_page",
 ]
@@ -106,6 +125,14 @@ _HOMES = {
     "ArmOutcome": "arms",
     "ArmSettings": "arms",
     "arun_arm": "arms",
+    "ArmRun": "arm_protocol",
+    "EvalArm": "arm_protocol",
+    "Ran": "arm_protocol",
+    "ArmFactory": "factory_arm",
+    "LoopArm": "loop_arm",
+    "loop": "loop_arm",
+    "task_messages": "task_evaluator",
+    "visible_checks": "task_evaluator",
     "CHECKS": "checks",
     "Check": "checks",
     "CheckResult": "checks",

@@ -1,5 +1,7 @@
 """The arms of an eval, each run on one task with the same budget of K answers.
 
+The built-in arms (`BUILTIN_ARMS`):
+
 - ``single``: one answer.
 - ``loop``: `create_loop_agent` with the task's visible tests or checks as the
   evaluator: up to K answers, each failure's feedback sent back (and, for an answer
@@ -12,14 +14,25 @@
 - ``loop-candidates``: the ``loop`` with two candidate answers per iteration
   (``candidates=2``) for K/2 iterations: K answers in all (K must be even). Not run by
   default.
+- ``restart``: the ``loop`` with a `Restart` control: after a repair that did not raise
+  the share of visible tests or checks passed (or an answer identical to an earlier
+  one), the next answer is a fresh sample sent the task and what the earlier answers
+  failed, as a list of what must hold. Not run by default.
+- ``diverse-first``: the ``loop`` with a `DiverseFirst` control: two first answers at
+  once, then repair of the better one: K answers in all (K >= 2). Not run by default.
+
+Arms of your own: a loop built from `create_loop_agent`'s options
+(`loop_agents.evals.loop_arm.loop`), or a factory ``(task, model, settings) -> agent``
+(`loop_agents.evals.factory_arm`), given by name: ``arms={"mine": loop(...)}``.
 
 Every arm's agent samples at the same temperature (`ArmSettings.temperature`, 1.0)
 unless one is set for the arm (`ArmSettings.arm_temperatures`); the judge samples at
 `ArmSettings.judge_temperature` (0). Every arm's answer is then graded the same way
 (`loop_agents.evals.grading`): the hidden tests of a code task, every check of an
 instructions task; so is the answer the arm would have given had it stopped after
-each attempt (`ArmOutcome.by_attempt`). Model calls and tokens are counted with a
-callback on every chat-model call of the arm (the agent's and the judge's).
+each attempt (`ArmOutcome.by_attempt`), and every answer of its transcript. Model calls
+and tokens are counted with a callback on every chat-model call of the arm (the
+agent's and the judge's).
 
 Example:
     ```python
@@ -30,35 +43,37 @@ Example:
 
 from __future__ import annotations
 
-import math
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias, cast, get_args
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeAlias, cast
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage
-from langchain_core.outputs import LLMResult
-from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
+from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import merge_configs
 
-from loop_agents.evals.code_tests import DEFAULT_TIMEOUT
-from loop_agents.evals.grading import Grader, grader_for, request_text, system_prompt
-from loop_agents.evals.tasks import Task
-from loop_agents.evaluators.judge import (
-    JudgeError,
-    JudgeFormat,
-    judge_format_options,
-    llm_judge,
+from loop_agents.evals.arm_names import ARMS, DEFAULT_ARMS, Arm, check_arm_name
+from loop_agents.evals.arm_protocol import ArmRun, EvalArm
+from loop_agents.evals.arm_settings import ArmSettings, check_arm_budget
+from loop_agents.evals.builtin_arms import BUILTIN_ARMS
+from loop_agents.evals.factory_arm import FactoryArm
+from loop_agents.evals.grading import grader_for
+from loop_agents.evals.sampling import (
+    CallCounter,
+    at_temperature,
+    sampled_temperature,
+    was_cut_off,
 )
-from loop_agents.loop.factory import create_loop_agent
-from loop_agents.loop.state import LoopContext, LoopEvaluation, LoopOutput
-from loop_agents.loop.usage import TokenCounter
+from loop_agents.evals.task_evaluator import CUT_OFF_FEEDBACK
+from loop_agents.evals.tasks import Task
+from loop_agents.evals.transcript import Attempts, Grades
 
 __all__ = [
     "ARMS",
+    "CUT_OFF_FEEDBACK",
     "DEFAULT_ARMS",
     "Arm",
+    "ArmLike",
     "ArmOutcome",
     "ArmSettings",
     "PairRunner",
@@ -66,171 +81,13 @@ __all__ = [
     "at_temperature",
     "check_arm_budget",
     "check_arms",
+    "resolve_arms",
     "sampled_temperature",
     "was_cut_off",
 ]
 
-Arm = Literal["single", "loop", "resample", "judge-loop", "loop-candidates"]
-"""The name of an arm."""
-
-ARMS: tuple[Arm, ...] = get_args(Arm)
-"""Every arm, in the order the report shows them."""
-
-DEFAULT_ARMS: tuple[Arm, ...] = ("single", "loop", "resample", "judge-loop")
-"""The arms an eval runs when none are named (``loop-candidates`` is chosen explicitly)."""
-
-CANDIDATES = 2
-"""Answers per iteration of ``loop-candidates``."""
-
-JUDGE_INSTRUCTIONS = (
-    "You review an answer to the task the user gave. You cannot run code or tests: judge "
-    "by reading. Score from 0 to 100 how completely and exactly the answer does what the "
-    "task asks (100: every requirement met), and say concisely what must change for a "
-    "higher score."
-)
-
-CUT_OFF_FEEDBACK = {
-    "code": (
-        "Your answer was cut off at the token cap before it ended. Answer with the code "
-        "only: one code block, no explanation."
-    ),
-    "instructions": (
-        "Your answer was cut off at the token cap before it ended. Answer more briefly, "
-        "with the answer only."
-    ),
-}
-"""The sentence ``loop``'s feedback ends with when the answer hit the token cap."""
-
-
-@dataclass(frozen=True)
-class ArmSettings:
-    """The settings every arm of one eval shares.
-
-    Attributes:
-        iterations: K, the most answers an arm may write (``single`` writes one).
-        temperature: The sampling temperature of every arm's answers (the agent's).
-        arm_temperatures: Arm name -> its own temperature, for the arms that do not
-            sample at ``temperature``.
-        judge_temperature: The sampling temperature of the judge of ``judge-loop``.
-        judge_threshold: The judge's score (0-100) that accepts an answer in
-            ``judge-loop``.
-        judge_method: How the judge's verdict is requested: a structured-output
-            method (``function_calling`` for llama.cpp's server), or ``"text"``
-            (``Score: N`` / ``Feedback: ...``, for models without tool calling).
-        code_timeout: Seconds a code answer and its tests may run.
-
-    Raises:
-        ValueError: a setting is out of range.
-        TypeError: a setting has the wrong type.
-
-    Example:
-        ```python
-        settings = ArmSettings(iterations=4, arm_temperatures={"resample": 0.7})
-        assert settings.temperature_of("resample") == 0.7
-        assert settings.temperature_of("loop") == 1.0
-        ```
-    """
-
-    iterations: int = 4
-    temperature: float = 1.0
-    arm_temperatures: Mapping[str, float] = field(default_factory=dict, hash=False)
-    judge_temperature: float = 0.0
-    judge_threshold: float = 80.0
-    judge_method: JudgeFormat = "json_schema"
-    code_timeout: float = DEFAULT_TIMEOUT
-
-    def __post_init__(self) -> None:
-        """Check every setting (see the class docstring)."""
-        if isinstance(self.iterations, bool) or not isinstance(self.iterations, int):
-            raise TypeError(f"iterations must be a whole number >= 1; got {self.iterations!r}")
-        if self.iterations < 1:
-            raise ValueError(f"iterations must be >= 1 (the budget K); got {self.iterations}")
-        if not isinstance(self.arm_temperatures, Mapping):
-            raise TypeError(
-                f"arm_temperatures must map arm names to temperatures; "
-                f"got {self.arm_temperatures!r}"
-            )
-        unknown = [a for a in self.arm_temperatures if a not in ARMS]
-        if unknown:
-            raise ValueError(
-                f"arm_temperatures: unknown arm {', '.join(map(repr, unknown))}; the arms "
-                f"are {', '.join(ARMS)}"
-            )
-        object.__setattr__(self, "arm_temperatures", dict(self.arm_temperatures))
-        checked: list[tuple[str, object, float, float]] = [
-            ("temperature", self.temperature, 0.0, 2.0),
-            ("judge_temperature", self.judge_temperature, 0.0, 2.0),
-            ("judge_threshold", self.judge_threshold, 0.0, 100.0),
-            ("code_timeout", self.code_timeout, 0.0, math.inf),
-        ]
-        checked += [
-            (f"arm_temperatures[{arm!r}]", value, 0.0, 2.0)
-            for arm, value in self.arm_temperatures.items()
-        ]
-        for name, value, low, high in checked:
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise TypeError(f"{name} must be a number; got {value!r}")
-            if (
-                not (low <= value <= high)
-                or not math.isfinite(value)
-                or (name == "code_timeout" and value <= 0)
-            ):
-                shown = "> 0" if name == "code_timeout" else f"from {low:g} to {high:g}"
-                raise ValueError(f"{name} must be {shown}; got {value!r}")
-        if self.judge_method not in get_args(JudgeFormat):
-            raise ValueError(
-                f"judge_method must be one of {', '.join(get_args(JudgeFormat))}; "
-                f"got {self.judge_method!r}"
-            )
-
-    def temperature_of(self, arm: str) -> float:
-        """The temperature ``arm``'s agent samples at.
-
-        Example:
-            ```python
-            ArmSettings(temperature=0.5).temperature_of("single")  # 0.5
-            ```
-        """
-        return float(self.arm_temperatures.get(arm, self.temperature))
-
-    def steps(self, arm: str) -> int:
-        """How many steps ``arm`` may take (the length of `ArmOutcome.by_attempt`).
-
-        ``single``: 1; ``loop-candidates``: K/2 iterations; the others: K answers.
-
-        Example:
-            ```python
-            assert ArmSettings(iterations=4).steps("loop-candidates") == 2
-            ```
-        """
-        if arm == "single":
-            return 1
-        if arm == "loop-candidates":
-            return max(1, self.iterations // CANDIDATES)
-        return self.iterations
-
-
-def check_arm_budget(arms: Sequence[str], iterations: int) -> None:
-    """Refuse a budget an arm cannot spend exactly: an odd K for ``loop-candidates``.
-
-    Raises:
-        ValueError: the message names the fix.
-
-    Example:
-        ```python
-        check_arm_budget(["loop", "loop-candidates"], 4)  # fine
-        ```
-    """
-    if "loop-candidates" in arms and iterations % CANDIDATES:
-        raise ValueError(
-            f"loop-candidates writes {CANDIDATES} answers per iteration, so its budget K "
-            f"must be even; got K={iterations}: give --iterations {iterations + 1} (or "
-            f"{iterations - 1}), or leave loop-candidates out of --arms"
-            if iterations > 1
-            else f"loop-candidates writes {CANDIDATES} answers per iteration, so its budget "
-            f"K must be even; got K={iterations}: give --iterations 2, or leave "
-            f"loop-candidates out of --arms"
-        )
+ArmLike: TypeAlias = str | EvalArm | Callable[..., Any]
+"""What an arm may be given as: a built-in arm's name, a `loop(...)`, or a factory."""
 
 
 @dataclass(frozen=True)
@@ -255,7 +112,13 @@ class ArmOutcome:
         by_attempt: Whether the answer the arm would have given, had it stopped after
             step 1, 2, ... passes the final grading: one entry for ``single``, K for
             ``loop``, ``resample`` and ``judge-loop`` (after the arm stopped, its
-            final answer stands), K/2 iterations for ``loop-candidates``.
+            final answer stands), K/2 iterations for ``loop-candidates``; for an arm of
+            your own, one per attempt read (at least K), or one for an opaque agent.
+        transcript: Every answer the arm wrote, in order, with what its evaluator said
+            of it and whether it passes (see `loop_agents.evals.transcript`).
+        opaque: Whether the arm's attempts could not be read (an agent of your own that
+            is not a loop): ``by_attempt`` and ``transcript`` then hold its final
+            answer only.
     """
 
     passed: bool
@@ -269,14 +132,16 @@ class ArmOutcome:
     cached_input_tokens: int = 0
     cut_off: int = 0
     by_attempt: tuple[bool, ...] = ()
+    transcript: tuple[dict[str, Any], ...] = ()
+    opaque: bool = False
 
 
-PairRunner: TypeAlias = Callable[["Task", Arm], Awaitable[ArmOutcome]]
-"""Runs one arm on one task (here, or on a LangGraph server) and returns its outcome."""
+PairRunner: TypeAlias = Callable[["Task", str], Awaitable[ArmOutcome]]
+"""Runs one arm (by its name) on one task (here, or on a LangGraph server)."""
 
 
 def check_arms(arms: object) -> tuple[Arm, ...]:
-    """Validate a list of arm names (order kept, repeats dropped).
+    """Validate a list of built-in arm names (order kept, repeats dropped).
 
     Raises:
         ValueError: empty, or a name that is not an arm.
@@ -287,116 +152,92 @@ def check_arms(arms: object) -> tuple[Arm, ...]:
         ```
     """
     if isinstance(arms, str) or not isinstance(arms, list | tuple) or not arms:
-        raise ValueError(f"arms must be a non-empty list of {', '.join(ARMS)}; got {arms!r}")
+        raise ValueError(
+            f"arms must be a non-empty list of {', '.join(ARMS)}, or a mapping of names to "
+            f"arms; got {arms!r:.80}"
+        )
     unknown = [a for a in arms if a not in ARMS]
     if unknown:
         raise ValueError(
-            f"unknown arm {', '.join(map(repr, unknown))}; the arms are {', '.join(ARMS)}"
+            f"unknown arm {', '.join(map(repr, unknown))}; the arms are {', '.join(ARMS)} "
+            f"(for one of your own, give arms={{'name': loop(...) or a factory}})"
         )
     return tuple(dict.fromkeys(cast(list[Arm], list(arms))))
 
 
-def was_cut_off(message: object) -> bool:
-    """Whether a model's answer ended at the token cap, not where the model stopped.
-
-    Read from the message's ``response_metadata``: ``finish_reason`` ``"length"``
-    (OpenAI's API, llama.cpp's server, vLLM), ``done_reason`` ``"length"`` (Ollama's own
-    API) or ``stop_reason`` ``"max_tokens"`` (Anthropic's).
-
-    Example:
-        ```python
-        assert was_cut_off(AIMessage("def f(", response_metadata={"finish_reason": "length"}))
-        ```
-    """
-    metadata = getattr(message, "response_metadata", None)
-    if not isinstance(metadata, Mapping):
-        return False
-    return (
-        metadata.get("finish_reason") == "length"
-        or metadata.get("done_reason") == "length"
-        or metadata.get("stop_reason") == "max_tokens"
+def _custom(name: object, arm: object) -> EvalArm:
+    """An arm of your own, checked: its name, and what it is."""
+    check_arm_name(name)
+    if name in ARMS:
+        raise ValueError(
+            f"{name!r} is a built-in arm's name; give your arm another name (e.g. "
+            f"'my-{name}'), or {{{name!r}: {name!r}}} for the built-in one"
+        )
+    if isinstance(arm, EvalArm):
+        return arm
+    if callable(arm):
+        return FactoryArm(arm)
+    raise TypeError(
+        f"arm {name!r} is {type(arm).__name__} {arm!r:.60}; an arm is a built-in arm's name, "
+        f"a loop(...) or a factory (task, model, settings) -> agent"
     )
 
 
-class CallCounter(TokenCounter):
-    """Counts chat-model calls as well as their tokens."""
+def resolve_arms(arms: object) -> dict[str, EvalArm]:
+    """The arms to run by name: a list of built-in names, or a mapping of names to arms.
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.calls = 0
+    A mapping's values are a built-in arm's name (under its own name,
+    ``{"resample": "resample"}``), a `loop(...)` arm, any `EvalArm`, or a factory
+    ``(task, model, settings) -> agent``.
 
-    def on_llm_end(self, response: LLMResult, **kwargs: Any) -> None:
-        """Count one finished model call and add its usage."""
-        with self._lock:
-            self.calls += 1
-        super().on_llm_end(response, **kwargs)
-
-
-def at_temperature(model: BaseChatModel, temperature: float) -> BaseChatModel:
-    """A copy of ``model`` that samples at ``temperature``.
-
-    The copy is made with the model's own settings and validation, so a model that
-    refuses other temperatures keeps its rule (``ChatOpenAI`` sends none to OpenAI's
-    reasoning models, which accept only their default). A model that cannot be made
-    again from its settings is copied with the temperature set; one without a
-    ``temperature`` setting is returned as it is.
+    Raises:
+        ValueError: empty, an unknown built-in name, a built-in arm under another name,
+            an arm of your own under a built-in name or an unusable name, a list that
+            is not of names.
+        TypeError: a value that is not an arm; a factory with the wrong signature.
 
     Example:
         ```python
-        judge = at_temperature(ChatOpenAI(model="gpt-5.4-mini"), 0.0)
+        arms = resolve_arms({"single": "single", "fresh": loop(history="feedback_log")})
         ```
     """
-    if "temperature" not in type(model).model_fields:
-        return model
-    settings = {name: getattr(model, name) for name in model.model_fields_set}
-    try:
-        return type(model)(**(settings | {"temperature": temperature}))
-    except (TypeError, ValueError):  # pydantic's ValidationError is a ValueError
-        return model.model_copy(update={"temperature": temperature})
+    if not isinstance(arms, Mapping):
+        return {name: BUILTIN_ARMS[name] for name in check_arms(arms)}
+    if not arms:
+        raise ValueError("arms is an empty mapping; give at least one arm")
+    chosen: dict[str, EvalArm] = {}
+    for name, arm in arms.items():
+        if isinstance(arm, str):
+            if arm not in ARMS:
+                raise ValueError(
+                    f"arm {name!r}: unknown built-in arm {arm!r}; the arms are {', '.join(ARMS)}"
+                )
+            if name != arm:
+                raise ValueError(
+                    f"arm {name!r}: a built-in arm keeps its name; give {{{arm!r}: {arm!r}}} "
+                    f"(for the loop under a name of yours, give loop() with its options)"
+                )
+            chosen[arm] = BUILTIN_ARMS[arm]
+        else:
+            chosen[cast(str, name)] = _custom(name, arm)
+    return chosen
 
 
-def sampled_temperature(model: BaseChatModel, temperature: float) -> float | None:
-    """The temperature ``model`` really samples at when asked for ``temperature``.
-
-    ``None`` when the model keeps its own default (see `at_temperature`).
-
-    Example:
-        ```python
-        sampled_temperature(ChatOpenAI(model="gpt-5.4-mini"), 0.0)  # None: its default
-        ```
-    """
-    if "temperature" not in type(model).model_fields:
-        return None
-    value = getattr(at_temperature(model, temperature), "temperature", None)
-    return float(value) if isinstance(value, int | float) else None
-
-
-def _agent(model: BaseChatModel, task: Task) -> Runnable[Any, Any]:
-    system = SystemMessage(system_prompt(task))
-
-    def with_system(messages: list[AnyMessage]) -> list[AnyMessage]:
-        return [system, *messages]
-
-    return RunnableLambda(with_system, name="instructions") | model
-
-
-@dataclass
-class _Attempts:
-    """What an arm wrote, as it wrote it: the answers of each step, and the cut-offs."""
-
-    answers: list[str] = field(default_factory=list)
-    cut_off: int = 0
-
-    def add(self, message: object) -> str:
-        self.cut_off += was_cut_off(message)
-        return _text(message)
+def _arm_of(arm: object, name: str | None) -> tuple[str, EvalArm]:
+    if isinstance(arm, str):
+        if arm not in ARMS:
+            raise ValueError(f"unknown arm {arm!r}; the arms are {', '.join(ARMS)}")
+        return arm, BUILTIN_ARMS[arm]
+    label = name if name is not None else "custom"
+    return label, _custom(label, arm)
 
 
 async def arun_arm(
     task: Task,
-    arm: Arm,
+    arm: ArmLike,
     model: BaseChatModel,
     *,
+    name: str | None = None,
     settings: ArmSettings | None = None,
     judge: BaseChatModel | None = None,
     config: RunnableConfig | None = None,
@@ -405,9 +246,13 @@ async def arun_arm(
 
     Args:
         task: The task.
-        arm: ``"single"``, ``"loop"``, ``"resample"``, ``"judge-loop"`` or
-            ``"loop-candidates"``.
+        arm: A built-in arm's name (``"single"``, ``"loop"``, ``"resample"``,
+            ``"judge-loop"``, ``"loop-candidates"``, ``"restart"``,
+            ``"diverse-first"``), a `loop(...)` arm, or a factory
+            ``(task, model, settings) -> agent``.
         model: The chat model that answers (it samples at the arm's temperature).
+        name: The name of an arm of your own (default ``"custom"``): its run's name and
+            the key of its temperature in ``settings.arm_temperatures``.
         settings: K, the temperatures and the judge's settings (default `ArmSettings`).
         judge: The judge's chat model in ``judge-loop`` (default ``model``).
         config: A run config to run under (callbacks, tags, a parent run).
@@ -416,7 +261,8 @@ async def arun_arm(
         An `ArmOutcome`.
 
     Raises:
-        ValueError: an unknown arm, or an odd K for ``loop-candidates``.
+        ValueError: an unknown arm, or a K the arm cannot spend (an odd K for
+            ``loop-candidates``).
         Exception: whatever the model raises (a server error, a timeout): the caller
             retries or reports it; it is never a pass.
 
@@ -426,165 +272,52 @@ async def arun_arm(
         ```
     """
     settings = settings or ArmSettings()
-    if arm not in ARMS:
-        raise ValueError(f"unknown arm {arm!r}; the arms are {', '.join(ARMS)}")
-    check_arm_budget([arm], settings.iterations)
+    label, spec = _arm_of(arm, name)
+    spec.check_budget(settings.iterations, label)
     counter = CallCounter()
     run_config = merge_configs(
         config,
         {
             "callbacks": [counter],
-            "run_name": f"eval {task.id}: {arm}",
-            "metadata": {"eval_task": task.id, "eval_arm": arm},
+            "run_name": f"eval {task.id}: {label}",
+            "metadata": {"eval_task": task.id, "eval_arm": label},
         },
     )
     grader = grader_for(task, code_timeout=settings.code_timeout)
-    sampler = at_temperature(model, settings.temperature_of(arm))
     started = time.perf_counter()
-    judge_failures = 0
-    attempts = _Attempts()
-    if arm in ("single", "resample"):
-        answer, iterations = await _sample(
-            task, arm, sampler, settings, grader, attempts, run_config
+    attempts = Attempts()
+    ran = await spec.run(
+        ArmRun(
+            name=label,
+            task=task,
+            model=at_temperature(model, settings.temperature_of(label)),
+            judge=(
+                at_temperature(judge or model, settings.judge_temperature)
+                if spec.uses_judge
+                else None
+            ),
+            settings=settings,
+            grader=grader,
+            attempts=attempts,
+            config=run_config,
         )
-    else:
-        judge_model = at_temperature(judge or model, settings.judge_temperature)
-        answer, iterations, judge_failures = await _loop(
-            task, arm, sampler, judge_model, settings, grader, attempts, run_config
-        )
-    by_attempt = await _grade_steps(attempts.answers, answer, settings.steps(arm), grader)
+    )
+    grades = Grades(grader)
+    by_attempt = await grades.steps(attempts.answers, ran.answer, ran.steps)
+    await grades.transcript(attempts.transcript)
     tokens_in, tokens_out = counter.totals
     return ArmOutcome(
         passed=by_attempt[-1],
-        iterations=iterations,
+        iterations=ran.answers,
         model_calls=counter.calls,
         input_tokens=tokens_in,
         output_tokens=tokens_out,
         seconds=time.perf_counter() - started,
-        answer=answer,
-        judge_failures=judge_failures,
+        answer=ran.answer,
+        judge_failures=ran.judge_failures,
         cached_input_tokens=counter.cached_tokens,
         cut_off=attempts.cut_off,
         by_attempt=by_attempt,
+        transcript=tuple(attempts.transcript),
+        opaque=ran.opaque,
     )
-
-
-async def _grade_steps(
-    answers: Sequence[str], final: str, steps: int, grader: Grader
-) -> tuple[bool, ...]:
-    """Grade the answer after each step; after the arm stopped, its final answer stands.
-
-    The final answer is graded last, whatever the steps were (it is the arm's verdict).
-    """
-    verdicts: dict[str, bool] = {}
-
-    async def grade(answer: str) -> bool:
-        if answer not in verdicts:
-            verdicts[answer] = await grader.final(answer)
-        return verdicts[answer]
-
-    graded = [await grade(answer) for answer in list(answers)[: steps - 1]]
-    passed = await grade(final)
-    return tuple(graded + [passed] * (steps - len(graded)))
-
-
-async def _sample(
-    task: Task,
-    arm: Arm,
-    model: BaseChatModel,
-    settings: ArmSettings,
-    grader: Grader,
-    attempts: _Attempts,
-    config: RunnableConfig,
-) -> tuple[str, int]:
-    """``single``: one answer. ``resample``: independent answers until one passes."""
-    messages: list[AnyMessage] = [
-        SystemMessage(system_prompt(task)),
-        HumanMessage(request_text(task)),
-    ]
-    count = 1 if arm == "single" else settings.iterations
-    answer = ""
-    for attempt in range(1, count + 1):
-        answer = attempts.add(await model.ainvoke(messages, config))
-        attempts.answers.append(answer)
-        if attempt == count:
-            break
-        ok, _ = await grader.visible(answer)
-        if ok:
-            return answer, attempt
-    return answer, count
-
-
-async def _loop(
-    task: Task,
-    arm: Arm,
-    model: BaseChatModel,
-    judge_model: BaseChatModel,
-    settings: ArmSettings,
-    grader: Grader,
-    attempts: _Attempts,
-    config: RunnableConfig,
-) -> tuple[str, int, int]:
-    """``loop``/``loop-candidates`` (tests or checks) and ``judge-loop`` (an LLM judge)."""
-    failures = 0
-    seen: dict[tuple[int, int], str] = {}  # (iteration, candidate) -> answer
-
-    def note(context: LoopContext) -> AIMessage:
-        response = context["last_response"]
-        seen[(context["iteration"], context.get("candidate", 1))] = attempts.add(response)
-        return response
-
-    async def by_tests(context: LoopContext) -> LoopEvaluation:
-        response = note(context)
-        ok, feedback = await grader.visible(response.text)
-        if ok:
-            return {"stop": True}
-        if was_cut_off(response):
-            feedback = f"{feedback}\n\n{CUT_OFF_FEEDBACK[task.kind]}".strip()
-        return {"stop": False, "feedback": feedback}
-
-    if arm in ("loop", "loop-candidates"):  # the visible tests are the evaluator
-        evaluator: Any = RunnableLambda(by_tests, name="visible tests")
-    else:
-        judge = llm_judge(
-            judge_model,
-            JUDGE_INSTRUCTIONS,
-            threshold=settings.judge_threshold,
-            **judge_format_options(settings.judge_method),
-            name="judge",
-        )
-
-        async def by_judge(context: LoopContext, config: RunnableConfig) -> LoopEvaluation:
-            nonlocal failures
-            note(context)
-            try:
-                return await judge.ainvoke(context, config)
-            except JudgeError:
-                failures += 1  # no usable verdict, so no feedback: the loop ends here
-                return {"stop": True, "feedback": "(the judge gave no usable verdict)"}
-
-        evaluator = RunnableLambda(by_judge, name="judge")
-    candidates = CANDIDATES if arm == "loop-candidates" else 1
-    loop = create_loop_agent(
-        _agent(model, task),
-        evaluator,
-        settings.steps(arm),
-        name=f"eval {arm}",
-        candidates=candidates,
-    )
-    result = cast(
-        LoopOutput,
-        await loop.ainvoke({"messages": [HumanMessage(request_text(task))]}, config),
-    )
-    for record in result.get("records", []):
-        chosen = seen.get((record["iteration"], record.get("candidate", 1)))
-        if chosen is not None:
-            attempts.answers.append(chosen)
-    answers = len(seen) if candidates > 1 else int(result.get("iteration", 0))
-    return result["last_response"].text, answers, failures
-
-
-def _text(reply: object) -> str:
-    if isinstance(reply, AIMessage):
-        return reply.text
-    return str(reply)

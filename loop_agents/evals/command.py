@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from loop_agents.evals.arm_names import ARMS, DEFAULT_ARMS
 from loop_agents.evals.report_command import add_report_arguments, check_report_path
 from loop_agents.evals.tasks import BUNDLED_SETS, Task, TaskFileError, load_tasks
 
@@ -46,9 +47,9 @@ __all__ = [
     "run_eval_command",
 ]
 
-ARM_NAMES = ("single", "loop", "resample", "judge-loop", "loop-candidates")
+ARM_NAMES: tuple[str, ...] = ARMS
 
-DEFAULT_ARM_NAMES = ("single", "loop", "resample", "judge-loop")
+DEFAULT_ARM_NAMES: tuple[str, ...] = DEFAULT_ARMS
 
 EVAL_DESCRIPTION = (
     "Measure whether a loop pays off for your tasks and your model: run every task "
@@ -57,7 +58,12 @@ EVAL_DESCRIPTION = (
     "checks. resample: up to K independent answers, the first that passes the visible "
     "tests or checks (the compute-matched control). judge-loop: up to K answers, the "
     "feedback from an LLM judge only. loop-candidates (only with --arms): the loop with "
-    "2 candidate answers per iteration for K/2 iterations (K even). Every arm samples at "
+    "2 candidate answers per iteration for K/2 iterations (K even). restart (only with "
+    "--arms): the loop, but after a repair that did not improve, a fresh sample told "
+    "what must hold. diverse-first (only with --arms): 2 first answers, then repair of "
+    "the better one (K >= 2). Arms of your own: --arm NAME=loop,OPTION=VALUE,... (a "
+    "loop built from options) or --arm NAME=module:factory (your agent); each is "
+    "compared with resample and single. Every arm samples at "
     "the same temperature T unless --arm-temperature sets its own. Code answers are "
     "graded by hidden tests the model never sees."
 )
@@ -69,6 +75,14 @@ examples:
   loop-agents eval code --arms loop,loop-candidates --iterations 4 --arm-temperature resample=0.7
   loop-agents eval my_tasks.jsonl --tasks t1,t7 --concurrency 8 --out my.json
   loop-agents eval code --server http://127.0.0.1:2024 --out code.json
+  loop-agents eval code --arms single,resample --arm fresh=loop,history=feedback_log,restart=on
+  loop-agents eval code --arms resample --arm mine=my_arms:make_agent --out mine.json
+
+--arm NAME=SPEC (repeatable) adds an arm of your own to those of --arms (give --arms ''
+to run yours alone). SPEC is module:factory, a function (task, model, settings) -> agent
+imported from the current folder, or loop / judge-loop followed by ,KEY=VALUE options:
+history=full|last_attempt|feedback_log, feedback=default|plain, candidates=N,
+select=last|best, patience=N, restart=on|N, first=K, stagnation=on.
 
 TASKS is a JSONL file, one task per line, or a bundled set: code, instructions.
 With --out, each finished task and arm is also appended to NAME.journal.jsonl beside
@@ -89,7 +103,7 @@ class EvalOptions:
     Attributes:
         source: TASKS as given.
         tasks: The tasks to run (after ``--tasks`` and ``--limit``).
-        arms: The arms to run.
+        arms: The names of the arms to run, built-in and yours, in order.
         iterations: K.
         concurrency: Pairs run at the same time.
         temperature: Every arm's sampling temperature.
@@ -105,6 +119,8 @@ class EvalOptions:
         seed: The bundled server's random seed (``--seed``, checked by
             `loop_agents.models.endpoints.resolve_endpoint`), or ``None`` for a new one
             per run.
+        custom_arms: The arms of your own (``--arm``): name -> a `loop(...)` arm or a
+            factory.
     """
 
     source: str
@@ -123,6 +139,7 @@ class EvalOptions:
     json: bool = False
     report: Path | None = None
     seed: int | None = None
+    custom_arms: tuple[tuple[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -170,9 +187,18 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--arms",
-        default=",".join(DEFAULT_ARM_NAMES),
         metavar="ARM,...",
-        help=f"the arms to run, of {', '.join(ARM_NAMES)} (default: %(default)s)",
+        help=f"the built-in arms to run, of {', '.join(ARM_NAMES)} (default: "
+        f"{','.join(DEFAULT_ARM_NAMES)})",
+    )
+    parser.add_argument(
+        "--arm",
+        dest="custom_arm",
+        action="append",
+        default=[],
+        metavar="NAME=SPEC",
+        help="an arm of your own (repeatable): NAME=module:factory, or "
+        "NAME=loop[,KEY=VALUE...] / NAME=judge-loop[,...]; see below",
     )
     parser.add_argument(
         "--iterations",
@@ -295,9 +321,12 @@ def _names(value: str | None) -> list[str] | None:
     return [part.strip() for part in value.split(",") if part.strip()]
 
 
-def _arm_temperatures(values: Sequence[str]) -> tuple[tuple[str, float], ...]:
+def _arm_temperatures(
+    values: Sequence[str], custom: Sequence[str] = ()
+) -> tuple[tuple[str, float], ...]:
     """``--arm-temperature ARM=T`` values, checked (a later one for an arm wins)."""
     found: dict[str, float] = {}
+    names = (*ARM_NAMES, *custom)
     for value in values:
         arm, sep, number = value.partition("=")
         arm = arm.strip()
@@ -305,12 +334,30 @@ def _arm_temperatures(values: Sequence[str]) -> tuple[tuple[str, float], ...]:
             temperature = float(number)
         except ValueError:
             temperature = math.nan
-        if not sep or arm not in ARM_NAMES or not 0 <= temperature <= 2:
+        if not sep or arm not in names or not 0 <= temperature <= 2:
             raise EvalUsageError(
                 f"--arm-temperature {value!r}: give ARM=T with ARM one of "
-                f"{', '.join(ARM_NAMES)} and T from 0 to 2, e.g. resample=0.7"
+                f"{', '.join(names)} and T from 0 to 2, e.g. resample=0.7"
             )
         found[arm] = temperature
+    return tuple(found.items())
+
+
+def _custom_arms(values: Sequence[str]) -> tuple[tuple[str, Any], ...]:
+    """``--arm NAME=SPEC`` values, each built (a factory imported) and checked."""
+    if not values:
+        return ()
+    from loop_agents.evals.arm_specs import parse_arm_spec
+
+    found: dict[str, Any] = {}
+    for value in values:
+        try:
+            name, arm = parse_arm_spec(value)
+        except ValueError as exc:
+            raise EvalUsageError(str(exc)) from None
+        if name in found:
+            raise EvalUsageError(f"--arm {value!r}: an arm named {name!r} is already given")
+        found[name] = arm
     return tuple(found.items())
 
 
@@ -326,11 +373,14 @@ def eval_options(args: argparse.Namespace) -> EvalOptions:
         options = eval_options(parser.parse_args(["eval", "instructions", "--limit", "3"]))
         ```
     """
-    arms = _names(args.arms) or []
+    custom_given: Sequence[str] = getattr(args, "custom_arm", None) or []
+    given = ",".join(DEFAULT_ARM_NAMES) if args.arms is None else args.arms
+    arms = _names(given) or []
     unknown = [a for a in arms if a not in ARM_NAMES]
-    if not arms or unknown:
+    if (not arms and not custom_given) or unknown:
         raise EvalUsageError(
-            f"--arms {args.arms!r}: give a comma-separated list of {', '.join(ARM_NAMES)}"
+            f"--arms {given!r}: give a comma-separated list of {', '.join(ARM_NAMES)}"
+            + (" (for an arm of your own, --arm NAME=SPEC)" if unknown else "")
         )
     for name, value, low in (
         ("--iterations", args.iterations, 1),
@@ -347,8 +397,18 @@ def eval_options(args: argparse.Namespace) -> EvalOptions:
     ):
         if not 0 <= temperature <= 2:
             raise EvalUsageError(f"{flag} must be from 0 to 2; got {temperature:g}")
-    arm_temperatures = _arm_temperatures(args.arm_temperature)
-    if "loop-candidates" in arms and args.iterations % 2:
+    custom_arms = _custom_arms(custom_given)
+    arm_temperatures = _arm_temperatures(args.arm_temperature, [n for n, _ in custom_arms])
+    for name, arm in custom_arms:
+        budget = getattr(arm, "check_budget", None)
+        if budget is not None:
+            try:
+                budget(args.iterations, name)
+            except ValueError as exc:
+                raise EvalUsageError(f"--arm {name}: {exc}") from None
+    if ("loop-candidates" in arms and args.iterations % 2) or (
+        "diverse-first" in arms and args.iterations < 2
+    ):
         from loop_agents.evals.arms import check_arm_budget
 
         try:
@@ -367,6 +427,11 @@ def eval_options(args: argparse.Namespace) -> EvalOptions:
             raise EvalUsageError(
                 "--seed sets the bundled llama.cpp server's seed; with --server the "
                 "LangGraph server's model samples with its own: drop --seed"
+            )
+        if custom_arms:
+            raise EvalUsageError(
+                "--arm: arms of your own run here, not on a LangGraph server (it runs the "
+                "built-in arms only): drop --server, or run those arms apart"
             )
         from loop_agents.evals.server import check_server_url
 
@@ -398,7 +463,7 @@ def eval_options(args: argparse.Namespace) -> EvalOptions:
     return EvalOptions(
         source=args.tasks_source,
         tasks=tuple(tasks),
-        arms=tuple(dict.fromkeys(arms)),
+        arms=tuple(dict.fromkeys([*arms, *(name for name, _ in custom_arms)])),
         iterations=args.iterations,
         concurrency=args.concurrency,
         temperature=args.temperature,
@@ -412,6 +477,7 @@ def eval_options(args: argparse.Namespace) -> EvalOptions:
         json=args.json,
         report=report,
         seed=args.seed,
+        custom_arms=custom_arms,
     )
 
 
@@ -485,8 +551,9 @@ async def run_eval_command(
         0 when every pair has a result, 1 when some failed every try.
 
     Raises:
-        EvalUsageError: no endpoint and no server, or the journal beside ``--out``
-            belongs to an eval with other settings.
+        EvalUsageError: no endpoint and no server, the journal beside ``--out``
+            belongs to an eval with other settings, or an arm factory (``--arm``) does
+            not return an agent for the first task.
 
     Example:
         ```python
@@ -495,6 +562,7 @@ async def run_eval_command(
     """
     from rich.console import Console
 
+    from loop_agents.evals.factory_arm import ArmFactoryError
     from loop_agents.evals.journal import JournalError
     from loop_agents.evals.report import render_report
     from loop_agents.evals.runner import arun_eval
@@ -517,7 +585,7 @@ async def run_eval_command(
             report = await arun_eval(
                 list(options.tasks),
                 endpoint.model if endpoint is not None and options.server is None else None,
-                arms=options.arms,
+                arms=_arms_of(options),
                 iterations=options.iterations,
                 concurrency=options.concurrency,
                 temperature=options.temperature,
@@ -531,7 +599,7 @@ async def run_eval_command(
                 server=options.server,
                 **model_options,
             )
-        except JournalError as exc:
+        except (JournalError, ArmFactoryError) as exc:
             raise EvalUsageError(str(exc)) from None
     if options.json:
         text = json.dumps(report.to_json(), ensure_ascii=False, indent=2)
@@ -554,6 +622,14 @@ async def run_eval_command(
             return 1
         where.print(f"Report: {options.report}", markup=False, highlight=False, soft_wrap=True)
     return 0 if report.complete else 1
+
+
+def _arms_of(options: EvalOptions) -> tuple[str, ...] | dict[str, Any]:
+    """What `arun_eval` is given: the names, or with arms of your own, names -> arms."""
+    if not options.custom_arms:
+        return options.arms
+    custom = dict(options.custom_arms)
+    return {name: custom.get(name, name) for name in options.arms}
 
 
 def _count(number: int, noun: str) -> str:

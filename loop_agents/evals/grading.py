@@ -13,13 +13,26 @@ Example:
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from loop_agents.evals.checks import checks_feedback, run_checks
 from loop_agents.evals.code_tests import DEFAULT_TIMEOUT, agrade_code, code_feedback
 from loop_agents.evals.tasks import CodeTask, InstructionsTask, Task
+from loop_agents.loop.controls.restart import feedback_points
 
-__all__ = ["Grader", "grader_for", "request_text", "system_prompt"]
+__all__ = [
+    "Grader",
+    "VisibleResult",
+    "grader_for",
+    "request_text",
+    "requirement_points",
+    "system_prompt",
+]
+
+_RETURNED = re.compile(r"^(?P<call>.+?) returned (?P<got>.+), expected (?P<want>.+)$")
 
 CODE_SYSTEM = (
     "You are a careful Python programmer. Reply with the complete code of the requested "
@@ -57,6 +70,21 @@ def request_text(task: Task) -> str:
     return task.prompt
 
 
+class VisibleResult(NamedTuple):
+    """What the visible tests or the checks say of one answer.
+
+    Attributes:
+        ok: Whether every one passed.
+        feedback: What failed and what to do (``""`` when ok).
+        score: The share of them that passed, from 0 to 100 (0 when the code could not
+            be tested at all).
+    """
+
+    ok: bool
+    feedback: str
+    score: float
+
+
 @dataclass(frozen=True)
 class Grader:
     """Grades answers to one task.
@@ -77,14 +105,30 @@ class Grader:
             ok, feedback = await grader.visible(answer)
             ```
         """
+        result = await self.check(answer)
+        return result.ok, result.feedback
+
+    async def check(self, answer: str) -> VisibleResult:
+        """The visible tests or the checks on ``answer``, with the share that passed.
+
+        Example:
+            ```python
+            ok, feedback, score = await grader.check(answer)
+            ```
+        """
         task = self.task
         if isinstance(task, InstructionsTask):
-            feedback = checks_feedback(run_checks(task.checks, answer))
-            return not feedback, feedback
+            results = run_checks(task.checks, answer)
+            feedback = checks_feedback(results)
+            return VisibleResult(not feedback, feedback, _share(r.passed for r in results))
         report = await agrade_code(
             answer, task.tests, entry_point=task.entry_point, timeout=self.code_timeout
         )
-        return report.passed, code_feedback(report, entry_point=task.entry_point)
+        return VisibleResult(
+            report.passed,
+            code_feedback(report, entry_point=task.entry_point),
+            _share(o.passed for o in report.outcomes),
+        )
 
     async def final(self, answer: str) -> bool:
         """Whether ``answer`` passes the task: the hidden tests, or every check.
@@ -103,6 +147,11 @@ class Grader:
         return report.passed
 
 
+def _share(passed: Iterable[bool]) -> float:
+    flags = list(passed)
+    return round(100.0 * sum(flags) / len(flags), 1) if flags else 0.0
+
+
 def grader_for(task: Task, *, code_timeout: float = DEFAULT_TIMEOUT) -> Grader:
     """The `Grader` of ``task``.
 
@@ -112,3 +161,25 @@ def grader_for(task: Task, *, code_timeout: float = DEFAULT_TIMEOUT) -> Grader:
         ```
     """
     return Grader(task, code_timeout)
+
+
+def requirement_points(feedback: str) -> list[str]:
+    r"""What must hold, from a grader's feedback: a failed call becomes what it must return.
+
+    Each point of the feedback (`feedback_points`) is kept, except that a failed test
+    ``f(2) returned 5, expected 4`` reads ``f(2) must return 4 (not 5)``: a requirement
+    to meet rather than a review of an answer the model no longer sees.
+
+    Example:
+        ```python
+        text = "Your code failed 1 of 3 tests:\n- f(2) returned 5, expected 4\nReply ..."
+        assert requirement_points(text) == ["f(2) must return 4 (not 5)"]
+        ```
+    """
+    points = []
+    for point in feedback_points(feedback):
+        found = _RETURNED.match(point)
+        if found is not None:
+            point = f"{found['call']} must return {found['want']} (not {found['got']})"
+        points.append(point)
+    return points

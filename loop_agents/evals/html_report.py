@@ -279,6 +279,13 @@ def _by_attempt(data: Mapping[str, Any], arms: Sequence[str], colors: Mapping[st
         "The share of tasks whose answer passes had the arm stopped after 1, 2, ... answers; "
         "the last point is the arm's pass rate. An arm of one answer is a dotted level."
     )
+    summaries = _mapping(data.get("arms"))
+    opaque = [arm for arm in arms if _mapping(summaries.get(arm)).get("opaque") is True]
+    if opaque:
+        caption += (
+            f" {', '.join(opaque)}: the agent's attempts cannot be read (it is not a loop), "
+            f"so its curve is its final answer only."
+        )
     return tag("figure", chart + tag("figcaption", caption))
 
 
@@ -378,13 +385,26 @@ def _grid(
     return note + table(headers, rows, class_="grid-table")
 
 
-def _attempt(step: Mapping[str, Any], candidates: bool) -> Html:
-    head = f"Answer {number_text(step.get('iteration'), 0)}"
+_SENT = {
+    "first": "sent the task",
+    "repair": "a repair: sent its earlier answers and their feedback",
+    "fresh": "a fresh sample: sent the task and what must hold",
+}
+"""How the page names a transcript entry's ``sent``."""
+
+
+def _attempt(step: Mapping[str, Any], candidates: bool, position: int) -> Html:
+    number = step.get("iteration") if "iteration" in step else position
+    head = f"Answer {number_text(number, 0)}"
     if candidates:
         head += f", candidate {number_text(step.get('candidate'), 0)}"
+    sent = step.get("sent")
+    if isinstance(sent, str) and sent in _SENT:
+        head += f" ({_SENT[sent]})"
     badges: list[Html] = []
     for key, yes, no in (
         ("visible", "passes the visible tests/checks", "fails the visible tests/checks"),
+        ("ok", "accepted by the arm's evaluator", "not accepted by the arm's evaluator"),
         ("passed", "passes the hidden grading", "fails the hidden grading"),
     ):
         if isinstance(step.get(key), bool):
@@ -398,7 +418,11 @@ def _attempt(step: Mapping[str, Any], candidates: bool) -> Html:
     if step.get("cut_off") is True:
         badges.append(tag("span", "cut off at the token cap", class_="badge fail"))
     parts = [tag("div", escape(head) + join(badges), class_="attempt-head")]
-    parts.append(preformatted(step.get("answer", "")))
+    answer = step.get("answer")
+    if answer is None and "answer" in step:
+        parts.append(tag("p", "No answer: the agent's call failed."))
+    else:
+        parts.append(preformatted(answer if answer is not None else ""))
     feedback = step.get("feedback")
     if isinstance(feedback, str) and feedback.strip():
         parts.append(tag("div", "Feedback sent back:", class_="note"))
@@ -427,7 +451,15 @@ def _pair(
     transcript = [_mapping(step) for step in _list(result.get("transcript"))]
     if transcript:
         candidates = any((finite_float(s.get("candidate")) or 1) > 1 for s in transcript)
-        body = join(_attempt(step, candidates) for step in transcript)
+        body = join(_attempt(step, candidates, n) for n, step in enumerate(transcript, 1))
+        if result.get("opaque") is True:
+            body = (
+                tag(
+                    "p",
+                    "The agent's attempts cannot be read (not a loop): its final answer only.",
+                )
+                + body
+            )
     else:
         body = tag("p", f"The attempts: {NOT_RECORDED}; the graded answer:") + preformatted(
             result.get("answer", "")

@@ -10,6 +10,13 @@ is unchanged; a journal written with other settings is refused rather than mixed
 Each line is flushed to disk as soon as its task and arm finish, so a killed eval
 loses at most the pairs that were running; a torn last line is ignored.
 
+An arm of your own (a `loop(...)`, a factory) is declared by a line of its own before
+its first result: its name, what it is (`loop_agents.evals.arm_protocol.EvalArm.identity`:
+the loop's options, the factory's ``module:qualname``) and its temperature. A journal
+that declares an arm of that name as something else is refused; an arm added to an eval
+is declared when it first runs, so the pairs already there resume. (A reader that knows
+no declarations skips those lines: they are not results.)
+
 Example:
     ```python
     journal = Journal.open(journal_path(Path("results.json")), settings)
@@ -31,6 +38,7 @@ __all__ = ["Journal", "JournalError", "journal_path"]
 
 _HEADER = "loop_agents_eval_journal"
 _VERSION = 1
+_ARM = "loop_agents_eval_arm"
 
 
 class JournalError(ValueError):
@@ -58,12 +66,25 @@ class Journal:
         self._done: dict[tuple[str, str], tuple[str, TaskResult]] = {}
 
     @classmethod
-    def open(cls, path: Path, settings: Mapping[str, Any]) -> Journal:
+    def open(
+        cls,
+        path: Path,
+        settings: Mapping[str, Any],
+        *,
+        arms: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> Journal:
         """Open (or create) the journal at ``path`` for an eval with ``settings``.
+
+        Args:
+            path: The journal's file.
+            settings: Everything that changes an answer (the first line's).
+            arms: The eval's arms of your own: name -> what the arm is (its identity
+                and temperature), declared on a line of its own.
 
         Raises:
             JournalError: the file is not a journal, was written with other settings,
-                or cannot be read or written; the message says what to do.
+                declares an arm of the same name as something else, or cannot be read
+                or written; the message says what to do.
 
         Example:
             ```python
@@ -93,6 +114,9 @@ class Journal:
                     f"--out another name"
                 )
             records = [r for r in map(_json_line, lines[1:]) if isinstance(r, dict)]
+        declared = {str(r[_ARM]): r.get("arm") for r in records if isinstance(r.get(_ARM), str)}
+        results = [r for r in records if _ARM not in r]
+        new_arms = _check_arms(path, json.loads(json.dumps(dict(arms or {}))), declared, results)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             file = path.open("a", encoding="utf-8")
@@ -103,7 +127,9 @@ class Journal:
             journal._write({_HEADER: _VERSION, "settings": wanted})
         elif not text.endswith("\n"):
             file.write("\n")  # a torn last line: the next record starts on its own line
-        for record in records:
+        for name, arm in new_arms.items():
+            journal._write({_ARM: name, "arm": arm})
+        for record in results:
             try:
                 result = TaskResult.from_json(record)
                 digest = str(record["task_digest"])
@@ -140,6 +166,37 @@ class Journal:
     def close(self) -> None:
         """Close the file."""
         self._file.close()
+
+
+def _check_arms(
+    path: Path,
+    arms: Mapping[str, Any],
+    declared: Mapping[str, Any],
+    results: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """The arms of your own not declared yet; `JournalError` for one declared otherwise."""
+    new: dict[str, Any] = {}
+    ran = {r.get("arm") for r in results}
+    for name, arm in arms.items():
+        if name in declared:
+            found = declared[name]
+            if found != arm:
+                shown = _difference(found, arm) if isinstance(arm, dict) else "not the same"
+                raise JournalError(
+                    f"{str(path)!r} belongs to an eval with another arm named {name!r} "
+                    f"({shown}); "
+                    f"give this arm another name, delete the journal to start over, or give "
+                    f"--out another name"
+                )
+        elif name in ran:
+            raise JournalError(
+                f"{str(path)!r} holds results of an arm named {name!r} without saying what "
+                f"it was; give this arm another name, delete the journal to start over, or "
+                f"give --out another name"
+            )
+        else:
+            new[name] = arm
+    return new
 
 
 def _json_line(line: str) -> Any:

@@ -21,6 +21,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from loop_agents.evals.arm_names import ARMS, BASELINES
 from loop_agents.evals.stats import Paired, paired_comparison, wilson_interval
 
 __all__ = [
@@ -30,11 +31,33 @@ __all__ = [
     "TaskError",
     "TaskResult",
     "build_report",
+    "comparisons_of",
     "render_report",
 ]
 
-COMPARISONS = (("loop", "resample"), ("loop", "single"), ("judge-loop", "single"))
-"""The paired comparisons reported, when both arms ran."""
+COMPARISONS = (
+    ("loop", "resample"),
+    ("loop", "single"),
+    ("judge-loop", "single"),
+    ("restart", "resample"),
+    ("diverse-first", "resample"),
+)
+"""The paired comparisons of the built-in arms reported, when both arms ran; every arm
+of your own is also compared with each of `BASELINES` that ran."""
+
+
+def comparisons_of(arms: Sequence[str]) -> list[tuple[str, str]]:
+    """The (arm, baseline) pairs reported for ``arms``: `COMPARISONS`, then yours.
+
+    Example:
+        ```python
+        comparisons_of(["single", "resample", "mine"])
+        # [('mine', 'resample'), ('mine', 'single')]
+        ```
+    """
+    pairs = [(a, b) for a, b in COMPARISONS if a in arms and b in arms]
+    pairs += [(a, b) for a in arms if a not in ARMS for b in BASELINES if b in arms]
+    return pairs
 
 
 @dataclass(frozen=True)
@@ -59,6 +82,10 @@ class TaskResult:
             `loop_agents.evals.arms.ArmOutcome.by_attempt`); empty when not recorded.
         part: The part of its set the task belongs to (`loop_agents.evals.tasks.CodeTask`'s
             ``part``), or ``None``.
+        transcript: Every answer the arm wrote, in order, with what it was told of each
+            (see `loop_agents.evals.transcript`); empty when not recorded.
+        opaque: Whether the arm's attempts could not be read (an agent of your own that
+            is not a loop): its ``by_attempt`` and transcript hold its final answer only.
     """
 
     task_id: str
@@ -76,11 +103,14 @@ class TaskResult:
     cut_off: int = 0
     by_attempt: tuple[bool, ...] = ()
     part: str | None = None
+    transcript: tuple[dict[str, Any], ...] = ()
+    opaque: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """The result as one entry of ``results`` in the JSON output."""
         data = asdict(self)
         data["by_attempt"] = list(self.by_attempt)
+        data["transcript"] = [dict(entry) for entry in self.transcript]
         return data
 
     @classmethod
@@ -95,11 +125,16 @@ class TaskResult:
         if not isinstance(steps, list | tuple) or not all(isinstance(v, bool) for v in steps):
             raise ValueError(f"malformed by_attempt {steps!r:.80}")
         known["by_attempt"] = tuple(steps)
+        entries = known.get("transcript", ())
+        if not isinstance(entries, list | tuple) or not all(isinstance(e, dict) for e in entries):
+            raise ValueError(f"malformed transcript {entries!r:.80}")
+        known["transcript"] = tuple(entries)
         result = cls(**known)
         if (
             not isinstance(result.passed, bool)
             or not isinstance(result.task_id, str)
             or not isinstance(result.part, str | None)
+            or not isinstance(result.opaque, bool)
         ):
             raise ValueError(f"malformed result {dict(data)!r:.80}")
         return result
@@ -148,6 +183,8 @@ class ArmSummary:
             default, or not recorded).
         max_tokens: The token cap per answer (``None``: none, or not known).
         budget: The most answers the arm could write per task (1 for ``single``).
+        opaque: Whether some of its results are of an agent whose attempts could not be
+            read (not a loop): their curve is their final answer only.
     """
 
     arm: str
@@ -167,6 +204,7 @@ class ArmSummary:
     temperature: float | None = None
     max_tokens: int | None = None
     budget: int | None = None
+    opaque: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """The summary as one entry of ``arms`` in the JSON output."""
@@ -286,6 +324,7 @@ def summarize(
         temperature=temperature,
         max_tokens=settings.get("max_tokens"),
         budget=budget,
+        opaque=any(r.opaque for r in results),
     )
 
 
@@ -335,8 +374,7 @@ def build_report(
     verdicts = {arm: {r.task_id: r.passed for r in rs} for arm, rs in by_arm.items()}
     comparisons = [
         paired_comparison(verdicts[a], verdicts[b], names=(a, b))
-        for a, b in COMPARISONS
-        if a in verdicts and b in verdicts
+        for a, b in comparisons_of(list(verdicts))
     ]
     return EvalReport(
         arms=summaries,
@@ -380,6 +418,14 @@ def _render_by_attempt(report: EvalReport, console: Console) -> None:
     if "loop-candidates" in curves:
         note += "; for loop-candidates an attempt is an iteration of 2 answers."
     console.print(note, style="dim")
+    opaque = [arm for arm, summary in report.arms.items() if summary.opaque]
+    if opaque:
+        console.print(
+            f"{', '.join(opaque)}: attempts not readable (the agent is not a loop), so "
+            f"the curve is the final answer only.",
+            style="dim",
+            markup=False,
+        )
 
 
 def _render_by_part(report: EvalReport, console: Console) -> None:

@@ -23,19 +23,21 @@ from typing import Any, TypeAlias
 
 from langchain_core.language_models import BaseChatModel
 
+from loop_agents.evals.arm_protocol import EvalArm
 from loop_agents.evals.arms import (
     ARMS,
     DEFAULT_ARMS,
-    Arm,
+    ArmLike,
     ArmOutcome,
     ArmSettings,
     PairRunner,
     arun_arm,
-    check_arm_budget,
-    check_arms,
+    at_temperature,
+    resolve_arms,
     sampled_temperature,
 )
 from loop_agents.evals.code_tests import DEFAULT_TIMEOUT
+from loop_agents.evals.factory_arm import FactoryArm
 from loop_agents.evals.journal import Journal, journal_path
 from loop_agents.evals.report import EvalReport, TaskError, TaskResult, build_report
 from loop_agents.evals.tasks import Task, load_tasks, select_tasks, task_digest
@@ -108,19 +110,36 @@ def token_cap(model: object) -> int | None:
 
 
 def _local_runner(
-    model: BaseChatModel, judge: BaseChatModel | None, settings: ArmSettings
+    model: BaseChatModel,
+    judge: BaseChatModel | None,
+    settings: ArmSettings,
+    arms: Mapping[str, EvalArm],
 ) -> PairRunner:
-    async def run(task: Task, arm: Arm) -> ArmOutcome:
-        return await arun_arm(task, arm, model, settings=settings, judge=judge)
+    async def run(task: Task, arm: str) -> ArmOutcome:
+        if arm in ARMS:
+            return await arun_arm(task, arm, model, settings=settings, judge=judge)
+        return await arun_arm(task, arms[arm], model, name=arm, settings=settings, judge=judge)
 
     return run
+
+
+async def _check_factories(
+    arms: Mapping[str, EvalArm], task: Task | None, model: BaseChatModel, settings: ArmSettings
+) -> None:
+    """Build each factory arm's agent for the first task: a wrong return fails here."""
+    if task is None:
+        return
+    for name, arm in arms.items():
+        if isinstance(arm, FactoryArm):
+            sampler = at_temperature(model, settings.temperature_of(name))
+            await arm.build(task, sampler, settings, name=name)
 
 
 async def arun_eval(
     tasks: TaskSource,
     model: BaseChatModel | None = None,
     *,
-    arms: Sequence[str] = DEFAULT_ARMS,
+    arms: Sequence[str] | Mapping[str, ArmLike] = DEFAULT_ARMS,
     iterations: int = 4,
     concurrency: int = 4,
     temperature: float = 1.0,
@@ -148,14 +167,19 @@ async def arun_eval(
             tasks already loaded.
         model: The chat model that answers (and judges, unless ``judge`` is given).
             Not given with ``server``: the server uses its own.
-        arms: Which arms to run, of ``single``, ``loop``, ``resample``, ``judge-loop``
-            (the default) and ``loop-candidates``.
+        arms: Which arms to run: a list of built-in arms, of ``single``, ``loop``,
+            ``resample``, ``judge-loop`` (the default), ``loop-candidates``,
+            ``restart`` and ``diverse-first``; or a mapping of names to arms, each a
+            built-in arm's name (under its own name), a `loop(...)` arm (a
+            `create_loop_agent` loop from options), or a factory
+            ``(task, model, settings) -> agent`` (see `loop_agents.evals.factory_arm`).
+            Every arm of your own is compared with ``resample`` and ``single``.
         iterations: K, the budget of answers every arm may write (even, with
             ``loop-candidates``).
         concurrency: Task/arm pairs run at the same time.
         temperature: The sampling temperature of every arm's answers.
         arm_temperatures: Arm name -> its own temperature, for arms that do not
-            sample at ``temperature``.
+            sample at ``temperature`` (built-in arms, or yours by their names).
         judge_temperature: The sampling temperature of the judge of ``judge-loop``.
         out: Where to write the JSON result. Its journal (``NAME.journal.jsonl`` beside
             it) records each finished pair, and an eval run again with the same
@@ -189,7 +213,11 @@ async def arun_eval(
     Raises:
         TaskFileError: the task file is malformed (before any model call).
         ValueError: a setting is out of range, or the model/server choice is wrong.
-        JournalError: the journal beside ``out`` belongs to an eval with other settings.
+        JournalError: the journal beside ``out`` belongs to an eval with other settings,
+            or with another arm under the name of one of yours.
+        TypeError: an arm that is not one; a factory with the wrong signature, or one
+            that does not return an agent for the first task (checked before any model
+            call).
 
     Example:
         ```python
@@ -205,8 +233,16 @@ async def arun_eval(
         judge_method=judge_method,
         code_timeout=code_timeout,
     )
-    chosen_arms = check_arms(arms)
-    check_arm_budget(chosen_arms, settings.iterations)
+    chosen_arms = resolve_arms(arms)
+    for name, arm in chosen_arms.items():
+        arm.check_budget(settings.iterations, name)
+    custom = {name: arm for name, arm in chosen_arms.items() if name not in ARMS}
+    unknown = [name for name in settings.arm_temperatures if name not in (*ARMS, *custom)]
+    if unknown:
+        raise ValueError(
+            f"arm_temperatures: unknown arm {', '.join(map(repr, unknown))}; the arms are "
+            f"{', '.join([*ARMS, *custom])}"
+        )
     _check_count("concurrency", concurrency, 1)
     _check_count("retries", retries, 0)
     if not isinstance(retry_delay, int | float) or retry_delay < 0:
@@ -217,6 +253,11 @@ async def arun_eval(
             raise ValueError(
                 "give either a model or a server, not both: with server= the LangGraph "
                 "server answers with the model of its own environment"
+            )
+        if custom:
+            raise ValueError(
+                f"arms of your own ({', '.join(custom)}) run here, not on a LangGraph server "
+                f"(it runs the built-in arms only): drop server=, or run those arms apart"
             )
         from loop_agents.evals.server import server_runner
 
@@ -230,12 +271,14 @@ async def arun_eval(
             )
         if judge is not None and not isinstance(judge, BaseChatModel):
             raise TypeError(f"judge must be a chat model; got {type(judge).__name__}")
-        runner = _local_runner(model, judge, settings)
+        runner = _local_runner(model, judge, settings, chosen_arms)
         label = model_id or describe_model(model)
     if isinstance(tasks, str | Path):
         chosen = load_tasks(tasks, limit=limit, ids=task_ids)
     else:
         chosen = select_tasks(list(tasks), limit=limit, ids=task_ids)
+    if isinstance(model, BaseChatModel):
+        await _check_factories(custom, next(iter(chosen), None), model, settings)
     # everything that changes an answer: the journal's key (a journal of other settings
     # is refused) and the report's settings
     temperatures: dict[str, float | None] = {arm: settings.temperature_of(arm) for arm in ARMS}
@@ -258,12 +301,24 @@ async def arun_eval(
     }
     if model_digest is not None:
         record["model_sha256"] = model_digest
+    # the arms of your own: what each is and its temperature (declared in the journal)
+    declared = {
+        name: {
+            "identity": arm.identity(),
+            "temperature": (
+                sampled_temperature(model, settings.temperature_of(name))
+                if isinstance(model, BaseChatModel)
+                else settings.temperature_of(name)
+            ),
+        }
+        for name, arm in custom.items()
+    }
     out_path = Path(out) if out is not None else None
-    journal = Journal.open(journal_path(out_path), record) if out_path else None
+    journal = Journal.open(journal_path(out_path), record, arms=declared) if out_path else None
     try:
         results, errors = await _run_pairs(
             chosen,
-            chosen_arms,
+            list(chosen_arms),
             runner,
             journal,
             concurrency=concurrency,
@@ -275,9 +330,12 @@ async def arun_eval(
         if journal is not None:
             journal.close()
     shown = record | {"tasks": len(chosen)}
+    if declared:
+        shown["temperatures"] = temperatures | {n: d["temperature"] for n, d in declared.items()}
+        shown["arms"] = {name: found["identity"] for name, found in declared.items()}
     if model_seed is not None:
         shown["seed"] = model_seed
-    report = build_report(chosen_arms, results, errors, settings=shown)
+    report = build_report(list(chosen_arms), results, errors, settings=shown)
     if out_path is not None:
         _write_json(out_path, report.to_json())
     return report
@@ -285,7 +343,7 @@ async def arun_eval(
 
 async def _run_pairs(
     tasks: Sequence[Task],
-    arms: Sequence[Arm],
+    arms: Sequence[str],
     runner: PairRunner,
     journal: Journal | None,
     *,
@@ -296,7 +354,7 @@ async def _run_pairs(
 ) -> tuple[list[TaskResult], list[TaskError]]:
     pairs = [(task, arm, task_digest(task)) for task in tasks for arm in arms]
     finished: dict[tuple[str, str], TaskResult] = {}
-    todo: list[tuple[Task, Arm, str]] = []
+    todo: list[tuple[Task, str, str]] = []
     for task, arm, digest in pairs:
         found = journal.lookup(task.id, arm, digest) if journal else None
         if found is not None:  # a journal may predate the task's part
@@ -316,7 +374,7 @@ async def _run_pairs(
                 )
             )
 
-    async def run_one(task: Task, arm: Arm, digest: str) -> None:
+    async def run_one(task: Task, arm: str, digest: str) -> None:
         async with gate:
             for attempt in range(1, retries + 2):
                 try:
@@ -346,6 +404,8 @@ async def _run_pairs(
                     cut_off=outcome.cut_off,
                     by_attempt=tuple(outcome.by_attempt),
                     part=task.part,
+                    transcript=tuple(outcome.transcript),
+                    opaque=outcome.opaque,
                 )
                 if journal is not None:
                     journal.append(result, digest)

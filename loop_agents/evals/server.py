@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlparse
 
-from loop_agents.evals.arms import Arm, ArmOutcome, ArmSettings, PairRunner
+from loop_agents.evals.arms import ArmOutcome, ArmSettings, PairRunner
 from loop_agents.evals.tasks import Task
 
 __all__ = ["GRAPH", "ServerRunError", "check_server_url", "server_runner"]
@@ -72,6 +72,8 @@ def _outcome(output: object) -> ArmOutcome:
     values: dict[str, Any] = {n: output[n] for n in names if n in output}
     if "by_attempt" in values:
         values["by_attempt"] = tuple(values["by_attempt"] or ())
+    if "transcript" in values:
+        values["transcript"] = tuple(values["transcript"] or ())
     return ArmOutcome(**values)
 
 
@@ -108,7 +110,7 @@ def server_runner(
     base = check_server_url(url)
     clients: list[Any] = []
 
-    async def run(task: Task, arm: Arm) -> ArmOutcome:
+    async def run(task: Task, arm: str) -> ArmOutcome:
         if not clients:  # made on first use, inside the event loop that runs the eval
             from langgraph_sdk import get_client
 

@@ -16,7 +16,10 @@
   `loop_agents.evaluators.code_review`): the answer's Python code is run in
   `loop_agents.sandbox` and its output judged (seed 004's runner).
 - `from_openevals`: any openevals evaluator (``exact_match``,
-  ``create_llm_as_judge(...)``, the code evaluators, sync or async) as an evaluator.
+  ``create_llm_as_judge(...)``, the code evaluators, sync or async) as an evaluator;
+  `as_openevals` (and `as_openevals_async`) the other way: any loop evaluator as an
+  openevals / LangSmith evaluator (``inputs``, ``outputs``, ``reference_outputs`` in;
+  ``{"key", "score", "comment"}`` out), e.g. for ``langsmith.evaluate``.
 
 This layer sits on `loop_agents.loop` (an evaluator is a function of `LoopContext`
 returning `LoopEvaluation`) and may use `loop_agents.sandbox` and `loop_agents.models`;
@@ -46,6 +49,7 @@ from loop_agents.evaluators.command import command_check
 from loop_agents.evaluators.human import human_review
 from loop_agents.evaluators.judge import DEFAULT_TEMPLATE, JudgeError, JudgeMethod, llm_judge
 from loop_agents.evaluators.openevals_adapter import from_openevals
+from loop_agents.evaluators.openevals_export import as_openevals, as_openevals_async
 from loop_agents.evaluators.plan import todos_complete
 from loop_agents.evaluators.rules import RuleCheck, RuleResult, rule, text_rule
 
@@ -57,6 +61,8 @@ __all__ = [
     "RuleCheck",
     "RuleResult",
     "all_of",
+    "as_openevals",
+    "as_openevals_async",
     "code_runner",
     "command_check",
     "files_check",

@@ -21,6 +21,7 @@ StopReason = Literal[
     "cost_budget",
     "agent_errors",
     "recursion_limit",
+    "stagnation",
 ]
 """Why a loop ended.
 
@@ -37,6 +38,8 @@ StopReason = Literal[
   or the next iteration would pass it.
 - ``agent_errors``: with ``on_agent_error="feedback"``, the agent failed
   ``max_agent_errors`` times in a row.
+- ``stagnation``: with a `loop_agents.loop.controls.Stagnation` control, the latest
+  answer repeated an earlier one.
 - ``recursion_limit``: the graph's step budget (a parent graph's ``recursion_limit``)
   had no room for another iteration, so the loop ended cleanly instead of raising.
 
@@ -223,6 +226,7 @@ class IterationRecord(TypedDict):
     counted: NotRequired[bool]
     candidate: NotRequired[int]
     candidates: NotRequired[list[CandidateRecord]]
+    answer_digest: NotRequired[str]
 
 
 class AgentRun(TypedDict):

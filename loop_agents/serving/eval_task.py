@@ -66,6 +66,7 @@ class EvalTaskOutput(TypedDict, total=False):
     cached_input_tokens: int
     cut_off: int
     by_attempt: list[bool]
+    transcript: list[dict[str, Any]]
 
 
 class EvalTaskState(EvalTaskInput, EvalTaskOutput, total=False):
@@ -105,6 +106,7 @@ async def run_task(state: EvalTaskState, config: RunnableConfig) -> EvalTaskOutp
     outcome = await arun_arm(task, arm, model, settings=arm_settings, config=config)
     output = dataclasses.asdict(outcome)
     output["by_attempt"] = list(outcome.by_attempt)
+    output["transcript"] = [dict(entry) for entry in outcome.transcript]
     return cast(EvalTaskOutput, output)
 
 

@@ -15,6 +15,9 @@ own (subclass `LoopControl`; its hooks are documented in `loop_agents.loop.contr
   ``cost_budget``, ``prices``);
 - `plateau`: `Plateau` (``patience``, ``min_delta``);
 - `selection`: `AnswerSelection` (``select``);
+- `restart`: `Restart` (a fresh sample when repairing stops paying);
+- `diverse_first`: `DiverseFirst` (k first answers, then repair of the best);
+- `stagnation`: `Stagnation` (stop when an answer repeats an earlier one);
 - `retries`: `Retries` (``agent_retry_policy``, ``evaluator_retry_policy``,
   ``agent_timeout``, ``evaluator_timeout``).
 
@@ -36,11 +39,14 @@ from loop_agents.loop.controls.base import (
 from loop_agents.loop.controls.budgets import Budgets
 from loop_agents.loop.controls.candidates import Candidates
 from loop_agents.loop.controls.criteria import Criteria
+from loop_agents.loop.controls.diverse_first import DiverseFirst
 from loop_agents.loop.controls.feedback_format import FeedbackStyle
 from loop_agents.loop.controls.history import History
 from loop_agents.loop.controls.plateau import Plateau
+from loop_agents.loop.controls.restart import Restart
 from loop_agents.loop.controls.retries import Retries
 from loop_agents.loop.controls.selection import AnswerSelection
+from loop_agents.loop.controls.stagnation import Stagnation
 from loop_agents.loop.steps import Call, Measured
 
 __all__ = [
@@ -53,6 +59,7 @@ __all__ = [
     "Call",
     "Candidates",
     "Criteria",
+    "DiverseFirst",
     "FeedbackStyle",
     "History",
     "Judged",
@@ -61,8 +68,10 @@ __all__ = [
     "Outcome",
     "Plateau",
     "Progress",
+    "Restart",
     "Retries",
     "ScoreThreshold",
+    "Stagnation",
     "Turn",
     "Verdict",
 ]

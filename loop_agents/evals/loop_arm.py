@@ -1,0 +1,318 @@
+"""Loops as arms: `loop(...)` builds one from `create_loop_agent`'s options.
+
+The built-in loops are such arms: ``loop`` is ``loop()``, ``judge-loop`` is
+``loop(evaluator="judge")``, ``loop-candidates`` is ``loop(candidates=2)``, ``restart``
+is ``loop(controls=[Restart(requirements=requirement_points)])`` and ``diverse-first``
+is ``loop(controls=[DiverseFirst(2)])``. Yours run the same way: the eval's model
+answers (at the arm's temperature, with the task kind's system message), the task's
+visible tests or checks judge each answer (`visible_checks`), or an LLM judge does
+(``evaluator="judge"``), and the budget is K answers: ``max_iterations`` is K, K/c with
+``candidates=c``, K - k + 1 with a ``DiverseFirst(k)`` control.
+
+Example:
+    ```python
+    report = await arun_eval("code", model, arms={
+        "resample": "resample",
+        "fresh-log": loop(history="feedback_log", controls=[Stagnation()]),
+    })
+    ```
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, cast
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AnyMessage, HumanMessage, SystemMessage
+from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
+
+from loop_agents.evals.arm_names import ARMS
+from loop_agents.evals.arm_protocol import ArmRun, EvalArm, Ran, describe_value
+from loop_agents.evals.arm_settings import least_budget_error, multiple_budget_error
+from loop_agents.evals.grading import VisibleResult, request_text, system_prompt
+from loop_agents.evals.sampling import was_cut_off
+from loop_agents.evals.task_evaluator import visible_verdict
+from loop_agents.evals.tasks import Task
+from loop_agents.evals.transcript import Attempts, entry, sent_kind
+from loop_agents.evaluators.judge import JudgeError, judge_format_options, llm_judge
+from loop_agents.loop.controls.candidates import best_candidate
+from loop_agents.loop.controls.diverse_first import DiverseFirst
+from loop_agents.loop.factory import create_loop_agent
+from loop_agents.loop.state import IterationRecord, LoopContext, LoopEvaluation, LoopOutput
+
+__all__ = ["JUDGE_INSTRUCTIONS", "LoopArm", "loop"]
+
+JUDGE_INSTRUCTIONS = (
+    "You review an answer to the task the user gave. You cannot run code or tests: judge "
+    "by reading. Score from 0 to 100 how completely and exactly the answer does what the "
+    "task asks (100: every requirement met), and say concisely what must change for a "
+    "higher score."
+)
+
+LoopEvaluatorKind = Literal["tests", "judge"]
+"""What judges a `loop` arm's answers: the task's visible tests or checks, or an LLM judge."""
+
+_FACTORY = "for that, give a factory (task, model, settings) -> agent as the arm"
+_REFUSED = {
+    "agent": f"the arm's agent is the eval's model; {_FACTORY}",
+    "evaluator": (
+        f"give evaluator='tests' (the visible tests or checks) or 'judge' (an LLM judge); "
+        f"for another evaluator, {_FACTORY.removeprefix('for that, ')}"
+    ),
+    "max_iterations": "the eval's budget K (iterations=) sets it",
+    "candidate_temperature": (
+        "every arm samples at the eval's temperature (arm_temperatures= gives an arm its own)"
+    ),
+    "name": "the eval names the loop after the arm",
+    "checkpointer": "the eval runs each loop once, without checkpoints",
+    "store": "the eval runs each loop once, without a store",
+    "output_mode": "the eval reads the loop's whole output",
+    "storage": "the eval runs each loop once, without checkpoints",
+    "concurrent_runs": "the eval runs each loop once, on a thread of its own",
+    "busy_timeout": "the eval runs each loop once, on a thread of its own",
+}
+_PARAMETERS = inspect.signature(create_loop_agent).parameters
+LOOP_OPTIONS = tuple(
+    name
+    for name, parameter in _PARAMETERS.items()
+    if parameter.kind is inspect.Parameter.KEYWORD_ONLY and name not in _REFUSED
+)
+"""The `create_loop_agent` options a `loop` arm takes."""
+
+
+def _trial_evaluator(context: LoopContext) -> LoopEvaluation:
+    return {"stop": True}
+
+
+class LoopArm(EvalArm):
+    """A `create_loop_agent` loop as an arm (see the module docstring; built by `loop`)."""
+
+    def __init__(self, *, evaluator: LoopEvaluatorKind = "tests", **options: Any) -> None:
+        """Check the options by building the loop once (no model is called)."""
+        if evaluator not in ("tests", "judge"):
+            raise ValueError(
+                f"loop(evaluator=) must be 'tests' (the task's visible tests or checks) or "
+                f"'judge' (an LLM judge); got {evaluator!r:.60}"
+            )
+        for option in options:
+            if option in _REFUSED:
+                raise TypeError(f"loop() does not take {option}=: {_REFUSED[option]}")
+            if option not in LOOP_OPTIONS:
+                raise TypeError(
+                    f"loop() got an unknown option {option!r}; it takes create_loop_agent's "
+                    f"options: {', '.join(LOOP_OPTIONS)}"
+                )
+        self.evaluator: LoopEvaluatorKind = evaluator
+        self.options = dict(options)
+        self.uses_judge = evaluator == "judge"
+        controls = options.get("controls") or ()
+        firsts = [c.k for c in controls if isinstance(c, DiverseFirst)]
+        self.first = firsts[0] if firsts else 1
+        candidates = options.get("candidates", 1)
+        self.candidates = candidates if isinstance(candidates, int) else 1
+        if self.candidates > 1 and self.first > 1:
+            raise ValueError(
+                "loop(): candidates= and a DiverseFirst control both write several answers "
+                "per iteration; give one of them"
+            )
+        trial = _trial_evaluator
+        if self.uses_judge:  # an llm_judge shows its instructions as its criteria
+            trial = cast(Any, lambda context: {"stop": True})
+            trial.criteria = JUDGE_INSTRUCTIONS
+        try:
+            create_loop_agent(
+                GenericFakeChatModel(messages=iter(())), trial, 1, name="trial", **options
+            )
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"loop(): {exc}") from None
+
+    def identity(self) -> dict[str, Any]:
+        """``{"kind": "loop", "evaluator": ..., "options": {...}}``, defaults left out."""
+        options = {}
+        for name, value in sorted(self.options.items()):
+            default = _PARAMETERS[name].default
+            described = describe_value(value)
+            if described != describe_value(default):
+                options[name] = described
+        return {"kind": "loop", "evaluator": self.evaluator, "options": options}
+
+    def max_iterations(self, iterations: int) -> int:
+        """The loop's ``max_iterations`` for a budget of K answers."""
+        if self.candidates > 1:
+            return max(1, iterations // self.candidates)
+        return max(1, iterations - self.first + 1)
+
+    def steps(self, iterations: int) -> int:
+        """The length of the arm's per-attempt curve: K, or K/c iterations of c candidates."""
+        if self.candidates > 1:
+            return max(1, iterations // self.candidates)
+        return iterations
+
+    def check_budget(self, iterations: int, name: str) -> None:
+        """Refuse a K that is not a multiple of ``candidates``, or below the first answers."""
+        where = "--arms" if name in ARMS else "the eval's arms"
+        if self.first > 1 and iterations < self.first:
+            raise ValueError(least_budget_error(name, self.first, iterations, where))
+        if self.candidates > 1 and iterations % self.candidates:
+            raise ValueError(multiple_budget_error(name, self.candidates, iterations, where))
+
+    async def run(self, run: ArmRun) -> Ran:
+        """Run the loop on the task; note every answer and what its evaluator said."""
+        task, attempts, iterations = run.task, run.attempts, run.settings.iterations
+        failures = 0
+        several = self.candidates > 1 or self.first > 1
+        seen: dict[tuple[int, int], dict[str, Any]] = {}  # (iteration, candidate) -> entry
+
+        def note(context: LoopContext, found: VisibleResult | None = None) -> dict[str, Any]:
+            response = context["last_response"]
+            iteration, candidate = context["iteration"], context.get("candidate", 1)
+            made = entry(
+                attempts.add(response),
+                found,
+                iteration=iteration,
+                candidate=candidate if several else None,
+                cut_off=was_cut_off(response),
+            )
+            seen[(iteration, candidate)] = made
+            return made
+
+        async def by_tests(context: LoopContext) -> LoopEvaluation:
+            found = await run.grader.check(context["last_response"].text)
+            made = note(context, found)
+            verdict = visible_verdict(task, found, context["last_response"])
+            if not found.ok:
+                made["feedback"] = verdict.get("feedback", found.feedback)
+            return verdict
+
+        evaluator: Runnable[Any, Any]
+        if not self.uses_judge:
+            evaluator = RunnableLambda(by_tests, name="visible tests")
+        else:
+            judge = llm_judge(
+                cast(BaseChatModel, run.judge),
+                JUDGE_INSTRUCTIONS,
+                threshold=run.settings.judge_threshold,
+                **judge_format_options(run.settings.judge_method),
+                name="judge",
+            )
+
+            async def by_judge(context: LoopContext, config: RunnableConfig) -> LoopEvaluation:
+                nonlocal failures
+                made = note(context)
+                try:
+                    verdict = await judge.ainvoke(context, config)
+                except JudgeError:
+                    failures += 1  # no usable verdict, so no feedback: the loop ends here
+                    return {"stop": True, "feedback": "(the judge gave no usable verdict)"}
+                made |= {"ok": verdict["stop"], "feedback": verdict.get("feedback", "")}
+                made["score"] = verdict.get("score")
+                return verdict
+
+            evaluator = RunnableLambda(by_judge, name="judge")
+        loop_agent = create_loop_agent(
+            _agent(run.model, task, attempts),
+            evaluator,
+            self.max_iterations(iterations),
+            name=f"eval {run.name}",
+            **self.options,
+        )
+        result = cast(
+            LoopOutput,
+            await loop_agent.ainvoke({"messages": [HumanMessage(request_text(task))]}, run.config),
+        )
+        records = list(result.get("records", []))
+        _failed_calls(records, seen, several)
+        if self.first > 1 and records:
+            attempts.answers += _best_so_far(seen, records[0])
+            records = records[1:]
+        for record in records:
+            chosen = seen.get((record["iteration"], record.get("candidate", 1)))
+            if chosen is not None and chosen["answer"] is not None:
+                attempts.answers.append(chosen["answer"])
+        for key, kind in zip(sorted(seen), attempts.sent, strict=False):
+            attempts.transcript.append(seen[key] | {"sent": kind})
+        return Ran(
+            result["last_response"].text,
+            len(seen),
+            steps=self.steps(iterations),
+            judge_failures=failures,
+        )
+
+
+def loop(*, evaluator: LoopEvaluatorKind = "tests", **options: Any) -> LoopArm:
+    """An arm that is a `create_loop_agent` loop with these options.
+
+    Args:
+        evaluator: What judges each answer: ``"tests"`` (the default: the task's visible
+            tests or checks, as in the built-in ``loop`` arm) or ``"judge"`` (an LLM
+            judge, as in ``judge-loop``).
+        **options: `create_loop_agent`'s options (`LOOP_OPTIONS`): ``history``,
+            ``feedback_format``, ``controls``, ``candidates``, ``select``,
+            ``patience``, ... The eval sets the agent (its model), ``max_iterations``
+            (from K) and the loop's name, storage and output.
+
+    Returns:
+        A `LoopArm`, for ``arun_eval(..., arms={"name": loop(...)})``.
+
+    Raises:
+        TypeError, ValueError: an option the eval sets, an unknown option, or one
+            `create_loop_agent` refuses; before any model is called.
+
+    Example:
+        ```python
+        from loop_agents.loop.controls import Stagnation
+
+        arm = loop(history="feedback_log", feedback_format="{feedback}",
+                   controls=[Stagnation()])
+        ```
+    """
+    return LoopArm(evaluator=evaluator, **options)
+
+
+def _agent(model: BaseChatModel, task: Task, attempts: Attempts) -> Runnable[Any, Any]:
+    """The arm's agent: the task's system message, then ``model``; notes what it is sent."""
+    system = SystemMessage(system_prompt(task))
+
+    def with_system(messages: list[AnyMessage]) -> list[AnyMessage]:
+        attempts.sent.append(sent_kind(messages))
+        return [system, *messages]
+
+    return RunnableLambda(with_system, name="instructions") | model
+
+
+def _failed_calls(
+    records: Sequence[IterationRecord], seen: dict[tuple[int, int], dict[str, Any]], several: bool
+) -> None:
+    """An entry without an answer for each agent call that failed (``on_agent_error``)."""
+    for record in records:
+        calls = record.get("candidates") or [cast(Any, record)]
+        for call in calls:
+            number = call.get("candidate", 1) if record.get("candidates") else 1
+            key = (record["iteration"], number or 1)
+            if key not in seen and call.get("error"):
+                made = entry("", iteration=key[0], candidate=key[1] if several else None)
+                seen[key] = made | {"answer": None, "ok": False, "feedback": call["error"]}
+
+
+def _best_so_far(
+    seen: Mapping[tuple[int, int], Mapping[str, Any]], record: IterationRecord
+) -> list[str]:
+    """The answer after each first answer of a ``DiverseFirst`` loop: the best so far."""
+    numbers = sorted(
+        n for iteration, n in seen if iteration == 1 and seen[(1, n)]["answer"] is not None
+    )
+    steps: list[str] = []
+    for count in range(1, len(numbers) + 1):
+        pool = [
+            (n, {"stop": bool(seen[(1, n)]["ok"]), "score": seen[(1, n)]["score"]})
+            for n in numbers[:count]
+        ]
+        best = best_candidate(cast(Any, pool))
+        steps.append(str(seen[(1, best)]["answer"]))
+    chosen = record.get("candidate")
+    if numbers and chosen is not None and (1, chosen) in seen:  # the loop's own choice stands
+        steps[-1] = str(seen[(1, chosen)]["answer"])
+    return steps

@@ -1,0 +1,222 @@
+"""The strategy controls: `Restart`, `DiverseFirst` and `Stagnation`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.checkpoint.memory import InMemorySaver
+
+from loop_agents import LoopContext, LoopEvaluation, create_loop_agent
+from loop_agents.loop.controls import DiverseFirst, Restart, Stagnation
+from loop_agents.loop.controls.restart import (
+    REQUIREMENTS_HEADER,
+    RESTART_KEY,
+    feedback_points,
+    requirements_message,
+)
+from loop_agents.loop.feedback import is_feedback
+from tests.fakes import FakeChat
+
+REQUEST = "Write f."
+
+
+def failing(*feedback: str, scores: list[float] | None = None) -> Any:
+    """An evaluator that never accepts; its feedback (and score) per iteration, in order."""
+
+    def evaluate(context: LoopContext) -> LoopEvaluation:
+        n = context["iteration"]
+        verdict: LoopEvaluation = {"stop": False, "feedback": feedback[min(n, len(feedback)) - 1]}
+        if scores is not None:
+            verdict["score"] = scores[min(n, len(scores)) - 1]
+        return verdict
+
+    return evaluate
+
+
+def sent_texts(model: FakeChat, call: int) -> list[str]:
+    return [m.text for m in model.calls[call]]
+
+
+def test_feedback_points_takes_bullets_or_the_whole_text() -> None:
+    text = "Your code failed 2 of 3 tests:\n- f(1) returned 2, expected 1\n* g\nReply with code."
+    assert feedback_points(text) == ["f(1) returned 2, expected 1", "g"]
+    assert feedback_points("Too long.\n  Cut it.") == ["Too long. Cut it."]
+    assert feedback_points("") == []
+
+
+def test_a_repair_that_does_not_improve_makes_the_next_attempt_a_fresh_sample() -> None:
+    model = FakeChat.of("v1", "v2", "v3", "v4")
+    same = "Your code failed 1 of 2 tests:\n- f(2) returned 3, expected 4\nReply with code."
+    loop = create_loop_agent(model, failing(same), 4, controls=[Restart()])
+    result = loop.invoke({"messages": [HumanMessage(REQUEST)]})
+    assert result["iteration"] == 4
+    # attempt 2 repairs attempt 1: the whole conversation, as without the control
+    assert sent_texts(model, 1)[0] == REQUEST
+    assert sent_texts(model, 1)[1] == "v1"
+    # attempt 2 failed the same way: attempt 3 is a fresh sample, no earlier answer in it
+    third = model.calls[2]
+    assert next(m.text for m in third) == REQUEST
+    assert len(third) == 2
+    assert third[1].additional_kwargs.get(RESTART_KEY) is True
+    assert third[1].text.startswith(REQUIREMENTS_HEADER)
+    assert "- f(2) returned 3, expected 4" in third[1].text
+    assert "Reply with code" not in third[1].text  # the list, not the review
+    assert not any("v1" in m.text or "v2" in m.text for m in third)
+    assert not any(is_feedback(m) for m in third)
+    # attempt 4 repairs the fresh sample: request, requirements, v3 and its feedback
+    fourth = model.calls[3]
+    assert [m.text for m in fourth[:3]] == [REQUEST, third[1].text, "v3"]
+    assert is_feedback(fourth[3])
+    assert len(fourth) == 4
+    # the conversation in the state keeps every attempt
+    assert [m.text for m in result["messages"] if isinstance(m, AIMessage)] == [
+        "v1",
+        "v2",
+        "v3",
+        "v4",
+    ]
+
+
+def test_a_repair_that_improves_is_repaired_again() -> None:
+    model = FakeChat.of("v1", "v2", "v3")
+    loop = create_loop_agent(
+        model, failing("a", "b", "c", scores=[10, 20, 30]), 3, controls=[Restart()]
+    )
+    loop.invoke({"messages": [HumanMessage(REQUEST)]})
+    # scores went up: attempt 3 is sent the whole conversation
+    assert sent_texts(model, 2)[:3] == [REQUEST, "v1", sent_texts(model, 2)[2]]
+    assert "v2" in sent_texts(model, 2)
+    # a lower score does not count as a gain
+    model = FakeChat.of("v1", "v2", "v3")
+    loop = create_loop_agent(
+        model, failing("a", "b", "c", scores=[20, 10, 30]), 3, controls=[Restart()]
+    )
+    loop.invoke({"messages": [HumanMessage(REQUEST)]})
+    assert len(model.calls[2]) == 2
+    assert "- a" in model.calls[2][1].text
+    assert "- b" in model.calls[2][1].text
+
+
+def test_an_answer_repeated_starts_a_fresh_sample_at_once() -> None:
+    model = FakeChat.of("same", "same  ", "new")
+    loop = create_loop_agent(model, failing("x", "y"), 3, controls=[Restart()])
+    loop.invoke({"messages": [HumanMessage(REQUEST)]})
+    assert len(model.calls[2]) == 2  # "same  " repeats "same": fresh sample
+    assert "- x" in model.calls[2][1].text
+    assert "- y" in model.calls[2][1].text
+
+
+def test_max_repairs_zero_samples_afresh_every_time_and_resume_decides_the_same() -> None:
+    failed_once: list[bool] = []
+
+    def third(messages: list[Any]) -> str:
+        if not failed_once:
+            failed_once.append(True)
+            raise ConnectionError("the server went away")
+        return "v3"
+
+    model = FakeChat.of("v1", "v2", third)
+    loop = create_loop_agent(
+        model,
+        failing("a", "b", "c"),
+        3,
+        controls=[Restart(max_repairs=0)],
+        checkpointer=InMemorySaver(),
+    )
+    config: Any = {"configurable": {"thread_id": "t"}}
+    with pytest.raises(ConnectionError):
+        loop.invoke({"messages": [HumanMessage(REQUEST)]}, config)
+    result = loop.invoke(None, config)
+    assert result["iteration"] == 3
+    assert [len(call) for call in model.calls] == [1, 2, 2, 2]
+    assert "- a" in model.calls[1][1].text
+    assert "- b" not in model.calls[1][1].text
+    assert model.calls[2] == model.calls[3]  # the resumed call is sent what the failed one was
+    assert "- a" in model.calls[3][1].text
+    assert "- b" in model.calls[3][1].text
+
+
+def test_restart_checks_its_options_and_what_its_functions_return() -> None:
+    with pytest.raises(ValueError, match="max_repairs"):
+        Restart(max_repairs=-1)
+    with pytest.raises(TypeError, match="max_repairs"):
+        Restart(max_repairs=True)
+    with pytest.raises(TypeError, match="key"):
+        Restart(key="text")  # type: ignore[arg-type]
+    model = FakeChat.of("v1", "v2", "v3")
+    loop = create_loop_agent(
+        model, failing("a"), 3, controls=[Restart(max_repairs=0, requirements=lambda t: t)]
+    )
+    with pytest.raises(TypeError, match=r"control .restart.: requirements .* returned str"):
+        loop.invoke({"messages": [HumanMessage(REQUEST)]})
+
+
+def test_requirements_message_lists_the_points() -> None:
+    message = requirements_message(["one", "two"])
+    assert "- one\n- two" in message.text
+    assert message.additional_kwargs == {RESTART_KEY: True}
+
+
+def test_diverse_first_makes_k_first_answers_then_repairs_the_best() -> None:
+    model = FakeChat.of("a1", "a2", "repair")
+    scores = {"a1": 10.0, "a2": 50.0, "repair": 60.0}
+
+    def evaluate(context: LoopContext) -> LoopEvaluation:
+        text = context["last_response"].text
+        return {"stop": False, "feedback": f"fix {text}", "score": scores[text]}
+
+    loop = create_loop_agent(model, evaluate, 2, controls=[DiverseFirst(2, agent=model)])
+    result = loop.invoke({"messages": [HumanMessage(REQUEST)]})
+    assert len(model.calls) == 3
+    first = result["records"][0]
+    assert sorted(c["score"] for c in first["candidates"]) == [10.0, 50.0]
+    chosen = next(c for c in first["candidates"] if c["selected"])
+    assert chosen["score"] == 50.0
+    assert first["candidate"] == chosen["candidate"]
+    # the repair sees the better first answer and its feedback, not the other one
+    repair_input = [m.text for m in model.calls[2]]
+    assert "a2" in repair_input
+    assert "a1" not in repair_input
+    assert any("fix a2" in text for text in repair_input)
+    assert "candidates" not in result["records"][1]
+    assert result["last_response"].text == "repair"
+
+
+def test_diverse_first_stops_when_a_first_answer_is_accepted() -> None:
+    model = FakeChat.of("bad", "good")
+
+    def evaluate(context: LoopContext) -> LoopEvaluation:
+        ok = context["last_response"].text == "good"
+        return {"stop": True} if ok else {"stop": False, "feedback": "no"}
+
+    loop = create_loop_agent(model, evaluate, 3, controls=[DiverseFirst(2, agent=model)])
+    result = loop.invoke({"messages": [HumanMessage(REQUEST)]})
+    assert result["stop_reason"] == "accepted"
+    assert result["last_response"].text == "good"
+    assert len(model.calls) == 2
+
+
+def test_diverse_first_refuses_k_below_two() -> None:
+    with pytest.raises(ValueError, match="k >= 2"):
+        DiverseFirst(1)
+
+
+def test_stagnation_stops_on_a_repeated_answer() -> None:
+    model = FakeChat.of("x = 1", "y = 2", "x  =  1", "z")
+    loop = create_loop_agent(model, failing("no"), 5, controls=[Stagnation()])
+    result = loop.invoke({"messages": [HumanMessage(REQUEST)]})
+    assert result["stop_reason"] == "stagnation"
+    assert result["iteration"] == 3
+    digests = [r["answer_digest"] for r in result["records"]]
+    assert digests[0] == digests[2] != digests[1]
+
+
+def test_stagnation_with_a_key_of_the_users() -> None:
+    model = FakeChat.of("A", "a", "b")
+    loop = create_loop_agent(model, failing("no"), 5, controls=[Stagnation(key=str.lower)])
+    assert loop.invoke({"messages": [HumanMessage(REQUEST)]})["iteration"] == 2
+    loop = create_loop_agent(model, failing("no"), 5, controls=[Stagnation(key=len)])  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"control .stagnation.: key .* returned int"):
+        loop.invoke({"messages": [HumanMessage(REQUEST)]})
