@@ -102,7 +102,7 @@ async def test_diverse_first_spends_k_answers_two_first_then_one_repair() -> Non
 
 async def test_diverse_first_needs_a_budget_of_two() -> None:
     server = ReactiveOpenAI(lambda body: RIGHT)
-    with pytest.raises(ValueError, match="diverse-first .* at least 2"):
+    with pytest.raises(ValueError, match=r"diverse-first .* at least 2"):
         await arun_eval(
             [parse_task(TASK | {"id": "add"})],
             server.chat_model(),
