@@ -66,8 +66,10 @@ async def test_restart_beats_the_loop_on_a_model_that_copies_its_code(tmp_path: 
     fresh = [b for b in server.requests if REQUIREMENTS_HEADER in json.dumps(b)]
     assert len(fresh) == 3
     for body in fresh:
-        assert [m["role"] for m in body["messages"]] == ["system", "user", "user"]
-        assert "- add(2, 2) must return 4 (not 5)" in body["messages"][2]["content"]
+        assert [m["role"] for m in body["messages"]] == ["system", "user"]
+        task = body["messages"][1]["content"]
+        assert task.startswith("Write a function that adds two integers.")
+        assert "- add(2, 2) must return 4 (not 5)" in task.splitlines()
     # the journal keeps every attempt, and a resumed eval reports it as it was
     lines = journal_path(out).read_text(encoding="utf-8").splitlines()[1:]
     kept = [json.loads(line) for line in lines if json.loads(line)["arm"] == "restart"]
@@ -123,4 +125,16 @@ def test_requirement_points_turn_failed_calls_into_what_must_hold() -> None:
     ]
     assert requirement_points("Your code could not be tested: no code.") == [
         "Your code could not be tested: no code."
+    ]
+    checks = (
+        "The answer breaks 3 requirements:\n"
+        "- Use exactly 3 lines; the answer has 2.\n"
+        "- End the answer with exactly 'Bye'; it ends with '...so long'.\n"
+        "- Write the whole answer in lowercase letters; 2 letters are not (e.g. 'LM').\n"
+        "Reply with the complete revised answer, and nothing else."
+    )
+    assert requirement_points(checks) == [
+        "Use exactly 3 lines.",
+        "End the answer with exactly 'Bye'.",
+        "Write the whole answer in lowercase letters.",
     ]

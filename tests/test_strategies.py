@@ -55,21 +55,23 @@ def test_a_repair_that_does_not_improve_makes_the_next_attempt_a_fresh_sample() 
     # attempt 2 repairs attempt 1: the whole conversation, as without the control
     assert sent_texts(model, 1)[0] == REQUEST
     assert sent_texts(model, 1)[1] == "v1"
-    # attempt 2 failed the same way: attempt 3 is a fresh sample, no earlier answer in it
+    # attempt 2 failed the same way: attempt 3 is a fresh sample, no earlier answer in it;
+    # what must hold is added to the request's own turn
     third = model.calls[2]
-    assert next(m.text for m in third) == REQUEST
-    assert len(third) == 2
-    assert third[1].additional_kwargs.get(RESTART_KEY) is True
-    assert third[1].text.startswith(REQUIREMENTS_HEADER)
-    assert "- f(2) returned 3, expected 4" in third[1].text
-    assert "Reply with code" not in third[1].text  # the list, not the review
+    assert len(third) == 1
+    assert third[0].additional_kwargs.get(RESTART_KEY) is True
+    assert third[0].text.startswith(f"{REQUEST}\n\n{REQUIREMENTS_HEADER}")
+    assert "- f(2) returned 3, expected 4" in third[0].text.splitlines()
+    assert "Reply with code" not in third[0].text  # the list, not the review
     assert not any("v1" in m.text or "v2" in m.text for m in third)
     assert not any(is_feedback(m) for m in third)
-    # attempt 4 repairs the fresh sample: request, requirements, v3 and its feedback
+    # attempt 4 repairs the fresh sample: the request with its list, v3 and its feedback
     fourth = model.calls[3]
-    assert [m.text for m in fourth[:3]] == [REQUEST, third[1].text, "v3"]
-    assert is_feedback(fourth[3])
-    assert len(fourth) == 4
+    assert [m.text for m in fourth[:2]] == [third[0].text, "v3"]
+    assert is_feedback(fourth[2])
+    assert len(fourth) == 3
+    # the request in the state is the user's, unchanged
+    assert result["messages"][0].text == REQUEST
     # the conversation in the state keeps every attempt
     assert [m.text for m in result["messages"] if isinstance(m, AIMessage)] == [
         "v1",
@@ -86,26 +88,27 @@ def test_a_repair_that_improves_is_repaired_again() -> None:
     )
     loop.invoke({"messages": [HumanMessage(REQUEST)]})
     # scores went up: attempt 3 is sent the whole conversation
-    assert sent_texts(model, 2)[:3] == [REQUEST, "v1", sent_texts(model, 2)[2]]
-    assert "v2" in sent_texts(model, 2)
+    sent = sent_texts(model, 2)
+    assert len(sent) == 5
+    assert [sent[0], sent[1], sent[3]] == [REQUEST, "v1", "v2"]
     # a lower score does not count as a gain
     model = FakeChat.of("v1", "v2", "v3")
     loop = create_loop_agent(
         model, failing("a", "b", "c", scores=[20, 10, 30]), 3, controls=[Restart()]
     )
     loop.invoke({"messages": [HumanMessage(REQUEST)]})
-    assert len(model.calls[2]) == 2
-    assert "- a" in model.calls[2][1].text
-    assert "- b" in model.calls[2][1].text
+    assert len(model.calls[2]) == 1
+    assert "- a" in model.calls[2][0].text
+    assert "- b" in model.calls[2][0].text
 
 
 def test_an_answer_repeated_starts_a_fresh_sample_at_once() -> None:
     model = FakeChat.of("same", "same  ", "new")
     loop = create_loop_agent(model, failing("x", "y"), 3, controls=[Restart()])
     loop.invoke({"messages": [HumanMessage(REQUEST)]})
-    assert len(model.calls[2]) == 2  # "same  " repeats "same": fresh sample
-    assert "- x" in model.calls[2][1].text
-    assert "- y" in model.calls[2][1].text
+    assert len(model.calls[2]) == 1  # "same  " repeats "same": fresh sample
+    assert "- x" in model.calls[2][0].text
+    assert "- y" in model.calls[2][0].text
 
 
 def test_max_repairs_zero_samples_afresh_every_time_and_resume_decides_the_same() -> None:
@@ -130,12 +133,12 @@ def test_max_repairs_zero_samples_afresh_every_time_and_resume_decides_the_same(
         loop.invoke({"messages": [HumanMessage(REQUEST)]}, config)
     result = loop.invoke(None, config)
     assert result["iteration"] == 3
-    assert [len(call) for call in model.calls] == [1, 2, 2, 2]
-    assert "- a" in model.calls[1][1].text
-    assert "- b" not in model.calls[1][1].text
+    assert [len(call) for call in model.calls] == [1, 1, 1, 1]
+    assert "- a" in model.calls[1][0].text
+    assert "- b" not in model.calls[1][0].text
     assert model.calls[2] == model.calls[3]  # the resumed call is sent what the failed one was
-    assert "- a" in model.calls[3][1].text
-    assert "- b" in model.calls[3][1].text
+    assert "- a" in model.calls[3][0].text
+    assert "- b" in model.calls[3][0].text
 
 
 def test_restart_checks_its_options_and_what_its_functions_return() -> None:
@@ -153,10 +156,17 @@ def test_restart_checks_its_options_and_what_its_functions_return() -> None:
         loop.invoke({"messages": [HumanMessage(REQUEST)]})
 
 
-def test_requirements_message_lists_the_points() -> None:
-    message = requirements_message(["one", "two"])
-    assert "- one\n- two" in message.text
-    assert message.additional_kwargs == {RESTART_KEY: True}
+def test_requirements_message_adds_the_points_to_the_request_or_after_it() -> None:
+    (merged,) = requirements_message(["one", "two"], [HumanMessage("Do it.", id="r")])
+    assert merged.text.startswith("Do it.\n\n")
+    assert "- one\n- two" in merged.text
+    assert merged.additional_kwargs == {RESTART_KEY: True}
+    assert merged.id is None  # a message of its own, not the request
+    request = [HumanMessage([{"type": "text", "text": "Look."}])]
+    sent = requirements_message(["one"], request)
+    assert sent[0] is request[0]
+    assert sent[1].text.startswith(REQUIREMENTS_HEADER)
+    assert requirements_message(["one"])[0].additional_kwargs == {RESTART_KEY: True}
 
 
 def test_diverse_first_makes_k_first_answers_then_repairs_the_best() -> None:

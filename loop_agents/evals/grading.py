@@ -33,6 +33,10 @@ __all__ = [
 ]
 
 _RETURNED = re.compile(r"^(?P<call>.+?) returned (?P<got>.+), expected (?P<want>.+)$")
+_OBSERVED = re.compile(
+    r"^(?P<rule>.+?); (?:the answer |it (?:starts|ends|has) |found: |got |they are missing"
+    r"|\d+ letters are not)"
+)
 
 CODE_SYSTEM = (
     "You are a careful Python programmer. Reply with the complete code of the requested "
@@ -174,12 +178,18 @@ def requirement_points(feedback: str) -> list[str]:
         ```python
         text = "Your code failed 1 of 3 tests:\n- f(2) returned 5, expected 4\nReply ..."
         assert requirement_points(text) == ["f(2) must return 4 (not 5)"]
+        assert requirement_points("- Use exactly 3 lines; the answer has 2.") == [
+            "Use exactly 3 lines."
+        ]
         ```
     """
     points = []
     for point in feedback_points(feedback):
-        found = _RETURNED.match(point)
-        if found is not None:
-            point = f"{found['call']} must return {found['want']} (not {found['got']})"
+        returned = _RETURNED.match(point)
+        observed = _OBSERVED.match(point)
+        if returned is not None:
+            point = f"{returned['call']} must return {returned['want']} (not {returned['got']})"
+        elif observed is not None:
+            point = f"{observed['rule'].rstrip('.')}."
         points.append(point)
     return points
