@@ -33,6 +33,7 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from pydantic import BaseModel, SecretStr
 
 from loop_agents.evals.arm_settings import ArmSettings
+from loop_agents.evals.first_answers import FirstAnswer
 from loop_agents.evals.grading import Grader
 from loop_agents.evals.tasks import Task
 from loop_agents.evals.transcript import Attempts
@@ -57,6 +58,9 @@ class ArmRun:
         grader: The task's grader (its visible tests or checks, and the final grading).
         attempts: Where the arm notes what it wrote (its transcript).
         config: The run config to run under (the call counter's callbacks included).
+        first_answer: With ``same_first_answer``: the task's shared first answer, which
+            the arm takes for its first call (`loop_agents.evals.first_answers`);
+            ``None``: the arm samples its own.
     """
 
     name: str
@@ -67,6 +71,7 @@ class ArmRun:
     grader: Grader
     attempts: Attempts
     config: RunnableConfig
+    first_answer: FirstAnswer | None = None
 
 
 @dataclass(frozen=True)

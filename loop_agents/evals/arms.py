@@ -57,6 +57,7 @@ from loop_agents.evals.arm_protocol import ArmRun, EvalArm
 from loop_agents.evals.arm_settings import ArmSettings, check_arm_budget
 from loop_agents.evals.builtin_arms import BUILTIN_ARMS
 from loop_agents.evals.factory_arm import FactoryArm
+from loop_agents.evals.first_answers import FirstAnswers
 from loop_agents.evals.grading import grader_for
 from loop_agents.evals.sampling import (
     CallCounter,
@@ -65,7 +66,7 @@ from loop_agents.evals.sampling import (
     was_cut_off,
 )
 from loop_agents.evals.task_evaluator import CUT_OFF_FEEDBACK
-from loop_agents.evals.tasks import Task
+from loop_agents.evals.tasks import Task, task_digest
 from loop_agents.evals.transcript import Attempts, Grades
 
 __all__ = [
@@ -241,6 +242,7 @@ async def arun_arm(
     settings: ArmSettings | None = None,
     judge: BaseChatModel | None = None,
     config: RunnableConfig | None = None,
+    first_answers: FirstAnswers | None = None,
 ) -> ArmOutcome:
     """Run one arm on one task and grade its answer (and the answer after each step).
 
@@ -256,6 +258,9 @@ async def arun_arm(
         settings: K, the temperatures and the judge's settings (default `ArmSettings`).
         judge: The judge's chat model in ``judge-loop`` (default ``model``).
         config: A run config to run under (callbacks, tags, a parent run).
+        first_answers: The first answers shared by the arms of an eval
+            (`loop_agents.evals.first_answers`): an arm that samples at their
+            temperature and makes its first call itself starts from the task's.
 
     Returns:
         An `ArmOutcome`.
@@ -286,11 +291,15 @@ async def arun_arm(
     grader = grader_for(task, code_timeout=settings.code_timeout)
     started = time.perf_counter()
     attempts = Attempts()
+    sampler = at_temperature(model, settings.temperature_of(label))
+    first = None
+    if first_answers is not None and settings.temperature_of(label) == first_answers.temperature:
+        first = first_answers.for_task(task.id, task_digest(task), sampler)
     ran = await spec.run(
         ArmRun(
             name=label,
             task=task,
-            model=at_temperature(model, settings.temperature_of(label)),
+            model=sampler,
             judge=(
                 at_temperature(judge or model, settings.judge_temperature)
                 if spec.uses_judge
@@ -300,6 +309,7 @@ async def arun_arm(
             grader=grader,
             attempts=attempts,
             config=run_config,
+            first_answer=first,
         )
     )
     grades = Grades(grader)

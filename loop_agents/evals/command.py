@@ -121,6 +121,8 @@ class EvalOptions:
             per run.
         custom_arms: The arms of your own (``--arm``): name -> a `loop(...)` arm or a
             factory.
+        same_first_answer: Start every arm from one first answer per task
+            (``--same-first-answer``; `loop_agents.evals.first_answers`).
     """
 
     source: str
@@ -140,6 +142,7 @@ class EvalOptions:
     report: Path | None = None
     seed: int | None = None
     custom_arms: tuple[tuple[str, Any], ...] = ()
+    same_first_answer: bool = False
 
 
 @dataclass(frozen=True)
@@ -274,6 +277,12 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
         default=10.0,
         metavar="SECONDS",
         help="how long a code answer and its tests may run (default: %(default)g)",
+    )
+    parser.add_argument(
+        "--same-first-answer",
+        action="store_true",
+        help="sample each task's first answer once and start every arm from it, so the "
+        "arms differ only in what they do after it (each arm is still charged that call)",
     )
     parser.add_argument(
         "--server",
@@ -433,6 +442,11 @@ def eval_options(args: argparse.Namespace) -> EvalOptions:
                 "--arm: arms of your own run here, not on a LangGraph server (it runs the "
                 "built-in arms only): drop --server, or run those arms apart"
             )
+        if args.same_first_answer:
+            raise EvalUsageError(
+                "--same-first-answer shares the first answers of arms run here; with "
+                "--server each pair runs on the LangGraph server: drop one of them"
+            )
         from loop_agents.evals.server import check_server_url
 
         try:
@@ -478,6 +492,7 @@ def eval_options(args: argparse.Namespace) -> EvalOptions:
         report=report,
         seed=args.seed,
         custom_arms=custom_arms,
+        same_first_answer=args.same_first_answer,
     )
 
 
@@ -597,6 +612,7 @@ async def run_eval_command(
                 retries=options.retries,
                 code_timeout=options.code_timeout,
                 server=options.server,
+                same_first_answer=options.same_first_answer,
                 **model_options,
             )
         except (JournalError, ArmFactoryError) as exc:

@@ -17,6 +17,10 @@ that declares an arm of that name as something else is refused; an arm added to 
 is declared when it first runs, so the pairs already there resume. (A reader that knows
 no declarations skips those lines: they are not results.)
 
+With ``same_first_answer`` each task's shared first answer is kept on a line of its own
+(the task's id and digest, and the message), so a resumed eval starts every remaining
+arm from the same one (`loop_agents.evals.first_answers`).
+
 Example:
     ```python
     journal = Journal.open(journal_path(Path("results.json")), settings)
@@ -32,6 +36,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
+from langchain_core.messages import AIMessage
+
+from loop_agents.evals.first_answers import message_of_record, record_of_message
 from loop_agents.evals.report import TaskResult
 
 __all__ = ["Journal", "JournalError", "journal_path"]
@@ -39,6 +46,7 @@ __all__ = ["Journal", "JournalError", "journal_path"]
 _HEADER = "loop_agents_eval_journal"
 _VERSION = 1
 _ARM = "loop_agents_eval_arm"
+_FIRST = "loop_agents_eval_first_answer"
 
 
 class JournalError(ValueError):
@@ -64,6 +72,7 @@ class Journal:
         self.settings = dict(settings)
         self._file = file
         self._done: dict[tuple[str, str], tuple[str, TaskResult]] = {}
+        self._firsts: dict[tuple[str, str], AIMessage] = {}
 
     @classmethod
     def open(
@@ -115,7 +124,8 @@ class Journal:
                 )
             records = [r for r in map(_json_line, lines[1:]) if isinstance(r, dict)]
         declared = {str(r[_ARM]): r.get("arm") for r in records if isinstance(r.get(_ARM), str)}
-        results = [r for r in records if _ARM not in r]
+        firsts = [r for r in records if isinstance(r.get(_FIRST), str)]
+        results = [r for r in records if _ARM not in r and _FIRST not in r]
         new_arms = _check_arms(path, json.loads(json.dumps(dict(arms or {}))), declared, results)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -129,6 +139,10 @@ class Journal:
             file.write("\n")  # a torn last line: the next record starts on its own line
         for name, arm in new_arms.items():
             journal._write({_ARM: name, "arm": arm})
+        for record in firsts:
+            message = message_of_record(record.get("message"))
+            if message is not None and isinstance(record.get("task_digest"), str):
+                journal._firsts[(record[_FIRST], record["task_digest"])] = message
         for record in results:
             try:
                 result = TaskResult.from_json(record)
@@ -152,6 +166,15 @@ class Journal:
         if found is None or found[0] != digest:
             return None
         return found[1]
+
+    def first_answers(self) -> dict[tuple[str, str], AIMessage]:
+        """The first answers kept (``same_first_answer``), by task id and task digest."""
+        return dict(self._firsts)
+
+    def keep_first(self, task_id: str, digest: str, message: AIMessage) -> None:
+        """Record a task's shared first answer, on disk at once."""
+        self._firsts[(task_id, digest)] = message
+        self._write({_FIRST: task_id, "task_digest": digest, "message": record_of_message(message)})
 
     def append(self, result: TaskResult, digest: str) -> None:
         """Record a finished task and arm, on disk at once."""

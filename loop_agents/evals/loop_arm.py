@@ -26,12 +26,13 @@ from typing import Any, Literal, cast
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AnyMessage, HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 
 from loop_agents.evals.arm_names import ARMS
 from loop_agents.evals.arm_protocol import ArmRun, EvalArm, Ran, describe_value
 from loop_agents.evals.arm_settings import least_budget_error, multiple_budget_error
+from loop_agents.evals.first_answers import FirstAnswer
 from loop_agents.evals.grading import VisibleResult, request_text, system_prompt
 from loop_agents.evals.sampling import was_cut_off
 from loop_agents.evals.task_evaluator import visible_verdict
@@ -213,7 +214,7 @@ class LoopArm(EvalArm):
 
             evaluator = RunnableLambda(by_judge, name="judge")
         loop_agent = create_loop_agent(
-            _agent(run.model, task, attempts),
+            _agent(run.model, task, attempts, run.first_answer),
             evaluator,
             self.max_iterations(iterations),
             name=f"eval {run.name}",
@@ -272,15 +273,33 @@ def loop(*, evaluator: LoopEvaluatorKind = "tests", **options: Any) -> LoopArm:
     return LoopArm(evaluator=evaluator, **options)
 
 
-def _agent(model: BaseChatModel, task: Task, attempts: Attempts) -> Runnable[Any, Any]:
-    """The arm's agent: the task's system message, then ``model``; notes what it is sent."""
+def _agent(
+    model: BaseChatModel, task: Task, attempts: Attempts, first: FirstAnswer | None = None
+) -> Runnable[Any, Any]:
+    """The arm's agent: the task's system message, then ``model``; notes what it is sent.
+
+    With ``first`` (a shared first answer), the agent's first call on the task alone takes
+    it instead of sampling; every other call samples.
+    """
     system = SystemMessage(system_prompt(task))
 
     def with_system(messages: list[AnyMessage]) -> list[AnyMessage]:
         attempts.sent.append(sent_kind(messages))
         return [system, *messages]
 
-    return RunnableLambda(with_system, name="instructions") | model
+    if first is None:
+        return RunnableLambda(with_system, name="instructions") | model
+    taken: list[bool] = []
+
+    async def answer(messages: list[AnyMessage], config: RunnableConfig) -> AIMessage:
+        kind = sent_kind(messages)
+        sent = with_system(messages)
+        if kind == "first" and not taken:
+            taken.append(True)  # before any await: concurrent first calls sample their own
+            return await first(sent, config)
+        return await model.ainvoke(sent, config)
+
+    return RunnableLambda(answer, name="instructions")
 
 
 def _failed_calls(

@@ -38,6 +38,7 @@ from loop_agents.evals.arms import (
 )
 from loop_agents.evals.code_tests import DEFAULT_TIMEOUT
 from loop_agents.evals.factory_arm import FactoryArm
+from loop_agents.evals.first_answers import FirstAnswers
 from loop_agents.evals.journal import Journal, journal_path
 from loop_agents.evals.report import EvalReport, TaskError, TaskResult, build_report
 from loop_agents.evals.tasks import Task, load_tasks, select_tasks, task_digest
@@ -114,11 +115,18 @@ def _local_runner(
     judge: BaseChatModel | None,
     settings: ArmSettings,
     arms: Mapping[str, EvalArm],
+    first_answers: FirstAnswers | None,
 ) -> PairRunner:
     async def run(task: Task, arm: str) -> ArmOutcome:
-        if arm in ARMS:
-            return await arun_arm(task, arm, model, settings=settings, judge=judge)
-        return await arun_arm(task, arms[arm], model, name=arm, settings=settings, judge=judge)
+        return await arun_arm(
+            task,
+            arm if arm in ARMS else arms[arm],
+            model,
+            name=None if arm in ARMS else arm,
+            settings=settings,
+            judge=judge,
+            first_answers=first_answers,
+        )
 
     return run
 
@@ -159,6 +167,7 @@ async def arun_eval(
     model_id: str | None = None,
     model_digest: str | None = None,
     model_seed: int | None = None,
+    same_first_answer: bool = False,
 ) -> EvalReport:
     """Run every task under every arm and compare the arms (async form of `run_eval`).
 
@@ -206,6 +215,11 @@ async def arun_eval(
         model_seed: The random seed the model's server was started with, kept in the
             report's settings (not in the journal's key: another seed samples from the
             same distribution, so an eval resumed with a new seed stays one eval).
+        same_first_answer: Sample each task's first answer once and start every arm
+            from it (the arms that sample at ``temperature`` and make their first call
+            themselves: not factories), so that the arms differ only in what they do
+            after it; each arm is still charged that call. Kept in the settings and the
+            journal (see `loop_agents.evals.first_answers`).
 
     Returns:
         An `EvalReport`.
@@ -259,6 +273,11 @@ async def arun_eval(
                 f"arms of your own ({', '.join(custom)}) run here, not on a LangGraph server "
                 f"(it runs the built-in arms only): drop server=, or run those arms apart"
             )
+        if same_first_answer:
+            raise ValueError(
+                "same_first_answer shares the first answers of the arms run here; with "
+                "server= each pair runs on the LangGraph server: drop one of them"
+            )
         from loop_agents.evals.server import server_runner
 
         runner = server_runner(server, settings)
@@ -271,7 +290,10 @@ async def arun_eval(
             )
         if judge is not None and not isinstance(judge, BaseChatModel):
             raise TypeError(f"judge must be a chat model; got {type(judge).__name__}")
-        runner = _local_runner(model, judge, settings, chosen_arms)
+        if not isinstance(same_first_answer, bool):
+            raise TypeError(f"same_first_answer must be True or False; got {same_first_answer!r}")
+        first_answers = FirstAnswers(settings.temperature) if same_first_answer else None
+        runner = _local_runner(model, judge, settings, chosen_arms, first_answers)
         label = model_id or describe_model(model)
     if isinstance(tasks, str | Path):
         chosen = load_tasks(tasks, limit=limit, ids=task_ids)
@@ -301,6 +323,8 @@ async def arun_eval(
     }
     if model_digest is not None:
         record["model_sha256"] = model_digest
+    if same_first_answer:
+        record["same_first_answer"] = True
     # the arms of your own: what each is and its temperature (declared in the journal)
     declared = {
         name: {
@@ -315,6 +339,10 @@ async def arun_eval(
     }
     out_path = Path(out) if out is not None else None
     journal = Journal.open(journal_path(out_path), record, arms=declared) if out_path else None
+    if journal is not None and first_answers is not None:
+        for (task_id, digest), message in journal.first_answers().items():
+            first_answers.preload(task_id, digest, message)
+        first_answers.keep = journal.keep_first
     try:
         results, errors = await _run_pairs(
             chosen,

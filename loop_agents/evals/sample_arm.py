@@ -49,7 +49,10 @@ class SampleArm(EvalArm):
         count = run.settings.iterations if self.resample else 1
         answer = ""
         for attempt in range(1, count + 1):
-            reply = await run.model.ainvoke(messages, run.config)
+            if attempt == 1 and run.first_answer is not None:
+                reply = await run.first_answer(messages, run.config)
+            else:
+                reply = await run.model.ainvoke(messages, run.config)
             answer = attempts.add(reply)
             attempts.answers.append(answer)
             found = await run.grader.check(answer) if attempt < count else None
