@@ -24,7 +24,7 @@ import inspect
 import uuid
 from collections.abc import Generator, Sequence
 from functools import partial
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from langchain_core.messages import AnyMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
@@ -101,6 +101,28 @@ def tapped(program: Generator[Any, Any, Any]) -> Program[tuple[Any, dict[str, Ca
             continue
         if isinstance(effect, Call) and isinstance(value, Measured):
             used[effect.name] = used.get(effect.name, NO_USAGE) + value.usage
+
+
+class OpenedTurn(NamedTuple):
+    """An iteration as `LoopNodes.open_turn` opened it, before the agent call.
+
+    Attributes:
+        updates: The state updates that open it (``init_messages`` and the counters
+            when a loop starts; the history policy's memory).
+        history: The conversation before it (with the request when a loop starts).
+        messages: What the agent is sent, as the ``shape_input`` hooks chose.
+        agent_state: A graph agent's state beyond messages from its latest attempt.
+        shaping: The model calls the ``shape_input`` hooks made (a summary).
+        iteration: The iteration's number.
+
+    """
+
+    updates: dict[str, Any]
+    history: list[AnyMessage]
+    messages: list[AnyMessage]
+    agent_state: dict[str, Any]
+    shaping: CallUsage
+    iteration: int
 
 
 class LoopNodes:
@@ -239,6 +261,24 @@ class LoopNodes:
 
     def invoke_agent(self, state: LoopState, config: RunnableConfig) -> Program[dict[str, Any]]:
         """Open the iteration, shape what the agent is sent, call it, keep what it gave."""
+        turn = yield from self.open_turn(state, config)
+        updates, history, iteration = turn.updates, turn.history, turn.iteration
+        call = AgentCall(turn.messages, carried(turn.agent_state, self.agent.input_keys), iteration)
+        result = yield from self._around(0, call, config)
+        known = [*history, *updates.get("messages", [])]
+        if isinstance(result, list):
+            attempts = [_after(turn.agent_state, a) for a in result]
+            return self._candidates_updates(updates, known, attempts, turn.shaping, iteration)
+        single: Attempt = result
+        attempt = _after(turn.agent_state, single)
+        return self._attempt_updates(updates, known, attempt, turn.shaping, iteration)
+
+    def open_turn(self, state: LoopState, config: RunnableConfig) -> Program[OpenedTurn]:
+        """Open the iteration and shape what the agent is sent (``shape_input`` hooks).
+
+        The first half of ``invoke_agent``, before the agent call; `LoopMiddleware` runs
+        it where an iteration starts inside ``create_agent``.
+        """
         updates, history = start_iteration(state)
         iteration = iteration_number(state, updates)
         self.report.iteration_started(iteration)
@@ -265,15 +305,7 @@ class LoopNodes:
             updates["history_memory"] = turn.memory_kept["memory"]
         elif turn.new_loop and state.get("history_memory") is not None:
             updates["history_memory"] = None
-        call = AgentCall(messages, carried(agent_state, self.agent.input_keys), iteration)
-        result = yield from self._around(0, call, config)
-        known = [*history, *updates.get("messages", [])]
-        if isinstance(result, list):
-            attempts = [_after(agent_state, a) for a in result]
-            return self._candidates_updates(updates, known, attempts, shaping, iteration)
-        single: Attempt = result
-        attempt = _after(agent_state, single)
-        return self._attempt_updates(updates, known, attempt, shaping, iteration)
+        return OpenedTurn(updates, history, messages, agent_state, shaping, iteration)
 
     def _around(self, index: int, call: AgentCall, config: RunnableConfig) -> Program[Any]:
         """The agent call through the controls around it, from the ``index``-th inward."""
@@ -698,4 +730,10 @@ def loop_context(state: LoopState, *, with_answer: bool = True) -> LoopContext:
     return cast(LoopContext, context)
 
 
-__all__ = ["STEPS_PER_ITERATION", "InvalidEvaluationError", "LoopNodes", "loop_context"]
+__all__ = [
+    "STEPS_PER_ITERATION",
+    "InvalidEvaluationError",
+    "LoopNodes",
+    "OpenedTurn",
+    "loop_context",
+]
