@@ -87,6 +87,7 @@ if TYPE_CHECKING:
     from loop_agents.loop.factory import create_loop_agent
     from loop_agents.loop.input_checks import LoopInputError
     from loop_agents.loop.loop_agent import LoopAgent
+    from loop_agents.loop.middleware import LoopMiddleware
     from loop_agents.loop.state import (
         IterationRecord,
         LoopContext,
@@ -114,6 +115,7 @@ __all__ = [
     "LoopEvent",
     "LoopFinished",
     "LoopInputError",
+    "LoopMiddleware",
     "LoopState",
     "LoopTimeoutError",
     "StopReason",

@@ -137,8 +137,14 @@ class LoopNodes:
         name: str = "loop_agent",
         controls: Sequence[LoopControl] = (),
         output_mode: OutputMode = "full_state",
+        node_retries: bool = True,
     ) -> None:
-        """Wrap the agent and the evaluator; sort the controls' hooks."""
+        """Wrap the agent and the evaluator; sort the controls' hooks.
+
+        ``node_retries=False``: the nodes run where no LangGraph retry policy can be set
+        on them (`LoopMiddleware`'s hooks), so a call with a retry policy runs as a
+        LangGraph task with it (run the program with ``stepped=True``).
+        """
         self.agent = AgentCaller(agent)
         self.evaluator = EvaluatorCaller(evaluator)
         self.max_iterations = max_iterations
@@ -162,8 +168,8 @@ class LoopNodes:
             "evaluate": any(calls_models(c, "after_verdict") for c in self.deciders),
         }
         self.task_retries: dict[NodeName, bool] = {
-            "invoke_agent": self.stepped["invoke_agent"] or self.fans_out,
-            "evaluate": self.stepped["evaluate"] or self.fans_out,
+            "invoke_agent": not node_retries or self.stepped["invoke_agent"] or self.fans_out,
+            "evaluate": not node_retries or self.stepped["evaluate"] or self.fans_out,
         }
         # the retry policy of each call run as a LangGraph task (see `node_retry`)
         self._task_retries: dict[NodeName, RetryPolicies | None] = {
