@@ -60,7 +60,6 @@ from loop_agents.loop.middleware_state import (
     attempt_part,
     attempt_view,
     loop_view,
-    with_answers,
 )
 from loop_agents.loop.nodes import LoopNodes, OpenedTurn
 from loop_agents.loop.options import loop_controls
@@ -245,6 +244,7 @@ class LoopMiddleware(AgentMiddleware[LoopAgentState, Any, Any]):
             name=check_name(name),
             controls=[AgentStopped(), *parts],
             node_retries=False,
+            keep_answers=True,
         )
         retries = self.nodes.retries
         self._open_stepped = self.nodes.stepped["invoke_agent"]
@@ -356,8 +356,6 @@ class LoopMiddleware(AgentMiddleware[LoopAgentState, Any, Any]):
         view = attempt_view(state, self.state_keys, mark)
         updates = yield from self.nodes.evaluate(view, config)
         out = agent_updates(updates, state, self.state_keys)
-        if "loop_records" in out:
-            out["loop_records"] = with_answers(out["loop_records"], view.get("last_response"))
         if updates.get("stop_reason") is not None:
             return out
         turn = yield from self.nodes.open_turn(_merged(view, updates), config)

@@ -285,9 +285,8 @@ def agent_updates(
     """The agent-state updates for the `LoopState` ``updates`` a node program returned.
 
     ``iteration`` is left to the hook that opens the iteration (it knows its number); a
-    selected iteration's agent state
-    (``agent_state``) is written back to the agent's keys (see `restored`); each record
-    keeps its answer.
+    selected iteration's agent state (``agent_state``) is written back to the agent's
+    keys (see `restored`).
 
     Raises:
         KeyError: ``updates`` hold a key the agent's state has no place for (a key added
@@ -333,13 +332,3 @@ def restored(
         elif chosen is not None or current is not None:
             out[key] = chosen
     return out
-
-
-def with_answers(records: Sequence[IterationRecord], answer: AIMessage | None) -> list[Any]:
-    """``records`` (one new record) with its answer kept in it (see `LoopAgentState`)."""
-    kept: list[Any] = []
-    for record in records:
-        if answer is not None and record.get("answer_id") == answer.id and "answer" not in record:
-            record = {**record, "answer": answer}
-        kept.append(record)
-    return kept

@@ -138,17 +138,21 @@ class LoopNodes:
         controls: Sequence[LoopControl] = (),
         output_mode: OutputMode = "full_state",
         node_retries: bool = True,
+        keep_answers: bool = False,
     ) -> None:
         """Wrap the agent and the evaluator; sort the controls' hooks.
 
         ``node_retries=False``: the nodes run where no LangGraph retry policy can be set
         on them (`LoopMiddleware`'s hooks), so a call with a retry policy runs as a
         LangGraph task with it (run the program with ``stepped=True``).
+        ``keep_answers=True``: every record keeps its answer (``record["answer"]``), as
+        with ``output_mode="last_message"``, for a conversation that others may rewrite.
         """
         self.agent = AgentCaller(agent)
         self.evaluator = EvaluatorCaller(evaluator)
         self.max_iterations = max_iterations
         self.output_mode = output_mode
+        self.keep_answers = keep_answers
         self.controls = list(controls)
         self.shapers = [c for c in self.controls if overrides(c, "shape_input")]
         self.wrappers = [c for c in self.controls if overrides(c, "around_agent")]
@@ -592,7 +596,7 @@ class LoopNodes:
     ) -> dict[str, Any]:
         iteration = record["iteration"]
         answer = outcome.answer
-        if self.output_mode == "last_message" and answer is not None:
+        if (self.output_mode == "last_message" or self.keep_answers) and answer is not None:
             record["answer"] = answer  # the attempts leave ``messages`` when the loop ends
         updates: dict[str, Any] = {
             "stop": record["stop"],
