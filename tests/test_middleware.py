@@ -103,6 +103,7 @@ def test_the_cap_ends_the_loop_and_the_output_has_only_the_public_loop_keys():
     assert [m.text for m in result["messages"] if m.type == "ai"] == ["a", "b"]
     assert {k for k in result if k.startswith("loop_")} == {
         "loop_iteration",
+        "loop_init_messages",
         "loop_records",
         "loop_feedback",
         "loop_stop_reason",
@@ -342,3 +343,19 @@ def test_bad_options_are_refused_before_any_model_call(options, error, match):
 def test_an_evaluator_that_is_not_one_is_refused():
     with pytest.raises(TypeError, match="evaluator must be a function"):
         LoopMiddleware("judge")  # type: ignore[arg-type]
+
+
+def test_loop_output_gives_an_agent_s_loop_in_the_loop_s_own_form():
+    from loop_agents.loop.middleware import loop_output
+
+    outer = create_loop_agent(create_agent(FakeChat.of("a", "b")), CountingEvaluator(2), 5)
+    expected = outer.invoke({"messages": [REQUEST]})
+    agent = looped(FakeChat.of("a", "b"), CountingEvaluator(accept_at=2), 5)
+    result = loop_output(agent.invoke({"messages": [REQUEST]}))
+    assert set(result) == set(expected)
+    for key in ("iteration", "stop", "feedback", "stop_reason", "selected_iteration"):
+        assert result[key] == expected[key], key
+    assert comparable(result["records"]) == comparable(expected["records"])
+    assert result["last_response"].text == expected["last_response"].text == "b"
+    assert texts(result["init_messages"]) == texts(expected["init_messages"])
+    assert loop_output(expected) == dict(expected)  # a loop's own output is left as it is

@@ -59,6 +59,7 @@ from loop_agents.loop.middleware_state import (
     agent_updates,
     attempt_part,
     attempt_view,
+    loop_output,
     loop_view,
 )
 from loop_agents.loop.nodes import LoopNodes, OpenedTurn
@@ -93,8 +94,9 @@ class LoopMiddleware(AgentMiddleware[LoopAgentState, Any, Any]):
     answer: with ``select="best"``, a copy of the best one) and ``structured_response``
     (the selected attempt's): ``loop_records`` (one `IterationRecord` per attempt, each
     with its ``answer``), ``loop_stop_reason``, ``loop_iteration``, ``loop_feedback``,
-    ``loop_selected_iteration`` and ``loop_selected_score``. It streams the loop events
-    on ``stream_mode="custom"``; each model call is a run named ``"iteration N:
+    ``loop_selected_iteration``, ``loop_selected_score`` and ``loop_init_messages``
+    (`loop_output` gives them under `create_loop_agent`'s names). It streams the loop
+    events on ``stream_mode="custom"``; each model call is a run named ``"iteration N:
     agent"`` and each evaluation ``"iteration N: evaluator"``, with ``loop_iteration``
     in their metadata. With a checkpointer on the agent, a run resumes after an error or
     a kill (``invoke(None, config)``; exact with ``durability="sync"``).
@@ -506,4 +508,4 @@ def _merged(view: Mapping[str, Any], updates: Mapping[str, Any]) -> LoopState:
     return cast(LoopState, state)
 
 
-__all__ = ["AgentStopped", "LoopMiddleware"]
+__all__ = ["AgentStopped", "LoopMiddleware", "loop_output"]

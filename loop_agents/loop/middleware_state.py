@@ -3,17 +3,18 @@
 `LoopMiddleware` keeps the loop's bookkeeping in the agent's own state, under keys that
 start with ``loop_`` so that they never collide with the agent's (`LOOP_KEYS`): the
 public ones (`LoopAgentState`: ``loop_iteration``, ``loop_records``, ``loop_feedback``,
-``loop_stop_reason``, ``loop_selected_iteration``, ``loop_selected_score``) are in the
-agent's output, never in its input; the rest are private to the middleware (LangChain's
-``PrivateStateAttr``). The append-only lists are LangGraph delta channels (each checkpoint
-stores its step's new items, so storage grows linearly), as `create_loop_agent` stores
-them (`loop_agents.loop.storage`).
+``loop_stop_reason``, ``loop_selected_iteration``, ``loop_selected_score``,
+``loop_init_messages``) are in the agent's output, never in its input; the rest are
+private to the middleware (LangChain's ``PrivateStateAttr``). The append-only lists are
+LangGraph delta channels (each checkpoint stores its step's new items, so storage grows
+linearly), as `create_loop_agent` stores them (`loop_agents.loop.storage`).
 
 The loop's nodes (`loop_agents.loop.nodes.LoopNodes`) read and write a `LoopState`;
 `loop_view` builds that view from the agent's state, and `agent_updates` turns what
 the nodes return into updates of the agent's state. Nothing else is translated: the
 iteration is opened, judged, recorded and decided by the same code as in
-`create_loop_agent`.
+`create_loop_agent`. `loop_output` gives an agent's loop in the form of a loop's output
+(for code that reads both, as an eval or the command does).
 """
 
 from __future__ import annotations
@@ -123,6 +124,7 @@ class LoopAgentState(AgentState[Any]):
 
     Attributes:
         loop_iteration: The current loop's iteration (1 for its first attempt).
+        loop_init_messages: The current loop's request (the messages it started from).
         loop_records: One `IterationRecord` per iteration of the current loop, each with
             its ``answer`` (a middleware may rewrite the conversation, e.g. a summary).
         loop_feedback: Every evaluation's feedback in the current loop, oldest first.
@@ -131,7 +133,7 @@ class LoopAgentState(AgentState[Any]):
         loop_selected_score: That iteration's score.
 
     The keys below are private (not in the agent's input or output; in
-    ``get_state(config).values``): the request (``loop_init_messages``, ``loop_init_ids``),
+    ``get_state(config).values``): the request's ids (``loop_init_ids``),
     the loop's start (``loop_started_at``), each iteration's agent state for selection
     (``loop_attempt_states``), the history policy's memory, the current attempt
     (``loop_attempt``, an `AttemptMark`), its model calls (``loop_model_calls``) and the
@@ -157,7 +159,7 @@ class LoopAgentState(AgentState[Any]):
     loop_stop_reason: NotRequired[Annotated[StopReason | None, OmitFromInput]]
     loop_selected_iteration: NotRequired[Annotated[int | None, OmitFromInput]]
     loop_selected_score: NotRequired[Annotated[float | None, OmitFromInput]]
-    loop_init_messages: NotRequired[Annotated[list[AnyMessage], PrivateStateAttr]]
+    loop_init_messages: NotRequired[Annotated[list[AnyMessage], OmitFromInput]]
     loop_init_ids: NotRequired[Annotated[list[str], PrivateStateAttr]]
     loop_started_at: NotRequired[Annotated[float, PrivateStateAttr]]
     loop_attempt_states: NotRequired[
@@ -182,7 +184,7 @@ class LoopAgentStateFull(AgentState[Any]):
     loop_stop_reason: NotRequired[Annotated[StopReason | None, OmitFromInput]]
     loop_selected_iteration: NotRequired[Annotated[int | None, OmitFromInput]]
     loop_selected_score: NotRequired[Annotated[float | None, OmitFromInput]]
-    loop_init_messages: NotRequired[Annotated[list[AnyMessage], PrivateStateAttr]]
+    loop_init_messages: NotRequired[Annotated[list[AnyMessage], OmitFromInput]]
     loop_init_ids: NotRequired[Annotated[list[str], PrivateStateAttr]]
     loop_started_at: NotRequired[Annotated[float, PrivateStateAttr]]
     loop_attempt_states: NotRequired[
@@ -332,3 +334,47 @@ def restored(
         elif chosen is not None or current is not None:
             out[key] = chosen
     return out
+
+
+def loop_output(
+    values: Mapping[str, Any], *, state_keys: Sequence[str] = DEFAULT_STATE_KEYS
+) -> dict[str, Any]:
+    """A loop's output in `create_loop_agent`'s form, whichever way the loop ran.
+
+    Given a ``LoopMiddleware`` agent's output or state (``loop_`` keys), the same keys
+    as a loop's output: ``records``, ``stop_reason``, ``iteration``, ``feedback``,
+    ``selected_iteration``, ``selected_score``, ``init_messages``, ``messages``,
+    ``last_response`` (the conversation's last AI message), ``stop`` (the latest
+    record's) and, when the agent has any, ``agent_state`` (its ``state_keys``). While
+    the loop runs, ``iteration`` counts the judged attempts. Anything else (a loop's own
+    output) is returned as it is, so code that reads loops' results (an eval, the
+    command) takes both.
+
+    Example:
+        ```python
+        result = loop_output(agent.invoke({"messages": [request]}))
+        print(result["stop_reason"], [r["score"] for r in result["records"]])
+        ```
+
+    """
+    if "loop_records" not in values and "loop_iteration" not in values:
+        return dict(values)
+    messages = list(values.get("messages") or [])
+    records = list(values.get("loop_records") or [])
+    reason = values.get("loop_stop_reason")
+    output: dict[str, Any] = {
+        "messages": messages,
+        "init_messages": list(values.get("loop_init_messages") or []),
+        "iteration": (values.get("loop_iteration") or 0) if reason else len(records),
+        "last_response": last_answer(messages),
+        "stop": bool(records[-1]["stop"]) if records else False,
+        "feedback": list(values.get("loop_feedback") or []),
+        "stop_reason": reason,
+        "records": records,
+        "selected_iteration": values.get("loop_selected_iteration"),
+        "selected_score": values.get("loop_selected_score"),
+    }
+    attempt_state = agent_state_of(values, state_keys)
+    if attempt_state:
+        output["agent_state"] = attempt_state
+    return output
