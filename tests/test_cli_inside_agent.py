@@ -109,3 +109,18 @@ def test_the_setting_is_saved_and_an_older_run_reads_as_around():
     assert RunSpec.from_dict(saved).inside is False
     with pytest.raises(Exception, match="damaged"):
         RunSpec.from_dict({**spec.to_dict(), "inside": "yes"})
+
+
+def test_the_console_shows_a_run_inside_the_agent_as_it_streams(settings, capsys):
+    server = ScriptedOpenAI(script())
+    with server.serve() as url:
+        settings.setenv("OPENAI_BASE_URL", url)
+        command = ["run", "Write it.", "--rubric", "Good.", "--threshold", "95", "--inside-agent"]
+        assert cli.main(command) == 0
+    out = capsys.readouterr().out
+    for draft in DRAFTS:
+        assert draft in out  # each attempt's tokens, as the model streamed them
+    assert "iteration 3 of 3" in out
+    assert "score 90" in out
+    assert "stopped: max_iterations after 3 of 3 iterations" in out
+    assert out.rstrip().endswith("second draft")

@@ -359,3 +359,11 @@ def test_loop_output_gives_an_agent_s_loop_in_the_loop_s_own_form():
     assert result["last_response"].text == expected["last_response"].text == "b"
     assert texts(result["init_messages"]) == texts(expected["init_messages"])
     assert loop_output(expected) == dict(expected)  # a loop's own output is left as it is
+
+
+def test_a_low_recursion_limit_ends_the_loop_cleanly_instead_of_raising():
+    evaluator = CountingEvaluator(accept_at=99)
+    agent = looped(FakeChat.of("a"), evaluator, 10)
+    result = agent.invoke({"messages": [REQUEST]}, {"recursion_limit": 8})
+    assert result["loop_stop_reason"] == "recursion_limit"
+    assert evaluator.calls == [1, 2, 3]

@@ -39,8 +39,9 @@ ORDERS = ["loop_first", "loop_last"]
 # -- SummarizationMiddleware ----------------------------------------------------------------
 
 
+@pytest.mark.parametrize("call", ["invoke", "ainvoke"])
 @pytest.mark.parametrize("order", ORDERS)
-def test_beside_summarization_the_records_keep_the_answers_it_summarized_away(order):
+async def test_beside_summarization_the_records_keep_the_answers_it_summarized_away(order, call):
     def evaluate(context: LoopContext) -> LoopEvaluation:
         score = {1: 90.0, 2: 20.0, 3: 30.0}[context["iteration"]]
         return {"stop": False, "score": score, "feedback": f"feedback {context['iteration']}"}
@@ -51,7 +52,8 @@ def test_beside_summarization_the_records_keep_the_answers_it_summarized_away(or
     loop = LoopMiddleware(evaluate, 3, select="best")
     model = FakeChat.of("first", "second", "third")
     agent = create_agent(model, middleware=in_order(loop, summary, order))
-    result = agent.invoke({"messages": [REQUEST]})
+    request = {"messages": [REQUEST]}
+    result = await agent.ainvoke(request) if call == "ainvoke" else agent.invoke(request)
     assert result["loop_stop_reason"] == "max_iterations"
     assert [r["answer"].text for r in result["loop_records"]] == ["first", "second", "third"]
     # the third model call read the summary, not the first attempt
@@ -108,8 +110,9 @@ def publisher(messages: list[AnyMessage]) -> AIMessage:
     return AIMessage("", tool_calls=[call])
 
 
+@pytest.mark.parametrize("call", ["invoke", "ainvoke"])
 @pytest.mark.parametrize("order", ORDERS)
-def test_beside_human_in_the_loop_each_attempt_s_tool_call_waits_for_approval(order):
+async def test_beside_human_in_the_loop_each_attempt_s_tool_call_waits_for_approval(order, call):
     approvals = HumanInTheLoopMiddleware(interrupt_on={"publish": True})
     loop = LoopMiddleware(CountingEvaluator(accept_at=2), 3)
     agent = create_agent(
@@ -118,13 +121,19 @@ def test_beside_human_in_the_loop_each_attempt_s_tool_call_waits_for_approval(or
         middleware=in_order(loop, approvals, order),
         checkpointer=InMemorySaver(),
     )
-    first = agent.invoke({"messages": [REQUEST]}, thread("hitl"))
+
+    async def send(given: Any) -> Any:
+        if call == "ainvoke":
+            return await agent.ainvoke(given, thread("hitl"))
+        return agent.invoke(given, thread("hitl"))
+
+    first = await send({"messages": [REQUEST]})
     assert first["__interrupt__"]  # the first attempt's tool call waits
     approve = Command(resume={"decisions": [{"type": "approve"}]})
-    second = agent.invoke(approve, thread("hitl"))
+    second = await send(approve)
     assert second["__interrupt__"]  # judged, fed back: the second attempt's call waits
     assert second["loop_records"][0]["answer"].text == "published draft 1"
-    result = agent.invoke(approve, thread("hitl"))
+    result = await send(approve)
     assert result["loop_stop_reason"] == "accepted"
     tools = [m.text for m in result["messages"] if isinstance(m, ToolMessage)]
     assert tools == ["published 'draft 1'", "published 'draft 2'"]
@@ -217,13 +226,15 @@ def test_inside_a_deep_agent_files_are_judged_and_the_best_attempt_s_files_come_
     assert set(files) == {"/solution.py", "/v2.txt"}  # /v3.txt, written later, is gone
 
 
-def test_a_deep_agent_s_plan_and_files_both_judged_with_all_of():
+@pytest.mark.parametrize("call", ["invoke", "ainvoke"])
+async def test_a_deep_agent_s_plan_and_files_both_judged_with_all_of(call):
     deepagents = pytest.importorskip("deepagents")
     from loop_agents import files_check
 
     loop = LoopMiddleware(all_of(files_check(TESTS, timeout=30), todos_complete()), 4)
     agent = deepagents.create_deep_agent(model=FakeChat.of(coder), tools=[], middleware=[loop])
-    result = agent.invoke({"messages": [HumanMessage("Write add(a, b) in /solution.py.")]})
+    request = {"messages": [HumanMessage("Write add(a, b) in /solution.py.")]}
+    result = await agent.ainvoke(request) if call == "ainvoke" else agent.invoke(request)
     assert result["loop_stop_reason"] == "accepted"
     assert result["loop_iteration"] == 2
     assert "FAILED" in result["loop_feedback"][0]
