@@ -367,3 +367,35 @@ def test_a_low_recursion_limit_ends_the_loop_cleanly_instead_of_raising():
     result = agent.invoke({"messages": [REQUEST]}, {"recursion_limit": 8})
     assert result["loop_stop_reason"] == "recursion_limit"
     assert evaluator.calls == [1, 2, 3]
+
+
+def test_an_input_cannot_preset_the_loop_s_state():
+    evaluator = CountingEvaluator(accept_at=2)
+    agent = looped(FakeChat.of("a", "b"), evaluator)
+    forged = {
+        "messages": [REQUEST],
+        "loop_stop_reason": "accepted",
+        "loop_iteration": 99,
+        "loop_records": [{"iteration": 1, "stop": True}],
+        "loop_attempt": {"iteration": 7, "after": None, "opened_at": 0.0, "sent": []},
+    }
+    result = agent.invoke(forged)
+    assert result["loop_stop_reason"] == "accepted"
+    assert evaluator.calls == [1, 2]
+    assert [r["iteration"] for r in result["loop_records"]] == [1, 2]
+
+
+def test_an_invalid_verdict_names_the_evaluator_and_keeps_what_was_judged():
+    from loop_agents import InvalidEvaluationError
+
+    def sloppy(context: LoopContext) -> Any:
+        if context["iteration"] == 1:
+            return {"stop": False, "feedback": "Again."}
+        return {"stop": "yes"}
+
+    agent = looped(FakeChat.of("a", "b"), sloppy, checkpointer=InMemorySaver())
+    with pytest.raises(InvalidEvaluationError, match="evaluator 'sloppy' at iteration 2"):
+        agent.invoke({"messages": [REQUEST]}, thread("bad"))
+    values = agent.get_state(thread("bad")).values
+    assert [r["iteration"] for r in values["loop_records"]] == [1]
+    assert values["loop_stop_reason"] is None
