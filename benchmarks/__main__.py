@@ -8,6 +8,7 @@ python -m benchmarks --only overhead,context
 python -m benchmarks --only savers         # needs PostgreSQL (tests/savers.py starts one)
 python -m benchmarks --only storage        # needs git (the "before" loop) and PostgreSQL
 python -m benchmarks --only cache          # needs the local extra (make local); minutes
+python -m benchmarks --only middleware     # LoopMiddleware against create_loop_agent
 ```
 """
 
@@ -19,7 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks import cache, concurrency, context, overhead, startup, storage
+from benchmarks import cache, concurrency, context, middleware, overhead, startup, storage
 from benchmarks.measure import machine
 
 PARTS = (
@@ -31,6 +32,7 @@ PARTS = (
     "startup",
     "storage",
     "cache",
+    "middleware",
 )
 
 
@@ -336,6 +338,28 @@ async def run(parts: set[str], plan: Plan) -> str:
             targets.append(
                 f"7. iterations 2-3 per role: {share:.0%} of the shared server's time "
                 f"(target <= 50%): {_verdict(share <= 0.5)}"
+            )
+    if "middleware" in parts:
+        inside = [await middleware.measure(n, r) for n, r in plan.overhead_rounds.items()]
+        emit(
+            "",
+            "## 8. The loop inside create_agent",
+            "",
+            "The same loop on the same instant fake chat model and async evaluator (it",
+            "accepts the last allowed answer): `create_agent(model, middleware=",
+            "[LoopMiddleware(evaluator, n)])` against `create_loop_agent(create_agent(model),",
+            "evaluator, n)`. CPU time of this process per iteration (median of interleaved",
+            "runs); vs around: the median over rounds of the middleware's time over the",
+            "wrapped loop's in the same round. This section alone: `python -m benchmarks",
+            "--only middleware`.",
+            "",
+            middleware.middleware_table(inside),
+        )
+        for each in inside:
+            targets.append(
+                f"8. LoopMiddleware at {each.iterations} iterations: {each.ratio:.2f}x "
+                f"the CPU time of create_loop_agent(create_agent(...)) (target < 1.0x): "
+                f"{_verdict(each.ratio < 1.0)}"
             )
     emit("", "## Targets", "", *[f"- {t}" for t in targets])
     emit("", f"Total time: {time.perf_counter() - started:.0f} s.")

@@ -26,7 +26,8 @@ public names (``tests/test_layers.py`` checks both, and that no import cycle exi
 3. ``loop``: what `create_loop_agent` is made of: the graph, its nodes and state, input
    checks, history policies, feedback, stopping, selection, output, events, tracing,
    timeouts, checkpoints, storage, thread locking, and the helpers they share with the
-   layers above (calling agents and evaluators, counting tokens).
+   layers above (calling agents and evaluators, counting tokens); and `LoopMiddleware`,
+   the same nodes run inside a ``create_agent`` agent.
 4. ``evaluators``: every evaluator: the LLM judge, rules, combinators, command checks,
    human review, code review and the code runner, the 相见欢 form, the openevals
    adapter.
@@ -87,6 +88,7 @@ if TYPE_CHECKING:
     from loop_agents.loop.factory import create_loop_agent
     from loop_agents.loop.input_checks import LoopInputError
     from loop_agents.loop.loop_agent import LoopAgent
+    from loop_agents.loop.middleware import LoopMiddleware
     from loop_agents.loop.state import (
         IterationRecord,
         LoopContext,
@@ -114,6 +116,7 @@ __all__ = [
     "LoopEvent",
     "LoopFinished",
     "LoopInputError",
+    "LoopMiddleware",
     "LoopState",
     "LoopTimeoutError",
     "StopReason",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from typing import Any
 
 import pytest
 from langchain_core.messages import HumanMessage
@@ -278,3 +279,17 @@ def test_the_saver_benchmark_gives_every_loop_a_thread_of_its_own():
     assert len(saver.storage) == 18
     for done in batches:
         assert [len(out["messages"]) for out in done] == [4, 4, 4]  # type: ignore[attr-defined]
+
+
+def test_the_middleware_benchmark_compares_the_same_loop_both_ways():
+    from benchmarks import middleware
+
+    async def run() -> list[Any]:
+        runs = middleware.contenders(4)
+        return [await runs[middleware.INSIDE](), await runs[middleware.AROUND]()]
+
+    inside, around = asyncio.run(run())
+    assert texts(inside["messages"]) == texts(around["messages"])
+    assert len(inside["messages"]) == 8
+    assert [r["stop"] for r in inside["loop_records"]] == [r["stop"] for r in around["records"]]
+    assert inside["loop_stop_reason"] == around["stop_reason"] == "accepted"

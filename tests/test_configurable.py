@@ -152,6 +152,7 @@ def test_human_review_after_the_judge():
     assert server.requests[2]["messages"][-1] == {
         "role": "user",
         "content": review("Too close to an existing product.", 1),
+        "name": "loop_feedback",  # the tag of an injected message
     }
     result = loop.invoke(Command(resume=True), config)
     assert result["stop_reason"] == "accepted"

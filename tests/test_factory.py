@@ -106,3 +106,10 @@ def test_controls_of_your_own_come_after_the_built_in_ones():
 def test_a_wrong_option_is_named_before_anything_runs(options, error, match):
     with pytest.raises(error, match=match):
         create_loop_agent(agent, judge, **options)
+
+
+def test_every_control_option_is_an_option_of_the_factory():
+    from loop_agents.loop.options import CONTROL_OPTIONS
+
+    assert set(inspect.signature(create_loop_agent).parameters) >= CONTROL_OPTIONS
+    assert {"select", "controls"} <= CONTROL_OPTIONS

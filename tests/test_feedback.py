@@ -263,3 +263,35 @@ def test_a_format_function_returning_the_wrong_thing(returned: Any, error: type,
     loop = create_loop_agent(Recorder(), saying("x"), 3, feedback_format=fmt)
     with pytest.raises(error, match=match):
         loop.invoke({"messages": [HumanMessage(REQUEST)]})
+
+
+def test_every_message_the_loop_adds_is_tagged_as_injected_as_langchain_tags_them():
+    from langchain_core.messages import get_notification_metadata
+
+    from loop_agents.loop.controls.criteria import is_criteria
+
+    agent, result = run("Too long.", "Name the date.", show_criteria=True, criteria="Short.")
+    added = [m for m in result["messages"] if is_feedback(m) or is_criteria(m)]
+    assert [m.name for m in added] == ["loop_criteria", "loop_feedback", "loop_feedback"]
+    assert [get_notification_metadata(m) for m in added] == [
+        {"source": "loop_criteria"},
+        {"source": "loop_feedback"},
+        {"source": "loop_feedback"},
+    ]
+    # the agent read the same tagged messages; the user's own turn carries no tag
+    assert [m.name for m in agent.sent[-1] if m.type == "human"] == [None, *[m.name for m in added]]
+    logged = feedback_log_message(["Too long."])
+    assert (logged.name, get_notification_metadata(logged)) == (
+        "loop_feedback",
+        {"source": "loop_feedback"},
+    )
+
+
+def test_a_feedback_function_s_own_message_name_is_kept():
+    def format_as(text: str, iteration: int) -> HumanMessage:
+        return HumanMessage(f"Reviewer: {text}", name="reviewer")
+
+    message = feedback_message("Too long.", iteration=1, feedback_format=format_as)
+    assert message.name == "reviewer"
+    assert message.additional_kwargs["lc_source"] == "loop_feedback"
+    assert is_feedback(message)

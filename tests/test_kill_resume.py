@@ -32,9 +32,9 @@ KILL_AT = 2
 pytestmark = pytest.mark.slow
 
 
-def start_and_kill(args: list[str], timeout: float = 120) -> None:
+def start_and_kill(args: list[str], timeout: float = 120, *, program: Path = CHILD) -> None:
     child = subprocess.Popen(
-        [sys.executable, str(CHILD), "start", *args],
+        [sys.executable, str(program), "start", *args],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -65,9 +65,9 @@ def start_and_kill(args: list[str], timeout: float = 120) -> None:
                 stream.close()
 
 
-def resume(args: list[str]) -> dict:
+def resume(args: list[str], *, program: Path = CHILD) -> dict:
     done = subprocess.run(
-        [sys.executable, str(CHILD), "resume", *args],
+        [sys.executable, str(program), "resume", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -75,3 +75,13 @@ def test_every_moved_name_is_listed_in_the_changelog():
     for name, module in loop_agents._MOVED.items():
         assert f"`{name}`" in changelog, name
         assert module in changelog, name
+
+
+def test_loop_middleware_is_a_top_level_name_and_a_langchain_middleware():
+    from langchain.agents.middleware import AgentMiddleware
+
+    from loop_agents.loop.middleware import LoopMiddleware
+
+    assert "LoopMiddleware" in loop_agents.__all__
+    assert loop_agents.LoopMiddleware is LoopMiddleware
+    assert issubclass(LoopMiddleware, AgentMiddleware)

@@ -1,9 +1,19 @@
-"""The loop a run's settings describe: the model as agent, then the check and/or the judge."""
+"""The loop a run's settings describe: the model as agent, then the check and/or the judge.
+
+The loop runs around the agent (`create_loop_agent`), or, with ``run --inside-agent``,
+inside it (``create_agent`` with `LoopMiddleware`): the same loop, the same evaluator,
+another graph. Code that reads a run's state reads it through `loop_output`, which gives
+both in the loop's own form.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
 from langchain.agents import create_agent
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AnyMessage
+from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer
 
 from loop_agents.cli.spec import RunSpec
@@ -12,6 +22,7 @@ from loop_agents.evaluators.judge import judge_format_options
 from loop_agents.loop.evaluation import Evaluator
 from loop_agents.loop.factory import create_loop_agent
 from loop_agents.loop.loop_agent import LoopAgent
+from loop_agents.loop.middleware import LoopMiddleware
 from loop_agents.loop.state import LoopContext, LoopEvaluation
 from loop_agents.models.endpoints import Endpoint
 
@@ -61,7 +72,11 @@ def build_evaluator(spec: RunSpec, endpoint: Endpoint) -> Evaluator:
     return all_of(*members, name="check_then_judge")
 
 
-def build_loop(spec: RunSpec, endpoint: Endpoint, *, checkpointer: Checkpointer) -> LoopAgent:
+RunGraph = LoopAgent | CompiledStateGraph[Any, Any, Any, Any]
+"""A run's graph: the loop around the agent (a `LoopAgent`) or the agent with the loop inside."""
+
+
+def build_loop(spec: RunSpec, endpoint: Endpoint, *, checkpointer: Checkpointer) -> RunGraph:
     """The loop of ``spec`` on ``endpoint``, saving to ``checkpointer``.
 
     Example:
@@ -69,10 +84,22 @@ def build_loop(spec: RunSpec, endpoint: Endpoint, *, checkpointer: Checkpointer)
         loop = build_loop(spec, endpoint, checkpointer=saver)
         ```
     """
+    evaluator = build_evaluator(spec, endpoint)
+    if spec.inside:
+        middleware = LoopMiddleware(
+            evaluator, spec.max_iterations, name=LOOP_NAME, select=spec.select
+        )
+        graph: RunGraph = create_agent(
+            model=endpoint.chat_model(),
+            system_prompt=spec.system,
+            middleware=[middleware],
+            checkpointer=checkpointer,
+        )
+        return graph
     agent = create_agent(model=endpoint.chat_model(), system_prompt=spec.system)
     return create_loop_agent(
         agent,
-        build_evaluator(spec, endpoint),
+        evaluator,
         spec.max_iterations,
         name=LOOP_NAME,
         select=spec.select,
@@ -88,14 +115,23 @@ def _not_called_evaluator(context: LoopContext) -> LoopEvaluation:
     raise RuntimeError("a loop built for reading saved state was asked to run")
 
 
-def reading_loop(max_iterations: int, *, checkpointer: Checkpointer) -> LoopAgent:
+def reading_loop(
+    max_iterations: int, *, checkpointer: Checkpointer, inside: bool = False
+) -> RunGraph:
     """A loop of the same shape that only reads saved state (``aget_state``); no model.
+
+    ``inside``: the run's loop ran inside the agent (``run --inside-agent``).
 
     Example:
         ```python
         values = (await reading_loop(3, checkpointer=saver).aget_state(config)).values
         ```
     """
+    if inside:
+        model = GenericFakeChatModel(messages=iter(()))  # never called: it only reads
+        middleware = LoopMiddleware(_not_called_evaluator, max_iterations, name=LOOP_NAME)
+        graph: RunGraph = create_agent(model, middleware=[middleware], checkpointer=checkpointer)
+        return graph
     return create_loop_agent(
         _not_called_agent,
         _not_called_evaluator,

@@ -210,6 +210,12 @@ def run_arguments(parser: argparse.ArgumentParser) -> None:
         "the summary calls best) or the last one (last)",
     )
     parser.add_argument(
+        "--inside-agent",
+        action="store_true",
+        help="run the loop inside the agent (LangChain's create_agent with LoopMiddleware) "
+        "rather than around it: the same loop and records, one agent graph",
+    )
+    parser.add_argument(
         "--system", metavar="TEXT", help="the model's instructions (default: revise on feedback)"
     )
     parser.add_argument(

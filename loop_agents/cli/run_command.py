@@ -94,6 +94,7 @@ def run(args: argparse.Namespace) -> int:
         cwd=os.getcwd(),
         endpoint=endpoint.spec,
         select=args.select,
+        inside=args.inside_agent,
     )
     return execute(spec, endpoint, store, as_json=args.json, env_file=args.env_file)
 

@@ -25,6 +25,7 @@ from loop_agents.loop.events import (
     IterationStarted,
     LoopFinished,
 )
+from loop_agents.loop.middleware import loop_output
 from loop_agents.models.settings import Environment, SettingsError
 
 TITLE_WIDTH = 50
@@ -101,9 +102,10 @@ def runs(args: argparse.Namespace) -> int:
 
 async def _values(store: RunStore, run: SavedRun) -> dict[str, Any]:
     async with store.checkpointer() as saver:
-        loop = reading_loop(max(run.max_iterations, 1), checkpointer=saver)
+        inside = run.settings.get("inside") is True  # run --inside-agent
+        loop = reading_loop(max(run.max_iterations, 1), checkpointer=saver, inside=inside)
         snapshot = await loop.aget_state({"configurable": {"thread_id": run.run_id}})
-        return dict(snapshot.values)
+        return loop_output(snapshot.values)
 
 
 def show(args: argparse.Namespace) -> int:

@@ -24,13 +24,13 @@ from langgraph.types import StreamMode
 
 from loop_agents.cli.failures import context_overflow, describe_error, failure_reason
 from loop_agents.cli.interrupt import CtrlC
-from loop_agents.cli.loop import build_loop
+from loop_agents.cli.loop import RunGraph, build_loop
 from loop_agents.cli.spec import RunSpec
 from loop_agents.cli.store import RunStore
 from loop_agents.cli.store_errors import is_disk_full
 from loop_agents.console.loop_console import LoopConsole
 from loop_agents.loop.events import LoopEvent, is_loop_event
-from loop_agents.loop.loop_agent import LoopAgent
+from loop_agents.loop.middleware import loop_output
 from loop_agents.models.endpoints import Endpoint
 
 __all__ = ["Outcome", "Progress", "checkpointer", "describe_error", "run_session", "stream_loop"]
@@ -128,14 +128,15 @@ async def run_session(
         request: Any = {"messages": [HumanMessage(spec.task)]}
         if resuming:
             snapshot = await loop.aget_state(config)
-            if snapshot.values and not snapshot.next:  # it had finished after all
-                return Outcome(dict(snapshot.values))
-            if snapshot.values or snapshot.next:
+            values = loop_output(snapshot.values)
+            if values and not snapshot.next:  # it had finished after all
+                return Outcome(values)
+            if values or snapshot.next:
                 request = None  # go on from the last completed step
-                records = list(snapshot.values.get("records") or [])
+                records = list(values.get("records") or [])
                 progress.iterations = len(records)
                 progress.started_at_iteration = len(records) + 1
-                pending = _unjudged_answer(snapshot.values, len(records))
+                pending = _unjudged_answer(values, len(records))
                 done = f"{len(records)} of {spec.max_iterations} iterations were done"
                 if pending is None:
                     say(f"resuming run {run_id}: {done}; going on from the last completed step")
@@ -159,7 +160,7 @@ async def run_session(
 
 
 async def stream_loop(
-    loop: LoopAgent,
+    loop: RunGraph,
     request: Any,
     config: RunnableConfig,
     *,
@@ -175,7 +176,8 @@ async def stream_loop(
     step. Ctrl-C (a cancellation) propagates.
 
     Args:
-        loop: A compiled loop with a checkpointer.
+        loop: A compiled loop with a checkpointer (or an agent with the loop inside: its
+            state is read back in the loop's form, `loop_output`).
         request: The loop's input, or ``None`` to go on from the last completed step.
         config: The run's config, with its thread id.
         endpoint: The endpoint, named in errors.
@@ -217,7 +219,7 @@ async def stream_loop(
         snapshot = await loop.aget_state(config)
     except sqlite3.Error as exc:
         return Outcome({}, error, failure, store_error or exc, resumable)
-    return Outcome(dict(snapshot.values), error, failure, store_error, resumable)
+    return Outcome(loop_output(snapshot.values), error, failure, store_error, resumable)
 
 
 def _unjudged_answer(values: dict[str, Any], judged: int) -> tuple[int, str] | None:

@@ -31,6 +31,9 @@ class RunSpec:
         endpoint: Which server and model.
         select: Which answer is the run's: ``best`` (the best-scored) or ``last``. A run
             saved before this setting existed reads as ``last``, as it ran.
+        inside: Whether the loop runs inside the agent (``create_agent`` with
+            `LoopMiddleware`) rather than around it (`create_loop_agent`). A run saved
+            before this setting existed ran around it.
 
     """
 
@@ -44,6 +47,7 @@ class RunSpec:
     cwd: str
     endpoint: EndpointSpec
     select: Selection = "best"
+    inside: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """The settings as JSON-ready values, with their form's version."""
@@ -59,6 +63,7 @@ class RunSpec:
             "cwd": self.cwd,
             "endpoint": self.endpoint.to_dict(),
             "select": self.select,
+            "inside": self.inside,
         }
 
     @classmethod
@@ -91,6 +96,7 @@ class RunSpec:
                 cwd=_text(data["cwd"]),
                 endpoint=EndpointSpec.from_dict(data["endpoint"]),
                 select=check_select(data.get("select", "last")),
+                inside=_flag(data.get("inside", False)),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise SettingsError(f"the saved settings of the run are damaged ({exc!r})") from exc
@@ -102,6 +108,12 @@ class RunSpec:
 def _text(value: object) -> str:
     if not isinstance(value, str):
         raise TypeError(f"expected text, got {type(value).__name__}")
+    return value
+
+
+def _flag(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"expected true or false, got {type(value).__name__}")
     return value
 
 

@@ -1,9 +1,9 @@
 """`create_loop_agent`: the loop, with every option as shorthand for a control.
 
 The factory checks nothing itself: each option is checked by the control it builds
-(`loop_agents.loop.controls`), and the graph by `compile_loop`
-(`loop_agents.loop.graph`). A control whose option is at its default is left out, so
-the loop runs no hook it does not need.
+(`loop_agents.loop.controls`, built by `loop_agents.loop.options.loop_controls`), and the
+graph by `compile_loop` (`loop_agents.loop.graph`). A control whose option is at its
+default is left out, so the loop runs no hook it does not need.
 """
 
 from __future__ import annotations
@@ -17,22 +17,16 @@ from langgraph.store.base import BaseStore
 from langgraph.types import Checkpointer
 
 from loop_agents.loop.agents import AgentLike
-from loop_agents.loop.controls.advice import Advisor, ScoreThreshold
-from loop_agents.loop.controls.agent_errors import AgentErrors, OnAgentError
+from loop_agents.loop.controls.agent_errors import OnAgentError
 from loop_agents.loop.controls.base import LoopControl
-from loop_agents.loop.controls.budgets import Budgets, Prices
-from loop_agents.loop.controls.candidates import Candidates
-from loop_agents.loop.controls.criteria import Criteria
-from loop_agents.loop.controls.feedback_format import FeedbackStyle
-from loop_agents.loop.controls.history import History
-from loop_agents.loop.controls.plateau import Plateau
-from loop_agents.loop.controls.retries import Retries
-from loop_agents.loop.controls.selection import AnswerSelection, Selection
+from loop_agents.loop.controls.budgets import Prices
+from loop_agents.loop.controls.selection import Selection
 from loop_agents.loop.evaluation import Evaluator
 from loop_agents.loop.feedback import DEFAULT_FEEDBACK_FORMAT, FeedbackFormat
-from loop_agents.loop.graph import check_controls, compile_loop
+from loop_agents.loop.graph import compile_loop
 from loop_agents.loop.history.policies import HistoryPolicy
 from loop_agents.loop.loop_agent import LoopAgent
+from loop_agents.loop.options import CONTROL_OPTIONS, loop_controls
 from loop_agents.loop.output import OutputMode
 from loop_agents.loop.steps import RetryPolicies
 from loop_agents.loop.storage import Storage
@@ -288,36 +282,12 @@ def create_loop_agent(
         ```
 
     """
-    built: list[Any] = [
-        Criteria(show_criteria, criteria=criteria, evaluator=evaluator),
-        History(history, feedback_format=feedback_format),
-        ScoreThreshold(threshold),
-        Candidates(candidates, temperature=candidate_temperature, agent=agent),
-        AgentErrors(on_agent_error, count_failed_attempts, max_agent_errors),
-        Advisor(advisor, threshold=threshold),
-        FeedbackStyle(feedback_format),
-        Budgets(
-            token_budget=token_budget,
-            time_budget=time_budget,
-            request_budget=request_budget,
-            cost_budget=cost_budget,
-            prices=prices,
-        ),
-        Plateau(patience, min_delta=min_delta),
-        AnswerSelection(select),
-        Retries(
-            agent_retry_policy=agent_retry_policy,
-            evaluator_retry_policy=evaluator_retry_policy,
-            agent_timeout=agent_timeout,
-            evaluator_timeout=evaluator_timeout,
-        ),
-    ]
-    parts = [part for part in built if part.active] + check_controls(controls)
+    options = {key: value for key, value in locals().items() if key in CONTROL_OPTIONS}
     return compile_loop(
         agent,
         evaluator,
         max_iterations,
-        parts,
+        loop_controls(evaluator, **options),
         name=name,
         checkpointer=checkpointer,
         store=store,

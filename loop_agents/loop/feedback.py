@@ -18,6 +18,12 @@ the fields ``{feedback}``, ``{iteration}`` and ``{fence}``, or a function
 Only the message sent to the agent is formatted: ``feedback`` in the state, in
 `LoopContext` and in the records keeps the evaluator's raw text, and so does the message's
 mark (`feedback_text`).
+
+Every message the loop adds to a conversation is tagged as LangChain tags a message the
+agent harness added rather than the user (`injected`): ``name`` and
+``additional_kwargs["lc_source"]`` say which feature added it (`FEEDBACK_SOURCE` for
+feedback), so a UI or a later middleware can tell it from the user's own turns, as it does
+for ``SummarizationMiddleware``'s summaries.
 """
 
 from __future__ import annotations
@@ -27,12 +33,15 @@ import string
 from collections.abc import Callable
 from typing import Any, TypeAlias
 
-from langchain_core.messages import BaseMessage, HumanMessage
+from langchain_core.messages import BaseMessage, HumanMessage, add_notification_metadata
 
 from loop_agents.loop.agents import describe, is_async_callable
 
 FEEDBACK_KEY = "loop_agents_feedback"
 """The ``additional_kwargs`` key that marks a message as loop feedback."""
+
+FEEDBACK_SOURCE = "loop_feedback"
+"""The ``name`` and ``lc_source`` of a feedback message (see `injected`)."""
 
 DEFAULT_FEEDBACK_FORMAT = (
     "Review of your previous answer (attempt {iteration}), quoted between the {fence} "
@@ -56,6 +65,32 @@ TEMPLATE_FIELDS = frozenset({"feedback", "iteration", "fence"})
 """The fields a feedback template may use."""
 
 _BACKTICKS = re.compile(r"`+")
+
+
+def injected(message: HumanMessage, source: str) -> HumanMessage:
+    """``message`` tagged as added by the loop, not typed by the user: ``name``, ``lc_source``.
+
+    The tags LangChain gives the messages its middleware inject (a summary is
+    ``lc_source="summarization"``): ``additional_kwargs["lc_source"]`` is ``source``
+    (`langchain_core.messages.add_notification_metadata`; chat model integrations do not
+    send it), and ``name`` is ``source`` unless the message has a name of its own
+    (providers that take a user name send it). Nothing else changes: same content, same
+    id.
+
+    Example:
+        ```python
+        from langchain_core.messages import get_notification_metadata
+
+        message = injected(HumanMessage("Shorter, please."), FEEDBACK_SOURCE)
+        assert message.name == "loop_feedback"
+        assert get_notification_metadata(message) == {"source": "loop_feedback"}
+        ```
+
+    """
+    tagged = add_notification_metadata(message, source=source)
+    if tagged.name is None:
+        tagged.name = source
+    return tagged
 
 
 def fence_for(*texts: str) -> str:
@@ -200,7 +235,8 @@ def feedback_message(
     text is ``feedback_format`` applied to ``text`` (by default the review, fenced; see
     the module docstring). It is marked in ``additional_kwargs`` so that code can tell it
     from a real user message; the mark keeps the raw ``text`` (`feedback_text`) and is not
-    sent to model providers.
+    sent to model providers. It is tagged as an injected message (`injected`:
+    ``name="loop_feedback"`` and ``additional_kwargs["lc_source"]``).
 
     Args:
         text: The evaluator's feedback.
@@ -227,8 +263,9 @@ def feedback_message(
     formatted = format_feedback(text, iteration, feedback_format)
     if isinstance(formatted, HumanMessage):
         kwargs = {**formatted.additional_kwargs, FEEDBACK_KEY: mark}
-        return formatted.model_copy(update={"additional_kwargs": kwargs})
-    return HumanMessage(content=formatted, additional_kwargs={FEEDBACK_KEY: mark})
+        return injected(formatted.model_copy(update={"additional_kwargs": kwargs}), FEEDBACK_SOURCE)
+    message = HumanMessage(content=formatted, additional_kwargs={FEEDBACK_KEY: mark})
+    return injected(message, FEEDBACK_SOURCE)
 
 
 def is_feedback(message: BaseMessage) -> bool:

@@ -24,7 +24,7 @@ import inspect
 import uuid
 from collections.abc import Generator, Sequence
 from functools import partial
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from langchain_core.messages import AnyMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
@@ -103,6 +103,28 @@ def tapped(program: Generator[Any, Any, Any]) -> Program[tuple[Any, dict[str, Ca
             used[effect.name] = used.get(effect.name, NO_USAGE) + value.usage
 
 
+class OpenedTurn(NamedTuple):
+    """An iteration as `LoopNodes.open_turn` opened it, before the agent call.
+
+    Attributes:
+        updates: The state updates that open it (``init_messages`` and the counters
+            when a loop starts; the history policy's memory).
+        history: The conversation before it (with the request when a loop starts).
+        messages: What the agent is sent, as the ``shape_input`` hooks chose.
+        agent_state: A graph agent's state beyond messages from its latest attempt.
+        shaping: The model calls the ``shape_input`` hooks made (a summary).
+        iteration: The iteration's number.
+
+    """
+
+    updates: dict[str, Any]
+    history: list[AnyMessage]
+    messages: list[AnyMessage]
+    agent_state: dict[str, Any]
+    shaping: CallUsage
+    iteration: int
+
+
 class LoopNodes:
     """The two nodes of one loop: its agent, its evaluator, its cap and its controls."""
 
@@ -115,12 +137,22 @@ class LoopNodes:
         name: str = "loop_agent",
         controls: Sequence[LoopControl] = (),
         output_mode: OutputMode = "full_state",
+        node_retries: bool = True,
+        keep_answers: bool = False,
     ) -> None:
-        """Wrap the agent and the evaluator; sort the controls' hooks."""
+        """Wrap the agent and the evaluator; sort the controls' hooks.
+
+        ``node_retries=False``: the nodes run where no LangGraph retry policy can be set
+        on them (`LoopMiddleware`'s hooks), so a call with a retry policy runs as a
+        LangGraph task with it (run the program with ``stepped=True``).
+        ``keep_answers=True``: every record keeps its answer (``record["answer"]``), as
+        with ``output_mode="last_message"``, for a conversation that others may rewrite.
+        """
         self.agent = AgentCaller(agent)
         self.evaluator = EvaluatorCaller(evaluator)
         self.max_iterations = max_iterations
         self.output_mode = output_mode
+        self.keep_answers = keep_answers
         self.controls = list(controls)
         self.shapers = [c for c in self.controls if overrides(c, "shape_input")]
         self.wrappers = [c for c in self.controls if overrides(c, "around_agent")]
@@ -140,8 +172,8 @@ class LoopNodes:
             "evaluate": any(calls_models(c, "after_verdict") for c in self.deciders),
         }
         self.task_retries: dict[NodeName, bool] = {
-            "invoke_agent": self.stepped["invoke_agent"] or self.fans_out,
-            "evaluate": self.stepped["evaluate"] or self.fans_out,
+            "invoke_agent": not node_retries or self.stepped["invoke_agent"] or self.fans_out,
+            "evaluate": not node_retries or self.stepped["evaluate"] or self.fans_out,
         }
         # the retry policy of each call run as a LangGraph task (see `node_retry`)
         self._task_retries: dict[NodeName, RetryPolicies | None] = {
@@ -239,6 +271,24 @@ class LoopNodes:
 
     def invoke_agent(self, state: LoopState, config: RunnableConfig) -> Program[dict[str, Any]]:
         """Open the iteration, shape what the agent is sent, call it, keep what it gave."""
+        turn = yield from self.open_turn(state, config)
+        updates, history, iteration = turn.updates, turn.history, turn.iteration
+        call = AgentCall(turn.messages, carried(turn.agent_state, self.agent.input_keys), iteration)
+        result = yield from self._around(0, call, config)
+        known = [*history, *updates.get("messages", [])]
+        if isinstance(result, list):
+            attempts = [_after(turn.agent_state, a) for a in result]
+            return self._candidates_updates(updates, known, attempts, turn.shaping, iteration)
+        single: Attempt = result
+        attempt = _after(turn.agent_state, single)
+        return self._attempt_updates(updates, known, attempt, turn.shaping, iteration)
+
+    def open_turn(self, state: LoopState, config: RunnableConfig) -> Program[OpenedTurn]:
+        """Open the iteration and shape what the agent is sent (``shape_input`` hooks).
+
+        The first half of ``invoke_agent``, before the agent call; `LoopMiddleware` runs
+        it where an iteration starts inside ``create_agent``.
+        """
         updates, history = start_iteration(state)
         iteration = iteration_number(state, updates)
         self.report.iteration_started(iteration)
@@ -265,15 +315,7 @@ class LoopNodes:
             updates["history_memory"] = turn.memory_kept["memory"]
         elif turn.new_loop and state.get("history_memory") is not None:
             updates["history_memory"] = None
-        call = AgentCall(messages, carried(agent_state, self.agent.input_keys), iteration)
-        result = yield from self._around(0, call, config)
-        known = [*history, *updates.get("messages", [])]
-        if isinstance(result, list):
-            attempts = [_after(agent_state, a) for a in result]
-            return self._candidates_updates(updates, known, attempts, shaping, iteration)
-        single: Attempt = result
-        attempt = _after(agent_state, single)
-        return self._attempt_updates(updates, known, attempt, shaping, iteration)
+        return OpenedTurn(updates, history, messages, agent_state, shaping, iteration)
 
     def _around(self, index: int, call: AgentCall, config: RunnableConfig) -> Program[Any]:
         """The agent call through the controls around it, from the ``index``-th inward."""
@@ -554,7 +596,7 @@ class LoopNodes:
     ) -> dict[str, Any]:
         iteration = record["iteration"]
         answer = outcome.answer
-        if self.output_mode == "last_message" and answer is not None:
+        if (self.output_mode == "last_message" or self.keep_answers) and answer is not None:
             record["answer"] = answer  # the attempts leave ``messages`` when the loop ends
         updates: dict[str, Any] = {
             "stop": record["stop"],
@@ -698,4 +740,10 @@ def loop_context(state: LoopState, *, with_answer: bool = True) -> LoopContext:
     return cast(LoopContext, context)
 
 
-__all__ = ["STEPS_PER_ITERATION", "InvalidEvaluationError", "LoopNodes", "loop_context"]
+__all__ = [
+    "STEPS_PER_ITERATION",
+    "InvalidEvaluationError",
+    "LoopNodes",
+    "OpenedTurn",
+    "loop_context",
+]

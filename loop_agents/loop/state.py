@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import operator
-from typing import Annotated, Any, Literal, NotRequired, Required, TypedDict
+from typing import Annotated, Any, Literal, NotRequired, Required
 
 from langchain_core.messages import AIMessage, AnyMessage
 from langgraph.graph.message import add_messages
 from langgraph.managed import RemainingSteps
+from typing_extensions import TypedDict  # pydantic reads it on Python 3.11 (JSON schemas)
 
 from loop_agents.loop.agent_state import AgentStateChannel
 
@@ -22,6 +23,7 @@ StopReason = Literal[
     "agent_errors",
     "recursion_limit",
     "stagnation",
+    "agent_stopped",
 ]
 """Why a loop ended.
 
@@ -42,6 +44,9 @@ StopReason = Literal[
   answer repeated an earlier one.
 - ``recursion_limit``: the graph's step budget (a parent graph's ``recursion_limit``)
   had no room for another iteration, so the loop ended cleanly instead of raising.
+- ``agent_stopped``: with `LoopMiddleware`, the agent ended an attempt without calling
+  the model (another middleware stopped it, e.g. ``ModelCallLimitMiddleware``'s limit
+  with ``exit_behavior="end"``), so no further attempt can be made.
 
 A stop rule of your own (a `loop_agents.loop.controls.LoopControl`) may give any other
 short string.

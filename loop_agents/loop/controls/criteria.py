@@ -28,11 +28,15 @@ from langchain_core.runnables import RunnableBinding, RunnableLambda
 
 from loop_agents.loop.agents import describe
 from loop_agents.loop.controls.base import LoopControl, Turn
-from loop_agents.loop.feedback import fence_for
+from loop_agents.loop.feedback import fence_for, injected
 from loop_agents.loop.state import LoopContext, LoopEvaluation
 
 CRITERIA_KEY = "loop_agents_criteria"
 """The ``additional_kwargs`` key that marks the criteria message."""
+
+CRITERIA_SOURCE = "loop_criteria"
+"""The ``name`` and ``lc_source`` of the criteria message (an injected message, see
+`loop_agents.loop.feedback.injected`)."""
 
 CRITERIA_FORMAT = (
     "Your answer will be judged by these criteria, quoted between the {fence} lines:"
@@ -161,11 +165,12 @@ def criteria_message(text: str, request_ids: Sequence[str | None] = ()) -> Human
 
     """
     key = f"loop_agents:criteria:{list(request_ids)!r}:{text}"
-    return HumanMessage(
+    message = HumanMessage(
         criteria_note(text),
         id=str(uuid.uuid5(uuid.NAMESPACE_URL, key)),
         additional_kwargs={CRITERIA_KEY: text},
     )
+    return injected(message, CRITERIA_SOURCE)
 
 
 def is_criteria(message: BaseMessage) -> bool:

@@ -39,11 +39,13 @@ from loop_agents.loop.agents import describe, is_async_callable
 from loop_agents.loop.feedback import (
     DEFAULT_FEEDBACK_FORMAT,
     FEEDBACK_KEY,
+    FEEDBACK_SOURCE,
     FeedbackFormat,
     feedback_text,
     fence_for,
     fenced,
     format_feedback,
+    injected,
     is_feedback,
 )
 from loop_agents.loop.history.stateful import StatefulHistory
@@ -257,7 +259,7 @@ def feedback_log_message(
             for i, f in enumerate(formatted, 1)
         )
         content = f"{FEEDBACK_LOG_HEADER}\n\n{entries}"
-    return HumanMessage(
+    message = HumanMessage(
         content=content,
         id=str(uuid.uuid4()),
         additional_kwargs={
@@ -267,6 +269,7 @@ def feedback_log_message(
             }
         },
     )
+    return injected(message, FEEDBACK_SOURCE)
 
 
 def without_rejected_attempts(messages: Sequence[AnyMessage]) -> list[AnyMessage]:

@@ -1,0 +1,88 @@
+"""Benchmark 8: the loop inside ``create_agent`` (`LoopMiddleware`) against the loop around it.
+
+Both contenders run the same loop on the same instant fake chat model and the same async
+evaluator (it accepts the last allowed answer):
+
+- ``create_agent + LoopMiddleware``: one agent graph; the loop's hooks run in its steps
+  (``before_agent``, ``wrap_model_call`` around each model call, ``after_agent``).
+- ``create_loop_agent(create_agent(...))``: the loop's own graph, which calls the agent
+  graph once per iteration (a subgraph run each time).
+
+What is measured is the framework around the model: CPU time of this process per
+iteration, interleaved rounds, the wrapped loop being the baseline measured in the same
+run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from langchain.agents import create_agent
+from langchain_core.messages import AnyMessage, HumanMessage
+
+from benchmarks.contenders import FakeChat, accept_at
+from benchmarks.measure import Samples, interleaved, paired_ratio, table
+from loop_agents import LoopMiddleware, create_loop_agent
+
+INSIDE = "create_agent + LoopMiddleware"
+AROUND = "create_loop_agent(create_agent(...))"
+
+
+def contenders(iterations: int) -> dict[str, Callable[[], Awaitable[object]]]:
+    """One ``ainvoke`` of each, ``iterations`` iterations long."""
+    model = FakeChat()
+    evaluator = accept_at(iterations)
+    inside: Any = create_agent(model, middleware=[LoopMiddleware(evaluator, iterations)])
+    around = create_loop_agent(create_agent(model), evaluator, iterations)
+
+    def request() -> list[AnyMessage]:
+        return [HumanMessage("Write a haiku about rain.")]
+
+    return {
+        INSIDE: lambda: inside.ainvoke({"messages": request()}),
+        AROUND: lambda: around.ainvoke({"messages": request()}),
+    }
+
+
+@dataclass
+class InsideAgent:
+    """Per-iteration times of both at one loop length."""
+
+    iterations: int
+    samples: dict[str, Samples]
+    ratio: float  # the middleware / the wrapped loop, CPU, median of paired rounds
+
+    def per_iteration_us(self, name: str) -> float:
+        return self.samples[name].median_cpu() / self.iterations * 1e6
+
+    def wall_per_iteration_us(self, name: str) -> float:
+        return self.samples[name].median_wall() / self.iterations * 1e6
+
+
+async def measure(iterations: int, rounds: int) -> InsideAgent:
+    """Time both over ``rounds`` interleaved rounds."""
+    samples = await interleaved(contenders(iterations), rounds)
+    return InsideAgent(iterations, samples, paired_ratio(samples, INSIDE, AROUND))
+
+
+def middleware_table(results: list[InsideAgent]) -> str:
+    """Benchmark 8's table: per-iteration CPU and wall time, the middleware's ratio."""
+    rows = []
+    for result in results:
+        for name in (INSIDE, AROUND):
+            ratio = result.ratio if name == INSIDE else 1.0
+            rows.append(
+                [
+                    result.iterations,
+                    name,
+                    f"{result.per_iteration_us(name):,.0f} µs",
+                    f"{result.wall_per_iteration_us(name):,.0f} µs",
+                    f"{ratio:.2f}x",
+                    len(result.samples[name].cpu),
+                ]
+            )
+    return table(
+        ["iterations", "agent", "CPU / iteration", "wall / iteration", "vs around", "runs"], rows
+    )

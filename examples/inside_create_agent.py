@@ -1,0 +1,157 @@
+"""The loop inside create_agent: a tool-using agent that checks its own answer.
+
+A release announcer (``create_agent`` with a ``word_count`` tool) must announce a release
+in at most 30 words and name its version. Two rules check each answer; while one fails,
+``LoopMiddleware`` gives the agent the rules' feedback as a user turn and the model runs
+again, inside the same agent graph. The agent is shown the rules before its first try
+(``show_criteria=True``), its state is checkpointed (SQLite), and the program prints
+the loop's events as they stream, then each iteration's record from the agent's output
+(``loop_records``) and the announcement.
+
+With ``OPENAI_API_KEY`` or ``OPENAI_BASE_URL`` set (``.env``, see ``.env.example``) that
+model writes the announcement; otherwise (or with ``--offline``) a scripted stand-in
+does, so that the program runs without a model.
+
+Run it with ``python examples/inside_create_agent.py [--offline] [--db PATH]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from dotenv import find_dotenv, load_dotenv
+from langchain.agents import create_agent
+from langchain_core.language_models import BaseChatModel
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
+from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.tools import tool
+from langgraph.checkpoint.sqlite import SqliteSaver
+
+from loop_agents import LoopMiddleware, all_of, text_rule
+from loop_agents.loop.events import is_loop_event
+from loop_agents.loop.feedback import is_feedback
+from loop_agents.models.settings import ModelSettings, SettingsError
+
+TASK = (
+    "Announce loop_agents 0.2 to its users: the loop now also runs inside create_agent, "
+    "as middleware. Count your words with the word_count tool before you answer."
+)
+SYSTEM = "You write short, friendly release announcements. Reply with the announcement only."
+MAX_WORDS = 30
+THREAD: RunnableConfig = {"configurable": {"thread_id": "release-0.2"}}
+
+
+@tool
+def word_count(text: str) -> int:
+    """Count the words of a text."""
+    return len(text.split())
+
+
+short = text_rule(
+    lambda text: len(text.split()) <= MAX_WORDS,
+    lambda text: f"{len(text.split())} words; keep it to {MAX_WORDS} at most.",
+    name="short",
+    description=f"At most {MAX_WORDS} words.",
+)
+names_the_version = text_rule(
+    lambda text: "0.2" in text,
+    "Name the version: 0.2.",
+    name="names_the_version",
+    description="Names the version, 0.2.",
+)
+
+
+def build_agent(model: BaseChatModel, checkpointer: Any = None) -> Any:
+    """The announcer: a create_agent agent whose answers the two rules check."""
+    loop = LoopMiddleware(all_of(short, names_the_version), max_iterations=4, show_criteria=True)
+    return create_agent(
+        model, [word_count], system_prompt=SYSTEM, middleware=[loop], checkpointer=checkpointer
+    )
+
+
+LONG = (
+    "We are delighted to announce that loop_agents, the library for agents that check "
+    "their own work, can now run its whole loop inside create_agent, as a middleware, "
+    "so your agents keep their tools and checkpoints."
+)
+NO_VERSION = "loop_agents now runs its loop inside create_agent, as middleware."
+GOOD = "loop_agents 0.2 is out: the loop now runs inside create_agent, as middleware."
+
+
+def offline_announcer(messages: Sequence[AnyMessage]) -> AIMessage:
+    """A stand-in for a model: counts its draft's words, then gets it right on review."""
+    reviews = [m for m in messages if is_feedback(m)]
+    draft = [LONG, NO_VERSION, GOOD][min(len(reviews), 2)]
+    if isinstance(messages[-1], ToolMessage):
+        return AIMessage(draft)
+    call = {"name": "word_count", "args": {"text": draft}, "id": f"count-{len(reviews)}"}
+    return AIMessage("", tool_calls=[call])
+
+
+class ScriptedChat(GenericFakeChatModel):
+    """A chat model whose answers come from a function of the messages (no network)."""
+
+    script: Callable[[Sequence[AnyMessage]], AIMessage] = offline_announcer
+
+    def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kw: Any) -> Any:
+        self.messages = iter([self.script(messages)])
+        return super()._generate(messages, stop, run_manager, **kw)
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Runnable[Any, AIMessage]:
+        """Accept the tools: the script decides when to call one."""
+        return self
+
+
+def run(model: BaseChatModel, saver: Any, print_: Callable[[str], None] = print) -> Any:
+    """Stream the announcer's run, then print its records and answer; return its output."""
+    agent = build_agent(model, saver)
+    request = {"messages": [HumanMessage(TASK)]}
+    for event in agent.stream(request, THREAD, stream_mode="custom"):
+        if not is_loop_event(event):
+            continue
+        if event["type"] == "iteration_started":
+            print_(f"iteration {event['iteration']} of {event['max_iterations']}")
+        elif event["type"] == "evaluation_finished":
+            verdict = "accepted" if event["stop"] else f"feedback: {event['feedback']}"
+            print_(f"  judged: {verdict}")
+        elif event["type"] == "loop_finished":
+            print_(f"stopped: {event['stop_reason']} after {event['iterations']} iterations")
+    result = agent.get_state(THREAD).values
+    for record in result["loop_records"]:
+        print_(f"  #{record['iteration']}: {record['answer'].text!r} -> stop={record['stop']}")
+    print_(f"announcement: {result['messages'][-1].text}")
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: pick the model, open the database, run."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--offline", action="store_true", help="use the scripted stand-in")
+    parser.add_argument("--db", help="SQLite file for the checkpoints (default: a temp file)")
+    args = parser.parse_args(argv)
+
+    model: BaseChatModel = ScriptedChat(messages=iter(()))
+    if not args.offline:
+        load_dotenv(find_dotenv(usecwd=True))
+        try:
+            settings = ModelSettings.from_env()
+            if settings.configured:
+                model = settings.chat_model()
+        except SettingsError as exc:
+            print(f"inside_create_agent: {exc}", file=sys.stderr)
+            return 2
+    with tempfile.TemporaryDirectory() as folder:
+        db = args.db or str(Path(folder) / "checkpoints.sqlite")
+        with SqliteSaver.from_conn_string(db) as saver:
+            run(model, saver)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

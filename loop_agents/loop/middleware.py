@@ -1,0 +1,511 @@
+"""`LoopMiddleware`: the loop inside a ``create_agent`` agent, as LangChain middleware.
+
+``create_agent(model, tools, middleware=[LoopMiddleware(evaluator, max_iterations=3)])``
+builds an agent that checks its own work: when the agent would finish (its model answers
+without calling a tool), the evaluator judges the answer; while it is not satisfied, its
+feedback goes back to the model as a user turn and the agent tries again. It is the loop
+of `create_loop_agent`, run by the same code (`loop_agents.loop.nodes.LoopNodes`), at
+the points of ``create_agent``'s graph:
+
+- ``before_agent`` opens the loop (``LoopNodes.open_turn``: the request, the criteria
+  message with ``show_criteria=True``, what the history policy sends);
+- ``wrap_model_call`` runs each model call of an attempt as ``"iteration N: agent"``
+  (``loop_iteration`` in its metadata, so every token on ``stream_mode="messages"``
+  says its iteration), sends it what the history policy chose, and counts its tokens;
+- ``after_agent`` (declared with ``can_jump_to=["model"]``) judges the attempt
+  (``LoopNodes.evaluate``: the verdict, the controls, the record, the stop rules, the
+  answer's selection) and either returns to the model with the feedback message, the
+  next iteration opened, or lets the agent end.
+
+The loop's bookkeeping lives in the agent's state under ``loop_`` keys
+(`loop_agents.loop.middleware_state`): ``loop_records``, ``loop_stop_reason``,
+``loop_selected_iteration`` and the others are in the agent's output.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from datetime import timedelta
+from typing import Any, cast
+
+from langchain.agents.middleware.types import (
+    AgentMiddleware,
+    ExtendedModelResponse,
+    ModelRequest,
+    ModelResponse,
+    hook_config,
+)
+from langchain_core.messages import AnyMessage
+from langchain_core.runnables import Runnable, RunnableConfig
+from langgraph.config import get_config
+from langgraph.runtime import Runtime
+from langgraph.types import Command, Overwrite
+
+from loop_agents.loop.controls.base import LoopControl, Outcome, Progress, overrides
+from loop_agents.loop.controls.budgets import Prices
+from loop_agents.loop.controls.selection import Selection
+from loop_agents.loop.evaluation import Evaluator
+from loop_agents.loop.feedback import DEFAULT_FEEDBACK_FORMAT, FeedbackFormat
+from loop_agents.loop.graph import check_max_iterations, check_name
+from loop_agents.loop.history.policies import HistoryPolicy
+from loop_agents.loop.middleware_state import (
+    DEFAULT_STATE_KEYS,
+    NO_MODEL_CALL,
+    AttemptMark,
+    LoopAgentState,
+    LoopAgentStateFull,
+    StateLayout,
+    agent_updates,
+    attempt_part,
+    attempt_view,
+    loop_output,
+    loop_view,
+)
+from loop_agents.loop.nodes import LoopNodes, OpenedTurn
+from loop_agents.loop.options import loop_controls
+from loop_agents.loop.state import LoopState
+from loop_agents.loop.steps import (
+    Call,
+    Program,
+    RetryPolicies,
+    arun,
+    measure_async,
+    measure_sync,
+    run,
+)
+from loop_agents.loop.tracing import iteration_config
+
+_APPENDED = frozenset({"messages", "feedback", "records", "attempt_states"})
+"""The `LoopState` keys whose reducers append (`_merged`)."""
+
+
+class LoopMiddleware(AgentMiddleware[LoopAgentState, Any, Any]):
+    """The loop of `create_loop_agent` inside ``create_agent``: judge, feed back, retry.
+
+    Add it to ``create_agent(..., middleware=[...])`` (or ``create_deep_agent``'s): each
+    time the agent would finish, ``evaluator`` judges its answer; while the evaluator is
+    not satisfied, its feedback becomes the next user turn (fenced as a review, tagged
+    ``name="loop_feedback"`` and ``additional_kwargs["lc_source"]``) and the model runs
+    again, at most ``max_iterations`` answers in all. Every evaluator and the options
+    below work as in `create_loop_agent`, by the same code.
+
+    The agent's output then has, beside its ``messages`` (ending with the loop's
+    answer: with ``select="best"``, a copy of the best one) and ``structured_response``
+    (the selected attempt's): ``loop_records`` (one `IterationRecord` per attempt, each
+    with its ``answer``), ``loop_stop_reason``, ``loop_iteration``, ``loop_feedback``,
+    ``loop_selected_iteration``, ``loop_selected_score`` and ``loop_init_messages``
+    (`loop_output` gives them under `create_loop_agent`'s names). It streams the loop
+    events on ``stream_mode="custom"``; each model call is a run named ``"iteration N:
+    agent"`` and each evaluation ``"iteration N: evaluator"``, with ``loop_iteration``
+    in their metadata. With a checkpointer on the agent, a run resumes after an error or
+    a kill (``invoke(None, config)``; exact with ``durability="sync"``).
+
+    Args:
+        evaluator: A sync or async function of `LoopContext` returning a
+            `LoopEvaluation`, or a ready-made evaluator (``llm_judge``, ``rule``, ...).
+            Its context's ``agent_state`` holds the agent's ``state_keys``
+            (``structured_response``, a deep agent's ``files`` and ``todos``).
+        max_iterations: The most answers the agent gives in one run (an int >= 1).
+        name: The loop's name in its events and traces.
+        select: ``"last"`` or ``"best"`` (see `create_loop_agent`).
+        patience: As `create_loop_agent`'s.
+        min_delta: As `create_loop_agent`'s.
+        token_budget: As `create_loop_agent`'s.
+        time_budget: As `create_loop_agent`'s.
+        request_budget: As `create_loop_agent`'s.
+        cost_budget: As `create_loop_agent`'s.
+        prices: As `create_loop_agent`'s.
+        history: What the model is sent in each attempt (`create_loop_agent`'s
+            ``history``); the agent's state keeps the whole conversation either way.
+        feedback_format: As `create_loop_agent`'s.
+        threshold: As `create_loop_agent`'s.
+        advisor: As `create_loop_agent`'s.
+        show_criteria: As `create_loop_agent`'s: the criteria message joins the
+            conversation when the loop starts.
+        criteria: As `create_loop_agent`'s.
+        evaluator_retry_policy: As `create_loop_agent`'s (each evaluation runs as a
+            LangGraph task with it).
+        evaluator_timeout: As `create_loop_agent`'s.
+        controls: Controls of your own (`loop_agents.loop.controls.LoopControl`); any
+            hook but ``around_agent`` (an attempt here is the agent's own steps).
+        state_keys: The agent-state keys that belong to an attempt: shown to the
+            evaluator, kept per iteration, and put back with the selected answer.
+        storage: ``"delta"`` (the default: the loop's lists are stored as LangGraph
+            delta channels, linear growth) or ``"full"`` (for a checkpointer that keeps
+            only the latest checkpoint).
+        candidates: Not available inside one agent (must stay 1).
+        candidate_temperature: Not available inside one agent.
+        on_agent_error: Not available inside one agent (must stay ``"raise"``).
+        agent_timeout: Not available inside one agent.
+        agent_retry_policy: Not available inside one agent.
+
+    Raises:
+        TypeError: an option of the wrong type, or an evaluator or control that is not
+            one.
+        ValueError: an option out of range, an option that cannot apply inside one
+            agent (it names ``create_loop_agent``, where it does), or a control that
+            wraps the agent call.
+
+    Example:
+        ```python
+        from langchain.agents import create_agent
+        from loop_agents import LoopMiddleware, llm_judge
+
+        judge = llm_judge("openai:gpt-5.4-mini", "Score 0-100: accurate, cited.", threshold=80)
+        agent = create_agent("openai:gpt-5.4-mini", tools, middleware=[LoopMiddleware(judge, 3)])
+        result = agent.invoke({"messages": [{"role": "user", "content": "..."}]})
+        print(result["loop_stop_reason"], [r["score"] for r in result["loop_records"]])
+        ```
+
+    """
+
+    state_schema = LoopAgentState
+
+    def __init__(
+        self,
+        evaluator: Evaluator,
+        max_iterations: int = 3,
+        *,
+        name: str = "loop_agent",
+        select: Selection = "last",
+        patience: int | None = None,
+        min_delta: float = 0.0,
+        token_budget: int | None = None,
+        time_budget: float | timedelta | None = None,
+        request_budget: int | None = None,
+        cost_budget: float | None = None,
+        prices: Prices | None = None,
+        history: HistoryPolicy = "full",
+        feedback_format: FeedbackFormat = DEFAULT_FEEDBACK_FORMAT,
+        threshold: float | None = None,
+        advisor: Runnable[Any, Any] | None = None,
+        show_criteria: bool = False,
+        criteria: str | None = None,
+        evaluator_retry_policy: RetryPolicies | None = None,
+        evaluator_timeout: float | timedelta | None = None,
+        controls: Sequence[LoopControl] = (),
+        state_keys: Sequence[str] = DEFAULT_STATE_KEYS,
+        storage: StateLayout = "delta",
+        candidates: int = 1,
+        candidate_temperature: float | Sequence[float] | None = None,
+        on_agent_error: str = "raise",
+        agent_timeout: float | timedelta | None = None,
+        agent_retry_policy: RetryPolicies | None = None,
+    ) -> None:
+        """Check every option and build the loop's controls (before any model call)."""
+        super().__init__()
+        _refuse_outside_options(
+            candidates=candidates,
+            candidate_temperature=candidate_temperature,
+            on_agent_error=on_agent_error,
+            agent_timeout=agent_timeout,
+            agent_retry_policy=agent_retry_policy,
+        )
+        cap = check_max_iterations(max_iterations)
+        parts = loop_controls(
+            evaluator,
+            evaluator_retry_policy=evaluator_retry_policy,
+            evaluator_timeout=evaluator_timeout,
+            select=select,
+            patience=patience,
+            min_delta=min_delta,
+            token_budget=token_budget,
+            time_budget=time_budget,
+            history=history,
+            feedback_format=feedback_format,
+            threshold=threshold,
+            advisor=advisor,
+            show_criteria=show_criteria,
+            criteria=criteria,
+            request_budget=request_budget,
+            cost_budget=cost_budget,
+            prices=prices,
+            controls=controls,
+        )
+        for part in parts:
+            if overrides(part, "around_agent"):
+                raise ValueError(
+                    f"control {part.describe()!r} acts around the agent call (around_agent), "
+                    f"which LoopMiddleware cannot wrap: inside create_agent an attempt is "
+                    f"the agent's own model and tool steps. Use create_loop_agent(agent, "
+                    f"evaluator, ..., controls=[...]) for it"
+                )
+        self.state_keys = _check_state_keys(state_keys)
+        if storage not in ("delta", "full"):
+            raise ValueError(
+                f"storage must be 'delta' (the loop's lists as delta channels) or 'full'; "
+                f"got {storage!r}"
+            )
+        if storage == "full":
+            self.state_schema = LoopAgentStateFull
+        self.nodes = LoopNodes(
+            _inside_the_agent,
+            evaluator,
+            cap,
+            name=check_name(name),
+            controls=[AgentStopped(), *parts],
+            node_retries=False,
+            keep_answers=True,
+        )
+        retries = self.nodes.retries
+        self._open_stepped = self.nodes.stepped["invoke_agent"]
+        self._close_stepped = (
+            self.nodes.stepped["evaluate"]
+            or self.nodes.stepped["invoke_agent"]
+            or (retries is not None and retries.retry_policy["evaluate"] is not None)
+        )
+        self._loop = self.nodes.report.loop
+
+    # -- before_agent: the loop opens -------------------------------------------------
+
+    def before_agent(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Open the loop: its request, the criteria message, what the model is sent."""
+        return run(self._opening(state), stepped=self._open_stepped)
+
+    async def abefore_agent(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Open the loop (async)."""
+        return await arun(self._opening(state), stepped=self._open_stepped)
+
+    def _opening(self, state: Mapping[str, Any]) -> Program[dict[str, Any]]:
+        view = loop_view(state, self.state_keys)
+        turn = yield from self.nodes.open_turn(view, get_config())
+        return self._opened(state, turn)
+
+    def _opened(self, state: Mapping[str, Any], turn: OpenedTurn) -> dict[str, Any]:
+        """The agent-state updates that open ``turn``'s attempt."""
+        updates = agent_updates(turn.updates, state, self.state_keys)
+        known = {m.id for m in turn.history}
+        conversation = [
+            *turn.history,
+            *(m for m in turn.updates.get("messages", []) if m.id not in known),
+        ]
+        mark: AttemptMark = {
+            "iteration": turn.iteration,
+            "after": conversation[-1].id if conversation else None,
+            "opened_at": _now(),
+            "sent": _sent(turn.messages, conversation),
+        }
+        if turn.shaping.requests:
+            mark["history"] = turn.shaping.stored()
+        updates["loop_iteration"] = turn.iteration
+        updates["loop_attempt"] = mark
+        updates["loop_model_calls"] = Overwrite({"calls": 0, "usage": {}})
+        return updates
+
+    # -- wrap_model_call: each model call of an attempt ---------------------------------
+
+    def wrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
+    ) -> ModelResponse[Any] | ExtendedModelResponse[Any]:
+        """Make the model call as ``"iteration N: agent"``, with what the history sends."""
+        mark = _mark_of(request)
+        if mark is None:
+            return handler(request)
+        request = _shaped(request, mark)
+        traced = self.nodes.report.traced(
+            "agent", lambda given, config: handler(given), _never_async
+        )
+        measured = measure_sync(
+            Call("agent", traced.invoke, traced.ainvoke, request, self._config(mark))
+        )
+        return _counted(measured.value, measured.usage.stored())
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
+    ) -> ModelResponse[Any] | ExtendedModelResponse[Any]:
+        """Make the model call as ``"iteration N: agent"`` (async)."""
+        mark = _mark_of(request)
+        if mark is None:
+            return await handler(request)
+        request = _shaped(request, mark)
+
+        async def call(given: ModelRequest[Any], config: RunnableConfig) -> ModelResponse[Any]:
+            return await handler(given)
+
+        traced = self.nodes.report.traced("agent", _never_sync, call)
+        measured = await measure_async(
+            Call("agent", traced.invoke, traced.ainvoke, request, self._config(mark))
+        )
+        return _counted(measured.value, measured.usage.stored())
+
+    def _config(self, mark: AttemptMark) -> RunnableConfig:
+        return iteration_config(
+            get_config(), loop=self._loop, iteration=mark["iteration"], role="agent"
+        )
+
+    # -- after_agent: the attempt is judged --------------------------------------------
+
+    @hook_config(can_jump_to=["model"])
+    def after_agent(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Judge the attempt; go back to the model with the feedback, or let it end."""
+        return run(self._closing(state), stepped=self._close_stepped)
+
+    @hook_config(can_jump_to=["model"])
+    async def aafter_agent(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Judge the attempt (async)."""
+        return await arun(self._closing(state), stepped=self._close_stepped)
+
+    def _closing(self, state: Mapping[str, Any]) -> Program[dict[str, Any] | None]:
+        mark: AttemptMark | None = state.get("loop_attempt")
+        if mark is None or state.get("loop_stop_reason") is not None:
+            return None  # no loop is open (the loop ended, or never opened)
+        config = get_config()
+        view = attempt_view(state, self.state_keys, mark)
+        updates = yield from self.nodes.evaluate(view, config)
+        out = agent_updates(updates, state, self.state_keys)
+        if updates.get("stop_reason") is not None:
+            return out
+        turn = yield from self.nodes.open_turn(_merged(view, updates), config)
+        for key, value in self._opened(state, turn).items():
+            out[key] = [*out[key], *value] if key == "messages" and key in out else value
+        out["jump_to"] = "model"
+        return out
+
+
+class AgentStopped(LoopControl):
+    """Ends the loop when the agent ended an attempt without calling the model.
+
+    Inside ``create_agent`` another middleware may end the agent's turn before its model
+    runs (``ModelCallLimitMiddleware``'s limit with ``exit_behavior="end"``): no answer
+    was given, and none can be, so the loop ends with ``stop_reason="agent_stopped"``
+    (the attempt is recorded with its ``error``; the loop's answer is chosen among the
+    answered ones) rather than asking the evaluator again and again.
+    """
+
+    name = "agent_stopped"
+
+    def after_verdict(self, outcome: Outcome) -> Outcome:
+        """Name the error of an attempt that made no model call."""
+        if outcome.selected is None and any(
+            j.attempt.error == NO_MODEL_CALL for j in outcome.judged
+        ):
+            outcome.error = NO_MODEL_CALL
+        return outcome
+
+    def stop_reason(self, progress: Progress) -> str | None:
+        """``"agent_stopped"`` after such an attempt."""
+        return "agent_stopped" if progress.latest.get("error") == NO_MODEL_CALL else None
+
+
+def _refuse_outside_options(**options: Any) -> None:
+    """Raise for an option that needs the agent call as one step (`create_loop_agent`)."""
+    defaults = {
+        "candidates": 1,
+        "candidate_temperature": None,
+        "on_agent_error": "raise",
+        "agent_timeout": None,
+        "agent_retry_policy": None,
+    }
+    why = {
+        "candidates": "calls the agent k times at once on the same messages",
+        "candidate_temperature": "sets the temperature of each of k candidates",
+        "on_agent_error": "turns a failed agent call into feedback",
+        "agent_timeout": "limits the agent call as one call",
+        "agent_retry_policy": "retries the agent call as one call",
+    }
+    for option, value in options.items():
+        if value != defaults[option]:
+            raise ValueError(
+                f"LoopMiddleware: {option}={value!r} cannot apply inside one agent: it "
+                f"{why[option]}, and inside create_agent an attempt is the agent's own "
+                f"model and tool steps. Use create_loop_agent(create_agent(...), evaluator, "
+                f"..., {option}=...) for it (or, for model calls, LangChain's "
+                f"ModelRetryMiddleware and the model's own timeout)"
+            )
+
+
+def _check_state_keys(keys: object) -> tuple[str, ...]:
+    if isinstance(keys, str) or not isinstance(keys, Sequence):
+        raise TypeError(
+            f"state_keys must be a list of state key names (e.g. ['structured_response', "
+            f"'files']); got {type(keys).__name__} {keys!r:.60}"
+        )
+    wrong = [k for k in keys if not isinstance(k, str) or not k]
+    if wrong:
+        raise TypeError(f"state_keys must hold non-empty strings; got {wrong[0]!r:.60}")
+    reserved = [k for k in keys if k == "messages" or k == "jump_to" or k.startswith("loop_")]
+    if reserved:
+        raise ValueError(
+            f"state_keys may not hold {reserved[0]!r}: 'messages' is the conversation, and "
+            f"'jump_to' and the 'loop_' keys are the agent's and the loop's bookkeeping"
+        )
+    return tuple(keys)
+
+
+def _inside_the_agent(messages: list[AnyMessage]) -> str:
+    raise RuntimeError("LoopMiddleware's attempts are the agent's own steps; nothing calls this")
+
+
+def _never_sync(given: Any, config: RunnableConfig) -> Any:
+    raise RuntimeError("an async model call was made synchronously")
+
+
+async def _never_async(given: Any, config: RunnableConfig) -> Any:
+    raise RuntimeError("a sync model call was made asynchronously")
+
+
+def _now() -> float:
+    return time.time()
+
+
+def _mark_of(request: ModelRequest[Any]) -> AttemptMark | None:
+    """The open attempt of the request's state (``None`` outside a loop)."""
+    return cast(AttemptMark | None, request.state.get("loop_attempt"))
+
+
+def _sent(
+    messages: Sequence[AnyMessage], conversation: Sequence[AnyMessage]
+) -> list[str | AnyMessage] | None:
+    """What the history policy chose, as ids where it took the conversation's messages.
+
+    ``None`` when it is the whole conversation (the model is then sent the agent's own).
+    """
+    if [m.id for m in messages] == [m.id for m in conversation]:
+        return None
+    known = {m.id for m in conversation if m.id is not None}
+    return [m.id if m.id in known and m.id is not None else m for m in messages]
+
+
+def _shaped(request: ModelRequest[Any], mark: AttemptMark) -> ModelRequest[Any]:
+    """The request with what the history policy chose, then the attempt's own messages."""
+    sent = mark.get("sent")
+    if sent is None:
+        return request
+    by_id = {m.id: m for m in request.messages if m.id is not None}
+    chosen = [
+        by_id[item] if isinstance(item, str) else item
+        for item in sent
+        if not isinstance(item, str) or item in by_id
+    ]
+    return request.override(messages=[*chosen, *attempt_part(request.messages, mark["after"])])
+
+
+def _counted(response: ModelResponse[Any], usage: dict[str, Any]) -> ExtendedModelResponse[Any]:
+    """The model's response, with its call counted into the attempt (``loop_model_calls``)."""
+    return ExtendedModelResponse(
+        model_response=response,
+        command=Command(update={"loop_model_calls": {"calls": 1, "usage": usage}}),
+    )
+
+
+def _merged(view: Mapping[str, Any], updates: Mapping[str, Any]) -> LoopState:
+    """The loop's state after ``updates`` (as the reducers would make it), for the next turn."""
+    state = dict(view)
+    for key, value in updates.items():
+        if isinstance(value, Overwrite):
+            state[key] = value.value
+        elif key in _APPENDED:
+            state[key] = [*(state.get(key) or []), *value]
+        elif key == "iteration":
+            state[key] = (state.get(key) or 0) + value
+        else:
+            state[key] = value
+    return cast(LoopState, state)
+
+
+__all__ = ["AgentStopped", "LoopMiddleware", "loop_output"]

@@ -1,0 +1,380 @@
+"""The loop's state inside a ``create_agent`` agent: its keys, and the view the nodes read.
+
+`LoopMiddleware` keeps the loop's bookkeeping in the agent's own state, under keys that
+start with ``loop_`` so that they never collide with the agent's (`LOOP_KEYS`): the
+public ones (`LoopAgentState`: ``loop_iteration``, ``loop_records``, ``loop_feedback``,
+``loop_stop_reason``, ``loop_selected_iteration``, ``loop_selected_score``,
+``loop_init_messages``) are in the agent's output, never in its input; the rest are
+private to the middleware (LangChain's ``PrivateStateAttr``). The append-only lists are
+LangGraph delta channels (each checkpoint stores its step's new items, so storage grows
+linearly), as `create_loop_agent` stores them (`loop_agents.loop.storage`).
+
+The loop's nodes (`loop_agents.loop.nodes.LoopNodes`) read and write a `LoopState`;
+`loop_view` builds that view from the agent's state, and `agent_updates` turns what
+the nodes return into updates of the agent's state. Nothing else is translated: the
+iteration is opened, judged, recorded and decided by the same code as in
+`create_loop_agent`. `loop_output` gives an agent's loop in the form of a loop's output
+(for code that reads both, as an eval or the command does).
+"""
+
+from __future__ import annotations
+
+import operator
+import time
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any, Literal, NotRequired
+
+from langchain.agents.middleware.types import AgentState, OmitFromInput, PrivateStateAttr
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langgraph.channels.delta import DeltaChannel
+from langgraph.managed import RemainingSteps
+from typing_extensions import TypedDict
+
+from loop_agents.loop.controls.base import Attempt
+from loop_agents.loop.outcomes import run_of
+from loop_agents.loop.state import IterationRecord, LoopState, StopReason
+from loop_agents.loop.storage import LISTS_SNAPSHOT_EVERY, extend_list
+from loop_agents.loop.usage import CallUsage
+
+LOOP_KEYS: dict[str, str] = {
+    "iteration": "loop_iteration",
+    "records": "loop_records",
+    "feedback": "loop_feedback",
+    "stop_reason": "loop_stop_reason",
+    "selected_iteration": "loop_selected_iteration",
+    "selected_score": "loop_selected_score",
+    "init_messages": "loop_init_messages",
+    "loop_init_ids": "loop_init_ids",
+    "started_at": "loop_started_at",
+    "attempt_states": "loop_attempt_states",
+    "history_memory": "loop_history_memory",
+}
+"""Each `LoopState` key the loop writes, and the agent-state key that holds it."""
+
+NOT_KEPT = frozenset({"stop", "last_response", "agent_run", "candidate_runs"})
+"""`LoopState` keys the agent's state does not hold: ``stop`` is the latest record's,
+``last_response`` the conversation's last AI message, and ``agent_run`` is measured anew
+for every attempt; ``candidate_runs`` never occur (one attempt at a time)."""
+
+DEFAULT_STATE_KEYS = ("structured_response", "files", "todos")
+"""The agent-state keys that belong to an attempt by default: ``create_agent``'s
+structured output, a deep agent's files and its plan."""
+
+NO_MODEL_CALL = (
+    "the agent ended its turn without calling the model (a middleware stopped it, e.g. "
+    "ModelCallLimitMiddleware's limit)"
+)
+"""The error of an attempt that made no model call; it ends the loop."""
+
+
+class AttemptMark(TypedDict):
+    """Where the current attempt starts: what the hooks between its model calls need.
+
+    Attributes:
+        iteration: The attempt's iteration.
+        after: The id of the last message before the attempt's own (the request or
+            the feedback); ``None`` for an empty conversation.
+        opened_at: When the attempt was opened (seconds since the epoch).
+        sent: What the history policy chose to send, when it is not the whole
+            conversation: a message id (a message of the conversation) or a message (one
+            of the policy's own, e.g. a summary); ``None``: the whole conversation.
+        history: The stored usage of the history policy's model calls, if any.
+
+    """
+
+    iteration: int
+    after: str | None
+    opened_at: float
+    sent: list[str | AnyMessage] | None
+    history: NotRequired[dict[str, Any]]
+
+
+class ModelCalls(TypedDict):
+    """The attempt's model calls so far (each ``wrap_model_call`` adds one)."""
+
+    calls: int
+    usage: dict[str, Any]
+
+
+def add_model_calls(left: ModelCalls | None, right: ModelCalls | None) -> ModelCalls:
+    """The reducer of ``loop_model_calls``: calls and usage added up.
+
+    Example:
+        ```python
+        one = {"calls": 1, "usage": CallUsage(10, 2, 1).stored()}
+        assert add_model_calls(one, one)["calls"] == 2
+        ```
+
+    """
+    if not left:
+        return right or {"calls": 0, "usage": {}}
+    if not right:
+        return left
+    usage = CallUsage.of_stored(left["usage"]) + CallUsage.of_stored(right["usage"])
+    return {"calls": left["calls"] + right["calls"], "usage": usage.stored()}
+
+
+_STEPS_LEFT = RemainingSteps.__metadata__[0]  # type: ignore[attr-defined]
+"""LangGraph's managed value of the steps left. LangGraph reads a reducer, a channel or a
+managed value from the *last* ``Annotated`` item, so LangChain's schema markers go first."""
+
+
+class LoopAgentState(AgentState[Any]):
+    """The loop's keys in a ``create_agent`` agent's state (`LoopMiddleware`'s schema).
+
+    Attributes:
+        loop_iteration: The current loop's iteration (1 for its first attempt).
+        loop_init_messages: The current loop's request (the messages it started from).
+        loop_records: One `IterationRecord` per iteration of the current loop, each with
+            its ``answer`` (a middleware may rewrite the conversation, e.g. a summary).
+        loop_feedback: Every evaluation's feedback in the current loop, oldest first.
+        loop_stop_reason: Why the loop ended; ``None`` while it runs.
+        loop_selected_iteration: The iteration whose answer is the loop's answer.
+        loop_selected_score: That iteration's score.
+
+    The keys below are private (not in the agent's input or output; in
+    ``get_state(config).values``): the request's ids (``loop_init_ids``),
+    the loop's start (``loop_started_at``), each iteration's agent state for selection
+    (``loop_attempt_states``), the history policy's memory, the current attempt
+    (``loop_attempt``, an `AttemptMark`), its model calls (``loop_model_calls``) and the
+    steps left under the recursion limit.
+
+    """
+
+    loop_iteration: NotRequired[Annotated[int, OmitFromInput]]
+    loop_records: NotRequired[
+        Annotated[
+            list[IterationRecord],
+            OmitFromInput,
+            DeltaChannel(extend_list, snapshot_frequency=LISTS_SNAPSHOT_EVERY),
+        ]
+    ]
+    loop_feedback: NotRequired[
+        Annotated[
+            list[str],
+            OmitFromInput,
+            DeltaChannel(extend_list, snapshot_frequency=LISTS_SNAPSHOT_EVERY),
+        ]
+    ]
+    loop_stop_reason: NotRequired[Annotated[StopReason | None, OmitFromInput]]
+    loop_selected_iteration: NotRequired[Annotated[int | None, OmitFromInput]]
+    loop_selected_score: NotRequired[Annotated[float | None, OmitFromInput]]
+    loop_init_messages: NotRequired[Annotated[list[AnyMessage], OmitFromInput]]
+    loop_init_ids: NotRequired[Annotated[list[str], PrivateStateAttr]]
+    loop_started_at: NotRequired[Annotated[float, PrivateStateAttr]]
+    loop_attempt_states: NotRequired[
+        Annotated[
+            list[dict[str, Any]],
+            PrivateStateAttr,
+            DeltaChannel(extend_list, snapshot_frequency=LISTS_SNAPSHOT_EVERY),
+        ]
+    ]
+    loop_history_memory: NotRequired[Annotated[dict[str, Any] | None, PrivateStateAttr]]
+    loop_attempt: NotRequired[Annotated[AttemptMark, PrivateStateAttr]]
+    loop_model_calls: NotRequired[Annotated[ModelCalls, PrivateStateAttr, add_model_calls]]
+    loop_remaining_steps: NotRequired[Annotated[int, PrivateStateAttr, _STEPS_LEFT]]
+
+
+class LoopAgentStateFull(AgentState[Any]):
+    """`LoopAgentState` with its lists stored whole in every checkpoint (``storage="full"``)."""
+
+    loop_iteration: NotRequired[Annotated[int, OmitFromInput]]
+    loop_records: NotRequired[Annotated[list[IterationRecord], OmitFromInput, operator.add]]
+    loop_feedback: NotRequired[Annotated[list[str], OmitFromInput, operator.add]]
+    loop_stop_reason: NotRequired[Annotated[StopReason | None, OmitFromInput]]
+    loop_selected_iteration: NotRequired[Annotated[int | None, OmitFromInput]]
+    loop_selected_score: NotRequired[Annotated[float | None, OmitFromInput]]
+    loop_init_messages: NotRequired[Annotated[list[AnyMessage], OmitFromInput]]
+    loop_init_ids: NotRequired[Annotated[list[str], PrivateStateAttr]]
+    loop_started_at: NotRequired[Annotated[float, PrivateStateAttr]]
+    loop_attempt_states: NotRequired[
+        Annotated[list[dict[str, Any]], PrivateStateAttr, operator.add]
+    ]
+    loop_history_memory: NotRequired[Annotated[dict[str, Any] | None, PrivateStateAttr]]
+    loop_attempt: NotRequired[Annotated[AttemptMark, PrivateStateAttr]]
+    loop_model_calls: NotRequired[Annotated[ModelCalls, PrivateStateAttr, add_model_calls]]
+    loop_remaining_steps: NotRequired[Annotated[int, PrivateStateAttr, _STEPS_LEFT]]
+
+
+StateLayout = Literal["delta", "full"]
+"""How the loop's lists are stored in the agent's checkpoints (``storage=``)."""
+
+
+# -- the view the loop's nodes read ---------------------------------------------------
+
+
+def last_answer(messages: Sequence[AnyMessage]) -> AIMessage | None:
+    """The conversation's last AI message, if any."""
+    for message in reversed(messages):
+        if isinstance(message, AIMessage):
+            return message
+    return None
+
+
+def attempt_part(messages: Sequence[AnyMessage], after: str | None) -> list[AnyMessage]:
+    """The messages of the current attempt: those after the message with id ``after``.
+
+    When that message is gone (a middleware rewrote the conversation, as a summary
+    does), the attempt's messages are those after the last user message.
+    """
+    if after is not None:
+        for index in range(len(messages) - 1, -1, -1):
+            if messages[index].id == after:
+                return list(messages[index + 1 :])
+    for index in range(len(messages) - 1, -1, -1):
+        if isinstance(messages[index], HumanMessage):
+            return list(messages[index + 1 :])
+    return list(messages)
+
+
+def agent_state_of(state: Mapping[str, Any], keys: Sequence[str]) -> dict[str, Any]:
+    """The attempt's part of the agent's state: ``keys`` that hold a value."""
+    return {key: state[key] for key in keys if state.get(key) is not None}
+
+
+def loop_view(state: Mapping[str, Any], keys: Sequence[str]) -> LoopState:
+    """The `LoopState` the loop's nodes read, from the agent's state.
+
+    Without an open attempt (``loop_attempt``) it is the state before an iteration
+    opens; with one, it holds the attempt as ``invoke_agent`` leaves it: its answer
+    (``last_response``) and what it took (``agent_run``: seconds since it was opened,
+    its model calls, the tokens its answers report).
+    """
+    messages = list(state.get("messages") or [])
+    view: dict[str, Any] = {
+        "messages": messages,
+        "iteration": state.get("loop_iteration") or 0,
+        "last_response": last_answer(messages),
+        "agent_state": agent_state_of(state, keys),
+    }
+    for loop_key, agent_key in LOOP_KEYS.items():
+        if loop_key != "iteration" and agent_key in state:
+            view[loop_key] = state[agent_key]
+    steps = state.get("loop_remaining_steps")
+    if isinstance(steps, int):
+        view["remaining_steps"] = steps
+    return view  # type: ignore[return-value]
+
+
+def attempt_view(state: Mapping[str, Any], keys: Sequence[str], mark: AttemptMark) -> LoopState:
+    """`loop_view` with the open attempt in it, as ``evaluate`` reads it.
+
+    An attempt that made no model call (a middleware ended the agent's turn first) is a
+    failed attempt with the error `NO_MODEL_CALL`.
+    """
+    view: dict[str, Any] = dict(loop_view(state, keys))
+    produced = attempt_part(view["messages"], mark["after"])
+    calls = state.get("loop_model_calls") or {"calls": 0, "usage": {}}
+    answered = calls["calls"] > 0 and any(isinstance(m, AIMessage) for m in produced)
+    attempt = Attempt(
+        produced if answered else None,
+        None if answered else NO_MODEL_CALL,
+        view["agent_state"],
+        max(0.0, time.time() - mark["opened_at"]),
+        CallUsage.of_stored(calls["usage"]),
+    )
+    view["agent_run"] = run_of(attempt, CallUsage.of_stored(mark.get("history") or {}))
+    view["last_response"] = attempt.answer
+    return view  # type: ignore[return-value]
+
+
+# -- the nodes' updates, as updates of the agent's state ---------------------------------
+
+
+def agent_updates(
+    updates: Mapping[str, Any], state: Mapping[str, Any], keys: Sequence[str]
+) -> dict[str, Any]:
+    """The agent-state updates for the `LoopState` ``updates`` a node program returned.
+
+    ``iteration`` is left to the hook that opens the iteration (it knows its number); a
+    selected iteration's agent state (``agent_state``) is written back to the agent's
+    keys (see `restored`).
+
+    Raises:
+        KeyError: ``updates`` hold a key the agent's state has no place for (a key added
+            to the loop's state must be added to `LOOP_KEYS`).
+
+    """
+    out: dict[str, Any] = {}
+    for key, value in updates.items():
+        if key in NOT_KEPT:
+            continue
+        if key == "messages":
+            out["messages"] = list(value)
+        elif key == "agent_state":
+            out.update(restored(value, state, keys))
+        elif key == "iteration":
+            continue  # the opening hook sets ``loop_iteration`` to the turn's number
+        elif key in LOOP_KEYS:
+            out[LOOP_KEYS[key]] = value
+        else:
+            raise KeyError(
+                f"the loop wrote the state key {key!r}, which LoopMiddleware does not keep; "
+                f"add it to loop_agents.loop.middleware_state.LOOP_KEYS"
+            )
+    return out
+
+
+def restored(
+    selected: Mapping[str, Any], state: Mapping[str, Any], keys: Sequence[str]
+) -> dict[str, Any]:
+    """Updates that put the selected attempt's agent state back in the agent's ``keys``.
+
+    A key the selected attempt had no value for is cleared (``None``). A dict-valued key
+    is written entry by entry, with ``None`` for the entries the selected attempt did
+    not have: a deep agent's ``files`` channel deletes a file so.
+    """
+    out: dict[str, Any] = {}
+    for key in keys:
+        current = state.get(key)
+        chosen = selected.get(key)
+        if isinstance(current, dict) and (chosen is None or isinstance(chosen, dict)):
+            chosen = dict(chosen or {})
+            out[key] = {**{name: None for name in current if name not in chosen}, **chosen}
+        elif chosen is not None or current is not None:
+            out[key] = chosen
+    return out
+
+
+def loop_output(
+    values: Mapping[str, Any], *, state_keys: Sequence[str] = DEFAULT_STATE_KEYS
+) -> dict[str, Any]:
+    """A loop's output in `create_loop_agent`'s form, whichever way the loop ran.
+
+    Given a ``LoopMiddleware`` agent's output or state (``loop_`` keys), the same keys
+    as a loop's output: ``records``, ``stop_reason``, ``iteration``, ``feedback``,
+    ``selected_iteration``, ``selected_score``, ``init_messages``, ``messages``,
+    ``last_response`` (the conversation's last AI message), ``stop`` (the latest
+    record's) and, when the agent has any, ``agent_state`` (its ``state_keys``). While
+    the loop runs, ``iteration`` counts the judged attempts. Anything else (a loop's own
+    output) is returned as it is, so code that reads loops' results (an eval, the
+    command) takes both.
+
+    Example:
+        ```python
+        result = loop_output(agent.invoke({"messages": [request]}))
+        print(result["stop_reason"], [r["score"] for r in result["records"]])
+        ```
+
+    """
+    if "loop_records" not in values and "loop_iteration" not in values:
+        return dict(values)
+    messages = list(values.get("messages") or [])
+    records = list(values.get("loop_records") or [])
+    reason = values.get("loop_stop_reason")
+    output: dict[str, Any] = {
+        "messages": messages,
+        "init_messages": list(values.get("loop_init_messages") or []),
+        "iteration": (values.get("loop_iteration") or 0) if reason else len(records),
+        "last_response": last_answer(messages),
+        "stop": bool(records[-1]["stop"]) if records else False,
+        "feedback": list(values.get("loop_feedback") or []),
+        "stop_reason": reason,
+        "records": records,
+        "selected_iteration": values.get("loop_selected_iteration"),
+        "selected_score": values.get("loop_selected_score"),
+    }
+    attempt_state = agent_state_of(values, state_keys)
+    if attempt_state:
+        output["agent_state"] = attempt_state
+    return output

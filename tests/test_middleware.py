@@ -1,0 +1,401 @@
+"""LoopMiddleware: the loop inside create_agent, run by the same code as create_loop_agent.
+
+Fake tool-calling chat models (tests/fakes.py); no network.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from langchain.agents import create_agent
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    HumanMessage,
+    ToolMessage,
+    get_notification_metadata,
+)
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import RetryPolicy
+from pydantic import BaseModel
+
+from loop_agents import LoopContext, LoopControl, LoopEvaluation, LoopMiddleware, create_loop_agent
+from loop_agents.loop.controls.base import AgentCall
+from loop_agents.loop.events import is_loop_event
+from loop_agents.loop.feedback import feedback_text, is_feedback
+from loop_agents.loop.records import selected_iteration_of
+from loop_agents.loop.tracing import iteration_of, role_of
+from tests.durable_helpers import REQUEST, Boom, CountingEvaluator, thread
+from tests.fakes import FakeChat, review, texts
+
+TIMING = {"agent_seconds", "evaluation_seconds", "answer", "answer_id"}
+
+
+def looped(model: Any, evaluator: Any, max_iterations: int = 5, **options: Any) -> Any:
+    """``create_agent(model)`` with a LoopMiddleware."""
+    tools = options.pop("tools", ())
+    agent_options = {k: options.pop(k) for k in ("checkpointer", "response_format") if k in options}
+    middleware = [LoopMiddleware(evaluator, max_iterations, **options)]
+    return create_agent(model, list(tools), middleware=middleware, **agent_options)
+
+
+def comparable(records: list[Any]) -> list[dict[str, Any]]:
+    return [{k: v for k, v in r.items() if k not in TIMING} for r in records]
+
+
+# -- the same loop ------------------------------------------------------------------------
+
+
+def test_the_middleware_runs_the_same_loop_as_create_loop_agent():
+    outer_model, inner_model = FakeChat.of("a", "b", "c"), FakeChat.of("a", "b", "c")
+    outer = create_loop_agent(create_agent(outer_model), CountingEvaluator(accept_at=3), 5)
+    inner = looped(inner_model, CountingEvaluator(accept_at=3), 5)
+    expected = outer.invoke({"messages": [REQUEST]})
+    result = inner.invoke({"messages": [REQUEST]})
+    assert texts(result["messages"]) == texts(expected["messages"])
+    assert [texts(call) for call in inner_model.calls] == [texts(c) for c in outer_model.calls]
+    assert comparable(result["loop_records"]) == comparable(expected["records"])
+    assert result["loop_feedback"] == expected["feedback"]
+    assert result["loop_stop_reason"] == expected["stop_reason"] == "accepted"
+    assert result["loop_iteration"] == expected["iteration"] == 3
+    assert result["loop_selected_iteration"] == expected["selected_iteration"] == 3
+    assert result["loop_selected_score"] == expected["selected_score"] == 3.0
+    # every record keeps its answer: the agent's conversation may be rewritten later
+    assert [r["answer"].text for r in result["loop_records"]] == ["a", "b", "c"]
+
+
+async def test_the_async_path_gives_the_same_conversation_and_records():
+    model = FakeChat.of("a", "b", "c")
+    agent = looped(model, CountingEvaluator(accept_at=2), 5)
+    result = await agent.ainvoke({"messages": [REQUEST]})
+    assert texts(result["messages"]) == [
+        ("human", REQUEST.text),
+        ("ai", "a"),
+        ("human", review("feedback 1", 1)),
+        ("ai", "b"),
+    ]
+    assert [r["stop"] for r in result["loop_records"]] == [False, True]
+    assert result["loop_stop_reason"] == "accepted"
+
+
+def test_feedback_is_a_fenced_user_turn_tagged_as_langchain_tags_injected_messages():
+    result = looped(FakeChat.of("a", "b"), CountingEvaluator(accept_at=2)).invoke(
+        {"messages": [REQUEST]}
+    )
+    feedback = [m for m in result["messages"] if is_feedback(m)]
+    assert len(feedback) == 1
+    message = feedback[0]
+    assert isinstance(message, HumanMessage)
+    assert message.name == "loop_feedback"
+    assert get_notification_metadata(message) == {"source": "loop_feedback"}
+    assert "```review\nfeedback 1\n```" in message.text
+    assert feedback_text(message) == "feedback 1"
+
+
+def test_the_cap_ends_the_loop_and_the_output_has_only_the_public_loop_keys():
+    evaluator = CountingEvaluator(accept_at=99)
+    result = looped(FakeChat.of("a", "b", "c"), evaluator, 2).invoke({"messages": [REQUEST]})
+    assert result["loop_stop_reason"] == "max_iterations"
+    assert evaluator.calls == [1, 2]
+    assert [m.text for m in result["messages"] if m.type == "ai"] == ["a", "b"]
+    assert {k for k in result if k.startswith("loop_")} == {
+        "loop_iteration",
+        "loop_init_messages",
+        "loop_records",
+        "loop_feedback",
+        "loop_stop_reason",
+        "loop_selected_iteration",
+        "loop_selected_score",
+    }
+
+
+def test_the_loop_keys_are_not_part_of_the_agent_s_input():
+    agent = looped(FakeChat.of("a"), CountingEvaluator(accept_at=1))
+    inputs = set(agent.get_input_jsonschema()["properties"])
+    outputs = set(agent.get_output_jsonschema()["properties"])
+    assert not any(key.startswith("loop_") for key in inputs)
+    assert {"loop_records", "loop_stop_reason", "loop_selected_iteration"} <= outputs
+    assert "loop_attempt" not in outputs
+
+
+def test_a_second_run_on_the_thread_starts_a_new_loop_on_the_same_conversation():
+    evaluator = CountingEvaluator(accept_at=2)
+    agent = looped(FakeChat.of("a", "b", "c", "d"), evaluator, checkpointer=InMemorySaver())
+    agent.invoke({"messages": [REQUEST]}, thread("t"))
+    evaluator.accept_at = 1
+    second = agent.invoke({"messages": [HumanMessage("And one about snow.")]}, thread("t"))
+    assert second["loop_iteration"] == 1
+    assert [r["iteration"] for r in second["loop_records"]] == [1]
+    assert second["loop_feedback"] == [""]
+    assert [m.text for m in second["messages"] if m.type == "ai"] == ["a", "b", "c"]
+
+
+# -- tools, structured output, select="best" ------------------------------------------------
+
+
+@tool
+def word_count(text: str) -> int:
+    """Count the words of a text."""
+    return len(text.split())
+
+
+def drafter(messages: list[AnyMessage]) -> AIMessage:
+    """Counts its draft's words with the tool, then answers; revises after feedback."""
+    if isinstance(messages[-1], ToolMessage):
+        return AIMessage(f"draft {sum(1 for m in messages if is_feedback(m)) + 1}")
+    call = {"name": "word_count", "args": {"text": "rain on the roof"}, "id": "c"}
+    return AIMessage("", tool_calls=[{**call, "id": f"c{len(messages)}"}])
+
+
+def test_an_attempt_with_tool_calls_is_judged_on_its_final_answer():
+    seen: list[tuple[str, int]] = []
+
+    def evaluate(context: LoopContext) -> LoopEvaluation:
+        tool_results = [m for m in context["messages"] if isinstance(m, ToolMessage)]
+        seen.append((context["last_response"].text, len(tool_results)))
+        if context["iteration"] == 2:
+            return {"stop": True}
+        return {"stop": False, "feedback": "Shorter."}
+
+    model = FakeChat.of(drafter)
+    result = looped(model, evaluate, tools=[word_count]).invoke({"messages": [REQUEST]})
+    assert seen == [("draft 1", 1), ("draft 2", 2)]
+    assert [r["answer"].text for r in result["loop_records"]] == ["draft 1", "draft 2"]
+    # the second attempt's model calls saw the first attempt, its tool traffic and the review
+    assert texts(model.calls[2])[:4] == [
+        ("human", REQUEST.text),
+        ("ai", ""),
+        ("tool", "4"),
+        ("ai", "draft 1"),
+    ]
+    assert result["loop_records"][0]["requests"] == 2  # two model calls in the attempt
+
+
+class Haiku(BaseModel):
+    title: str
+    lines: list[str]
+
+
+def haiku_writer(messages: list[AnyMessage]) -> AIMessage:
+    attempt = sum(1 for m in messages if is_feedback(m)) + 1
+    args = {"title": f"take {attempt}", "lines": ["rain"] * attempt}
+    return AIMessage("", tool_calls=[{"name": "Haiku", "args": args, "id": f"h{attempt}"}])
+
+
+def test_with_response_format_the_evaluator_sees_it_and_best_restores_it():
+    shown: list[Any] = []
+
+    def evaluate(context: LoopContext) -> LoopEvaluation:
+        haiku = context["agent_state"]["structured_response"]
+        shown.append(haiku)
+        score = {1: 40.0, 2: 90.0, 3: 60.0}[context["iteration"]]
+        return {"stop": False, "score": score, "feedback": "Again."}
+
+    agent = looped(FakeChat.of(haiku_writer), evaluate, 3, select="best", response_format=Haiku)
+    result = agent.invoke({"messages": [REQUEST]})
+    assert [h.title for h in shown] == ["take 1", "take 2", "take 3"]
+    assert isinstance(shown[0], Haiku)
+    assert result["loop_stop_reason"] == "max_iterations"
+    assert result["loop_selected_iteration"] == 2
+    assert result["structured_response"] == Haiku(title="take 2", lines=["rain", "rain"])
+    final = result["messages"][-1]
+    assert selected_iteration_of(final) == 2
+    assert final.tool_calls[0]["args"]["title"] == "take 2"
+
+
+def test_select_best_ends_the_conversation_with_a_copy_of_the_best_answer():
+    def evaluate(context: LoopContext) -> LoopEvaluation:
+        score = {1: 70.0, 2: 95.0, 3: 80.0}[context["iteration"]]
+        return {"stop": False, "score": score, "feedback": "Better."}
+
+    result = looped(FakeChat.of("a", "b", "c"), evaluate, 3, select="best").invoke(
+        {"messages": [REQUEST]}
+    )
+    assert [m.text for m in result["messages"] if m.type == "ai"] == ["a", "b", "c", "b"]
+    assert selected_iteration_of(result["messages"][-1]) == 2
+    assert (result["loop_selected_iteration"], result["loop_selected_score"]) == (2, 95.0)
+
+
+# -- observable ------------------------------------------------------------------------------
+
+
+class RunNames(BaseCallbackHandler):
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def on_chain_start(self, serialized: Any, inputs: Any, **kwargs: Any) -> None:
+        name = kwargs.get("name")
+        if isinstance(name, str) and name.startswith("iteration"):
+            self.names.append(name)
+
+
+def test_loop_events_tokens_and_run_names_say_the_iteration():
+    agent = looped(FakeChat.of("first draft", "second draft"), CountingEvaluator(accept_at=2))
+    names = RunNames()
+    events: list[dict[str, Any]] = []
+    tokens: list[tuple[int | None, str | None, str]] = []
+    for mode, payload in agent.stream(
+        {"messages": [REQUEST]}, {"callbacks": [names]}, stream_mode=["custom", "messages"]
+    ):
+        if mode == "custom" and is_loop_event(payload):
+            events.append(payload)
+        elif mode == "messages":
+            token, metadata = payload
+            tokens.append((iteration_of(metadata), role_of(metadata), token.text))
+    assert [e["type"] for e in events] == [
+        "iteration_started",
+        "evaluation_finished",
+        "iteration_started",
+        "evaluation_finished",
+        "loop_finished",
+    ]
+    assert events[-1]["stop_reason"] == "accepted"
+    assert events[-1]["answer"] == "second draft"
+    agent_tokens = [(i, text) for i, role, text in tokens if role == "agent" and text]
+    assert "".join(t for i, t in agent_tokens if i == 1) == "first draft"
+    assert "".join(t for i, t in agent_tokens if i == 2) == "second draft"
+    assert names.names == [
+        "iteration 1: agent",
+        "iteration 1: evaluator",
+        "iteration 2: agent",
+        "iteration 2: evaluator",
+    ]
+
+
+# -- durable ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("call", ["invoke", "ainvoke"])
+async def test_a_failed_evaluation_resumes_without_repeating_any_agent_call(call):
+    model = FakeChat.of("a", "b", "c")
+    evaluator = CountingEvaluator(accept_at=3, fail_at=2)
+    agent = looped(model, evaluator, checkpointer=InMemorySaver())
+
+    async def run(request: Any) -> Any:
+        if call == "ainvoke":
+            return await agent.ainvoke(request, thread("r"))
+        return agent.invoke(request, thread("r"))
+
+    with pytest.raises(Boom, match="evaluator failed at iteration 2"):
+        await run({"messages": [REQUEST]})
+    assert len(model.calls) == 2
+    result = await run(None)
+    assert result["loop_stop_reason"] == "accepted"
+    assert len(model.calls) == 3  # a, b, then c: no answer made twice
+    assert evaluator.calls == [1, 2, 2, 3]  # the evaluation that failed ran again
+    assert [m.text for m in result["messages"] if m.type == "ai"] == ["a", "b", "c"]
+
+
+# -- what cannot apply inside one agent -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("candidates", 3),
+        ("candidate_temperature", 0.7),
+        ("on_agent_error", "feedback"),
+        ("agent_timeout", 30),
+        ("agent_retry_policy", RetryPolicy()),
+    ],
+)
+def test_options_that_need_the_agent_call_as_one_step_are_refused_at_construction(option, value):
+    with pytest.raises(ValueError, match=rf"{option}=.*create_loop_agent") as error:
+        LoopMiddleware(CountingEvaluator(accept_at=1), 3, **{option: value})
+    assert "inside one agent" in str(error.value)
+
+
+class Wrapper(LoopControl):
+    name = "wrapper"
+
+    def around_agent(self, call: AgentCall) -> Any:
+        attempt = yield call
+        return attempt
+
+
+def test_a_control_around_the_agent_call_is_refused_by_name():
+    with pytest.raises(ValueError, match="control 'wrapper' acts around the agent call"):
+        LoopMiddleware(CountingEvaluator(accept_at=1), controls=[Wrapper()])
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "match"),
+    [
+        ({"max_iterations": 0}, ValueError, "max_iterations must be >= 1"),
+        ({"max_iterations": "3"}, TypeError, "max_iterations must be an int"),
+        ({"select": "first"}, ValueError, "select must be 'last'"),
+        ({"state_keys": "files"}, TypeError, "state_keys must be a list"),
+        ({"state_keys": ["loop_records"]}, ValueError, "state_keys may not hold 'loop_records'"),
+        ({"storage": "shallow"}, ValueError, "storage must be 'delta'"),
+        ({"name": ""}, TypeError, "name must be a non-empty string"),
+        ({"cost_budget": 1.0}, ValueError, "cost_budget needs prices"),
+        ({"controls": [object()]}, TypeError, "controls must hold LoopControl"),
+    ],
+)
+def test_bad_options_are_refused_before_any_model_call(options, error, match):
+    with pytest.raises(error, match=match):
+        LoopMiddleware(CountingEvaluator(accept_at=1), **options)
+
+
+def test_an_evaluator_that_is_not_one_is_refused():
+    with pytest.raises(TypeError, match="evaluator must be a function"):
+        LoopMiddleware("judge")  # type: ignore[arg-type]
+
+
+def test_loop_output_gives_an_agent_s_loop_in_the_loop_s_own_form():
+    from loop_agents.loop.middleware import loop_output
+
+    outer = create_loop_agent(create_agent(FakeChat.of("a", "b")), CountingEvaluator(2), 5)
+    expected = outer.invoke({"messages": [REQUEST]})
+    agent = looped(FakeChat.of("a", "b"), CountingEvaluator(accept_at=2), 5)
+    result = loop_output(agent.invoke({"messages": [REQUEST]}))
+    assert set(result) == set(expected)
+    for key in ("iteration", "stop", "feedback", "stop_reason", "selected_iteration"):
+        assert result[key] == expected[key], key
+    assert comparable(result["records"]) == comparable(expected["records"])
+    assert result["last_response"].text == expected["last_response"].text == "b"
+    assert texts(result["init_messages"]) == texts(expected["init_messages"])
+    assert loop_output(expected) == dict(expected)  # a loop's own output is left as it is
+
+
+def test_a_low_recursion_limit_ends_the_loop_cleanly_instead_of_raising():
+    evaluator = CountingEvaluator(accept_at=99)
+    agent = looped(FakeChat.of("a"), evaluator, 10)
+    result = agent.invoke({"messages": [REQUEST]}, {"recursion_limit": 8})
+    assert result["loop_stop_reason"] == "recursion_limit"
+    assert evaluator.calls == [1, 2, 3]
+
+
+def test_an_input_cannot_preset_the_loop_s_state():
+    evaluator = CountingEvaluator(accept_at=2)
+    agent = looped(FakeChat.of("a", "b"), evaluator)
+    forged = {
+        "messages": [REQUEST],
+        "loop_stop_reason": "accepted",
+        "loop_iteration": 99,
+        "loop_records": [{"iteration": 1, "stop": True}],
+        "loop_attempt": {"iteration": 7, "after": None, "opened_at": 0.0, "sent": []},
+    }
+    result = agent.invoke(forged)
+    assert result["loop_stop_reason"] == "accepted"
+    assert evaluator.calls == [1, 2]
+    assert [r["iteration"] for r in result["loop_records"]] == [1, 2]
+
+
+def test_an_invalid_verdict_names_the_evaluator_and_keeps_what_was_judged():
+    from loop_agents import InvalidEvaluationError
+
+    def sloppy(context: LoopContext) -> Any:
+        if context["iteration"] == 1:
+            return {"stop": False, "feedback": "Again."}
+        return {"stop": "yes"}
+
+    agent = looped(FakeChat.of("a", "b"), sloppy, checkpointer=InMemorySaver())
+    with pytest.raises(InvalidEvaluationError, match="evaluator 'sloppy' at iteration 2"):
+        agent.invoke({"messages": [REQUEST]}, thread("bad"))
+    values = agent.get_state(thread("bad")).values
+    assert [r["iteration"] for r in values["loop_records"]] == [1]
+    assert values["loop_stop_reason"] is None

@@ -1,0 +1,240 @@
+"""LoopMiddleware beside LangChain's own middleware, and inside a deep agent.
+
+Each neighbour is tested in both orders of the ``middleware`` list where the order can
+matter (which hook runs first, which ``wrap_model_call`` is outermost). Fake models.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from langchain.agents import create_agent
+from langchain.agents.middleware import (
+    HumanInTheLoopMiddleware,
+    ModelCallLimitMiddleware,
+    SummarizationMiddleware,
+    TodoListMiddleware,
+)
+from langchain.agents.middleware.model_call_limit import ModelCallLimitExceededError
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command
+
+from loop_agents import LoopContext, LoopEvaluation, LoopMiddleware, all_of, todos_complete
+from loop_agents.loop.feedback import is_feedback
+from loop_agents.loop.records import selected_iteration_of
+from tests.durable_helpers import REQUEST, CountingEvaluator, thread
+from tests.fakes import FakeChat
+
+
+def in_order(loop: Any, other: Any, order: str) -> list[Any]:
+    return [loop, other] if order == "loop_first" else [other, loop]
+
+
+ORDERS = ["loop_first", "loop_last"]
+
+
+# -- SummarizationMiddleware ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("call", ["invoke", "ainvoke"])
+@pytest.mark.parametrize("order", ORDERS)
+async def test_beside_summarization_the_records_keep_the_answers_it_summarized_away(order, call):
+    def evaluate(context: LoopContext) -> LoopEvaluation:
+        score = {1: 90.0, 2: 20.0, 3: 30.0}[context["iteration"]]
+        return {"stop": False, "score": score, "feedback": f"feedback {context['iteration']}"}
+
+    summary = SummarizationMiddleware(
+        FakeChat.of("SUMMARY"), trigger=("messages", 5), keep=("messages", 2)
+    )
+    loop = LoopMiddleware(evaluate, 3, select="best")
+    model = FakeChat.of("first", "second", "third")
+    agent = create_agent(model, middleware=in_order(loop, summary, order))
+    request = {"messages": [REQUEST]}
+    result = await agent.ainvoke(request) if call == "ainvoke" else agent.invoke(request)
+    assert result["loop_stop_reason"] == "max_iterations"
+    assert [r["answer"].text for r in result["loop_records"]] == ["first", "second", "third"]
+    # the third model call read the summary, not the first attempt
+    assert "SUMMARY" in model.calls[2][0].text
+    assert "first" not in [m.text for m in result["messages"] if m.type == "ai"][:-1]
+    # the best answer was summarized away; the loop's answer is still its copy
+    final = result["messages"][-1]
+    assert (final.text, selected_iteration_of(final)) == ("first", 1)
+
+
+# -- TodoListMiddleware ---------------------------------------------------------------------
+
+
+def planner(messages: list[AnyMessage]) -> AIMessage:
+    """Plans two steps; after a review, ticks them off; answers after each tool result."""
+    if isinstance(messages[-1], ToolMessage):
+        return AIMessage("Here is the plan's result.")
+    done = any(is_feedback(m) for m in messages)
+    todos = [
+        {"content": "outline", "status": "completed"},
+        {"content": "write", "status": "completed" if done else "in_progress"},
+    ]
+    call = {"name": "write_todos", "args": {"todos": todos}, "id": f"t{len(messages)}"}
+    return AIMessage("", tool_calls=[call])
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_beside_todo_list_the_evaluator_reads_the_plan(order):
+    loop = LoopMiddleware(todos_complete(), 3)
+    agent = create_agent(
+        FakeChat.of(planner), middleware=in_order(loop, TodoListMiddleware(), order)
+    )
+    result = agent.invoke({"messages": [REQUEST]})
+    assert result["loop_stop_reason"] == "accepted"
+    assert "Not done yet" in result["loop_feedback"][0]
+    assert "- write (in_progress)" in result["loop_feedback"][0]
+    assert [t["status"] for t in result["todos"]] == ["completed", "completed"]
+
+
+# -- HumanInTheLoopMiddleware ----------------------------------------------------------------
+
+
+@tool
+def publish(text: str) -> str:
+    """Publish a text."""
+    return f"published {text!r}"
+
+
+def publisher(messages: list[AnyMessage]) -> AIMessage:
+    attempt = sum(1 for m in messages if is_feedback(m)) + 1
+    if isinstance(messages[-1], ToolMessage):
+        return AIMessage(f"published draft {attempt}")
+    call = {"name": "publish", "args": {"text": f"draft {attempt}"}, "id": f"p{attempt}"}
+    return AIMessage("", tool_calls=[call])
+
+
+@pytest.mark.parametrize("call", ["invoke", "ainvoke"])
+@pytest.mark.parametrize("order", ORDERS)
+async def test_beside_human_in_the_loop_each_attempt_s_tool_call_waits_for_approval(order, call):
+    approvals = HumanInTheLoopMiddleware(interrupt_on={"publish": True})
+    loop = LoopMiddleware(CountingEvaluator(accept_at=2), 3)
+    agent = create_agent(
+        FakeChat.of(publisher),
+        [publish],
+        middleware=in_order(loop, approvals, order),
+        checkpointer=InMemorySaver(),
+    )
+
+    async def send(given: Any) -> Any:
+        if call == "ainvoke":
+            return await agent.ainvoke(given, thread("hitl"))
+        return agent.invoke(given, thread("hitl"))
+
+    first = await send({"messages": [REQUEST]})
+    assert first["__interrupt__"]  # the first attempt's tool call waits
+    approve = Command(resume={"decisions": [{"type": "approve"}]})
+    second = await send(approve)
+    assert second["__interrupt__"]  # judged, fed back: the second attempt's call waits
+    assert second["loop_records"][0]["answer"].text == "published draft 1"
+    result = await send(approve)
+    assert result["loop_stop_reason"] == "accepted"
+    tools = [m.text for m in result["messages"] if isinstance(m, ToolMessage)]
+    assert tools == ["published 'draft 1'", "published 'draft 2'"]
+
+
+# -- ModelCallLimitMiddleware ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_a_model_call_limit_that_ends_the_run_ends_the_loop(order):
+    evaluator = CountingEvaluator(accept_at=99)
+    limit = ModelCallLimitMiddleware(run_limit=2, exit_behavior="end")
+    loop = LoopMiddleware(evaluator, 5)
+    agent = create_agent(FakeChat.of("a", "b", "c"), middleware=in_order(loop, limit, order))
+    result = agent.invoke({"messages": [REQUEST]})
+    assert result["loop_stop_reason"] == "agent_stopped"
+    assert evaluator.calls == [1, 2]  # the evaluator is not asked about the limit's message
+    records = result["loop_records"]
+    assert [r.get("error") is None for r in records] == [True, True, False]
+    assert "without calling the model" in records[2]["error"]
+    assert result["loop_selected_iteration"] == 2
+    assert result["messages"][-1].text == "b"  # the loop's answer, after the limit's note
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_a_model_call_limit_that_raises_keeps_the_records_so_far(order):
+    limit = ModelCallLimitMiddleware(run_limit=2, exit_behavior="error")
+    loop = LoopMiddleware(CountingEvaluator(accept_at=99), 5)
+    agent = create_agent(
+        FakeChat.of("a", "b", "c"),
+        middleware=in_order(loop, limit, order),
+        checkpointer=InMemorySaver(),
+    )
+    with pytest.raises(ModelCallLimitExceededError):
+        agent.invoke({"messages": [REQUEST]}, thread("limit"))
+    values = agent.get_state(thread("limit")).values
+    assert [r["iteration"] for r in values["loop_records"]] == [1, 2]
+    assert values["loop_stop_reason"] is None
+
+
+# -- create_deep_agent ------------------------------------------------------------------------
+
+TESTS = """
+from solution import add
+
+def test_add():
+    assert add(2, 3) == 5
+"""
+
+
+def coder(messages: list[AnyMessage]) -> AIMessage:
+    """Writes add() wrong, then fixes it, then breaks it again, noting each version."""
+    if isinstance(messages[-1], ToolMessage):
+        return AIMessage("Written.")
+    attempt = sum(1 for m in messages if is_feedback(m)) + 1
+    if attempt == 1:
+        content = "def add(a, b):\n    return a - b\n"
+        args = {"file_path": "/solution.py", "content": content}
+        return AIMessage("", tool_calls=[{"name": "write_file", "args": args, "id": "w1"}])
+    old, new = {2: ("a - b", "a + b"), 3: ("a + b", "a * b")}[attempt]
+    edit = {"file_path": "/solution.py", "old_string": old, "new_string": new}
+    note = {"file_path": f"/v{attempt}.txt", "content": new}
+    return AIMessage(
+        "",
+        tool_calls=[
+            {"name": "edit_file", "args": edit, "id": f"e{attempt}"},
+            {"name": "write_file", "args": note, "id": f"n{attempt}"},
+        ],
+    )
+
+
+def test_inside_a_deep_agent_files_are_judged_and_the_best_attempt_s_files_come_back():
+    deepagents = pytest.importorskip("deepagents")
+    from loop_agents import files_check
+
+    check = files_check(TESTS, timeout=30)
+
+    def passes_then_continues(context: LoopContext) -> LoopEvaluation:
+        verdict = check.invoke(context)
+        score = 100.0 if verdict["stop"] else 0.0
+        return {"stop": False, "score": score, "feedback": verdict.get("feedback") or "More."}
+
+    loop = LoopMiddleware(passes_then_continues, 3, select="best")
+    agent = deepagents.create_deep_agent(model=FakeChat.of(coder), tools=[], middleware=[loop])
+    result = agent.invoke({"messages": [HumanMessage("Write add(a, b) in /solution.py.")]})
+    assert [r["score"] for r in result["loop_records"]] == [0.0, 100.0, 0.0]
+    assert result["loop_selected_iteration"] == 2
+    files = result["files"]
+    assert "a + b" in str(files["/solution.py"])
+    assert set(files) == {"/solution.py", "/v2.txt"}  # /v3.txt, written later, is gone
+
+
+@pytest.mark.parametrize("call", ["invoke", "ainvoke"])
+async def test_a_deep_agent_s_plan_and_files_both_judged_with_all_of(call):
+    deepagents = pytest.importorskip("deepagents")
+    from loop_agents import files_check
+
+    loop = LoopMiddleware(all_of(files_check(TESTS, timeout=30), todos_complete()), 4)
+    agent = deepagents.create_deep_agent(model=FakeChat.of(coder), tools=[], middleware=[loop])
+    request = {"messages": [HumanMessage("Write add(a, b) in /solution.py.")]}
+    result = await agent.ainvoke(request) if call == "ainvoke" else agent.invoke(request)
+    assert result["loop_stop_reason"] == "accepted"
+    assert result["loop_iteration"] == 2
+    assert "FAILED" in result["loop_feedback"][0]
