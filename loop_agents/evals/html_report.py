@@ -48,6 +48,7 @@ from loop_agents.console.svg_charts import (
 )
 from loop_agents.evals.tasks import Task
 from loop_agents.loop._numbers import finite_float
+from loop_agents.sandbox.text_files import utf8_text
 
 __all__ = ["EvalFileError", "eval_page", "read_eval_json", "write_eval_page"]
 
@@ -110,7 +111,7 @@ def write_eval_page(
     text = eval_page(data, tasks=tasks)
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_text(text, encoding="utf-8")
+    temporary.write_text(utf8_text(text), encoding="utf-8")
     temporary.replace(path)
 
 
