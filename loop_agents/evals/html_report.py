@@ -239,7 +239,9 @@ def _frontier(arms: Mapping[str, Mapping[str, Any]], colors: Mapping[str, str]) 
             if key == "tokens":
                 tokens_in = finite_float(summary.get("input_tokens"))
                 tokens_out = finite_float(summary.get("output_tokens"))
+                # two finite counts can still add up to inf (1e308 + 1e308)
                 cost = None if tokens_in is None or tokens_out is None else tokens_in + tokens_out
+                cost = finite_float(cost)
             else:
                 cost = finite_float(summary.get(key))
             rate = finite_float(summary.get("pass_rate"))
