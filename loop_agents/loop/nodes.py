@@ -47,6 +47,14 @@ from loop_agents.loop.controls.base import (
 )
 from loop_agents.loop.controls.budgets import PriceTable
 from loop_agents.loop.controls.candidates import candidate_context
+from loop_agents.loop.controls.hook_results import (
+    checked_around,
+    checked_attempts,
+    checked_calls,
+    checked_choice,
+    checked_messages,
+    checked_outcome,
+)
 from loop_agents.loop.controls.retries import NodeName, Retries, TimeLimit
 from loop_agents.loop.controls.selection import answer_copy, choose
 from loop_agents.loop.evaluation import Evaluator, EvaluatorCaller, InvalidEvaluationError
@@ -260,7 +268,7 @@ class LoopNodes:
                 shaped, used = yield from tapped(shaped)
                 for usage in used.values():
                     shaping = shaping + usage
-            messages = _messages_of(control, shaped)
+            messages = checked_messages(control, shaped)
         if "memory" in turn.memory_kept:
             updates["history_memory"] = turn.memory_kept["memory"]
         elif turn.new_loop and state.get("history_memory") is not None:
@@ -279,15 +287,17 @@ class LoopNodes:
         """The agent call through the controls around it, from the ``index``-th inward."""
         if index == len(self.wrappers):
             return (yield from self._agent_call(call, config))
-        hook = self.wrappers[index].around_agent(call)
+        control = self.wrappers[index]
+        hook = checked_around(control, control.around_agent(call))
         sent: Any = None
         error: BaseException | None = None
         while True:
             try:
                 inner = hook.throw(error) if error is not None else hook.send(sent)
             except StopIteration as done:
-                return done.value
+                return checked_attempts(control, done.value)
             error = None
+            inner = checked_calls(control, inner)
             try:
                 if isinstance(inner, list):
                     sent = yield from self._fan_out(index + 1, inner, config)
@@ -469,12 +479,7 @@ class LoopNodes:
                 changed, used = yield from tapped(changed)
                 for call_name, usage in used.items():
                     outcome.add_usage(call_name, usage)
-            if not isinstance(changed, Outcome):
-                raise TypeError(
-                    f"control {control.describe()!r}: after_verdict returned "
-                    f"{type(changed).__name__}; it must return the Outcome it was given"
-                )
-            outcome = changed
+            outcome = checked_outcome(control, changed)
         check_decided(outcome, self.evaluator.where(iteration))
         record = record_of(outcome, run, self.evaluator.name)
         if self.prices is not None:
@@ -607,7 +612,7 @@ class LoopNodes:
         records = [*state.get("records", []), record]
         chosen = choose(records, "last")
         for chooser in self.choosers:
-            picked = chooser.choose(records)
+            picked = checked_choice(chooser, chooser.choose(records), records)
             if picked is not None:
                 chosen = picked
         if chosen is None:
@@ -656,15 +661,6 @@ def _after(before: dict[str, Any], attempt: Attempt) -> Attempt:
         attempt.usage,
         attempt.candidate,
     )
-
-
-def _messages_of(control: LoopControl, shaped: object) -> list[AnyMessage]:
-    if isinstance(shaped, str | bytes) or not isinstance(shaped, Sequence):
-        raise TypeError(
-            f"control {control.describe()!r}: shape_input returned {type(shaped).__name__} "
-            f"{shaped!r:.60}; it must return the list of messages the agent is sent"
-        )
-    return list(cast(Sequence[AnyMessage], shaped))
 
 
 def _verdict(stored: dict[str, Any], name: str) -> Any:
