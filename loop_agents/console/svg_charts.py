@@ -298,7 +298,7 @@ def scatter(
     taken: list[tuple[float, float]] = []
     for point in sorted(points, key=lambda p: -p.y):
         px, py = x_of(point.x), y_of(point.y)
-        if _drawable(point.low, point.high):
+        if point.low is not None and point.high is not None and _drawable(point.low, point.high):
             parts.append(
                 _line(
                     px,

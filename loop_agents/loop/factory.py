@@ -181,8 +181,8 @@ def create_loop_agent(
         busy_timeout: With ``concurrent_runs="wait"``, the longest a run waits for
             its thread (seconds or a ``timedelta``) before `ThreadBusyError`; ``None``
             (the default) waits as long as it takes.
-        storage: How checkpoints store the append-only keys (``messages``,
-            ``feedback``, ``records``). ``"auto"`` (the default): as LangGraph delta
+        storage: How checkpoints store the growing keys (``messages``, ``feedback``,
+            ``records``, ``agent_state``). ``"auto"`` (the default): as LangGraph delta
             channels, each checkpoint holding only its step's new items, when the
             checkpointer supports them (LangGraph's in-memory, SQLite and PostgreSQL
             savers, LangGraph Server's, or ``None``: a parent's), else as full values.

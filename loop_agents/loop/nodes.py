@@ -23,6 +23,7 @@ from __future__ import annotations
 import inspect
 import uuid
 from collections.abc import Generator, Sequence
+from dataclasses import replace
 from functools import partial
 from typing import Any, cast
 
@@ -33,7 +34,13 @@ from langgraph.types import Command
 
 from loop_agents.loop._function_runnable import FunctionRunnable
 from loop_agents.loop._reporting import LoopReporter
-from loop_agents.loop.agent_state import carried, frozen, selected_state, thawed
+from loop_agents.loop.agent_state import (
+    carried,
+    changes,
+    no_change,
+    restored,
+    selected_state,
+)
 from loop_agents.loop.agents import AgentCaller, AgentInput, AgentLike, answer_of, with_fresh_ids
 from loop_agents.loop.controls.base import (
     NO_USAGE,
@@ -278,10 +285,12 @@ class LoopNodes:
         known = [*history, *updates.get("messages", [])]
         if isinstance(result, list):
             attempts = [_after(agent_state, a) for a in result]
-            return self._candidates_updates(updates, known, attempts, shaping, iteration)
+            return self._candidates_updates(
+                updates, known, attempts, shaping, iteration, agent_state
+            )
         single: Attempt = result
         attempt = _after(agent_state, single)
-        return self._attempt_updates(updates, known, attempt, shaping, iteration)
+        return self._attempt_updates(updates, known, attempt, shaping, iteration, agent_state)
 
     def _around(self, index: int, call: AgentCall, config: RunnableConfig) -> Program[Any]:
         """The agent call through the controls around it, from the ``index``-th inward."""
@@ -313,7 +322,13 @@ class LoopNodes:
         programs = [partial(self._stored_attempt, index, call, config) for call in calls]
         names = [f"agent (candidate {call.candidate})" for call in calls]
         stored = yield Fanout(programs, names, self._task_retry("invoke_agent"))
-        return [Attempt.of_stored(s) for s in stored]
+        return [
+            replace(
+                Attempt.of_stored(s),
+                agent_state=restored(call.agent_state, s, whole="agent_state", change="changes"),
+            )
+            for s, call in zip(stored, calls, strict=True)
+        ]
 
     def _stored_attempt(
         self, index: int, call: AgentCall, config: RunnableConfig
@@ -325,7 +340,11 @@ class LoopNodes:
                 f"candidate {call.candidate}; around_agent must return the Attempt it received "
                 f"(or one of its own)"
             )
-        return attempt.stored()
+        # the state as a change set from what this call was given, not whole
+        state = changes(call.agent_state, attempt.agent_state)
+        stored: dict[str, Any] = replace(attempt, agent_state={}).stored()
+        del stored["agent_state"]
+        return stored | {"changes": state}
 
     def _agent_call(self, call: AgentCall, config: RunnableConfig) -> Program[Attempt]:
         """The agent call itself: one `Call`, measured."""
@@ -353,7 +372,7 @@ class LoopNodes:
         return Attempt(
             value["produced"],
             None,
-            thawed(value["state"]),
+            restored(call.agent_state, value, whole="state", change="changes"),
             measured.seconds,
             measured.usage,
             call.candidate,
@@ -365,11 +384,11 @@ class LoopNodes:
 
             def sync(given: AgentInput, config: RunnableConfig) -> dict[str, Any]:
                 reply = caller.invoke(given, config)
-                return {"produced": reply.produced, "state": frozen(reply.state)}
+                return {"produced": reply.produced, "changes": changes(given.state, reply.state)}
 
             async def async_(given: AgentInput, config: RunnableConfig) -> dict[str, Any]:
                 reply = await caller.ainvoke(given, config)
-                return {"produced": reply.produced, "state": frozen(reply.state)}
+                return {"produced": reply.produced, "changes": changes(given.state, reply.state)}
 
             traced = self.report.traced("agent", sync, async_)
             self._traced[id(caller)] = traced
@@ -382,6 +401,7 @@ class LoopNodes:
         attempt: Attempt,
         shaping: CallUsage,
         iteration: int,
+        before: dict[str, Any],
     ) -> dict[str, Any]:
         if attempt.produced is None:
             updates["agent_run"] = run_of(attempt, shaping)
@@ -394,8 +414,13 @@ class LoopNodes:
         updates["messages"] = [*updates.get("messages", []), *produced]
         updates["last_response"] = answer_of(produced)
         updates["agent_run"] = run
-        if attempt.agent_state:
-            updates["agent_state"] = dict(attempt.agent_state)
+        if attempt.agent_state:  # what the attempt changed (a deep agent: the files it wrote)
+            after = dict(attempt.agent_state)
+            change = changes(before, after)
+            if change is not None:
+                updates["agent_state"] = change
+            if self.choosers:  # the way back, to rebuild this state if it is chosen
+                run["agent_state_undo"] = changes(after, before)
         self.report.agent_finished(iteration, updates["last_response"], run)
         return updates
 
@@ -406,6 +431,7 @@ class LoopNodes:
         attempts: list[Attempt],
         shaping: CallUsage,
         iteration: int,
+        before: dict[str, Any],
     ) -> dict[str, Any]:
         runs: list[CandidateRun] = []
         taken = list(known)
@@ -417,8 +443,8 @@ class LoopNodes:
             run = run_of(fresh)
             seconds = max(seconds, attempt.seconds)
             entry: CandidateRun = {"candidate": number, "produced": produced, "run": run}
-            if attempt.agent_state:
-                entry["state"] = frozen(dict(attempt.agent_state))
+            if attempt.agent_state:  # as a change set from the state before the iteration
+                entry["changes"] = changes(before, dict(attempt.agent_state))
             runs.append(entry)
             if not produced:
                 self.report.agent_failed(iteration, attempt.error or "", candidate=number)
@@ -568,18 +594,24 @@ class LoopNodes:
             "stop_reason": reason,
         }
         selected = outcome.attempt
+        before = dict(state.get("agent_state") or {})  # the agent state before these updates
+        latest = dict(selected.agent_state) if selected is not None else {}
         if len(outcome.judged) > 1:
             updates["candidate_runs"] = []
             if selected is not None and selected.produced:
                 updates["messages"] = list(selected.produced)
                 updates["last_response"] = answer
-            if selected is not None and selected.agent_state:
-                updates["agent_state"] = dict(selected.agent_state)
+            if latest:
+                updates["agent_state"] = changes(before, latest) or no_change()
             self.report.candidates_judged(record)
-        if self.choosers and selected is not None and selected.agent_state:
-            updates["attempt_states"] = [
-                {"iteration": iteration, "state": frozen(dict(selected.agent_state))}
-            ]
+        if self.choosers and latest:
+            # the way back to the previous iteration's state (invoke_agent computed it when
+            # the state was written there), so that the chosen iteration's can be rebuilt
+            if len(outcome.judged) > 1:
+                undo = changes(latest, before)
+            else:
+                undo = (state.get("agent_run") or EMPTY_RUN).get("agent_state_undo")
+            updates["attempt_states"] = [{"iteration": iteration, "undo": undo}]
         self.report.evaluation_finished(record)
         if reason is None:
             # with its id: a delta channel replays the stored write, and a message given
@@ -593,7 +625,7 @@ class LoopNodes:
                     message.id = str(uuid.uuid4())
             updates["messages"] = [*updates.get("messages", []), message]
         else:
-            updates |= self._selection(state, record, updates)
+            updates |= self._selection(state, record, updates, latest or before)
             final = updates.get("last_response", answer)
             if final is None and updates.get("selected_iteration") is not None:
                 final = state.get("last_response")
@@ -606,9 +638,16 @@ class LoopNodes:
         return updates
 
     def _selection(
-        self, state: LoopState, record: IterationRecord, updates: dict[str, Any]
+        self,
+        state: LoopState,
+        record: IterationRecord,
+        updates: dict[str, Any],
+        latest: dict[str, Any],
     ) -> dict[str, Any]:
-        """Which attempt is the loop's answer: the last one, or what the choosers pick."""
+        """Which attempt is the loop's answer: the last one, or what the choosers pick.
+
+        ``latest`` is the agent state after the loop's latest answered attempt.
+        """
         records = [*state.get("records", []), record]
         chosen = choose(records, "last")
         for chooser in self.choosers:
@@ -627,9 +666,10 @@ class LoopNodes:
             selection["messages"] = [*updates.get("messages", []), copy]
             selection["last_response"] = copy
             entries = [*state.get("attempt_states", []), *updates.get("attempt_states", [])]
-            chosen_state = selected_state(entries, chosen["iteration"])
-            if chosen_state:
-                selection["agent_state"] = chosen_state
+            chosen_state = selected_state(entries, chosen["iteration"], latest)
+            if chosen_state:  # a change set from the state before this node's updates
+                before = dict(state.get("agent_state") or {})
+                selection["agent_state"] = changes(before, chosen_state) or no_change()
         return selection
 
 
