@@ -20,7 +20,16 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks import cache, concurrency, context, middleware, overhead, startup, storage
+from benchmarks import (
+    agent_state_storage,
+    cache,
+    concurrency,
+    context,
+    middleware,
+    overhead,
+    startup,
+    storage,
+)
 from benchmarks.measure import machine
 
 PARTS = (
@@ -47,6 +56,7 @@ class Plan:
     concurrency_rounds: int
     storage_sizes: tuple[int, int] = (50, 400)
     storage_runs: int = 5
+    file_sizes: tuple[int, ...] = agent_state_storage.SIZES
     saver_loops: int = 1000
     saver_rounds: int = 5
     cache_rounds: int = 2
@@ -60,6 +70,7 @@ QUICK = Plan(
     concurrency_rounds=1,
     storage_sizes=(5, 20),
     storage_runs=1,
+    file_sizes=(4, 8),
     saver_loops=100,
     saver_rounds=1,
     cache_rounds=1,
@@ -283,6 +294,30 @@ async def run(parts: set[str], plan: Plan) -> str:
             *([""] + [f"- {note}" for note in notes] if notes else []),
         )
         targets.extend(storage.targets(runs))
+        file_runs, file_notes = await asyncio.to_thread(
+            agent_state_storage.measure, plan.file_sizes
+        )
+        emit(
+            "",
+            "### 6b. A graph agent's state",
+            "",
+            "A graph agent built like a deep agent (its files in its state, given back on",
+            "every attempt) adds one file of 2-20 kB per attempt; loops of "
+            + ", ".join(map(str, plan.file_sizes)),
+            'iterations that the evaluator never accepts, with `select="last"` and',
+            '`select="best"`, each on a fresh database: the two savers above and',
+            "InMemorySaver. Bytes: as above (in memory: the serialized values the saver",
+            "keeps). Growth per doubling: the bytes at each length over those at the one",
+            f"before (target <= {agent_state_storage.TARGET_GROWTH}x). `before` is",
+            f"loop_agents at {agent_state_storage.BEFORE} (the agent state stored whole in",
+            "every checkpoint that changes it, and whole in every kept iteration), imported",
+            "in place of the tree's, in the same run. This part alone:",
+            "`python -m benchmarks.agent_state_storage`.",
+            "",
+            agent_state_storage.files_table(file_runs),
+            *([""] + [f"- {note}" for note in file_notes] if file_notes else []),
+        )
+        targets.extend(agent_state_storage.targets(file_runs))
     if "cache" in parts:
         emit(
             "",

@@ -192,6 +192,11 @@ def _build(contender: str, iterations: int, checkpointer: Any) -> Any:
 
 @contextlib.asynccontextmanager
 async def _saver(kind: str, db: str) -> AsyncIterator[Any]:
+    if kind == "memory":  # one saver per database name, for the run and its reading back
+        from langgraph.checkpoint.memory import InMemorySaver
+
+        yield _MEMORY.setdefault(db, InMemorySaver())
+        return
     if kind == "sqlite":
         from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
@@ -205,8 +210,19 @@ async def _saver(kind: str, db: str) -> AsyncIterator[Any]:
         yield postgres
 
 
+_MEMORY: dict[str, Any] = {}
+"""The in-memory savers of this process, by the name `_fresh_database` gave them."""
+
+
 @contextlib.contextmanager
 def _fresh_database(kind: str, server: str, folder: Path) -> Iterator[str]:
+    if kind == "memory":
+        name = uuid.uuid4().hex
+        try:
+            yield name
+        finally:
+            _MEMORY.pop(name, None)
+        return
     if kind == "sqlite":
         path = folder / f"{uuid.uuid4().hex}.sqlite"
         try:
@@ -228,7 +244,16 @@ def _fresh_database(kind: str, server: str, folder: Path) -> Iterator[str]:
 
 
 def _sizes(kind: str, db: str) -> tuple[int, int]:
-    """(bytes stored in the payload columns, bytes on disk) of a closed database."""
+    """(bytes stored in the payload columns, bytes on disk) of a closed database.
+
+    In memory: the serialized values the saver keeps, twice (there is no disk).
+    """
+    if kind == "memory":
+        from tests.savers import stored_bytes
+
+        saver = _MEMORY[db]
+        total = sum(stored_bytes(saver, thread) for thread in list(saver.storage))
+        return total, total
     if kind == "sqlite":
         with contextlib.closing(sqlite3.connect(db)) as conn:
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -322,11 +347,11 @@ async def _worker(
 # -- the orchestration --------------------------------------------------------------------
 
 
-def _extract_before(folder: Path) -> Path | None:
-    """loop_agents at `BEFORE`, extracted into ``folder``; ``None`` if git cannot give it."""
+def _extract_before(folder: Path, commit: str = BEFORE) -> Path | None:
+    """loop_agents at ``commit``, extracted into ``folder``; ``None`` if git cannot give it."""
     try:
         archive = subprocess.run(
-            ["git", "-C", str(ROOT), "archive", "--format=tar", BEFORE, "loop_agents"],
+            ["git", "-C", str(ROOT), "archive", "--format=tar", commit, "loop_agents"],
             capture_output=True,
             check=True,
             timeout=60,

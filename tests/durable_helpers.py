@@ -104,10 +104,15 @@ def frequent_snapshot_keys(every: int) -> dict[str, Any]:
 
     from langgraph.channels.delta import DeltaChannel
 
+    from loop_agents.loop.agent_state import AgentStateDeltaChannel, updated
     from loop_agents.loop.storage import append_messages, extend_list
 
     return {
         "messages": Annotated[list, DeltaChannel(append_messages, snapshot_frequency=every)],
         "feedback": Annotated[list, DeltaChannel(extend_list, snapshot_frequency=every)],
         "records": Annotated[list, DeltaChannel(extend_list, snapshot_frequency=every)],
+        "attempt_states": Annotated[list, DeltaChannel(extend_list, snapshot_frequency=every)],
+        "agent_state": Annotated[
+            dict, AgentStateDeltaChannel(updated, dict, snapshot_frequency=every)
+        ],
     }

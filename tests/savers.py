@@ -192,3 +192,44 @@ async def async_saver(
         async with AsyncPostgresSaver.from_conn_string(url) as pg:
             await pg.setup()
             yield pg
+
+
+def stored_bytes(saver: BaseCheckpointSaver[Any], thread_id: str) -> int:
+    """The bytes a saver stores for one thread: its checkpoints, their blobs and writes.
+
+    In memory: the serialized values the saver keeps. SQLite: ``LENGTH`` of the checkpoint,
+    metadata and write columns. PostgreSQL: ``pg_column_size`` of the checkpoint, metadata,
+    blob and write columns (after its own compression of large values).
+    """
+    if isinstance(saver, InMemorySaver):
+        total = 0
+        for checkpoints in saver.storage.get(thread_id, {}).values():
+            for typed_checkpoint, typed_metadata, _ in checkpoints.values():
+                total += len(typed_checkpoint[1]) + len(typed_metadata[1])
+        total += sum(len(typed[1]) for key, typed in saver.blobs.items() if key[0] == thread_id)
+        for key, writes in saver.writes.items():
+            if key[0] == thread_id:
+                total += sum(len(write[2][1]) for write in writes.values())
+        return total
+    conn = getattr(saver, "conn", None)
+    if type(saver).__module__.startswith("langgraph.checkpoint.sqlite"):
+        checkpoints = conn.execute(  # type: ignore[union-attr]
+            "SELECT COALESCE(SUM(LENGTH(checkpoint) + LENGTH(metadata)), 0) FROM checkpoints "
+            "WHERE thread_id = ?",
+            (thread_id,),
+        ).fetchone()[0]
+        writes = conn.execute(  # type: ignore[union-attr]
+            "SELECT COALESCE(SUM(LENGTH(value)), 0) FROM writes WHERE thread_id = ?",
+            (thread_id,),
+        ).fetchone()[0]
+        return int(checkpoints + writes)
+    with conn.cursor() as cursor:  # type: ignore[union-attr]
+        cursor.execute(
+            "SELECT (SELECT COALESCE(SUM(pg_column_size(checkpoint) + pg_column_size(metadata)), 0)"
+            " FROM checkpoints WHERE thread_id = %(t)s) + (SELECT COALESCE(SUM(pg_column_size("
+            "blob)), 0) FROM checkpoint_blobs WHERE thread_id = %(t)s) + (SELECT COALESCE(SUM("
+            "pg_column_size(blob)), 0) FROM checkpoint_writes WHERE thread_id = %(t)s) AS total",
+            {"t": thread_id},
+        )
+        row = cursor.fetchone()
+    return int(row["total"] if isinstance(row, dict) else row[0])

@@ -444,7 +444,9 @@ def _sse(
             "model": model,
             "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
         }
-        return f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n".encode()
+        # a lone surrogate (half an emoji) is sent as its JSON escape, as real servers do
+        text = f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n"
+        return text.encode("utf-8", "backslashreplace")
 
     parts = [event({"role": "assistant", "content": ""})]
     content = message.get("content") or ""

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from langchain_core.messages import HumanMessage
 
-from benchmarks import context, storage
+from benchmarks import agent_state_storage, context, storage
 from benchmarks.contenders import FakeChat, accept_at, minimal_langgraph_loop, plain_async_loop
 from benchmarks.measure import table
 from loop_agents import create_loop_agent
@@ -123,6 +123,22 @@ def test_the_storage_benchmark_measures_the_loops_before_and_after():
     assert rendered.count("\n") == 1 + len(results) // 2
     assert "create_loop_agent (delta channels)" in rendered
     assert storage.targets(results)[0].startswith("6. sqlite: bytes per iteration at 4 are")
+
+
+@pytest.mark.slow  # two processes of loops, one of them loop_agents at an older commit
+def test_the_agent_state_benchmark_measures_before_and_after_on_the_same_run():
+    results, notes = agent_state_storage.measure((2, 4), ("memory",))
+    assert notes == [] or notes[0].startswith("before: `git archive")
+    after = [r for r in results if r.contender == "after"]
+    assert [r.select for r in after] == ["last", "best"]
+    assert all(sorted(r.stored) == [2, 4] and min(r.stored.values()) > 0 for r in after)
+    if not notes:  # the whole state in every checkpoint stores more
+        before = [r for r in results if r.contender == "before"]
+        assert all(b.stored[4] > a.stored[4] for a, b in zip(after, before, strict=True))
+    rendered = agent_state_storage.files_table(results)
+    assert "create_loop_agent (change sets)" in rendered
+    assert "growth per doubling" in rendered
+    assert agent_state_storage.targets(results)[0].startswith("6b. memory, select='last'")
 
 
 def test_writing_the_report_keeps_the_effectiveness_section():

@@ -577,3 +577,109 @@ async def test_abatch_runs_independent_loops_with_bounded_concurrency():
     assert [r["last_response"].text for r in results] == [f"{r} / attempt 2" for r in requests]
     assert all(r["iteration"] == 2 and r["stop_reason"] == "accepted" for r in results)
     assert 1 <= peak <= 2
+
+
+# -- a parent's agent_state is the parent's own ------------------------------------------
+
+
+def merged_files(old: dict[str, str] | None, new: dict[str, str] | None) -> dict[str, str]:
+    return {**(old or {}), **(new or {})}
+
+
+class FileAgentState(TypedDict):
+    messages: Annotated[list[AnyMessage], add_messages]
+    files: Annotated[dict[str, str], merged_files]
+
+
+def file_writer(seen: list[dict[str, str]]) -> Any:
+    """A graph agent that takes its files as input and adds one per call."""
+
+    def write(state: FileAgentState) -> dict[str, Any]:
+        files = dict(state.get("files") or {})
+        seen.append(files)
+        name = f"/draft{len(files) + 1}.md"
+        return {"messages": [AIMessage(f"wrote {name}")], "files": {name: "text"}}
+
+    graph = StateGraph(FileAgentState).add_node("write", write)
+    return graph.add_edge(START, "write").add_edge("write", END).compile()
+
+
+class ParentWithAgentState(TypedDict, total=False):
+    messages: Annotated[list[AnyMessage], add_messages]
+    agent_state: dict[str, Any]  # the parent's own: its user and its files
+
+
+PARENTS_OWN = {"user": "ann", "files": {"/parent.md": "the parent's file"}}
+
+
+@pytest.mark.parametrize("call", ["invoke", "ainvoke"])
+@pytest.mark.parametrize("output_mode", ["full_state", "full_history"])
+async def test_a_parents_agent_state_is_neither_read_nor_overwritten(call, output_mode):
+    seen: list[dict[str, str]] = []
+    loop = create_loop_agent(file_writer(seen), until(2), 3, output_mode=output_mode)
+    parent = single_node_parent(ParentWithAgentState, loop)
+    given = {"messages": [REQUEST], "agent_state": PARENTS_OWN}
+    result = await parent.ainvoke(given) if call == "ainvoke" else parent.invoke(given)
+    assert seen == [{}, {"/draft1.md": "text"}]  # the agent's own files, from none
+    assert result["agent_state"] == PARENTS_OWN
+    assert texts(result["messages"])[-1] == ("ai", "wrote /draft2.md")
+
+
+def test_a_parents_agent_state_stays_its_own_on_a_checkpointed_parent_that_resumes():
+    seen: list[dict[str, str]] = []
+    failed: list[int] = []
+
+    def evaluate(context: LoopContext) -> LoopEvaluation:
+        if context["iteration"] == 2 and not failed:
+            failed.append(2)
+            raise RuntimeError("the evaluator failed")
+        return until(3)(context)
+
+    loop = create_loop_agent(file_writer(seen), evaluate, 3)
+    parent = (
+        StateGraph(ParentWithAgentState)
+        .add_node("refine", loop)
+        .add_edge(START, "refine")
+        .compile(checkpointer=InMemorySaver())
+    )
+    config = {"configurable": {"thread_id": "own-state"}}
+    with pytest.raises(RuntimeError, match="the evaluator failed"):
+        parent.invoke({"messages": [REQUEST], "agent_state": PARENTS_OWN}, config)
+    result = parent.invoke(None, config)
+    assert result["agent_state"] == PARENTS_OWN
+    assert seen == [{}, {"/draft1.md": "text"}, {"/draft1.md": "text", "/draft2.md": "text"}]
+
+
+def test_share_agent_state_takes_the_parents_and_gives_the_loops_back():
+    seen: list[dict[str, str]] = []
+    loop = create_loop_agent(file_writer(seen), until(2), 3, share_agent_state=True)
+    result = single_node_parent(ParentWithAgentState, loop).invoke(
+        {"messages": [REQUEST], "agent_state": PARENTS_OWN}
+    )
+    assert seen[0] == PARENTS_OWN["files"]  # the agent started from the parent's files
+    assert result["agent_state"] == {
+        "user": "ann",
+        "files": {"/parent.md": "the parent's file", "/draft2.md": "text", "/draft3.md": "text"},
+    }
+
+
+def test_share_agent_state_must_be_a_bool():
+    with pytest.raises(TypeError, match="share_agent_state must be True or False; got str"):
+        create_loop_agent(numbered(), until(1), share_agent_state="yes")
+
+
+def test_a_loop_as_the_agent_of_a_loop_still_carries_its_agents_state():
+    seen: list[dict[str, str]] = []
+    inner = create_loop_agent(file_writer(seen), until(1), 2, name="inner")
+    outer_seen: list[LoopContext] = []
+
+    def outer_judge(context: LoopContext) -> LoopEvaluation:
+        outer_seen.append(context)
+        return {"stop": context["iteration"] >= 2, "feedback": "one more file"}
+
+    outer = create_loop_agent(inner, outer_judge, 3, name="outer")
+    result = outer.invoke({"messages": [REQUEST]})
+    assert seen == [{}, {"/draft1.md": "text"}]  # the second inner loop went on from the first
+    files = [set(c["agent_state"]["agent_state"]["files"]) for c in outer_seen]
+    assert files == [{"/draft1.md"}, {"/draft1.md", "/draft2.md"}]
+    assert set(result["agent_state"]["agent_state"]["files"]) == {"/draft1.md", "/draft2.md"}

@@ -128,7 +128,9 @@ def test_output_keys():
         "records",
         "selected_iteration",
         "selected_score",
+        "agent_state",
     }
+    assert result["agent_state"] == {}  # an agent that is not a graph keeps no state
 
 
 # -- the loop ------------------------------------------------------------------------

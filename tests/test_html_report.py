@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 
 import pytest
 
 from loop_agents.cli import main
+from loop_agents.console.svg_charts import SCALE_LIMIT, nice_ticks
 from loop_agents.evals.html_report import EvalFileError, eval_page, read_eval_json
 from loop_agents.evals.tasks import load_tasks
 from tests.conftest import ROOT
@@ -308,3 +310,91 @@ def test_a_damaged_file_still_gives_a_page(example, damage):
     page = Page(eval_page(data))
     assert "Pass rate per arm" in page.text
     assert {href[1:] for href in page.links() if href.startswith("#")} <= page.ids()
+
+
+EXTREMES = [1e308, -1e308, 1.7976931348623157e308, 5e-324, 10**400, -(10**400), 10**30, 1e15]
+
+
+def every_number(data: object, value: object) -> object:
+    """``data`` with every number (not a bool) in it replaced by ``value``."""
+    if isinstance(data, dict):
+        return {k: every_number(v, value) for k, v in data.items()}
+    if isinstance(data, list):
+        return [every_number(v, value) for v in data]
+    if isinstance(data, int | float) and not isinstance(data, bool):
+        return value
+    return data
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        # the issue's file: token counts near 1e308 (their sum overflows to inf)
+        pytest.param(
+            lambda d: [
+                s.update(input_tokens=1e308, output_tokens=1e308) for s in d["arms"].values()
+            ],
+            id="tokens-1e308",
+        ),
+        pytest.param(
+            lambda d: [s.update(model_calls=1.7976931348623157e308) for s in d["arms"].values()],
+            id="calls-max-float",
+        ),
+        pytest.param(
+            lambda d: [
+                s.update(model_calls=5e-324, input_tokens=5e-324) for s in d["arms"].values()
+            ],
+            id="calls-5e-324",
+        ),
+        pytest.param(
+            lambda d: d.update(by_attempt={arm: [1e308, -1e308, 5e-324] for arm in d["arms"]}),
+            id="by-attempt",
+        ),
+        *(
+            pytest.param(
+                lambda d, v=value: d.update(every_number(d, v)),
+                id=f"all-{value:.3g}" if isinstance(value, float) else f"all-int-{len(str(value))}",
+            )
+            for value in EXTREMES
+        ),
+    ],
+)
+def test_eval_from_draws_a_page_whatever_figures_the_file_holds(example, tmp_path, damage):
+    data = copy.deepcopy(example)
+    damage(data)
+    source, page = tmp_path / "extreme.json", tmp_path / "extreme.html"
+    source.write_text(json.dumps(data), encoding="utf-8")
+    assert main(["eval", "--from", str(source), "--report", str(page)]) == 0
+    drawn = page.read_text(encoding="utf-8")
+    assert "Pass rate per arm" in Page(drawn).text
+    drawn_charts = charts(drawn)
+    assert len(drawn_charts) >= 2
+    for chart in drawn_charts:  # every coordinate of every mark is a finite number
+        for element in chart.iter():
+            for name in ("x", "y", "x1", "x2", "y1", "y2", "cx", "cy", "width", "height"):
+                if element.get(name) is not None:
+                    assert math.isfinite(float(element.get(name))), (title(chart), name)
+            for pair in (element.get("points") or "").split():
+                assert all(math.isfinite(float(n)) for n in pair.split(",")), title(chart)
+
+
+def test_a_file_with_a_number_json_cannot_hold_is_a_clear_error(tmp_path, capsys):
+    source = tmp_path / "digits.json"
+    source.write_text('{"arms": {}, "results": [], "x": ' + "9" * 5000 + "}", encoding="utf-8")
+    with pytest.raises(SystemExit) as exited:
+        main(["eval", "--from", str(source), "--report", str(tmp_path / "p.html")])
+    assert exited.value.code == 2
+    assert "is not JSON" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("low", "high"),
+    [(0, 1), (0, 5e-324), (0, 1e308), (-1e308, 1e308), (1e20, 1e20 + 2e4), (5, 5), (-3, 7)],
+)
+def test_nice_ticks_cover_any_finite_span_with_finite_rising_ticks(low, high):
+    ticks = nice_ticks(low, high)
+    assert 2 <= len(ticks) <= 24
+    assert all(math.isfinite(t) for t in ticks)
+    assert ticks[-1] > ticks[0]
+    assert ticks[0] <= max(low, -SCALE_LIMIT)
+    assert ticks[-1] >= min(high, SCALE_LIMIT) or high <= low

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import importlib
+import io
 import re
 import sys
 from collections.abc import Callable, Sequence
@@ -46,6 +47,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ```
 
     """
+    _printable_text()
     parser, commands = build_parser()
     args, unknown = parser.parse_known_args(argv)
     if args.command is None:  # prints the usage and the message, exits with 2
@@ -67,6 +69,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
+
+
+def _printable_text() -> None:
+    r"""Print text UTF-8 cannot hold (a model's lone surrogate) as its escape, not fail.
+
+    A model's reply may hold half an emoji (``"smile \ud83d"``); a strict stdout would
+    end the command with ``UnicodeEncodeError`` on printing it. With
+    ``backslashreplace`` it is printed as ``\ud83d``: in ``--json`` output that is the
+    JSON escape of the same text. A stream set otherwise (``PYTHONIOENCODING``) is left.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper) and stream.errors == "strict":
+            stream.reconfigure(errors="backslashreplace")
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from typing import Any
 
 from loop_agents.cli.errors import UsageError
 from loop_agents.cli.store import SavedRun
+from loop_agents.sandbox.text_files import utf8_text
 
 __all__ = ["check_page_path", "write_run_report"]
 
@@ -74,6 +75,6 @@ def write_run_report(run: SavedRun, result: dict[str, Any], path: Path) -> None:
     )
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        path.write_text(utf8_text(text), encoding="utf-8")
     except OSError as exc:
         raise UsageError(f"cannot write the page {str(path)!r}: {exc}") from exc

@@ -43,6 +43,7 @@ from loop_agents.loop.events import (
 )
 from loop_agents.loop.state import StopReason
 from loop_agents.loop.tracing import candidate_of, iteration_of, role_of
+from loop_agents.sandbox.text_files import utf8_text
 
 INTERRUPT = "__interrupt__"
 """The key under which a paused run's ``values`` (and ``ainvoke``'s output) list its interrupts."""
@@ -247,7 +248,7 @@ class LoopConsole:
         self._end_line()
         self.console.print()
         self.console.print(section_header("Answer"), markup=False, highlight=False)
-        self.console.print(answer, markup=False, highlight=False, soft_wrap=True)
+        self.console.print(utf8_text(answer), markup=False, highlight=False, soft_wrap=True)
 
     def restore(self, rows: Sequence[Mapping[str, Any]], max_iterations: int) -> None:
         """Know iterations that ran before (a resumed run's), without printing them.
@@ -370,7 +371,7 @@ class LoopConsole:
             row.streamed = True
         self._idle()
         self._agent_header()
-        self.console.print(Text(text), end="", soft_wrap=True)
+        self.console.print(Text(utf8_text(text)), end="", soft_wrap=True)
         self._line_open = not text.endswith("\n")
 
     def _history_compacted(self, event: HistoryCompacted) -> None:

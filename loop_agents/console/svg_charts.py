@@ -41,11 +41,15 @@ _PLOT_MARGIN = (12, 16, 44, 52)  # top, right, bottom, left
 
 
 def percent(value: float) -> str:
-    """``0.794`` -> ``79%``."""
+    """``0.794`` -> ``79%`` (a share too large to be one, ``1e+20``, as the number it is)."""
+    if not abs(value) < 1e13:
+        return f"{value:.3g} (not a share)"
     return f"{100 * value:.0f}%"
 
 
 def _number(value: float) -> str:
+    if abs(value) >= 1e15:  # 1e+300, not three hundred digits
+        return f"{value:.3g}"
     return f"{value:,.0f}" if abs(value) >= 100 else f"{value:g}"
 
 
@@ -54,28 +58,51 @@ def _f(value: float) -> str:
     return f"{value:.1f}".rstrip("0").rstrip(".")
 
 
+SCALE_LIMIT = 1e300
+"""The largest magnitude a chart's scale reaches: values beyond it (any float up to 1.8e308
+can come from a file) are drawn at its edge, and the arithmetic of the ticks stays finite."""
+
+_SMALLEST_STEP = 1e-300
+
+
 def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
     """Round tick values from ``low`` to at least ``high`` (1, 2 or 5 times a power of 10).
+
+    Any finite bounds work: beyond ``±SCALE_LIMIT`` they are taken at it, and a span too
+    small for a float's steps gets the smallest step (1e-300).
+
+    Raises:
+        ValueError: a bound is ``inf`` or ``nan``.
 
     Example:
         ```python
         assert nice_ticks(0, 1) == [0, 0.2, 0.4, 0.6, 0.8, 1.0]
+        assert nice_ticks(0, 1e308)[-1] == 1e300  # the scale's edge
         ```
     """
+    if not (math.isfinite(low) and math.isfinite(high)):
+        raise ValueError(f"a chart's scale needs finite bounds; got {low!r} to {high!r}")
+    low = min(max(low, -SCALE_LIMIT), SCALE_LIMIT)
+    high = min(max(high, -SCALE_LIMIT), SCALE_LIMIT)
     if not high > low:
-        high = low + 1
-    raw = (high - low) / max(count, 1)
+        high = low + max(1.0, abs(low))
+    raw = max((high - low) / max(count, 1), _SMALLEST_STEP)
     power = 10 ** math.floor(math.log10(raw))
     step = next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw)
     start = math.floor(low / step) * step
+    digits = 10 - math.floor(math.log10(step))  # drops the float noise of 3 * 0.2
     ticks: list[float] = []
-    value = start
-    while value < high + step * 1e-9:
-        ticks.append(round(value, 10))
-        value += step
-    if ticks[-1] < high:
-        ticks.append(round(value, 10))
+    for index in range(4 * max(count, 1) + 4):  # a bound, whatever the floats do
+        value = float(start + index * step)
+        ticks.append(round(value, digits))
+        if index and value >= high - step * 1e-9:
+            break
     return ticks
+
+
+def _drawable(*values: float | None) -> bool:
+    """Whether every value is a finite number (``None``, ``inf`` and ``nan`` are not)."""
+    return all(v is not None and math.isfinite(v) for v in values)
 
 
 def _svg(width: float, height: float, label: str, content: Html) -> Html:
@@ -243,7 +270,9 @@ def scatter(
         ```
     """
     top, right, bottom, left = _PLOT_MARGIN
-    x_ticks = nice_ticks(0.0, max((p.x for p in points), default=1.0) * 1.08 or 1.0)
+    points = [p for p in points if _drawable(p.x, p.y)]
+    widest = min(max((p.x for p in points), default=1.0), SCALE_LIMIT)
+    x_ticks = nice_ticks(0.0, widest * 1.08 or 1.0)
     y_ticks = nice_ticks(*y_range)
     x_max, (y_low, y_high) = x_ticks[-1], (y_ticks[0], y_ticks[-1])
 
@@ -269,7 +298,7 @@ def scatter(
     taken: list[tuple[float, float]] = []
     for point in sorted(points, key=lambda p: -p.y):
         px, py = x_of(point.x), y_of(point.y)
-        if point.low is not None and point.high is not None:
+        if point.low is not None and point.high is not None and _drawable(point.low, point.high):
             parts.append(
                 _line(
                     px,
@@ -346,7 +375,12 @@ def line_chart(
     plot_height = height - 18 * legend_rows
     top, right, bottom, left = _PLOT_MARGIN
     steps = max((len(s.values) for s in series), default=1) or 1
+    series = [
+        Series(s.label, s.color, [v if _drawable(v) else None for v in s.values]) for s in series
+    ]
     values = [v for s in series for v in s.values if v is not None]
+    if reference is not None and not _drawable(reference[0]):
+        reference = None
     if reference is not None:
         values.append(reference[0])
     if y_range is None:

@@ -48,6 +48,7 @@ from loop_agents.console.svg_charts import (
 )
 from loop_agents.evals.tasks import Task
 from loop_agents.loop._numbers import finite_float
+from loop_agents.sandbox.text_files import utf8_text
 
 __all__ = ["EvalFileError", "eval_page", "read_eval_json", "write_eval_page"]
 
@@ -110,7 +111,7 @@ def write_eval_page(
     text = eval_page(data, tasks=tasks)
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_text(text, encoding="utf-8")
+    temporary.write_text(utf8_text(text), encoding="utf-8")
     temporary.replace(path)
 
 
@@ -238,7 +239,9 @@ def _frontier(arms: Mapping[str, Mapping[str, Any]], colors: Mapping[str, str]) 
             if key == "tokens":
                 tokens_in = finite_float(summary.get("input_tokens"))
                 tokens_out = finite_float(summary.get("output_tokens"))
+                # two finite counts can still add up to inf (1e308 + 1e308)
                 cost = None if tokens_in is None or tokens_out is None else tokens_in + tokens_out
+                cost = finite_float(cost)
             else:
                 cost = finite_float(summary.get(key))
             rate = finite_float(summary.get("pass_rate"))

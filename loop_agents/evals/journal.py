@@ -1,4 +1,4 @@
-"""The resume file of an eval: one JSON line per finished task and arm, next to ``--out``.
+r"""The resume file of an eval: one JSON line per finished task and arm, next to ``--out``.
 
 For ``--out results.json`` the journal is ``results.journal.jsonl``. Its first line
 records the settings that produced it: everything that changes an answer (K, every
@@ -8,7 +8,10 @@ one `TaskResult` with the digest of its task, its per-attempt outcomes included.
 with the same ``--out`` reads it and skips every task and arm already there whose task
 is unchanged; a journal written with other settings is refused rather than mixed in.
 Each line is flushed to disk as soon as its task and arm finish, so a killed eval
-loses at most the pairs that were running; a torn last line is ignored.
+loses at most the pairs that were running. A last line cut short by a kill (anywhere,
+even inside a multi-byte character) is dropped from the file and its pair runs again;
+the lines before it are kept. Lone surrogates in a model's text (``"smile \ud83d"``)
+are written as JSON escapes, so the text reads back exactly.
 
 An arm of your own (a `loop(...)`, a factory) is declared by a line of its own before
 its first result: its name, what it is (`loop_agents.evals.arm_protocol.EvalArm.identity`:
@@ -40,6 +43,7 @@ from langchain_core.messages import AIMessage
 
 from loop_agents.evals.first_answers import message_of_record, record_of_message
 from loop_agents.evals.report import TaskResult
+from loop_agents.sandbox.text_files import json_text
 
 __all__ = ["Journal", "JournalError", "journal_path"]
 
@@ -102,12 +106,15 @@ class Journal:
             ```
         """
         wanted = json.loads(json.dumps(dict(settings)))  # as it reads back from JSON
-        records: list[dict[str, Any]] = []
         try:
-            text = path.read_text(encoding="utf-8") if path.exists() else ""
-        except (OSError, UnicodeDecodeError) as exc:
+            raw = path.read_bytes() if path.exists() else b""
+        except OSError as exc:
             raise JournalError(f"cannot read the eval journal {str(path)!r}: {exc}") from exc
-        lines = text.splitlines()
+        # a killed eval may have cut its last line anywhere, even inside a character: only
+        # the lines that end with a newline were written whole
+        whole = raw.rfind(b"\n") + 1
+        lines = [_decoded(line) for line in raw[:whole].split(b"\n")[:-1]]
+        records: list[dict[str, Any]] = []
         if lines:
             header = _json_line(lines[0])
             if not isinstance(header, dict) or header.get(_HEADER) != _VERSION:
@@ -123,20 +130,25 @@ class Journal:
                     f"--out another name"
                 )
             records = [r for r in map(_json_line, lines[1:]) if isinstance(r, dict)]
+        elif raw and not _could_be_header(raw):
+            raise JournalError(
+                f"{str(path)!r} exists and is not an eval journal; move it away or give "
+                f"--out another name"
+            )
         declared = {str(r[_ARM]): r.get("arm") for r in records if isinstance(r.get(_ARM), str)}
         firsts = [r for r in records if isinstance(r.get(_FIRST), str)]
         results = [r for r in records if _ARM not in r and _FIRST not in r]
         new_arms = _check_arms(path, json.loads(json.dumps(dict(arms or {}))), declared, results)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
+            if whole < len(raw):
+                os.truncate(path, whole)  # a torn last line: dropped, its pair runs again
             file = path.open("a", encoding="utf-8")
         except OSError as exc:
             raise JournalError(f"cannot write the eval journal {str(path)!r}: {exc}") from exc
         journal = cls(path, wanted, file)
         if not lines:
             journal._write({_HEADER: _VERSION, "settings": wanted})
-        elif not text.endswith("\n"):
-            file.write("\n")  # a torn last line: the next record starts on its own line
         for name, arm in new_arms.items():
             journal._write({_ARM: name, "arm": arm})
         for record in firsts:
@@ -182,7 +194,7 @@ class Journal:
         self._write(result.to_json() | {"task_digest": digest})
 
     def _write(self, record: Mapping[str, Any]) -> None:
-        self._file.write(json.dumps(record, ensure_ascii=False) + "\n")
+        self._file.write(json_text(record) + "\n")
         self._file.flush()
         os.fsync(self._file.fileno())
 
@@ -222,11 +234,25 @@ def _check_arms(
     return new
 
 
-def _json_line(line: str) -> Any:
+def _decoded(line: bytes) -> str | None:
+    """A line's text, or ``None`` when it is not UTF-8 (a damaged line is skipped)."""
     try:
-        return json.loads(line)
+        return line.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _json_line(line: str | None) -> Any:
+    try:
+        return None if line is None else json.loads(line)
     except ValueError:
         return None
+
+
+def _could_be_header(torn: bytes) -> bool:
+    """Whether ``torn``, a file's only line, cut before its end, is a journal's header."""
+    start = json.dumps({_HEADER: _VERSION}).encode()[:-1]  # '{"loop_agents_eval_journal": 1'
+    return torn.startswith(start) or start.startswith(torn)
 
 
 def _difference(found: object, wanted: Mapping[str, Any]) -> str:

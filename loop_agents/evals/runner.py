@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -44,6 +43,7 @@ from loop_agents.evals.report import EvalReport, TaskError, TaskResult, build_re
 from loop_agents.evals.tasks import Task, load_tasks, select_tasks, task_digest
 from loop_agents.evaluators.judge import JudgeFormat
 from loop_agents.loop._sync_bridge import _background_loop
+from loop_agents.sandbox.text_files import json_text
 
 __all__ = ["EvalProgress", "PairRunner", "TaskSource", "arun_eval", "run_eval"]
 
@@ -455,7 +455,7 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
     """Write ``data`` to ``path`` whole or not at all (a temporary file, then a rename)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_text(json.dumps(data, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    temporary.write_text(json_text(data, indent=2) + "\n", encoding="utf-8")
     os.replace(temporary, path)
 
 

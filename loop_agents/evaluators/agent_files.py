@@ -46,6 +46,7 @@ from loop_agents.sandbox import (
     make_limits,
     run_python,
 )
+from loop_agents.sandbox.text_files import utf8_text
 
 MAX_FILES_BYTES = 4 * 1024 * 1024
 """The most bytes of files a check writes into the sandbox (more is a failed attempt)."""
@@ -138,7 +139,8 @@ class FilesCheck:
                 "score": 0.0,
             }
         try:
-            texts = file_texts(files)
+            # lone surrogates (half a character) have no UTF-8: written as U+FFFD
+            texts = {name: utf8_text(text) for name, text in file_texts(files).items()}
         except ValueError as error:
             return {
                 "stop": False,

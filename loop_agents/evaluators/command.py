@@ -37,6 +37,7 @@ from loop_agents.loop.state import LoopContext, LoopEvaluation
 from loop_agents.sandbox.cleanup import remove_tree
 from loop_agents.sandbox.runner import in_thread
 from loop_agents.sandbox.supervised import run_supervised
+from loop_agents.sandbox.text_files import write_utf8
 
 ANSWER_VARIABLE = "LOOP_AGENTS_ANSWER"
 """The environment variable holding the path of the answer's file."""
@@ -241,7 +242,7 @@ class _Check:
     def _prepare(self, folder: str, answer: str) -> tuple[list[str], dict[str, str]]:
         body, suffix = answer_for_check(answer)
         path = Path(folder) / f"answer{suffix}"
-        path.write_text(body, encoding="utf-8")
+        write_utf8(path, body)
         env = self.env if self.env is not None else without_secrets(os.environ)
         env = {**env, ANSWER_VARIABLE: str(path)}
         return ["/bin/sh", "-c", with_answer_file(self.command, str(path))], env

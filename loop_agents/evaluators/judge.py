@@ -141,7 +141,7 @@ class _Judge:
         problems: list[str] = []
         for _ in range(self.retries + 1):
             out = self.structured.invoke(self.prompt(context, problems), config)
-            verdict = self.read(out, problems)
+            verdict = self.read(out, problems, context)
             if verdict is not None:
                 return self.evaluation(verdict)
         raise self.error(context, problems)
@@ -150,7 +150,7 @@ class _Judge:
         problems: list[str] = []
         for _ in range(self.retries + 1):
             out = await self.structured.ainvoke(self.prompt(context, problems), config)
-            verdict = self.read(out, problems)
+            verdict = self.read(out, problems, context)
             if verdict is not None:
                 return self.evaluation(verdict)
         raise self.error(context, problems)
@@ -183,10 +183,22 @@ class _Judge:
 
     # -- reading the verdict -------------------------------------------------------
 
-    def read(self, out: Any, problems: list[str]) -> dict[str, Any] | None:
+    def answers_shown(self, context: LoopContext | None) -> list[str]:
+        """The texts of the answers the judge is shown (where an injected verdict would be)."""
+        if context is None:
+            return []
+        if self.whole_conversation:
+            shown: list[Any] = list(context.get("messages") or [])
+        else:
+            shown = [context.get("last_response")]
+        return [m.text for m in shown if isinstance(m, AIMessage)]
+
+    def read(
+        self, out: Any, problems: list[str], context: LoopContext | None = None
+    ) -> dict[str, Any] | None:
         """The verdict as a dict with a float score, or ``None`` (problem recorded)."""
         if self.text_form:
-            return self.read_text(out, problems)
+            return self.read_text(out, problems, self.answers_shown(context))
         raw = out.get("raw") if isinstance(out, Mapping) else None
         parsed = out.get("parsed") if isinstance(out, Mapping) else out
         error = out.get("parsing_error") if isinstance(out, Mapping) else None
@@ -209,11 +221,19 @@ class _Judge:
         problems.append(problem)
         return None
 
-    def read_text(self, out: Any, problems: list[str]) -> dict[str, Any] | None:
-        """The text form's verdict (`text_verdict.parse_text_verdict`), or ``None``."""
+    def read_text(
+        self, out: Any, problems: list[str], judged: Sequence[str] = ()
+    ) -> dict[str, Any] | None:
+        """The text form's verdict (`text_verdict.parse_text_verdict`), or ``None``.
+
+        ``judged`` are the texts of the answers shown: a reply's line that repeats one of
+        their ``Score:``/``Feedback:`` lines is an echo of the answer, not the verdict.
+        """
         try:
             text = text_verdict.reply_text(out)
-            score, feedback = text_verdict.parse_text_verdict(text, (self.low, self.high))
+            score, feedback = text_verdict.parse_text_verdict(
+                text, (self.low, self.high), judged=judged
+            )
         except text_verdict.TextVerdictError as exc:
             problems.append(str(exc))
             return None

@@ -10,15 +10,27 @@ keep the files they write in ``files`` (and their plan in ``todos``);
 - the next attempt's agent is given back those it takes as input (`input_keys`: its
   input schema), so a deep agent revises the files it wrote instead of starting empty;
 - the evaluator sees them as ``context["agent_state"]``;
-- each iteration's are kept (`ATTEMPT_STATES`, a delta channel: storage grows linearly),
-  and when the loop ends ``agent_state`` holds the selected iteration's (with
+- each iteration's are kept (`ATTEMPT_STATES`) when an answer other than the last may be
+  chosen, and when the loop ends ``agent_state`` holds the selected iteration's (with
   ``select="best"``, the best iteration's files or structured response).
 
+What is stored is what changed (`changes`): a write of ``agent_state`` is a *change
+set*, the keys an attempt set or dropped and, in a key whose value is a mapping (a deep
+agent's ``files``), only the entries it set or dropped (one file, not all of them).
+With delta storage `AGENT_STATE` is a delta channel (`AgentStateDeltaChannel`): a
+checkpoint stores only its step's change set, so a thread's storage grows with what the
+agent changed, not with everything it holds times the iterations. Each `ATTEMPT_STATES`
+entry holds the change set back to the entry before it (``undo``), so the state of any
+iteration is the latest one with the later entries' changes undone (`selected_state`).
+A write that is a whole mapping (the loop's input, ``update_state``) replaces the value.
+
 Values are stored as the checkpointer stores any state, except pydantic models (a
-``structured_response``): those are stored as plain data with their class's name
-(`frozen`) and rebuilt on reading (`thawed`) when that class is already imported, so a
-checkpointer never has to load a class it was not told about. A class that is not
-imported when a checkpoint is read leaves the plain data (a ``dict``).
+``structured_response``): in change sets and full values they are stored as plain data
+with their class's name (`frozen`) and rebuilt on reading (`thawed`) when that class is
+already imported, so a checkpointer never has to load a class it was not told about. A
+class that is not imported when a checkpoint is read leaves the plain data (a ``dict``).
+The delta channel's occasional full snapshot (every 500 updates, or where LangGraph
+forces one) holds the value as it is in memory, pydantic models included.
 """
 
 from __future__ import annotations
@@ -27,7 +39,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, Self
 
-from langgraph.channels.last_value import LastValue
+from langgraph.channels.binop import BinaryOperatorAggregate
+from langgraph.channels.delta import DeltaChannel
 from langgraph.pregel import Pregel
 from pydantic import BaseModel
 from typing_extensions import get_type_hints
@@ -37,8 +50,12 @@ AGENT_STATE = "agent_state"
 agent state."""
 
 ATTEMPT_STATES = "attempt_states"
-"""The loop's internal state key for every iteration's agent state (``{"iteration": n,
-"state": {...}}``), kept for choosing the answer when the loop ends."""
+"""The loop's internal state key for every iteration's agent state, kept for choosing the
+answer when the loop ends: ``{"iteration": n, "undo": change set}`` (back to the entry
+before; threads written before change sets hold ``{"iteration": n, "state": {...}}``)."""
+
+CHANGES_MARK = "__loop_agents_changes__"
+"""The key that marks a write of `AGENT_STATE` as a change set (see `changes`)."""
 
 _MODEL_MARK = "__loop_agents_model__"
 
@@ -146,8 +163,134 @@ def _imported_model(mark: str) -> type[BaseModel] | None:
     return None
 
 
-class AgentStateChannel(LastValue[dict[str, Any]]):
-    """The channel of `AGENT_STATE`: the last value, stored `frozen`, read `thawed`."""
+# -- change sets ------------------------------------------------------------------------
+
+
+def changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The change set that turns ``before`` into ``after``, as plain data; ``None`` if equal.
+
+    Keys whose value changed are set whole (``put``), keys gone are dropped (``drop``);
+    a key whose value is a mapping on both sides (a deep agent's ``files``) gets only its
+    changed entries (``entries``). Values are stored `frozen`; `applied` rebuilds them.
+
+    Example:
+        ```python
+        before = {"files": {"/a.md": "a", "/b.md": "b"}, "todos": []}
+        after = {"files": {"/a.md": "a", "/b.md": "b2", "/c.md": "c"}, "todos": []}
+        change = changes(before, after)  # /b.md and /c.md only
+        assert applied(before, change) == after
+        ```
+
+    """
+    put: dict[str, Any] = {}
+    entries: dict[str, Any] = {}
+    for key, value in after.items():
+        if key in before:
+            old = before[key]
+            if old is value:
+                continue
+            if _is_plain_mapping(old) and _is_plain_mapping(value):
+                inner = _entry_changes(old, value)
+                if inner is not None:
+                    entries[key] = inner
+                continue
+            if _same(old, value):
+                continue
+        put[key] = frozen(value)
+    drop = [key for key in before if key not in after]
+    if not (put or entries or drop):
+        return None
+    return {CHANGES_MARK: 1, "put": put, "drop": drop, "entries": entries}
+
+
+def _entry_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any] | None:
+    put = {
+        key: frozen(value)
+        for key, value in new.items()
+        if key not in old or (old[key] is not value and not _same(old[key], value))
+    }
+    drop = [key for key in old if key not in new]
+    return {"put": put, "drop": drop} if put or drop else None
+
+
+def _is_plain_mapping(value: object) -> bool:
+    return isinstance(value, dict) and _MODEL_MARK not in value
+
+
+def _same(a: object, b: object) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:  # a value whose comparison fails is taken as changed
+        return False
+
+
+def is_changes(write: object) -> bool:
+    """Whether a write of `AGENT_STATE` is a change set (else a whole value)."""
+    return isinstance(write, dict) and write.get(CHANGES_MARK) == 1
+
+
+def applied(state: Mapping[str, Any] | None, change: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``state`` with the change set ``change`` applied (a new mapping; ``state`` is kept)."""
+    result = dict(state or {})
+    if not change:
+        return result
+    for key in change.get("drop") or ():
+        result.pop(key, None)
+    for key, value in (change.get("put") or {}).items():
+        result[key] = thawed(value)
+    for key, inner in (change.get("entries") or {}).items():
+        base = result.get(key)
+        merged = dict(base) if isinstance(base, Mapping) else {}
+        for entry in inner.get("drop") or ():
+            merged.pop(entry, None)
+        for entry, value in (inner.get("put") or {}).items():
+            merged[entry] = thawed(value)
+        result[key] = merged
+    return result
+
+
+def updated(state: Mapping[str, Any] | None, writes: Sequence[Any]) -> dict[str, Any]:
+    """The value of `AGENT_STATE` after ``writes``: change sets applied, whole values taken.
+
+    The reducer of its channels; applying two batches one after the other gives what
+    applying them at once gives, as a delta channel needs.
+
+    Example:
+        ```python
+        assert updated({}, [{"files": {"/a": "x"}}]) == {"files": {"/a": "x"}}
+        ```
+
+    """
+    result: dict[str, Any] = dict(state or {})
+    for write in writes:
+        if is_changes(write):
+            result = applied(result, write)
+        elif isinstance(write, Mapping):
+            result = dict(thawed(dict(write)))
+        elif write is None:
+            result = {}
+        else:
+            raise TypeError(
+                f"agent_state is updated with a mapping of a graph agent's state keys; got "
+                f"{type(write).__name__} {write!r:.60}"
+            )
+    return result
+
+
+def _updated_by_one(state: dict[str, Any], write: Any) -> dict[str, Any]:
+    return updated(state, [write])
+
+
+class AgentStateChannel(BinaryOperatorAggregate[dict[str, Any]]):
+    """`AGENT_STATE` with full-value storage: every checkpoint stores the whole value.
+
+    Stored `frozen`, read `thawed`; updated by `updated`, so it also reads a thread
+    written with delta storage (its change sets are replayed one by one).
+    """
+
+    def __init__(self, typ: Any = dict, operator: Any = _updated_by_one) -> None:
+        """The channel; ``typ`` and ``operator`` are LangGraph's (kept for ``copy``)."""
+        super().__init__(typ, operator)
 
     def checkpoint(self) -> Any:
         """The stored form: pydantic models as plain data."""
@@ -155,12 +298,62 @@ class AgentStateChannel(LastValue[dict[str, Any]]):
 
     def from_checkpoint(self, checkpoint: Any) -> Self:
         """The channel as stored, pydantic models rebuilt."""
-        return super().from_checkpoint(thawed(checkpoint))
+        channel = super().from_checkpoint(checkpoint)
+        if channel.is_available():
+            channel.value = thawed(channel.get())
+        return channel
 
 
-def selected_state(entries: Sequence[Mapping[str, Any]], iteration: int | None) -> dict[str, Any]:
-    """The agent state of ``iteration`` among `ATTEMPT_STATES` entries (``{}`` if none)."""
+class AgentStateDeltaChannel(DeltaChannel[dict[str, Any]]):
+    """`AGENT_STATE` with delta storage: each checkpoint stores its step's change set.
+
+    A full snapshot is stored every ``snapshot_frequency`` updates (and where LangGraph
+    forces one: 5,000 steps, a fork), as LangGraph stores a value: a pydantic
+    ``structured_response`` in a snapshot is stored as the checkpointer stores pydantic
+    models. A plain value stored by the earlier layout (a whole, `frozen` value) is read
+    `thawed`.
+    """
+
+    def from_checkpoint(self, checkpoint: Any) -> Self:
+        """The channel as stored (a snapshot, a whole earlier value, or nothing)."""
+        channel = super().from_checkpoint(checkpoint)
+        if isinstance(channel.value, dict):
+            channel.value = thawed(channel.value)
+        return channel
+
+
+def selected_state(
+    entries: Sequence[Mapping[str, Any]], iteration: int | None, latest: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The agent state of ``iteration`` among `ATTEMPT_STATES` entries (``{}`` if none).
+
+    ``latest`` is the state of the last entry (the agent state after the loop's latest
+    answered attempt): each later entry's ``undo`` is applied to it, newest first. An
+    entry of the earlier layout holds its state whole.
+    """
+    state: dict[str, Any] = dict(latest)
     for entry in reversed(entries):
+        if "state" in entry:
+            state = dict(thawed(entry.get("state") or {}))
         if entry.get("iteration") == iteration:
-            return dict(thawed(entry.get("state") or {}))
+            return state
+        state = applied(state, entry.get("undo"))
     return {}
+
+
+def no_change() -> dict[str, Any]:
+    """A change set that changes nothing (a write that keeps the value as it is)."""
+    return {CHANGES_MARK: 1}
+
+
+def restored(
+    base: Mapping[str, Any], stored: Mapping[str, Any], *, whole: str, change: str
+) -> dict[str, Any]:
+    """The agent state a stored record holds: a change set from ``base``, or whole.
+
+    ``change`` names its key for the change set, ``whole`` the key under which versions
+    before change sets stored the whole state.
+    """
+    if whole in stored:
+        return dict(thawed(stored[whole] or {}))
+    return applied(base, stored.get(change))

@@ -69,6 +69,7 @@ def create_loop_agent(
     count_failed_attempts: bool = True,
     max_agent_errors: int | None = 3,
     controls: Sequence[LoopControl] = (),
+    share_agent_state: bool = False,
 ) -> LoopAgent:
     """Build a loop agent: call ``agent``, let ``evaluator`` judge, repeat until accepted.
 
@@ -174,8 +175,8 @@ def create_loop_agent(
         busy_timeout: With ``concurrent_runs="wait"``, the longest a run waits for
             its thread (seconds or a ``timedelta``) before `ThreadBusyError`; ``None``
             (the default) waits as long as it takes.
-        storage: How checkpoints store the append-only keys (``messages``,
-            ``feedback``, ``records``). ``"auto"`` (the default): as LangGraph delta
+        storage: How checkpoints store the growing keys (``messages``, ``feedback``,
+            ``records``, ``agent_state``). ``"auto"`` (the default): as LangGraph delta
             channels, each checkpoint holding only its step's new items, when the
             checkpointer supports them (LangGraph's in-memory, SQLite and PostgreSQL
             savers, LangGraph Server's, or ``None``: a parent's), else as full values.
@@ -234,6 +235,12 @@ def create_loop_agent(
             stop, which attempt wins. Every option above is itself shorthand for a
             control (``history=`` builds a ``History``, ``patience=`` a ``Plateau``,
             ...), which may be passed here instead.
+        share_agent_state: As a node of a parent graph, the loop reads ``messages``
+            and ``init_messages`` from the parent's state; a parent's ``agent_state``
+            key is the parent's own, neither taken as the agent's starting state nor
+            overwritten by the loop's (``False``, the default). ``True`` takes it and
+            writes the selected iteration's back to it, as a standalone call's
+            ``{"agent_state": ...}`` input and output do. See docs/composition.md.
 
     Returns:
         A `LoopAgent`: the compiled ``StateGraph`` (``loop.graph``; nest the loop,
@@ -295,4 +302,5 @@ def create_loop_agent(
         storage=storage,
         concurrent_runs=concurrent_runs,
         busy_timeout=busy_timeout,
+        share_agent_state=share_agent_state,
     )

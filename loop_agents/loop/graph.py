@@ -99,6 +99,7 @@ def compile_loop(
     storage: Storage = "auto",
     concurrent_runs: ConcurrentRuns = "reject",
     busy_timeout: float | timedelta | None = None,
+    share_agent_state: bool = False,
 ) -> LoopAgent:
     """Build and compile the loop's graph from its parts.
 
@@ -114,6 +115,8 @@ def compile_loop(
         storage: How checkpoints store the append-only keys (`loop_agents.loop.storage`).
         concurrent_runs: What a run does while another holds its thread.
         busy_timeout: How long ``"wait"`` waits.
+        share_agent_state: Nested in a parent graph, take the parent's ``agent_state``
+            and write the loop's back to it (see `LoopAgent`).
 
     Returns:
         The compiled graph in a `LoopAgent`.
@@ -155,4 +158,9 @@ def compile_loop(
     graph = builder.compile(checkpointer=checkpointer, store=store, name=name).with_config(
         recursion_limit=max(STEPS_PER_ITERATION * (most + 1) + 1, MIN_RECURSION_LIMIT)
     )
-    return LoopAgent(graph, concurrent_runs=concurrent_runs, busy_timeout=busy_timeout)
+    return LoopAgent(
+        graph,
+        concurrent_runs=concurrent_runs,
+        busy_timeout=busy_timeout,
+        share_agent_state=share_agent_state,
+    )

@@ -18,7 +18,10 @@ it does what a compiled graph cannot do for itself:
 
 Nested in a parent graph (or run inside one, e.g. as a tool), the loop's input is the
 parent's state and its thread is the parent's: only the loop's own keys are checked,
-and the thread is the parent run's to guard (see `thread_guard`). Run by LangGraph
+and the thread is the parent run's to guard (see `thread_guard`). A parent's
+``agent_state`` key is the parent's own: the loop neither takes it as its agent's state
+nor writes its own back to it, unless it was built with ``share_agent_state=True``
+(`without_parent_keys`, `for_parent`). Run by LangGraph
 Server, the thread is guarded by the server's ``multitask_strategy``; serve
 `LoopAgent.graph` (see `loop_agents.serving`).
 """
@@ -26,7 +29,7 @@ Server, the thread is guarded by the server's ``multitask_strategy``; serve
 from __future__ import annotations
 
 import sys
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, cast
 
@@ -93,12 +96,19 @@ class LoopAgent(PregelProtocol[LoopState, None, LoopInput, LoopOutput]):
         *,
         concurrent_runs: ConcurrentRuns = "reject",
         busy_timeout: float | timedelta | None = None,
+        share_agent_state: bool = False,
     ) -> None:
         """Wrap ``graph``; check the thread options."""
         self.graph = graph
         self.concurrent_runs, self.busy_timeout = check_concurrent_runs(
             concurrent_runs, busy_timeout
         )
+        if not isinstance(share_agent_state, bool):
+            raise TypeError(
+                f"share_agent_state must be True or False; got "
+                f"{type(share_agent_state).__name__} {share_agent_state!r:.60}"
+            )
+        self.share_agent_state = share_agent_state
 
     def __getattr__(self, name: str) -> Any:
         """The graph's own attributes (``channels``, ``checkpointer``, ``nodes``, ...)."""
@@ -132,10 +142,29 @@ class LoopAgent(PregelProtocol[LoopState, None, LoopInput, LoopOutput]):
         """The graph's output schema."""
         return self.graph.get_output_schema(config)
 
-    def _wrapped(self, graph: LoopGraph) -> LoopAgent:
+    def _wrapped(self, graph: LoopGraph, *, share_agent_state: bool | None = None) -> LoopAgent:
         return LoopAgent(
-            graph, concurrent_runs=self.concurrent_runs, busy_timeout=self.busy_timeout
+            graph,
+            concurrent_runs=self.concurrent_runs,
+            busy_timeout=self.busy_timeout,
+            share_agent_state=(
+                self.share_agent_state if share_agent_state is None else share_agent_state
+            ),
         )
+
+    def sharing_agent_state(self) -> LoopAgent:
+        """The same loop, taking a caller's ``agent_state`` and giving its own back when nested.
+
+        What ``share_agent_state=True`` builds; a loop used as another loop's agent is
+        called this way, so that the outer loop carries the inner agent's state.
+
+        Example:
+            ```python
+            inner = create_loop_agent(deep_agent, judge, 3).sharing_agent_state()
+            ```
+
+        """
+        return self._wrapped(self.graph, share_agent_state=True)
 
     def with_config(self, config: RunnableConfig | None = None, **kwargs: Any) -> LoopAgent:
         """The same loop with ``config`` merged into its graph's (as ``Pregel.with_config``)."""
@@ -158,9 +187,17 @@ class LoopAgent(PregelProtocol[LoopState, None, LoopInput, LoopOutput]):
         merged = ensure_config(merge_configs(self.graph.config, config))
         nested = _is_nested(merged)
         saver = self._saver()
+        if nested and not self.share_agent_state:
+            input = without_parent_keys(input)
         checked = check_input(input, nested=nested, checkpointer=saver is not None or nested)
         guarded = None if nested or _is_served(merged) else saver
         return checked, merged, guarded
+
+    def _for_caller(self, output: Any, config: RunnableConfig) -> Any:
+        """The run's output, without ``agent_state`` for a parent that did not ask for it."""
+        if self.share_agent_state or not _is_nested(config):
+            return output
+        return for_parent(output)
 
     def _nothing_to_resume(self, config: RunnableConfig) -> LoopInputError:
         thread = (config.get("configurable") or {}).get("thread_id")
@@ -247,7 +284,7 @@ class LoopAgent(PregelProtocol[LoopState, None, LoopInput, LoopOutput]):
             saver, merged, concurrent_runs=self.concurrent_runs, busy_timeout=self.busy_timeout
         ):
             try:
-                return self.graph.invoke(checked, config, **kwargs)
+                return self._for_caller(self.graph.invoke(checked, config, **kwargs), merged)
             except EmptyInputError as error:
                 if input is not None:
                     raise
@@ -267,7 +304,8 @@ class LoopAgent(PregelProtocol[LoopState, None, LoopInput, LoopOutput]):
             saver, merged, concurrent_runs=self.concurrent_runs, busy_timeout=self.busy_timeout
         ):
             try:
-                return await self.graph.ainvoke(checked, config, **kwargs)
+                output = await self.graph.ainvoke(checked, config, **kwargs)
+                return self._for_caller(output, merged)
             except EmptyInputError as error:
                 if input is not None:
                     raise
@@ -365,6 +403,45 @@ class LoopAgent(PregelProtocol[LoopState, None, LoopInput, LoopOutput]):
         return await self.graph.abulk_update_state(config, supersteps)
 
 
+PARENT_OWNED = ("agent_state",)
+"""The loop's input and output keys that, nested in a parent graph, stay the parent's
+unless the loop is built with ``share_agent_state=True``."""
+
+
+def without_parent_keys(input: Any) -> Any:
+    """A nested loop's input (the parent's state) without the keys that stay the parent's.
+
+    Example:
+        ```python
+        without_parent_keys({"messages": [m], "agent_state": {"user": "ann"}})
+        # {'messages': [m]}
+        ```
+
+    """
+    if isinstance(input, Mapping):
+        if not any(key in input for key in PARENT_OWNED):
+            return input
+        return {k: v for k, v in input.items() if k not in PARENT_OWNED}
+    if input is None or isinstance(input, Command):
+        return input
+    # a parent whose state is an object (a pydantic model, a dataclass): its loop keys
+    return {k: getattr(input, k) for k in ("messages", "init_messages") if hasattr(input, k)}
+
+
+def for_parent(output: Any) -> Any:
+    """A nested loop's output without the keys that stay the parent's (see `PARENT_OWNED`).
+
+    Example:
+        ```python
+        for_parent({"messages": [m], "agent_state": {"files": {}}})  # {'messages': [m]}
+        ```
+
+    """
+    if isinstance(output, Mapping) and any(key in output for key in PARENT_OWNED):
+        return {k: v for k, v in output.items() if k not in PARENT_OWNED}
+    return output
+
+
 def _between_iterations(snapshot: Any, values: dict[str, Any]) -> tuple[Any, str | None]:
     """An update made between iterations, as the ``evaluate`` node with its route.
 
@@ -395,5 +472,12 @@ def graph_of(loop: LoopAgent | Any) -> Any:
     return loop.graph if isinstance(loop, LoopAgent) else loop
 
 
-__all__ = ["LoopAgent", "LoopGraph", "graph_of"]
+__all__ = [
+    "PARENT_OWNED",
+    "LoopAgent",
+    "LoopGraph",
+    "for_parent",
+    "graph_of",
+    "without_parent_keys",
+]
 _ = cast

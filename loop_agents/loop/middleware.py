@@ -42,6 +42,7 @@ from langgraph.config import get_config
 from langgraph.runtime import Runtime
 from langgraph.types import Command, Overwrite
 
+from loop_agents.loop.agent_state import updated
 from loop_agents.loop.controls.base import LoopControl, Outcome, Progress, overrides
 from loop_agents.loop.controls.budgets import Prices
 from loop_agents.loop.controls.selection import Selection
@@ -58,6 +59,7 @@ from loop_agents.loop.middleware_state import (
     StateLayout,
     agent_updates,
     attempt_part,
+    attempt_start,
     attempt_view,
     loop_output,
     loop_view,
@@ -290,6 +292,10 @@ class LoopMiddleware(AgentMiddleware[LoopAgentState, Any, Any]):
             mark["history"] = turn.shaping.stored()
         updates["loop_iteration"] = turn.iteration
         updates["loop_attempt"] = mark
+        if self.nodes.choosers:  # the choice needs each attempt's state: keep where it starts
+            start = attempt_start(state, self.state_keys)
+            if start is not None:
+                updates["loop_attempt_start"] = start
         updates["loop_model_calls"] = Overwrite({"calls": 0, "usage": {}})
         return updates
 
@@ -503,6 +509,8 @@ def _merged(view: Mapping[str, Any], updates: Mapping[str, Any]) -> LoopState:
             state[key] = [*(state.get(key) or []), *value]
         elif key == "iteration":
             state[key] = (state.get(key) or 0) + value
+        elif key == "agent_state":
+            state[key] = updated(state.get(key), [value])
         else:
             state[key] = value
     return cast(LoopState, state)

@@ -30,6 +30,14 @@ from langgraph.channels.delta import DeltaChannel
 from langgraph.managed import RemainingSteps
 from typing_extensions import TypedDict
 
+from loop_agents.loop.agent_state import (
+    AgentStateChannel,
+    AgentStateDeltaChannel,
+    applied,
+    changes,
+    is_changes,
+    updated,
+)
 from loop_agents.loop.controls.base import Attempt
 from loop_agents.loop.outcomes import run_of
 from loop_agents.loop.state import IterationRecord, LoopState, StopReason
@@ -136,8 +144,9 @@ class LoopAgentState(AgentState[Any]):
     ``get_state(config).values``): the request's ids (``loop_init_ids``),
     the loop's start (``loop_started_at``), each iteration's agent state for selection
     (``loop_attempt_states``), the history policy's memory, the current attempt
-    (``loop_attempt``, an `AttemptMark`), its model calls (``loop_model_calls``) and the
-    steps left under the recursion limit.
+    (``loop_attempt``, an `AttemptMark`), the agent state it started from when the loop
+    chooses its answer (``loop_attempt_start``, stored as what changed), its model calls
+    (``loop_model_calls``) and the steps left under the recursion limit.
 
     """
 
@@ -171,6 +180,13 @@ class LoopAgentState(AgentState[Any]):
     ]
     loop_history_memory: NotRequired[Annotated[dict[str, Any] | None, PrivateStateAttr]]
     loop_attempt: NotRequired[Annotated[AttemptMark, PrivateStateAttr]]
+    loop_attempt_start: NotRequired[
+        Annotated[
+            dict[str, Any],
+            PrivateStateAttr,
+            AgentStateDeltaChannel(updated, dict, snapshot_frequency=LISTS_SNAPSHOT_EVERY),
+        ]
+    ]
     loop_model_calls: NotRequired[Annotated[ModelCalls, PrivateStateAttr, add_model_calls]]
     loop_remaining_steps: NotRequired[Annotated[int, PrivateStateAttr, _STEPS_LEFT]]
 
@@ -192,6 +208,9 @@ class LoopAgentStateFull(AgentState[Any]):
     ]
     loop_history_memory: NotRequired[Annotated[dict[str, Any] | None, PrivateStateAttr]]
     loop_attempt: NotRequired[Annotated[AttemptMark, PrivateStateAttr]]
+    loop_attempt_start: NotRequired[
+        Annotated[dict[str, Any], PrivateStateAttr, AgentStateChannel()]
+    ]
     loop_model_calls: NotRequired[Annotated[ModelCalls, PrivateStateAttr, add_model_calls]]
     loop_remaining_steps: NotRequired[Annotated[int, PrivateStateAttr, _STEPS_LEFT]]
 
@@ -273,9 +292,19 @@ def attempt_view(state: Mapping[str, Any], keys: Sequence[str], mark: AttemptMar
         max(0.0, time.time() - mark["opened_at"]),
         CallUsage.of_stored(calls["usage"]),
     )
-    view["agent_run"] = run_of(attempt, CallUsage.of_stored(mark.get("history") or {}))
+    run = run_of(attempt, CallUsage.of_stored(mark.get("history") or {}))
+    start = state.get("loop_attempt_start")
+    if isinstance(start, Mapping):  # the way back to the state the attempt started from
+        run["agent_state_undo"] = changes(view["agent_state"], start)
+    view["agent_run"] = run
     view["last_response"] = attempt.answer
     return view  # type: ignore[return-value]
+
+
+def attempt_start(state: Mapping[str, Any], keys: Sequence[str]) -> dict[str, Any] | None:
+    """The update that keeps the agent state an attempt starts from (what changed), if any."""
+    before = state.get("loop_attempt_start")
+    return changes(dict(before) if isinstance(before, Mapping) else {}, agent_state_of(state, keys))
 
 
 # -- the nodes' updates, as updates of the agent's state ---------------------------------
@@ -301,8 +330,9 @@ def agent_updates(
             continue
         if key == "messages":
             out["messages"] = list(value)
-        elif key == "agent_state":
-            out.update(restored(value, state, keys))
+        elif key == "agent_state":  # a change set from the agent's state as it stands
+            selected = applied(agent_state_of(state, keys), value) if is_changes(value) else value
+            out.update(restored(selected, state, keys))
         elif key == "iteration":
             continue  # the opening hook sets ``loop_iteration`` to the turn's number
         elif key in LOOP_KEYS:
@@ -345,7 +375,7 @@ def loop_output(
     as a loop's output: ``records``, ``stop_reason``, ``iteration``, ``feedback``,
     ``selected_iteration``, ``selected_score``, ``init_messages``, ``messages``,
     ``last_response`` (the conversation's last AI message), ``stop`` (the latest
-    record's) and, when the agent has any, ``agent_state`` (its ``state_keys``). While
+    record's) and ``agent_state`` (its ``state_keys`` that hold a value). While
     the loop runs, ``iteration`` counts the judged attempts. Anything else (a loop's own
     output) is returned as it is, so code that reads loops' results (an eval, the
     command) takes both.
@@ -374,7 +404,5 @@ def loop_output(
         "selected_iteration": values.get("loop_selected_iteration"),
         "selected_score": values.get("loop_selected_score"),
     }
-    attempt_state = agent_state_of(values, state_keys)
-    if attempt_state:
-        output["agent_state"] = attempt_state
+    output["agent_state"] = agent_state_of(values, state_keys)
     return output

@@ -23,6 +23,7 @@ from __future__ import annotations
 import inspect
 import uuid
 from collections.abc import Generator, Sequence
+from dataclasses import replace
 from functools import partial
 from typing import Any, NamedTuple, cast
 
@@ -33,7 +34,13 @@ from langgraph.types import Command
 
 from loop_agents.loop._function_runnable import FunctionRunnable
 from loop_agents.loop._reporting import LoopReporter
-from loop_agents.loop.agent_state import carried, frozen, selected_state, thawed
+from loop_agents.loop.agent_state import (
+    carried,
+    changes,
+    no_change,
+    restored,
+    selected_state,
+)
 from loop_agents.loop.agents import AgentCaller, AgentInput, AgentLike, answer_of, with_fresh_ids
 from loop_agents.loop.controls.base import (
     NO_USAGE,
@@ -47,6 +54,14 @@ from loop_agents.loop.controls.base import (
 )
 from loop_agents.loop.controls.budgets import PriceTable
 from loop_agents.loop.controls.candidates import candidate_context
+from loop_agents.loop.controls.hook_results import (
+    checked_around,
+    checked_attempts,
+    checked_calls,
+    checked_choice,
+    checked_messages,
+    checked_outcome,
+)
 from loop_agents.loop.controls.retries import NodeName, Retries, TimeLimit
 from loop_agents.loop.controls.selection import answer_copy, choose
 from loop_agents.loop.evaluation import Evaluator, EvaluatorCaller, InvalidEvaluationError
@@ -278,10 +293,14 @@ class LoopNodes:
         known = [*history, *updates.get("messages", [])]
         if isinstance(result, list):
             attempts = [_after(turn.agent_state, a) for a in result]
-            return self._candidates_updates(updates, known, attempts, turn.shaping, iteration)
+            return self._candidates_updates(
+                updates, known, attempts, turn.shaping, iteration, turn.agent_state
+            )
         single: Attempt = result
         attempt = _after(turn.agent_state, single)
-        return self._attempt_updates(updates, known, attempt, turn.shaping, iteration)
+        return self._attempt_updates(
+            updates, known, attempt, turn.shaping, iteration, turn.agent_state
+        )
 
     def open_turn(self, state: LoopState, config: RunnableConfig) -> Program[OpenedTurn]:
         """Open the iteration and shape what the agent is sent (``shape_input`` hooks).
@@ -310,7 +329,7 @@ class LoopNodes:
                 shaped, used = yield from tapped(shaped)
                 for usage in used.values():
                     shaping = shaping + usage
-            messages = _messages_of(control, shaped)
+            messages = checked_messages(control, shaped)
         if "memory" in turn.memory_kept:
             updates["history_memory"] = turn.memory_kept["memory"]
         elif turn.new_loop and state.get("history_memory") is not None:
@@ -321,15 +340,17 @@ class LoopNodes:
         """The agent call through the controls around it, from the ``index``-th inward."""
         if index == len(self.wrappers):
             return (yield from self._agent_call(call, config))
-        hook = self.wrappers[index].around_agent(call)
+        control = self.wrappers[index]
+        hook = checked_around(control, control.around_agent(call))
         sent: Any = None
         error: BaseException | None = None
         while True:
             try:
                 inner = hook.throw(error) if error is not None else hook.send(sent)
             except StopIteration as done:
-                return done.value
+                return checked_attempts(control, done.value)
             error = None
+            inner = checked_calls(control, inner)
             try:
                 if isinstance(inner, list):
                     sent = yield from self._fan_out(index + 1, inner, config)
@@ -345,7 +366,13 @@ class LoopNodes:
         programs = [partial(self._stored_attempt, index, call, config) for call in calls]
         names = [f"agent (candidate {call.candidate})" for call in calls]
         stored = yield Fanout(programs, names, self._task_retry("invoke_agent"))
-        return [Attempt.of_stored(s) for s in stored]
+        return [
+            replace(
+                Attempt.of_stored(s),
+                agent_state=restored(call.agent_state, s, whole="agent_state", change="changes"),
+            )
+            for s, call in zip(stored, calls, strict=True)
+        ]
 
     def _stored_attempt(
         self, index: int, call: AgentCall, config: RunnableConfig
@@ -357,7 +384,11 @@ class LoopNodes:
                 f"candidate {call.candidate}; around_agent must return the Attempt it received "
                 f"(or one of its own)"
             )
-        return attempt.stored()
+        # the state as a change set from what this call was given, not whole
+        state = changes(call.agent_state, attempt.agent_state)
+        stored: dict[str, Any] = replace(attempt, agent_state={}).stored()
+        del stored["agent_state"]
+        return stored | {"changes": state}
 
     def _agent_call(self, call: AgentCall, config: RunnableConfig) -> Program[Attempt]:
         """The agent call itself: one `Call`, measured."""
@@ -385,7 +416,7 @@ class LoopNodes:
         return Attempt(
             value["produced"],
             None,
-            thawed(value["state"]),
+            restored(call.agent_state, value, whole="state", change="changes"),
             measured.seconds,
             measured.usage,
             call.candidate,
@@ -397,11 +428,11 @@ class LoopNodes:
 
             def sync(given: AgentInput, config: RunnableConfig) -> dict[str, Any]:
                 reply = caller.invoke(given, config)
-                return {"produced": reply.produced, "state": frozen(reply.state)}
+                return {"produced": reply.produced, "changes": changes(given.state, reply.state)}
 
             async def async_(given: AgentInput, config: RunnableConfig) -> dict[str, Any]:
                 reply = await caller.ainvoke(given, config)
-                return {"produced": reply.produced, "state": frozen(reply.state)}
+                return {"produced": reply.produced, "changes": changes(given.state, reply.state)}
 
             traced = self.report.traced("agent", sync, async_)
             self._traced[id(caller)] = traced
@@ -414,6 +445,7 @@ class LoopNodes:
         attempt: Attempt,
         shaping: CallUsage,
         iteration: int,
+        before: dict[str, Any],
     ) -> dict[str, Any]:
         if attempt.produced is None:
             updates["agent_run"] = run_of(attempt, shaping)
@@ -426,8 +458,13 @@ class LoopNodes:
         updates["messages"] = [*updates.get("messages", []), *produced]
         updates["last_response"] = answer_of(produced)
         updates["agent_run"] = run
-        if attempt.agent_state:
-            updates["agent_state"] = dict(attempt.agent_state)
+        if attempt.agent_state:  # what the attempt changed (a deep agent: the files it wrote)
+            after = dict(attempt.agent_state)
+            change = changes(before, after)
+            if change is not None:
+                updates["agent_state"] = change
+            if self.choosers:  # the way back, to rebuild this state if it is chosen
+                run["agent_state_undo"] = changes(after, before)
         self.report.agent_finished(iteration, updates["last_response"], run)
         return updates
 
@@ -438,6 +475,7 @@ class LoopNodes:
         attempts: list[Attempt],
         shaping: CallUsage,
         iteration: int,
+        before: dict[str, Any],
     ) -> dict[str, Any]:
         runs: list[CandidateRun] = []
         taken = list(known)
@@ -449,8 +487,8 @@ class LoopNodes:
             run = run_of(fresh)
             seconds = max(seconds, attempt.seconds)
             entry: CandidateRun = {"candidate": number, "produced": produced, "run": run}
-            if attempt.agent_state:
-                entry["state"] = frozen(dict(attempt.agent_state))
+            if attempt.agent_state:  # as a change set from the state before the iteration
+                entry["changes"] = changes(before, dict(attempt.agent_state))
             runs.append(entry)
             if not produced:
                 self.report.agent_failed(iteration, attempt.error or "", candidate=number)
@@ -511,12 +549,7 @@ class LoopNodes:
                 changed, used = yield from tapped(changed)
                 for call_name, usage in used.items():
                     outcome.add_usage(call_name, usage)
-            if not isinstance(changed, Outcome):
-                raise TypeError(
-                    f"control {control.describe()!r}: after_verdict returned "
-                    f"{type(changed).__name__}; it must return the Outcome it was given"
-                )
-            outcome = changed
+            outcome = checked_outcome(control, changed)
         check_decided(outcome, self.evaluator.where(iteration))
         record = record_of(outcome, run, self.evaluator.name)
         if self.prices is not None:
@@ -605,18 +638,24 @@ class LoopNodes:
             "stop_reason": reason,
         }
         selected = outcome.attempt
+        before = dict(state.get("agent_state") or {})  # the agent state before these updates
+        latest = dict(selected.agent_state) if selected is not None else {}
         if len(outcome.judged) > 1:
             updates["candidate_runs"] = []
             if selected is not None and selected.produced:
                 updates["messages"] = list(selected.produced)
                 updates["last_response"] = answer
-            if selected is not None and selected.agent_state:
-                updates["agent_state"] = dict(selected.agent_state)
+            if latest:
+                updates["agent_state"] = changes(before, latest) or no_change()
             self.report.candidates_judged(record)
-        if self.choosers and selected is not None and selected.agent_state:
-            updates["attempt_states"] = [
-                {"iteration": iteration, "state": frozen(dict(selected.agent_state))}
-            ]
+        if self.choosers and latest:
+            # the way back to the previous iteration's state (invoke_agent computed it when
+            # the state was written there), so that the chosen iteration's can be rebuilt
+            if len(outcome.judged) > 1:
+                undo = changes(latest, before)
+            else:
+                undo = (state.get("agent_run") or EMPTY_RUN).get("agent_state_undo")
+            updates["attempt_states"] = [{"iteration": iteration, "undo": undo}]
         self.report.evaluation_finished(record)
         if reason is None:
             # with its id: a delta channel replays the stored write, and a message given
@@ -630,7 +669,7 @@ class LoopNodes:
                     message.id = str(uuid.uuid4())
             updates["messages"] = [*updates.get("messages", []), message]
         else:
-            updates |= self._selection(state, record, updates)
+            updates |= self._selection(state, record, updates, latest or before)
             final = updates.get("last_response", answer)
             if final is None and updates.get("selected_iteration") is not None:
                 final = state.get("last_response")
@@ -643,13 +682,20 @@ class LoopNodes:
         return updates
 
     def _selection(
-        self, state: LoopState, record: IterationRecord, updates: dict[str, Any]
+        self,
+        state: LoopState,
+        record: IterationRecord,
+        updates: dict[str, Any],
+        latest: dict[str, Any],
     ) -> dict[str, Any]:
-        """Which attempt is the loop's answer: the last one, or what the choosers pick."""
+        """Which attempt is the loop's answer: the last one, or what the choosers pick.
+
+        ``latest`` is the agent state after the loop's latest answered attempt.
+        """
         records = [*state.get("records", []), record]
         chosen = choose(records, "last")
         for chooser in self.choosers:
-            picked = chooser.choose(records)
+            picked = checked_choice(chooser, chooser.choose(records), records)
             if picked is not None:
                 chosen = picked
         if chosen is None:
@@ -664,9 +710,10 @@ class LoopNodes:
             selection["messages"] = [*updates.get("messages", []), copy]
             selection["last_response"] = copy
             entries = [*state.get("attempt_states", []), *updates.get("attempt_states", [])]
-            chosen_state = selected_state(entries, chosen["iteration"])
-            if chosen_state:
-                selection["agent_state"] = chosen_state
+            chosen_state = selected_state(entries, chosen["iteration"], latest)
+            if chosen_state:  # a change set from the state before this node's updates
+                before = dict(state.get("agent_state") or {})
+                selection["agent_state"] = changes(before, chosen_state) or no_change()
         return selection
 
 
@@ -698,15 +745,6 @@ def _after(before: dict[str, Any], attempt: Attempt) -> Attempt:
         attempt.usage,
         attempt.candidate,
     )
-
-
-def _messages_of(control: LoopControl, shaped: object) -> list[AnyMessage]:
-    if isinstance(shaped, str | bytes) or not isinstance(shaped, Sequence):
-        raise TypeError(
-            f"control {control.describe()!r}: shape_input returned {type(shaped).__name__} "
-            f"{shaped!r:.60}; it must return the list of messages the agent is sent"
-        )
-    return list(cast(Sequence[AnyMessage], shaped))
 
 
 def _verdict(stored: dict[str, Any], name: str) -> Any:

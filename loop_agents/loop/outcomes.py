@@ -13,7 +13,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, AnyMessage
 
-from loop_agents.loop.agent_state import thawed
+from loop_agents.loop.agent_state import restored
 from loop_agents.loop.agents import answer_of
 from loop_agents.loop.controls.base import NO_USAGE, Attempt, Judged, Outcome, Verdict
 from loop_agents.loop.evaluation import missing_feedback_error, undecided_error
@@ -58,11 +58,12 @@ def attempts_of(state: LoopState) -> tuple[list[Attempt], CallUsage]:
     history = CallUsage.of_stored(run.get("history") or {})
     candidates = state.get("candidate_runs")
     if candidates:
+        before = state.get("agent_state") or {}
         attempts = [
             Attempt(
                 c["produced"] or None,
                 c["run"].get("error"),
-                thawed(c.get("state") or {}),
+                restored(before, c, whole="state", change="changes"),
                 c["run"]["seconds"],
                 CallUsage.of_stored(c["run"].get("usage") or {}),
                 c["candidate"],

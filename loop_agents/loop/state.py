@@ -240,7 +240,9 @@ class AgentRun(TypedDict):
     ``usage`` and ``history`` are the stored forms of the model calls of the agent and of
     the history policy (tokens, requests, tokens by model name for pricing, calls that
     reported no usage); ``error`` is set when the call failed and the failure is fed back
-    (``on_agent_error="feedback"``).
+    (``on_agent_error="feedback"``); ``agent_state_undo``, when an answer other than the
+    last may be chosen, is the change set from the agent state after the call back to the
+    one before it (see `loop_agents.loop.agent_state`).
     """
 
     seconds: float
@@ -250,14 +252,20 @@ class AgentRun(TypedDict):
     usage: NotRequired[dict[str, Any]]
     history: NotRequired[dict[str, Any]]
     error: NotRequired[str]
+    agent_state_undo: NotRequired[dict[str, Any] | None]
 
 
 class CandidateRun(TypedDict):
-    """One candidate's agent call, kept between the two nodes (``candidates=k``)."""
+    """One candidate's agent call, kept between the two nodes (``candidates=k``).
+
+    ``changes`` is its agent state as a change set from the state before the iteration
+    (threads written before change sets hold it whole, in ``state``).
+    """
 
     candidate: int
     produced: list[AnyMessage]
     run: AgentRun
+    changes: NotRequired[dict[str, Any] | None]
     state: NotRequired[dict[str, Any]]
 
 
@@ -270,7 +278,7 @@ class LoopInput(TypedDict, total=False):
 
     messages: Required[Annotated[list[AnyMessage], add_messages]]
     init_messages: list[AnyMessage]
-    agent_state: Annotated[dict[str, Any], AgentStateChannel(dict)]
+    agent_state: Annotated[dict[str, Any], AgentStateChannel()]
 
 
 class LoopOutput(TypedDict, total=False):
@@ -286,15 +294,15 @@ class LoopOutput(TypedDict, total=False):
     records: Annotated[list[IterationRecord], operator.add]
     selected_iteration: int | None
     selected_score: float | None
-    agent_state: Annotated[dict[str, Any], AgentStateChannel(dict)]
+    agent_state: Annotated[dict[str, Any], AgentStateChannel()]
 
 
 class LoopState(LoopOutput, total=False):
     """The loop's state; the reducers are part of the public contract.
 
     With delta storage (``create_loop_agent``'s default where the checkpointer supports
-    it) ``messages``, ``feedback`` and ``records`` are LangGraph delta channels that
-    update by the same rules; see `loop_agents.loop.storage`.
+    it) ``messages``, ``feedback``, ``records`` and ``agent_state`` are LangGraph delta
+    channels that update by the same rules; see `loop_agents.loop.storage`.
 
     Attributes:
         messages: The whole conversation: input, answers, tool traffic and feedback

@@ -1,12 +1,14 @@
 """How a loop's state is stored in checkpoints: delta channels or full values.
 
 A LangGraph checkpoint stores the full value of every channel that changed in its step.
-For the loop's append-only keys (``messages``, ``feedback``, ``records``) that value is
-everything so far, so storing the whole value at every step makes a thread's storage
-grow with the square of its iterations. With *delta* storage these three keys are
-LangGraph ``DeltaChannel`` channels: a checkpoint stores only the step's writes (the new answer,
-the new feedback, the new record) and a full snapshot now and then; reading a
-checkpoint replays the writes since the last snapshot. Storage then grows linearly.
+For the loop's append-only keys (``messages``, ``feedback``, ``records``, the kept agent
+states) that value is everything so far, and a graph agent's ``agent_state`` (a deep
+agent's files) holds everything the agent wrote, so storing the whole value at every step
+makes a thread's storage grow with the square of its iterations. With *delta* storage
+these keys are LangGraph ``DeltaChannel`` channels: a checkpoint stores only the step's
+writes (the new answer, the new feedback, the new record, the files the attempt changed:
+see `loop_agents.loop.agent_state`) and a full snapshot now and then; reading a checkpoint
+replays the writes since the last snapshot. Storage then grows linearly.
 
 ``create_loop_agent(..., storage=...)`` chooses:
 
@@ -50,6 +52,7 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
 from langgraph.types import Checkpointer
 from typing_extensions import TypedDict, get_type_hints
 
+from loop_agents.loop.agent_state import AgentStateDeltaChannel, updated
 from loop_agents.loop.state import IterationRecord
 
 Storage: TypeAlias = Literal["auto", "delta", "full"]
@@ -260,11 +263,16 @@ RecordsDelta = Annotated[
 AttemptStatesDelta = Annotated[
     list[dict[str, Any]], DeltaChannel(extend_list, snapshot_frequency=LISTS_SNAPSHOT_EVERY)
 ]
+AgentStateDelta = Annotated[
+    dict[str, Any],
+    AgentStateDeltaChannel(updated, dict, snapshot_frequency=LISTS_SNAPSHOT_EVERY),
+]
 DELTA_KEYS: dict[str, Any] = {
     "messages": MessagesDelta,
     "feedback": FeedbackDelta,
     "records": RecordsDelta,
     "attempt_states": AttemptStatesDelta,
+    "agent_state": AgentStateDelta,
 }
 """The state keys stored as delta channels, with their annotations."""
 
@@ -339,9 +347,10 @@ def with_storage(
     """``schema`` (a state ``TypedDict``) with its append-only keys stored as ``layout``.
 
     For ``"full"`` the schema itself; for ``"delta"`` a ``TypedDict`` of the same name,
-    keys and required keys whose ``messages``, ``feedback`` and ``records`` are delta
-    channels with the same update rules. With ``keys``, only those of its keys (a node's
-    input schema: LangGraph then reads only their channels for the node).
+    keys and required keys whose ``messages``, ``feedback``, ``records``,
+    ``attempt_states`` and ``agent_state`` are delta channels with the same update rules.
+    With ``keys``, only those of its keys (a node's input schema: LangGraph then reads
+    only their channels for the node).
 
     Example:
         ```python

@@ -20,7 +20,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
-from pathlib import Path
 from typing import TypeVar, Unpack
 
 from loop_agents.sandbox.cleanup import remove_tree
@@ -40,6 +39,7 @@ from loop_agents.sandbox.limits import (
 )
 from loop_agents.sandbox.processes import children, kill_tree_of, kill_uid
 from loop_agents.sandbox.result import CappedOutput, RunResult
+from loop_agents.sandbox.text_files import write_utf8
 
 __all__ = ["arun_python", "run_python"]
 
@@ -57,7 +57,7 @@ def _workspace(code: str, uid: int | None) -> Iterator[tuple[str, str, str]]:
     root = tempfile.mkdtemp(prefix="loop_agents_run_")
     try:
         script = os.path.join(root, SCRIPT_NAME)
-        Path(script).write_text(code, encoding="utf-8")
+        write_utf8(script, code)
         workdir = os.path.join(root, "work")
         os.mkdir(workdir)
         if uid is not None:  # the program's own user must be able to work there
