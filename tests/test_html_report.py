@@ -203,10 +203,20 @@ def test_eval_from_draws_a_finished_evals_page_and_runs_nothing(tmp_path, capsys
     assert "The prompt: not recorded" in Page(page.read_text(encoding="utf-8")).text
 
 
+def test_eval_from_without_a_page_prints_the_tables_again(capsys):
+    assert main(["eval", "--from", str(EXAMPLE)]) == 0
+    out = capsys.readouterr().out
+    assert "Pass rate by attempt" in out
+    assert "After the first answer" in out  # computed anew from the results
+    with pytest.raises(SystemExit) as exited:
+        main(["eval", "--from", str(EXAMPLE), "--limit", "2"])
+    assert exited.value.code == 2
+    assert "runs nothing: drop --limit" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--from", "E"], "--from needs --report PAGE.html"),
         (["--from", "E", "--report", "p.html", "--limit", "2", "--base-url", "http://x"],
          "runs nothing: drop --limit, --base-url"),
         (["--from", "E", "--report", "p.json"], "give a file name ending in .html"),

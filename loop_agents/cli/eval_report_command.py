@@ -1,7 +1,7 @@
-"""``loop-agents eval [TASKS] --from OUT.json --report PAGE.html``: a finished eval's page.
+"""``loop-agents eval [TASKS] --from OUT.json [--report PAGE.html]``: a finished eval again.
 
-Nothing runs and no model is looked for: the page is drawn from the JSON that ``--out``
-wrote. The options that only matter to a run (``--arms``, ``--iterations``, the model's
+Nothing runs and no model is looked for: the tables (without ``--report``) or the page
+are made from the JSON that ``--out`` wrote. The options that only matter to a run (``--arms``, ``--iterations``, the model's
 ...) are refused rather than silently ignored.
 """
 
@@ -45,18 +45,26 @@ def run_options_given(args: argparse.Namespace) -> list[str]:
 
 
 def draw_again(args: argparse.Namespace) -> int:
-    """Draw the page of the eval whose JSON is ``args.from_json``; return the exit status."""
-    from loop_agents.evals.report_command import check_report_path, draw_from_json
+    """Print the tables, or draw the page, of the eval whose JSON is ``args.from_json``."""
+    from loop_agents.evals.report_command import (
+        check_report_path,
+        draw_from_json,
+        report_from_json,
+    )
     from loop_agents.evals.tasks import load_tasks
 
     source: Path = args.from_json
     given = run_options_given(args)
     if given:
-        raise UsageError(
-            f"--from draws a finished eval's page and runs nothing: drop {', '.join(given)}"
-        )
+        raise UsageError(f"--from shows a finished eval and runs nothing: drop {', '.join(given)}")
     if args.report is None:
-        raise UsageError("--from needs --report PAGE.html: where to write the page")
+        from loop_agents.evals.report import render_report
+
+        try:
+            render_report(report_from_json(source))
+        except ValueError as exc:  # EvalFileError
+            raise UsageError(str(exc)) from exc
+        return 0
     try:
         report: Path = check_report_path(args.report, source=source) or args.report
         tasks = load_tasks(args.tasks_source) if args.tasks_source is not None else None

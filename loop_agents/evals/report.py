@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.table import Table
 
 from loop_agents.evals.arm_names import ARMS, BASELINES
+from loop_agents.evals.rescues import Rescues, rescues_of
 from loop_agents.evals.stats import Paired, paired_comparison, wilson_interval
 
 __all__ = [
@@ -230,6 +231,8 @@ class EvalReport:
         by_part: Part name -> arm name -> `ArmSummary` over that part's tasks, when the
             tasks name their part (the bundled ``code`` set: ``traps`` and ``caught``);
             empty otherwise.
+        rescues: Arm name -> what it did after its first answer (`Rescues`: failed first
+            answers it rescued, passing ones it broke), for arms of more than one step.
     """
 
     arms: dict[str, ArmSummary]
@@ -239,6 +242,7 @@ class EvalReport:
     settings: dict[str, Any] = field(default_factory=dict)
     by_attempt: dict[str, list[float]] = field(default_factory=dict)
     by_part: dict[str, dict[str, ArmSummary]] = field(default_factory=dict)
+    rescues: dict[str, Rescues] = field(default_factory=dict)
 
     @property
     def complete(self) -> bool:
@@ -254,6 +258,7 @@ class EvalReport:
         "max_tokens", "budget"}}, "by_attempt": {ARM: [rate after step 1, ...]},
         "results": [{"task_id", "arm", "passed", "iterations", "model_calls", ...,
         "cut_off", "by_attempt", "part"}], "by_part": {PART: {ARM: {...as in arms}}},
+        "rescues": {ARM: {"arm", "failed_first", "rescued", "passed_first", "broken"}},
         "comparisons": [...], "errors": [...], "settings": {...}}``; ``model_calls``, the
         tokens, ``seconds`` and ``answers`` are means per task, ``cut_off`` a total.
 
@@ -269,6 +274,7 @@ class EvalReport:
                 part: {name: summary.to_json() for name, summary in arms.items()}
                 for part, arms in self.by_part.items()
             },
+            "rescues": {name: asdict(found) for name, found in self.rescues.items()},
             "results": [r.to_json() for r in self.results],
             "comparisons": [asdict(c) for c in self.comparisons],
             "errors": [asdict(e) for e in self.errors],
@@ -384,6 +390,7 @@ def build_report(
         settings=dict(settings or {}),
         by_attempt={arm: pass_rate_by_attempt(by_arm[arm]) for arm in arms if by_arm[arm]},
         by_part=by_part,
+        rescues={arm: found for arm, found in rescues_of(results).items() if arm in by_arm},
     )
 
 
@@ -426,6 +433,28 @@ def _render_by_attempt(report: EvalReport, console: Console) -> None:
             style="dim",
             markup=False,
         )
+
+
+def _render_rescues(report: EvalReport, console: Console) -> None:
+    """The "After the first answer" table: rescued and broken first answers per arm."""
+    if not report.rescues:
+        return
+    table = Table(
+        title="After the first answer", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False
+    )
+    for header in ("arm", "first failed", "rescued", "first passed", "broken"):
+        table.add_column(header, justify="left" if header == "arm" else "right", no_wrap=True)
+    for arm, found in report.rescues.items():
+        rescued = f"{found.rescued} ({_percent(found.rescue_rate)})" if found.failed_first else "0"
+        table.add_row(
+            arm, str(found.failed_first), rescued, str(found.passed_first), str(found.broken)
+        )
+    console.print(table)
+    console.print(
+        "rescued: tasks whose first answer failed and whose final answer passes; broken: "
+        "tasks whose first answer passed and whose final answer fails.",
+        style="dim",
+    )
 
 
 def _render_by_part(report: EvalReport, console: Console) -> None:
@@ -522,6 +551,7 @@ def render_report(report: EvalReport, console: Console | None = None) -> None:
     )
     _render_by_part(report, console)
     _render_by_attempt(report, console)
+    _render_rescues(report, console)
     if report.comparisons:
         paired = Table(title="Paired, task by task", title_justify="left", box=box.SIMPLE_HEAD)
         for header in ("comparison", "won", "lost", "tied", "sign test p"):

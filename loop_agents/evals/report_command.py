@@ -23,9 +23,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from loop_agents.evals.report import EvalReport
     from loop_agents.evals.tasks import Task
 
-__all__ = ["add_report_arguments", "check_report_path", "draw_from_json"]
+__all__ = ["add_report_arguments", "check_report_path", "draw_from_json", "report_from_json"]
 
 PAGE_SUFFIXES = (".html", ".htm")
 
@@ -51,8 +52,8 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
         dest="from_json",
         type=Path,
         metavar="OUT.json",
-        help="with --report: draw the page of a finished eval from its --out JSON, "
-        "running nothing (TASKS is then optional and only adds the tasks' prompts)",
+        help="show a finished eval from its --out JSON, running nothing: its tables, or "
+        "with --report its page (TASKS is then optional and only adds the tasks' prompts)",
     )
 
 
@@ -105,3 +106,36 @@ def draw_from_json(source: Path, report: Path, *, tasks: Sequence[Task] | None =
     from loop_agents.evals.html_report import read_eval_json, write_eval_page
 
     write_eval_page(report, read_eval_json(source), tasks=tasks)
+
+
+def report_from_json(source: Path) -> EvalReport:
+    """The `EvalReport` of the finished eval whose ``--out`` JSON is ``source``.
+
+    The tables are computed again from its results and settings, so a file written by an
+    earlier version shows what this version reports (the rescues, the comparisons).
+
+    Raises:
+        EvalFileError: ``source`` cannot be read, is not an eval's JSON, or holds a
+            malformed result.
+
+    Example:
+        ```python
+        render_report(report_from_json(Path("code.json")))
+        ```
+    """
+    from loop_agents.evals.html_report import EvalFileError, read_eval_json
+    from loop_agents.evals.report import TaskError, TaskResult, build_report
+
+    data = read_eval_json(source)
+    try:
+        results = [TaskResult.from_json(r) for r in data["results"]]
+        errors = [TaskError(**e) for e in data.get("errors") or []]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise EvalFileError(f"{str(source)!r} holds a malformed result ({exc})") from exc
+    settings = data.get("settings")
+    return build_report(
+        list(data["arms"]),
+        results,
+        errors,
+        settings=settings if isinstance(settings, dict) else {},
+    )
