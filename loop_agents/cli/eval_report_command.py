@@ -1,8 +1,8 @@
 """``loop-agents eval [TASKS] --from OUT.json [--report PAGE.html]``: a finished eval again.
 
 Nothing runs and no model is looked for: the tables (without ``--report``) or the page
-are made from the JSON that ``--out`` wrote. The options that only matter to a run (``--arms``, ``--iterations``, the model's
-...) are refused rather than silently ignored.
+are made from the JSON that ``--out`` wrote. The options that only matter to a run
+(``--arms``, ``--iterations``, the model's ...) are refused rather than silently ignored.
 """
 
 from __future__ import annotations
