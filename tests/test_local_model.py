@@ -58,105 +58,6 @@ needs_extra = pytest.mark.skipif(
     ),
 )
 
-FAKE_SERVER = textwrap.dedent(
-    """\
-    import argparse, http.server, json, os, signal, sys, time
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--host")
-    parser.add_argument("--port", type=int)
-    args, _ = parser.parse_known_args()
-    mode = os.environ.get("FAKE_LLAMA_MODE", "ok")
-    print("fake llama server:", mode, " ".join(sys.argv[1:]), flush=True)
-    if mode == "exit":
-        print("fake failure: cannot load the model", flush=True)
-        sys.exit(3)
-    if mode == "silent":
-        time.sleep(600)
-    if mode == "stubborn":
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-
-    previous = []  # the words of the previous prompt: the "KV cache" of this process
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def send(self, body, content_type="application/json"):
-            self.send_response(200)
-            self.send_header("content-type", content_type)
-            self.send_header("content-length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def do_GET(self):
-            self.send(json.dumps({"object": "list", "data": [{"id": "fake"}]}).encode())
-
-        def do_POST(self):
-            body = json.loads(self.rfile.read(int(self.headers["content-length"])))
-            if self.path.endswith("/tokenize/count"):
-                return self.send(json.dumps({"count": len(body["input"].split())}).encode())
-            words = " ".join(str(m.get("content") or "") for m in body["messages"]).split()
-            reused = 0
-            while reused < min(len(words), len(previous)) and words[reused] == previous[reused]:
-                reused += 1
-            previous[:] = words
-            # what llama-cpp-python's server logs after a completion with --verbose True,
-            # with an access-log line in between
-            print(f"llama_perf_context_print: prompt eval time =  2.50 ms / "
-                  f"{len(words) - reused:5} tokens (  0.50 ms per token)", flush=True)
-            print('INFO:     127.0.0.1:1 - "POST /v1/chat/completions HTTP/1.1" 200', flush=True)
-            print("llama_perf_context_print:        eval time =   4.00 ms /     2 runs",
-                  flush=True)
-            record = os.environ.get("FAKE_LLAMA_RECORD")
-            if record:
-                with open(record, "a") as file:
-                    first = str(body["messages"][0].get("content") or "")[:30]
-                    file.write(json.dumps([args.port, first]) + "\\n")
-            if body.get("tools"):  # a forced tool call: a verdict below any threshold
-                name = body["tools"][0]["function"]["name"]
-                arguments = json.dumps({"score": 40, "feedback": "More detail."})
-                call = {"index": 0, "id": "call_1", "type": "function",
-                        "function": {"name": name, "arguments": arguments}}
-                message, finish = {"role": "assistant", "content": None,
-                                   "tool_calls": [call]}, "tool_calls"
-            else:
-                message, finish = {"role": "assistant", "content": "An answer."}, "stop"
-            if not body.get("stream"):
-                usage = {"prompt_tokens": len(words), "completion_tokens": 2,
-                         "total_tokens": len(words) + 2}
-                answer = {"id": "c", "object": "chat.completion", "created": 0,
-                          "model": body["model"], "usage": usage,
-                          "choices": [{"index": 0, "message": message,
-                                       "finish_reason": finish}]}
-                return self.send(json.dumps(answer).encode())
-            delta = {k: v for k, v in message.items() if v is not None}
-            chunks = [
-                {"id": "c", "object": "chat.completion.chunk", "created": 0,
-                 "model": body["model"],
-                 "choices": [{"index": 0, "delta": d, "finish_reason": f}]}
-                for d, f in ((delta, None), ({}, finish))
-            ]
-            events = "".join(f"data: {json.dumps(c)}\\n\\n" for c in chunks) + "data: [DONE]\\n\\n"
-            self.send(events.encode(), "text/event-stream")
-
-        def log_message(self, *args):
-            pass
-
-    http.server.HTTPServer((args.host, args.port), Handler).serve_forever()
-    """
-)
-
-
-@pytest.fixture
-def fake_llama(tmp_path, monkeypatch):
-    """A fake `llama_cpp.server` first on PYTHONPATH; returns a model file to pass."""
-    package = tmp_path / "fake" / "llama_cpp"
-    (package / "server").mkdir(parents=True)
-    (package / "__init__.py").write_text("")
-    (package / "server" / "__init__.py").write_text("")
-    (package / "server" / "__main__.py").write_text(FAKE_SERVER)
-    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "fake"))
-    model = tmp_path / "model.gguf"
-    model.write_bytes(b"GGUF")
-    return model
-
 
 def _gone(pid: int, within: float = 10.0) -> bool:
     """Whether process ``pid`` is gone (or a zombie) within ``within`` seconds."""
@@ -396,9 +297,12 @@ def test_a_pair_whose_judge_fails_to_start_stops_its_agent(fake_llama, monkeypat
 def test_a_server_that_exits_early_is_reported_with_its_log(fake_llama, monkeypatch):
     monkeypatch.setenv("FAKE_LLAMA_MODE", "exit")
     server = LocalModelServer(fake_llama, startup_timeout=30)
-    with pytest.raises(LocalModelStartError, match=r"exited with code 3") as caught:
+    with pytest.raises(LocalModelStartError) as caught:
         server.start()
-    assert "fake failure: cannot load the model" in str(caught.value)
+    message = str(caught.value)
+    assert message.startswith("the bundled llama.cpp server (port ")
+    assert "exited before answering: exit status 3. Its log ends with:\n" in message
+    assert "\n    fake failure: cannot load the model\nFix: " in message
     assert server.process is None
     assert server._log_dir is None
 
@@ -1034,12 +938,19 @@ def test_number_choices(low, high, integer, expected):
 
 
 def test_make_local_builds_with_the_flags_the_install_command_names():
+    from loop_agents.models import llama_build
+
     makefile = (ROOT / "Makefile").read_text()
-    line = next(x for x in makefile.splitlines() if x.startswith("LOCAL_CMAKE_ARGS := "))
-    flags = line.removeprefix("LOCAL_CMAKE_ARGS := ").replace("$(CURDIR)", str(ROOT))
-    assert flags == local_model.CMAKE_ARGS
+    recipe = makefile[makefile.index("\nlocal: venv\n") :].split("\n\n")[0]
+    # `make local` runs the installer that sets CMAKE_ARGS from the package, checks the
+    # build and reinstalls it when it is not the project's (tests/test_llama_build.py)
+    assert "$(PY) scripts/install_local.py" in recipe
+    assert "--requirements $(LOCK_ALL)" in recipe
+    assert local_model.CMAKE_ARGS == llama_build.CMAKE_ARGS
+    assert local_model.install_command().startswith(f'CMAKE_ARGS="{llama_build.CMAKE_ARGS}" ')
     # only what the server loads: no multimodal library, no common library
+    flags = llama_build.CMAKE_ARGS
     assert "-DLLAVA_BUILD=OFF" in flags
-    cmake = local_model.SERVER_ONLY_CMAKE
+    cmake = llama_build.SERVER_ONLY_CMAKE
     assert f"-DCMAKE_PROJECT_llama.cpp_INCLUDE={cmake}" in flags
     assert "set(LLAMA_BUILD_COMMON OFF CACHE BOOL" in cmake.read_text()

@@ -20,8 +20,7 @@ from loop_agents.cli.inputs import check_utf8, text_argument
 def check_run(args: argparse.Namespace) -> None:
     """``run``'s arguments: the texts (read now, once), a judge or a check, the numbers.
 
-    (Whether ``--check``'s program exists is checked by the handler: that check lives
-    with the command evaluator, whose package imports LangChain.)
+    ``--check``'s program must be found (`loop_agents.sandbox.shell_command`, light).
 
     Afterwards ``args.task``, ``args.rubric`` and ``args.system`` hold the texts (``None``
     when not given) and the ``--*-file`` options are ``None``; calling it again is a
@@ -35,7 +34,11 @@ def check_run(args: argparse.Namespace) -> None:
     args.system = text_argument(args.system, args.system_file, "system", required=False, limit=cap)
     args.task_file = args.rubric_file = args.system_file = None
     if args.check is not None:
+        from loop_agents.sandbox.shell_command import command_problem
+
         check_utf8(args.check, "check")
+        if (problem := command_problem(args.check)) is not None:
+            raise UsageError(f"--check: {problem}")
     if args.rubric is None and args.check is None:
         raise UsageError(
             "no rubric or check given: pass --rubric TEXT, --rubric-file FILE, --check CMD, "
