@@ -53,7 +53,12 @@ def check_run(args: argparse.Namespace) -> None:
 
 def check_model_options(args: argparse.Namespace) -> None:
     """The model options' forms, and the settings of the environment and ``--env-file``."""
-    from loop_agents.models.settings import Environment, ModelSettings, SettingsError
+    from loop_agents.models.settings import (
+        Environment,
+        ModelSettings,
+        SettingsError,
+        parse_seed,
+    )
 
     if args.max_tokens is not None and args.max_tokens < 1:
         raise UsageError(f"--max-tokens must be >= 1; got {args.max_tokens}")
@@ -62,6 +67,8 @@ def check_model_options(args: argparse.Namespace) -> None:
     if args.model is not None and not args.model.strip():
         raise UsageError("--model is empty; give a model name")
     try:
+        if getattr(args, "seed", None) is not None:
+            parse_seed(args.seed, "--seed")
         ModelSettings.from_env(Environment.read(args.env_file).values)
     except SettingsError as exc:
         raise UsageError(str(exc)) from exc

@@ -353,6 +353,7 @@ COMMANDS: tuple[Command, ...] = (
         demo_arguments,
         "loop_agents.cli.demo_command:demo",
         ENDPOINTS,
+        check="loop_agents.cli.arguments:check_model_options",
     ),
 )
 """The subcommands, in the order ``--help`` lists them."""
