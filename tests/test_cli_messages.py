@@ -108,6 +108,7 @@ def test_a_copy_of_the_env_example_changes_nothing(tmp_path):
         "OPENAI_API_KEY", "OPENAI_BASE_URL", "LOOP_AGENTS_GGUF", "LOOP_AGENTS_MODEL",
         "LOOP_AGENTS_STRUCTURED_OUTPUT", "LOOP_AGENTS_MAX_TOKENS", "LOOP_AGENTS_OLLAMA_URL",
         "LOOP_AGENTS_HOME", "LOOP_AGENTS_FORM_CHECK", "LOOP_AGENTS_MAX_ITERATIONS",
+        "LOOP_AGENTS_THREADS", "LOOP_AGENTS_SEED",
     ):  # fmt: skip
         line = next(x for x in text.splitlines() if x.startswith(f"# {name}="))
         above = text.splitlines()[text.splitlines().index(line) - 1]

@@ -12,7 +12,6 @@ import re
 import subprocess
 import sys
 from html.parser import HTMLParser
-from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest

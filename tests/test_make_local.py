@@ -113,8 +113,10 @@ def test_make_local_never_uses_a_cached_wheel_built_with_other_flags(tmp_path):
     # again: nothing to install, the build is checked and said reused
     again = make_local()
     assert again.returncode == 0, again.stdout + again.stderr
-    assert again.stdout.rstrip().splitlines()[-1].startswith(
-        f"make local: llama.cpp: reused a matching build (llama-cpp-python {version}, "
+    assert (
+        again.stdout.rstrip()
+        .splitlines()[-1]
+        .startswith(f"make local: llama.cpp: reused a matching build (llama-cpp-python {version}, ")
     )
     assert "Reinstalling" not in again.stdout
     assert os.path.getsize(venv / "local-build.log") > 0

@@ -62,9 +62,12 @@ def _scores(records: Sequence[Mapping[str, Any]], threshold: float | None) -> Ht
 
 
 def _verdict(record: Mapping[str, Any], made: object) -> str:
-    """What became of an answer: accepted; its feedback sent (another attempt followed); or
-    not accepted, when no attempt followed (the cap, a stop rule, a failure), as the
-    console says it. ``made`` is how many attempts the loop made (its ``iteration``)."""
+    """What became of an answer: accepted, its feedback sent, or not accepted.
+
+    Feedback was sent when another attempt followed; when none did (the cap, a stop rule,
+    a failure) the answer was not accepted, as the console says it. ``made`` is how many
+    attempts the loop made (its ``iteration``).
+    """
     if record.get("stop") is True:
         return "accepted"
     iteration = record.get("iteration")
