@@ -356,6 +356,9 @@ def _local_endpoint(scripted: ReactiveOpenAI, weights: Path, asked: list[dict] |
         def chat_model(self, **options):
             return scripted.chat_model()  # already without retries
 
+        def server_failure(self):
+            return None  # the scripted server does not die
+
     def resolve(**options):
         if asked is not None:
             asked.append(options)

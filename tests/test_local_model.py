@@ -28,7 +28,7 @@ from prompts import prompt
 
 from loop_agents.console.loop_console import section_header
 from loop_agents.loop.records import record_answer
-from loop_agents.models import local_model
+from loop_agents.models import local_model, local_setup
 from loop_agents.models.llama_cpp_http import (
     LlamaCppTransport,
     bound_forced_tool,
@@ -223,7 +223,7 @@ def test_one_shared_process_rereads_every_prompt(fake_llama):
 
 
 needs_server_modules = pytest.mark.skipif(
-    any(local_model._find_spec(name) is None for name in local_model._SERVER_EXTRA_MODULES),
+    any(local_setup._find_spec(name) is None for name in local_setup._SERVER_EXTRA_MODULES),
     reason="llama-cpp-python[server]'s dependencies are not installed (the `local` extra)",
 )
 
@@ -429,9 +429,9 @@ def test_command_line_stops_on_sigterm(fake_llama):
 
 
 def test_missing_extra_is_reported_with_the_install_command(monkeypatch):
-    monkeypatch.setattr(local_model, "_find_spec", lambda name: None)
-    monkeypatch.setattr(local_model, "_gguf_in_distribution", lambda: None)
-    monkeypatch.setattr(local_model, "_gguf_next_to_package", lambda: None)
+    monkeypatch.setattr(local_setup, "_find_spec", lambda name: None)
+    monkeypatch.setattr(local_setup, "_gguf_in_distribution", lambda: None)
+    monkeypatch.setattr(local_setup, "_gguf_next_to_package", lambda: None)
     assert not local_model.is_installed()
     missing = local_model.missing_parts()
     assert missing[0] == "llama-cpp-python"

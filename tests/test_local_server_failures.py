@@ -281,7 +281,7 @@ def _assert_a_killed_judge_is_reported(error: str) -> None:
     assert "135M" not in error
 
 
-@pytest.mark.parametrize("command", ["run", "demo"])
+@pytest.mark.parametrize("command", ["run", "demo", "eval"])
 def test_the_commands_name_a_killed_judge_not_the_models_size(fake_llama, tmp_path, command):
     env = env_without_model_settings(
         LOOP_AGENTS_HOME=str(tmp_path / "home"),
@@ -289,11 +289,12 @@ def test_the_commands_name_a_killed_judge_not_the_models_size(fake_llama, tmp_pa
         FAKE_LLAMA_MODE="killed-on-chat",
         FAKE_LLAMA_ONLY_SEED="6",  # the judge's process: the agent's seed is 5
     )
-    args = (
-        ["run", "Name a colour.", "--rubric", "One word.", "--max-iterations", "2"]
-        if command == "run"
-        else ["demo", "song-lyrics"]
-    )
+    args = {
+        "run": ["run", "Name a colour.", "--rubric", "One word.", "--max-iterations", "2"],
+        "demo": ["demo", "song-lyrics"],
+        "eval": ["eval", "instructions", "--limit", "1", "--arms", "judge-loop", "--out",
+                 str(tmp_path / "eval.json")],
+    }[command]  # fmt: skip
     status, _out, err = _cli(*args, "--gguf", str(fake_llama), "--seed", "5", env=env, cwd=tmp_path)
     _assert_a_killed_judge_is_reported(_error_of(status, err))
     assert "stronger model" not in err  # the demo's advice is for an unusable review only
