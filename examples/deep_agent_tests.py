@@ -9,7 +9,10 @@ agent keeps with ``write_todos`` must be finished too (`todos_complete`).
 
 The model comes from ``.env`` (see ``.env.example``): OpenAI with ``OPENAI_API_KEY``, or
 any OpenAI-compatible server with ``OPENAI_BASE_URL`` whose model calls tools. It needs
-the ``deep`` extra (``pip install 'loop_agents[deep]'``).
+the ``deep`` extra (``pip install 'loop_agents[deep]'``). llama-cpp-python's server (the
+bundled offline model's) cannot serve a deep agent: it takes a message's content only as
+a string, and a deep agent sends its instructions as a list of content blocks; the
+program says so in one line. A server that refuses a request is one line too.
 
 Run it with ``python examples/deep_agent_tests.py [--max-iterations N]``.
 """
@@ -17,10 +20,12 @@ Run it with ``python examples/deep_agent_tests.py [--max-iterations N]``.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any
 
+import openai
 from dotenv import find_dotenv, load_dotenv
 from langchain.agents.middleware import TodoListMiddleware
 from langchain_core.language_models import BaseChatModel
@@ -71,6 +76,26 @@ def report(result: Any) -> str:
     return "\n".join(lines)
 
 
+_CONTENT_AS_TEXT_ONLY = "ChatCompletionRequestSystemMessage"
+"""In the refusal of llama-cpp-python's server: its request model, whose ``content`` is text."""
+
+
+def refusal(exc: openai.APIStatusError, base_url: str | None) -> str:
+    """One line for a server's refusal; for llama-cpp-python's server, why it cannot serve."""
+    where = base_url or "https://api.openai.com/v1"
+    message = str(exc.message)
+    if _CONTENT_AS_TEXT_ONLY in message and "Input should be a valid string" in message:
+        return (
+            f"the server at {where} (llama-cpp-python's, as the bundled offline model's) "
+            "cannot serve a deep agent: it takes a message's content only as a string, and "
+            "a deep agent sends its instructions as a list of content blocks (OpenAI's "
+            f"format), so it refused the first request (HTTP {exc.status_code}, validation "
+            "errors); use OpenAI, Ollama, vLLM or llama.cpp's llama-server"
+        )
+    first = " ".join(re.sub(r"^Error code: \d+ - ", "", message).split())[:300]
+    return f"the server at {where} refused a request: HTTP {exc.status_code}: {first}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: read ``.env``, build the loop, run it, print the report."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n", 1)[0])
@@ -91,7 +116,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 2
     loop = build_loop(settings.chat_model(), max_iterations=args.max_iterations)
-    print(report(loop.invoke({"messages": [HumanMessage(TASK)]})))
+    try:
+        result = loop.invoke({"messages": [HumanMessage(TASK)]})
+    except openai.APIStatusError as exc:
+        print(f"deep_agent_tests: {refusal(exc, settings.base_url)}", file=sys.stderr)
+        return 1
+    print(report(result))
     return 0
 
 

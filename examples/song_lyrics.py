@@ -16,6 +16,7 @@ Run it with ``make demo``, ``python examples/song_lyrics.py`` or ``loop-agents d
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 
 import httpx
@@ -32,7 +33,7 @@ from loop_agents.demos.song_lyrics import (
 )
 from loop_agents.loop.state import LoopOutput
 from loop_agents.models.local_model import LocalModelError
-from loop_agents.models.settings import ModelSettings, SettingsError
+from loop_agents.models.settings import SEED_VARIABLE, ModelSettings, SettingsError, parse_seed
 
 __all__ = ["MAX_ITERATIONS", "PASS_SCORE", "Review", "build_loop", "main", "run", "verdict"]
 
@@ -61,13 +62,18 @@ def main() -> int:
             asyncio.run(run(settings))
         else:
             offline = True
-            asyncio.run(demo.run_offline(settings))
+            seed = os.environ.get(SEED_VARIABLE, "").strip()
+            asyncio.run(demo.run_offline(settings, seed=parse_seed(seed) if seed else None))
     except SettingsError as exc:
         print(f"song_lyrics: {exc}", file=sys.stderr)
         return 2
-    except (DemoFailed, LocalModelError) as exc:
+    except LocalModelError as exc:  # a server that could not start or died: its own fix
         print(f"song_lyrics: the run failed: {exc}", file=sys.stderr)
-        print(f"song_lyrics: {demo.advice(offline=offline)}", file=sys.stderr)
+        return 1
+    except DemoFailed as exc:
+        print(f"song_lyrics: the run failed: {exc}", file=sys.stderr)
+        if exc.stop_reason == "judge_invalid":  # the model's limits
+            print(f"song_lyrics: {demo.advice(offline=offline)}", file=sys.stderr)
         return 1
     return 0
 

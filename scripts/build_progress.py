@@ -144,8 +144,14 @@ def run(
     what: str,
     expect: str,
     packages: int | None = None,
+    done: str = "done",
+    env: dict[str, str] | None = None,
 ) -> int:
-    """Run ``command``; print a progress line every ``every`` seconds; return its status."""
+    """Run ``command``; print a progress line every ``every`` seconds; return its status.
+
+    The last line says ``{what}: {done} in {time}`` (or that it failed, with the end of
+    the log). ``env`` is the command's environment (default this process's).
+    """
     started = time.monotonic()
     print(f"{what}: started ({expect}); the full log is in {log}", flush=True)
     progress = Progress(started, packages=packages)
@@ -156,6 +162,7 @@ def run(
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
+            env=env,
             text=True,
             errors="replace",
             bufsize=1,
@@ -181,7 +188,7 @@ def run(
         status = process.wait()
     took = elapsed(time.monotonic() - started)
     if status == 0:
-        print(f"{what}: done in {took}", flush=True)
+        print(f"{what}: {done} in {took}", flush=True)
     else:
         print(f"{what}: failed after {took} (exit status {status}); the log ends with:")
         print("\n".join(f"  {line}" for line in progress.tail), flush=True)
@@ -195,6 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--every", type=float, default=15.0, help="seconds between lines")
     parser.add_argument("--what", default="build", help="what is built, for the lines")
     parser.add_argument("--expect", default="this may take a while", help="how long it takes")
+    parser.add_argument("--done", default="done", help="what the last line says it did")
     parser.add_argument(
         "--requirements",
         type=Path,
@@ -214,6 +222,7 @@ def main(argv: list[str] | None = None) -> int:
             what=args.what,
             expect=args.expect,
             packages=packages,
+            done=args.done,
         )
     except FileNotFoundError as exc:
         print(f"{args.what}: cannot run {command[0]!r}: {exc}", file=sys.stderr)

@@ -45,6 +45,7 @@ import os
 import select
 import socket
 import threading
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -147,6 +148,45 @@ class _Answer:
     """The content-length to announce when it is not the parts' (a `Drop`)."""
 
 
+class _CountingServer(ThreadingHTTPServer):
+    """A threading HTTP server that knows whether any connection is open or waiting."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._lock = threading.Lock()
+        self._open = 0
+
+    def get_request(self) -> Any:
+        with self._lock:  # accepted and counted at once: `idle` never sees it in between
+            request = super().get_request()
+            self._open += 1
+        return request
+
+    def shutdown_request(self, request: Any) -> None:
+        super().shutdown_request(request)
+        with self._lock:
+            self._open -= 1
+
+    def idle(self) -> bool:
+        """No connection open and none waiting to be accepted (Linux: the listen queue)."""
+        with self._lock:
+            return self._open == 0 and _waiting(self.server_address[1]) == 0
+
+
+def _waiting(port: int) -> int:
+    """Connections waiting to be accepted on a listening TCP ``port`` (0 when unknown)."""
+    try:
+        lines = Path("/proc/net/tcp").read_text().splitlines()[1:]
+    except OSError:
+        return 0
+    for line in lines:
+        fields = line.split()
+        # a listening socket (state 0A) shows its accept queue's length as rx_queue
+        if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+            return int(fields[4].split(":")[1], 16)
+    return 0
+
+
 class ScriptedOpenAI:
     """Answers chat-completion requests from a script and records them."""
 
@@ -183,9 +223,27 @@ class ScriptedOpenAI:
         stream that did not ask for it, which is sent without it)."""
         self.hanging = threading.Event()
         """Set when a `Hang` reply has sent what it streams and hangs."""
+        self._served: _CountingServer | None = None
         self.abandoned = threading.Event()
         """Set when the client hung up on a `Hang` reply while it hung: the request
         was still in flight when the client went away."""
+
+    def wait_idle(self, timeout: float) -> None:
+        """Wait until the served script has no connection left: none open, none waiting.
+
+        After a client process is killed, a request it had sent may still be on its way
+        in (waiting to be accepted, or being read); once the server is idle, every such
+        request has been counted in `requests`, and no more can come from it.
+
+        Raises:
+            AssertionError: still busy after ``timeout`` seconds (a hang).
+        """
+        server = self._served
+        assert server is not None, "wait_idle needs serve()"
+        deadline = time.monotonic() + timeout
+        while not server.idle():
+            assert time.monotonic() < deadline, f"the scripted server is busy after {timeout} s"
+            time.sleep(0.05)
 
     def transport(self) -> httpx.MockTransport:
         return httpx.MockTransport(self._mock)
@@ -267,12 +325,14 @@ class ScriptedOpenAI:
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
-        server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        server = _CountingServer(("127.0.0.1", port), Handler)
+        self._served = server
         thread = threading.Thread(target=server.serve_forever, daemon=True)
         thread.start()
         try:
             yield f"http://127.0.0.1:{server.server_address[1]}/v1"
         finally:
+            self._served = None
             self._stopped.set()
             server.shutdown()
             server.server_close()

@@ -63,6 +63,9 @@ def test_argument_errors_load_no_model_library(tmp_path):
         "for argv in (['run', 'x'], ['run', 'x', '--rubric', 'r', '--threshold', '150'],\n"
         "             ['run', '--rubric', 'r'], ['run', 'x', '--rubric', ' '],\n"
         "             ['run', 'x', '--rubric', 'r', '--max-tokens', '0'],\n"
+        "             ['run', 'x', '--check', 'pytset -q'],\n"
+        "             ['run', 'x', '--rubric', 'r', '--seed', '-1'],\n"
+        "             ['demo', 'song-lyrics', '--seed', '2147483648'],\n"
         "             ['show', 'abcdef12'], ['show', 'nosuchid'], ['resume', 'abcdef12'],\n"
         "             ['runs', '--limit', '0']):\n"
         "    try:\n"
@@ -86,6 +89,9 @@ def test_argument_errors_load_no_model_library(tmp_path):
     assert "no rubric or check given" in proc.stderr
     assert "--threshold must be from 0 to 100; got 150" in proc.stderr
     assert "no saved run 'abcdef12'" in proc.stderr
+    assert "--check: the check's program 'pytset' is not found on PATH" in proc.stderr
+    assert "--seed must be a whole number from 0 to 2147483647; got -1" in proc.stderr
+    assert "--seed must be a whole number from 0 to 2147483647; got 2147483648" in proc.stderr
 
 
 def test_a_copy_of_the_env_example_changes_nothing(tmp_path):
@@ -102,6 +108,7 @@ def test_a_copy_of_the_env_example_changes_nothing(tmp_path):
         "OPENAI_API_KEY", "OPENAI_BASE_URL", "LOOP_AGENTS_GGUF", "LOOP_AGENTS_MODEL",
         "LOOP_AGENTS_STRUCTURED_OUTPUT", "LOOP_AGENTS_MAX_TOKENS", "LOOP_AGENTS_OLLAMA_URL",
         "LOOP_AGENTS_HOME", "LOOP_AGENTS_FORM_CHECK", "LOOP_AGENTS_MAX_ITERATIONS",
+        "LOOP_AGENTS_THREADS", "LOOP_AGENTS_SEED",
     ):  # fmt: skip
         line = next(x for x in text.splitlines() if x.startswith(f"# {name}="))
         above = text.splitlines()[text.splitlines().index(line) - 1]

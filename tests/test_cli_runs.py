@@ -381,3 +381,39 @@ def test_a_resume_that_judges_a_saved_answer_shows_it_first(tmp_path):
     ]
     assert positions == sorted(positions), out
     assert len(server.requests) == 1 + 3 + 1  # the answer was not asked for again
+
+
+def _summary(out: str) -> str:
+    """The summary table and the closing line of a run's console output."""
+    start = out.index(section_header("Summary"))
+    end = out.index("\n", out.index("stopped: ", start))
+    return out[start:end]
+
+
+def test_a_resumed_run_and_its_show_print_the_same_figures(tmp_path):
+    """One run, one set of figures: the resumed iteration counts its saved answer's
+    seconds and tokens, and the time in all is the table's, as `show` replays it."""
+    server = ScriptedOpenAI([DRAFT_1, *[Fail(503, "overloaded")] * 3])
+    with server.serve() as url:
+        env = cli_env(tmp_path / "home", OPENAI_BASE_URL=url)
+        proc = loop_agents("run", TASK, "--rubric", RUBRIC, env=env, cwd=tmp_path)
+        assert proc.returncode == 1, proc.stderr
+        run_id = run_id_of(proc.stdout)
+        server._replies = iter([Structured(VERDICT_1), DRAFT_2, Structured(VERDICT_2)])
+        done = loop_agents("resume", run_id, env=env, cwd=tmp_path)
+        shown = loop_agents("show", run_id, env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert shown.returncode == 0, shown.stderr
+    live, replayed = _summary(done.stdout), _summary(shown.stdout)
+    assert live == replayed
+    rows = [line.split("|") for line in live.splitlines() if re.match(r"^\|\s+\d", line)]
+    tokens = [int(row[4]) for row in rows]
+    # iteration 1: its saved answer (USAGE) and its verdict, as its record says
+    record = json.loads(loop_agents("show", run_id, "--json", env=env, cwd=tmp_path).stdout)
+    first = record["records"][0]
+    assert tokens[0] == sum(
+        first[key]
+        for key in ("input_tokens", "output_tokens", "evaluator_input_tokens",
+                    "evaluator_output_tokens")
+    )  # fmt: skip
+    assert first["input_tokens"] > 0

@@ -121,7 +121,7 @@ score 88.5 · accepted (judge)
 |         1 |     62 |     3.8 |     91 | continued |
 |         2 | 88.5 * |     4.0 |    129 | accepted  |
 +---------------------------------------------------+
-stopped: accepted after 2 of 3 iterations · best score 88.5 (iteration 2) · 2m 00s in all
+stopped: accepted after 2 of 3 iterations · best score 88.5 (iteration 2) · 7.8s in all
 """
 
 
@@ -213,7 +213,7 @@ def test_summary_names_a_selected_answer_that_is_not_the_last():
         "|         2 |    70 |     1.5 |      2 | max_iterations |",
         "+-------------------------------------------------------+",
         "stopped: max_iterations after 2 of 2 iterations · best score 90 (iteration 1) · "
-        "the answer is iteration 1's · 0.0s in all",
+        "the answer is iteration 1's · 3.0s in all",  # the table's seconds added up
     ]
 
 

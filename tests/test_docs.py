@@ -41,6 +41,7 @@ import subprocess
 import sys
 import tomllib
 import traceback
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -191,7 +192,14 @@ def offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
 def run_python(block: Block, namespace: dict[str, Any]) -> None:
     flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
     code = compile(block.code, block.where, "exec", flags=flags, dont_inherit=True)
-    with time_limit(BLOCK_SECONDS), contextlib.redirect_stdout(io.StringIO()):
+    with (
+        time_limit(BLOCK_SECONDS),
+        contextlib.redirect_stdout(io.StringIO()),
+        warnings.catch_warnings(),
+    ):
+        # a page that imports a name from where it used to be shows its readers a
+        # DeprecationWarning: an error here
+        warnings.filterwarnings("error", message=r".*loop_agents", category=DeprecationWarning)
         if code.co_flags & inspect.CO_COROUTINE:
             asyncio.run(eval(code, namespace))
         else:

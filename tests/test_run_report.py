@@ -127,3 +127,21 @@ def test_show_report_writes_a_saved_runs_page(tmp_path, monkeypatch, capsys):
     with pytest.raises(SystemExit):
         main(["show", run_id, "--report", str(tmp_path / "run.json")])
     assert "give a file name ending in .html" in capsys.readouterr().err
+
+
+def test_an_answer_the_cap_stopped_reads_not_accepted_as_the_console_says():
+    """Feedback is sent only when another attempt follows: the last answer of a loop
+    stopped by its cap (or a failure) was not accepted, and its feedback went nowhere."""
+    capped = result(
+        record(1, "Roses are red.", 55, "Not a limerick.", False),
+        record(2, "Roses are blue.", 60, "Still not one.", False),
+        selected=2,
+    ) | {"stop_reason": "max_iterations"}
+    page = Page(run_page(capped, title="Run 3f9a2c1b"))
+    assert "Iteration 1 · score 55 · feedback sent" in page.text
+    assert "Iteration 2 · score 60 · not accepted · the answer" in page.text
+    assert "Iteration 2 · score 60 · feedback sent" not in page.text
+    assert "not accepted · the answer" in page.text  # the table's verdict column too
+    # a run that failed in the next attempt had sent the feedback: it made 3 attempts
+    failed = capped | {"stop_reason": "error", "iterations": 3}
+    assert "Iteration 2 · score 60 · feedback sent" in Page(run_page(failed, title="x")).text

@@ -20,8 +20,7 @@ from loop_agents.cli.inputs import check_utf8, text_argument
 def check_run(args: argparse.Namespace) -> None:
     """``run``'s arguments: the texts (read now, once), a judge or a check, the numbers.
 
-    (Whether ``--check``'s program exists is checked by the handler: that check lives
-    with the command evaluator, whose package imports LangChain.)
+    ``--check``'s program must be found (`loop_agents.sandbox.shell_command`, light).
 
     Afterwards ``args.task``, ``args.rubric`` and ``args.system`` hold the texts (``None``
     when not given) and the ``--*-file`` options are ``None``; calling it again is a
@@ -35,7 +34,11 @@ def check_run(args: argparse.Namespace) -> None:
     args.system = text_argument(args.system, args.system_file, "system", required=False, limit=cap)
     args.task_file = args.rubric_file = args.system_file = None
     if args.check is not None:
+        from loop_agents.sandbox.shell_command import command_problem
+
         check_utf8(args.check, "check")
+        if (problem := command_problem(args.check)) is not None:
+            raise UsageError(f"--check: {problem}")
     if args.rubric is None and args.check is None:
         raise UsageError(
             "no rubric or check given: pass --rubric TEXT, --rubric-file FILE, --check CMD, "
@@ -50,7 +53,12 @@ def check_run(args: argparse.Namespace) -> None:
 
 def check_model_options(args: argparse.Namespace) -> None:
     """The model options' forms, and the settings of the environment and ``--env-file``."""
-    from loop_agents.models.settings import Environment, ModelSettings, SettingsError
+    from loop_agents.models.settings import (
+        Environment,
+        ModelSettings,
+        SettingsError,
+        parse_seed,
+    )
 
     if args.max_tokens is not None and args.max_tokens < 1:
         raise UsageError(f"--max-tokens must be >= 1; got {args.max_tokens}")
@@ -59,6 +67,8 @@ def check_model_options(args: argparse.Namespace) -> None:
     if args.model is not None and not args.model.strip():
         raise UsageError("--model is empty; give a model name")
     try:
+        if getattr(args, "seed", None) is not None:
+            parse_seed(args.seed, "--seed")
         ModelSettings.from_env(Environment.read(args.env_file).values)
     except SettingsError as exc:
         raise UsageError(str(exc)) from exc

@@ -44,6 +44,7 @@ def demo(args: argparse.Namespace) -> int:
             structured_output=args.structured_output,
             max_tokens=args.max_tokens,
             threads=args.threads,
+            seed=args.seed,
             environment=env,
         )
         view = LoopConsole()
@@ -89,7 +90,8 @@ def _report(outcome: Outcome, view: LoopConsole, endpoint: Endpoint) -> int:
     view.failed(failure)
     song_lyrics.report(outcome.values, view, stop_reason=failure)
     print(f"{PROG}: error: {outcome.error}", file=sys.stderr, flush=True)
-    if endpoint.spec.kind == "local":
+    if endpoint.spec.kind == "local" and failure == "judge_invalid":
+        # the model's limits; a server that died or could not be reached is not
         print(f"{PROG}: {song_lyrics.advice(offline=True)}", file=sys.stderr, flush=True)
     return 1
 

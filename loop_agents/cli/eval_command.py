@@ -79,7 +79,12 @@ def eval_(args: argparse.Namespace) -> int:
                 digest=_weights_digest(spec.gguf) if spec.kind == "local" else None,
                 seed=endpoint.seed,
             )
-            return asyncio.run(run_eval_command(options, model))
+            status = asyncio.run(run_eval_command(options, model))
+            died = endpoint.server_failure()
+            if died is not None:  # every pair after it failed: this is why
+                print(f"{PROG}: error: {died}", file=sys.stderr)
+                return 1
+            return status
     except (EvalUsageError, SettingsError, LocalModelError) as exc:
         raise UsageError(str(exc)) from exc
     except KeyboardInterrupt:

@@ -2,8 +2,10 @@
 
 A failure mid-run (a server error, a lost connection, a reply that is not JSON, a judge
 that never gave a valid verdict) becomes one line on stderr, never a traceback. The line
-names the server by URL, and where the command has an option that may fix the problem
-(``--structured-output``, ``--model``) it names that option, not a library parameter.
+names the server by URL (the judge's when the judge's request failed), and where the
+command has an option that may fix the problem (``--structured-output``, ``--model``) it
+names that option, not a library parameter. When a bundled llama.cpp server process died,
+that is the error instead: its role, how it ended, the end of its log and the fix.
 """
 
 from __future__ import annotations
@@ -113,7 +115,10 @@ def describe_error(exc: BaseException, endpoint: Endpoint) -> str:
         # 'cannot reach the model server at http://127.0.0.1:9/v1: ...'
         ```
     """
-    url = endpoint.base_url or OPENAI_URL
+    died = endpoint.server_failure()
+    if died is not None:  # the cause of whatever the client saw; never the model's size
+        return died
+    url = _server_url(exc, endpoint)
     method = endpoint.spec.structured_output_method
     overflow = context_overflow(exc)
     if overflow is not None:
@@ -159,6 +164,19 @@ def describe_error(exc: BaseException, endpoint: Endpoint) -> str:
     else:
         text = f"{type(exc).__name__}: {exc}"
     return one_line(text)
+
+
+def _server_url(exc: BaseException, endpoint: Endpoint) -> str:
+    """The base URL of the server that ``exc`` came from (the judge's may differ)."""
+    for error in (exc, *_causes(exc)):
+        try:  # openai's errors and httpx's carry the request (httpx's may raise: not set)
+            url = getattr(getattr(error, "request", None), "url", None)
+        except RuntimeError:
+            url = None
+        found = endpoint.base_url_of(str(url)) if url is not None else None
+        if found is not None:
+            return found
+    return endpoint.base_url or OPENAI_URL
 
 
 def judge_message(exc: JudgeError, method: str) -> str:

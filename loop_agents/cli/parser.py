@@ -123,7 +123,8 @@ def model_options(parser: argparse.ArgumentParser) -> None:
         _wrap(
             "Default: the environment and a .env file (found from the current folder up): "
             "OPENAI_API_KEY, OPENAI_BASE_URL, LOOP_AGENTS_GGUF, LOOP_AGENTS_MODEL, "
-            "LOOP_AGENTS_STRUCTURED_OUTPUT, LOOP_AGENTS_MAX_TOKENS, LOOP_AGENTS_THREADS; "
+            "LOOP_AGENTS_STRUCTURED_OUTPUT, LOOP_AGENTS_MAX_TOKENS, LOOP_AGENTS_THREADS, "
+            "LOOP_AGENTS_SEED; "
             "else a running Ollama; else the bundled offline model. These options override "
             "them."
         ),
@@ -162,6 +163,18 @@ def model_options(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="CPU threads of each bundled llama.cpp server process, the agent's and the "
         "judge's (LOOP_AGENTS_THREADS; default: half the cores, at least 1)",
+    )
+
+
+def seed_option(parser: argparse.ArgumentParser) -> None:
+    """``--seed``: the bundled server's random seed (``run`` and ``demo``; ``eval`` has its own)."""
+    parser.add_argument(
+        "--seed",
+        type=int,
+        metavar="N",
+        help="the random seed of the bundled llama.cpp server (LOOP_AGENTS_SEED; default: a "
+        "new one every run, shown on the server line, so two runs are two samples); the "
+        "same seed writes the same answers again",
     )
 
 
@@ -239,6 +252,7 @@ def run_arguments(parser: argparse.ArgumentParser) -> None:
         "--no-save", action="store_true", help="do not save the run (it cannot be resumed)"
     )
     model_options(parser)
+    seed_option(parser)
 
 
 def resume_arguments(parser: argparse.ArgumentParser) -> None:
@@ -285,6 +299,7 @@ def demo_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments of ``demo``."""
     parser.add_argument("name", choices=DEMOS, help="the demo to run")
     model_options(parser)
+    seed_option(parser)
 
 
 COMMANDS: tuple[Command, ...] = (
@@ -344,6 +359,7 @@ COMMANDS: tuple[Command, ...] = (
         demo_arguments,
         "loop_agents.cli.demo_command:demo",
         ENDPOINTS,
+        check="loop_agents.cli.arguments:check_model_options",
     ),
 )
 """The subcommands, in the order ``--help`` lists them."""

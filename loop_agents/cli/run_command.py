@@ -31,7 +31,6 @@ from loop_agents.cli.spec import RunSpec
 from loop_agents.cli.store import HOME_VARIABLE, RunStore, store_home
 from loop_agents.cli.store_errors import store_problem
 from loop_agents.console.loop_console import LoopConsole
-from loop_agents.evaluators.command import command_problem
 from loop_agents.models.endpoints import Endpoint, endpoint_from_spec, resolve_endpoint
 from loop_agents.models.local_model import LocalModelError
 from loop_agents.models.settings import Environment, SettingsError
@@ -65,8 +64,6 @@ def run(args: argparse.Namespace) -> int:
     check_run(args)  # done already by `main` (it reads the texts once); cheap again
     task, rubric, check = str(args.task), args.rubric, args.check
     system = args.system or DEFAULT_SYSTEM
-    if check is not None and (problem := command_problem(check)) is not None:
-        raise UsageError(f"--check: {problem}")
     env = _environment(args.env_file)
     store = None if args.no_save else RunStore(store_home(env.values))
     if store is not None:
@@ -79,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
             structured_output=args.structured_output,
             max_tokens=args.max_tokens,
             threads=args.threads,
+            seed=args.seed,
             environment=env,
         )
     except SettingsError as exc:

@@ -147,8 +147,14 @@ async def run_session(
                     )
                 if view is not None:
                     view.restore(records, spec.max_iterations)
-                    if pending is not None:
-                        view.show_saved_answer(*pending)
+                    if pending is not None:  # with its saved agent call's figures
+                        run = snapshot.values.get("agent_run") or {}
+                        view.show_saved_answer(
+                            *pending,
+                            seconds=float(run.get("seconds", 0.0)),
+                            tokens=int(run.get("input_tokens", 0))
+                            + int(run.get("output_tokens", 0)),
+                        )
 
         async def on_event(event: LoopEvent) -> None:
             if progress.take(event):

@@ -282,19 +282,22 @@ class LoopConsole:
             )
             row.cached = sum(int(record.get(key) or 0) for key in CACHED_KEYS)
 
-    def show_saved_answer(self, iteration: int, answer: str) -> None:
+    def show_saved_answer(
+        self, iteration: int, answer: str, *, seconds: float = 0.0, tokens: int = 0
+    ) -> None:
         """Show an answer saved before a resume that is judged next, as a fresh run shows it.
 
         A run resumed after its agent had answered (the evaluation was cut off) goes on
         with the evaluation: this prints the iteration's status line and the saved answer
         under the agent's header, then waits for the evaluator with the live line (in a
         terminal), so that the evaluator's feedback follows the answer it is about. Call
-        it after `restore`.
+        it after `restore`. ``seconds`` and ``tokens`` are the saved agent call's: the
+        iteration's row counts them, as its record will.
 
         Example:
             ```python
             view.restore(records, max_iterations=3)
-            view.show_saved_answer(2, state["last_response"].text)
+            view.show_saved_answer(2, state["last_response"].text, seconds=3.1, tokens=263)
             ```
         """
         if self._started is None:
@@ -303,6 +306,8 @@ class LoopConsole:
         self._current = iteration
         row = self._row(iteration)
         row.answered = True
+        row.agent_seconds = seconds
+        row.tokens = tokens
         self._end_line()
         if iteration > 1:
             self._print(Text(""))
@@ -518,12 +523,15 @@ class LoopConsole:
 
         E.g. ``stopped: accepted after 2 of 3 iterations · best score 81 (iteration 2) ·
         9.9s in all``. When the loop's answer is not its last attempt (``select="best"``),
-        the line says which iteration's it is.
+        the line says which iteration's it is. The time "in all" is the summary table's
+        seconds added up (every iteration's agent and evaluator), so a resumed run and
+        its replay from the saved records (``loop-agents show``) say the same.
         """
         elapsed = self.clock() - (self._started if self._started is not None else self.clock())
         finished = self.finished
         if finished is None:
             return f"not finished · {format_seconds(elapsed)}"
+        elapsed = sum(row.agent_seconds + row.evaluation_seconds for row in self._rows.values())
         best = (
             f"best score {format_score(finished['best_score'])} "
             f"(iteration {finished['best_iteration']})"

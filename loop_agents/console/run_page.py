@@ -61,11 +61,25 @@ def _scores(records: Sequence[Mapping[str, Any]], threshold: float | None) -> Ht
     return tag("figure", chart + tag("figcaption", "The evaluator's score of each answer."))
 
 
-def _table(records: Sequence[Mapping[str, Any]], selected: object) -> Html:
+def _verdict(record: Mapping[str, Any], made: object) -> str:
+    """What became of an answer: accepted, its feedback sent, or not accepted.
+
+    Feedback was sent when another attempt followed; when none did (the cap, a stop rule,
+    a failure) the answer was not accepted, as the console says it. ``made`` is how many
+    attempts the loop made (its ``iteration``).
+    """
+    if record.get("stop") is True:
+        return "accepted"
+    iteration = record.get("iteration")
+    later = isinstance(iteration, int) and isinstance(made, int) and iteration < made
+    return "feedback sent" if later else "not accepted"
+
+
+def _table(records: Sequence[Mapping[str, Any]], selected: object, made: object) -> Html:
     rows = []
     for record in records:
         iteration = record.get("iteration")
-        verdict = "accepted" if record.get("stop") is True else "feedback sent"
+        verdict = _verdict(record, made)
         if iteration == selected:
             verdict += " · the answer"
         rows.append(
@@ -91,7 +105,7 @@ def _table(records: Sequence[Mapping[str, Any]], selected: object) -> Html:
     return table(headers, rows, numeric=[0, 1, 4, 5, 6, 7, 8, 9])
 
 
-def _iterations(records: Sequence[Mapping[str, Any]], selected: object) -> Html:
+def _iterations(records: Sequence[Mapping[str, Any]], selected: object, made: object) -> Html:
     blocks = []
     for record in records:
         iteration = number_text(record.get("iteration"), None)
@@ -99,7 +113,7 @@ def _iterations(records: Sequence[Mapping[str, Any]], selected: object) -> Html:
         summary = f"Iteration {iteration}"
         if score is not None:
             summary += f" · score {score:g}"
-        summary += " · accepted" if record.get("stop") is True else " · feedback sent"
+        summary += f" · {_verdict(record, made)}"
         if record.get("iteration") == selected:
             summary += " · the answer"
         parts = [preformatted(record.get("answer") or "")]
@@ -164,9 +178,11 @@ def run_page(
     body += [
         heading("Score per iteration"),
         _scores(records, threshold),
-        _table(records, selected),
+        _table(records, selected, result.get("iterations")),
         heading("Iterations"),
-        _iterations(records, selected) if records else tag("p", "No iteration was recorded."),
+        _iterations(records, selected, result.get("iterations"))
+        if records
+        else tag("p", "No iteration was recorded."),
         heading("Answer"),
         preformatted(result.get("answer") or "(none)"),
     ]

@@ -15,6 +15,7 @@ Run it with ``loop-agents demo song-lyrics`` or ``python examples/song_lyrics.py
 from __future__ import annotations
 
 import os
+import secrets
 from collections.abc import Mapping
 from typing import Any, TypedDict
 
@@ -301,7 +302,10 @@ def describe_failure(exc: BaseException) -> str:
 
 
 def advice(*, offline: bool) -> str:
-    """What a user of ``make demo`` can do when the demo fails.
+    """What a user of ``make demo`` can do when the reviewer gave no usable review.
+
+    Only for that failure (``judge_invalid``): the model's limits. A server that could not
+    be reached or died is not the model's fault, and its error says what to do.
 
     Example:
         ```python
@@ -371,7 +375,10 @@ async def run(
 
 
 async def run_offline(
-    settings: ModelSettings | None = None, *, view: LoopConsole | None = None
+    settings: ModelSettings | None = None,
+    *,
+    view: LoopConsole | None = None,
+    seed: int | None = None,
 ) -> LoopOutput:
     """Run the demo on the bundled offline model (the ``local`` extra), with a banner.
 
@@ -381,10 +388,14 @@ async def run_offline(
     Args:
         settings: Read for ``max_tokens`` only (default `LOCAL_MAX_TOKENS`).
         view: The renderer; default a `LoopConsole` on stdout.
+        seed: The servers' random seed (see `loop_agents.models.local_model.LocalModelPair`);
+            default a new one every run, printed, so that two runs are two samples.
 
     Raises:
         SettingsError: the ``local`` extra is not installed; the message says how to
             install it or how to point the demo at a model server instead.
+        loop_agents.models.local_model.LocalModelServerDied: a server process stopped
+            mid-run (its role, how, its log and the fix).
 
     Example:
         ```python
@@ -397,12 +408,27 @@ async def run_offline(
     view = view if view is not None else LoopConsole()
     view.console.print(local_model.banner(), markup=False, highlight=False)
     cap = (settings.max_tokens if settings is not None else None) or LOCAL_MAX_TOKENS
-    with local_model.LocalModelPair() as servers:  # one process per role: see its docs
+    if seed is None:  # a fresh server replays llama.cpp's fixed seed: every run the same
+        seed = secrets.randbelow(local_model.MAX_SEED + 1)
+    view.console.print(
+        f"seed {seed}: a new one every run (LOOP_AGENTS_SEED={seed} repeats this run's drafts)",
+        style="dim",
+        markup=False,
+        highlight=False,
+    )
+    # one process per role: see its docs
+    with local_model.LocalModelPair(seed=seed) as servers:
         # function_calling structured output and a max_tokens cap: what llama.cpp
         # honours; the client bounds the review's strings so its JSON fits in the cap
-        return await run(
-            servers.agent.settings(max_tokens=cap),
-            judge_settings=servers.judge.settings(max_tokens=cap),
-            http_async_client=servers.agent.http_async_client(),
-            view=view,
-        )
+        try:
+            return await run(
+                servers.agent.settings(max_tokens=cap),
+                judge_settings=servers.judge.settings(max_tokens=cap),
+                http_async_client=servers.agent.http_async_client(),
+                view=view,
+            )
+        except DemoFailed as exc:
+            died = servers.failure()
+            if died is not None:  # the cause, whatever the client saw
+                raise local_model.LocalModelServerDied(died) from exc
+            raise

@@ -21,7 +21,6 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import shutil
 import signal
 import tempfile
 import threading
@@ -36,6 +35,7 @@ from loop_agents.loop._numbers import describe_number, finite_float
 from loop_agents.loop.state import LoopContext, LoopEvaluation
 from loop_agents.sandbox.cleanup import remove_tree
 from loop_agents.sandbox.runner import in_thread
+from loop_agents.sandbox.shell_command import command_problem
 from loop_agents.sandbox.supervised import run_supervised
 from loop_agents.sandbox.text_files import write_utf8
 
@@ -60,12 +60,6 @@ SUFFIXES = {
 """File suffixes by a code block's language; other answers are written to ``.txt``."""
 
 _SECRET_PARTS = frozenset({"KEY", "APIKEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIALS"})
-_SHELL_WORDS = frozenset(
-    {"!", ".", ":", "[", "[[", "{", "(", "alias", "break", "case", "cd", "command",
-     "continue", "echo", "eval", "exec", "exit", "export", "false", "for", "function",
-     "if", "printf", "pwd", "read", "return", "set", "shift", "source", "test", "times",
-     "trap", "true", "type", "ulimit", "umask", "unset", "wait", "while", "until"}
-)  # fmt: skip
 _OPENING = re.compile(r"^ {0,3}(?P<fence>`{3,}|~{3,})\s*(?P<info>[^\s`]*)[^`]*$")
 
 
@@ -118,40 +112,6 @@ def answer_for_check(text: str) -> tuple[str, str]:
         language, body = blocks[0]
         return body, SUFFIXES.get(language, ".txt")
     return text, ".txt"
-
-
-def command_problem(command: str, cwd: str | Path | None = None) -> str | None:
-    """What makes ``command`` unusable as a check, or ``None`` when it looks usable.
-
-    It is unusable when it is empty, does not parse as shell words, or its first
-    program is not found.
-
-    Example:
-        ```python
-        command_problem("pytset -q")  # "the check's program 'pytset' is not found ..."
-        ```
-    """
-    if not command.strip():
-        return "the check command is empty; give a shell command, e.g. 'pytest -q'"
-    try:
-        words = shlex.split(command)
-    except ValueError as exc:
-        return f"the check command {command!r} does not parse as shell words: {exc}"
-    words = [w for w in words if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", w)]
-    if not words or words[0] in _SHELL_WORDS or words[0][0] in "({$`":
-        return None
-    program = words[0]
-    if "/" in program:
-        path = Path(cwd or ".") / program
-        if path.is_file() and os.access(path, os.X_OK):
-            return None
-        return f"the check's program {program!r} is not an executable file"
-    if shutil.which(program) is None:
-        return (
-            f"the check's program {program!r} is not found on PATH; check the spelling or "
-            f"give its path"
-        )
-    return None
 
 
 def without_secrets(environ: Mapping[str, str]) -> dict[str, str]:

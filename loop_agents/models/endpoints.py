@@ -32,6 +32,7 @@ Example:
 
 from __future__ import annotations
 
+import secrets
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
@@ -46,11 +47,13 @@ from loop_agents.models import ollama
 from loop_agents.models.llama_cpp_http import LlamaCppTransport
 from loop_agents.models.settings import (
     DEFAULT_MODEL,
+    SEED_VARIABLE,
     THREADS_VARIABLE,
     Environment,
     ModelSettings,
     SettingsError,
     StructuredOutputMethod,
+    parse_seed,
     parse_threads,
 )
 
@@ -139,8 +142,10 @@ class Endpoint:
         threads: CPU threads of each bundled server process (``--threads``,
             ``LOOP_AGENTS_THREADS``); default half the cores. Other servers ignore it.
         seed: The bundled server's random seed (its judge process takes the next
-            number; see `loop_agents.models.local_model.LocalModelPair`); default
-            llama.cpp's fixed one. Other servers ignore it.
+            number; see `loop_agents.models.local_model.LocalModelPair`); default a new
+            one drawn when it opens (a fresh llama.cpp server would otherwise replay its
+            fixed seed, and every run would write the same answers). Other servers
+            ignore it.
 
     Example:
         ```python
@@ -163,6 +168,8 @@ class Endpoint:
         self.api_key = api_key
         self.threads = threads
         self.seed = seed
+        self.seed_drawn = False
+        """Whether `seed` was drawn when the endpoint opened (none was given)."""
         self.servers: LocalModelPair | None = None
         """The bundled server's two processes (agent, judge), once open."""
         self._clients: tuple[httpx.Client, httpx.AsyncClient] | None = None
@@ -206,6 +213,8 @@ class Endpoint:
                     f"built from source, {local_model.FIRST_BUILD} the first time):\n"
                     f"  {local_model.install_command()}"
                 )
+            if self.seed is None:
+                self.seed, self.seed_drawn = secrets.randbelow(local_model.MAX_SEED + 1), True
             self.servers = local_model.LocalModelPair(
                 self.spec.gguf,
                 n_threads=self.threads,
@@ -222,6 +231,39 @@ class Endpoint:
         if self.servers is not None:
             self.servers.stop()
             self.servers = None
+
+    def server_failure(self) -> str | None:
+        """Why a bundled server process stopped by itself mid-run, or ``None``.
+
+        The text names the process's role (agent or judge), how it ended, the end of its
+        log and the fix (see `loop_agents.models.local_model.LocalModelServer.failure`).
+        ``None`` for other endpoints, and while the bundled servers run.
+
+        Example:
+            ```python
+            problem = endpoint.server_failure()
+            if problem is not None:
+                print(problem)
+            ```
+        """
+        return self.servers.failure() if self.servers is not None else None
+
+    def base_url_of(self, url: str) -> str | None:
+        """The base URL of this endpoint's server that ``url`` (a request's URL) is under.
+
+        On the bundled server the agent's and the judge's processes have a base URL each.
+
+        Example:
+            ```python
+            endpoint.base_url_of("http://127.0.0.1:41003/v1/chat/completions")
+            # 'http://127.0.0.1:41003/v1' (the judge's, say)
+            ```
+        """
+        candidates = [self.role_base_url("agent"), self.role_base_url("judge")]
+        for base in candidates:
+            if base is not None and (url == base or url.startswith(base.rstrip("/") + "/")):
+                return base
+        return None
 
     @property
     def context_window(self) -> int | None:
@@ -332,11 +374,18 @@ class Endpoint:
                 where += (
                     f" at {agent.base_url} (judge: {judge.base_url}; "
                     f"{agent.n_threads} thread{'s' if agent.n_threads != 1 else ''} each"
-                    f"{f'; seed {agent.seed}' if agent.seed is not None else ''})"
+                    f"{self._seed_words()})"
                 )
         else:
             where = str(self.base_url)
         return f"model: {spec.model} · server: {where} · {self.source}"
+
+    def _seed_words(self) -> str:
+        if self.seed is None:
+            return ""
+        if self.seed_drawn:
+            return f"; seed {self.seed}, new every run: --seed {self.seed} repeats it"
+        return f"; seed {self.seed}"
 
 
 def proxy_for(url: str) -> str | None:
@@ -408,8 +457,9 @@ def resolve_endpoint(
             server defaults to 256).
         threads: CPU threads of each bundled server process (``--threads``; else
             ``LOOP_AGENTS_THREADS``, else half the cores).
-        seed: The bundled server's random seed (``--seed``); only for the bundled
-            server, whose randomness the package starts.
+        seed: The bundled server's random seed (``--seed``; else ``LOOP_AGENTS_SEED``,
+            else a new one when the endpoint opens); only for the bundled server, whose
+            randomness the package starts.
         environment: The settings to read; default `Environment.read()`.
 
     Returns:
@@ -438,12 +488,13 @@ def resolve_endpoint(
     api_key = env.get("OPENAI_API_KEY")
     local_threads = _threads(threads, env)
     if seed is not None:
-        from loop_agents.models.local_model import check_seed
-
-        try:
-            check_seed(seed, "--seed")
-        except ValueError as exc:
-            raise SettingsError(str(exc)) from None
+        parse_seed(seed, "--seed")
+    env_seed = env.get(SEED_VARIABLE)
+    local_seed = (
+        seed
+        if seed is not None or env_seed is None
+        else parse_seed(env_seed, f"{SEED_VARIABLE} (in {env.origin(SEED_VARIABLE)})")
+    )
 
     def seedless(endpoint: Endpoint) -> Endpoint:
         if seed is not None:
@@ -464,7 +515,7 @@ def resolve_endpoint(
             max_tokens=cap or DEFAULT_MAX_TOKENS,
             gguf=path,
         )
-        return Endpoint(spec, source=source, threads=local_threads, seed=seed)
+        return Endpoint(spec, source=source, threads=local_threads, seed=local_seed)
 
     def server(url: str, source: str) -> Endpoint:
         spec = EndpointSpec(

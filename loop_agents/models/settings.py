@@ -8,6 +8,8 @@
   or ``json_mode``.
 - ``LOOP_AGENTS_MAX_TOKENS``: a cap on each answer's length, in tokens (default: none).
 - ``LOOP_AGENTS_THREADS``: CPU threads of the bundled llama.cpp server (`parse_threads`).
+- ``LOOP_AGENTS_SEED``: the bundled llama.cpp server's random seed (`parse_seed`; default a
+  new one every run).
 
 `Environment` reads them from the process environment over a ``.env`` file and says
 where each was set.
@@ -38,8 +40,40 @@ THREADS_VARIABLE = "LOOP_AGENTS_THREADS"
 """The environment variable that sets the bundled llama.cpp server's CPU threads."""
 
 
+SEED_VARIABLE = "LOOP_AGENTS_SEED"
+"""The environment variable that sets the bundled llama.cpp server's random seed."""
+
+MAX_SEED = 2**31 - 1
+"""The largest random seed the bundled server takes."""
+
+
 class SettingsError(ValueError):
     """A model setting is missing or malformed."""
+
+
+def parse_seed(text: str | int, origin: str = SEED_VARIABLE) -> int:
+    """A random seed for the bundled llama.cpp server: a whole number from 0 to `MAX_SEED`.
+
+    Args:
+        text: The value (``--seed`` or `SEED_VARIABLE`).
+        origin: Where it was set, for the error message.
+
+    Raises:
+        SettingsError: ``text`` is not such a number.
+
+    Example:
+        ```python
+        assert parse_seed(" 42 ") == 42
+        ```
+    """
+    raw = str(text).strip()
+    try:
+        seed = int(raw)
+    except ValueError:
+        seed = -1
+    if not 0 <= seed <= MAX_SEED:
+        raise SettingsError(f"{origin} must be a whole number from 0 to {MAX_SEED}; got {text!r}")
+    return seed
 
 
 def parse_threads(text: str | int, origin: str = THREADS_VARIABLE) -> int:
