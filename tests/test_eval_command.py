@@ -89,10 +89,14 @@ def test_the_command_prints_the_tables_and_writes_the_json(tmp_path):
     assert rows["resample"] == ["0/4", "0%"]
     # one temperature for every arm: said once in the title, with the token cap
     assert "Eval: K=3, T=1, max tokens none, judge T=default, gpt-5.4-mini" in table
-    curves = table.split("Pass rate by attempt")[1].split("Paired, task by task")[0]
+    curves = table.split("Pass rate by attempt")[1].split("After the first answer")[0]
     rows = {line.split()[0]: line.split()[1:] for line in curves.splitlines() if line.strip()}
     assert rows["loop"] == ["0%", "100%", "100%"]
     assert rows["single"] == ["0%"]
+    after = table.split("After the first answer")[1].split("Paired, task by task")[0]
+    rows = {line.split()[0]: line.split()[1:] for line in after.splitlines() if line.strip()}
+    assert rows["loop"] == ["4", "4", "(100%)", "0", "0"]
+    assert rows["resample"] == ["4", "0", "(0%)", "0", "0"]
     data = json.loads(out.read_text(encoding="utf-8"))
     assert data["arms"]["loop"]["passed"] == 4
     assert data["by_attempt"]["loop"] == [0.0, 1.0, 1.0]
