@@ -126,6 +126,17 @@ def test_requirement_points_turn_failed_calls_into_what_must_hold() -> None:
     assert requirement_points("Your code could not be tested: no code.") == [
         "Your code could not be tested: no code."
     ]
+    crashed = (
+        "Your code failed 1 of 1 tests:\n"
+        '- got = rle_encode("aaab")  ->  TypeError: unsupported operand type(s) for +: '
+        "'int' and 'str' (at line 15 of the code: out.append(n + 'c'))\n"
+        "- got = f()  ->  KeyError\n"
+    )
+    assert requirement_points(crashed) == [
+        'rle_encode("aaab") must not raise TypeError (it raised: unsupported operand '
+        "type(s) for +: 'int' and 'str')",
+        "f() must not raise KeyError",
+    ]
     checks = (
         "The answer breaks 3 requirements:\n"
         "- Use exactly 3 lines; the answer has 2.\n"

@@ -33,6 +33,10 @@ __all__ = [
 ]
 
 _RETURNED = re.compile(r"^(?P<call>.+?) returned (?P<got>.+), expected (?P<want>.+)$")
+_RAISED = re.compile(
+    r"^got = (?P<call>.+?)\s+->\s+(?P<error>[A-Za-z_][\w.]*)(?::\s*(?P<message>.*?))?"
+    r"(?:\s*\(at line \d+ of the code: .*\))?$"
+)
 _OBSERVED = re.compile(
     r"^(?P<rule>.+?); (?:the answer |it (?:starts|ends|has) |found: |got |they are missing"
     r"|\d+ letters are not)"
@@ -185,9 +189,13 @@ def requirement_points(feedback: str) -> list[str]:
     """
     points = []
     for point in feedback_points(feedback):
+        raised = _RAISED.match(point)
         returned = _RETURNED.match(point)
         observed = _OBSERVED.match(point)
-        if returned is not None:
+        if raised is not None:
+            said = f" (it raised: {raised['message']})" if raised["message"] else ""
+            point = f"{raised['call']} must not raise {raised['error']}{said}"
+        elif returned is not None:
             point = f"{returned['call']} must return {returned['want']} (not {returned['got']})"
         elif observed is not None:
             point = f"{observed['rule'].rstrip('.')}."
