@@ -280,6 +280,7 @@ async def arun_eval(
             )
         from loop_agents.evals.server import server_runner
 
+        first_answers: FirstAnswers | None = None  # refused above: not on a server
         runner = server_runner(server, settings)
         label = model_id or f"LangGraph server {server}"
     else:
