@@ -20,6 +20,7 @@ Options make it behave like particular servers:
   and name in every chunk of its arguments, and ``POST /extras/tokenize/count`` counts
   a text's tokens (here: one per 4 characters, at least 1; never recorded as a request);
 - ``ollama_models=[...]``: answers Ollama's model list at ``GET /api/tags``;
+- ``model_ids=[...]``: the models ``GET /v1/models`` lists (default: ``scripted``);
 - ``cached_tokens=N``: the usage says N of the prompt tokens were read from the
   server's prompt cache (``prompt_tokens_details.cached_tokens``);
 - ``record_to=PATH``: also appends every request to PATH, one JSON object a line
@@ -201,6 +202,7 @@ class ScriptedOpenAI:
         prefix_cache: bool = False,
         cache_per_model: bool = True,
         cached_tokens: int = 0,
+        model_ids: Sequence[str] = ("scripted",),
     ) -> None:
         self._replies = iter(replies)
         self.usage: dict[str, Any] = dict(USAGE)
@@ -213,6 +215,7 @@ class ScriptedOpenAI:
         self.usage_when_asked = usage_when_asked
         self.llama_cpp = llama_cpp
         self.ollama_models = list(ollama_models) if ollama_models is not None else None
+        self.model_ids = list(model_ids)
         self.record_to = record_to
         self.prefix_cache = prefix_cache
         self.cache_per_model = cache_per_model
@@ -345,7 +348,8 @@ class ScriptedOpenAI:
             listed = [{"name": name, "model": name} for name in self.ollama_models]
             return _json(200, {"models": listed})
         if path.rstrip("/").endswith("/models"):
-            return _json(200, {"object": "list", "data": [{"id": "scripted", "object": "model"}]})
+            listed = [{"id": model, "object": "model"} for model in self.model_ids]
+            return _json(200, {"object": "list", "data": listed})
         return _json(404, {"error": {"message": f"no {path}"}})
 
     def _answer(self, path: str, content: bytes) -> _Answer:

@@ -7,6 +7,7 @@ llama.cpp server started by ``--gguf``; runs are saved in a temporary folder.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shlex
@@ -20,6 +21,7 @@ import pytest
 from loop_agents import cli
 from loop_agents.console.loop_console import section_header
 from loop_agents.models import local_model
+from loop_agents.models.local_setup import _SERVER_EXTRA_MODULES
 from tests.cli_helpers import CLOSED_PORT_URL, clear_model_settings, cli_env, loop_agents
 from tests.conftest import ROOT
 from tests.fakes import review
@@ -249,6 +251,7 @@ FAKE_LLAMA = textwrap.dedent(
     parser = argparse.ArgumentParser()
     parser.add_argument("--host")
     parser.add_argument("--port", type=int)
+    parser.add_argument("--model_alias")
     args, _ = parser.parse_known_args()
     Path(os.environ["FAKE_LLAMA_ARGV"]).write_text(json.dumps(sys.argv[1:]))
     sys.path.insert(0, os.environ["FAKE_LLAMA_ROOT"])
@@ -261,7 +264,9 @@ FAKE_LLAMA = textwrap.dedent(
         def _next_reply(self, body):
             judged = body.get("tools") or body.get("response_format")
             return next(verdicts if judged else drafts, None)
-    server = ByRole([], llama_cpp=True, record_to=Path(os.environ["FAKE_LLAMA_LOG"]))
+    log = Path(os.environ["FAKE_LLAMA_LOG"])
+    # a started server lists the alias it was given
+    server = ByRole([], llama_cpp=True, record_to=log, model_ids=[args.model_alias])
     with server.serve(port=args.port):
         while True:
             time.sleep(1)
@@ -277,9 +282,10 @@ def fake_llama_env(tmp_path: Path) -> dict[str, str]:
     (fake / "llama_cpp" / "__init__.py").write_text("")
     (fake / "llama_cpp" / "server" / "__init__.py").write_text("")
     (fake / "llama_cpp" / "server" / "__main__.py").write_text(FAKE_LLAMA)
-    for name in ("uvicorn", "fastapi", "sse_starlette", "starlette_context"):
-        (fake / name).mkdir()
-        (fake / name / "__init__.py").write_text("")
+    for name in _SERVER_EXTRA_MODULES:  # stand-ins where the `local` extra is not installed
+        if importlib.util.find_spec(name) is None:
+            (fake / name).mkdir()
+            (fake / name / "__init__.py").write_text("")
     script = [DRAFT_1, VERDICT_1, DRAFT_2, VERDICT_2]
     (tmp_path / "script.json").write_text(json.dumps(script))
     return cli_env(

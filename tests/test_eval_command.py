@@ -5,12 +5,14 @@ argument errors, which exit with 2 before any model call."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
 import sys
-import time
+import threading
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -113,23 +115,41 @@ def test_the_command_prints_the_tables_and_writes_the_json(tmp_path):
     assert len(scripted.requests) == 4 * (1 + 2 + 3)
 
 
-def wait_for_records(process: subprocess.Popen[str], journal: Path, count: int) -> None:
-    deadline = time.monotonic() + HANG
-    while not journal.exists() or len(journal.read_text().splitlines()) < 1 + count:
-        assert process.poll() is None, "the eval ended before it was interrupted"
-        assert time.monotonic() < deadline, f"the eval made no progress in {HANG} s: a hang"
-        time.sleep(0.05)
+class JournalGate:
+    """Holds every request once the journal has `hold_from` records, until the next stage.
+
+    The eval then cannot finish before it is interrupted, however slow the machine: the
+    process is stopped while it waits for an answer, on an event rather than a timing.
+    """
+
+    def __init__(self, journal: Path) -> None:
+        self.journal = journal
+        self.hold_from = math.inf
+        self.holding = threading.Event()
+        self._open = threading.Event()
+
+    def hold_at(self, records: float) -> None:
+        """Release what is held, then hold from ``records`` records on."""
+        held = self._open
+        self.holding, self._open = threading.Event(), threading.Event()
+        self.hold_from = records
+        held.set()
+
+    def __call__(self, body: dict[str, Any]) -> Any:
+        recorded = len(self.journal.read_text().splitlines()) - 1 if self.journal.exists() else 0
+        if recorded >= self.hold_from:
+            opened = self._open
+            self.holding.set()
+            opened.wait(HANG)
+        return feedback_helps(body)
 
 
 @pytest.mark.slow  # a real eval process, interrupted and killed, then resumed
 def test_an_interrupted_or_killed_eval_resumes_where_it_stopped(tmp_path):
-    def slow(body):
-        time.sleep(0.1)
-        return feedback_helps(body)
-
-    scripted = ReactiveOpenAI(slow)
     out = tmp_path / "results.json"
     journal = journal_path(out)
+    gate = JournalGate(journal)
+    scripted = ReactiveOpenAI(gate)
     env = env_without_model_settings()
     with scripted.serve() as base_url:
         args = command(
@@ -148,9 +168,15 @@ def test_an_interrupted_or_killed_eval_resumes_where_it_stopped(tmp_path):
                 text=True,
             )
 
-        # Ctrl-C: a clean stop, exit status 130, a hint to resume
+        def held(process: subprocess.Popen[str]) -> None:
+            """Wait until the process waits for a held answer."""
+            while not gate.holding.wait(0.05):
+                assert process.poll() is None, "the eval ended before it was interrupted"
+
+        # Ctrl-C while a pair waits for the model: a clean stop, status 130, a resume hint
+        gate.hold_at(2)
         process = start()
-        wait_for_records(process, journal, 2)
+        held(process)
         process.send_signal(signal.SIGINT)
         _, stderr = process.communicate(timeout=HANG)
         assert process.returncode == 130, stderr
@@ -158,17 +184,20 @@ def test_an_interrupted_or_killed_eval_resumes_where_it_stopped(tmp_path):
         assert "12 task/arm pairs\n" in stderr  # a first run is not said to be resumed
         assert "resumed" not in stderr
         interrupted = len(journal.read_text().splitlines()) - 1
+        assert interrupted >= 2
 
         # a hard kill after a few more pairs: what was recorded stays recorded
+        gate.hold_at(interrupted + 2)
         process = start()
-        wait_for_records(process, journal, interrupted + 2)
+        held(process)
         process.send_signal(signal.SIGKILL)
         process.communicate(timeout=HANG)
         records = [json.loads(line) for line in journal.read_text().splitlines()[1:]]
         done_before = {(r["task_id"], r["arm"]) for r in records}
         assert len(done_before) == len(records)
-        assert 4 <= len(done_before) < 12
+        assert interrupted + 2 <= len(done_before) < 12
         assert not out.exists()
+        gate.hold_at(math.inf)
 
         # a request the killed process had sent may still be on its way in: once the
         # server is idle it is counted, and nothing more can come from that process

@@ -159,8 +159,9 @@ def test_a_port_given_and_taken_is_refused_at_once(fake_llama):
 def test_a_server_that_lists_another_model_is_not_taken_for_ready(fake_llama, monkeypatch):
     monkeypatch.setenv("FAKE_LLAMA_MODE", "another-model")
     server = LocalModelServer(fake_llama, startup_timeout=2)
-    with pytest.raises(LocalModelStartError, match=r"did not answer at .* within 2 s"):
+    with pytest.raises(LocalModelStartError, match=r"did not answer at .* within 2 s") as caught:
         server.start()
+    assert "it answers with the models ['another-model'], not 'model'" in str(caught.value)
     assert server.process is None
 
 

@@ -54,6 +54,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -479,6 +480,7 @@ class LocalModelServer(_Started):
         deadline = time.monotonic() + self.startup_timeout
         url = f"{self.base_url}/models"
         answered_by_another = False
+        listed: list[str] | None = None  # the models it answered with, when not its own
         with httpx.Client(timeout=2.0, trust_env=False) as client:
             while True:
                 assert self.process is not None
@@ -492,17 +494,24 @@ class LocalModelServer(_Started):
                         f"{self.name} (port {self.port}) exited before answering: "
                         f"{exit_description(code)}.{self._log_and_fix(code, log)}"
                     )
-                if self._answers_with_its_model(client, url):
+                models = self._listed_models(client, url)
+                if models is not None and self.model_alias not in models:
+                    listed = models
+                elif models is not None:
                     ours = serves_port(self.process.pid, self.port)
                     if ours is not False and self.process.poll() is None:
                         return
                     answered_by_another = True  # it will fail to listen: wait for its exit
                 if time.monotonic() >= deadline:
-                    another = (
-                        f"; another process answers on port {self.port}"
-                        if answered_by_another
-                        else ""
-                    )
+                    if answered_by_another:
+                        another = f"; another process answers on port {self.port}"
+                    elif listed is not None:
+                        another = (
+                            f"; it answers with the models {listed!r}, not "
+                            f"{self.model_alias!r} (the alias it was started with)"
+                        )
+                    else:
+                        another = ""
                     raise LocalModelStartError(
                         f"{self.name} did not answer at {url} within "
                         f"{self.startup_timeout:g} s{another}."
@@ -510,16 +519,19 @@ class LocalModelServer(_Started):
                     )
                 time.sleep(0.2)
 
-    def _answers_with_its_model(self, client: httpx.Client, url: str) -> bool:
-        """Whether ``url`` answers 200 with a model list naming this server's alias."""
+    @staticmethod
+    def _listed_models(client: httpx.Client, url: str) -> list[str] | None:
+        """The model ids ``url`` answers with (a 200 model list), else ``None``."""
         try:
             response = client.get(url)
             if response.status_code != 200:
-                return False
+                return None
             models = response.json().get("data") or []
         except (httpx.TransportError, ValueError, AttributeError):
-            return False
-        return any(isinstance(m, dict) and m.get("id") == self.model_alias for m in models)
+            return None
+        if not isinstance(models, list):
+            return None
+        return [str(m.get("id")) for m in models if isinstance(m, dict)]
 
     def failure(self) -> str | None:
         """Why this started server is not running any more, or ``None`` while it runs.
@@ -596,7 +608,10 @@ class LocalModelServer(_Started):
                 process.wait(self.stop_timeout)
             except subprocess.TimeoutExpired:
                 process.kill()
-                process.wait()
+                # bounded: a poll interrupted by a signal may have left the process's
+                # lock taken, and waiting on it would never end
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    process.wait(self.stop_timeout)
 
     def _log_text(self) -> str:
         if self._log_file is None:
@@ -940,6 +955,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"local_model: {_not_installed_error()}", file=sys.stderr)
         return 2
     previous = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    previous_interrupt = signal.getsignal(signal.SIGINT)
     server = LocalModelServer(
         args.model,
         host=args.host,
@@ -960,8 +976,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
             flush=True,
         )
+        # From here on, a signal only asks to stop: raised in the middle of a poll of the
+        # server's process, a KeyboardInterrupt could leave that process's lock taken, and
+        # stopping it would then wait for ever.
+        stop = threading.Event()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, lambda signum, frame: stop.set())
         while server.running:
-            time.sleep(0.5)
+            if stop.wait(0.5):
+                raise KeyboardInterrupt
         print(f"local_model: {server.failure()}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
@@ -973,6 +996,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         server.stop()
         signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous_interrupt)
 
 
 if __name__ == "__main__":
