@@ -454,3 +454,24 @@ def test_an_arms_name_is_never_cut_in_the_table():
     render_report(build_report(arms, results, settings={"iterations": 4}), console)
     rows = [line.split() for line in console.export_text().splitlines()]
     assert ["loop-candidates", "0/1", "0%"] in [row[:3] for row in rows]
+
+
+def test_a_table_too_wide_for_the_terminal_is_split_and_nothing_is_cut():
+    from rich.console import Console
+
+    from loop_agents.evals.report import TaskResult, build_report
+
+    arms = ["single", "informed-resample-2"]
+    results = [TaskResult("t", arm, True, 2, 3, 98765, 4321, cut_off=1) for arm in arms]
+    settings = {"iterations": 3, "temperatures": dict.fromkeys(arms, 1.0), "max_tokens": 256}
+    wide = Console(record=True, width=160)
+    render_report(build_report(arms, results, settings=settings), wide)
+    assert "Cost (means per task)" not in wide.export_text()  # one table where it fits
+    narrow = Console(record=True, width=80)
+    render_report(build_report(arms, results, settings=settings), narrow)
+    text = narrow.export_text()
+    assert "…" not in text
+    assert all(len(line) <= 80 for line in text.splitlines())
+    results_part, costs = text.split("Cost (means per task)")
+    assert re.search(r"^ *informed-resample-2\s+1/1\s+100%\s+\S+ *$", results_part, re.M)
+    assert re.search(r"^ *informed-resample-2\s+3\.0\s+98765\s+0\s+4321\s+1\s", costs, re.M)

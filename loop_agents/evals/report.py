@@ -479,6 +479,46 @@ def _render_by_part(report: EvalReport, console: Console) -> None:
     console.print(table)
 
 
+def _summary_cells(summary: ArmSummary) -> dict[str, str]:
+    """An arm's cells in the per-arm table, by column header."""
+    low, high = summary.ci95
+    return {
+        "arm": summary.arm,
+        "T": _temperature(summary.temperature),
+        "passed": f"{summary.passed}/{summary.tasks}",
+        "rate": _percent(summary.pass_rate),
+        "95% CI": f"{_percent(low)}-{_percent(high)}",
+        "calls": f"{summary.model_calls:.1f}",
+        "tok in": f"{summary.input_tokens:.0f}",
+        "cached": f"{summary.cached_input_tokens:.0f}",
+        "tok out": f"{summary.output_tokens:.0f}",
+        "cut": f"[yellow]{summary.cut_off}[/yellow]" if summary.cut_off else "0",
+        "s": f"{summary.seconds:.1f}",
+        "err": f"[red]{summary.errors}[/red]" if summary.errors else "0",
+    }
+
+
+def _arm_table(title: str, headers: list[str], rows: list[dict[str, str]], longest: int) -> Table:
+    """A table of the arms with the given columns (an arm's name is never cut)."""
+    table = Table(
+        title=title,
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        collapse_padding=True,
+    )
+    for header in headers:
+        table.add_column(
+            header,
+            justify="left" if header == "arm" else "right",
+            no_wrap=True,
+            min_width=longest if header == "arm" else None,
+        )
+    for row in rows:
+        table.add_row(*(row[header] for header in headers))
+    return table
+
+
 def render_report(report: EvalReport, console: Console | None = None) -> None:
     """Print the per-arm table, the paired comparisons and any errors.
 
@@ -506,42 +546,21 @@ def render_report(report: EvalReport, console: Console | None = None) -> None:
             title += f", {settings['model']}"
         if settings.get("seed") is not None:
             title += f", seed {settings['seed']}"
-    table = Table(
-        title=title,
-        title_justify="left",
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-        collapse_padding=True,
-    )
     headers = ["arm", "T", "passed", "rate", "95% CI", "calls", "tok in", "cached", "tok out"]
+    headers += ["cut", "s", "err"]
     if one_temperature:
         headers.remove("T")
+    rows = [_summary_cells(summary) for summary in report.arms.values()]
     longest = max((len(arm) for arm in report.arms), default=3)
-    for header in (*headers, "cut", "s", "err"):
-        table.add_column(
-            header,
-            justify="left" if header == "arm" else "right",
-            no_wrap=True,
-            min_width=longest if header == "arm" else None,  # an arm's name is never cut
-        )
-    for summary in report.arms.values():
-        low, high = summary.ci95
-        shown_t = [] if one_temperature else [_temperature(summary.temperature)]
-        table.add_row(
-            summary.arm,
-            *shown_t,
-            f"{summary.passed}/{summary.tasks}",
-            _percent(summary.pass_rate),
-            f"{_percent(low)}-{_percent(high)}",
-            f"{summary.model_calls:.1f}",
-            f"{summary.input_tokens:.0f}",
-            f"{summary.cached_input_tokens:.0f}",
-            f"{summary.output_tokens:.0f}",
-            f"[yellow]{summary.cut_off}[/yellow]" if summary.cut_off else "0",
-            f"{summary.seconds:.1f}",
-            f"[red]{summary.errors}[/red]" if summary.errors else "0",
-        )
-    console.print(table)
+    table = _arm_table(title, headers, rows, longest)
+    unbounded = console.options.update_width(1_000_000)  # the table's natural width
+    if console.measure(table, options=unbounded).maximum <= console.width:
+        console.print(table)
+    else:  # too wide for this terminal: results, then costs, nothing cut
+        split = headers.index("calls")
+        console.print(_arm_table(title, headers[:split], rows, longest))
+        costs = ["arm", *headers[split:]]
+        console.print(_arm_table("Cost (means per task)", costs, rows, longest))
     console.print(
         "T: the arm's sampling temperature (default: the model's own); calls, tok in/out "
         "(tokens), cached (prompt tokens read from the server's cache) and s (seconds): "
