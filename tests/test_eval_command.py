@@ -166,6 +166,8 @@ def test_an_interrupted_or_killed_eval_resumes_where_it_stopped(tmp_path):
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
+                # SIGINT must not be ignored in the child (as it is for `cmd &` in a script)
+                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
             )
 
         def held(process: subprocess.Popen[str]) -> None:

@@ -382,6 +382,8 @@ def test_command_line_serves_until_ctrl_c(fake_llama):
         stderr=subprocess.PIPE,
         text=True,
         cwd=ROOT,
+        # SIGINT must not be ignored in the child (as it is for `cmd &` in a script)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         base_url = _first_line(proc).strip()  # printed once the server answers
@@ -412,6 +414,8 @@ def test_command_line_stops_on_sigterm(fake_llama):
         stderr=subprocess.PIPE,
         text=True,
         cwd=ROOT,
+        # SIGINT must not be ignored in the child (as it is for `cmd &` in a script)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         assert _first_line(proc).startswith("http://127.0.0.1:")

@@ -981,7 +981,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # stopping it would then wait for ever.
         stop = threading.Event()
         for signum in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(signum, lambda signum, frame: stop.set())
+            if signal.getsignal(signum) is not signal.SIG_IGN:  # ignored (nohup, `cmd &`)
+                signal.signal(signum, lambda signum, frame: stop.set())
         while server.running:
             if stop.wait(0.5):
                 raise KeyboardInterrupt
