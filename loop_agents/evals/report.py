@@ -546,8 +546,8 @@ def render_report(report: EvalReport, console: Console | None = None) -> None:
             title += f", {settings['model']}"
         if settings.get("seed") is not None:
             title += f", seed {settings['seed']}"
-    headers = ["arm", "T", "passed", "rate", "95% CI", "calls", "tok in", "cached", "tok out"]
-    headers += ["cut", "s", "err"]
+    headers = ["arm", "T", "passed", "rate", "95% CI"]
+    headers += ["calls", "tok in", "cached", "tok out", "cut", "s", "err"]  # the costs
     if one_temperature:
         headers.remove("T")
     rows = [_summary_cells(summary) for summary in report.arms.values()]
