@@ -429,6 +429,42 @@ def test_command_line_stops_on_sigterm(fake_llama):
     assert all(_gone(pid) for pid in servers)
 
 
+@pytest.mark.slow  # the server command's process lifecycle, signal by signal
+def test_command_line_leaves_an_ignored_sigterm_ignored_while_the_server_starts(fake_llama):
+    env = {**os.environ, "FAKE_LLAMA_MODE": "silent"}  # the server never gets ready
+
+    def ignore_sigterm() -> None:  # as `nohup`-like launchers leave it; SIGINT still stops
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "loop_agents.models.local_model", "--model", str(fake_llama)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        preexec_fn=ignore_sigterm,
+    )
+    try:
+        deadline = time.monotonic() + HANG
+        while not (servers := _children(proc.pid)):  # the command is starting its server
+            assert proc.poll() is None
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        with pytest.raises(subprocess.TimeoutExpired):  # ignored: it goes on starting
+            proc.wait(timeout=2)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=HANG) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert all(_gone(pid) for pid in servers)
+    assert "stopping" in proc.stderr.read()
+
+
 # -- installation checks ------------------------------------------------------------------
 
 

@@ -914,7 +914,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Serve the local model until Ctrl-C: ``python -m loop_agents.models.local_model``.
 
     Prints the base URL on the first line of stdout, then the ``.env`` settings that
-    point the examples at the server. SIGTERM stops it like Ctrl-C.
+    point the examples at the server. SIGTERM stops it like Ctrl-C (a SIGINT or SIGTERM
+    that was ignored when it started, as `nohup` leaves them, stays ignored).
 
     Returns:
         0 after Ctrl-C, 1 when the server failed, 2 when the extra is not installed.
@@ -954,8 +955,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.model is None and missing_parts():
         print(f"local_model: {_not_installed_error()}", file=sys.stderr)
         return 2
-    previous = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    previous = signal.getsignal(signal.SIGTERM)
     previous_interrupt = signal.getsignal(signal.SIGINT)
+    if previous is not signal.SIG_IGN:  # an ignored SIGTERM (nohup) stays ignored
+        signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     server = LocalModelServer(
         args.model,
         host=args.host,
