@@ -7,7 +7,10 @@ PY := $(VENV)/bin/python
 
 ## The lock: requirements/*.txt, pinned with hashes for CPython 3.11 on Linux x86_64 and
 ## generated from pyproject.toml by `make lock`. Every target and CI install from it, then
-## the project itself (editable, --no-deps: nothing is resolved again).
+## the project itself (editable). Every install from the lock is --no-deps, then `pip check`:
+## the lock is the whole closure already, and pip's resolver in hash-checking mode fails on a
+## dependency asked for with an extra (google-genai's `google-auth[requests]`) as soon as a
+## newer release than the pinned one exists (pypa/pip#9644).
 ##   requirements/all.txt     every extra (dev, local, ...): what `make local`, `make test`
 ##                            and CI install
 ##   requirements/dev.txt     the `dev` extra only, at the same versions
@@ -23,8 +26,9 @@ $(VENV)/.installed-dev: $(LOCK_DEV) pyproject.toml loop_agents/_version.py
 	$(PYTHON) -m venv $(VENV)
 	@$(PYTHON) scripts/build_progress.py --what "make venv" --requirements $(LOCK_DEV) \
 		--expect "installing the locked dependencies: about 2 minutes" \
-		--log $(VENV)/install.log -- $(PY) -m pip install --progress-bar off -r $(LOCK_DEV)
+		--log $(VENV)/install.log -- $(PY) -m pip install --progress-bar off --no-deps -r $(LOCK_DEV)
 	$(PY) -m pip install --quiet --no-deps -e .
+	$(PY) -m pip check
 	touch $@
 
 venv: $(VENV)/.installed-dev
@@ -82,8 +86,9 @@ LOWEST_VENV ?= .venv-lowest
 $(LOWEST_VENV)/.installed: $(LOCK_LOWEST) pyproject.toml loop_agents/_version.py
 	rm -rf $(LOWEST_VENV)
 	$(PYTHON) -m venv $(LOWEST_VENV)
-	$(LOWEST_VENV)/bin/python -m pip install --quiet -r $(LOCK_LOWEST)
+	$(LOWEST_VENV)/bin/python -m pip install --quiet --no-deps -r $(LOCK_LOWEST)
 	$(LOWEST_VENV)/bin/python -m pip install --quiet --no-deps -e .
+	$(LOWEST_VENV)/bin/python -m pip check
 	touch $@
 
 test-lowest: $(LOWEST_VENV)/.installed

@@ -3,9 +3,9 @@
 ``python scripts/install_local.py --requirements requirements/all.txt --log .venv/local-build.log
 --stamp .venv/.installed-local`` (run by the virtual environment's interpreter):
 
-1. unless the stamp is newer than the requirements file, installs them (``pip install -r``,
-   ``CMAKE_ARGS`` set to the project's flags), with a progress line every 15 s
-   (``build_progress.py``);
+1. unless the stamp is newer than the requirements file, installs them (``pip install
+   --no-deps -r``: the lock is the whole closure; ``CMAKE_ARGS`` set to the project's
+   flags), with a progress line every 15 s (``build_progress.py``), then ``pip check``;
 2. checks the installed llama-cpp-python's build record (``python -m
    loop_agents.models.llama_build --json``): pip's wheel cache does not look at
    ``CMAKE_ARGS``, so pip may have installed a wheel it cached from a build with other
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     stamp, requirements = args.stamp, args.requirements
     if stamp is None or not stamp.exists() or stamp.stat().st_mtime < requirements.stat().st_mtime:
         status = build_progress.run(
-            _pip(python, "-r", str(requirements)),
+            _pip(python, "--no-deps", "-r", str(requirements)),
             args.log,
             every=args.every,
             what=what,
@@ -119,6 +119,17 @@ def main(argv: list[str] | None = None) -> int:
         )
         if status != 0:
             return status
+        pip_check = subprocess.run(
+            [python, "-m", "pip", "check"], capture_output=True, text=True, check=False
+        )
+        if pip_check.returncode != 0:
+            print(
+                f"{what}: the locked packages do not fit together (`pip check`): "
+                f"{(pip_check.stdout + pip_check.stderr).strip()[-2000:]}; refresh the lock "
+                "with `make lock`",
+                flush=True,
+            )
+            return pip_check.returncode
     result = check(python)
     if result["ok"]:
         how = "built just now" if _built_since(result, started) else "reused a matching build"

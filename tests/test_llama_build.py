@@ -194,6 +194,9 @@ FAKE_PYTHON = textwrap.dedent(
     from pathlib import Path
     real, site = os.environ["REAL_PYTHON"], Path(os.environ["FAKE_SITE"])
     args = sys.argv[1:]
+    if args[:3] == ["-m", "pip", "check"] and os.environ.get("FAKE_PIP_CHECK"):
+        print(os.environ["FAKE_PIP_CHECK"], flush=True)
+        sys.exit(1)
     if args[:3] != ["-m", "pip", "install"]:
         os.execve(real, [real, *args], os.environ)
     kind = "no-cache" if "--no-cache-dir" in args else "build-cache" if "--cache-dir" in args else "all"
@@ -220,7 +223,14 @@ FAKE_PYTHON = textwrap.dedent(
 )
 
 
-def _install(tmp_path: Path, plan: dict[str, str], *, stamp: bool = False, installed: str = ""):
+def _install(
+    tmp_path: Path,
+    plan: dict[str, str],
+    *,
+    stamp: bool = False,
+    installed: str = "",
+    pip_check: str = "",
+):
     """Run scripts/install_local.py with the stand-in pip; return (status, lines, pip calls)."""
     site = tmp_path / "site"
     if not site.exists():
@@ -247,6 +257,7 @@ def _install(tmp_path: Path, plan: dict[str, str], *, stamp: bool = False, insta
         "PYTHONPATH": f"{site}{os.pathsep}{ROOT}",
         "LOOP_AGENTS_BUILD_CACHE": str(tmp_path / "build-cache"),
         "CMAKE_ARGS": "-DGGML_NATIVE=ON",  # a user's own: make local sets the project's
+        "FAKE_PIP_CHECK": pip_check,  # what `pip check` finds (nothing: the real one runs)
     }
     proc = subprocess.run(
         [
@@ -266,7 +277,9 @@ def test_a_matching_build_from_the_lock_is_reused_or_said_built(tmp_path):
     assert status == 0, lines
     assert [c[0] for c in calls] == ["all"]
     assert calls[0][2] == CMAKE_ARGS  # the project's flags, not the user's
-    assert "-r" in calls[0][1]
+    # the lock is the whole closure: nothing is resolved (pip's resolver fails in hash mode
+    # on a dependency asked for with an extra once a newer release exists, pypa/pip#9644)
+    assert calls[0][1][-3:] == ["--no-deps", "-r", str(ROOT / "requirements" / "all.txt")]
     assert re.fullmatch(r"make local: installed the locked packages in \d+s", lines[-2])
     assert lines[-1] == (
         "make local: llama.cpp: reused a matching build (llama-cpp-python 0.3.36, built "
@@ -327,6 +340,18 @@ def test_pips_failure_keeps_pips_status_and_log(tmp_path):
     assert status == 5
     assert any("failed after" in line and "(exit status 5)" in line for line in lines)
     assert "  ERROR: pip failed" in lines
+    assert not stamped
+
+
+def test_locked_packages_that_do_not_fit_together_stop_with_pip_checks_words(tmp_path):
+    broken = "langchain 1.5.2 has requirement langgraph<1.3,>=1.2, but you have langgraph 9.0."
+    status, lines, calls, stamped = _install(tmp_path, {"all": "ours"}, pip_check=broken)
+    assert status == 1
+    assert [c[0] for c in calls] == ["all"]
+    assert lines[-1] == (
+        f"make local: the locked packages do not fit together (`pip check`): {broken}; "
+        "refresh the lock with `make lock`"
+    )
     assert not stamped
 
 
