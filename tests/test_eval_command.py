@@ -469,9 +469,20 @@ def test_each_eval_on_the_bundled_server_samples_from_a_seed_of_its_own(
     assert seed_of(out) == 7
     capsys.readouterr()
     assert main([tasks, *args, "--limit", "2", "--out", str(out), "--seed", "8"]) == 0
-    assert "1 done before (resumed)" in capsys.readouterr().err
-    assert seed_of(out) == 8
+    shown = capsys.readouterr()
+    assert "1 done before (resumed)" in shown.err
+    # each result keeps the seed of the run that made it: the report names both
+    settings = json.loads(out.read_text())["settings"]
+    assert "seed" not in settings
+    assert settings["seeds"] == [7, 8]
+    assert "seeds 7, 8" in " ".join(shown.out.split())
+    journal = [json.loads(line) for line in journal_path(out).read_text().splitlines()]
+    assert [r["seed"] for r in journal if "task_digest" in r] == [7, 8]
     assert len(scripted.requests) == 4
+    # the same seed again: one seed, said once
+    capsys.readouterr()
+    assert main([tasks, *args, "--limit", "1", "--out", str(out), "--seed", "7"]) == 0
+    assert seed_of(out) == 7
 
 
 @pytest.mark.parametrize(

@@ -295,6 +295,19 @@ def test_eval_report_writes_the_page_of_the_eval_it_ran(tmp_path, capsys, monkey
     assert Page(page.read_text(encoding="utf-8")).text == drawn.text
 
 
+def test_the_seeds_of_an_eval_run_in_several_runs_are_each_named(example):
+    data = copy.deepcopy(example)
+    data["settings"]["seed"] = 7
+    assert "· seed 7" in Page(eval_page(data)).text
+    data["settings"].pop("seed")
+    data["settings"]["seeds"] = [7, None, 8]  # a result recorded without its seed
+    assert "seeds 7, unrecorded, 8" in Page(eval_page(data)).text
+    data["settings"]["seeds"] = ["<b>x</b>", 1e400, True]  # not seeds: never shown as text
+    page = Page(eval_page(data))
+    assert "seeds unrecorded, unrecorded, unrecorded" in page.text
+    assert "b" not in page.tags()
+
+
 def test_a_model_default_temperature_reads_default(example):
     data = copy.deepcopy(example)
     data["arms"]["loop"]["temperature"] = None

@@ -46,6 +46,7 @@ from loop_agents.console.svg_charts import (
     percent,
     scatter,
 )
+from loop_agents.evals.report import seed_text
 from loop_agents.evals.tasks import Task
 from loop_agents.loop._numbers import finite_float
 from loop_agents.sandbox.text_files import utf8_text
@@ -520,7 +521,7 @@ def eval_page(data: Mapping[str, Any], *, tasks: Sequence[Task] | None = None) -
         f"K = {settings.get('iterations', '?')} answers per arm · {len(order)} tasks · "
         f"{len(arms)} arms · {len(results)} results"
         + (f" · {_count(len(errors), 'pair')} without a result" if errors else "")
-        + (f" · seed {settings['seed']}" if settings.get("seed") is not None else "")
+        + (f" · {seeds}" if (seeds := seed_text(settings)) else "")
     )
     body = [
         tag("h1", title),

@@ -77,6 +77,9 @@ class Journal:
         self._file = file
         self._done: dict[tuple[str, str], tuple[str, TaskResult]] = {}
         self._firsts: dict[tuple[str, str], AIMessage] = {}
+        self._seeds: dict[tuple[str, str], int | None] = {}
+        self.seed: int | None = None
+        """The model's seed in this run, recorded with each result `append` writes."""
 
     @classmethod
     def open(
@@ -162,6 +165,10 @@ class Journal:
             except (KeyError, TypeError, ValueError):
                 continue
             journal._done[(result.task_id, result.arm)] = (digest, result)
+            seed = record.get("seed")
+            journal._seeds[(result.task_id, result.arm)] = (
+                seed if isinstance(seed, int) and not isinstance(seed, bool) else None
+            )
         return journal
 
     def __enter__(self) -> Journal:
@@ -188,10 +195,16 @@ class Journal:
         self._firsts[(task_id, digest)] = message
         self._write({_FIRST: task_id, "task_digest": digest, "message": record_of_message(message)})
 
+    def seed_of(self, task_id: str, arm: str) -> int | None:
+        """The model's seed of the run that recorded this task and arm (``None``: not said)."""
+        return self._seeds.get((task_id, arm))
+
     def append(self, result: TaskResult, digest: str) -> None:
-        """Record a finished task and arm, on disk at once."""
+        """Record a finished task and arm, on disk at once, with this run's `seed`."""
         self._done[(result.task_id, result.arm)] = (digest, result)
-        self._write(result.to_json() | {"task_digest": digest})
+        self._seeds[(result.task_id, result.arm)] = self.seed
+        seed = {} if self.seed is None else {"seed": self.seed}
+        self._write(result.to_json() | {"task_digest": digest} | seed)
 
     def _write(self, record: Mapping[str, Any]) -> None:
         self._file.write(json_text(record) + "\n")

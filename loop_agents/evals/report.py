@@ -519,6 +519,30 @@ def _arm_table(title: str, headers: list[str], rows: list[dict[str, str]], longe
     return table
 
 
+def seed_text(settings: Mapping[str, Any]) -> str | None:
+    """The model seeds of a report's settings in words, or ``None`` when none is known.
+
+    An eval resumed, or run in parts into one journal, may have used one seed per run:
+    each is named (a result recorded without its seed reads "unrecorded").
+
+    Example:
+        ```python
+        assert seed_text({"seed": 7}) == "seed 7"
+        assert seed_text({"seeds": [7, 8]}) == "seeds 7, 8"
+        ```
+    """
+    seeds = settings.get("seeds")
+    if isinstance(seeds, list) and seeds:
+        return "seeds " + ", ".join(_seed(s) or "unrecorded" for s in seeds)
+    seed = _seed(settings.get("seed"))
+    return f"seed {seed}" if seed else None
+
+
+def _seed(value: object) -> str | None:
+    """A seed as read from a file: a whole number, or ``None`` for anything else."""
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def render_report(report: EvalReport, console: Console | None = None) -> None:
     """Print the per-arm table, the paired comparisons and any errors.
 
@@ -544,8 +568,9 @@ def render_report(report: EvalReport, console: Console | None = None) -> None:
             title += f", judge T={'default' if judge_t is None else format(judge_t, 'g')}"
         if settings.get("model"):
             title += f", {settings['model']}"
-        if settings.get("seed") is not None:
-            title += f", seed {settings['seed']}"
+        seeds = seed_text(settings)
+        if seeds:
+            title += f", {seeds}"
     headers = ["arm", "T", "passed", "rate", "95% CI"]
     headers += ["calls", "tok in", "cached", "tok out", "cut", "s", "err"]  # the costs
     if one_temperature:

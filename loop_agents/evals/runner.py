@@ -340,6 +340,8 @@ async def arun_eval(
     }
     out_path = Path(out) if out is not None else None
     journal = Journal.open(journal_path(out_path), record, arms=declared) if out_path else None
+    if journal is not None:
+        journal.seed = model_seed
     if journal is not None and first_answers is not None:
         for (task_id, digest), message in journal.first_answers().items():
             first_answers.preload(task_id, digest, message)
@@ -362,12 +364,24 @@ async def arun_eval(
     if declared:
         shown["temperatures"] = temperatures | {n: d["temperature"] for n, d in declared.items()}
         shown["arms"] = {name: found["identity"] for name, found in declared.items()}
-    if model_seed is not None:
-        shown["seed"] = model_seed
+    seeds = _seeds_of(results, journal, model_seed)
+    if len(seeds) == 1 and seeds[0] is not None:
+        shown["seed"] = seeds[0]
+    elif len(seeds) > 1:  # a resumed eval, or one made of parts: each run's seed
+        shown["seeds"] = seeds
     report = build_report(list(chosen_arms), results, errors, settings=shown)
     if out_path is not None:
         _write_json(out_path, report.to_json())
     return report
+
+
+def _seeds_of(
+    results: Sequence[TaskResult], journal: Journal | None, model_seed: int | None
+) -> list[int | None]:
+    """The model seeds behind ``results``, each once, in the tasks' order (``None``: unknown)."""
+    if journal is None:
+        return [model_seed] if results else []
+    return list(dict.fromkeys(journal.seed_of(r.task_id, r.arm) for r in results))
 
 
 async def _run_pairs(
