@@ -67,6 +67,7 @@ class EvalTaskOutput(TypedDict, total=False):
     cut_off: int
     by_attempt: list[bool]
     transcript: list[dict[str, Any]]
+    opaque: bool
 
 
 class EvalTaskState(EvalTaskInput, EvalTaskOutput, total=False):
