@@ -5,6 +5,8 @@ Fake tool-calling chat models (tests/fakes.py); no network.
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from typing import Any
 
 import pytest
@@ -22,11 +24,19 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import RetryPolicy
 from pydantic import BaseModel
 
-from loop_agents import LoopContext, LoopControl, LoopEvaluation, LoopMiddleware, create_loop_agent
+from loop_agents import (
+    LoopContext,
+    LoopControl,
+    LoopEvaluation,
+    LoopMiddleware,
+    ThreadBusyError,
+    create_loop_agent,
+)
 from loop_agents.loop.controls.base import AgentCall
 from loop_agents.loop.events import is_loop_event
 from loop_agents.loop.feedback import feedback_text, is_feedback
 from loop_agents.loop.records import selected_iteration_of
+from loop_agents.loop.thread_locking import athread_guard, thread_guard
 from loop_agents.loop.tracing import iteration_of, role_of
 from tests.durable_helpers import REQUEST, Boom, CountingEvaluator, thread
 from tests.fakes import FakeChat, review, texts
@@ -399,3 +409,51 @@ def test_an_invalid_verdict_names_the_evaluator_and_keeps_what_was_judged():
     values = agent.get_state(thread("bad")).values
     assert [r["iteration"] for r in values["loop_records"]] == [1]
     assert values["loop_stop_reason"] is None
+
+
+# -- two runs on one thread ---------------------------------------------------------------
+
+
+def test_thread_guard_keeps_a_second_run_off_a_busy_thread_sync_and_async():
+    """create_agent's graph is not the loop's, so the middleware cannot hold the thread
+    itself; `thread_guard`/`athread_guard` around the call do (docs/inside-create-agent.md)."""
+    entered, release = threading.Event(), threading.Event()
+
+    def slow(messages: list[AnyMessage]) -> str:
+        entered.set()
+        assert release.wait(60)
+        return "a"
+
+    model, saver = FakeChat.of(slow), InMemorySaver()
+    agent = looped(model, CountingEvaluator(accept_at=1), checkpointer=saver)
+    config = thread("busy")
+    results: list[Any] = []
+
+    def first_run() -> None:
+        with thread_guard(saver, config):
+            results.append(agent.invoke({"messages": [REQUEST]}, config))
+
+    runner = threading.Thread(target=first_run)
+    runner.start()
+    try:
+        assert entered.wait(60)  # the first run is in its model call
+        with pytest.raises(ThreadBusyError, match="thread 'busy' is busy"):
+            with thread_guard(saver, config):
+                agent.invoke({"messages": [HumanMessage("Another.")]}, config)
+
+        async def second() -> None:
+            async with athread_guard(saver, config):
+                await agent.ainvoke({"messages": [HumanMessage("Another.")]}, config)
+
+        with pytest.raises(ThreadBusyError):
+            asyncio.run(second())
+        assert len(model.calls) == 1  # the second run called nothing
+    finally:
+        release.set()
+        runner.join(60)
+    assert results[0]["loop_stop_reason"] == "accepted"
+    # once the first run ended, the thread is free: a second run goes on the same thread
+    with thread_guard(saver, config):
+        second_result = agent.invoke({"messages": [HumanMessage("Another.")]}, config)
+    assert second_result["loop_iteration"] == 1
+    assert [m.text for m in second_result["messages"] if m.type == "ai"] == ["a", "a"]
