@@ -1,7 +1,7 @@
 """A create_agent agent with LoopMiddleware, run in a child process that a test SIGKILLs.
 
-``python tests/middleware_kill_child.py start|resume --db PATH --log FILE
-[--kill POINT:ITERATION] [--async] [--storage delta|full]``
+``python tests/middleware_kill_child.py start|resume [--saver sqlite|postgres] --db PATH_OR_URL
+--log FILE [--kill POINT:ITERATION] [--async] [--storage delta|full]``
 
 - ``start`` runs the agent on thread ``killed`` with ``durability="sync"``; at the kill
   point it prints ``KILL-POINT`` and waits to be killed. Points: ``after_model`` (the
@@ -11,7 +11,8 @@
 - ``resume`` finishes the run with ``invoke(None, config)`` and prints the result as JSON.
 
 Every model and evaluator call is appended to ``--log`` (``agent N`` / ``evaluator N``)
-so that the test can count calls across both processes. The checkpointer is SQLite.
+so that the test can count calls across both processes. The checkpointer is SQLite (a
+file) or PostgreSQL (a URL), as in ``tests/kill_child.py``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sqlite3
 import sys
 import time
 from pathlib import Path
@@ -32,6 +32,7 @@ from langchain_core.messages import AnyMessage, HumanMessage
 
 from loop_agents import LoopContext, LoopEvaluation, LoopMiddleware
 from tests.fakes import FakeChat
+from tests.kill_child import async_saver, sync_saver
 
 ACCEPT_AT = 4
 CONFIG: Any = {"configurable": {"thread_id": "killed"}}
@@ -40,6 +41,7 @@ CONFIG: Any = {"configurable": {"thread_id": "killed"}}
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("mode", choices=["start", "resume"])
+    parser.add_argument("--saver", choices=["sqlite", "postgres"], default="sqlite")
     parser.add_argument("--db", required=True)
     parser.add_argument("--log", required=True)
     parser.add_argument("--kill", default="")
@@ -101,10 +103,9 @@ def main() -> None:
 
     request = {"messages": [HumanMessage("Write a haiku about rain.")]}
     if args.use_async:
-        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
         async def run() -> None:
-            async with AsyncSqliteSaver.from_conn_string(args.db) as saver:
+            async with async_saver(args.saver, args.db) as saver:
                 agent = build(saver)
                 if args.mode == "start":
                     async for update in agent.astream(
@@ -116,10 +117,8 @@ def main() -> None:
 
         asyncio.run(run())
         return
-    from langgraph.checkpoint.sqlite import SqliteSaver
-
-    with sqlite3.connect(args.db, check_same_thread=False) as conn:
-        agent = build(SqliteSaver(conn))
+    with sync_saver(args.saver, args.db) as saver:
+        agent = build(saver)
         if args.mode == "start":
             for update in agent.stream(request, CONFIG, stream_mode="updates", durability="sync"):
                 on_update(update)

@@ -155,6 +155,15 @@ def postgres_url(postgres_server: str) -> Iterator[str]:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str]:
+    """A database for a program run in a child process: ``("sqlite", file)`` or
+    ``("postgres", url)`` of a new, empty database (the kill-and-resume tests)."""
+    if request.param == "sqlite":
+        return "sqlite", str(tmp_path / "loop.sqlite")
+    return "postgres", request.getfixturevalue("postgres_url")
+
+
 @pytest.fixture(params=SYNC_SAVERS)
 def saver(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BaseCheckpointSaver[Any]]:
     """Each sync checkpointer in turn, on fresh storage."""

@@ -78,13 +78,6 @@ def resume(args: list[str], *, program: Path = CHILD) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def database(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str]:
-    if request.param == "sqlite":
-        return "sqlite", str(tmp_path / "loop.sqlite")
-    return "postgres", request.getfixturevalue("postgres_url")
-
-
 STORAGES = {
     "delta": ["--storage", "auto"],
     "delta-snapshots": ["--storage", "auto", "--snapshot-every", "2"],

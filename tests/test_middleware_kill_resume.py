@@ -1,6 +1,6 @@
 """SIGKILL a create_agent agent with LoopMiddleware at several points; a new process resumes it.
 
-With a SQLite checkpointer on the agent and ``durability="sync"``, the resumed run has
+With a SQLite or PostgreSQL checkpointer on the agent and ``durability="sync"``, the resumed run has
 every iteration's answer exactly once, no model call that had finished is made again
 (the evaluation that was cut off runs again), and the loop's records and conversation
 are those of a run that was never killed.
@@ -27,9 +27,10 @@ pytestmark = pytest.mark.slow
     ("api", "storage"), [("sync", "delta"), ("async", "delta"), ("sync", "full")]
 )
 @pytest.mark.parametrize("point", ["after_model", "evaluator", "between"])
-def test_sigkill_then_resume_in_a_new_process(point, api, storage, tmp_path):
+def test_sigkill_then_resume_in_a_new_process(database, point, api, storage, tmp_path):
+    saver, db = database
     log = tmp_path / "calls.log"
-    args = ["--db", str(tmp_path / "agent.sqlite"), "--log", str(log), "--storage", storage]
+    args = ["--saver", saver, "--db", db, "--log", str(log), "--storage", storage]
     if api == "async":
         args.append("--async")
 
