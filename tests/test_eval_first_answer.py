@@ -6,12 +6,15 @@ import itertools
 import json
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
+from rich.console import Console
 
 from loop_agents.cli.app import main
 from loop_agents.evals import arun_eval, loop
 from loop_agents.evals.journal import journal_path
+from loop_agents.evals.report import render_report
 from loop_agents.evals.tasks import parse_task
 from loop_agents.loop.controls import Restart
 from loop_agents.loop.controls.restart import REQUIREMENTS_HEADER
@@ -76,6 +79,7 @@ async def test_every_arm_starts_from_the_same_first_answer(tmp_path: Path) -> No
     calls = {a: s.model_calls for a, s in report.arms.items()}
     assert calls == {"single": 1, "loop": 3, "resample": 3, "restart": 3, "diverse-first": 3}
     assert report.settings["same_first_answer"] is True
+    assert report.settings["own_first_answer"] == {}  # every arm shared it
 
 
 async def test_a_resumed_eval_starts_the_remaining_arms_from_the_kept_answer(
@@ -116,6 +120,33 @@ async def test_an_arm_at_its_own_temperature_samples_its_own(tmp_path: Path) -> 
     )
     single, resample = report.results
     assert single.transcript[0]["answer"] != resample.transcript[0]["answer"]
+    assert report.settings["own_first_answer"] == {"resample": "its own temperature, 0.5"}
+    assert "except resample (its own temperature, 0.5): they sample their own" in shown(report)
+
+
+def shown(report: Any) -> str:
+    console = Console(record=True, width=400)
+    render_report(report, console)
+    return " ".join(console.export_text().split())
+
+
+async def test_an_arm_of_ones_own_samples_its_own_and_the_report_says_so(
+    tmp_path: Path,
+) -> None:
+    server, sent = numbered()
+    report = await arun_eval(
+        [parse_task(TASK | {"id": "add"})],
+        server.chat_model(),
+        arms={"single": "single", "loop": "loop", "mine": lambda task, model, settings: model},
+        iterations=2,
+        same_first_answer=True,
+    )
+    firsts = {r.arm: r.transcript[0]["answer"] for r in report.results}
+    assert firsts["single"] == firsts["loop"] != firsts["mine"]
+    assert sent.count("first") == 2  # the shared one, and the factory agent's own
+    why = "an agent of its own sends its first request"
+    assert report.settings["own_first_answer"] == {"mine": why}
+    assert f"except mine ({why}): they sample their own" in shown(report)
 
 
 async def test_a_journal_without_it_is_refused_with_it(tmp_path: Path) -> None:

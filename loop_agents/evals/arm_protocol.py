@@ -101,6 +101,10 @@ class EvalArm(ABC):
     uses_judge: bool = False
     """Whether the arm needs the judge's model (`ArmRun.judge`)."""
 
+    takes_first_answer: bool = True
+    """Whether the arm can start from the eval's shared first answer (``same_first_answer``,
+    `ArmRun.first_answer`); an arm whose agent sends its own first request cannot."""
+
     @abstractmethod
     def identity(self) -> dict[str, Any]:
         """What the arm is, as plain JSON: the journal keeps it (see `describe_value`)."""

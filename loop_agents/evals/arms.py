@@ -233,6 +233,27 @@ def _arm_of(arm: object, name: str | None) -> tuple[str, EvalArm]:
     return label, _custom(label, arm)
 
 
+def why_own_first_answer(arm: EvalArm, name: str, settings: ArmSettings) -> str | None:
+    """Why ``arm`` samples its own first answer under ``same_first_answer``, or ``None``.
+
+    The eval's shared first answer is sampled at the eval's temperature from the task's
+    own request: an arm given another temperature, or whose agent sends a request of its
+    own (an arm built by a factory), samples its own.
+
+    Example:
+        ```python
+        arm = resolve_arms(["loop"])["loop"]
+        assert why_own_first_answer(arm, "loop", ArmSettings(arm_temperatures={"loop": 0.5}))
+        ```
+    """
+    if not arm.takes_first_answer:
+        return "an agent of its own sends its first request"
+    temperature = settings.temperature_of(name)
+    if temperature != settings.temperature:
+        return f"its own temperature, {temperature:g}"
+    return None
+
+
 async def arun_arm(
     task: Task,
     arm: ArmLike,
@@ -293,7 +314,7 @@ async def arun_arm(
     attempts = Attempts()
     sampler = at_temperature(model, settings.temperature_of(label))
     first = None
-    if first_answers is not None and settings.temperature_of(label) == first_answers.temperature:
+    if first_answers is not None and why_own_first_answer(spec, label, settings) is None:
         first = first_answers.for_task(task.id, task_digest(task), sampler)
     ran = await spec.run(
         ArmRun(

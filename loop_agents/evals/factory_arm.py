@@ -96,6 +96,8 @@ class FactoryArm(EvalArm):
         ```
     """
 
+    takes_first_answer = False  # the agent sends its own first request
+
     def __init__(self, factory: ArmFactory) -> None:
         check_factory(factory)
         self.factory = factory

@@ -593,6 +593,15 @@ def render_report(report: EvalReport, console: Console | None = None) -> None:
         "without a result (failed every try).",
         style="dim",
     )
+    own = report.settings.get("own_first_answer")
+    if report.settings.get("same_first_answer") and isinstance(own, Mapping) and own:
+        console.print(
+            "Same first answer: every arm starts from one first answer per task, except "
+            + "; ".join(f"{arm} ({why})" for arm, why in own.items())
+            + ": they sample their own, so their comparisons also count their first answers.",
+            style="dim",
+            markup=False,
+        )
     _render_by_part(report, console)
     _render_by_attempt(report, console)
     _render_rescues(report, console)

@@ -34,6 +34,7 @@ from loop_agents.evals.arms import (
     at_temperature,
     resolve_arms,
     sampled_temperature,
+    why_own_first_answer,
 )
 from loop_agents.evals.code_tests import DEFAULT_TIMEOUT
 from loop_agents.evals.factory_arm import FactoryArm
@@ -364,6 +365,9 @@ async def arun_eval(
     if declared:
         shown["temperatures"] = temperatures | {n: d["temperature"] for n, d in declared.items()}
         shown["arms"] = {name: found["identity"] for name, found in declared.items()}
+    if first_answers is not None:  # the arms that could not start from the shared answer
+        own = {n: why_own_first_answer(a, n, settings) for n, a in chosen_arms.items()}
+        shown["own_first_answer"] = {n: why for n, why in own.items() if why}
     seeds = _seeds_of(results, journal, model_seed)
     if len(seeds) == 1 and seeds[0] is not None:
         shown["seed"] = seeds[0]
