@@ -18,6 +18,8 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -374,18 +376,50 @@ def _first_line(proc: subprocess.Popen[str]) -> str:
     return proc.stdout.readline()
 
 
-@pytest.mark.slow  # the server command's process lifecycle, signal by signal
-def test_command_line_serves_until_ctrl_c(fake_llama):
+@contextmanager
+def _serve_command(
+    model: Path, *, ignored: tuple[signal.Signals, ...] = (), **env: str
+) -> Iterator[subprocess.Popen[str]]:
+    """``python -m loop_agents.models.local_model --model MODEL``; killed if still running.
+
+    SIGINT is reset to its default in the child (a script's ``cmd &`` leaves it ignored,
+    and the signal would never arrive); the ``ignored`` signals are ignored there, as a
+    launcher such as ``nohup`` may leave them.
+    """
+
+    def signals() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        for signum in ignored:
+            signal.signal(signum, signal.SIG_IGN)
+
     proc = subprocess.Popen(
-        [sys.executable, "-m", "loop_agents.models.local_model", "--model", str(fake_llama)],
+        [sys.executable, "-m", "loop_agents.models.local_model", "--model", str(model)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         cwd=ROOT,
-        # SIGINT must not be ignored in the child (as it is for `cmd &` in a script)
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        env=os.environ | env,
+        preexec_fn=signals,
     )
     try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _ignores(pid: int, signum: signal.Signals) -> bool:
+    """Whether process ``pid`` ignores ``signum`` now (its ``SigIgn`` mask in /proc)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigIgn:"):
+            return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
+    raise AssertionError(f"no SigIgn line for process {pid}")
+
+
+@pytest.mark.slow  # the server command's process lifecycle, signal by signal
+def test_command_line_serves_until_ctrl_c(fake_llama):
+    with _serve_command(fake_llama) as proc:
         base_url = _first_line(proc).strip()  # printed once the server answers
         assert base_url.startswith("http://127.0.0.1:")
         assert base_url.endswith("/v1")
@@ -395,10 +429,6 @@ def test_command_line_serves_until_ctrl_c(fake_llama):
         assert len(servers) == 1
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=HANG) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     assert _gone(servers[0])
     stderr = proc.stderr.read()
     assert "OPENAI_BASE_URL=" + base_url in stderr
@@ -408,59 +438,29 @@ def test_command_line_serves_until_ctrl_c(fake_llama):
 
 @pytest.mark.slow  # the server command's process lifecycle, signal by signal
 def test_command_line_stops_on_sigterm(fake_llama):
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "loop_agents.models.local_model", "--model", str(fake_llama)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-        # SIGINT must not be ignored in the child (as it is for `cmd &` in a script)
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
-    try:
+    with _serve_command(fake_llama) as proc:
         assert _first_line(proc).startswith("http://127.0.0.1:")
         servers = _children(proc.pid)
         proc.terminate()
         assert proc.wait(timeout=HANG) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     assert all(_gone(pid) for pid in servers)
 
 
 @pytest.mark.slow  # the server command's process lifecycle, signal by signal
 def test_command_line_leaves_an_ignored_sigterm_ignored_while_the_server_starts(fake_llama):
-    env = {**os.environ, "FAKE_LLAMA_MODE": "silent"}  # the server never gets ready
-
-    def ignore_sigterm() -> None:  # as `nohup`-like launchers leave it; SIGINT still stops
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "loop_agents.models.local_model", "--model", str(fake_llama)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-        env=env,
-        preexec_fn=ignore_sigterm,
-    )
-    try:
+    # the server never gets ready: the command stays in its start-up
+    with _serve_command(fake_llama, ignored=(signal.SIGTERM,), FAKE_LLAMA_MODE="silent") as proc:
         deadline = time.monotonic() + HANG
-        while not (servers := _children(proc.pid)):  # the command is starting its server
+        while not (servers := _children(proc.pid)):  # its handlers are set by now
             assert proc.poll() is None
             assert time.monotonic() < deadline
             time.sleep(0.05)
-        proc.send_signal(signal.SIGTERM)
-        with pytest.raises(subprocess.TimeoutExpired):  # ignored: it goes on starting
-            proc.wait(timeout=2)
-        proc.send_signal(signal.SIGINT)
+        assert _ignores(proc.pid, signal.SIGTERM)  # not replaced by a handler of its own
+        assert not _ignores(proc.pid, signal.SIGINT)
+        proc.send_signal(signal.SIGTERM)  # an ignored signal is dropped when it is sent
+        assert proc.poll() is None
+        proc.send_signal(signal.SIGINT)  # Ctrl-C still stops it, and its server
         assert proc.wait(timeout=HANG) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     assert all(_gone(pid) for pid in servers)
     assert "stopping" in proc.stderr.read()
 

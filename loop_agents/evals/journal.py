@@ -71,14 +71,16 @@ def journal_path(out: Path) -> Path:
 class Journal:
     """Finished task/arm results on disk, read back when an eval resumes."""
 
-    def __init__(self, path: Path, settings: Mapping[str, Any], file: IO[str]) -> None:
+    def __init__(
+        self, path: Path, settings: Mapping[str, Any], file: IO[str], seed: int | None = None
+    ) -> None:
         self.path = path
         self.settings = dict(settings)
         self._file = file
         self._done: dict[tuple[str, str], tuple[str, TaskResult]] = {}
         self._firsts: dict[tuple[str, str], AIMessage] = {}
         self._seeds: dict[tuple[str, str], int | None] = {}
-        self.seed: int | None = None
+        self.seed = seed
         """The model's seed in this run, recorded with each result `append` writes."""
 
     @classmethod
@@ -88,6 +90,7 @@ class Journal:
         settings: Mapping[str, Any],
         *,
         arms: Mapping[str, Mapping[str, Any]] | None = None,
+        seed: int | None = None,
     ) -> Journal:
         """Open (or create) the journal at ``path`` for an eval with ``settings``.
 
@@ -96,6 +99,8 @@ class Journal:
             settings: Everything that changes an answer (the first line's).
             arms: The eval's arms of your own: name -> what the arm is (its identity
                 and temperature), declared on a line of its own.
+            seed: The model's seed in this run (kept with each result it records; a
+                resumed eval may have results of other seeds).
 
         Raises:
             JournalError: the file is not a journal, was written with other settings,
@@ -149,7 +154,7 @@ class Journal:
             file = path.open("a", encoding="utf-8")
         except OSError as exc:
             raise JournalError(f"cannot write the eval journal {str(path)!r}: {exc}") from exc
-        journal = cls(path, wanted, file)
+        journal = cls(path, wanted, file, seed)
         if not lines:
             journal._write({_HEADER: _VERSION, "settings": wanted})
         for name, arm in new_arms.items():

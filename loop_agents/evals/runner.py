@@ -340,9 +340,11 @@ async def arun_eval(
         for name, arm in custom.items()
     }
     out_path = Path(out) if out is not None else None
-    journal = Journal.open(journal_path(out_path), record, arms=declared) if out_path else None
-    if journal is not None:
-        journal.seed = model_seed
+    journal = (
+        Journal.open(journal_path(out_path), record, arms=declared, seed=model_seed)
+        if out_path
+        else None
+    )
     if journal is not None and first_answers is not None:
         for (task_id, digest), message in journal.first_answers().items():
             first_answers.preload(task_id, digest, message)
@@ -383,8 +385,8 @@ def _seeds_of(
     results: Sequence[TaskResult], journal: Journal | None, model_seed: int | None
 ) -> list[int | None]:
     """The model seeds behind ``results``, each once, in the tasks' order (``None``: unknown)."""
-    if journal is None:
-        return [model_seed] if results else []
+    if journal is None or not results:
+        return [model_seed]
     return list(dict.fromkeys(journal.seed_of(r.task_id, r.arm) for r in results))
 
 
