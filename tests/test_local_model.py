@@ -458,7 +458,10 @@ def test_command_line_leaves_an_ignored_sigterm_ignored_while_the_server_starts(
         assert _ignores(proc.pid, signal.SIGTERM)  # not replaced by a handler of its own
         assert not _ignores(proc.pid, signal.SIGINT)
         proc.send_signal(signal.SIGTERM)  # an ignored signal is dropped when it is sent
-        assert proc.poll() is None
+        # past the launch of its server (a Ctrl-C inside Popen's fork/exec window ends the
+        # command by SIGINT after "stopping", exit -2: a known defect, not tested here)
+        with pytest.raises(subprocess.TimeoutExpired):
+            proc.wait(timeout=2)
         proc.send_signal(signal.SIGINT)  # Ctrl-C still stops it, and its server
         assert proc.wait(timeout=HANG) == 0
     assert all(_gone(pid) for pid in servers)
