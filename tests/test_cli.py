@@ -221,7 +221,7 @@ def _shadow_local_extra(tmp_path: Path) -> str:
     shadow = tmp_path / "shadow" / "llama_cpp"
     shadow.mkdir(parents=True)
     (shadow / "__init__.py").write_text("")
-    return str(tmp_path / "shadow")
+    return os.pathsep.join([str(tmp_path / "shadow"), str(ROOT)])
 
 
 @pytest.mark.slow
@@ -290,7 +290,7 @@ def fake_llama_env(tmp_path: Path) -> dict[str, str]:
     (tmp_path / "script.json").write_text(json.dumps(script))
     return cli_env(
         tmp_path / "home",
-        PYTHONPATH=str(fake),
+        PYTHONPATH=os.pathsep.join([str(fake), str(ROOT)]),
         FAKE_LLAMA_ROOT=str(ROOT),
         FAKE_LLAMA_SCRIPT=str(tmp_path / "script.json"),
         FAKE_LLAMA_LOG=str(tmp_path / "requests.jsonl"),

@@ -455,3 +455,37 @@ def test_a_saved_answer_judged_after_a_resume_is_shown_before_its_verdict():
     assert "iteration 2 of 3 · 0.0s elapsed · scores: 40 · resumed: the saved answer\n" in text
     assert text.index("the second answer") < text.index("Good.")
     assert text.index(section_header("Agent")) < text.index(section_header("Evaluator"))
+
+
+def test_a_tidy_console_shows_a_small_model_s_text_without_debris():
+    from loop_agents.console.tidy import UNREADABLE
+
+    out = io.StringIO()
+    view = LoopConsole(Console(file=out, width=80), tidy=True)
+    view.handle(
+        "custom", {"type": "iteration_started", "loop": "l", "iteration": 1, "max_iterations": 1}
+    )
+    for piece in ["相见欢\n``", "`py\n无言", "独上西楼<|im_", "end|>\n``", "`"]:
+        view.handle("messages", (AIMessageChunk(content=piece), {"loop_role": "agent"}))
+    view.handle(
+        "custom",
+        {"type": "agent_finished", "loop": "l", "iteration": 1, "answer": "x", "seconds": 0.1,
+         "input_tokens": 1, "output_tokens": 1},
+    )  # fmt: skip
+    view.handle(
+        "custom",
+        {"type": "evaluation_finished", "loop": "l", "iteration": 1, "stop": False,
+         "score": 12.0, "feedback": "mopbeznbla;gwjrldh6,\n\nScore: 12/100 (needed: 80)",
+         "evaluator": "judge", "decided_by": ["judge"], "seconds": 0.1, "input_tokens": 1,
+         "output_tokens": 1},
+    )  # fmt: skip
+    view.print_answer("```\n相见欢\n```")
+    view.close()
+    text = out.getvalue()
+    assert (
+        f"{section_header('Agent')}\n相见欢\n无言独上西楼\n\n{section_header('Evaluator')}" in text
+    )
+    assert f"{UNREADABLE}\n\nScore: 12/100 (needed: 80)" in text
+    assert f"{section_header('Answer')}\n相见欢\n" in text
+    for debris in ("`", "<|", "mopbeznbla"):
+        assert debris not in text

@@ -8,6 +8,7 @@ from langchain_core.runnables import RunnableConfig
 
 from loop_agents import LoopContext, create_loop_agent, rule, text_rule
 from loop_agents.demos import song_lyrics
+from loop_agents.demos.prompts import prompt
 from loop_agents.demos.xiangjianhuan import check_xiangjianhuan, xiangjianhuan_form
 from loop_agents.models.settings import ModelSettings, SettingsError
 from tests.fakes import FakeChat
@@ -228,9 +229,20 @@ def test_misplaced_stanza_break_and_empty_answer():
     assert [p.kind for p in empty.problems] == ["empty"]
 
 
+def test_the_form_score_says_how_near_a_draft_is():
+    assert check_xiangjianhuan(LI_YU).score == 100
+    one = check_xiangjianhuan(LI_YU.replace("月如钩。", ""))  # a phrase missing
+    two = check_xiangjianhuan(LI_YU.replace("月如钩。", "").replace("在心头", "在心头里"))
+    assert (len(one.problems), len(two.problems)) == (1, 2)
+    assert 75 > one.score > two.score > 0  # below the demo's pass mark, nearer is higher
+    assert check_xiangjianhuan(prompt).score == 0  # a copy of the source poem: far off
+    assert check_xiangjianhuan("【相见欢】\n\n").score == 0  # no verse
+
+
 def test_form_evaluator():
     form = xiangjianhuan_form()
     assert form.invoke(context(LI_YU))["stop"] is True
+    assert form.invoke(context(LI_YU))["score"] == 100
     verdict = form.invoke(context(SEED_001[0]))
     assert verdict["stop"] is False
     assert "断在第4字后（4+5）" in verdict["feedback"]
@@ -267,12 +279,14 @@ async def test_demo_form_check_saves_the_reviewer_call(switch, monkeypatch):
         ["xiangjianhuan_form"],  # the form check sent draft 1 back
         ["xiangjianhuan_form", "evaluate"],  # both accepted draft 2
     ]
-    assert [r["score"] for r in result["records"]] == [None, 81.0]
+    # draft 1's score says how near it is to the form (below the pass mark)
+    assert [r["score"] for r in result["records"]] == [check_xiangjianhuan(SEED_001[0]).score, 81.0]
 
 
 def test_demo_form_check_switch():
-    assert song_lyrics.form_check_from_env({}) is False
+    assert song_lyrics.form_check_from_env({}) is True  # on unless turned off
     assert song_lyrics.form_check_from_env({"LOOP_AGENTS_FORM_CHECK": "Yes"}) is True
     assert song_lyrics.form_check_from_env({"LOOP_AGENTS_FORM_CHECK": "0"}) is False
+    assert song_lyrics.form_check_from_env({"LOOP_AGENTS_FORM_CHECK": "no"}) is False
     with pytest.raises(SettingsError, match="LOOP_AGENTS_FORM_CHECK='maybe'"):
         song_lyrics.form_check_from_env({"LOOP_AGENTS_FORM_CHECK": "maybe"})

@@ -15,13 +15,16 @@ from prompts import composer_system_message, prompt, reviewer_system_message
 from loop_agents import JudgeError
 from loop_agents.console.loop_console import section_header
 from loop_agents.loop.feedback import is_feedback
+from loop_agents.loop.records import record_answer
 from loop_agents.models.settings import ModelSettings
 from tests.conftest import ROOT, env_without_model_settings
 from tests.fakes import review
 from tests.scripted_openai import ScriptedOpenAI, Structured
 
-DRAFT_1 = "【相见欢】\n当年初见斜阳，过横塘。\n一诺轻轻，笑语付疏妆。"
-DRAFT_2 = "【相见欢】\n当年一笑相逢。过淇东。\n布贸无非，来语问深衷。"
+# two drafts with the form of 相见欢 (6, 3, 9 / 3, 3, 3, 9): the form check passes them on
+DRAFT_1 = "【相见欢】\n当年初见斜阳，过横塘。一诺轻轻笑语付疏妆。\n桑叶落，心先薄，泪成行。淇水汤汤流尽旧时光。"
+DRAFT_2 = "【相见欢】\n当年一笑相逢，过淇东。布贸无非来语问深衷。\n垣上望，泪沾裳，意难忘。犹记复关车马度秋霜。"
+FORM_RIGHT = "《相见欢》格式正确：上片6、3、9字，下片3、3、3、9字，共36字。"
 REVIEW_1 = {"score": 70, "feedback": "格律功夫明显欠缺。"}
 REVIEW_2 = {"score": 81, "feedback": "情绪线索尚明。"}
 
@@ -42,8 +45,8 @@ async def test_demo_two_iterations(method, capsys):
     ]
     assert is_feedback(result["messages"][2])
     assert result["feedback"] == [
-        "格律功夫明显欠缺。\n\n综合得分：70",
-        "情绪线索尚明。\n\n综合得分：81",
+        "格律功夫明显欠缺。\n\n综合得分：70",  # the form was right: the reviewer decided
+        f"[xiangjianhuan_form]\n{FORM_RIGHT}\n\n[evaluate]\n情绪线索尚明。\n\n综合得分：81",
     ]
     assert result["iteration"] == 2
     assert result["stop_reason"] == "accepted"
@@ -88,7 +91,8 @@ async def test_demo_two_iterations(method, capsys):
             f"{section_header('Evaluator')}\n格律功夫明显欠缺。\n\n综合得分：70\n",
             "iteration 2 of 3",
             f"{section_header('Agent')}\n{DRAFT_2}\n",
-            f"{section_header('Evaluator')}\n情绪线索尚明。\n\n综合得分：81\n",
+            f"{section_header('Evaluator')}\n[xiangjianhuan_form]\n{FORM_RIGHT}\n",
+            "[evaluate]\n情绪线索尚明。\n\n综合得分：81\n",
             "stopped: accepted after 2 of 3 iterations",
             section_header("Verdict"),
             "answer: the draft of iteration 2 (the best, score 81)",
@@ -211,11 +215,9 @@ async def test_a_usable_review_after_a_bad_one_goes_on():
         ModelSettings(api_key="sk-test"), http_async_client=server.async_client()
     )
     result = await loop.ainvoke({"messages": [HumanMessage(prompt)]})
-    assert (result["stop_reason"], result["feedback"]) == (
-        "accepted",
-        ["情绪线索尚明。\n\n综合得分：81"],
-    )
-    assert [r["evaluator"] for r in result["records"]] == ["evaluate"]
+    assert result["stop_reason"] == "accepted"
+    assert result["feedback"][0].endswith("[evaluate]\n情绪线索尚明。\n\n综合得分：81")
+    assert [r["decided_by"] for r in result["records"]] == [["xiangjianhuan_form", "evaluate"]]
 
 
 @pytest.mark.slow
@@ -284,3 +286,93 @@ async def test_a_failed_demo_prints_what_it_did_then_raises_demo_failed(capsys):
     out = capsys.readouterr().out
     assert "stopped: the reviewer gave no usable review" in out
     assert out.rstrip().endswith(DRAFT_1)  # the draft so far
+
+
+# -- the form check, on by default ------------------------------------------------------------
+
+SOURCE_COPY = "相见欢\n\n" + prompt.split("原文如下：", 1)[1].strip()
+"""What Qwen2.5-Coder-1.5B wrote: the source poem 《氓》 under the tune's name."""
+
+
+async def test_a_copy_of_the_source_poem_never_reaches_the_reviewer(monkeypatch, capsys):
+    # the article's reviewer alone scored such a copy 90 and accepted it at iteration 1
+    monkeypatch.delenv("LOOP_AGENTS_FORM_CHECK", raising=False)
+    server = ScriptedOpenAI([SOURCE_COPY, DRAFT_1, Structured({"score": 90, "feedback": "好。"})])
+    result = await song_lyrics.run(
+        ModelSettings(api_key="sk-test"), http_async_client=server.async_client()
+    )
+    assert len(server.requests) == 3  # composer, composer, reviewer: the copy was not reviewed
+    first, second = result["records"]
+    assert (first["stop"], first["decided_by"], first["score"]) == (
+        False,
+        ["xiangjianhuan_form"],
+        0.0,
+    )
+    assert result["feedback"][0].startswith("《相见欢》格式不合")
+    assert (second["stop"], result["last_response"].text) == (True, DRAFT_1)
+
+
+async def test_without_the_form_the_nearest_draft_is_the_answer(capsys):
+    li_yu = "无言独上西楼，月如钩。寂寞梧桐深院锁清秋。剪不断，理还乱，是离愁。别是一般滋味在心头。"
+    near = li_yu.replace("月如钩。", "")  # a phrase missing
+    far = near.replace("在心头", "在心头里")  # and one too long
+    server = ScriptedOpenAI([far, near, far])
+    result = await song_lyrics.run(
+        ModelSettings(api_key="sk-test"), http_async_client=server.async_client()
+    )
+    assert len(server.requests) == 3  # no reviewer call: no draft had the form
+    assert [r["score"] for r in result["records"]] == [60.0, 70.0, 60.0]
+    assert (result["selected_iteration"], result["last_response"].text) == (2, near)
+    assert "answer: the draft of iteration 2 (the best, score 70)" in capsys.readouterr().out
+
+
+def test_an_unscored_pick_is_never_called_the_best():
+    records = [{"iteration": i, "score": None, "stop": False} for i in (1, 2, 3)]
+    text = song_lyrics.verdict({"records": records, "iteration": 3}, stop_reason="error")
+    assert "answer: the draft of iteration 3 (the last one: no draft has a score)" in text
+    assert "the best" not in text
+
+
+# -- what the demo shows of a small model's text ----------------------------------------------
+
+
+async def test_the_console_shows_drafts_and_reviews_tidied_and_stores_them_as_written(capsys):
+    fenced = f"```\n{DRAFT_1}\n```\x07"  # the form check reads through the fence
+    gibberish = {"score": 40, "feedback": "mopbeznbla;gwjrldh6,"}
+    server = ScriptedOpenAI(
+        [fenced, Structured(gibberish), DRAFT_2, Structured(REVIEW_2)]
+    )  # fmt: skip
+    result = await song_lyrics.run(
+        ModelSettings(api_key="sk-test"), http_async_client=server.async_client()
+    )
+    out = capsys.readouterr().out
+    assert "```" not in out
+    assert "\x07" not in out
+    assert "mopbeznbla" not in out
+    assert f"{section_header('Agent')}\n{DRAFT_1}\n" in out
+    assert "(the judge gave no readable feedback)\n\n综合得分：40" in out
+    # what the loop keeps is what the models wrote
+    assert record_answer(result["records"][0], result).text == fenced
+    assert result["feedback"][0] == "mopbeznbla;gwjrldh6,\n\n综合得分：40"
+
+
+def test_a_demo_on_the_bundled_server_ends_with_the_commands_for_a_stronger_model(
+    fake_llama, tmp_path
+):
+    env = env_without_model_settings(
+        LOOP_AGENTS_OLLAMA_URL="off", PYTHONPATH=os.environ["PYTHONPATH"]
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "loop_agents.cli", "demo", "song-lyrics", "--gguf", str(fake_llama)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    last = proc.stdout.rstrip().splitlines()[-1]
+    assert last.startswith("hint: the bundled model has 135M parameters; ")
+    assert "demo song-lyrics --gguf PATH.gguf" in last
+    assert "demo song-lyrics --base-url http://HOST:PORT/v1 --model NAME" in last

@@ -12,9 +12,13 @@ imported here.
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from loop_agents.cli.errors import UsageError
 from loop_agents.cli.inputs import check_utf8, text_argument
+
+if TYPE_CHECKING:
+    from loop_agents.models.settings import Environment
 
 
 def check_run(args: argparse.Namespace) -> None:
@@ -52,38 +56,86 @@ def check_run(args: argparse.Namespace) -> None:
 
 
 def check_model_options(args: argparse.Namespace) -> None:
-    """The model options' forms, and the settings of the environment and ``--env-file``."""
-    from loop_agents.models.settings import (
-        Environment,
-        ModelSettings,
-        SettingsError,
-        parse_seed,
-    )
+    """The model options and settings, and the endpoint they name (nothing is started).
 
-    if args.max_tokens is not None and args.max_tokens < 1:
-        raise UsageError(f"--max-tokens must be >= 1; got {args.max_tokens}")
-    if args.threads is not None and args.threads < 1:
-        raise UsageError(f"--threads must be >= 1; got {args.threads}")
-    if args.model is not None and not args.model.strip():
-        raise UsageError("--model is empty; give a model name")
+    Afterwards ``args.environment`` holds the settings read (the environment over the
+    ``.env`` file or ``--env-file``) and ``args.endpoint`` the endpoint that the resolution
+    order finds (`loop_agents.models.endpoints.resolve_endpoint`): a malformed setting,
+    a ``--gguf`` that is not a GGUF file or a URL that is not one is reported here.
+    """
+    from loop_agents.models.endpoints import resolve_endpoint
+    from loop_agents.models.settings import SettingsError
+
     try:
-        if getattr(args, "seed", None) is not None:
-            parse_seed(args.seed, "--seed")
-        ModelSettings.from_env(Environment.read(args.env_file).values)
+        args.endpoint = resolve_endpoint(
+            model=args.model,
+            base_url=args.base_url,
+            gguf=args.gguf,
+            structured_output=args.structured_output,
+            max_tokens=args.max_tokens,
+            threads=args.threads,
+            seed=args.seed,
+            environment=_environment(args),
+        )
     except SettingsError as exc:
         raise UsageError(str(exc)) from exc
+
+
+def check_demo(args: argparse.Namespace) -> None:
+    """``demo``'s settings: the demo's own, then the model's (`check_model_options`).
+
+    Afterwards ``args.form_check`` says whether the 相见欢 form is checked
+    (``LOOP_AGENTS_FORM_CHECK``, on unless set to no).
+    """
+    from loop_agents.demos.demo_settings import check_review_method, form_check_from_env
+    from loop_agents.models.settings import SettingsError
+
+    env = _environment(args)
+    try:
+        args.form_check = form_check_from_env(env.values)
+        check_review_method(args.structured_output or env.get("LOOP_AGENTS_STRUCTURED_OUTPUT"))
+    except SettingsError as exc:
+        raise UsageError(str(exc)) from exc
+    check_model_options(args)
+
+
+def _environment(args: argparse.Namespace) -> Environment:
+    """The settings (the environment over the ``.env`` file or ``--env-file``), read once."""
+    from loop_agents.models.settings import Environment, SettingsError
+
+    if getattr(args, "environment", None) is None:
+        try:
+            args.environment = Environment.read(args.env_file)
+        except SettingsError as exc:
+            raise UsageError(str(exc)) from exc
+    environment: Environment = args.environment
+    return environment
+
+
+def check_show(args: argparse.Namespace) -> None:
+    """``show``'s page name (``--report``) and run id (see `check_saved_run`)."""
+    if args.report is not None:
+        from loop_agents.cli.run_report_command import check_page_path
+
+        check_page_path(args.report)
+    check_saved_run(args)
 
 
 def check_saved_run(args: argparse.Namespace) -> None:
-    """``show``'s and ``resume``'s run id: a saved run must have it (or start with it)."""
-    from loop_agents.cli.store import RunStore, store_home
-    from loop_agents.models.settings import Environment, SettingsError
+    """``show``'s and ``resume``'s run id: a saved run must have it (or start with it).
 
-    try:
-        env = Environment.read(getattr(args, "env_file", None))
-    except SettingsError as exc:
-        raise UsageError(str(exc)) from exc
-    RunStore(store_home(env.values)).find(args.run_id)
+    ``resume`` also refuses a run that another process runs now. Afterwards
+    ``args.store`` holds the saved runs and ``args.saved`` the run.
+    """
+    from loop_agents.cli.store import saved_runs
+
+    args.store = saved_runs(getattr(args, "env_file", None))
+    args.saved = args.store.find(args.run_id)
+    if args.command == "resume" and args.saved.running_elsewhere:
+        raise UsageError(
+            f"run {args.saved.run_id} is running in process {args.saved.pid}; wait for it "
+            f"to end or stop it first"
+        )
 
 
 def check_runs(args: argparse.Namespace) -> None:

@@ -2,78 +2,69 @@
 
 The demo runs as ``run`` does (`loop_agents.cli.session.stream_loop`) and ends as the
 example program does: the summary, the verdict and the selected draft (the best-scored).
-A failure mid-run (a server that cannot be reached, a reviewer that never gives a valid
-review) exits 1 with the summary so far, the best draft and a one-line error, never a
-traceback (on the bundled model, with what to do about it); Ctrl-C exits 130 within a
-bound. A demo is not saved, so there is nothing to resume.
+A small model's text is shown tidied (`loop_agents.console.tidy`), and a run on the
+bundled model ends with the commands that run it on a stronger one. A failure mid-run (a
+server that cannot be reached, a reviewer that never gives a valid review) exits 1 with
+the summary so far, the best draft and a one-line error, never a traceback; Ctrl-C exits
+130 within a bound (`loop_agents.cli.interrupt`). A demo is not saved, so there is
+nothing to resume.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from typing import Any
 
-from dotenv import load_dotenv
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from loop_agents.cli.errors import UsageError
-from loop_agents.cli.interrupt import CtrlC
+from loop_agents.cli.interrupt import CtrlC, run_interruptible
 from loop_agents.cli.parser import PROG
 from loop_agents.cli.session import Outcome, stream_loop
 from loop_agents.console.loop_console import LoopConsole
 from loop_agents.demos import song_lyrics
 from loop_agents.demos.prompts import prompt
-from loop_agents.models.endpoints import Endpoint, resolve_endpoint
+from loop_agents.models.endpoints import Endpoint
 from loop_agents.models.local_model import LocalModelError, banner
-from loop_agents.models.settings import Environment, SettingsError
+from loop_agents.models.settings import SettingsError
 
 
 def demo(args: argparse.Namespace) -> int:
-    """Run the Song-lyrics demo, streamed to the console; return the exit status."""
+    """Run the Song-lyrics demo, streamed to the console; return the exit status.
+
+    ``args`` holds what `loop_agents.cli.arguments.check_demo` found: the endpoint (not
+    started yet) and whether the form is checked.
+    """
+    endpoint: Endpoint = args.endpoint
+    view = LoopConsole(tidy=True)
     try:
-        env = Environment.read(args.env_file)
-        if env.dotenv is not None:
-            load_dotenv(env.dotenv)  # the demo's own settings (LOOP_AGENTS_FORM_CHECK)
-        endpoint = resolve_endpoint(
-            model=args.model,
-            base_url=args.base_url,
-            gguf=args.gguf,
-            structured_output=args.structured_output,
-            max_tokens=args.max_tokens,
-            threads=args.threads,
-            seed=args.seed,
-            environment=env,
-        )
-        view = LoopConsole()
         if endpoint.spec.kind == "local":
             view.console.print(banner(), markup=False, highlight=False)
         with endpoint:
-            view.console.print(
-                endpoint.describe(), style="dim", markup=False, highlight=False, soft_wrap=True
-            )
+            view.console.print(endpoint.describe(), style="dim", markup=False, highlight=False)
             ctrl_c = CtrlC(_interrupted)
-            try:
-                outcome = asyncio.run(_song_lyrics(endpoint, view, ctrl_c))
-            except (KeyboardInterrupt, asyncio.CancelledError):
-                _interrupted()
+            outcome = run_interruptible(
+                _song_lyrics(endpoint, view, ctrl_c, form_check=args.form_check), ctrl_c, endpoint
+            )
+            if outcome is None:
                 return ctrl_c.exit_status
-    except SettingsError as exc:
-        raise UsageError(str(exc)) from exc
-    except LocalModelError as exc:
+    except (SettingsError, LocalModelError) as exc:
         raise UsageError(str(exc)) from exc
     return _report(outcome, view, endpoint)
 
 
-async def _song_lyrics(endpoint: Endpoint, view: LoopConsole, ctrl_c: CtrlC) -> Outcome:
+async def _song_lyrics(
+    endpoint: Endpoint, view: LoopConsole, ctrl_c: CtrlC, *, form_check: bool
+) -> Outcome:
     ctrl_c.install()
     _, client = endpoint.http_clients()
     loop = song_lyrics.build_loop(
         endpoint.settings,
         judge_settings=endpoint.role_settings("judge"),
         http_async_client=client,
+        form_check=form_check,
         checkpointer=InMemorySaver(),
     )
     message = HumanMessage(content=prompt)
@@ -83,14 +74,17 @@ async def _song_lyrics(endpoint: Endpoint, view: LoopConsole, ctrl_c: CtrlC) -> 
 
 
 def _report(outcome: Outcome, view: LoopConsole, endpoint: Endpoint) -> int:
+    offline = endpoint.spec.kind == "local"
     if outcome.error is None:
         song_lyrics.report(outcome.values, view)
+        if offline:  # the model is tiny: how to run the same demo on a stronger one
+            view.console.print(song_lyrics.advice(offline=True), style="dim", markup=False)
         return 0
     failure = outcome.failure or "error"
     view.failed(failure)
     song_lyrics.report(outcome.values, view, stop_reason=failure)
     print(f"{PROG}: error: {outcome.error}", file=sys.stderr, flush=True)
-    if endpoint.spec.kind == "local" and failure == "judge_invalid":
+    if offline and failure == "judge_invalid":
         # the model's limits; a server that died or could not be reached is not
         print(f"{PROG}: {song_lyrics.advice(offline=True)}", file=sys.stderr, flush=True)
     return 1

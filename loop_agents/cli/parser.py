@@ -340,8 +340,8 @@ COMMANDS: tuple[Command, ...] = (
         "Print a saved run: every iteration's answer and feedback, the summary and the "
         "answer; with --json the object `run --json` printed.",
         show_arguments,
-        "loop_agents.cli.runs_command:show",
-        check="loop_agents.cli.arguments:check_saved_run",
+        "loop_agents.cli.show_command:show",
+        check="loop_agents.cli.arguments:check_show",
     ),
     Command(
         "eval",
@@ -359,7 +359,7 @@ COMMANDS: tuple[Command, ...] = (
         demo_arguments,
         "loop_agents.cli.demo_command:demo",
         ENDPOINTS,
-        check="loop_agents.cli.arguments:check_model_options",
+        check="loop_agents.cli.arguments:check_demo",
     ),
 )
 """The subcommands, in the order ``--help`` lists them."""

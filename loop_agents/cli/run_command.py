@@ -9,38 +9,28 @@ command that resumes the run).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import json
 import os
-import shlex
 import sqlite3
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from loop_agents.cli.arguments import check_run
 from loop_agents.cli.errors import InputError, UsageError
-from loop_agents.cli.interrupt import CtrlC
+from loop_agents.cli.interrupt import CtrlC, run_interruptible
 from loop_agents.cli.loop import DEFAULT_SYSTEM
 from loop_agents.cli.parser import PROG
 from loop_agents.cli.prompt_size import check_prompt_size
 from loop_agents.cli.results import result_json
 from loop_agents.cli.session import Outcome, Progress, run_session
 from loop_agents.cli.spec import RunSpec
-from loop_agents.cli.store import HOME_VARIABLE, RunStore, store_home
+from loop_agents.cli.store import RunStore, SavedRun, resume_command, store_home, with_home
 from loop_agents.cli.store_errors import store_problem
 from loop_agents.console.loop_console import LoopConsole
-from loop_agents.models.endpoints import Endpoint, endpoint_from_spec, resolve_endpoint
+from loop_agents.models.endpoints import Endpoint, endpoint_from_spec
 from loop_agents.models.local_model import LocalModelError
 from loop_agents.models.settings import Environment, SettingsError
-
-
-def _environment(env_file: Path | None) -> Environment:
-    try:
-        return Environment.read(env_file)
-    except SettingsError as exc:
-        raise UsageError(str(exc)) from exc
 
 
 @dataclass
@@ -60,35 +50,19 @@ class Printer:
 
 
 def run(args: argparse.Namespace) -> int:
-    """``loop-agents run``: check the input, find the model, run and save the loop."""
-    check_run(args)  # done already by `main` (it reads the texts once); cheap again
-    task, rubric, check = str(args.task), args.rubric, args.check
-    system = args.system or DEFAULT_SYSTEM
-    env = _environment(args.env_file)
-    store = None if args.no_save else RunStore(store_home(env.values))
+    """``loop-agents run``: save and run the loop that `check_run` checked the input of."""
+    endpoint: Endpoint = args.endpoint  # resolved by the check, not started yet
+    store = None if args.no_save else RunStore(store_home(args.environment.values))
     if store is not None:
         store.prepare()
-    try:
-        endpoint = resolve_endpoint(
-            model=args.model,
-            base_url=args.base_url,
-            gguf=args.gguf,
-            structured_output=args.structured_output,
-            max_tokens=args.max_tokens,
-            threads=args.threads,
-            seed=args.seed,
-            environment=env,
-        )
-    except SettingsError as exc:
-        raise UsageError(str(exc)) from exc
     spec = RunSpec(
-        task=str(task),
-        rubric=rubric,
-        check=check,
+        task=str(args.task),
+        rubric=args.rubric,
+        check=args.check,
         check_timeout=args.check_timeout,
         threshold=args.threshold,
         max_iterations=args.max_iterations,
-        system=system,
+        system=args.system or DEFAULT_SYSTEM,
         cwd=os.getcwd(),
         endpoint=endpoint.spec,
         select=args.select,
@@ -98,70 +72,26 @@ def run(args: argparse.Namespace) -> int:
 
 
 def resume(args: argparse.Namespace) -> int:
-    """``loop-agents resume RUN_ID``: go on with a saved run from its last completed step."""
-    env = _environment(args.env_file)
-    store = RunStore(store_home(env.values))
-    saved = store.find(args.run_id)
-    if saved.running_elsewhere:
-        raise UsageError(
-            f"run {saved.run_id} is running in process {saved.pid}; wait for it to end or "
-            f"stop it first"
-        )
+    """``loop-agents resume RUN_ID``: go on with the saved run `check_saved_run` found."""
+    store: RunStore = args.store
+    saved: SavedRun = args.saved
     if saved.state == "finished":
         print(
             f"{PROG}: run {saved.run_id} has finished ({saved.stop_reason}); nothing to "
             f"resume. `{with_home(f'{PROG} show {saved.run_id}', store.folder)}` prints it.",
             file=sys.stderr,
         )
-        from loop_agents.cli.runs_command import print_run
+        from loop_agents.cli.show_command import print_run
 
         return print_run(store, saved, as_json=args.json)
     try:
         spec = RunSpec.from_dict(saved.settings)
-        endpoint = endpoint_from_spec(spec.endpoint, environment=env)
+        endpoint = endpoint_from_spec(spec.endpoint, environment=Environment.read(args.env_file))
     except SettingsError as exc:
         raise UsageError(str(exc)) from exc
     return execute(
         spec, endpoint, store, as_json=args.json, env_file=args.env_file, run_id=saved.run_id
     )
-
-
-def resume_command(
-    run_id: str, *, as_json: bool, env_file: Path | None, home: Path | None = None
-) -> str:
-    """The exact command that resumes run ``run_id``, ready to copy into a shell.
-
-    When the run is saved somewhere other than the default folder (``LOOP_AGENTS_HOME``
-    was set, in the environment or a ``.env`` file), the command sets it too, so that
-    it finds the run from any shell and folder.
-
-    Example:
-        ```python
-        resume_command("3f9a2c1b", as_json=False, env_file=None, home=Path("/tmp/my runs"))
-        # "LOOP_AGENTS_HOME='/tmp/my runs' loop-agents resume 3f9a2c1b"
-        ```
-    """
-    words = [PROG, "resume", run_id]
-    if as_json:
-        words.append("--json")
-    if env_file is not None:
-        words += ["--env-file", str(env_file.resolve())]
-    return with_home(shlex.join(words), home)
-
-
-def with_home(command: str, home: Path | None) -> str:
-    """``command`` with ``LOOP_AGENTS_HOME=HOME`` before it when ``home`` is not the default.
-
-    Example:
-        ```python
-        with_home("loop-agents show 3f9a2c1b", Path("/tmp/runs"))
-        # 'LOOP_AGENTS_HOME=/tmp/runs loop-agents show 3f9a2c1b'
-        ```
-    """
-    default = store_home({k: v for k, v in os.environ.items() if k != HOME_VARIABLE})
-    if home is None or home.absolute() == default.absolute():
-        return command
-    return f"{HOME_VARIABLE}={shlex.quote(str(home.absolute()))} {command}"
 
 
 def execute(
@@ -201,22 +131,19 @@ def execute(
                 _interrupted(store, stopped, progress, spec, as_json, env_file)
 
             ctrl_c = CtrlC(record_interruption)
-            try:
-                outcome = asyncio.run(
-                    run_session(
-                        spec,
-                        endpoint,
-                        store=store,
-                        run_id=run_id,
-                        view=view,
-                        progress=progress,
-                        resuming=resuming,
-                        say=out.say,
-                        ctrl_c=ctrl_c,
-                    )
-                )
-            except (KeyboardInterrupt, asyncio.CancelledError):
-                _interrupted(store, run_id, progress, spec, as_json, env_file)
+            session = run_session(
+                spec,
+                endpoint,
+                store=store,
+                run_id=run_id,
+                view=view,
+                progress=progress,
+                resuming=resuming,
+                say=out.say,
+                ctrl_c=ctrl_c,
+            )
+            outcome = run_interruptible(session, ctrl_c, endpoint)
+            if outcome is None:
                 return ctrl_c.exit_status
     except SettingsError as exc:
         raise UsageError(str(exc)) from exc

@@ -6,7 +6,6 @@ run's records: each iteration's answer, score and feedback) and the run's saved 
 
 from __future__ import annotations
 
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +57,7 @@ def write_run_report(run: SavedRun, result: dict[str, Any], path: Path) -> None:
 
     endpoint = run.settings.get("endpoint") or {}
     facts = {
-        "started": datetime.fromtimestamp(run.created_at).strftime("%Y-%m-%d %H:%M"),
+        "started": run.started,
         "status": run.state + (f" ({run.stop_reason})" if run.stop_reason else ""),
         "model": endpoint.get("model"),
         "server": endpoint.get("base_url") or endpoint.get("kind"),

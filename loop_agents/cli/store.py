@@ -18,14 +18,17 @@ import json
 import os
 import re
 import secrets
+import shlex
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from loop_agents.cli.errors import UsageError
+from loop_agents.cli.parser import PROG
 from loop_agents.cli.store_errors import BUSY_TIMEOUT, store_problem
 
 if TYPE_CHECKING:
@@ -78,6 +81,44 @@ def store_home(environ: Mapping[str, str] | None = None) -> Path:
     return base / "loop-agents"
 
 
+def resume_command(
+    run_id: str, *, as_json: bool, env_file: Path | None, home: Path | None = None
+) -> str:
+    """The exact command that resumes run ``run_id``, ready to copy into a shell.
+
+    When the run is saved somewhere other than the default folder (``LOOP_AGENTS_HOME``
+    was set, in the environment or a ``.env`` file), the command sets it too, so that
+    it finds the run from any shell and folder.
+
+    Example:
+        ```python
+        resume_command("3f9a2c1b", as_json=False, env_file=None, home=Path("/tmp/my runs"))
+        # "LOOP_AGENTS_HOME='/tmp/my runs' loop-agents resume 3f9a2c1b"
+        ```
+    """
+    words = [PROG, "resume", run_id]
+    if as_json:
+        words.append("--json")
+    if env_file is not None:
+        words += ["--env-file", str(env_file.resolve())]
+    return with_home(shlex.join(words), home)
+
+
+def with_home(command: str, home: Path | None) -> str:
+    """``command`` with ``LOOP_AGENTS_HOME=HOME`` before it when ``home`` is not the default.
+
+    Example:
+        ```python
+        with_home("loop-agents show 3f9a2c1b", Path("/tmp/runs"))
+        # 'LOOP_AGENTS_HOME=/tmp/runs loop-agents show 3f9a2c1b'
+        ```
+    """
+    default = store_home({k: v for k, v in os.environ.items() if k != HOME_VARIABLE})
+    if home is None or home.absolute() == default.absolute():
+        return command
+    return f"{HOME_VARIABLE}={shlex.quote(str(home.absolute()))} {command}"
+
+
 def _alive(pid: int | None) -> bool:
     if not pid:
         return False
@@ -118,6 +159,11 @@ class SavedRun:
     def running_elsewhere(self) -> bool:
         """Whether another live process runs it now."""
         return self.status == "running" and self.pid != os.getpid() and _alive(self.pid)
+
+    @property
+    def started(self) -> str:
+        """When the run started, as ``2025-05-01 14:03`` (local time)."""
+        return datetime.fromtimestamp(self.created_at).strftime("%Y-%m-%d %H:%M")
 
     @property
     def title(self) -> str:
@@ -315,6 +361,26 @@ class RunStore:
             ids = ", ".join(run.run_id for run in matches[:10])
             raise UsageError(f"{run_id!r} is the start of several run ids ({ids}); give more")
         return matches[0]
+
+
+def saved_runs(env_file: Path | None = None) -> RunStore:
+    """The store of saved runs that the environment (and the ``.env`` file) names.
+
+    Raises:
+        UsageError: the ``.env`` file's settings are malformed.
+
+    Example:
+        ```python
+        run = saved_runs().find("3f9a")
+        ```
+    """
+    from loop_agents.models.settings import Environment, SettingsError
+
+    try:
+        env = Environment.read(env_file)
+    except SettingsError as exc:
+        raise UsageError(str(exc)) from exc
+    return RunStore(store_home(env.values))
 
 
 def _update(run_id: str, fields: Mapping[str, Any]) -> tuple[str, tuple[Any, ...]]:

@@ -30,6 +30,14 @@ from rich.status import Status
 from rich.table import Table
 from rich.text import Text
 
+from loop_agents.console.output import (
+    command_console,
+    format_cost,
+    format_score,
+    format_seconds,
+    section_header,
+)
+from loop_agents.console.tidy import TidyStream, shown_feedback, tidy
 from loop_agents.loop.events import (
     AgentFailed,
     AgentFinished,
@@ -50,31 +58,6 @@ INTERRUPT = "__interrupt__"
 
 STREAM_MODES: list[StreamMode] = ["messages", "custom", "values"]
 """The stream modes `astream_to_console` asks for: tokens, loop events and the output."""
-
-
-def section_header(title: str) -> str:
-    """The header line of a section, as in the article: ``----Agent----`` with 20 dashes."""
-    return f"{'-' * 20}{title}{'-' * 20}"
-
-
-def format_seconds(seconds: float) -> str:
-    """``"4.2s"`` below a minute, ``"2m 05s"`` above."""
-    if seconds < 60:
-        return f"{seconds:.1f}s"
-    minutes, rest = divmod(round(seconds), 60)
-    return f"{minutes}m {rest:02d}s"
-
-
-def format_cost(cost: float | None) -> str:
-    """A cost in the price table's currency: ``0.0123``, ``1.25``; ``-`` when unknown."""
-    if cost is None:
-        return "-"
-    return f"{cost:.4f}" if cost < 1 else f"{cost:.2f}"
-
-
-def format_score(score: float | None) -> str:
-    """A score without a useless ``.0``; ``"-"`` when there is none."""
-    return "-" if score is None else f"{score:g}"
 
 
 CACHED_KEYS = (
@@ -125,12 +108,17 @@ class LoopConsole:
     Everything else on the streams is ignored.
 
     Args:
-        console: Where to print; default a new ``rich.console.Console()`` on stdout,
-            which uses colour and a spinner in a terminal and plain lines elsewhere.
+        console: Where to print; default `loop_agents.console.output.command_console`
+            on stdout: colour and a spinner in a terminal, plain lines that are never
+            wrapped elsewhere.
         clock: Seconds from a monotonic clock, for the elapsed times in the status
             lines (injectable for tests).
         agent_title: The title of the agent's sections.
         evaluator_title: The title of the evaluator's sections.
+        tidy: Show a small model's text tidied (`loop_agents.console.tidy`): answers
+            without code fences, chat-template tokens and control characters, feedback
+            that is not readable text as "(the judge gave no readable feedback)". Only
+            what is shown changes, never what the loop keeps.
 
     Example:
         ```python
@@ -150,8 +138,11 @@ class LoopConsole:
         clock: Callable[[], float] = time.monotonic,
         agent_title: str = "Agent",
         evaluator_title: str = "Evaluator",
+        tidy: bool = False,
     ) -> None:
-        self.console = console if console is not None else Console()
+        self.console = console if console is not None else command_console()
+        self.tidy = tidy
+        self._stream = TidyStream() if tidy else None
         self.clock = clock
         self.agent_title = agent_title
         self.evaluator_title = evaluator_title
@@ -248,7 +239,7 @@ class LoopConsole:
         self._end_line()
         self.console.print()
         self.console.print(section_header("Answer"), markup=False, highlight=False)
-        self.console.print(utf8_text(answer), markup=False, highlight=False, soft_wrap=True)
+        self.console.print(self._answer(answer), markup=False, highlight=False, soft_wrap=True)
 
     def restore(self, rows: Sequence[Mapping[str, Any]], max_iterations: int) -> None:
         """Know iterations that ran before (a resumed run's), without printing them.
@@ -316,10 +307,7 @@ class LoopConsole:
         )
         self._agent_header_due = False
         self._header(self.agent_title, "cyan")
-        if answer.strip():
-            self._print(Text(answer))
-        else:
-            self._print(Text("(the answer has no text)", style="dim"))
+        self._print_answer_text(answer)
         self._busy(f"iteration {iteration} of {self._max_iterations} · evaluating")
 
     # -- events --------------------------------------------------------------------------
@@ -350,6 +338,7 @@ class LoopConsole:
         self._max_iterations = event["max_iterations"]
         self._current = iteration
         self._rows[iteration] = _Row(iteration)
+        self._stream = TidyStream() if self.tidy else None
         self._end_line()
         if iteration > 1:
             self._print(Text(""))
@@ -367,7 +356,7 @@ class LoopConsole:
             return
         if candidate_of(metadata) is not None:
             return  # k answers at once: each is printed whole when it is done
-        text = chunk.text
+        text = chunk.text if self._stream is None else self._stream.feed(chunk.text)
         if not text:
             return
         iteration = iteration_of(metadata) or self._current
@@ -406,11 +395,13 @@ class LoopConsole:
             self._header(f"{self.agent_title} (candidate {event['candidate']})", "cyan")
             self._agent_header_due = False
         self._agent_header()
+        if self._stream is not None:  # what a streamed line still held back
+            held = self._stream.end()
+            if held and row.streamed:
+                self.console.print(Text(held), end="", soft_wrap=True)
+                self._line_open = True
         if not row.streamed:
-            if event["answer"].strip():
-                self._print(Text(event["answer"]))
-            else:
-                self._print(Text("(the answer has no text)", style="dim"))
+            self._print_answer_text(event["answer"])
         self._end_line()
         self._busy(f"iteration {event['iteration']} of {self._max_iterations} · evaluating")
 
@@ -445,7 +436,8 @@ class LoopConsole:
         self._print(Text(""))
         self._header(self.evaluator_title, "magenta")
         if event["feedback"]:
-            self._print(Text(event["feedback"]))
+            feedback = shown_feedback(event["feedback"]) if self.tidy else event["feedback"]
+            self._print(Text(feedback))
         # the verdict line waits for what comes next: another iteration ("another try"),
         # or the end of the loop (then a rejected answer says "not accepted")
         self._verdict_due = event
@@ -556,6 +548,16 @@ class LoopConsole:
         )
 
     # -- output helpers ------------------------------------------------------------------
+
+    def _answer(self, answer: str) -> str:
+        return tidy(utf8_text(answer)) if self.tidy else utf8_text(answer)
+
+    def _print_answer_text(self, answer: str) -> None:
+        shown = self._answer(answer)
+        if shown.strip():
+            self._print(Text(shown))
+        else:
+            self._print(Text("(the answer has no text)", style="dim"))
 
     def _row(self, iteration: int) -> _Row:
         return self._rows.setdefault(iteration, _Row(iteration))

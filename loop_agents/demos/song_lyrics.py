@@ -2,12 +2,15 @@
 
 The composer is a ``create_agent`` agent; the reviewer an `llm_judge` whose verdict is
 a `Review` (the judge policy of ``loop-agents run``: an unusable review is asked for
-again, then stops the loop). While the score is below `PASS_SCORE` the review goes back
-to the composer, at most `MAX_ITERATIONS` times; the best-scored draft is the answer. `run`
-streams the loop to the console: the composer's tokens under ``----Agent----``, each
-review under ``----Evaluator----``, a status line per iteration, then the summary, the
-verdict and the selected draft. A run that fails part-way prints the same for what it
-did and raises `DemoFailed`, whose message says what went wrong.
+again, then stops the loop). Before the reviewer, the 相见欢 form check reads each draft
+(on unless ``LOOP_AGENTS_FORM_CHECK=0``): a draft without the form goes back to the
+composer with what is wrong and a score for how near it is, at no reviewer call (the
+reviewer alone accepts a copy of the source poem). While the score is below `PASS_SCORE`
+the feedback goes back to the composer, at most `MAX_ITERATIONS` times; the best-scored
+draft is the answer. `run` streams the loop to the console: the composer's tokens under
+``----Agent----``, each review under ``----Evaluator----``, a status line per iteration,
+then the summary, the verdict and the selected draft. A run that fails part-way prints
+the same for what it did and raises `DemoFailed`, whose message says what went wrong.
 
 Run it with ``loop-agents demo song-lyrics`` or ``python examples/song_lyrics.py``.
 """
@@ -16,8 +19,11 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
+import sys
 from collections.abc import Mapping
-from typing import Any, TypedDict
+from pathlib import Path
+from typing import Any, TypedDict, cast
 
 import httpx
 from langchain.agents import create_agent
@@ -26,7 +32,12 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer
 
-from loop_agents.console.loop_console import LoopConsole, astream_to_console, section_header
+from loop_agents.console.loop_console import LoopConsole, astream_to_console
+from loop_agents.console.output import section_header
+from loop_agents.demos.demo_settings import ReviewMethod, check_review_method
+from loop_agents.demos.demo_settings import (  # re-exported: the served graphs read it here
+    form_check_from_env as form_check_from_env,
+)
 from loop_agents.demos.prompts import composer_system_message, prompt, reviewer_system_message
 from loop_agents.demos.xiangjianhuan import xiangjianhuan_form
 from loop_agents.evaluators import all_of, llm_judge
@@ -62,34 +73,6 @@ class Review(TypedDict):
     """评语"""
 
 
-FORM_CHECK_VARIABLE = "LOOP_AGENTS_FORM_CHECK"
-"""The environment variable that turns the 相见欢 form check on (``1``/``true``/``yes``)."""
-
-
-def form_check_from_env(environ: Mapping[str, str] | None = None) -> bool:
-    """Read `FORM_CHECK_VARIABLE`: ``1``/``true``/``yes``/``on`` or ``0``/``false``/``no``/``off``.
-
-    Raises:
-        SettingsError: the value is none of these.
-
-    Example:
-        ```python
-        assert form_check_from_env({"LOOP_AGENTS_FORM_CHECK": "yes"})
-        ```
-
-    """
-    value = (os.environ if environ is None else environ).get(FORM_CHECK_VARIABLE, "")
-    flag = value.strip().lower()
-    if flag in ("", "0", "false", "no", "off"):
-        return False
-    if flag in ("1", "true", "yes", "on"):
-        return True
-    raise SettingsError(
-        f"{FORM_CHECK_VARIABLE}={value!r} is not a yes/no value; use 1 (check the form of "
-        f"each draft before the reviewer) or 0"
-    )
-
-
 def build_loop(
     settings: ModelSettings,
     *,
@@ -109,8 +92,8 @@ def build_loop(
             scripted transport); default: the OpenAI client's own.
         form_check: Check each draft's form (`xiangjianhuan_form`) before the
             reviewer sees it: a malformed draft goes back to the composer with what is
-            wrong, at no reviewer call. Default: `FORM_CHECK_VARIABLE` in the
-            environment (off unless set).
+            wrong, at no reviewer call. Default: ``LOOP_AGENTS_FORM_CHECK`` in the
+            environment (`form_check_from_env`: on unless set to 0).
         checkpointer: Passed to `create_loop_agent` (the command reads the state of
             a run that failed back from it).
 
@@ -167,18 +150,14 @@ def reviewer(
         ```
 
     """
-    if settings.structured_output_method == "text":
-        raise SettingsError(
-            "the Song-lyrics reviewer reads a structured review (comments and a score), so "
-            "it needs structured output: set --structured-output (LOOP_AGENTS_STRUCTURED_OUTPUT) "
-            "to function_calling, json_schema or json_mode; the text form is for run and eval"
-        )
+    check_review_method(settings.structured_output_method)
+    method = cast(ReviewMethod, settings.structured_output_method)  # not "text": checked
     return llm_judge(
         settings.chat_model(**_client(http_async_client)),
         reviewer_system_message,
         threshold=PASS_SCORE,
         schema=Review,
-        method=settings.structured_output_method,
+        method=method,
         template=REVIEW_TEMPLATE,
         retries=REVIEW_RETRIES,
         name=REVIEWER_NAME,
@@ -224,8 +203,12 @@ def verdict(result: Mapping[str, Any], *, stop_reason: str | None = None) -> str
     ]
     chosen = choose(records, "best") if records else None
     if chosen is not None:
-        score = "" if chosen["score"] is None else f", score {chosen['score']:g}"
-        lines.append(f"answer: the draft of iteration {chosen['iteration']} (the best{score})")
+        which = (
+            "the last one: no draft has a score"
+            if chosen["score"] is None
+            else f"the best, score {chosen['score']:g}"
+        )
+        lines.append(f"answer: the draft of iteration {chosen['iteration']} ({which})")
     return "\n".join(lines)
 
 
@@ -270,7 +253,7 @@ def report(values: Mapping[str, Any], view: LoopConsole, *, stop_reason: str | N
 
     Example:
         ```python
-        report(result, LoopConsole())
+        report(result, LoopConsole(tidy=True))
         ```
 
     """
@@ -302,10 +285,11 @@ def describe_failure(exc: BaseException) -> str:
 
 
 def advice(*, offline: bool) -> str:
-    """What a user of ``make demo`` can do when the reviewer gave no usable review.
+    """One line: the exact commands that run this demo on a stronger model.
 
-    Only for that failure (``judge_invalid``): the model's limits. A server that could not
-    be reached or died is not the model's fault, and its error says what to do.
+    Printed at the end of a run on the bundled model, and when the reviewer gave no usable
+    review (the model's limits). A server that could not be reached or died is not the
+    model's fault, and its error says what to do.
 
     Example:
         ```python
@@ -313,14 +297,29 @@ def advice(*, offline: bool) -> str:
         ```
 
     """
-    stronger = "The bundled offline model is a 135M-parameter smoke-test model. " if offline else ""
+    demo = f"{_command()} demo song-lyrics"
+    tiny = "the bundled model has 135M parameters; " if offline else ""
     return (
-        f"{stronger}What you can do: run the demo on a stronger model. Put an endpoint in "
-        ".env (copy .env.example): OPENAI_API_KEY for OpenAI, or OPENAI_BASE_URL and "
-        "LOOP_AGENTS_MODEL for an OpenAI-compatible server (Ollama, llama.cpp, vLLM); or "
-        "LOOP_AGENTS_GGUF=/path/to/a-bigger-model.gguf for the bundled llama.cpp server on "
-        "a bigger GGUF file (the same as `loop-agents demo song-lyrics --gguf PATH`)."
+        f"hint: {tiny}for better drafts and reviews run the same demo on a stronger model: "
+        f"`{demo} --gguf PATH.gguf` (a bigger GGUF file on the bundled llama.cpp server) or "
+        f"`{demo} --base-url http://HOST:PORT/v1 --model NAME` (an OpenAI-compatible server)"
     )
+
+
+def _command() -> str:
+    """How the ``loop-agents`` command is typed here.
+
+    Its name when it is on ``PATH`` (this Python's), else its path (a virtual environment
+    that is not activated, as ``make demo`` leaves it).
+    """
+    script = Path(sys.executable).parent / "loop-agents"
+    found = shutil.which("loop-agents")
+    if found is not None and Path(found).absolute() == script.absolute():
+        return "loop-agents"
+    if not script.exists():
+        return f"{sys.executable} -m loop_agents.cli"
+    relative = os.path.relpath(script)
+    return relative if not relative.startswith("..") else str(script)
 
 
 async def run(
@@ -336,7 +335,7 @@ async def run(
         settings: Where the model is.
         judge_settings: Where the reviewer's model is (default ``settings``).
         http_async_client: Passed to `build_loop`.
-        view: The renderer; default a `LoopConsole` on stdout.
+        view: The renderer; default a `LoopConsole` on stdout that shows the text tidied.
 
     Returns:
         The loop's output.
@@ -357,7 +356,7 @@ async def run(
         http_async_client=http_async_client,
         checkpointer=InMemorySaver(),
     )
-    view = view if view is not None else LoopConsole()
+    view = view if view is not None else LoopConsole(tidy=True)
     message = HumanMessage(content=prompt)
     config: Any = {"configurable": {"thread_id": "song-lyrics"}}
     try:
@@ -387,7 +386,7 @@ async def run_offline(
 
     Args:
         settings: Read for ``max_tokens`` only (default `LOCAL_MAX_TOKENS`).
-        view: The renderer; default a `LoopConsole` on stdout.
+        view: The renderer; default a `LoopConsole` on stdout that shows the text tidied.
         seed: The servers' random seed (see `loop_agents.models.local_model.LocalModelPair`);
             default a new one every run, printed, so that two runs are two samples.
 
@@ -405,7 +404,7 @@ async def run_offline(
     """
     if not local_model.is_installed():
         raise SettingsError(local_model.no_endpoint_message())
-    view = view if view is not None else LoopConsole()
+    view = view if view is not None else LoopConsole(tidy=True)
     view.console.print(local_model.banner(), markup=False, highlight=False)
     cap = (settings.max_tokens if settings is not None else None) or LOCAL_MAX_TOKENS
     if seed is None:  # a fresh server replays llama.cpp's fixed seed: every run the same
@@ -421,12 +420,14 @@ async def run_offline(
         # function_calling structured output and a max_tokens cap: what llama.cpp
         # honours; the client bounds the review's strings so its JSON fits in the cap
         try:
-            return await run(
+            result = await run(
                 servers.agent.settings(max_tokens=cap),
                 judge_settings=servers.judge.settings(max_tokens=cap),
                 http_async_client=servers.agent.http_async_client(),
                 view=view,
             )
+            view.console.print(advice(offline=True), style="dim", markup=False)
+            return result
         except DemoFailed as exc:
             died = servers.failure()
             if died is not None:  # the cause, whatever the client saw

@@ -24,7 +24,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from langchain_core.runnables import Runnable
+from langchain_core.runnables import Runnable, RunnableConfig
 
 from loop_agents.demos.form_problems import (
     PATTERN,
@@ -42,8 +42,7 @@ from loop_agents.demos.form_problems import (
     phrase_problem,
     stanza_problem,
 )
-from loop_agents.evaluators._base import check_name
-from loop_agents.evaluators.rules import RuleResult, rule
+from loop_agents.evaluators._base import check_name, make_evaluator
 from loop_agents.loop.state import LoopContext, LoopEvaluation
 
 TUNE_NAMES = (
@@ -61,6 +60,12 @@ TUNE_NAMES = (
 
 _SHOWN = 12
 """The most problems listed in the feedback (a long answer can have dozens)."""
+
+NEAREST_SCORE = 70
+"""The score of a draft with one problem of form (`FormReport.score`)."""
+
+PROBLEM_PENALTY = 10
+"""What each further problem of form takes off `NEAREST_SCORE`."""
 
 _HEADING = re.compile(r"^\s*(?:[#>]+\s*)?(?:【[^】]*】|《[^》]*》|〈[^〉]*〉|\[[^\]]*\])\s*$")
 _STANZA_LABEL = re.compile(
@@ -97,6 +102,22 @@ class FormReport:
     problems: tuple[FormProblem, ...] = field(default=())
     layout: tuple[tuple[str, ...], ...] = field(default=())
     language: Language = "zh"
+
+    @property
+    def score(self) -> float:
+        """How near the draft is to the form, from 0 to 100: a score for best-of selection.
+
+        100 with the form; without it `NEAREST_SCORE` for one problem and
+        `PROBLEM_PENALTY` less for each further one (0 for a draft with no verse). It
+        stays below the demo's pass mark (75), so a draft that has the form and that the
+        reviewer accepts always beats one without the form, and among drafts without it
+        the nearest is the best.
+        """
+        if self.ok:
+            return 100.0
+        if any(p.kind == "empty" for p in self.problems):
+            return 0.0
+        return float(max(0, NEAREST_SCORE - PROBLEM_PENALTY * (len(self.problems) - 1)))
 
     @property
     def feedback(self) -> str:
@@ -362,7 +383,9 @@ def xiangjianhuan_form(
 
     A draft with the form passes (``stop=True``: accepted, or in ``all_of`` handed on to
     the next evaluator, e.g. an LLM judge); otherwise the composer is told which phrase
-    is wrong and how (see `check_xiangjianhuan`).
+    is wrong and how (see `check_xiangjianhuan`). Either way the verdict's score says how
+    near the draft is to the form (`FormReport.score`: 100 with it), so ``select="best"``
+    picks the nearest draft when none has the form.
 
     Args:
         language: The language of the feedback: ``"zh"`` (default) or ``"en"``.
@@ -385,8 +408,11 @@ def xiangjianhuan_form(
         raise ValueError(f"language must be 'zh' or 'en'; got {language!r}")
     label = check_name(name, "xiangjianhuan_form")
 
-    def check(context: LoopContext) -> RuleResult:
+    def evaluate(context: LoopContext, config: RunnableConfig) -> LoopEvaluation:
         report = check_xiangjianhuan(context["last_response"].text, language=language)
-        return report.ok, report.feedback
+        return {"stop": report.ok, "feedback": report.feedback, "score": report.score}
 
-    return rule(check, name=label, description=FORM_CRITERIA[language])
+    async def aevaluate(context: LoopContext, config: RunnableConfig) -> LoopEvaluation:
+        return evaluate(context, config)
+
+    return make_evaluator(label, evaluate, aevaluate, criteria=FORM_CRITERIA[language])

@@ -575,15 +575,14 @@ async def run_eval_command(
         status = await run_eval_command(options, EvalEndpoint(ChatOpenAI(model="gpt-5.4-mini")))
         ```
     """
-    from rich.console import Console
-
+    from loop_agents.console.output import command_console
     from loop_agents.evals.factory_arm import ArmFactoryError
     from loop_agents.evals.journal import JournalError
     from loop_agents.evals.report import render_report
     from loop_agents.evals.runner import arun_eval
 
-    console = console or Console()
-    progress_console = progress_console or Console(stderr=True)
+    console = console or command_console()
+    progress_console = progress_console or command_console(stderr=True)
     model_options: dict[str, Any] = {}
     if options.server is None:
         if endpoint is None:

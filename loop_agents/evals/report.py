@@ -21,6 +21,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from loop_agents.console.output import command_console
 from loop_agents.evals.arm_names import ARMS, BASELINES
 from loop_agents.evals.rescues import Rescues, rescues_of
 from loop_agents.evals.stats import Paired, paired_comparison, wilson_interval
@@ -412,6 +413,7 @@ def _render_by_attempt(report: EvalReport, console: Console) -> None:
     table = Table(
         title="Pass rate by attempt",
         title_justify="left",
+        min_width=len("Pass rate by attempt"),
         box=box.SIMPLE_HEAD,
         pad_edge=False,
     )
@@ -440,7 +442,11 @@ def _render_rescues(report: EvalReport, console: Console) -> None:
     if not report.rescues:
         return
     table = Table(
-        title="After the first answer", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False
+        title="After the first answer",
+        title_justify="left",
+        min_width=len("After the first answer"),
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
     )
     for header in ("arm", "first failed", "rescued", "first passed", "broken"):
         table.add_column(header, justify="left" if header == "arm" else "right", no_wrap=True)
@@ -462,7 +468,11 @@ def _render_by_part(report: EvalReport, console: Console) -> None:
     if not report.by_part:
         return
     table = Table(
-        title="Pass rate by part", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False
+        title="Pass rate by part",
+        title_justify="left",
+        min_width=len("Pass rate by part"),
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
     )
     table.add_column("arm", no_wrap=True)
     for part in report.by_part:
@@ -503,6 +513,7 @@ def _arm_table(title: str, headers: list[str], rows: list[dict[str, str]], longe
     table = Table(
         title=title,
         title_justify="left",
+        min_width=len(title),
         box=box.SIMPLE_HEAD,
         pad_edge=False,
         collapse_padding=True,
@@ -551,7 +562,7 @@ def render_report(report: EvalReport, console: Console | None = None) -> None:
         render_report(report, Console(stderr=True))
         ```
     """
-    console = console or Console()
+    console = console or command_console()
     settings = report.settings
     temperatures = {s.temperature for s in report.arms.values()}
     one_temperature = len(temperatures) == 1 and bool(settings)
