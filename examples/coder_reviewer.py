@@ -144,6 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"coder_reviewer: {exc}", file=sys.stderr)
         return 2
     if settings.configured:
+        print(f"model: {settings.model} at {settings.base_url or 'OpenAI'}", flush=True)
         asyncio.run(run(settings.chat_model(), max_iterations=args.max_iterations))
         return 0
     if not local_model.is_installed():

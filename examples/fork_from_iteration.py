@@ -7,8 +7,8 @@ there: a new branch of the same thread. Iteration 1 is not redone, and the first
 is kept in the database.
 
 With ``OPENAI_API_KEY`` or ``OPENAI_BASE_URL`` set (``.env``, see ``.env.example``) the
-copywriter is that model; otherwise (or with ``--offline``) a small function plays it.
-The editor is scripted so that every run takes the same path.
+copywriter is that model; otherwise (or with ``--offline``) a small function plays it;
+the first line says which. The editor is scripted so that every run takes the same path.
 
 Run it with ``python examples/fork_from_iteration.py [--offline] [--db PATH]`` (SQLite
 support comes with the package).
@@ -103,15 +103,24 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     agent: AgentLike = offline_copywriter
+    said = "--offline: a small function plays the copywriter (no model); the editor is scripted"
     if not args.offline:
         load_dotenv(find_dotenv(usecwd=True))
         try:
             settings = ModelSettings.from_env()
-            if settings.configured:
-                agent = settings.chat_model()
         except SettingsError as exc:
             print(f"fork_from_iteration: {exc}", file=sys.stderr)
             return 2
+        if settings.configured:
+            agent = settings.chat_model()
+            where = settings.base_url or "OpenAI"
+            said = f"copywriter: {settings.model} at {where}; the editor is scripted"
+        else:
+            said = (
+                "no model is configured (OPENAI_API_KEY or OPENAI_BASE_URL, e.g. in .env): a "
+                "small function plays the copywriter, as with --offline; the editor is scripted"
+            )
+    print(said, flush=True)
     with tempfile.TemporaryDirectory() as folder:
         db = args.db or str(Path(folder) / "checkpoints.sqlite")
         with SqliteSaver.from_conn_string(db) as saver:

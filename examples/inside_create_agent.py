@@ -1,16 +1,21 @@
 """The loop inside create_agent: a tool-using agent that checks its own answer.
 
 A release announcer (``create_agent`` with a ``word_count`` tool) must announce a release
-in at most 30 words and name its version. Two rules check each answer; while one fails,
-``LoopMiddleware`` gives the agent the rules' feedback as a user turn and the model runs
-again, inside the same agent graph. The agent is shown the rules before its first try
-(``show_criteria=True``), its state is checkpointed (SQLite), and the program prints
-the loop's events as they stream, then each iteration's record from the agent's output
-(``loop_records``) and the announcement.
+in plain sentences, in at most 30 words, naming its version. Three rules check each
+answer (the first rejects what is plainly no announcement: code, JSON, a tool call
+written as text); while one fails, ``LoopMiddleware`` gives the agent the rules' feedback
+as a user turn and the model runs again, inside the same agent graph. The agent is shown
+the rules before its first try (``show_criteria=True``), its state is checkpointed
+(SQLite), and the program prints the loop's events as they stream, then each iteration's
+record from the agent's output (``loop_records``) and the announcement, saying whether it
+was accepted and whether the model ever called its tool.
 
 With ``OPENAI_API_KEY`` or ``OPENAI_BASE_URL`` set (``.env``, see ``.env.example``) that
 model writes the announcement; otherwise (or with ``--offline``) a scripted stand-in
-does, so that the program runs without a model.
+does, so that the program runs without a model. The first line says which. A server that
+cannot call tools (llama-cpp-python's, as the bundled offline model's, without a
+tool-calling chat format) gets its tool calls back as text or not at all: the rules
+reject such text, and the program says that the tool never ran.
 
 Run it with ``python examples/inside_create_agent.py [--offline] [--db PATH]``.
 """
@@ -18,6 +23,9 @@ Run it with ``python examples/inside_create_agent.py [--offline] [--db PATH]``.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
+import re
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
@@ -53,6 +61,40 @@ def word_count(text: str) -> int:
     return len(text.split())
 
 
+TOOL_CALL_AS_TEXT = re.compile(r'"name"\s*:\s*"[^"]*"\s*,\s*"(?:arguments|parameters)"\s*:')
+"""A tool call written out as text, as a server without tool calling returns it."""
+
+
+TOOL_CALL = "a tool call written as text"
+
+
+def not_prose(text: str) -> str | None:
+    """What ``text`` is when it is plainly not an announcement, else ``None``."""
+    if TOOL_CALL_AS_TEXT.search(text):
+        return TOOL_CALL
+    if "```" in text:
+        return "a code block"
+    stripped = text.strip()
+    if stripped[:1] in ("{", "["):
+        with contextlib.suppress(ValueError):
+            json.loads(stripped)
+            return "JSON"
+    return None
+
+
+def not_prose_feedback(text: str) -> str:
+    """What the announcer is told when its answer is plainly not an announcement."""
+    what = not_prose(text)
+    tools = " Call word_count as a tool, not in your reply." if what == TOOL_CALL else ""
+    return f"That is {what}, not an announcement.{tools} Reply with the announcement only."
+
+
+prose = text_rule(
+    lambda text: not_prose(text) is None,
+    not_prose_feedback,
+    name="prose",
+    description="Plain sentences: no code, no JSON, no tool call written as text.",
+)
 short = text_rule(
     lambda text: len(text.split()) <= MAX_WORDS,
     lambda text: f"{len(text.split())} words; keep it to {MAX_WORDS} at most.",
@@ -69,7 +111,8 @@ names_the_version = text_rule(
 
 def build_agent(model: BaseChatModel, checkpointer: Any = None) -> Any:
     """The announcer: a create_agent agent whose answers the two rules check."""
-    loop = LoopMiddleware(all_of(short, names_the_version), max_iterations=4, show_criteria=True)
+    rules = all_of(prose, short, names_the_version)
+    loop = LoopMiddleware(rules, max_iterations=4, show_criteria=True)
     return create_agent(
         model, [word_count], system_prompt=SYSTEM, middleware=[loop], checkpointer=checkpointer
     )
@@ -125,7 +168,17 @@ def run(model: BaseChatModel, saver: Any, print_: Callable[[str], None] = print)
     result = agent.get_state(THREAD).values
     for record in result["loop_records"]:
         print_(f"  #{record['iteration']}: {record['answer'].text!r} -> stop={record['stop']}")
-    print_(f"announcement: {result['messages'][-1].text}")
+    if not any(isinstance(m, ToolMessage) for m in result["messages"]):
+        as_text = any(not_prose(r["answer"].text) == TOOL_CALL for r in result["loop_records"])
+        print_(
+            "the tool never ran: the model "
+            + ("wrote its tool call as text" if as_text else "never called word_count")
+            + " (a server without tool calling, e.g. llama-cpp-python's without a "
+            "tool-calling chat format, cannot run a tool)"
+        )
+    accepted = result["loop_stop_reason"] == "accepted"
+    verdict = "accepted" if accepted else f"not accepted: {result['loop_stop_reason']}"
+    print_(f"announcement ({verdict}): {result['messages'][-1].text}")
     return result
 
 
@@ -137,15 +190,23 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     model: BaseChatModel = ScriptedChat(messages=iter(()))
+    said = "--offline: a scripted stand-in writes the announcement (no model)"
     if not args.offline:
         load_dotenv(find_dotenv(usecwd=True))
         try:
             settings = ModelSettings.from_env()
-            if settings.configured:
-                model = settings.chat_model()
         except SettingsError as exc:
             print(f"inside_create_agent: {exc}", file=sys.stderr)
             return 2
+        if settings.configured:
+            model = settings.chat_model()
+            said = f"model: {settings.model} at {settings.base_url or 'OpenAI'}"
+        else:
+            said = (
+                "no model is configured (OPENAI_API_KEY or OPENAI_BASE_URL, e.g. in .env): "
+                "a scripted stand-in writes the announcement, as with --offline"
+            )
+    print(said, flush=True)
     with tempfile.TemporaryDirectory() as folder:
         db = args.db or str(Path(folder) / "checkpoints.sqlite")
         with SqliteSaver.from_conn_string(db) as saver:

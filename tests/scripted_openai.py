@@ -3,7 +3,8 @@
 The real ``ChatOpenAI`` client talks to it: every ``POST .../chat/completions`` is
 recorded and answered by the next reply of the script. A reply is a string (the
 assistant's text), `Structured` (a JSON object given as the message content for
-``response_format`` requests and as a tool call when the request offers tools), `Fail`
+``response_format`` requests and as a tool call when the request offers tools), `Calls`
+(calls of tools by name), `Fail`
 (an HTTP error), `Hang` (stream a little, or send nothing, then never finish: a model
 call in flight), `Drop` (start the answer, then close the connection: a server that
 dies mid-answer), `Raw` (a body sent as it is, e.g. empty or not JSON) or `Cut` (text
@@ -69,6 +70,16 @@ class Structured:
 
 
 @dataclass(frozen=True)
+class Calls:
+    """Calls of the request's tools by name, e.g. ``Calls(("write_file", {"file_path": ...}))``."""
+
+    calls: tuple[tuple[str, dict[str, Any]], ...]
+
+    def __init__(self, *calls: tuple[str, dict[str, Any]]) -> None:
+        object.__setattr__(self, "calls", calls)
+
+
+@dataclass(frozen=True)
 class Fail:
     """Answer with an HTTP error."""
 
@@ -115,7 +126,7 @@ class Cut:
     text: str
 
 
-Reply = str | Structured | Fail | Hang | Drop | Raw | Cut
+Reply = str | Structured | Calls | Fail | Hang | Drop | Raw | Cut
 
 USAGE = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
 
@@ -463,6 +474,16 @@ class ScriptedOpenAI:
             return {"role": "assistant", "content": reply}
         if isinstance(reply, Cut):
             return {"role": "assistant", "content": reply.text}
+        if isinstance(reply, Calls):
+            calls = [
+                {
+                    "id": f"call_{n}",
+                    "type": "function",
+                    "function": {"name": name, "arguments": json.dumps(arguments)},
+                }
+                for n, (name, arguments) in enumerate(reply.calls, 1)
+            ]
+            return {"role": "assistant", "content": None, "tool_calls": calls}
         if isinstance(reply.value, str):
             arguments = reply.value
         else:

@@ -8,6 +8,7 @@ is kept of the run, and how many calls the server saw.
 from __future__ import annotations
 
 import json
+import os
 import signal
 
 import pytest
@@ -22,7 +23,8 @@ TASK = "Write a limerick about LangGraph."
 RUBRIC = "Five lines, rhymed AABBA, and funny."
 DRAFT_1 = "Roses are red,\nviolets are blue."
 VERDICT_1 = {"score": 55, "feedback": "Not a limerick: it needs five lines."}
-CI_1 = "【相见欢】\n当年初见斜阳，过横塘。"
+CI_1 = "【相见欢】\n当年初见斜阳，过横塘。一诺轻轻笑语付疏妆。\n桑叶落，心先薄，泪成行。淇水汤汤流尽旧时光。"
+"""A draft with the form of 相见欢: the demo's form check hands it on to the reviewer."""
 UNREACHABLE = f"{CLOSED_PORT_URL}/v1"
 
 
@@ -94,6 +96,37 @@ def test_ctrl_c_stops_the_demo_at_once(tmp_path):
     assert server.abandoned.wait(10)
     assert "Traceback" not in err
     assert "loop-agents: interrupted (a demo is not saved: nothing to resume)" in err
+
+
+@pytest.mark.parametrize("command", ["run", "demo"])
+def test_ctrl_c_ends_the_command_even_when_closing_the_endpoint_never_ends(command, tmp_path):
+    """The bound of Ctrl-C does not depend on how long the rest takes to wind down.
+
+    Here closing the endpoint (stopping a bundled server, closing the HTTP clients) never
+    ends: the command still exits 130, having said so, when its deadline comes.
+    """
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(
+        "import threading\n"
+        "from loop_agents.models import endpoints\n"
+        "endpoints.Endpoint.close = lambda self: threading.Event().wait()\n"
+    )
+    server = ScriptedOpenAI([Hang("【相见欢】" if command == "demo" else "Roses")])
+    with server.serve() as url:
+        env = cli_env(tmp_path / "home", OPENAI_BASE_URL=url)
+        env["PYTHONPATH"] = os.pathsep.join([str(site), env.get("PYTHONPATH", "")])
+        args = ["demo", "song-lyrics"] if command == "demo" else ["run", TASK, "--rubric", RUBRIC]
+        running = Running(*args, env=env, cwd=tmp_path)
+        try:
+            assert server.hanging.wait(60), "the model was never asked"
+            running.still_waiting()
+            status, _seconds, _out, err = running.interrupt(timeout=60)
+        finally:
+            running.close()
+    assert status == 130, err
+    assert "interrupted" in err
+    assert "Traceback" not in err
 
 
 # -- run: verdicts that are never valid -----------------------------------------------------

@@ -75,9 +75,9 @@ def test_argument_errors_load_no_model_library(tmp_path):
         "    else:\n"
         "        raise AssertionError(argv)\n"
         "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'langchain', 'langchain_core',"
-        " 'langchain_openai', 'langgraph', 'openai', 'httpx'})\n"
+        " 'langchain_openai', 'langgraph', 'openai'})\n"
         "print('HEAVY', heavy, file=sys.stderr)\n"
-    )
+    )  # httpx (0.1 s) may load: the endpoint is resolved among the checks
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "LOOP_"))}
     env |= {"LOOP_AGENTS_HOME": str(tmp_path / "home"), "LOOP_AGENTS_OLLAMA_URL": "off"}
     proc = subprocess.run(
@@ -92,6 +92,67 @@ def test_argument_errors_load_no_model_library(tmp_path):
     assert "--check: the check's program 'pytset' is not found on PATH" in proc.stderr
     assert "--seed must be a whole number from 0 to 2147483647; got -1" in proc.stderr
     assert "--seed must be a whole number from 0 to 2147483647; got 2147483648" in proc.stderr
+
+
+def test_listings_and_setting_errors_load_no_model_library(tmp_path):
+    """``runs`` (empty or not) and the errors found among the settings, as fast as --help.
+
+    Each command runs in a fresh interpreter that records what it imported: none of them
+    may have loaded a model client, LangChain or LangGraph (seconds on a loaded machine).
+    """
+    (tmp_path / "not-a-model.gguf").write_text("text")
+    home = tmp_path / "home"
+    script = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from loop_agents.cli import main\n"
+        "from loop_agents.cli.store import RunStore\n"
+        "argv, expected = sys.argv[1:-1], int(sys.argv[-1])\n"
+        "if argv[0] == 'runs' and 'saved' in argv:\n"
+        "    argv.remove('saved')\n"
+        "    store = RunStore(Path(sys.argv[0]).parent / 'home')\n"
+        "    for task in ('Write a limerick.', 'Name a colour.'):\n"
+        "        store.update(store.create(task, {}, 3), status='finished', pid=None)\n"
+        "try:\n"
+        "    status = main(argv)\n"
+        "except SystemExit as exit:\n"
+        "    status = exit.code\n"
+        "assert status == expected, (argv, status)\n"
+        "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'langchain', 'langchain_core',"
+        " 'langchain_openai', 'langgraph', 'openai'})\n"
+        "print('HEAVY', heavy, file=sys.stderr)\n"
+    )
+    (tmp_path / "probe.py").write_text(script)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "LOOP_"))}
+    env |= {"LOOP_AGENTS_HOME": str(home), "LOOP_AGENTS_OLLAMA_URL": "off"}
+    env.pop("COLUMNS", None)  # a pipe of its own width
+    cases = [
+        (["runs"], 0, "no saved runs"),
+        (["runs", "--json"], 0, "[]"),
+        (["runs", "saved"], 0, "Write a limerick."),
+        (["runs", "--json"], 0, '"task": "Name a colour."'),
+        (["show", "abcdef12", "--report", "page.txt"], 2, ".html"),
+        (["run", "x", "--rubric", "r", "--gguf", "not-a-model.gguf"], 2, "not a GGUF model"),
+        (["run", "x", "--rubric", "r", "--base-url", "notaurl"], 2, "not an http(s) URL"),
+        (["demo", "song-lyrics", "--gguf", "missing.gguf"], 2, "is not a file"),
+        (["demo", "song-lyrics", "--structured-output", "text"], 2, "needs structured output"),
+        (["demo", "song-lyrics", "--base-url", "http://x/v1", "--gguf", "m.gguf"], 2, "choose one"),
+    ]
+    for argv, status, said in cases:
+        proc = subprocess.run(
+            [sys.executable, str(tmp_path / "probe.py"), *argv, str(status)],
+            capture_output=True, text=True, timeout=120, check=False, env=env, cwd=tmp_path,
+        )  # fmt: skip
+        assert proc.returncode == 0, (argv, proc.stderr)
+        assert "HEAVY []" in proc.stderr, (argv, proc.stderr)
+        assert said in proc.stdout + proc.stderr, (argv, proc.stdout, proc.stderr)
+    proc = subprocess.run(
+        [sys.executable, str(tmp_path / "probe.py"), "demo", "song-lyrics", "2"],
+        capture_output=True, text=True, timeout=120, check=False, cwd=tmp_path,
+        env=env | {"LOOP_AGENTS_FORM_CHECK": "maybe"},
+    )  # fmt: skip
+    assert "HEAVY []" in proc.stderr, proc.stderr
+    assert "LOOP_AGENTS_FORM_CHECK='maybe' is not a yes/no value" in proc.stderr
 
 
 def test_a_copy_of_the_env_example_changes_nothing(tmp_path):

@@ -489,3 +489,46 @@ def test_a_tidy_console_shows_a_small_model_s_text_without_debris():
     assert f"{section_header('Answer')}\n相见欢\n" in text
     for debris in ("`", "<|", "mopbeznbla"):
         assert debris not in text
+
+
+def test_a_command_s_console_never_wraps_a_pipe(monkeypatch):
+    from loop_agents.console.output import PIPE_WIDTH, command_console
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
+    console = command_console()  # pytest's stdout is not a terminal
+    assert (console.is_terminal, console.soft_wrap, console.width) == (False, True, PIPE_WIDTH)
+    monkeypatch.setenv("COLUMNS", "100")
+    assert command_console(stderr=True).width == 100
+    out = io.StringIO()
+    console = command_console()
+    console.file = out
+    line = "[4/9] fizzbuzz / loop: passed (4 answers, 8 calls, 90.6 s) " * 4
+    console.print(line, markup=False)
+    assert out.getvalue() == line + "\n"  # longer than COLUMNS, and still one line
+
+
+def test_the_eval_tables_in_a_pipe_keep_their_titles_and_rows_whole(tmp_path):
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT, env_without_model_settings
+
+    env = env_without_model_settings()
+    env.pop("COLUMNS", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "loop_agents.cli", "eval", "--from",
+         str(ROOT / "docs" / "images" / "eval-example.json")],
+        capture_output=True, text=True, timeout=120, check=False, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert "Eval: K=3, T=1, max tokens 256, judge T=0, an illustrative model (example data)" in (
+        lines
+    )
+    for title in ("Pass rate by attempt", "After the first answer", "Paired, task by task"):
+        assert title in lines, title
+    header = next(line for line in lines if line.lstrip().startswith("arm "))
+    assert "calls" in header.split("passed", 1)[1]  # one table: not split for a narrow window
+    assert any(line.startswith("T: the arm's sampling temperature") and line.endswith(
+        "err: pairs without a result (failed every try).") for line in lines)  # fmt: skip

@@ -13,7 +13,7 @@ from loop_agents.loop.feedback import is_feedback
 from loop_agents.models import local_model
 from tests.conftest import ROOT, env_without_model_settings
 from tests.fakes import FakeChat
-from tests.scripted_openai import Fail, ScriptedOpenAI
+from tests.scripted_openai import Calls, Fail, ScriptedOpenAI
 
 HANG = 600
 """Seconds after which a wait is a hang, not a slow machine."""
@@ -120,3 +120,28 @@ def test_against_the_bundled_server_the_example_says_in_one_line_why_not(tmp_pat
     with local_model.LocalModelServer(n_threads=1, startup_timeout=HANG) as server:
         proc = _run_example(tmp_path, server.base_url)
     _assert_one_line_why(proc, server.base_url)
+
+
+def test_the_program_on_a_tool_calling_server_fixes_its_file(tmp_path):
+    plan = {"todos": [{"content": "write /solution.py", "status": "completed"}]}
+    edit = {"file_path": "/solution.py", "old_string": WRONG, "new_string": RIGHT}
+    server = ScriptedOpenAI(
+        [
+            Calls(
+                ("write_todos", plan),
+                ("write_file", {"file_path": "/solution.py", "content": WRONG}),
+            ),
+            "Done.",
+            Calls(("edit_file", edit)),
+            "Done.",
+        ]
+    )  # each attempt: the tool calls, then the answer
+    with server.serve() as url:
+        done = subprocess.run(
+            [sys.executable, str(ROOT / "examples" / "deep_agent_tests.py")],
+            capture_output=True, text=True, timeout=HANG, check=False, cwd=tmp_path,
+            env=env_without_model_settings(OPENAI_BASE_URL=url, LOOP_AGENTS_MODEL="scripted"),
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("attempt 1: The tests failed with the files /solution.py.")
+    assert "attempt 2: accepted\nstopped: accepted\n--- /solution.py ---\nimport re" in done.stdout

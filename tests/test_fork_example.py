@@ -110,6 +110,7 @@ def test_runs_as_a_program(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert "the original branch is kept" in done.stdout
+    assert done.stdout.startswith("--offline: a small function plays the copywriter (no model)")
 
 
 def test_sqlite_support_is_a_core_dependency():
