@@ -61,16 +61,21 @@ PORT ?= 2024
 serve: venv
 	LANGGRAPH_CLI_NO_ANALYTICS=1 $(VENV)/bin/langgraph dev --no-browser --host 127.0.0.1 --port $(PORT)
 
-## test: run the whole test suite, the real-server tests included: installs PostgreSQL
-## (apt-get, when missing) and the offline model (`make local`, about 2 minutes the first time).
+## test: run the whole test suite, the real-server tests included. Installs, when missing:
+## PostgreSQL's server, a C++ compiler, bubblewrap and Chromium (apt-get, as root:
+## scripts/install-test-servers.sh), and the offline model (`make local`: llama.cpp built
+## from source, about 2 minutes the first time). BROWSER_TESTS=no leaves Chromium out: not
+## installed, and the tests that need it (marked `browser`) not run.
 ## The offline tests run in parallel (pytest-xdist, TEST_WORKERS processes); the slow ones
 ## (real servers, long workloads) one after the other, as their time limits assume.
 TEST_WORKERS ?= 4
+BROWSER_TESTS ?= yes
+NO_BROWSER := $(filter no,$(BROWSER_TESTS))
 test: venv
-	scripts/install-test-servers.sh
+	scripts/install-test-servers.sh postgresql g++ bubblewrap $(if $(NO_BROWSER),,chromium)
 	$(MAKE) --no-print-directory local
 	$(PY) -m pytest -m "not slow" -n $(TEST_WORKERS)
-	$(PY) -m pytest -m slow
+	$(PY) -m pytest -m "slow$(if $(NO_BROWSER), and not browser)"
 
 ## test-fast: the offline tests only (no real servers), in parallel; the skipped ones are
 ## listed with their reasons at the end (-rs). Installs bubblewrap (apt-get, when missing),

@@ -24,6 +24,14 @@ def env_without_model_settings(**extra: str) -> dict[str, str]:
     return env | extra
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """The ``browser`` marker: tests that draw pages in headless Chromium."""
+    config.addinivalue_line(
+        "markers",
+        "browser: tests that need Chromium (make test BROWSER_TESTS=no leaves them out)",
+    )
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Keep the fast set fast: the sandbox's async form runs there in one isolation.

@@ -356,3 +356,54 @@ def test_ci_runs_the_readmes_development_commands() -> None:
     run = {line.strip() for line in ci.splitlines() if not line.lstrip().startswith("#")}
     missing = [c for c in commands if c not in run]
     assert not missing, f".ci/run does not run the README's {missing}"
+
+
+FIRST_SCREEN = 40
+"""The README's lines a newcomer sees before scrolling."""
+
+
+def test_the_readmes_first_screen_sets_everything_up_and_shows_an_example() -> None:
+    """What it is, the two commands that set everything up, then an example that runs."""
+    blocks = [b for b in parse_blocks(ROOT / "README.md") if b.line <= FIRST_SCREEN]
+    setup = blocks[0]
+    assert setup.lang in SHELL, setup.where
+    commands = [line.split("#", 1)[0].strip() for line in setup.code.splitlines()]
+    assert commands == ["make demo", "make test"], setup.where
+    example = next(b for b in blocks if b.lang in PYTHON)
+    assert example.mark is None, f"{example.where}: the first example must run offline"
+    last_line = example.line + len(example.code.splitlines()) + 1  # its closing fence
+    assert last_line <= FIRST_SCREEN, f"{example.where} ends at line {last_line}"
+
+
+def test_no_readme_command_needs_a_file_that_a_fresh_clone_lacks() -> None:
+    """A wheel in dist/ exists only after `make dist`: never offered before it is said."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for found in re.finditer(r"pip install dist/", readme):
+        assert "make dist" in readme[: found.start()], "`pip install dist/...` before `make dist`"
+
+
+def test_the_readme_names_everything_make_test_installs_and_how_to_skip_the_browser() -> None:
+    script = (ROOT / "scripts" / "install-test-servers.sh").read_text(encoding="utf-8")
+    found = re.search(r"^\s*wanted=\(([a-z+ ]+)\)", script, flags=re.MULTILINE)  # the default
+    assert found is not None
+    words = {
+        "postgresql": "PostgreSQL",
+        "g++": "C++ compiler",
+        "bubblewrap": "bubblewrap",
+        "chromium": "Chromium",
+    }
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = " ".join(readme.split("## Development", 1)[1].split())
+    for package in found.group(1).split():
+        assert words[package] in section, package
+    assert "the bundled offline model (`make local`" in section
+    assert "`make test BROWSER_TESTS=no` leaves Chromium out" in section
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    assert "and not browser" in makefile  # what BROWSER_TESTS=no runs
+    collected = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+         "-m", "not browser", str(ROOT / "tests" / "test_html_browser.py")],
+        capture_output=True, text=True, timeout=120, check=False, cwd=ROOT,
+    )  # fmt: skip
+    assert "deselected" in collected.stdout, collected.stdout
+    assert "test_html_browser.py::" not in collected.stdout  # every browser test is left out

@@ -3,7 +3,9 @@ page (a screenshot that is not blank, the charts' colours in it), and parses a p
 of hostile text into a DOM without a single element of it.
 
 Chromium is the Debian package ``chromium`` (scripts/install-test-servers.sh installs it);
-where it is missing these tests are skipped, except on CI, where they must run.
+where it is missing these tests are skipped, except on CI, where they must run. They are
+marked ``browser``: ``make test BROWSER_TESTS=no`` (``pytest -m "not browser"``) leaves
+them out and does not install Chromium.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from loop_agents.evals.tasks import load_tasks
 from tests.conftest import ROOT
 from tests.html_pages import Page, png_pixels
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
 EXAMPLE = ROOT / "docs" / "images" / "eval-example.json"
 WHITE = (255, 255, 255)
