@@ -289,6 +289,7 @@ def test_the_commands_name_a_killed_judge_not_the_models_size(fake_llama, tmp_pa
         LOOP_AGENTS_OLLAMA_URL="off",
         FAKE_LLAMA_MODE="killed-on-chat",
         FAKE_LLAMA_ONLY_SEED="6",  # the judge's process: the agent's seed is 5
+        LOOP_AGENTS_FORM_CHECK="0",  # the demo's reviewer judges the fake's draft, not a rule
     )
     args = {
         "run": ["run", "Name a colour.", "--rubric", "One word.", "--max-iterations", "2"],
@@ -329,6 +330,7 @@ def test_the_example_program_names_a_dead_server_not_the_models_size(fake_llama,
         LOOP_AGENTS_SEED="5",
         FAKE_LLAMA_MODE="killed-on-chat",
         FAKE_LLAMA_ONLY_SEED="6",  # the judge's process
+        LOOP_AGENTS_FORM_CHECK="0",  # the reviewer judges the fake's draft, not a rule
     )
     proc = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "song_lyrics.py")],

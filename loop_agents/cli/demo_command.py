@@ -40,7 +40,7 @@ def demo(args: argparse.Namespace) -> int:
     endpoint: Endpoint = args.endpoint
     view = LoopConsole(tidy=True)
     try:
-        if endpoint.spec.kind == "local":
+        if _bundled_model(endpoint):  # not for a GGUF file of the user's (--gguf)
             view.console.print(banner(), markup=False, highlight=False)
         with endpoint:
             view.console.print(endpoint.describe(), style="dim", markup=False, highlight=False)
@@ -73,20 +73,25 @@ async def _song_lyrics(
     return await stream_loop(loop, request, config, endpoint=endpoint, view=view)
 
 
+def _bundled_model(endpoint: Endpoint) -> bool:
+    """Whether the demo runs on the bundled 135M-parameter model."""
+    return endpoint.spec.kind == "local" and endpoint.spec.gguf is None
+
+
 def _report(outcome: Outcome, view: LoopConsole, endpoint: Endpoint) -> int:
-    offline = endpoint.spec.kind == "local"
+    tiny = _bundled_model(endpoint)
     if outcome.error is None:
         song_lyrics.report(outcome.values, view)
-        if offline:  # the model is tiny: how to run the same demo on a stronger one
+        if tiny:  # how to run the same demo on a stronger model
             view.console.print(song_lyrics.advice(offline=True), style="dim", markup=False)
         return 0
     failure = outcome.failure or "error"
     view.failed(failure)
     song_lyrics.report(outcome.values, view, stop_reason=failure)
     print(f"{PROG}: error: {outcome.error}", file=sys.stderr, flush=True)
-    if offline and failure == "judge_invalid":
+    if endpoint.spec.kind == "local" and failure == "judge_invalid":
         # the model's limits; a server that died or could not be reached is not
-        print(f"{PROG}: {song_lyrics.advice(offline=True)}", file=sys.stderr, flush=True)
+        print(f"{PROG}: {song_lyrics.advice(offline=tiny)}", file=sys.stderr, flush=True)
     return 1
 
 

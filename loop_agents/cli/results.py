@@ -10,6 +10,8 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
+from loop_agents.loop.controls.selection import choose
+
 
 def record_answer(record: Mapping[str, Any], values: Mapping[str, Any]) -> str:
     """The text of an iteration record's answer (``values`` is the loop's state).
@@ -27,15 +29,6 @@ def record_answer(record: Mapping[str, Any], values: Mapping[str, Any]) -> str:
         if isinstance(message, BaseMessage) and message.id == answer_id:
             return message.text
     return ""
-
-
-def best_record(records: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
-    """The record with the best score (the later on a tie), else the last one."""
-    scored = [r for r in records if r.get("score") is not None]
-    if scored:
-        best: Mapping[str, Any] = max(reversed(scored), key=lambda r: float(r["score"]))
-        return best
-    return records[-1] if records else None
 
 
 def _plain(value: Any) -> Any:
@@ -126,7 +119,7 @@ def result_json(
         last = values.get("last_response")
         answer = last.text if isinstance(last, BaseMessage) else None
     else:
-        best = best_record(records)
+        best = choose(records, "best") if records else None
         if best is not None:
             answer = record_answer(best, values)
             selected, score = best.get("iteration"), best.get("score")

@@ -18,10 +18,11 @@ from typing import Any
 from rich.console import Console
 
 from loop_agents.cli.loop import reading_loop
-from loop_agents.cli.results import best_record, record_answer, result_json
+from loop_agents.cli.results import record_answer, result_json
 from loop_agents.cli.store import RunStore, SavedRun, resume_command
 from loop_agents.console.loop_console import LoopConsole
 from loop_agents.console.output import command_console
+from loop_agents.loop.controls.selection import choose
 from loop_agents.loop.events import (
     AgentFinished,
     EvaluationFinished,
@@ -136,15 +137,17 @@ def _replay(
         }
         view.handle("custom", judged)
     if values.get("stop_reason") is not None:
-        best = best_record(values.get("records") or []) or {}  # the last one if none scored
-        scored = best.get("score") is not None
+        records = values.get("records") or []
+        best = choose(records, "best") if records else None
+        if best is not None and best["score"] is None:
+            best = None  # the last one, chosen when none is scored: not a best score
         finished: LoopFinished = {
             "type": "loop_finished",
             "loop": loop,
             "stop_reason": values["stop_reason"],
             "iterations": int(values.get("iteration", 0)),
-            "best_score": best["score"] if scored else None,
-            "best_iteration": best["iteration"] if scored else None,
+            "best_score": best["score"] if best is not None else None,
+            "best_iteration": best["iteration"] if best is not None else None,
             "selected_iteration": result["selected_iteration"] or 0,
             "answer": result["answer"] or "",
         }

@@ -64,8 +64,8 @@ _SHOWN = 12
 NEAREST_SCORE = 70
 """The score of a draft with one problem of form (`FormReport.score`)."""
 
-PROBLEM_PENALTY = 10
-"""What each further problem of form takes off `NEAREST_SCORE`."""
+PROBLEM_FACTOR = 0.9
+"""What each further problem of form keeps of the score: it takes off a tenth."""
 
 _HEADING = re.compile(r"^\s*(?:[#>]+\s*)?(?:【[^】]*】|《[^》]*》|〈[^〉]*〉|\[[^\]]*\])\s*$")
 _STANZA_LABEL = re.compile(
@@ -107,17 +107,17 @@ class FormReport:
     def score(self) -> float:
         """How near the draft is to the form, from 0 to 100: a score for best-of selection.
 
-        100 with the form; without it `NEAREST_SCORE` for one problem and
-        `PROBLEM_PENALTY` less for each further one (0 for a draft with no verse). It
-        stays below the demo's pass mark (75), so a draft that has the form and that the
-        reviewer accepts always beats one without the form, and among drafts without it
-        the nearest is the best.
+        100 with the form; without it `NEAREST_SCORE` for one problem and a tenth less
+        for each further one (`PROBLEM_FACTOR`), so that drafts far off still differ (0
+        for a draft with no verse). It stays below the demo's pass mark (75), so a draft
+        that has the form and that the reviewer accepts always beats one without the
+        form, and among drafts without it the nearest is the best.
         """
         if self.ok:
             return 100.0
         if any(p.kind == "empty" for p in self.problems):
             return 0.0
-        return float(max(0, NEAREST_SCORE - PROBLEM_PENALTY * (len(self.problems) - 1)))
+        return round(NEAREST_SCORE * PROBLEM_FACTOR ** (len(self.problems) - 1), 1)
 
     @property
     def feedback(self) -> str:
