@@ -34,6 +34,20 @@ def test_show_prints_why_a_run_failed_as_show_json_does(settings, capsys):
     assert f"error: {error}" in " ".join(out.split())
 
 
+def test_show_of_a_run_interrupted_before_its_first_answer_says_how_to_resume(settings, capsys):
+    from loop_agents.cli.store import RunStore, store_home
+
+    store = RunStore(store_home())
+    endpoint = {"kind": "server", "model": "m", "base_url": "http://127.0.0.1:9/v1"}
+    run_id = store.create("Write a limerick.", {"endpoint": endpoint}, 3)
+    store.update(run_id, status="interrupted", pid=None)  # Ctrl-C before the first answer
+    assert cli.main(["show", run_id]) == 0
+    lines = capsys.readouterr().out.rstrip().splitlines()
+    assert lines[0].startswith(f"run {run_id} · started ")
+    assert lines[-2] == "interrupted; 0 of 3 iterations are saved. Resume the run with:"
+    assert lines[-1].endswith(f" loop-agents resume {run_id}")  # with LOOP_AGENTS_HOME=...
+
+
 @pytest.mark.parametrize(
     ("typed", "meant"),
     [

@@ -10,8 +10,9 @@ loop-agents demo song-lyrics
 ```
 
 - `parser`: the subcommands and their arguments (light: ``--help`` imports nothing heavy);
+- `arguments`: each subcommand's checks, run before its handler is imported (light too);
 - `app`: `main`, which parses, runs a subcommand's handler and maps errors to exit statuses;
-- `run_command`, `runs_command`, `demo_command`: the handlers;
+- `run_command`, `runs_command` (light), `show_command`, `demo_command`: the handlers;
 - `spec` (a run's settings), `loop` (the loop built from them), `session` (running it:
   streaming, saving, Ctrl-C, failures), `store` (saved runs), `results` (the JSON form).
 
