@@ -120,3 +120,9 @@ def texts(messages: Iterable[BaseMessage]) -> list[tuple[str, str]]:
 def review(feedback: str, iteration: int, feedback_format: str = DEFAULT_FEEDBACK_FORMAT) -> str:
     """The text of the feedback message the agent reads (by default the fenced one)."""
     return feedback_message(feedback, iteration=iteration, feedback_format=feedback_format).text
+
+
+CI_1 = "【相见欢】\n当年初见斜阳，过横塘。一诺轻轻笑语付疏妆。\n桑叶落，心先薄，泪成行。淇水汤汤流尽旧时光。"
+"""A draft with the form of 相见欢 (6, 3, 9 / 3, 3, 3, 9): the demo's form check passes it."""
+CI_2 = "【相见欢】\n当年一笑相逢，过淇东。布贸无非来语问深衷。\n垣上望，泪沾裳，意难忘。犹记复关车马度秋霜。"
+"""Another draft with the form, for a second iteration."""

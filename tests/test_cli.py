@@ -24,7 +24,7 @@ from loop_agents.models import local_model
 from loop_agents.models.local_setup import _SERVER_EXTRA_MODULES
 from tests.cli_helpers import CLOSED_PORT_URL, clear_model_settings, cli_env, loop_agents
 from tests.conftest import ROOT
-from tests.fakes import review
+from tests.fakes import CI_1, CI_2, review
 from tests.scripted_openai import ScriptedOpenAI, Structured
 
 TASK = "Write a limerick about LangGraph."
@@ -351,9 +351,9 @@ def test_bad_endpoint_options_exit_2(args, message, tmp_path, monkeypatch, capsy
 def test_demo_song_lyrics(tmp_path):
     server = ScriptedOpenAI(
         [
-            "【相见欢】\n当年初见斜阳，过横塘。",
+            CI_1,  # with the form of 相见欢: the form check passes it to the reviewer
             Structured({"score": 70, "feedback": "格律功夫明显欠缺。"}),
-            "【相见欢】\n当年一笑相逢。过淇东。",
+            CI_2,
             Structured({"score": 81, "feedback": "情绪线索尚明。"}),
         ]
     )

@@ -15,6 +15,7 @@ import pytest
 
 from loop_agents.console.loop_console import section_header
 from tests.cli_helpers import CLOSED_PORT_URL, Running, cli_env, loop_agents
+from tests.fakes import CI_1
 from tests.scripted_openai import Drop, Hang, Raw, ScriptedOpenAI, Structured
 
 pytestmark = pytest.mark.slow
@@ -23,8 +24,6 @@ TASK = "Write a limerick about LangGraph."
 RUBRIC = "Five lines, rhymed AABBA, and funny."
 DRAFT_1 = "Roses are red,\nviolets are blue."
 VERDICT_1 = {"score": 55, "feedback": "Not a limerick: it needs five lines."}
-CI_1 = "【相见欢】\n当年初见斜阳，过横塘。一诺轻轻笑语付疏妆。\n桑叶落，心先薄，泪成行。淇水汤汤流尽旧时光。"
-"""A draft with the form of 相见欢: the demo's form check hands it on to the reviewer."""
 UNREACHABLE = f"{CLOSED_PORT_URL}/v1"
 
 

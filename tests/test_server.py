@@ -27,14 +27,13 @@ from langgraph_sdk import get_client
 
 from loop_agents.demos.prompts import prompt
 from tests.conftest import ROOT
-from tests.fakes import review
+from tests.fakes import CI_1, CI_2, review
 from tests.scripted_openai import Reply, ScriptedOpenAI, Structured
 
 pytestmark = pytest.mark.slow
 
 STARTUP_SECONDS = 90
-DRAFT_1 = "【相见欢】\n当年初见斜阳，过横塘。"
-DRAFT_2 = "【相见欢】\n当年一笑相逢。过淇东。"
+DRAFT_1, DRAFT_2 = CI_1, CI_2  # drafts with the form of 相见欢: the form check passes them on
 
 
 class Script:

@@ -18,12 +18,10 @@ from loop_agents.loop.feedback import is_feedback
 from loop_agents.loop.records import record_answer
 from loop_agents.models.settings import ModelSettings
 from tests.conftest import ROOT, env_without_model_settings
-from tests.fakes import review
+from tests.fakes import CI_1, CI_2, review
 from tests.scripted_openai import ScriptedOpenAI, Structured
 
-# two drafts with the form of 相见欢 (6, 3, 9 / 3, 3, 3, 9): the form check passes them on
-DRAFT_1 = "【相见欢】\n当年初见斜阳，过横塘。一诺轻轻笑语付疏妆。\n桑叶落，心先薄，泪成行。淇水汤汤流尽旧时光。"
-DRAFT_2 = "【相见欢】\n当年一笑相逢，过淇东。布贸无非来语问深衷。\n垣上望，泪沾裳，意难忘。犹记复关车马度秋霜。"
+DRAFT_1, DRAFT_2 = CI_1, CI_2  # drafts with the form of 相见欢: the form check passes them on
 FORM_RIGHT = "《相见欢》格式正确：上片6、3、9字，下片3、3、3、9字，共36字。"
 REVIEW_1 = {"score": 70, "feedback": "格律功夫明显欠缺。"}
 REVIEW_2 = {"score": 81, "feedback": "情绪线索尚明。"}

@@ -27,6 +27,7 @@ from tests.cli_helpers import cli_env
 from tests.conftest import ROOT
 from tests.dist_helpers import check_dist, locked_constraints
 from tests.eval_models import ReactiveOpenAI, user_text
+from tests.fakes import CI_1, CI_2
 from tests.scripted_openai import ScriptedOpenAI, Structured
 
 pytestmark = pytest.mark.slow
@@ -136,9 +137,9 @@ def test_the_command_shows_the_version(installed):
 def test_the_song_lyrics_demo_runs_from_the_wheel(installed):
     server = ScriptedOpenAI(
         [
-            "【相见欢】\n当年初见斜阳，过横塘。",
+            CI_1,  # with the form of 相见欢: the form check passes it to the reviewer
             Structured({"score": 70, "feedback": "格律功夫明显欠缺。"}),
-            "【相见欢】\n当年一笑相逢。过淇东。",
+            CI_2,
             Structured({"score": 81, "feedback": "情绪线索尚明。"}),
         ]
     )

@@ -112,23 +112,19 @@ def _environment(args: argparse.Namespace) -> Environment:
     return environment
 
 
-def check_show(args: argparse.Namespace) -> None:
-    """``show``'s page name (``--report``) and run id (see `check_saved_run`)."""
-    if args.report is not None:
-        from loop_agents.cli.run_report_command import check_page_path
-
-        check_page_path(args.report)
-    check_saved_run(args)
-
-
 def check_saved_run(args: argparse.Namespace) -> None:
     """``show``'s and ``resume``'s run id: a saved run must have it (or start with it).
 
-    ``resume`` also refuses a run that another process runs now. Afterwards
-    ``args.store`` holds the saved runs and ``args.saved`` the run.
+    ``show --report`` must name an HTML page; ``resume`` refuses a run that another
+    process runs now. Afterwards ``args.store`` holds the saved runs and ``args.saved``
+    the run.
     """
     from loop_agents.cli.store import saved_runs
 
+    if getattr(args, "report", None) is not None:
+        from loop_agents.cli.run_report_command import check_page_path
+
+        check_page_path(args.report)
     args.store = saved_runs(getattr(args, "env_file", None))
     args.saved = args.store.find(args.run_id)
     if args.command == "resume" and args.saved.running_elsewhere:

@@ -341,7 +341,7 @@ COMMANDS: tuple[Command, ...] = (
         "answer; with --json the object `run --json` printed.",
         show_arguments,
         "loop_agents.cli.show_command:show",
-        check="loop_agents.cli.arguments:check_show",
+        check="loop_agents.cli.arguments:check_saved_run",
     ),
     Command(
         "eval",

@@ -2,7 +2,7 @@
 
 The run's state is read back from its checkpoints (LangGraph), so this handler imports
 the loop; its arguments (the run id, a ``--report`` page's name) are checked before
-(`loop_agents.cli.arguments.check_show`). A run that was interrupted or failed ends with
+(`loop_agents.cli.arguments.check_saved_run`). A run that was interrupted or failed ends with
 the command that resumes it, also when it stopped before its first iteration.
 """
 
@@ -41,7 +41,7 @@ async def _values(store: RunStore, run: SavedRun) -> dict[str, Any]:
 
 
 def show(args: argparse.Namespace) -> int:
-    """``loop-agents show RUN_ID``: the run that `check_show` found, printed."""
+    """``loop-agents show RUN_ID``: the run that `check_saved_run` found, printed."""
     return print_run(args.store, args.saved, as_json=args.json, report=args.report)
 
 
