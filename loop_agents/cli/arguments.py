@@ -4,9 +4,11 @@ A subcommand's handler imports LangChain, LangGraph and the OpenAI client (secon
 loaded machine). Bad arguments must be reported as fast as ``--help`` answers, so each
 `loop_agents.cli.parser.Command` may name a check from here, which `loop_agents.cli.app`
 runs first. A check raises `UsageError` (exit status 2) and may fill in what it read
-(e.g. a task read from a file or stdin becomes ``args.task``), so that the handler does
-not read it twice. Only the standard library and light modules of this package are
-imported here.
+(e.g. a task read from a file or stdin becomes ``args.task``, the endpoint found becomes
+``args.endpoint``), so that the handler does not read it twice. Only the standard library
+and light modules of this package are imported here; finding the endpoint comes last,
+once everything else is checked (choosing the bundled model loads its server's module,
+which imports the OpenAI client).
 """
 
 from __future__ import annotations
