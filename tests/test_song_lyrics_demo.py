@@ -238,9 +238,10 @@ def test_the_example_program_exits_1_when_the_reviewer_stays_unusable(tmp_path):
         "(last: the score 2018.73 is outside the scale 0-100"
     )
     # what a `make demo` user can do, not a library developer's advice
-    assert "What you can do: run the demo on a stronger model. Put an endpoint in .env" in (
+    assert "song_lyrics: hint: for better drafts and reviews run the same demo on a stronger " in (
         proc.stderr
     )
+    assert "demo song-lyrics --gguf PATH.gguf" in proc.stderr
     assert "raise `retries`" not in proc.stderr
     # what it did is printed: the summary, the verdict and the draft so far
     assert "stopped: the reviewer gave no usable review" in proc.stdout
