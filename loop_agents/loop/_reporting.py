@@ -155,6 +155,8 @@ class LoopReporter:
         }
         if "error" in record:
             event["error"] = record["error"]
+        if "strategy" in record:
+            event["strategy"] = dict(record["strategy"])
         write_event(event)
 
     def loop_finished(

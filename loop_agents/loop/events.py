@@ -21,7 +21,7 @@ and the loop (``loop_name``); see `loop_agents.loop.tracing`.
 
 from __future__ import annotations
 
-from typing import Literal, NotRequired, TypeAlias, TypedDict, TypeGuard
+from typing import Any, Literal, NotRequired, TypeAlias, TypedDict, TypeGuard
 
 from loop_agents.loop.state import StopReason
 
@@ -141,6 +141,9 @@ class EvaluationFinished(TypedDict):
             history policy; every candidate's).
         cost: What they cost by ``prices=``, or ``None`` when unknown.
         error: Present when the iteration's agent call failed (no answer was judged).
+        strategy: With an `loop_agents.loop.controls.Adaptive` control: the attempt's
+            kind of retry, why it was chosen, and the kind chosen next (the record's
+            ``strategy``).
 
     """
 
@@ -158,6 +161,7 @@ class EvaluationFinished(TypedDict):
     requests: NotRequired[int]
     cost: NotRequired[float | None]
     error: NotRequired[str]
+    strategy: NotRequired[dict[str, Any]]
 
 
 class HistoryCompacted(TypedDict):

@@ -536,6 +536,8 @@ class LoopNodes:
                 ],
             ),
             request=list(state.get("init_messages") or []),
+            records=list(state.get("records") or []),
+            evaluator=self.evaluator.name,
             _config=partial(self.report.config, config, iteration),
         )
         outcome.selected = next((i for i, j in enumerate(outcome.judged) if j.verdict), None)

@@ -199,6 +199,9 @@ class IterationRecord(TypedDict):
             ``max_iterations`` (``count_failed_attempts=False``).
         candidate: With ``candidates=k``: the number of the selected candidate.
         candidates: With ``candidates=k``: every candidate's record, selected or not.
+        strategy: With an `loop_agents.loop.controls.Adaptive` control: the attempt's
+            kind of retry (``"repair"``, ``"fresh"``, ...), the estimates when it was
+            chosen, whether it succeeded, and the kind chosen next.
 
     """
 
@@ -232,6 +235,7 @@ class IterationRecord(TypedDict):
     candidate: NotRequired[int]
     candidates: NotRequired[list[CandidateRecord]]
     answer_digest: NotRequired[str]
+    strategy: NotRequired[dict[str, Any]]
 
 
 class AgentRun(TypedDict):

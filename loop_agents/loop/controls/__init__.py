@@ -18,12 +18,15 @@ own (subclass `LoopControl`; its hooks are documented in `loop_agents.loop.contr
 - `restart`: `Restart` (a fresh sample when repairing stops paying);
 - `diverse_first`: `DiverseFirst` (k first answers, then repair of the best);
 - `stagnation`: `Stagnation` (stop when an answer repeats an earlier one);
+- `adaptive`: `Adaptive` (learns from the verdicts which kind of retry pays: a repair, a
+  fresh sample, or a fresh sample told what must hold);
 - `retries`: `Retries` (``agent_retry_policy``, ``evaluator_retry_policy``,
   ``agent_timeout``, ``evaluator_timeout``).
 
 A new control is one module here, with its tests; nothing else changes.
 """
 
+from loop_agents.loop.controls.adaptive import Adaptive, Retry
 from loop_agents.loop.controls.advice import Advisor, ScoreThreshold
 from loop_agents.loop.controls.agent_errors import AgentErrors
 from loop_agents.loop.controls.base import (
@@ -50,6 +53,7 @@ from loop_agents.loop.controls.stagnation import Stagnation
 from loop_agents.loop.steps import Call, Measured
 
 __all__ = [
+    "Adaptive",
     "Advisor",
     "AgentCall",
     "AgentErrors",
@@ -70,6 +74,7 @@ __all__ = [
     "Progress",
     "Restart",
     "Retries",
+    "Retry",
     "ScoreThreshold",
     "Stagnation",
     "Turn",

@@ -290,6 +290,8 @@ class Outcome:
         message: The message the agent reads next when the loop goes on (set by the
             feedback format; ``None``: the default fenced review).
         request: The loop's request (``init_messages``).
+        records: The records of the loop's earlier iterations, oldest first.
+        evaluator: The name of the loop's evaluator.
 
     """
 
@@ -303,6 +305,8 @@ class Outcome:
     extra: dict[str, Any] = field(default_factory=dict)
     message: BaseMessage | None = None
     request: list[AnyMessage] = field(default_factory=list)
+    records: Sequence[IterationRecord] = ()
+    evaluator: str = ""
     _config: Callable[[str], RunnableConfig] | None = field(default=None, repr=False)
     _ends: Callable[[Outcome], bool] | None = field(default=None, repr=False)
 

@@ -55,7 +55,8 @@ def choose(records: Sequence[IterationRecord], select: Selection) -> IterationRe
         scored = [r for r in answered if r["score"] is not None]
         if scored:
             # max() keeps the first maximum; reversed() makes ties go to the later one
-            return max(reversed(scored), key=lambda r: r["score"] or 0.0)
+            best: IterationRecord = max(reversed(scored), key=lambda r: r["score"] or 0.0)
+            return best
     return answered[-1] if answered else None
 
 
