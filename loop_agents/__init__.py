@@ -85,7 +85,7 @@ if TYPE_CHECKING:
         LoopEvent,
         LoopFinished,
     )
-    from loop_agents.loop.factory import create_loop_agent
+    from loop_agents.loop.graph import create_loop_agent
     from loop_agents.loop.input_checks import LoopInputError
     from loop_agents.loop.loop_agent import LoopAgent
     from loop_agents.loop.middleware import LoopMiddleware

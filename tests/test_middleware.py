@@ -32,6 +32,7 @@ from loop_agents import (
     ThreadBusyError,
     create_loop_agent,
 )
+from loop_agents.loop.controls import AgentErrors, Candidates, Retries
 from loop_agents.loop.controls.base import AgentCall
 from loop_agents.loop.events import is_loop_event
 from loop_agents.loop.feedback import feedback_text, is_feedback
@@ -303,19 +304,29 @@ async def test_a_failed_evaluation_resumes_without_repeating_any_agent_call(call
 
 
 @pytest.mark.parametrize(
-    ("option", "value"),
+    ("control", "name", "why"),
     [
-        ("candidates", 3),
-        ("candidate_temperature", 0.7),
-        ("on_agent_error", "feedback"),
-        ("agent_timeout", 30),
-        ("agent_retry_policy", RetryPolicy()),
+        (Candidates(3), "candidates", "around the agent call"),
+        (Candidates(2, temperature=0.7), "candidates", "around the agent call"),
+        (AgentErrors(), "agent_errors", "around the agent call"),
+        (Retries(agent_timeout=30), "retries", "agent_timeout"),
+        (Retries(agent_retry_policy=RetryPolicy()), "retries", "agent_retry_policy"),
     ],
 )
-def test_options_that_need_the_agent_call_as_one_step_are_refused_at_construction(option, value):
-    with pytest.raises(ValueError, match=rf"{option}=.*create_loop_agent") as error:
-        LoopMiddleware(CountingEvaluator(accept_at=1), 3, **{option: value})
+def test_controls_that_need_the_agent_call_as_one_step_are_refused_at_construction(
+    control, name, why
+):
+    with pytest.raises(ValueError, match=rf"control '{name}'.*{why}.*create_loop_agent") as error:
+        LoopMiddleware(CountingEvaluator(accept_at=1), 3, controls=[control])
     assert "inside one agent" in str(error.value)
+
+
+def test_a_former_keyword_of_such_a_control_is_refused_the_same_way():
+    with (
+        pytest.warns(DeprecationWarning, match=r"candidates= is deprecated.*Candidates\(3\)"),
+        pytest.raises(ValueError, match=r"control 'candidates'.*inside one agent"),
+    ):
+        LoopMiddleware(CountingEvaluator(accept_at=1), 3, candidates=3)
 
 
 class Wrapper(LoopControl):
@@ -327,7 +338,7 @@ class Wrapper(LoopControl):
 
 
 def test_a_control_around_the_agent_call_is_refused_by_name():
-    with pytest.raises(ValueError, match="control 'wrapper' acts around the agent call"):
+    with pytest.raises(ValueError, match=r"control 'wrapper' .*acts around the agent call"):
         LoopMiddleware(CountingEvaluator(accept_at=1), controls=[Wrapper()])
 
 
@@ -339,7 +350,7 @@ def test_a_control_around_the_agent_call_is_refused_by_name():
         ({"select": "first"}, ValueError, "select must be 'last'"),
         ({"state_keys": "files"}, TypeError, "state_keys must be a list"),
         ({"state_keys": ["loop_records"]}, ValueError, "state_keys may not hold 'loop_records'"),
-        ({"storage": "shallow"}, ValueError, "storage must be 'delta'"),
+        ({"storage": "shallow"}, ValueError, "storage must be one of 'auto', 'delta', 'full'"),
         ({"name": ""}, TypeError, "name must be a non-empty string"),
         ({"cost_budget": 1.0}, ValueError, "cost_budget needs prices"),
         ({"controls": [object()]}, TypeError, "controls must hold LoopControl"),

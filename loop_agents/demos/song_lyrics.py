@@ -32,9 +32,9 @@ from loop_agents.demos.xiangjianhuan import xiangjianhuan_form
 from loop_agents.evaluators import all_of, llm_judge
 from loop_agents.evaluators.judge import JudgeError
 from loop_agents.loop.controls.criteria import LoopEvaluatorRunnable
-from loop_agents.loop.controls.selection import choose
+from loop_agents.loop.controls.selection import AnswerSelection, choose
 from loop_agents.loop.evaluation import Evaluator
-from loop_agents.loop.factory import create_loop_agent
+from loop_agents.loop.graph import create_loop_agent
 from loop_agents.loop.loop_agent import LoopAgent
 from loop_agents.loop.records import record_answer
 from loop_agents.loop.state import LoopOutput
@@ -128,7 +128,7 @@ def build_loop(
         agent=composer(settings, http_async_client=http_async_client),
         evaluator=evaluator,
         max_iterations=MAX_ITERATIONS,
-        select="best",
+        controls=[AnswerSelection("best")],
         checkpointer=checkpointer,
     )
 

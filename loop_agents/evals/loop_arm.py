@@ -20,7 +20,6 @@ Example:
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, cast
 
@@ -41,7 +40,8 @@ from loop_agents.evals.transcript import Attempts, entry, sent_kind
 from loop_agents.evaluators.judge import JudgeError, judge_format_options, llm_judge
 from loop_agents.loop.controls.candidates import best_candidate
 from loop_agents.loop.controls.diverse_first import DiverseFirst
-from loop_agents.loop.factory import create_loop_agent
+from loop_agents.loop.controls.shorthands import KEYWORD_DEFAULTS
+from loop_agents.loop.graph import create_loop_agent
 from loop_agents.loop.state import IterationRecord, LoopContext, LoopEvaluation, LoopOutput
 
 __all__ = ["JUDGE_INSTRUCTIONS", "LoopArm", "loop"]
@@ -75,12 +75,8 @@ _REFUSED = {
     "concurrent_runs": "the eval runs each loop once, on a thread of its own",
     "busy_timeout": "the eval runs each loop once, on a thread of its own",
 }
-_PARAMETERS = inspect.signature(create_loop_agent).parameters
-LOOP_OPTIONS = tuple(
-    name
-    for name, parameter in _PARAMETERS.items()
-    if parameter.kind is inspect.Parameter.KEYWORD_ONLY and name not in _REFUSED
-)
+_DEFAULTS: dict[str, Any] = {"controls": (), **KEYWORD_DEFAULTS}
+LOOP_OPTIONS = tuple(name for name in _DEFAULTS if name not in _REFUSED)
 """The `create_loop_agent` options a `loop` arm takes."""
 
 
@@ -134,7 +130,7 @@ class LoopArm(EvalArm):
         """``{"kind": "loop", "evaluator": ..., "options": {...}}``, defaults left out."""
         options = {}
         for name, value in sorted(self.options.items()):
-            default = _PARAMETERS[name].default
+            default = _DEFAULTS[name]
             described = describe_value(value)
             if described != describe_value(default):
                 options[name] = described

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from datetime import timedelta
 from typing import Any, cast
 
 from langchain.agents.middleware.types import (
@@ -37,52 +36,50 @@ from langchain.agents.middleware.types import (
     hook_config,
 )
 from langchain_core.messages import AnyMessage
-from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 from langgraph.types import Command, Overwrite
 
-from loop_agents.loop.agent_state import updated
-from loop_agents.loop.controls.base import LoopControl, Outcome, Progress, overrides
-from loop_agents.loop.controls.budgets import Prices
-from loop_agents.loop.controls.selection import Selection
+from loop_agents.loop.controls.base import (
+    LoopControl,
+    LoopSpec,
+    Outcome,
+    Progress,
+    Stage,
+    assemble_controls,
+    check_controls,
+    overrides,
+)
+from loop_agents.loop.controls.selection import KeptAnswers
+from loop_agents.loop.controls.shorthands import controls_of_keywords
 from loop_agents.loop.evaluation import Evaluator
-from loop_agents.loop.feedback import DEFAULT_FEEDBACK_FORMAT, FeedbackFormat
-from loop_agents.loop.graph import check_max_iterations, check_name
-from loop_agents.loop.history.policies import HistoryPolicy
 from loop_agents.loop.middleware_state import (
     DEFAULT_STATE_KEYS,
     NO_MODEL_CALL,
     AttemptMark,
-    LoopAgentState,
-    LoopAgentStateFull,
-    StateLayout,
     agent_updates,
     attempt_part,
     attempt_start,
     attempt_view,
+    loop_agent_state,
     loop_output,
     loop_view,
 )
-from loop_agents.loop.nodes import LoopNodes, OpenedTurn
-from loop_agents.loop.options import loop_controls
-from loop_agents.loop.state import LoopState
-from loop_agents.loop.steps import (
-    Call,
-    Program,
-    RetryPolicies,
-    arun,
-    measure_async,
-    measure_sync,
-    run,
+from loop_agents.loop.nodes import (
+    DEFAULT_MAX_ITERATIONS,
+    LoopNodes,
+    OpenedTurn,
+    check_max_iterations,
+    check_name,
 )
+from loop_agents.loop.state import LoopState
+from loop_agents.loop.steps import Call, Program, arun, measure_async, measure_sync, run
+from loop_agents.loop.storage import Storage, applied_updates, check_storage
 from loop_agents.loop.tracing import iteration_config
 
-_APPENDED = frozenset({"messages", "feedback", "records", "attempt_states"})
-"""The `LoopState` keys whose reducers append (`_merged`)."""
 
-
-class LoopMiddleware(AgentMiddleware[LoopAgentState, Any, Any]):
+class LoopMiddleware(AgentMiddleware[Any, Any, Any]):
     """The loop of `create_loop_agent` inside ``create_agent``: judge, feed back, retry.
 
     Add it to ``create_agent(..., middleware=[...])`` (or ``create_deep_agent``'s): each
@@ -108,46 +105,29 @@ class LoopMiddleware(AgentMiddleware[LoopAgentState, Any, Any]):
             `LoopEvaluation`, or a ready-made evaluator (``llm_judge``, ``rule``, ...).
             Its context's ``agent_state`` holds the agent's ``state_keys``
             (``structured_response``, a deep agent's ``files`` and ``todos``).
-        max_iterations: The most answers the agent gives in one run (an int >= 1).
+        max_iterations: The most answers the agent gives in one run (an int >= 1;
+            default 100, as `create_loop_agent`'s).
+        controls: The loop's controls (`loop_agents.loop.controls`), as
+            `create_loop_agent` takes them, but for those that need the agent call as
+            one step (`Candidates`, `DiverseFirst`, `AgentErrors`, the agent's side of
+            `Retries`): inside ``create_agent`` an attempt is the agent's own steps.
         name: The loop's name in its events and traces.
-        select: ``"last"`` or ``"best"`` (see `create_loop_agent`).
-        patience: As `create_loop_agent`'s.
-        min_delta: As `create_loop_agent`'s.
-        token_budget: As `create_loop_agent`'s.
-        time_budget: As `create_loop_agent`'s.
-        request_budget: As `create_loop_agent`'s.
-        cost_budget: As `create_loop_agent`'s.
-        prices: As `create_loop_agent`'s.
-        history: What the model is sent in each attempt (`create_loop_agent`'s
-            ``history``); the agent's state keeps the whole conversation either way.
-        feedback_format: As `create_loop_agent`'s.
-        threshold: As `create_loop_agent`'s.
-        advisor: As `create_loop_agent`'s.
-        show_criteria: As `create_loop_agent`'s: the criteria message joins the
-            conversation when the loop starts.
-        criteria: As `create_loop_agent`'s.
-        evaluator_retry_policy: As `create_loop_agent`'s (each evaluation runs as a
-            LangGraph task with it).
-        evaluator_timeout: As `create_loop_agent`'s.
-        controls: Controls of your own (`loop_agents.loop.controls.LoopControl`); any
-            hook but ``around_agent`` (an attempt here is the agent's own steps).
         state_keys: The agent-state keys that belong to an attempt: shown to the
             evaluator, kept per iteration, and put back with the selected answer.
-        storage: ``"delta"`` (the default: the loop's lists are stored as LangGraph
-            delta channels, linear growth) or ``"full"`` (for a checkpointer that keeps
-            only the latest checkpoint).
-        candidates: Not available inside one agent (must stay 1).
-        candidate_temperature: Not available inside one agent.
-        on_agent_error: Not available inside one agent (must stay ``"raise"``).
-        agent_timeout: Not available inside one agent.
-        agent_retry_policy: Not available inside one agent.
+        storage: ``"auto"`` (the default) or ``"delta"``: the loop's lists are stored
+            as LangGraph delta channels (linear growth); ``"full"``: whole, for a
+            checkpointer that keeps only the latest checkpoint. (A middleware is built
+            before its agent's checkpointer is known, so ``"auto"`` means delta.)
+        **deprecated: The keyword options of earlier releases (``select=``,
+            ``history=``, ...): accepted in this release with a `DeprecationWarning`
+            naming the control to pass instead.
 
     Raises:
         TypeError: an option of the wrong type, or an evaluator or control that is not
             one.
-        ValueError: an option out of range, an option that cannot apply inside one
-            agent (it names ``create_loop_agent``, where it does), or a control that
-            wraps the agent call.
+        ValueError: an option out of range, two controls that cannot work together, or
+            a control that cannot apply inside one agent (it names
+            ``create_loop_agent``, where it does).
 
     Example:
         ```python
@@ -162,100 +142,36 @@ class LoopMiddleware(AgentMiddleware[LoopAgentState, Any, Any]):
 
     """
 
-    state_schema = LoopAgentState
+    state_schema = loop_agent_state("delta")
 
     def __init__(
         self,
         evaluator: Evaluator,
-        max_iterations: int = 3,
+        max_iterations: int = DEFAULT_MAX_ITERATIONS,
         *,
-        name: str = "loop_agent",
-        select: Selection = "last",
-        patience: int | None = None,
-        min_delta: float = 0.0,
-        token_budget: int | None = None,
-        time_budget: float | timedelta | None = None,
-        request_budget: int | None = None,
-        cost_budget: float | None = None,
-        prices: Prices | None = None,
-        history: HistoryPolicy = "full",
-        feedback_format: FeedbackFormat = DEFAULT_FEEDBACK_FORMAT,
-        threshold: float | None = None,
-        advisor: Runnable[Any, Any] | None = None,
-        show_criteria: bool = False,
-        criteria: str | None = None,
-        evaluator_retry_policy: RetryPolicies | None = None,
-        evaluator_timeout: float | timedelta | None = None,
         controls: Sequence[LoopControl] = (),
+        name: str = "loop_agent",
         state_keys: Sequence[str] = DEFAULT_STATE_KEYS,
-        storage: StateLayout = "delta",
-        candidates: int = 1,
-        candidate_temperature: float | Sequence[float] | None = None,
-        on_agent_error: str = "raise",
-        agent_timeout: float | timedelta | None = None,
-        agent_retry_policy: RetryPolicies | None = None,
+        storage: Storage = "auto",
+        **deprecated: Any,
     ) -> None:
-        """Check every option and build the loop's controls (before any model call)."""
+        """Check every option and assemble the loop's controls (before any model call)."""
         super().__init__()
-        _refuse_outside_options(
-            candidates=candidates,
-            candidate_temperature=candidate_temperature,
-            on_agent_error=on_agent_error,
-            agent_timeout=agent_timeout,
-            agent_retry_policy=agent_retry_policy,
-        )
+        given = [*controls_of_keywords(deprecated, where="LoopMiddleware"), *_listed(controls)]
         cap = check_max_iterations(max_iterations)
-        parts = loop_controls(
-            evaluator,
-            evaluator_retry_policy=evaluator_retry_policy,
-            evaluator_timeout=evaluator_timeout,
-            select=select,
-            patience=patience,
-            min_delta=min_delta,
-            token_budget=token_budget,
-            time_budget=time_budget,
-            history=history,
-            feedback_format=feedback_format,
-            threshold=threshold,
-            advisor=advisor,
-            show_criteria=show_criteria,
-            criteria=criteria,
-            request_budget=request_budget,
-            cost_budget=cost_budget,
-            prices=prices,
-            controls=controls,
-        )
+        spec = LoopSpec(None, evaluator, cap, host="middleware")
+        parts = assemble_controls([AgentStopped(), KeptAnswers(), *given], spec)
         for part in parts:
-            if overrides(part, "around_agent"):
-                raise ValueError(
-                    f"control {part.describe()!r} acts around the agent call (around_agent), "
-                    f"which LoopMiddleware cannot wrap: inside create_agent an attempt is "
-                    f"the agent's own model and tool steps. Use create_loop_agent(agent, "
-                    f"evaluator, ..., controls=[...]) for it"
-                )
+            _refuse_outside(part)
         self.state_keys = _check_state_keys(state_keys)
-        if storage not in ("delta", "full"):
-            raise ValueError(
-                f"storage must be 'delta' (the loop's lists as delta channels) or 'full'; "
-                f"got {storage!r}"
-            )
-        if storage == "full":
-            self.state_schema = LoopAgentStateFull
-        self.nodes = LoopNodes(
-            _inside_the_agent,
-            evaluator,
-            cap,
-            name=check_name(name),
-            controls=[AgentStopped(), *parts],
-            node_retries=False,
-            keep_answers=True,
-        )
-        retries = self.nodes.retries
+        if check_storage(storage) == "full":
+            self.state_schema = loop_agent_state("full")
+        self.nodes = LoopNodes(evaluator, cap, name=check_name(name), controls=parts)
         self._open_stepped = self.nodes.stepped["invoke_agent"]
         self._close_stepped = (
             self.nodes.stepped["evaluate"]
             or self.nodes.stepped["invoke_agent"]
-            or (retries is not None and retries.retry_policy["evaluate"] is not None)
+            or self.nodes.retry_policy("evaluator") is not None
         )
         self._loop = self.nodes.report.loop
 
@@ -366,7 +282,8 @@ class LoopMiddleware(AgentMiddleware[LoopAgentState, Any, Any]):
         out = agent_updates(updates, state, self.state_keys)
         if updates.get("stop_reason") is not None:
             return out
-        turn = yield from self.nodes.open_turn(_merged(view, updates), config)
+        after = cast(LoopState, applied_updates(view, updates))
+        turn = yield from self.nodes.open_turn(after, config)
         for key, value in self._opened(state, turn).items():
             out[key] = [*out[key], *value] if key == "messages" and key in out else value
         out["jump_to"] = "model"
@@ -384,6 +301,7 @@ class AgentStopped(LoopControl):
     """
 
     name = "agent_stopped"
+    stage = Stage.AGENT_ERRORS
 
     def after_verdict(self, outcome: Outcome) -> Outcome:
         """Name the error of an attempt that made no model call."""
@@ -398,31 +316,30 @@ class AgentStopped(LoopControl):
         return "agent_stopped" if progress.latest.get("error") == NO_MODEL_CALL else None
 
 
-def _refuse_outside_options(**options: Any) -> None:
-    """Raise for an option that needs the agent call as one step (`create_loop_agent`)."""
-    defaults = {
-        "candidates": 1,
-        "candidate_temperature": None,
-        "on_agent_error": "raise",
-        "agent_timeout": None,
-        "agent_retry_policy": None,
-    }
-    why = {
-        "candidates": "calls the agent k times at once on the same messages",
-        "candidate_temperature": "sets the temperature of each of k candidates",
-        "on_agent_error": "turns a failed agent call into feedback",
-        "agent_timeout": "limits the agent call as one call",
-        "agent_retry_policy": "retries the agent call as one call",
-    }
-    for option, value in options.items():
-        if value != defaults[option]:
-            raise ValueError(
-                f"LoopMiddleware: {option}={value!r} cannot apply inside one agent: it "
-                f"{why[option]}, and inside create_agent an attempt is the agent's own "
-                f"model and tool steps. Use create_loop_agent(create_agent(...), evaluator, "
-                f"..., {option}=...) for it (or, for model calls, LangChain's "
-                f"ModelRetryMiddleware and the model's own timeout)"
-            )
+def _listed(controls: object) -> list[LoopControl]:
+    """``controls=`` as a list (one control alone is taken as a list of one)."""
+    if isinstance(controls, LoopControl):
+        return [controls]
+    return check_controls(controls)
+
+
+def _refuse_outside(control: LoopControl) -> None:
+    """Raise for a control that needs the agent call as one step (`create_loop_agent`)."""
+    why = None
+    if overrides(control, "around_agent"):
+        why = "acts around the agent call (around_agent)"
+    elif control.retry_policy("agent") is not None:
+        why = "retries the agent call as one call (agent_retry_policy)"
+    elif control.time_limit("agent") is not None:
+        why = "limits the agent call as one call (agent_timeout)"
+    if why is not None:
+        raise ValueError(
+            f"LoopMiddleware: control {control.describe()!r} ({type(control).__name__}) "
+            f"{why}, which cannot apply inside one agent: inside create_agent an attempt is "
+            f"the agent's own model and tool steps. Use create_loop_agent(create_agent(...), "
+            f"evaluator, ..., controls=[...]) for it (or, for model calls, LangChain's "
+            f"ModelRetryMiddleware and the model's own timeout)"
+        )
 
 
 def _check_state_keys(keys: object) -> tuple[str, ...]:
@@ -441,10 +358,6 @@ def _check_state_keys(keys: object) -> tuple[str, ...]:
             f"'jump_to' and the 'loop_' keys are the agent's and the loop's bookkeeping"
         )
     return tuple(keys)
-
-
-def _inside_the_agent(messages: list[AnyMessage]) -> str:
-    raise RuntimeError("LoopMiddleware's attempts are the agent's own steps; nothing calls this")
 
 
 def _never_sync(given: Any, config: RunnableConfig) -> Any:
@@ -497,23 +410,6 @@ def _counted(response: ModelResponse[Any], usage: dict[str, Any]) -> ExtendedMod
         model_response=response,
         command=Command(update={"loop_model_calls": {"calls": 1, "usage": usage}}),
     )
-
-
-def _merged(view: Mapping[str, Any], updates: Mapping[str, Any]) -> LoopState:
-    """The loop's state after ``updates`` (as the reducers would make it), for the next turn."""
-    state = dict(view)
-    for key, value in updates.items():
-        if isinstance(value, Overwrite):
-            state[key] = value.value
-        elif key in _APPENDED:
-            state[key] = [*(state.get(key) or []), *value]
-        elif key == "iteration":
-            state[key] = (state.get(key) or 0) + value
-        elif key == "agent_state":
-            state[key] = updated(state.get(key), [value])
-        else:
-            state[key] = value
-    return cast(LoopState, state)
 
 
 __all__ = ["AgentStopped", "LoopMiddleware", "loop_output"]

@@ -19,16 +19,14 @@ iteration is opened, judged, recorded and decided by the same code as in
 
 from __future__ import annotations
 
-import operator
+import functools
 import time
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, Literal, NotRequired
+from typing import Annotated, Any, Literal, NotRequired, cast, get_args
 
-from langchain.agents.middleware.types import AgentState, OmitFromInput, PrivateStateAttr
+from langchain.agents.middleware.types import OmitFromInput, PrivateStateAttr
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
-from langgraph.channels.delta import DeltaChannel
-from langgraph.managed import RemainingSteps
-from typing_extensions import TypedDict
+from typing_extensions import TypedDict, get_type_hints
 
 from loop_agents.loop.agent_state import (
     AgentStateChannel,
@@ -40,29 +38,33 @@ from loop_agents.loop.agent_state import (
 )
 from loop_agents.loop.controls.base import Attempt
 from loop_agents.loop.outcomes import run_of
-from loop_agents.loop.state import IterationRecord, LoopState, StopReason
-from loop_agents.loop.storage import LISTS_SNAPSHOT_EVERY, extend_list
+from loop_agents.loop.state import LoopState
+from loop_agents.loop.storage import LISTS_SNAPSHOT_EVERY, StorageLayout, unwrapped, with_storage
 from loop_agents.loop.usage import CallUsage
 
-LOOP_KEYS: dict[str, str] = {
-    "iteration": "loop_iteration",
-    "records": "loop_records",
-    "feedback": "loop_feedback",
-    "stop_reason": "loop_stop_reason",
-    "selected_iteration": "loop_selected_iteration",
-    "selected_score": "loop_selected_score",
-    "init_messages": "loop_init_messages",
-    "loop_init_ids": "loop_init_ids",
-    "started_at": "loop_started_at",
-    "attempt_states": "loop_attempt_states",
-    "history_memory": "loop_history_memory",
+LOOP_KEYS: dict[str, tuple[str, Literal["output", "private"]]] = {
+    "iteration": ("loop_iteration", "output"),
+    "records": ("loop_records", "output"),
+    "feedback": ("loop_feedback", "output"),
+    "stop_reason": ("loop_stop_reason", "output"),
+    "selected_iteration": ("loop_selected_iteration", "output"),
+    "selected_score": ("loop_selected_score", "output"),
+    "init_messages": ("loop_init_messages", "output"),
+    "loop_init_ids": ("loop_init_ids", "private"),
+    "started_at": ("loop_started_at", "private"),
+    "attempt_states": ("loop_attempt_states", "private"),
+    "history_memory": ("loop_history_memory", "private"),
+    "remaining_steps": ("loop_remaining_steps", "private"),
 }
-"""Each `LoopState` key the loop writes, and the agent-state key that holds it."""
+"""Each `LoopState` key the agent's state holds: its name there, and whether it is in the
+agent's output (``"output"``) or private to the middleware. Its type and reducer are
+`LoopState`'s (``loop_iteration`` excepted: the opening hook sets it, a last value)."""
 
 NOT_KEPT = frozenset({"stop", "last_response", "agent_run", "candidate_runs"})
 """`LoopState` keys the agent's state does not hold: ``stop`` is the latest record's,
 ``last_response`` the conversation's last AI message, and ``agent_run`` is measured anew
-for every attempt; ``candidate_runs`` never occur (one attempt at a time)."""
+for every attempt; ``candidate_runs`` never occur (one attempt at a time). (``messages``
+and the ``agent_state`` keys are the agent's own.)"""
 
 DEFAULT_STATE_KEYS = ("structured_response", "files", "todos")
 """The agent-state keys that belong to an attempt by default: ``create_agent``'s
@@ -122,101 +124,78 @@ def add_model_calls(left: ModelCalls | None, right: ModelCalls | None) -> ModelC
     return {"calls": left["calls"] + right["calls"], "usage": usage.stored()}
 
 
-_STEPS_LEFT = RemainingSteps.__metadata__[0]  # type: ignore[attr-defined]
-"""LangGraph's managed value of the steps left. LangGraph reads a reducer, a channel or a
-managed value from the *last* ``Annotated`` item, so LangChain's schema markers go first."""
-
-
-class LoopAgentState(AgentState[Any]):
-    """The loop's keys in a ``create_agent`` agent's state (`LoopMiddleware`'s schema).
+class AttemptKeys(TypedDict, total=False):
+    """The middleware's own keys, private: the attempt under way.
 
     Attributes:
-        loop_iteration: The current loop's iteration (1 for its first attempt).
-        loop_init_messages: The current loop's request (the messages it started from).
-        loop_records: One `IterationRecord` per iteration of the current loop, each with
-            its ``answer`` (a middleware may rewrite the conversation, e.g. a summary).
-        loop_feedback: Every evaluation's feedback in the current loop, oldest first.
-        loop_stop_reason: Why the loop ended; ``None`` while it runs.
-        loop_selected_iteration: The iteration whose answer is the loop's answer.
-        loop_selected_score: That iteration's score.
-
-    The keys below are private (not in the agent's input or output; in
-    ``get_state(config).values``): the request's ids (``loop_init_ids``),
-    the loop's start (``loop_started_at``), each iteration's agent state for selection
-    (``loop_attempt_states``), the history policy's memory, the current attempt
-    (``loop_attempt``, an `AttemptMark`), the agent state it started from when the loop
-    chooses its answer (``loop_attempt_start``, stored as what changed), its model calls
-    (``loop_model_calls``) and the steps left under the recursion limit.
+        loop_attempt: Where the current attempt starts (an `AttemptMark`).
+        loop_attempt_start: The agent state the attempt started from, when the loop
+            chooses its answer (stored as what changed).
+        loop_model_calls: The attempt's model calls so far.
 
     """
 
-    loop_iteration: NotRequired[Annotated[int, OmitFromInput]]
-    loop_records: NotRequired[
-        Annotated[
-            list[IterationRecord],
-            OmitFromInput,
-            DeltaChannel(extend_list, snapshot_frequency=LISTS_SNAPSHOT_EVERY),
-        ]
-    ]
-    loop_feedback: NotRequired[
-        Annotated[
-            list[str],
-            OmitFromInput,
-            DeltaChannel(extend_list, snapshot_frequency=LISTS_SNAPSHOT_EVERY),
-        ]
-    ]
-    loop_stop_reason: NotRequired[Annotated[StopReason | None, OmitFromInput]]
-    loop_selected_iteration: NotRequired[Annotated[int | None, OmitFromInput]]
-    loop_selected_score: NotRequired[Annotated[float | None, OmitFromInput]]
-    loop_init_messages: NotRequired[Annotated[list[AnyMessage], OmitFromInput]]
-    loop_init_ids: NotRequired[Annotated[list[str], PrivateStateAttr]]
-    loop_started_at: NotRequired[Annotated[float, PrivateStateAttr]]
-    loop_attempt_states: NotRequired[
-        Annotated[
-            list[dict[str, Any]],
-            PrivateStateAttr,
-            DeltaChannel(extend_list, snapshot_frequency=LISTS_SNAPSHOT_EVERY),
-        ]
-    ]
-    loop_history_memory: NotRequired[Annotated[dict[str, Any] | None, PrivateStateAttr]]
-    loop_attempt: NotRequired[Annotated[AttemptMark, PrivateStateAttr]]
-    loop_attempt_start: NotRequired[
-        Annotated[
-            dict[str, Any],
-            PrivateStateAttr,
-            AgentStateDeltaChannel(updated, dict, snapshot_frequency=LISTS_SNAPSHOT_EVERY),
-        ]
-    ]
-    loop_model_calls: NotRequired[Annotated[ModelCalls, PrivateStateAttr, add_model_calls]]
-    loop_remaining_steps: NotRequired[Annotated[int, PrivateStateAttr, _STEPS_LEFT]]
+    loop_attempt: Annotated[AttemptMark, PrivateStateAttr]
+    loop_attempt_start: Annotated[dict[str, Any], PrivateStateAttr, AgentStateChannel()]
+    loop_model_calls: Annotated[ModelCalls, PrivateStateAttr, add_model_calls]
 
 
-class LoopAgentStateFull(AgentState[Any]):
-    """`LoopAgentState` with its lists stored whole in every checkpoint (``storage="full"``)."""
+_DOC = """The loop's keys in a ``create_agent`` agent's state (`LoopMiddleware`'s schema).
 
-    loop_iteration: NotRequired[Annotated[int, OmitFromInput]]
-    loop_records: NotRequired[Annotated[list[IterationRecord], OmitFromInput, operator.add]]
-    loop_feedback: NotRequired[Annotated[list[str], OmitFromInput, operator.add]]
-    loop_stop_reason: NotRequired[Annotated[StopReason | None, OmitFromInput]]
-    loop_selected_iteration: NotRequired[Annotated[int | None, OmitFromInput]]
-    loop_selected_score: NotRequired[Annotated[float | None, OmitFromInput]]
-    loop_init_messages: NotRequired[Annotated[list[AnyMessage], OmitFromInput]]
-    loop_init_ids: NotRequired[Annotated[list[str], PrivateStateAttr]]
-    loop_started_at: NotRequired[Annotated[float, PrivateStateAttr]]
-    loop_attempt_states: NotRequired[
-        Annotated[list[dict[str, Any]], PrivateStateAttr, operator.add]
-    ]
-    loop_history_memory: NotRequired[Annotated[dict[str, Any] | None, PrivateStateAttr]]
-    loop_attempt: NotRequired[Annotated[AttemptMark, PrivateStateAttr]]
-    loop_attempt_start: NotRequired[
-        Annotated[dict[str, Any], PrivateStateAttr, AgentStateChannel()]
-    ]
-    loop_model_calls: NotRequired[Annotated[ModelCalls, PrivateStateAttr, add_model_calls]]
-    loop_remaining_steps: NotRequired[Annotated[int, PrivateStateAttr, _STEPS_LEFT]]
+Made from `LoopState` by `loop_agent_state` (`LOOP_KEYS`), so both forms store a key the
+same way. The keys in the agent's output (never in its input):
+
+- ``loop_iteration``: the current loop's iteration (1 for its first attempt);
+- ``loop_init_messages``: the current loop's request;
+- ``loop_records``: one `IterationRecord` per iteration of the current loop, each with
+  its ``answer`` (a middleware may rewrite the conversation, e.g. a summary);
+- ``loop_feedback``: every evaluation's feedback in the current loop, oldest first;
+- ``loop_stop_reason``: why the loop ended; ``None`` while it runs;
+- ``loop_selected_iteration``, ``loop_selected_score``: the answer's iteration, its score.
+
+The other keys are private (not in the agent's input or output; in
+``get_state(config).values``): the request's ids, the loop's start, each iteration's
+agent state for selection, the history policy's memory, the steps left under the
+recursion limit, and the attempt under way (`AttemptKeys`)."""
 
 
-StateLayout = Literal["delta", "full"]
-"""How the loop's lists are stored in the agent's checkpoints (``storage=``)."""
+@functools.cache
+def loop_agent_state(layout: StorageLayout) -> type[Any]:
+    """The middleware's state schema for ``layout``: `LoopState`'s keys, ``loop_`` named.
+
+    Example:
+        ```python
+        schema = loop_agent_state("delta")
+        assert "loop_records" in schema.__annotations__
+        ```
+
+    """
+    hints = get_type_hints(with_storage(LoopState, layout), include_extras=True)
+    fields: dict[str, Any] = {}
+    for key, (name, shown) in LOOP_KEYS.items():
+        hint = unwrapped(hints[key])
+        value, *reducer = get_args(hint) if hasattr(hint, "__metadata__") else (hint,)
+        if key == "iteration":
+            reducer = []  # the opening hook sets it: a last value
+        marker = OmitFromInput if shown == "output" else PrivateStateAttr
+        fields[name] = NotRequired[Annotated[(value, marker, *reducer)]]
+    for name, hint in get_type_hints(AttemptKeys, include_extras=True).items():
+        if name == "loop_attempt_start" and layout == "delta":
+            hint = Annotated[
+                dict[str, Any],
+                PrivateStateAttr,
+                AgentStateDeltaChannel(updated, dict, snapshot_frequency=LISTS_SNAPSHOT_EVERY),
+            ]
+        fields[name] = NotRequired[hint]
+    typed_dict = cast(Any, TypedDict)
+    schema: type[Any] = typed_dict("LoopAgentState", fields, total=False)
+    schema.__doc__ = _DOC
+    schema.__module__ = __name__
+    return schema
+
+
+LoopAgentState = loop_agent_state("delta")
+"""`LoopMiddleware`'s state schema with its lists stored as delta channels (the default)."""
 
 
 # -- the view the loop's nodes read ---------------------------------------------------
@@ -266,12 +245,9 @@ def loop_view(state: Mapping[str, Any], keys: Sequence[str]) -> LoopState:
         "last_response": last_answer(messages),
         "agent_state": agent_state_of(state, keys),
     }
-    for loop_key, agent_key in LOOP_KEYS.items():
-        if loop_key != "iteration" and agent_key in state:
+    for loop_key, (agent_key, _) in LOOP_KEYS.items():
+        if loop_key != "iteration" and state.get(agent_key) is not None:
             view[loop_key] = state[agent_key]
-    steps = state.get("loop_remaining_steps")
-    if isinstance(steps, int):
-        view["remaining_steps"] = steps
     return view  # type: ignore[return-value]
 
 
@@ -317,7 +293,7 @@ def agent_updates(
 
     ``iteration`` is left to the hook that opens the iteration (it knows its number); a
     selected iteration's agent state (``agent_state``) is written back to the agent's
-    keys (see `restored`).
+    keys (see `written_back`).
 
     Raises:
         KeyError: ``updates`` hold a key the agent's state has no place for (a key added
@@ -332,11 +308,11 @@ def agent_updates(
             out["messages"] = list(value)
         elif key == "agent_state":  # a change set from the agent's state as it stands
             selected = applied(agent_state_of(state, keys), value) if is_changes(value) else value
-            out.update(restored(selected, state, keys))
+            out.update(written_back(selected, state, keys))
         elif key == "iteration":
             continue  # the opening hook sets ``loop_iteration`` to the turn's number
         elif key in LOOP_KEYS:
-            out[LOOP_KEYS[key]] = value
+            out[LOOP_KEYS[key][0]] = value
         else:
             raise KeyError(
                 f"the loop wrote the state key {key!r}, which LoopMiddleware does not keep; "
@@ -345,7 +321,7 @@ def agent_updates(
     return out
 
 
-def restored(
+def written_back(
     selected: Mapping[str, Any], state: Mapping[str, Any], keys: Sequence[str]
 ) -> dict[str, Any]:
     """Updates that put the selected attempt's agent state back in the agent's ``keys``.

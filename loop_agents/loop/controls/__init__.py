@@ -1,41 +1,43 @@
-"""Controls: the parts of a loop, one module each, composed in order.
+"""Controls: the parts of a loop, one module each, composed in order of their stage.
 
-Every option of `create_loop_agent` beyond the agent, the evaluator and the cap is
-shorthand for a control here; ``controls=[...]`` takes them too, and controls of your
-own (subclass `LoopControl`; its hooks are documented in `loop_agents.loop.controls.base`):
+A loop's behaviour beyond its agent, evaluator and cap is a list of controls, given to
+either host: ``create_loop_agent(agent, evaluator, 5, controls=[...])`` or
+``LoopMiddleware(evaluator, 5, controls=[...])``. Controls of your own subclass
+`LoopControl` (its hooks are documented in `loop_agents.loop.controls.base`):
 
-- `criteria`: `Criteria` (``show_criteria``, ``criteria``);
-- `history`: `History` (``history``);
-- `advice`: `ScoreThreshold` (``threshold``) and `Advisor` (``advisor``);
-- `candidates`: `Candidates` (``candidates``, ``candidate_temperature``);
-- `agent_errors`: `AgentErrors` (``on_agent_error``, ``count_failed_attempts``,
-  ``max_agent_errors``);
-- `feedback_format`: `FeedbackStyle` (``feedback_format``);
-- `budgets`: `Budgets` (``token_budget``, ``time_budget``, ``request_budget``,
-  ``cost_budget``, ``prices``);
-- `plateau`: `Plateau` (``patience``, ``min_delta``);
-- `selection`: `AnswerSelection` (``select``);
-- `restart`: `Restart` (a fresh sample when repairing stops paying);
+- `criteria`: `Criteria` (the criteria shown to the agent up front);
+- `history`: `History` (what the agent is sent of the conversation);
+- `candidates`: `Candidates` (k answers per iteration, the best kept);
 - `diverse_first`: `DiverseFirst` (k first answers, then repair of the best);
-- `stagnation`: `Stagnation` (stop when an answer repeats an earlier one);
+- `agent_errors`: `AgentErrors` (a failed attempt the model caused is fed back);
+- `advice`: `Advice` (a score decides at a threshold; an advisor writes missing feedback);
+- `feedback_format`: `FeedbackStyle` (how feedback is put to the agent);
+- `restart`: `Restart` (a fresh sample when repairing stops paying);
 - `adaptive`: `Adaptive` (learns from the verdicts which kind of retry pays: a repair, a
   fresh sample, or a fresh sample told what must hold);
-- `retries`: `Retries` (``agent_retry_policy``, ``evaluator_retry_policy``,
-  ``agent_timeout``, ``evaluator_timeout``).
+- `budgets`: `Budgets` (tokens, time, requests, cost; prices);
+- `plateau`: `Plateau` (stop when the scores stop improving);
+- `stagnation`: `Stagnation` (stop when an answer repeats an earlier one);
+- `selection`: `AnswerSelection` (which attempt is the answer);
+- `retries`: `Retries` (retry policies and time limits of the calls);
+- `shorthands`: the one table of short names for controls (the former keyword options,
+  the command's options, the eval's arm keys).
 
 A new control is one module here, with its tests; nothing else changes.
 """
 
 from loop_agents.loop.controls.adaptive import Adaptive, Retry
-from loop_agents.loop.controls.advice import Advisor, ScoreThreshold
+from loop_agents.loop.controls.advice import Advice, Advisor, ScoreThreshold
 from loop_agents.loop.controls.agent_errors import AgentErrors
 from loop_agents.loop.controls.base import (
     AgentCall,
     Attempt,
     Judged,
     LoopControl,
+    LoopSpec,
     Outcome,
     Progress,
+    Stage,
     Turn,
     Verdict,
 )
@@ -54,6 +56,7 @@ from loop_agents.loop.steps import Call, Measured
 
 __all__ = [
     "Adaptive",
+    "Advice",
     "Advisor",
     "AgentCall",
     "AgentErrors",
@@ -68,6 +71,7 @@ __all__ = [
     "History",
     "Judged",
     "LoopControl",
+    "LoopSpec",
     "Measured",
     "Outcome",
     "Plateau",
@@ -76,6 +80,7 @@ __all__ = [
     "Retries",
     "Retry",
     "ScoreThreshold",
+    "Stage",
     "Stagnation",
     "Turn",
     "Verdict",

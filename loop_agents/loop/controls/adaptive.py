@@ -55,7 +55,7 @@ from langgraph.store.base import BaseStore
 from langgraph.store.memory import InMemoryStore
 
 from loop_agents.loop.agents import describe
-from loop_agents.loop.controls.base import LoopControl, Outcome, Turn
+from loop_agents.loop.controls.base import LoopControl, Outcome, Stage, Turn
 from loop_agents.loop.controls.restart import Requirements, feedback_points, requirements_message
 from loop_agents.loop.history.policies import loop_history, without_rejected_attempts
 from loop_agents.loop.state import IterationRecord
@@ -200,6 +200,8 @@ class Adaptive(LoopControl):
     """
 
     name = "adaptive"
+    stage = Stage.STRATEGY
+    claims = frozenset({"retry_kind"})
 
     def __init__(
         self,

@@ -1,11 +1,12 @@
-"""Score-only evaluators: `ScoreThreshold` (``threshold=``) and `Advisor` (``advisor=``).
+"""Score-only evaluators and missing feedback: `Advice`.
 
-An evaluator may return only a score (with ``create_loop_agent(..., threshold=...)``)
-or a verdict without feedback. When such a verdict asks for another attempt, the
-loop writes the feedback itself:
+An evaluator may return only a score (with ``Advice(threshold)`` the score decides) or a
+verdict without feedback. When such a verdict asks for another attempt, the loop writes
+the feedback itself:
 
-- with ``advisor=<chat model>``, the advisor is shown the task (the loop's request),
-  the answer and its score, and asked for concrete advice (as DSPy's ``Refine`` does);
+- with ``Advice(threshold, model=<chat model>)``, the advisor is shown the task (the
+  loop's request), the answer and its score, and asked for concrete advice (as DSPy's
+  ``Refine`` does);
   its reply is the feedback. The call is a run named ``"iteration N: advisor"`` and its
   tokens, requests and cost count toward the loop's budgets;
 - without one, the feedback is `default_advice`: a plain sentence naming the score and
@@ -16,6 +17,7 @@ Either way the agent reads it fenced like any other feedback (``feedback_format`
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Generator, Sequence
 from typing import Any
 
@@ -24,7 +26,7 @@ from langchain_core.runnables import Runnable, RunnableConfig
 
 from loop_agents.loop._function_runnable import FunctionRunnable
 from loop_agents.loop._numbers import describe_number, finite_float
-from loop_agents.loop.controls.base import LoopControl, Outcome
+from loop_agents.loop.controls.base import LoopControl, Outcome, Stage
 from loop_agents.loop.feedback import fenced
 from loop_agents.loop.steps import Call, Measured
 
@@ -141,76 +143,46 @@ def check_threshold(threshold: object) -> float | None:
     return number
 
 
-class ScoreThreshold(LoopControl):
-    """A score decides: ``threshold=``.
+class Advice(LoopControl):
+    """What a verdict without a decision or without feedback means: a score decides, advice.
 
-    A verdict with a score and no ``stop`` accepts when ``score >= threshold``; one that
-    goes on without feedback gets `default_advice`.
+    An evaluator may return only a score (or a verdict without feedback). With a
+    ``threshold``, a verdict with a score and no ``stop`` accepts when ``score >=
+    threshold``. A verdict that goes on without feedback gets feedback written for it:
+    by the ``model`` (an advisor) when there is one, shown the task, the answer and its
+    score and asked what to change (a run named ``"iteration N: advisor"``, a LangGraph
+    task of its own, counted in the budgets; an empty reply keeps the default), else
+    `default_advice`, a sentence naming the score and the threshold.
 
     Args:
-        threshold: The score at which a score-only verdict accepts.
+        threshold: The score at which a score-only verdict accepts (``None``: the
+            evaluator must say ``stop`` itself).
+        model: An advisor: a chat model (any Runnable of a list of messages) that writes
+            the feedback a verdict left out.
+
+    Raises:
+        TypeError: a threshold that is not a finite number, or an advisor that is not a
+            Runnable.
 
     Example:
         ```python
-        loop = create_loop_agent(agent, length_metric, 5, controls=[ScoreThreshold(30)])
+        advice = Advice(threshold=70, model=ChatOpenAI(model="gpt-5.4-mini"))
+        loop = create_loop_agent(agent, length_metric, 5, controls=[advice])
         ```
 
     """
 
-    name = "threshold"
-
-    def __init__(self, threshold: float | None = None) -> None:
-        """Check the threshold."""
-        self.threshold = check_threshold(threshold)
-
-    @property
-    def active(self) -> bool:
-        """Whether a threshold is set."""
-        return self.threshold is not None
-
-    def after_verdict(self, outcome: Outcome) -> Outcome:
-        """Decide every undecided verdict by its score; fill in missing feedback."""
-        threshold = self.threshold
-        for judged in outcome.judged:
-            verdict = judged.verdict
-            if verdict is None:
-                continue
-            if verdict.stop is None and verdict.score is not None and threshold is not None:
-                verdict.stop = verdict.score >= threshold
-            if verdict.stop is False and not (verdict.feedback or "").strip():
-                verdict.feedback = default_advice(verdict.score, threshold)
-                verdict.feedback_from = "default"
-        return outcome
-
-
-class Advisor(LoopControl):
-    """A model writes the feedback a verdict left out: ``advisor=``.
-
-    When the loop goes on after a verdict with no feedback of its own (or only the
-    default sentence), the advisor is shown the task, the answer and its score and asked
-    what to change; its reply is the feedback (an empty reply keeps the default
-    sentence). The call is a run named ``"iteration N: advisor"``, a LangGraph task of its
-    own (so its failure never repeats the evaluation), and it counts toward the budgets.
-
-    Args:
-        model: A chat model (any Runnable of a list of messages).
-        threshold: The loop's threshold, named in the advisor's prompt.
-
-    Example:
-        ```python
-        loop = create_loop_agent(agent, metric, 5, threshold=70, advisor=model)
-        ```
-
-    """
-
-    name = "advisor"
+    name = "advice"
+    stage = Stage.VERDICT
+    claims = frozenset({"advice"})
 
     def __init__(
-        self, model: Runnable[Any, Any] | None = None, *, threshold: float | None = None
+        self, threshold: float | None = None, *, model: Runnable[Any, Any] | None = None
     ) -> None:
-        """Check the model."""
-        self.model = check_advisor(model)
+        """Check the threshold and the advisor."""
         self.threshold = check_threshold(threshold)
+        self.model = check_advisor(model)
+        self.calls_models = self.model is not None
         self._run: FunctionRunnable[list[BaseMessage], Any] | None = None
         if self.model is not None:
             advisor = self.model
@@ -221,25 +193,30 @@ class Advisor(LoopControl):
                 name="advisor",
             )
 
-    @property
-    def active(self) -> bool:
-        """Whether an advisor model is set."""
-        return self.model is not None
-
-    def after_verdict(self, outcome: Outcome) -> Generator[Any, Measured[Any], Outcome]:
-        """Ask the advisor for the selected verdict's feedback, when the loop goes on."""
+    def after_verdict(self, outcome: Outcome) -> Outcome | Generator[Any, Measured[Any], Outcome]:
+        """Decide the undecided verdicts by their scores; write the missing feedback."""
+        threshold = self.threshold
+        for judged in outcome.judged:
+            verdict = judged.verdict
+            if verdict is None:
+                continue
+            if verdict.stop is None and verdict.score is not None and threshold is not None:
+                verdict.stop = verdict.score >= threshold
+            if verdict.stop is False and not (verdict.feedback or "").strip():
+                verdict.feedback = default_advice(verdict.score, threshold)
+                verdict.feedback_from = "default"
         verdict = outcome.verdict
-        answer = outcome.answer
-        if self.model is None or verdict is None or answer is None or verdict.stop:
+        if self._run is None or verdict is None or outcome.answer is None or verdict.stop:
             return outcome
-        if (verdict.feedback or "").strip() and verdict.feedback_from != "default":
+        if verdict.feedback_from != "default" or outcome.ends_loop():
             return outcome
-        if outcome.ends_loop():
-            return outcome
-        if not (verdict.feedback or "").strip():
-            verdict.feedback = default_advice(verdict.score, self.threshold)
-            verdict.feedback_from = "default"
-        run = self._run
+        return self._advised(outcome)
+
+    def _advised(self, outcome: Outcome) -> Generator[Any, Measured[Any], Outcome]:
+        """Ask the advisor for the selected verdict's feedback (the loop goes on)."""
+        verdict, answer, run = outcome.verdict, outcome.answer, self._run
+        assert verdict is not None
+        assert answer is not None
         assert run is not None
         prompt = advisor_prompt(outcome.request, answer, verdict.score, self.threshold)
         reply = yield Call("advisor", run.invoke, run.ainvoke, prompt, outcome.config("advisor"))
@@ -248,6 +225,28 @@ class Advisor(LoopControl):
             verdict.feedback = text
             verdict.feedback_from = "advisor"
         return outcome
+
+
+def ScoreThreshold(threshold: float | None = None) -> Advice:
+    """Deprecated: `Advice` (``Advice(threshold)``); this name goes in loop_agents 0.3."""
+    warnings.warn(
+        "ScoreThreshold(threshold) is now Advice(threshold): one control for what a score "
+        "decides and the advice a verdict left out; ScoreThreshold goes in loop_agents 0.3",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return Advice(threshold)
+
+
+def Advisor(model: Runnable[Any, Any] | None = None, *, threshold: float | None = None) -> Advice:
+    """Deprecated: `Advice` (``Advice(threshold, model=...)``); this name goes in 0.3."""
+    warnings.warn(
+        "Advisor(model) is now Advice(threshold, model=model): one control for what a score "
+        "decides and the advice a verdict left out; Advisor goes in loop_agents 0.3",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return Advice(threshold, model=model)
 
 
 def _ainvoke_with(model: Runnable[Any, Any]) -> Any:

@@ -37,7 +37,7 @@ from langchain_core.tools import ToolException
 from langgraph.types import RetryPolicy
 from pydantic import ValidationError
 
-from loop_agents.loop.controls.base import AgentCall, Attempt, LoopControl, Outcome, Progress
+from loop_agents.loop.controls.base import AgentCall, Attempt, LoopControl, Outcome, Progress, Stage
 from loop_agents.loop.controls.retries import LoopTimeoutError
 from loop_agents.loop.state import IterationRecord
 
@@ -266,12 +266,13 @@ def failures_in_a_row(records: Sequence[IterationRecord]) -> int:
 
 
 class AgentErrors(LoopControl):
-    """Errors as feedback: ``on_agent_error``, ``count_failed_attempts``, ``max_agent_errors``.
+    """Errors as feedback: a failed attempt the model caused is fed back, not raised.
 
     See the module docstring.
 
     Args:
-        on_agent_error: ``"raise"`` (an agent error ends the loop) or ``"feedback"``.
+        on_agent_error: ``"feedback"`` (the default) or ``"raise"`` (an agent error
+            ends the loop, as without the control).
         count_failed_attempts: Whether a failed attempt counts toward
             ``max_iterations``.
         max_agent_errors: Failed attempts in a row that end the loop
@@ -283,16 +284,18 @@ class AgentErrors(LoopControl):
 
     Example:
         ```python
-        loop = create_loop_agent(agent, judge, 5, controls=[AgentErrors("feedback")])
+        loop = create_loop_agent(agent, judge, 5, controls=[AgentErrors(max_agent_errors=2)])
         ```
 
     """
 
     name = "agent_errors"
+    stage = Stage.AGENT_ERRORS
+    claims = frozenset({"agent_errors"})
 
     def __init__(
         self,
-        on_agent_error: OnAgentError = "raise",
+        on_agent_error: OnAgentError = "feedback",
         count_failed_attempts: bool = True,
         max_agent_errors: int | None = 3,
     ) -> None:
@@ -326,13 +329,10 @@ class AgentErrors(LoopControl):
         self.count_failed_attempts = count_failed_attempts
         self.max_agent_errors = max_agent_errors if self.mode == "feedback" else None
 
-    @property
-    def active(self) -> bool:
-        """Whether failures are fed back (``"raise"`` is the loop's own behaviour)."""
-        return self.mode == "feedback"
-
     def around_agent(self, call: AgentCall) -> Generator[Any, Any, Any]:
         """A model-caused failure of the call becomes a failed `Attempt`."""
+        if self.mode == "raise":  # the loop's own behaviour: every error ends the loop
+            return (yield call)
         try:
             attempt = yield call
         except Exception as error:  # model-caused errors only; others go on up

@@ -53,17 +53,82 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeAlias, cast
+from enum import IntEnum
+from typing import Any, Literal, Protocol, TypeAlias, cast
 
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 
 from loop_agents.loop.agent_state import frozen, thawed
+from loop_agents.loop.feedback import DEFAULT_FEEDBACK_FORMAT, FeedbackFormat
 from loop_agents.loop.state import FeedbackSource, IterationRecord, LoopState
-from loop_agents.loop.steps import Call, Fanout, Measured, Program
+from loop_agents.loop.steps import Call, Fanout, Measured, Program, RetryPolicies
 from loop_agents.loop.usage import CallUsage
 
 NO_USAGE = CallUsage()
+
+CallName: TypeAlias = Literal["agent", "evaluator"]
+"""The two calls of an iteration a control may set retries and time limits for."""
+
+
+class Stage(IntEnum):
+    """Where a control stands in the loop's order: every hook runs in stage order.
+
+    Controls are sorted by stage (stably: controls of one stage keep the order they were
+    given in), so a list of controls means the same in any order. A control of your own
+    stands at `CUSTOM`, after the built-in ones, unless it says otherwise.
+    """
+
+    CRITERIA = 100
+    """What the request holds (`Criteria` adds the criteria to it)."""
+    HISTORY = 200
+    """What the agent is sent of the conversation (`History`)."""
+    CANDIDATES = 300
+    """How many answers an iteration makes (`Candidates`, `DiverseFirst`): outermost
+    around the agent call."""
+    AGENT_ERRORS = 400
+    """What a failed agent call becomes (`AgentErrors`): around each single call."""
+    VERDICT = 500
+    """What a verdict means (`Advice`: a score decides, an advisor writes feedback)."""
+    FEEDBACK = 600
+    """How the feedback is put to the agent (`FeedbackStyle`)."""
+    STRATEGY = 650
+    """What kind of attempt comes next (`Restart`, `Adaptive`)."""
+    STOP = 700
+    """Whether to stop (`Budgets`; `Plateau` at 710, `Stagnation` at 720)."""
+    CHOICE = 800
+    """Which attempt is the answer (`AnswerSelection`)."""
+    CALLS = 900
+    """How calls are retried and limited (`Retries`)."""
+    CUSTOM = 1000
+    """The default of a control of your own."""
+
+
+@dataclass(frozen=True)
+class LoopSpec:
+    """The loop a control is bound to when the loop is built (`LoopControl.bind`).
+
+    Attributes:
+        agent: The loop's agent; ``None`` inside ``create_agent`` (`LoopMiddleware`),
+            where an attempt is the agent's own steps.
+        evaluator: The loop's evaluator.
+        max_iterations: The loop's cap.
+        host: ``"graph"`` (`create_loop_agent`) or ``"middleware"`` (`LoopMiddleware`).
+
+    """
+
+    agent: Any
+    evaluator: Any
+    max_iterations: int
+    host: Literal["graph", "middleware"] = "graph"
+
+
+class Pricing(Protocol):
+    """What prices the loop's model calls (`Budgets` with ``prices=``)."""
+
+    def cost(self, usage: CallUsage) -> float | None:
+        """The cost of ``usage``, or ``None`` when a call cannot be priced."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -92,6 +157,7 @@ class Turn:
     config: RunnableConfig
     state: LoopState
     opened: dict[str, Any]
+    feedback_format: FeedbackFormat = DEFAULT_FEEDBACK_FORMAT
     memory_kept: dict[str, Any] = field(default_factory=dict, repr=False)
     _config: Callable[[str], RunnableConfig] | None = field(default=None, repr=False)
 
@@ -447,6 +513,12 @@ class LoopControl:
     """
 
     name: str = ""
+    stage: int = Stage.CUSTOM
+    """Where the control stands in the loop's order (see `Stage`)."""
+    claims: frozenset[str] = frozenset()
+    """What the control takes on alone: two controls of a loop that claim the same thing
+    (two ways of making several answers, two answer choosers, ...) are refused when the
+    loop is built."""
     calls_models: bool = False
     """Whether a hook of this control may call models (yield a `Call`) even though it is
     not itself a generator function; the loop then makes every paid call of that node a
@@ -528,6 +600,31 @@ class LoopControl:
         """The most agent calls a loop can make under this control (for the step limit)."""
         return max_iterations
 
+    def bind(self, loop: LoopSpec) -> LoopControl:
+        """The control for ``loop``, when the loop is built: ``self``, or a bound copy.
+
+        A control that needs the loop's agent or evaluator (`Candidates` calls the agent,
+        `Criteria` reads the evaluator's criteria) checks them here, so a mismatch is an
+        error when the loop is built, naming the control and its parameter.
+        """
+        return self
+
+    def retry_policy(self, call: CallName) -> RetryPolicies | None:
+        """The LangGraph retry policy of ``call`` (``"agent"`` or ``"evaluator"``), if any."""
+        return None
+
+    def time_limit(self, call: CallName) -> float | None:
+        """The time limit, in seconds, of each ``call``, if any."""
+        return None
+
+    def pricing(self) -> Pricing | None:
+        """What prices the loop's model calls (each record then carries its ``cost``)."""
+        return None
+
+    def feedback_format(self) -> FeedbackFormat | None:
+        """How the loop puts feedback to the agent, if this control sets it."""
+        return None
+
     def describe(self) -> str:
         """The control's name for messages: ``name``, or its class name."""
         return self.name or type(self).__name__
@@ -535,6 +632,70 @@ class LoopControl:
 
 HOOKS = ("shape_input", "around_agent", "after_verdict", "stop_reason", "choose")
 """The hooks of `LoopControl`, in the order the loop reaches them."""
+
+
+def check_controls(controls: object) -> list[LoopControl]:
+    """Validate ``controls=``: a sequence of `LoopControl` objects (or one)."""
+    if isinstance(controls, LoopControl):
+        controls = [controls]
+    if isinstance(controls, str | bytes) or not isinstance(controls, Sequence):
+        raise TypeError(
+            f"controls must be a list of LoopControl objects (e.g. controls=[AnswerSelection("
+            f"'best'), Plateau(2)]); got {type(controls).__name__} {controls!r:.60}"
+        )
+    wrong = [c for c in controls if not isinstance(c, LoopControl)]
+    if wrong:
+        hint = " (a class: call it, e.g. Stagnation())" if isinstance(wrong[0], type) else ""
+        raise TypeError(
+            f"controls must hold LoopControl objects (subclass "
+            f"loop_agents.loop.controls.LoopControl); got {type(wrong[0]).__name__} "
+            f"{wrong[0]!r:.60}{hint}"
+        )
+    return list(controls)
+
+
+def assemble_controls(controls: object, loop: LoopSpec) -> list[LoopControl]:
+    """A loop's controls as it runs them: checked, bound to ``loop``, in stage order.
+
+    Raises:
+        TypeError: ``controls`` is not a list of `LoopControl` objects.
+        ValueError: two controls claim the same part of the loop (see
+            `LoopControl.claims`), or a control cannot work with ``loop`` (its `bind`).
+
+    Example:
+        ```python
+        parts = assemble_controls([Plateau(2), History("last_attempt")], LoopSpec(agent, judge, 5))
+        assert [p.name for p in parts] == ["history", "plateau"]
+        ```
+
+    """
+    given = check_controls(controls)
+    claimed: dict[str, LoopControl] = {}
+    for control in given:
+        for claim in sorted(control.claims):
+            other = claimed.get(claim)
+            if other is not None:
+                same = type(other) is type(control)
+                raise ValueError(
+                    f"controls {other.describe()!r} ({type(other).__name__}) and "
+                    f"{control.describe()!r} ({type(control).__name__}) cannot work together: "
+                    + (
+                        f"a loop takes one {type(control).__name__}; keep one"
+                        if same
+                        else f"both take on {claim!r} in the loop; keep one of them"
+                    )
+                )
+            claimed[claim] = control
+    bound: list[LoopControl] = []
+    for control in given:
+        made = control.bind(loop)
+        if not isinstance(made, LoopControl):
+            raise TypeError(
+                f"control {control.describe()!r}: bind returned {type(made).__name__} "
+                f"{made!r:.60}; it must return the control (self, or a copy)"
+            )
+        bound.append(made)
+    return sorted(bound, key=lambda control: int(control.stage))
 
 
 def overrides(control: LoopControl, hook: str) -> bool:

@@ -47,7 +47,7 @@ from datetime import timedelta
 from typing import NotRequired, TypeAlias, TypedDict
 
 from loop_agents.loop._numbers import describe_number, finite_float
-from loop_agents.loop.controls.base import LoopControl, Progress
+from loop_agents.loop.controls.base import LoopControl, Progress, Stage
 from loop_agents.loop.state import IterationRecord
 from loop_agents.loop.usage import CallUsage
 
@@ -402,6 +402,8 @@ class Budgets(LoopControl):
     """
 
     name = "budgets"
+    stage = Stage.STOP
+    claims = frozenset({"budgets"})
 
     def __init__(
         self,
@@ -427,14 +429,9 @@ class Budgets(LoopControl):
             PriceTable(table, strict=self.cost_budget is not None) if table is not None else None
         )
 
-    @property
-    def active(self) -> bool:
-        """Whether any budget or price is set."""
-        return (
-            any(b is not None for b in (self.token_budget, self.time_budget, self.request_budget))
-            or self.cost_budget is not None
-            or self.prices is not None
-        )
+    def pricing(self) -> PriceTable | None:
+        """The prices of the model calls (records then carry their ``cost``)."""
+        return self.prices
 
     def stop_reason(self, progress: Progress) -> str | None:
         """The first budget used up, in the order above."""

@@ -35,6 +35,7 @@ the node once the other candidates have finished.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Generator, Sequence
 from typing import Any
 
@@ -44,15 +45,15 @@ from langchain_core.runnables import Runnable
 
 from loop_agents.loop._numbers import describe_number, finite_float
 from loop_agents.loop.agents import AgentCaller, AgentLike, describe
-from loop_agents.loop.controls.base import AgentCall, LoopControl, Outcome
+from loop_agents.loop.controls.base import AgentCall, LoopControl, LoopSpec, Outcome, Stage
 from loop_agents.loop.state import LoopContext, LoopEvaluation
 
 MAX_CANDIDATES = 64
 """The most candidates per iteration ``candidates=`` accepts."""
 
 
-def check_candidates(candidates: object) -> int:
-    """Validate ``candidates=``: an int from 1 to `MAX_CANDIDATES`.
+def check_candidates(candidates: object, where: str = "Candidates(candidates=)") -> int:
+    """Validate a number of answers per iteration: an int from 1 to `MAX_CANDIDATES`.
 
     Example:
         ```python
@@ -62,41 +63,42 @@ def check_candidates(candidates: object) -> int:
     """
     if isinstance(candidates, bool) or not isinstance(candidates, int):
         raise TypeError(
-            f"candidates must be an int >= 1 (answers per iteration; 1 is one answer, as "
-            f"without the option); got {type(candidates).__name__} {candidates!r:.40}"
+            f"{where} must be an int (answers per iteration); got "
+            f"{type(candidates).__name__} {candidates!r:.40}"
         )
     if not 1 <= candidates <= MAX_CANDIDATES:
         raise ValueError(
-            f"candidates must be from 1 to {MAX_CANDIDATES} (answers per iteration); got "
+            f"{where} must be from 1 to {MAX_CANDIDATES} (answers per iteration); got "
             f"{describe_number(candidates)}"
         )
     return candidates
 
 
 def check_candidate_temperature(
-    temperature: object, candidates: int, agent: object
+    temperature: object, candidates: int, agent: object, where: str = "Candidates"
 ) -> list[float] | None:
-    """Validate ``candidate_temperature=``: the temperature of each candidate, or ``None``.
+    """Validate a candidates' temperature: one per candidate, or ``None``.
+
+    Args:
+        temperature: A number for every candidate, or one number per candidate.
+        candidates: How many candidates.
+        agent: The loop's agent (``None``: not known yet; only the values are checked).
+        where: The control, for messages (``"Candidates"``, ``"DiverseFirst"``).
 
     Raises:
         TypeError: not a number or a sequence of numbers, or the agent is not a chat
             model (a graph or a function has no temperature to set).
-        ValueError: a temperature is negative or not finite, a sequence's length is
-            not ``candidates``, or the loop has one candidate.
+        ValueError: a temperature is negative or not finite, or a sequence's length is
+            not ``candidates``.
 
     """
     if temperature is None:
         return None
-    if candidates == 1:
-        raise ValueError(
-            "candidate_temperature applies with candidates=k (k > 1); pass candidates= too, "
-            "or set the temperature on the model itself"
-        )
-    if not isinstance(agent, BaseChatModel):
+    if agent is not None and not isinstance(agent, BaseChatModel):
         raise TypeError(
-            f"candidate_temperature sets a chat model's temperature, and agent "
+            f"{where}(temperature=) sets a chat model's temperature, and the loop's agent "
             f"{describe(agent)!r} is a {type(agent).__name__}; give the agent a temperature "
-            f"of its own, or pass a chat model as the agent"
+            f"of its own and leave temperature= out, or pass a chat model as the agent"
         )
     values: list[object]
     if isinstance(temperature, int | float) and not isinstance(temperature, bool):
@@ -105,12 +107,12 @@ def check_candidate_temperature(
         values = list(temperature)
         if len(values) != candidates:
             raise ValueError(
-                f"candidate_temperature has {len(values)} values for candidates={candidates}; "
-                f"give one number for all or exactly one per candidate"
+                f"{where}(temperature=) has {len(values)} values for {candidates} answers; "
+                f"give one number for all or exactly one per answer"
             )
     else:
         raise TypeError(
-            f"candidate_temperature must be a number or a sequence of {candidates} numbers; "
+            f"{where}(temperature=) must be a number or a sequence of {candidates} numbers; "
             f"got {type(temperature).__name__} {temperature!r:.40}"
         )
     checked: list[float] = []
@@ -118,7 +120,7 @@ def check_candidate_temperature(
         number = None if isinstance(value, bool) else finite_float(value)
         if number is None or number < 0:
             raise ValueError(
-                f"candidate_temperature values must be finite numbers >= 0; got "
+                f"{where}(temperature=) values must be finite numbers >= 0; got "
                 f"{describe_number(value)}"
             )
         checked.append(number)
@@ -193,10 +195,9 @@ class Candidates(LoopControl):
     """k answers per iteration, each judged, the best one kept: ``candidates=k``.
 
     Args:
-        candidates: Answers per iteration (1 to `MAX_CANDIDATES`).
+        candidates: Answers per iteration (2 to `MAX_CANDIDATES`; 1 is the plain loop).
         temperature: With a chat-model agent: the temperature of every candidate (a
             number) or of each (k numbers).
-        agent: The loop's agent (the candidates call it, or copies of a chat model).
 
     Raises:
         TypeError: an option of the wrong type, or a temperature for an agent that is
@@ -205,32 +206,34 @@ class Candidates(LoopControl):
 
     Example:
         ```python
-        loop = create_loop_agent(model, judge, 3, controls=[Candidates(4, agent=model)])
+        loop = create_loop_agent(model, judge, 3, controls=[Candidates(4, temperature=0.8)])
         ```
 
     """
 
     name = "candidates"
+    stage = Stage.CANDIDATES
+    claims = frozenset({"answers"})
     fans_out = True
 
     def __init__(
-        self,
-        candidates: int = 1,
-        *,
-        temperature: float | Sequence[float] | None = None,
-        agent: AgentLike | None = None,
+        self, candidates: int = 2, *, temperature: float | Sequence[float] | None = None
     ) -> None:
-        """Check the options; build each candidate's agent."""
+        """Check the options (the agent's are checked when the loop is built)."""
         self.k = check_candidates(candidates)
-        temperatures = check_candidate_temperature(temperature, self.k, agent)
+        self.temperature = temperature
+        self.temperatures = check_candidate_temperature(temperature, self.k, None)
         self.agents: list[AgentCaller] | None = None
-        if self.k > 1 and agent is not None:
-            self.agents = [AgentCaller(a) for a in candidate_agents(agent, self.k, temperatures)]
 
-    @property
-    def active(self) -> bool:
-        """Whether an iteration makes more than one answer."""
-        return self.k > 1
+    def bind(self, loop: LoopSpec) -> Candidates:
+        """A copy that calls the loop's agent, or its model at each candidate's temperature."""
+        where = type(self).__name__
+        check_candidate_temperature(self.temperature, self.k, loop.agent, where)
+        bound = copy.copy(self)
+        if loop.agent is not None:
+            agents = candidate_agents(loop.agent, self.k, self.temperatures)
+            bound.agents = [AgentCaller(a) for a in agents]
+        return bound
 
     def around_agent(self, call: AgentCall) -> Generator[Any, Any, Any]:
         """Make the k calls at once; return their attempts."""

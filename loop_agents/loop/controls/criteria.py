@@ -27,7 +27,7 @@ from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage
 from langchain_core.runnables import RunnableBinding, RunnableLambda
 
 from loop_agents.loop.agents import describe
-from loop_agents.loop.controls.base import LoopControl, Turn
+from loop_agents.loop.controls.base import LoopControl, LoopSpec, Stage, Turn
 from loop_agents.loop.feedback import fence_for, injected
 from loop_agents.loop.state import LoopContext, LoopEvaluation
 
@@ -101,42 +101,24 @@ def combined_criteria(members: Sequence[tuple[str, object]]) -> str | None:
     return "\n\n".join(f"[{name}]\n{text}" for name, text in stated)
 
 
-def check_criteria(show_criteria: object, criteria: object, evaluator: object) -> str | None:
-    """The criteria text a loop shows its agent (``None``: it shows none).
+def check_criteria_text(criteria: object) -> str | None:
+    """Validate a criteria text: a non-empty string, or ``None`` (the evaluator's).
 
     Raises:
-        TypeError: ``show_criteria`` is not a bool or ``criteria`` not a string.
-        ValueError: ``show_criteria=True`` with no criteria to show, or ``criteria=``
-            without ``show_criteria=True``.
+        TypeError: anything else.
 
     Example:
         ```python
-        check_criteria(True, "At most 280 characters.", evaluate)  # the text
+        check_criteria_text("At most 280 characters.")  # the text
         ```
 
     """
-    if not isinstance(show_criteria, bool):
-        raise TypeError(f"show_criteria must be True or False; got {show_criteria!r:.40}")
     if criteria is not None and (not isinstance(criteria, str) or not criteria.strip()):
         raise TypeError(
-            f"criteria must be a non-empty text (what the answer is judged by) or None; got "
-            f"{type(criteria).__name__} {criteria!r:.40}"
+            f"Criteria(text=) must be a non-empty text (what the answer is judged by) or None "
+            f"(the evaluator's criteria); got {type(criteria).__name__} {criteria!r:.40}"
         )
-    if not show_criteria:
-        if criteria is not None:
-            raise ValueError(
-                "criteria= is shown to the agent only with show_criteria=True; pass "
-                "show_criteria=True as well (or drop criteria=)"
-            )
-        return None
-    text = criteria.strip() if isinstance(criteria, str) else criteria_of(evaluator)
-    if text is None:
-        raise ValueError(
-            f"show_criteria=True, but evaluator {describe(evaluator)!r} states no criteria "
-            f"(it has no 'criteria' text); pass criteria='what the answer is judged by', or "
-            f"set evaluator.criteria, or use a ready-made evaluator (llm_judge, rule, ...)"
-        )
-    return text
+    return criteria.strip() if isinstance(criteria, str) else None
 
 
 def criteria_note(text: str) -> str:
@@ -188,42 +170,54 @@ def is_criteria(message: BaseMessage) -> bool:
 
 
 class Criteria(LoopControl):
-    """The evaluator's criteria in the agent's first prompt: ``show_criteria``, ``criteria``.
+    """The criteria in the agent's first prompt: what its answers will be judged by.
+
+    When a loop starts, a marked user message after the request shows the agent the
+    criteria: ``text``, or the evaluator's own (its ``criteria`` attribute: an
+    ``llm_judge``'s instructions, a rule's description, ...).
 
     Args:
-        show_criteria: Whether the agent is shown the criteria before its first attempt.
-        criteria: The text to show instead of the evaluator's (needs ``show_criteria``).
-        evaluator: The loop's evaluator, whose ``criteria`` is shown by default.
+        text: The criteria to show; ``None`` (the default): the evaluator's.
 
     Raises:
-        TypeError: an option of the wrong type.
-        ValueError: nothing to show, or ``criteria=`` without ``show_criteria=True``.
+        TypeError: a text that is not a non-empty string.
+        ValueError: (when the loop is built) no text, and an evaluator that states no
+            criteria.
 
     Example:
         ```python
-        shown = Criteria(True, criteria="At most 280 characters.")
-        loop = create_loop_agent(agent, judge, 3, controls=[shown])
+        loop = create_loop_agent(agent, judge, 3, controls=[Criteria()])
+        shown = Criteria("At most 280 characters.")
         ```
 
     """
 
     name = "criteria"
+    stage = Stage.CRITERIA
+    claims = frozenset({"criteria"})
 
-    def __init__(
-        self, show_criteria: bool = False, *, criteria: str | None = None, evaluator: object = None
-    ) -> None:
-        """Check the options; find the text to show."""
-        self.text = check_criteria(show_criteria, criteria, evaluator)
+    def __init__(self, text: str | None = None) -> None:
+        """Check the text."""
+        self.text = check_criteria_text(text)
 
-    @property
-    def active(self) -> bool:
-        """Whether criteria are shown."""
-        return self.text is not None
+    def bind(self, loop: LoopSpec) -> Criteria:
+        """The criteria to show: ``text``, or the evaluator's (an error when it has none)."""
+        if self.text is not None:
+            return self
+        found = criteria_of(loop.evaluator)
+        if found is None:
+            raise ValueError(
+                f"control 'criteria': Criteria() shows the evaluator's criteria, and evaluator "
+                f"{describe(loop.evaluator)!r} states none (it has no 'criteria' text); pass "
+                f"Criteria('what the answer is judged by'), or set evaluator.criteria, or use "
+                f"a ready-made evaluator (llm_judge, rule, ...)"
+            )
+        return Criteria(found)
 
     def shape_input(self, messages: list[AnyMessage], turn: Turn) -> list[AnyMessage]:
         """When a loop starts, add the criteria message after its request (once a thread)."""
         text = self.text
-        if text is None or not turn.new_loop:
+        if text is None or not turn.new_loop:  # None: not bound to a loop
             return messages
         if any(is_criteria(m) and m.additional_kwargs[CRITERIA_KEY] == text for m in messages):
             return messages

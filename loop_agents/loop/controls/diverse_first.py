@@ -23,9 +23,12 @@ from __future__ import annotations
 from collections.abc import Generator, Sequence
 from typing import Any
 
-from loop_agents.loop.agents import AgentLike
-from loop_agents.loop.controls.base import AgentCall
-from loop_agents.loop.controls.candidates import Candidates
+from loop_agents.loop.controls.base import AgentCall, Stage
+from loop_agents.loop.controls.candidates import (
+    Candidates,
+    check_candidate_temperature,
+    check_candidates,
+)
 
 
 class DiverseFirst(Candidates):
@@ -34,11 +37,8 @@ class DiverseFirst(Candidates):
     Args:
         k: First answers (2 to 64; 1 would be the plain loop).
         temperature: With a chat-model agent: the temperature of every first answer (a
-            number) or of each (k numbers).
-        agent: Only with ``temperature``, or when an LLM cache is set: the loop's agent,
-            a chat model, whose copies (at each temperature, never answering from the
-            cache) make the first answers. Without it every first answer is the loop's
-            agent's own call.
+            number) or of each (k numbers). A chat-model agent's first answers after the
+            first are copies of it that never answer from an LLM cache.
 
     Raises:
         TypeError: an option of the wrong type.
@@ -51,21 +51,20 @@ class DiverseFirst(Candidates):
     """
 
     name = "diverse_first"
+    stage = Stage.CANDIDATES
+    claims = frozenset({"answers"})
 
-    def __init__(
-        self,
-        k: int = 2,
-        *,
-        temperature: float | Sequence[float] | None = None,
-        agent: AgentLike | None = None,
-    ) -> None:
-        """Check the options; build each first answer's agent."""
-        super().__init__(k, temperature=temperature, agent=agent)
+    def __init__(self, k: int = 2, *, temperature: float | Sequence[float] | None = None) -> None:
+        """Check the options (the agent's are checked when the loop is built)."""
+        self.k = check_candidates(k, "DiverseFirst(k=)")
         if self.k < 2:
             raise ValueError(
-                f"DiverseFirst(k) makes k first answers and needs k >= 2 (k=1 is the plain "
+                f"DiverseFirst(k=) makes k first answers and needs k >= 2 (k=1 is the plain "
                 f"loop: leave the control out); got k={k}"
             )
+        self.temperature = temperature
+        self.temperatures = check_candidate_temperature(temperature, self.k, None, "DiverseFirst")
+        self.agents = None
 
     def around_agent(self, call: AgentCall) -> Generator[Any, Any, Any]:
         """K calls at once in the loop's first iteration; the call as it is afterwards."""

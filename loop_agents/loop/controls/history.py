@@ -1,4 +1,4 @@
-"""What the agent is sent: `History`, the control of ``history=`` (and its feedback format).
+"""What the agent is sent: `History`, the control of the history policy.
 
 At the start of each iteration `History` splits the conversation (`loop_history`),
 applies the policy (a built-in, a function of the user's or a `StatefulHistory`, whose
@@ -18,8 +18,7 @@ from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, ToolMess
 from langchain_core.runnables import RunnableConfig
 
 from loop_agents.loop.agents import describe
-from loop_agents.loop.controls.base import LoopControl, Turn
-from loop_agents.loop.feedback import DEFAULT_FEEDBACK_FORMAT, FeedbackFormat, check_feedback_format
+from loop_agents.loop.controls.base import LoopControl, Stage, Turn
 from loop_agents.loop.history.policies import (
     HistoryFunction,
     HistoryPolicy,
@@ -33,12 +32,12 @@ from loop_agents.loop.steps import Call, Measured
 
 
 class History(LoopControl):
-    """What the agent is sent each iteration: ``history=`` (see `HistoryPolicy`).
+    """What the agent is sent each iteration (see `HistoryPolicy`).
 
     Args:
-        history: ``"full"`` (everything), ``"last_attempt"``, ``"feedback_log"``, a
+        history: ``"full"`` (everything), ``"last_attempt"``, ``"feedback_log"`` (which
+            quotes the feedback in the loop's feedback format: see `FeedbackStyle`), a
             function of `LoopHistory`, or a `StatefulHistory` such as ``compacting(...)``.
-        feedback_format: The loop's feedback format (``"feedback_log"`` uses it).
 
     Raises:
         TypeError: a policy of the wrong kind.
@@ -52,32 +51,18 @@ class History(LoopControl):
     """
 
     name = "history"
+    stage = Stage.HISTORY
+    claims = frozenset({"history"})
 
-    def __init__(
-        self,
-        history: HistoryPolicy = "full",
-        *,
-        feedback_format: FeedbackFormat = DEFAULT_FEEDBACK_FORMAT,
-    ) -> None:
+    def __init__(self, history: HistoryPolicy = "full") -> None:
         """Check the policy."""
         policy = check_history(history)
         self.policy = policy
         self.stateful = policy if isinstance(policy, StatefulHistory) else None
         self.function: HistoryFunction | None = None
-        self.checked = False
         self.calls_models = self.stateful is not None  # a stateful policy may call models
-        if isinstance(policy, str):
-            self.function = builtin_policy(
-                cast(Any, policy), check_feedback_format(feedback_format)
-            )
-        elif self.stateful is None:
+        if not isinstance(policy, str) and self.stateful is None:
             self.function = cast(HistoryFunction, policy)
-            self.checked = True
-
-    @property
-    def active(self) -> bool:
-        """Whether the agent is sent less than the whole conversation."""
-        return self.policy != "full"
 
     def shape_input(
         self, messages: list[AnyMessage], turn: Turn
@@ -86,9 +71,10 @@ class History(LoopControl):
         view = loop_history(turn.state, turn.opened, messages)
         if self.stateful is not None:
             return self._stateful_choice(view, turn)
+        if isinstance(self.policy, str):  # built in: the loop's own, unchecked
+            policy = builtin_policy(cast(Any, self.policy), turn.feedback_format)
+            return cast(list[AnyMessage], policy(view))
         assert self.function is not None
-        if not self.checked:
-            return cast(list[AnyMessage], self.function(view))
         return checked_call(self.function, view)
 
     def _stateful_choice(

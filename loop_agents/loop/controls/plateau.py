@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from loop_agents.loop._numbers import describe_number, finite_float
-from loop_agents.loop.controls.base import LoopControl, Progress
+from loop_agents.loop.controls.base import LoopControl, Progress, Stage
 from loop_agents.loop.state import IterationRecord
 
 
@@ -46,12 +46,12 @@ class Plateau(LoopControl):
 
     Args:
         patience: Scored iterations in a row without improving the best score by at
-            least ``min_delta`` before the loop stops; ``None`` turns the rule off.
+            least ``min_delta`` before the loop stops.
         min_delta: The least gain that counts as an improvement (default 0: any gain).
 
     Raises:
         TypeError: an option of the wrong type.
-        ValueError: an option out of range, or ``min_delta`` without ``patience``.
+        ValueError: an option out of range.
 
     Example:
         ```python
@@ -61,38 +61,30 @@ class Plateau(LoopControl):
     """
 
     name = "plateau"
+    stage = Stage.STOP + 10
+    claims = frozenset({"plateau"})
 
-    def __init__(self, patience: int | None = None, *, min_delta: float = 0.0) -> None:
+    def __init__(self, patience: int, *, min_delta: float = 0.0) -> None:
         """Check the options."""
-        if patience is not None and (isinstance(patience, bool) or not isinstance(patience, int)):
+        if isinstance(patience, bool) or not isinstance(patience, int):
             raise TypeError(
-                f"patience must be an int >= 1 (None turns the rule off); got {patience!r}"
+                f"Plateau(patience=) must be an int >= 1 (scored iterations without a gain); "
+                f"got {patience!r:.40}"
             )
-        if patience is not None and patience < 1:
-            raise ValueError(f"patience must be >= 1 (None turns the rule off); got {patience}")
+        if patience < 1:
+            raise ValueError(f"Plateau(patience=) must be >= 1; got {patience}")
         if isinstance(min_delta, bool) or not isinstance(min_delta, int | float):
-            raise TypeError(f"min_delta must be a number >= 0; got {min_delta!r}")
+            raise TypeError(f"Plateau(min_delta=) must be a number >= 0; got {min_delta!r:.40}")
         if finite_float(min_delta) is None or min_delta < 0:
             raise ValueError(
-                f"min_delta must be a finite number >= 0; got {describe_number(min_delta)}"
-            )
-        if min_delta and patience is None:
-            raise ValueError(
-                f"min_delta={min_delta!r} has no effect without patience; pass patience=N "
-                f"to stop after N iterations without a gain of at least min_delta"
+                f"Plateau(min_delta=) must be a finite number >= 0; got "
+                f"{describe_number(min_delta)}"
             )
         self.patience = patience
         self.min_delta = float(min_delta)
 
-    @property
-    def active(self) -> bool:
-        """Whether the rule is on."""
-        return self.patience is not None
-
     def stop_reason(self, progress: Progress) -> str | None:
         """``"plateau"`` after ``patience`` scored iterations without a gain."""
-        if self.patience is not None and plateaued(
-            progress.records, patience=self.patience, min_delta=self.min_delta
-        ):
+        if plateaued(progress.records, patience=self.patience, min_delta=self.min_delta):
             return "plateau"
         return None

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 
 from loop_agents.loop.agents import describe
-from loop_agents.loop.controls.base import LoopControl, Turn
+from loop_agents.loop.controls.base import LoopControl, Stage, Turn
 from loop_agents.loop.feedback import fenced
 from loop_agents.loop.history.policies import LoopHistory, loop_history, without_rejected_attempts
 from loop_agents.loop.state import IterationRecord
@@ -201,6 +201,8 @@ class Restart(LoopControl):
     """
 
     name = "restart"
+    stage = Stage.STRATEGY
+    claims = frozenset({"retry_kind"})
 
     def __init__(
         self,

@@ -41,7 +41,7 @@ from langgraph.types import RetryPolicy
 
 from loop_agents.loop._numbers import describe_number, finite_float
 from loop_agents.loop._worker_threads import WORKERS, WorkerThreads
-from loop_agents.loop.controls.base import LoopControl
+from loop_agents.loop.controls.base import CallName, LoopControl, Stage
 from loop_agents.loop.steps import Call, RetryPolicies
 
 NodeName = Literal["invoke_agent", "evaluate"]
@@ -288,6 +288,8 @@ class Retries(LoopControl):
     """
 
     name = "retries"
+    stage = Stage.CALLS
+    claims = frozenset({"retries"})
 
     def __init__(
         self,
@@ -298,21 +300,19 @@ class Retries(LoopControl):
         evaluator_timeout: float | timedelta | None = None,
     ) -> None:
         """Check the policies and the limits."""
-        self.retry_policy: dict[NodeName, RetryPolicies | None] = {
-            "invoke_agent": check_retry_policy("agent_retry_policy", agent_retry_policy),
-            "evaluate": check_retry_policy("evaluator_retry_policy", evaluator_retry_policy),
+        self.policies: dict[CallName, RetryPolicies | None] = {
+            "agent": check_retry_policy("agent_retry_policy", agent_retry_policy),
+            "evaluator": check_retry_policy("evaluator_retry_policy", evaluator_retry_policy),
         }
-        self.timeout: dict[NodeName, float | None] = {
-            "invoke_agent": check_timeout("agent_timeout", agent_timeout),
-            "evaluate": check_timeout("evaluator_timeout", evaluator_timeout),
+        self.timeouts: dict[CallName, float | None] = {
+            "agent": check_timeout("agent_timeout", agent_timeout),
+            "evaluator": check_timeout("evaluator_timeout", evaluator_timeout),
         }
 
-    @property
-    def active(self) -> bool:
-        """Whether any policy or limit is set."""
-        return any(self.retry_policy.values()) or any(self.timeout.values())
+    def retry_policy(self, call: CallName) -> RetryPolicies | None:
+        """The retry policy of each agent call or each evaluation."""
+        return self.policies[call]
 
-    def limit(self, node: NodeName, iteration: int) -> TimeLimit | None:
-        """The time limit of ``node``'s calls at ``iteration`` (``None``: none)."""
-        seconds = self.timeout[node]
-        return None if seconds is None else TimeLimit(node, iteration, seconds)
+    def time_limit(self, call: CallName) -> float | None:
+        """The time limit of each agent call or each evaluation, in seconds."""
+        return self.timeouts[call]

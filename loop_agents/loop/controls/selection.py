@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from langchain_core.messages import BaseMessage
 
-from loop_agents.loop.controls.base import LoopControl
+from loop_agents.loop.controls.base import LoopControl, Outcome, Stage
 from loop_agents.loop.records import SELECTED_KEY, record_answer, selected_iteration_of
 from loop_agents.loop.state import IterationRecord
 
@@ -95,24 +95,43 @@ class AnswerSelection(LoopControl):
     """
 
     name = "select"
+    stage = Stage.CHOICE
+    claims = frozenset({"choice"})
 
     def __init__(self, select: Selection = "last") -> None:
         """Check ``select``."""
         self.select = check_select(select)
-
-    @property
-    def active(self) -> bool:
-        """Whether it chooses other than the loop's default (the last answer)."""
-        return self.select == "best"
 
     def choose(self, records: Sequence[IterationRecord]) -> IterationRecord | None:
         """The best-scored answer (``"best"``), else the last."""
         return choose(records, self.select)
 
 
+class KeptAnswers(LoopControl):
+    """Every record keeps its answer (``record["answer"]``), for a conversation that changes.
+
+    A host adds it when the loop's messages may not keep every attempt: `LoopMiddleware`
+    (another middleware may rewrite the conversation, as a summary does) and
+    ``output_mode="last_message"`` (the attempts leave ``messages`` when the loop ends).
+    The answer is then read from the record when it is chosen, or shown.
+    """
+
+    name = "kept_answers"
+    stage = Stage.CHOICE
+    claims = frozenset({"kept_answers"})
+
+    def after_verdict(self, outcome: Outcome) -> Outcome:
+        """Keep the iteration's answer in its record."""
+        answer = outcome.answer
+        if answer is not None:
+            outcome.extra["answer"] = answer
+        return outcome
+
+
 __all__ = [
     "SELECTED_KEY",
     "AnswerSelection",
+    "KeptAnswers",
     "Selection",
     "answer_copy",
     "check_select",

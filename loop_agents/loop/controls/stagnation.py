@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 
 from loop_agents.loop.agents import describe
-from loop_agents.loop.controls.base import LoopControl, Outcome, Progress
+from loop_agents.loop.controls.base import LoopControl, Outcome, Progress, Stage
 from loop_agents.loop.controls.restart import AnswerKey, answer_key
 
 DIGEST_KEY = "answer_digest"
@@ -56,6 +56,8 @@ class Stagnation(LoopControl):
     """
 
     name = "stagnation"
+    stage = Stage.STOP + 20
+    claims = frozenset({"stagnation"})
 
     def __init__(self, *, key: AnswerKey | None = None) -> None:
         """Check the option."""
