@@ -11,8 +11,8 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 
 from loop_agents import LoopContext, LoopEvaluation, create_loop_agent
-from loop_agents.loop.controls import Candidates
-from loop_agents.loop.controls.candidates import best_candidate
+from loop_agents.controls import Candidates
+from loop_agents.controls.candidates import best_candidate
 from loop_agents.loop.feedback import is_feedback
 from loop_agents.loop.records import record_answer
 from loop_agents.loop.tracing import candidate_of

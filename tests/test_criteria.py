@@ -17,10 +17,11 @@ from loop_agents import (
     rule,
     text_rule,
 )
+from loop_agents.controls import Criteria
+from loop_agents.controls.criteria import is_criteria
 from loop_agents.demos.xiangjianhuan import xiangjianhuan_form
 from loop_agents.evaluators.code_runner import code_runner
-from loop_agents.loop.controls import Criteria
-from loop_agents.loop.controls.criteria import criteria_of, is_criteria
+from loop_agents.loop.evaluation import criteria_of
 from tests.fakes import FakeChat
 
 REQUEST = HumanMessage("Announce the release.")

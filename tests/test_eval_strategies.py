@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from loop_agents.controls.restart import REQUIREMENTS_HEADER
 from loop_agents.evals import arun_eval
 from loop_agents.evals.grading import requirement_points
 from loop_agents.evals.journal import journal_path
 from loop_agents.evals.tasks import parse_task
-from loop_agents.loop.controls.restart import REQUIREMENTS_HEADER
 from tests.eval_models import ReactiveOpenAI
 
 TASK = {

@@ -14,8 +14,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import RetryPolicy
 
 from loop_agents import LoopMiddleware, create_loop_agent
-from loop_agents.loop import graph
-from loop_agents.loop.controls import (
+from loop_agents.controls import (
     Adaptive,
     Advice,
     AgentErrors,
@@ -32,7 +31,8 @@ from loop_agents.loop.controls import (
     Retries,
     Stagnation,
 )
-from loop_agents.loop.controls.shorthands import KEYS, KEYWORDS, control_of_key
+from loop_agents.controls.shorthands import KEYS, KEYWORDS, control_of_key
+from loop_agents.hosts import graph
 from loop_agents.loop.nodes import LoopNodes
 from tests.fakes import FakeChat
 
@@ -81,7 +81,9 @@ def test_the_middleware_module_does_not_import_the_graph_compiler():
     import subprocess
     import sys
 
-    code = "import sys, loop_agents.loop.middleware; print('loop_agents.loop.graph' in sys.modules)"
+    code = (
+        "import sys, loop_agents.hosts.middleware; print('loop_agents.hosts.graph' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

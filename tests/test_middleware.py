@@ -32,13 +32,13 @@ from loop_agents import (
     ThreadBusyError,
     create_loop_agent,
 )
-from loop_agents.loop.controls import AgentErrors, Candidates, Retries
-from loop_agents.loop.controls.base import AgentCall
+from loop_agents.controls import AgentErrors, Candidates, Retries
 from loop_agents.loop.events import is_loop_event
 from loop_agents.loop.feedback import feedback_text, is_feedback
+from loop_agents.loop.protocol import AgentCall
 from loop_agents.loop.records import selected_iteration_of
-from loop_agents.loop.thread_locking import athread_guard, thread_guard
 from loop_agents.loop.tracing import iteration_of, role_of
+from loop_agents.runtime.thread_locking import athread_guard, thread_guard
 from tests.durable_helpers import REQUEST, Boom, CountingEvaluator, thread
 from tests.fakes import FakeChat, review, texts
 
@@ -367,7 +367,7 @@ def test_an_evaluator_that_is_not_one_is_refused():
 
 
 def test_loop_output_gives_an_agent_s_loop_in_the_loop_s_own_form():
-    from loop_agents.loop.middleware import loop_output
+    from loop_agents.hosts.middleware import loop_output
 
     outer = create_loop_agent(create_agent(FakeChat.of("a", "b")), CountingEvaluator(2), 5)
     expected = outer.invoke({"messages": [REQUEST]})

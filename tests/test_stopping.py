@@ -11,13 +11,12 @@ from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.memory import InMemorySaver
 
 from loop_agents import LoopContext, LoopEvaluation, create_loop_agent, llm_judge
+from loop_agents.controls import AnswerSelection, Plateau, budgets
+from loop_agents.controls.budgets import Budgets, tokens_used
+from loop_agents.controls.plateau import plateaued
 from loop_agents.loop import turns
-from loop_agents.loop.controls import AnswerSelection, Plateau, budgets
-from loop_agents.loop.controls.budgets import Budgets, tokens_used
-from loop_agents.loop.controls.plateau import plateaued
-from loop_agents.loop.controls.selection import choose
 from loop_agents.loop.feedback import is_feedback
-from loop_agents.loop.records import record_answer, selected_iteration_of
+from loop_agents.loop.records import choose, record_answer, selected_iteration_of
 from tests.fakes import FakeChat
 from tests.scripted_openai import ScriptedOpenAI, Structured
 

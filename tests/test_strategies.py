@@ -9,8 +9,8 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from loop_agents import LoopContext, LoopEvaluation, create_loop_agent
-from loop_agents.loop.controls import DiverseFirst, Restart, Stagnation
-from loop_agents.loop.controls.restart import (
+from loop_agents.controls import DiverseFirst, Restart, Stagnation
+from loop_agents.controls.restart import (
     REQUIREMENTS_HEADER,
     RESTART_KEY,
     feedback_points,

@@ -136,7 +136,7 @@ def describe_value(value: object, *, depth: int = 0) -> Any:
     Example:
         ```python
         describe_value(Restart(max_repairs=1))
-        # {'type': 'loop_agents.loop.controls.restart:Restart', 'max_repairs': 1, ...}
+        # {'type': 'loop_agents.controls.restart:Restart', 'max_repairs': 1, ...}
         ```
     """
     if value is None or isinstance(value, bool | int | str):

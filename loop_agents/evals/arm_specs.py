@@ -119,9 +119,9 @@ def _number(key: str, value: str, low: int) -> int:
 
 
 def _loop(base: str, options: list[str]) -> Any:
+    from loop_agents.controls import DiverseFirst, Restart, Stagnation
     from loop_agents.evals.grading import requirement_points
     from loop_agents.evals.loop_arm import loop
-    from loop_agents.loop.controls import DiverseFirst, Restart, Stagnation
     from loop_agents.loop.feedback import PLAIN_FEEDBACK
 
     built: dict[str, Any] = {}

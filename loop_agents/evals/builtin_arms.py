@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from loop_agents.controls.diverse_first import DiverseFirst
+from loop_agents.controls.restart import Restart
 from loop_agents.evals.arm_names import CANDIDATES, FIRST_ANSWERS, Arm
 from loop_agents.evals.arm_protocol import EvalArm
 from loop_agents.evals.grading import requirement_points
 from loop_agents.evals.loop_arm import LoopArm
 from loop_agents.evals.sample_arm import SampleArm
-from loop_agents.loop.controls.diverse_first import DiverseFirst
-from loop_agents.loop.controls.restart import Restart
 
 __all__ = ["BUILTIN_ARMS"]
 

@@ -48,7 +48,7 @@ from loop_agents.console.svg_charts import (
 )
 from loop_agents.evals.report import seed_text
 from loop_agents.evals.tasks import Task
-from loop_agents.loop._numbers import finite_float
+from loop_agents.runtime._numbers import finite_float
 from loop_agents.sandbox.text_files import utf8_text
 
 __all__ = ["EvalFileError", "eval_page", "read_eval_json", "write_eval_page"]

@@ -28,6 +28,9 @@ from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 
+from loop_agents.controls.candidates import best_candidate
+from loop_agents.controls.diverse_first import DiverseFirst
+from loop_agents.controls.shorthands import KEYWORD_DEFAULTS
 from loop_agents.evals.arm_names import ARMS
 from loop_agents.evals.arm_protocol import ArmRun, EvalArm, Ran, describe_value
 from loop_agents.evals.arm_settings import least_budget_error, multiple_budget_error
@@ -38,10 +41,7 @@ from loop_agents.evals.task_evaluator import visible_verdict
 from loop_agents.evals.tasks import Task
 from loop_agents.evals.transcript import Attempts, entry, sent_kind
 from loop_agents.evaluators.judge import JudgeError, judge_format_options, llm_judge
-from loop_agents.loop.controls.candidates import best_candidate
-from loop_agents.loop.controls.diverse_first import DiverseFirst
-from loop_agents.loop.controls.shorthands import KEYWORD_DEFAULTS
-from loop_agents.loop.graph import create_loop_agent
+from loop_agents.hosts.graph import create_loop_agent
 from loop_agents.loop.state import IterationRecord, LoopContext, LoopEvaluation, LoopOutput
 
 __all__ = ["JUDGE_INSTRUCTIONS", "LoopArm", "loop"]
@@ -260,7 +260,7 @@ def loop(*, evaluator: LoopEvaluatorKind = "tests", **options: Any) -> LoopArm:
 
     Example:
         ```python
-        from loop_agents.loop.controls import Stagnation
+        from loop_agents.controls import Stagnation
 
         arm = loop(history="feedback_log", feedback_format="{feedback}",
                    controls=[Stagnation()])

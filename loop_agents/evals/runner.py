@@ -43,7 +43,7 @@ from loop_agents.evals.journal import Journal, journal_path
 from loop_agents.evals.report import EvalReport, TaskError, TaskResult, build_report
 from loop_agents.evals.tasks import Task, load_tasks, select_tasks, task_digest
 from loop_agents.evaluators.judge import JudgeFormat
-from loop_agents.loop._sync_bridge import _background_loop
+from loop_agents.runtime._sync_bridge import _background_loop
 from loop_agents.sandbox.text_files import json_text
 
 __all__ = ["EvalProgress", "PairRunner", "TaskSource", "arun_eval", "run_eval"]

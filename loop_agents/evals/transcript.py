@@ -36,9 +36,9 @@ from typing import Any
 
 from langchain_core.messages import AnyMessage
 
+from loop_agents.controls.restart import RESTART_KEY
 from loop_agents.evals.grading import Grader, VisibleResult
 from loop_agents.evals.sampling import answer_text, was_cut_off
-from loop_agents.loop.controls.restart import RESTART_KEY
 from loop_agents.loop.feedback import is_feedback
 
 __all__ = ["Attempts", "Grades", "entry", "sent_kind"]

@@ -27,9 +27,9 @@ from loop_agents.evaluators._base import (
     make_evaluator,
 )
 from loop_agents.evaluators.verdict_schema import default_schema, schema_fields, with_scale
-from loop_agents.loop._numbers import describe_number, finite_float
-from loop_agents.loop.controls.criteria import LoopEvaluatorRunnable
+from loop_agents.loop.evaluation import LoopEvaluatorRunnable
 from loop_agents.loop.state import LoopContext, LoopEvaluation
+from loop_agents.runtime._numbers import describe_number, finite_float
 
 StructuredOutput = Literal["native", "text"]
 """How the verdict is asked for: ``"native"`` (the model's structured output, with

@@ -16,7 +16,7 @@ from langchain_core.runnables.config import run_in_executor
 
 from loop_agents.evaluators._base import check_name, make_evaluator
 from loop_agents.loop.agents import describe, is_async_callable
-from loop_agents.loop.controls.criteria import LoopEvaluatorRunnable
+from loop_agents.loop.evaluation import LoopEvaluatorRunnable
 from loop_agents.loop.state import LoopContext, LoopEvaluation
 
 RuleResult: TypeAlias = tuple[bool, str]

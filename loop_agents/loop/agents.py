@@ -27,11 +27,10 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.pregel import Pregel
 from langgraph.pregel.protocol import PregelProtocol
 
-from loop_agents.loop._sync_bridge import run_coroutine
-from loop_agents.loop._worker_threads import in_worker_thread
 from loop_agents.loop.agent_state import input_keys, output_state
-from loop_agents.loop.loop_agent import LoopAgent
-from loop_agents.loop.usage import usage_of_metadata
+from loop_agents.runtime._sync_bridge import run_coroutine
+from loop_agents.runtime._worker_threads import in_worker_thread
+from loop_agents.runtime.usage import usage_of_metadata
 
 AgentFunction: TypeAlias = Callable[[list[AnyMessage]], Any]
 """A plain function (sync or async) given the messages; returns an answer."""
@@ -182,8 +181,8 @@ class AgentCaller:
     def __init__(self, agent: AgentLike) -> None:
         """Wrap ``agent``; see the module docstring for what is accepted."""
         check_agent(agent)
-        if isinstance(agent, LoopAgent):  # a loop as the agent: its agent's state goes and
-            agent = agent.sharing_agent_state()  # comes back (see share_agent_state)
+        if callable(getattr(type(agent), "sharing_agent_state", None)):  # a LoopAgent:
+            agent = cast(Any, agent).sharing_agent_state()  # its agent's state comes back too
         self.agent = without_own_checkpoints(agent)
         # a graph without checkpoints inherits a parent run's durability="sync" and then
         # fails waiting for a checkpoint it never saves: give it its own durability

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeAlias, cast
 
-from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.runnables import Runnable, RunnableBinding, RunnableConfig, RunnableLambda
 
-from loop_agents.loop._numbers import describe_number, finite_float
-from loop_agents.loop._worker_threads import in_worker_thread
 from loop_agents.loop.agents import check_one_argument, describe, is_async_callable
 from loop_agents.loop.state import LoopContext, LoopEvaluation
+from loop_agents.runtime._numbers import describe_number, finite_float
+from loop_agents.runtime._worker_threads import in_worker_thread
 
 Evaluator: TypeAlias = (
     Callable[[LoopContext], LoopEvaluation]
@@ -213,3 +213,59 @@ def missing_feedback_error(where: str) -> InvalidEvaluationError:
         f"advisor=<chat model> (which writes it) or with threshold=<score> and return a "
         f"'score' (a default sentence is sent)"
     )
+
+
+class LoopEvaluatorRunnable(RunnableLambda[LoopContext, LoopEvaluation]):
+    """A ready-made evaluator: a runnable with a sync and an async path, and its criteria.
+
+    Attributes:
+        criteria: What the evaluator checks, as a text for the agent (``None`` when it
+            states nothing); shown before the first attempt with
+            ``create_loop_agent(..., show_criteria=True)``.
+
+    """
+
+    criteria: str | None = None
+
+
+def criteria_of(evaluator: object) -> str | None:
+    """The criteria ``evaluator`` states (its ``criteria`` attribute), or ``None``.
+
+    A runnable bound with ``with_config``/``bind`` is looked through.
+
+    Example:
+        ```python
+        judge = llm_judge(model, "Score the haiku 0-100: form, imagery.", threshold=75)
+        assert criteria_of(judge) == "Score the haiku 0-100: form, imagery."
+        ```
+
+    """
+    seen = 0
+    while seen < 10:
+        criteria = getattr(evaluator, "criteria", None)
+        if isinstance(criteria, str) and criteria.strip():
+            return criteria.strip()
+        if not isinstance(evaluator, RunnableBinding):
+            return None
+        evaluator = evaluator.bound
+        seen += 1
+    return None
+
+
+def combined_criteria(members: Sequence[tuple[str, object]]) -> str | None:
+    r"""The criteria of several evaluators: each member's under its name (``None`` if none).
+
+    Example:
+        ```python
+        combined_criteria([("short", short_rule), ("judge", judge)])
+        # '[short]\\nAt most 280 characters.\\n\\n[judge]\\nScore ...'
+        ```
+
+    """
+    parts = [(name, criteria_of(member)) for name, member in members]
+    stated = [(name, text) for name, text in parts if text]
+    if not stated:
+        return None
+    if len(stated) == 1:
+        return stated[0][1]
+    return "\n\n".join(f"[{name}]\n{text}" for name, text in stated)

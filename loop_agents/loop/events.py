@@ -71,7 +71,7 @@ class AgentFailed(TypedDict):
     """The agent call failed with an error the model caused (``on_agent_error="feedback"``).
 
     The error becomes the feedback of the next attempt (see
-    `loop_agents.loop.controls.agent_errors`).
+    `loop_agents.controls.agent_errors`).
 
     Attributes:
         type: Always ``"agent_failed"``.
@@ -141,7 +141,7 @@ class EvaluationFinished(TypedDict):
             history policy; every candidate's).
         cost: What they cost by ``prices=``, or ``None`` when unknown.
         error: Present when the iteration's agent call failed (no answer was judged).
-        strategy: With an `loop_agents.loop.controls.Adaptive` control: the attempt's
+        strategy: With an `loop_agents.controls.Adaptive` control: the attempt's
             kind of retry, why it was chosen, and the kind chosen next (the record's
             ``strategy``).
 

@@ -1,8 +1,8 @@
 """The loop's two nodes, ``invoke_agent`` and ``evaluate``, each written once.
 
-Each node is a program (`loop_agents.loop.steps`): it yields the calls it makes and
+Each node is a program (`loop_agents.runtime.steps`): it yields the calls it makes and
 receives their results, and the same program runs under ``invoke`` and ``ainvoke``.
-A node runs its controls' hooks at their points (`loop_agents.loop.controls.base`):
+A node runs its controls' hooks at their points (`loop_agents.loop.protocol`):
 
 - ``invoke_agent``: open the iteration (`loop_agents.loop.turns`); each control shapes
   what the agent is sent (``shape_input``: criteria, history); the agent is called
@@ -32,7 +32,19 @@ from langchain_core.runnables import RunnableConfig
 from loop_agents.loop._reporting import LoopReporter
 from loop_agents.loop.agent_state import changes, no_change, selected_state
 from loop_agents.loop.agents import answer_of, with_fresh_ids
-from loop_agents.loop.controls.base import (
+from loop_agents.loop.evaluation import Evaluator, EvaluatorCaller, InvalidEvaluationError
+from loop_agents.loop.feedback import DEFAULT_FEEDBACK_FORMAT, FeedbackFormat, feedback_message
+from loop_agents.loop.hook_checks import checked_choice, checked_messages, checked_outcome
+from loop_agents.loop.outcomes import (
+    EMPTY_RUN,
+    attempts_of,
+    candidate_context,
+    check_decided,
+    judged_of,
+    record_of,
+    verdict_of,
+)
+from loop_agents.loop.protocol import (
     NO_USAGE,
     Attempt,
     CallName,
@@ -42,24 +54,7 @@ from loop_agents.loop.controls.base import (
     Turn,
     overrides,
 )
-from loop_agents.loop.controls.candidates import candidate_context
-from loop_agents.loop.controls.hook_results import (
-    checked_choice,
-    checked_messages,
-    checked_outcome,
-)
-from loop_agents.loop.controls.retries import NodeName, TimeLimit
-from loop_agents.loop.controls.selection import answer_copy, choose
-from loop_agents.loop.evaluation import Evaluator, EvaluatorCaller, InvalidEvaluationError
-from loop_agents.loop.feedback import DEFAULT_FEEDBACK_FORMAT, FeedbackFormat, feedback_message
-from loop_agents.loop.outcomes import (
-    EMPTY_RUN,
-    attempts_of,
-    check_decided,
-    judged_of,
-    record_of,
-    verdict_of,
-)
+from loop_agents.loop.records import answer_copy, choose
 from loop_agents.loop.state import (
     AgentRun,
     IterationRecord,
@@ -67,10 +62,11 @@ from loop_agents.loop.state import (
     LoopState,
     StopReason,
 )
-from loop_agents.loop.steps import Call, Fanout, Measured, Program, RetryPolicies
 from loop_agents.loop.tracing import candidate_config, iteration_config
 from loop_agents.loop.turns import iteration_number, start_iteration
-from loop_agents.loop.usage import CallUsage
+from loop_agents.runtime.steps import Call, Fanout, Measured, Program, RetryPolicies
+from loop_agents.runtime.time_limits import NodeName, TimeLimit
+from loop_agents.runtime.usage import CallUsage
 
 T = TypeVar("T")
 

@@ -40,7 +40,7 @@ StopReason = Literal[
   or the next iteration would pass it.
 - ``agent_errors``: with ``on_agent_error="feedback"``, the agent failed
   ``max_agent_errors`` times in a row.
-- ``stagnation``: with a `loop_agents.loop.controls.Stagnation` control, the latest
+- ``stagnation``: with a `loop_agents.controls.Stagnation` control, the latest
   answer repeated an earlier one.
 - ``recursion_limit``: the graph's step budget (a parent graph's ``recursion_limit``)
   had no room for another iteration, so the loop ended cleanly instead of raising.
@@ -48,7 +48,7 @@ StopReason = Literal[
   the model (another middleware stopped it, e.g. ``ModelCallLimitMiddleware``'s limit
   with ``exit_behavior="end"``), so no further attempt can be made.
 
-A stop rule of your own (a `loop_agents.loop.controls.LoopControl`) may give any other
+A stop rule of your own (a `loop_agents.controls.LoopControl`) may give any other
 short string.
 """
 
@@ -199,7 +199,7 @@ class IterationRecord(TypedDict):
             ``max_iterations`` (``count_failed_attempts=False``).
         candidate: With ``candidates=k``: the number of the selected candidate.
         candidates: With ``candidates=k``: every candidate's record, selected or not.
-        strategy: With an `loop_agents.loop.controls.Adaptive` control: the attempt's
+        strategy: With an `loop_agents.controls.Adaptive` control: the attempt's
             kind of retry (``"repair"``, ``"fresh"``, ...), the estimates when it was
             chosen, whether it succeeded, and the kind chosen next.
 

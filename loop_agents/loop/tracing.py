@@ -24,7 +24,7 @@ from typing import Any, Literal, TypeAlias
 
 from langchain_core.runnables import RunnableConfig
 
-from loop_agents.loop._function_runnable import complete_config
+from loop_agents.runtime._function_runnable import complete_config
 
 LoopRole: TypeAlias = Literal["agent", "evaluator", "compaction", "advisor"]
 """Which of a loop's calls a run (or a token) belongs to: the agent, the evaluator, a

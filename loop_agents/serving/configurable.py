@@ -30,17 +30,17 @@ from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from langgraph.runtime import get_runtime
 from langgraph.types import Checkpointer
 
+from loop_agents.controls.criteria import criteria_note
+from loop_agents.controls.shorthands import controls_of_keywords
 from loop_agents.evaluators import llm_judge
 from loop_agents.evaluators.human import human_review
 from loop_agents.evaluators.judge import JudgeFormat, judge_format_options
-from loop_agents.loop._numbers import finite_float
-from loop_agents.loop.controls.base import LoopControl
-from loop_agents.loop.controls.criteria import criteria_note
-from loop_agents.loop.controls.shorthands import controls_of_keywords
-from loop_agents.loop.graph import create_loop_agent
-from loop_agents.loop.loop_agent import LoopAgent
+from loop_agents.hosts.graph import create_loop_agent
+from loop_agents.hosts.loop_agent import LoopAgent
 from loop_agents.loop.output import OutputMode
+from loop_agents.loop.protocol import LoopControl
 from loop_agents.loop.state import LoopContext, LoopEvaluation
+from loop_agents.runtime._numbers import finite_float
 
 DEFAULT_TASK = (
     "You are a careful, capable assistant. Answer the user's request completely. When "

@@ -1,87 +1,22 @@
-"""Controls: the parts of a loop, one module each, composed in order of their stage.
+"""Moved: the controls are in `loop_agents.controls` (and exported from `loop_agents`).
 
-A loop's behaviour beyond its agent, evaluator and cap is a list of controls, given to
-either host: ``create_loop_agent(agent, evaluator, 5, controls=[...])`` or
-``LoopMiddleware(evaluator, 5, controls=[...])``. Controls of your own subclass
-`LoopControl` (its hooks are documented in `loop_agents.loop.controls.base`):
-
-- `criteria`: `Criteria` (the criteria shown to the agent up front);
-- `history`: `History` (what the agent is sent of the conversation);
-- `candidates`: `Candidates` (k answers per iteration, the best kept);
-- `diverse_first`: `DiverseFirst` (k first answers, then repair of the best);
-- `agent_errors`: `AgentErrors` (a failed attempt the model caused is fed back);
-- `advice`: `Advice` (a score decides at a threshold; an advisor writes missing feedback);
-- `feedback_format`: `FeedbackStyle` (how feedback is put to the agent);
-- `restart`: `Restart` (a fresh sample when repairing stops paying);
-- `adaptive`: `Adaptive` (learns from the verdicts which kind of retry pays: a repair, a
-  fresh sample, or a fresh sample told what must hold);
-- `budgets`: `Budgets` (tokens, time, requests, cost; prices);
-- `plateau`: `Plateau` (stop when the scores stop improving);
-- `stagnation`: `Stagnation` (stop when an answer repeats an earlier one);
-- `selection`: `AnswerSelection` (which attempt is the answer);
-- `retries`: `Retries` (retry policies and time limits of the calls);
-- `shorthands`: the one table of short names for controls (the former keyword options,
-  the command's options, the eval's arm keys).
-
-A new control is one module here, with its tests; nothing else changes.
+``from loop_agents.loop.controls import Restart`` still works in this release, with a
+`DeprecationWarning`; the old path goes in loop_agents 0.3.
 """
 
-from loop_agents.loop.controls.adaptive import Adaptive, Retry
-from loop_agents.loop.controls.advice import Advice, Advisor, ScoreThreshold
-from loop_agents.loop.controls.agent_errors import AgentErrors
-from loop_agents.loop.controls.base import (
-    AgentCall,
-    Attempt,
-    Judged,
-    LoopControl,
-    LoopSpec,
-    Outcome,
-    Progress,
-    Stage,
-    Turn,
-    Verdict,
-)
-from loop_agents.loop.controls.budgets import Budgets
-from loop_agents.loop.controls.candidates import Candidates
-from loop_agents.loop.controls.criteria import Criteria
-from loop_agents.loop.controls.diverse_first import DiverseFirst
-from loop_agents.loop.controls.feedback_format import FeedbackStyle
-from loop_agents.loop.controls.history import History
-from loop_agents.loop.controls.plateau import Plateau
-from loop_agents.loop.controls.restart import Restart
-from loop_agents.loop.controls.retries import Retries
-from loop_agents.loop.controls.selection import AnswerSelection
-from loop_agents.loop.controls.stagnation import Stagnation
-from loop_agents.loop.steps import Call, Measured
+import importlib
+import warnings
+from typing import Any
 
-__all__ = [
-    "Adaptive",
-    "Advice",
-    "Advisor",
-    "AgentCall",
-    "AgentErrors",
-    "AnswerSelection",
-    "Attempt",
-    "Budgets",
-    "Call",
-    "Candidates",
-    "Criteria",
-    "DiverseFirst",
-    "FeedbackStyle",
-    "History",
-    "Judged",
-    "LoopControl",
-    "LoopSpec",
-    "Measured",
-    "Outcome",
-    "Plateau",
-    "Progress",
-    "Restart",
-    "Retries",
-    "Retry",
-    "ScoreThreshold",
-    "Stage",
-    "Stagnation",
-    "Turn",
-    "Verdict",
-]
+
+def __getattr__(name: str) -> Any:
+    controls = importlib.import_module("loop_agents.controls")
+    if name.startswith("__") or not hasattr(controls, name):
+        raise AttributeError(f"module 'loop_agents.loop.controls' has no attribute {name!r}")
+    warnings.warn(
+        f"loop_agents.loop.controls moved: import {name} from loop_agents.controls (or from "
+        f"loop_agents); the old path goes in loop_agents 0.3",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return getattr(controls, name)

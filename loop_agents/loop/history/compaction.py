@@ -49,11 +49,12 @@ from loop_agents.loop.history._token_count import (
 )
 from loop_agents.loop.history.policies import (
     Attempt,
+    HistoryChoice,
     LoopHistory,
+    StatefulHistory,
     added_messages,
     without_rejected_attempts,
 )
-from loop_agents.loop.history.stateful import HistoryChoice, StatefulHistory
 from loop_agents.loop.tracing import LOOP_KEY
 
 _CACHE_SIZE = 256

@@ -37,9 +37,9 @@ from langchain_core.tools import ToolException
 from langgraph.types import RetryPolicy
 from pydantic import ValidationError
 
-from loop_agents.loop.controls.base import AgentCall, Attempt, LoopControl, Outcome, Progress, Stage
-from loop_agents.loop.controls.retries import LoopTimeoutError
+from loop_agents.loop.protocol import AgentCall, Attempt, LoopControl, Outcome, Progress, Stage
 from loop_agents.loop.state import IterationRecord
+from loop_agents.runtime.time_limits import LoopTimeoutError
 
 OnAgentError: TypeAlias = Literal["raise", "feedback"]
 """``on_agent_error=``: end the loop on an agent error (``"raise"``, the default) or feed

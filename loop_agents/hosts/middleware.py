@@ -18,7 +18,7 @@ the points of ``create_agent``'s graph:
   next iteration opened, or lets the agent end.
 
 The loop's bookkeeping lives in the agent's state under ``loop_`` keys
-(`loop_agents.loop.middleware_state`): ``loop_records``, ``loop_stop_reason``,
+(`loop_agents.hosts.middleware_state`): ``loop_records``, ``loop_stop_reason``,
 ``loop_selected_iteration`` and the others are in the agent's output.
 """
 
@@ -41,20 +41,8 @@ from langgraph.config import get_config
 from langgraph.runtime import Runtime
 from langgraph.types import Command, Overwrite
 
-from loop_agents.loop.controls.base import (
-    LoopControl,
-    LoopSpec,
-    Outcome,
-    Progress,
-    Stage,
-    assemble_controls,
-    check_controls,
-    overrides,
-)
-from loop_agents.loop.controls.selection import KeptAnswers
-from loop_agents.loop.controls.shorthands import controls_of_keywords
-from loop_agents.loop.evaluation import Evaluator
-from loop_agents.loop.middleware_state import (
+from loop_agents.controls.shorthands import controls_of_keywords
+from loop_agents.hosts.middleware_state import (
     DEFAULT_STATE_KEYS,
     NO_MODEL_CALL,
     AttemptMark,
@@ -66,6 +54,7 @@ from loop_agents.loop.middleware_state import (
     loop_output,
     loop_view,
 )
+from loop_agents.loop.evaluation import Evaluator
 from loop_agents.loop.nodes import (
     DEFAULT_MAX_ITERATIONS,
     LoopNodes,
@@ -73,10 +62,21 @@ from loop_agents.loop.nodes import (
     check_max_iterations,
     check_name,
 )
+from loop_agents.loop.protocol import (
+    LoopControl,
+    LoopSpec,
+    Outcome,
+    Progress,
+    Stage,
+    assemble_controls,
+    check_controls,
+    overrides,
+)
+from loop_agents.loop.records import KeptAnswers
 from loop_agents.loop.state import LoopState
-from loop_agents.loop.steps import Call, Program, arun, measure_async, measure_sync, run
 from loop_agents.loop.storage import Storage, applied_updates, check_storage
 from loop_agents.loop.tracing import iteration_config
+from loop_agents.runtime.steps import Call, Program, arun, measure_async, measure_sync, run
 
 
 class LoopMiddleware(AgentMiddleware[Any, Any, Any]):
@@ -107,7 +107,7 @@ class LoopMiddleware(AgentMiddleware[Any, Any, Any]):
             (``structured_response``, a deep agent's ``files`` and ``todos``).
         max_iterations: The most answers the agent gives in one run (an int >= 1;
             default 100, as `create_loop_agent`'s).
-        controls: The loop's controls (`loop_agents.loop.controls`), as
+        controls: The loop's controls (`loop_agents.controls`), as
             `create_loop_agent` takes them, but for those that need the agent call as
             one step (`Candidates`, `DiverseFirst`, `AgentErrors`, the agent's side of
             `Retries`): inside ``create_agent`` an attempt is the agent's own steps.

@@ -23,9 +23,9 @@ from typing import Any, cast
 
 from langchain_core.messages import AnyMessage, BaseMessage
 
-from loop_agents.loop._numbers import finite_float
-from loop_agents.loop.controls.base import AgentCall, Attempt, LoopControl, Outcome
+from loop_agents.loop.protocol import AgentCall, Attempt, LoopControl, Outcome
 from loop_agents.loop.state import IterationRecord
+from loop_agents.runtime._numbers import finite_float
 
 __all__ = [
     "checked_around",

@@ -12,7 +12,7 @@ it does what a compiled graph cannot do for itself:
   a `LoopInputError` saying what to pass, before LangGraph coerces, stores or runs
   anything; that includes ``Command(update=...)`` and ``update_state`` values for the
   loop's keys, which LangGraph would store as given and then fail to read back;
-- hold the run's thread for the whole run (`loop_agents.loop.thread_locking`), so that a
+- hold the run's thread for the whole run (`loop_agents.runtime.thread_locking`), so that a
   second run on a busy thread fails with `ThreadBusyError` (or waits its turn) instead
   of silently overwriting the first run's checkpoints.
 
@@ -44,7 +44,7 @@ from langgraph.types import Command, StateUpdate
 
 from loop_agents.loop.input_checks import EXAMPLE, LoopInputError, check_input, check_update
 from loop_agents.loop.state import LoopInput, LoopOutput, LoopState
-from loop_agents.loop.thread_locking import (
+from loop_agents.runtime.thread_locking import (
     ConcurrentRuns,
     athread_guard,
     check_concurrent_runs,

@@ -24,7 +24,7 @@ episode is sent what the controls before this one chose (``history=``).
 
 Example:
     ```python
-    from loop_agents.loop.controls import Restart
+    from loop_agents.controls import Restart
 
     loop = create_loop_agent(model, tests, 3, controls=[Restart()])
     ```
@@ -39,9 +39,9 @@ from dataclasses import dataclass
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 
 from loop_agents.loop.agents import describe
-from loop_agents.loop.controls.base import LoopControl, Stage, Turn
 from loop_agents.loop.feedback import fenced
 from loop_agents.loop.history.policies import LoopHistory, loop_history, without_rejected_attempts
+from loop_agents.loop.protocol import LoopControl, Stage, Turn
 from loop_agents.loop.state import IterationRecord
 
 AnswerKey = Callable[[str], str]

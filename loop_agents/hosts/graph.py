@@ -7,7 +7,7 @@ START -> invoke_agent -> evaluate --(continue)--> invoke_agent
 
 The graph is one of the loop's two hosts (the other is `LoopMiddleware`, inside
 ``create_agent``). The loop's logic is the core's (`loop_agents.loop.nodes.LoopNodes`):
-``invoke_agent`` opens the iteration and calls the agent (`loop_agents.loop.agent_node`),
+``invoke_agent`` opens the iteration and calls the agent (`loop_agents.hosts.agent_step`),
 ``evaluate`` judges, lets the controls work on the verdict, records and decides. What
 the graph adds is what a graph does: its state schema and storage layout
 (`loop_agents.loop.storage`), retry policies on the nodes that make one paid call, the
@@ -31,20 +31,11 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.store.base import BaseStore
 from langgraph.types import Checkpointer
 
-from loop_agents.loop._function_runnable import FunctionRunnable
-from loop_agents.loop.agent_node import AgentStep, routed
+from loop_agents.controls.shorthands import controls_of_keywords
+from loop_agents.hosts.agent_step import AgentStep, routed
+from loop_agents.hosts.loop_agent import LoopAgent
 from loop_agents.loop.agents import AgentLike
-from loop_agents.loop.controls.base import (
-    CallName,
-    LoopControl,
-    LoopSpec,
-    assemble_controls,
-    check_controls,
-)
-from loop_agents.loop.controls.selection import KeptAnswers
-from loop_agents.loop.controls.shorthands import controls_of_keywords
 from loop_agents.loop.evaluation import Evaluator
-from loop_agents.loop.loop_agent import LoopAgent
 from loop_agents.loop.nodes import (
     DEFAULT_MAX_ITERATIONS,
     STEPS_PER_ITERATION,
@@ -53,10 +44,19 @@ from loop_agents.loop.nodes import (
     check_name,
 )
 from loop_agents.loop.output import OutputMode, check_output_mode, keep_final_answer, output_schema
+from loop_agents.loop.protocol import (
+    CallName,
+    LoopControl,
+    LoopSpec,
+    assemble_controls,
+    check_controls,
+)
+from loop_agents.loop.records import KeptAnswers
 from loop_agents.loop.state import LoopInput, LoopState
-from loop_agents.loop.steps import Program, RetryPolicies, arun, run
 from loop_agents.loop.storage import Storage, check_storage, resolve_storage, with_storage
-from loop_agents.loop.thread_locking import ConcurrentRuns
+from loop_agents.runtime._function_runnable import FunctionRunnable
+from loop_agents.runtime.steps import Program, RetryPolicies, arun, run
+from loop_agents.runtime.thread_locking import ConcurrentRuns
 
 MIN_RECURSION_LIMIT = 10_000
 """The least recursion limit a loop carries.
@@ -95,7 +95,7 @@ def create_loop_agent(
     ``max_iterations`` answers.
 
     Everything else is a control in ``controls=[...]``, composed as ``create_agent``'s
-    middleware is (`loop_agents.loop.controls`): what the agent is sent (`History`,
+    middleware is (`loop_agents.controls`): what the agent is sent (`History`,
     `Criteria`), how it is called (`Candidates`, `DiverseFirst`, `AgentErrors`,
     `Retries`), what a verdict means (`Advice`), how feedback is put (`FeedbackStyle`),
     what kind of retry comes next (`Restart`, `Adaptive`), when to stop (`Budgets`,
@@ -120,7 +120,7 @@ def create_loop_agent(
             ready-made evaluator (``llm_judge``, ``rule``, ``command_check``, ...).
         max_iterations: The most times the agent is called in one loop (an int >= 1;
             default 100, as seed 001 has it).
-        controls: The loop's controls (`loop_agents.loop.controls`), yours included.
+        controls: The loop's controls (`loop_agents.controls`), yours included.
         name: The graph's name (in traces, in the loop events, in a parent graph).
         checkpointer: A LangGraph checkpointer (``InMemorySaver``, ``SqliteSaver``,
             ``PostgresSaver`` or their async forms); with it a loop resumes after an
@@ -142,7 +142,7 @@ def create_loop_agent(
         concurrent_runs: What a run does when another run is in progress on its
             thread. ``"reject"`` (the default): fail at once with `ThreadBusyError`.
             ``"wait"``: wait for the thread, then run. See
-            `loop_agents.loop.thread_locking`.
+            `loop_agents.runtime.thread_locking`.
         busy_timeout: With ``concurrent_runs="wait"``, the longest a run waits for
             its thread (seconds or a ``timedelta``); ``None`` waits as long as it takes.
         share_agent_state: As a node of a parent graph, take the parent's
@@ -152,7 +152,7 @@ def create_loop_agent(
         **deprecated: The keyword options of earlier releases (``select=``,
             ``patience=``, ``history=``, ...), each the shorthand of a control: accepted
             in this release with a `DeprecationWarning` naming the control to pass
-            instead (`loop_agents.loop.controls.shorthands`).
+            instead (`loop_agents.controls.shorthands`).
 
     Returns:
         A `LoopAgent`: the compiled ``StateGraph`` (``loop.graph``; nest the loop,

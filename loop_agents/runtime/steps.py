@@ -19,9 +19,9 @@ an ``advisor``, a ``compacting`` history); a node that makes one call runs it di
 and LangGraph's own checkpoint after the node is enough.
 
 Every call is measured: its wall-clock seconds and the chat-model calls made while it
-ran (`loop_agents.loop.usage`), so a result read back from a checkpoint carries the
+ran (`loop_agents.runtime.usage`), so a result read back from a checkpoint carries the
 usage of the call that produced it. A call with a ``timeout`` is abandoned at its
-deadline (`loop_agents.loop.controls.retries`).
+deadline (`loop_agents.controls.retries`).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.func import task
 from langgraph.types import RetryPolicy
 
-from loop_agents.loop.usage import CallUsage, counting_tokens
+from loop_agents.runtime.usage import CallUsage, counting_tokens
 
 T = TypeVar("T")
 
@@ -87,7 +87,7 @@ class Call:
         input: The call's input.
         config: The call's run config.
         timeout: Seconds after which the call is abandoned (``None``: no limit).
-        limit: How the time limit is enforced (see `loop_agents.loop.controls.retries`);
+        limit: How the time limit is enforced (see `loop_agents.controls.retries`);
             set with ``timeout``.
         retry: Stepped, the task's retry policy.
 

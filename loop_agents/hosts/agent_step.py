@@ -19,17 +19,17 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END
 from langgraph.types import Command
 
-from loop_agents.loop._function_runnable import FunctionRunnable
 from loop_agents.loop.agent_state import carried, changes, restored
 from loop_agents.loop.agents import AgentCaller, AgentInput, AgentLike, answer_of, with_fresh_ids
-from loop_agents.loop.controls.base import AgentCall, Attempt
-from loop_agents.loop.controls.hook_results import checked_around, checked_attempts, checked_calls
+from loop_agents.loop.hook_checks import checked_around, checked_attempts, checked_calls
 from loop_agents.loop.nodes import LoopNodes
 from loop_agents.loop.outcomes import run_of
+from loop_agents.loop.protocol import AgentCall, Attempt
 from loop_agents.loop.state import AgentRun, CandidateRun, LoopState
-from loop_agents.loop.steps import Call, Fanout, Program
 from loop_agents.loop.tracing import candidate_config, iteration_config
-from loop_agents.loop.usage import CallUsage
+from loop_agents.runtime._function_runnable import FunctionRunnable
+from loop_agents.runtime.steps import Call, Fanout, Program
+from loop_agents.runtime.usage import CallUsage
 
 
 class AgentStep:

@@ -36,11 +36,11 @@ from loop_agents.loop.agent_state import (
     is_changes,
     updated,
 )
-from loop_agents.loop.controls.base import Attempt
 from loop_agents.loop.outcomes import run_of
+from loop_agents.loop.protocol import Attempt
 from loop_agents.loop.state import LoopState
 from loop_agents.loop.storage import LISTS_SNAPSHOT_EVERY, StorageLayout, unwrapped, with_storage
-from loop_agents.loop.usage import CallUsage
+from loop_agents.runtime.usage import CallUsage
 
 LOOP_KEYS: dict[str, tuple[str, Literal["output", "private"]]] = {
     "iteration": ("loop_iteration", "output"),
@@ -316,7 +316,7 @@ def agent_updates(
         else:
             raise KeyError(
                 f"the loop wrote the state key {key!r}, which LoopMiddleware does not keep; "
-                f"add it to loop_agents.loop.middleware_state.LOOP_KEYS"
+                f"add it to loop_agents.hosts.middleware_state.LOOP_KEYS"
             )
     return out
 

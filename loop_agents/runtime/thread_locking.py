@@ -11,7 +11,7 @@ the default) or waits its turn (``concurrent_runs="wait"``).
 The guard is keyed by the checkpointer and the thread (``thread_id`` and
 ``checkpoint_ns``). It works in-process for every checkpointer (threads and asyncio
 tasks) and across processes for SQLite on a file and PostgreSQL (see
-`loop_agents.loop._process_locks`). Every lock dies with its process: a run that was killed
+`loop_agents.runtime._process_locks`). Every lock dies with its process: a run that was killed
 leaves its thread free for the next.
 
 `thread_guard` and `athread_guard` are the same guard for code of your own, e.g. a
@@ -32,8 +32,8 @@ from typing import Any, Literal, get_args
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from loop_agents.loop._numbers import describe_number, finite_float
-from loop_agents.loop._process_locks import (
+from loop_agents.runtime._numbers import describe_number, finite_float
+from loop_agents.runtime._process_locks import (
     AsyncProcessLock,
     ProcessLock,
     aprocess_lock,

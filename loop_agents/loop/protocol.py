@@ -30,11 +30,11 @@ A control overrides the hooks it needs; the loop calls only the overridden ones:
 A hook that calls a model (``shape_input``, ``after_verdict``) is written as a generator
 that yields a `Call` and receives its `Measured` result; the loop makes the call with
 ``invoke`` or ``ainvoke`` as the loop itself runs, and as a LangGraph task of its own, so
-its failure never repeats another call of the iteration. See `loop_agents.loop.steps`.
+its failure never repeats another call of the iteration. See `loop_agents.runtime.steps`.
 
 Example:
     ```python
-    from loop_agents.loop.controls import LoopControl
+    from loop_agents.controls import LoopControl
 
 
     class StopOnSameScore(LoopControl):
@@ -62,8 +62,8 @@ from langchain_core.runnables import RunnableConfig
 from loop_agents.loop.agent_state import frozen, thawed
 from loop_agents.loop.feedback import DEFAULT_FEEDBACK_FORMAT, FeedbackFormat
 from loop_agents.loop.state import FeedbackSource, IterationRecord, LoopState
-from loop_agents.loop.steps import Call, Fanout, Measured, Program, RetryPolicies
-from loop_agents.loop.usage import CallUsage
+from loop_agents.runtime.steps import Call, Fanout, Measured, Program, RetryPolicies
+from loop_agents.runtime.usage import CallUsage
 
 NO_USAGE = CallUsage()
 
@@ -508,7 +508,7 @@ class LoopControl:
     """A part of the loop; override the hooks you need (see the module docstring).
 
     Attributes:
-        name: The control's name, in errors and in `loop_agents.loop.graph.controls_of`.
+        name: The control's name, in errors and in `loop_agents.hosts.graph.controls_of`.
 
     """
 
@@ -648,7 +648,7 @@ def check_controls(controls: object) -> list[LoopControl]:
         hint = " (a class: call it, e.g. Stagnation())" if isinstance(wrong[0], type) else ""
         raise TypeError(
             f"controls must hold LoopControl objects (subclass "
-            f"loop_agents.loop.controls.LoopControl); got {type(wrong[0]).__name__} "
+            f"loop_agents.controls.LoopControl); got {type(wrong[0]).__name__} "
             f"{wrong[0]!r:.60}{hint}"
         )
     return list(controls)

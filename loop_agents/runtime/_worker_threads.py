@@ -1,6 +1,6 @@
 """Sync calls that ``ainvoke`` runs in worker threads, counted for the nodes' time limits.
 
-A node under ``agent_timeout``/``evaluator_timeout`` (see `loop_agents.loop.controls.retries`)
+A node under ``agent_timeout``/``evaluator_timeout`` (see `loop_agents.controls.retries`)
 sets `WORKERS` for the call it times; `in_worker_thread` counts the sync agent or
 evaluator functions running in LangChain's executor under it, so that at the deadline the
 node knows a thread is still running (cancelling the wait does not stop a thread).

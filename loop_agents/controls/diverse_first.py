@@ -11,7 +11,7 @@ answers: give ``max_iterations = K - k + 1`` for a budget of K answers.
 
 Example:
     ```python
-    from loop_agents.loop.controls import DiverseFirst
+    from loop_agents.controls import DiverseFirst
 
     # a budget of 3 answers: 2 first samples, then 1 repair of the better one
     loop = create_loop_agent(model, tests, 2, controls=[DiverseFirst(2)])
@@ -23,12 +23,12 @@ from __future__ import annotations
 from collections.abc import Generator, Sequence
 from typing import Any
 
-from loop_agents.loop.controls.base import AgentCall, Stage
-from loop_agents.loop.controls.candidates import (
+from loop_agents.controls.candidates import (
     Candidates,
     check_candidate_temperature,
     check_candidates,
 )
+from loop_agents.loop.protocol import AgentCall, Stage
 
 
 class DiverseFirst(Candidates):

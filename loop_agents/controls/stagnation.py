@@ -8,7 +8,7 @@ its text), so the rule reads the records only and a resumed loop decides the sam
 
 Example:
     ```python
-    from loop_agents.loop.controls import Stagnation
+    from loop_agents.controls import Stagnation
 
     loop = create_loop_agent(model, tests, 5, controls=[Stagnation()])
     result = loop.invoke({"messages": [HumanMessage("Write is_prime(n).")]})
@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import hashlib
 
+from loop_agents.controls.restart import AnswerKey, answer_key
 from loop_agents.loop.agents import describe
-from loop_agents.loop.controls.base import LoopControl, Outcome, Progress, Stage
-from loop_agents.loop.controls.restart import AnswerKey, answer_key
+from loop_agents.loop.protocol import LoopControl, Outcome, Progress, Stage
 
 DIGEST_KEY = "answer_digest"
 """The record key holding an answer's digest."""

@@ -18,17 +18,18 @@ from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, ToolMess
 from langchain_core.runnables import RunnableConfig
 
 from loop_agents.loop.agents import describe
-from loop_agents.loop.controls.base import LoopControl, Stage, Turn
 from loop_agents.loop.history.policies import (
+    HistoryChoice,
     HistoryFunction,
     HistoryPolicy,
     LoopHistory,
+    StatefulHistory,
     builtin_policy,
     check_history,
     loop_history,
 )
-from loop_agents.loop.history.stateful import HistoryChoice, StatefulHistory
-from loop_agents.loop.steps import Call, Measured
+from loop_agents.loop.protocol import LoopControl, Stage, Turn
+from loop_agents.runtime.steps import Call, Measured
 
 
 class History(LoopControl):

@@ -10,8 +10,8 @@ function ``(text, iteration) -> str | HumanMessage``; ``FeedbackStyle("{feedback
 
 from __future__ import annotations
 
-from loop_agents.loop.controls.base import LoopControl, Stage
 from loop_agents.loop.feedback import DEFAULT_FEEDBACK_FORMAT, FeedbackFormat, check_feedback_format
+from loop_agents.loop.protocol import LoopControl, Stage
 
 
 class FeedbackStyle(LoopControl):

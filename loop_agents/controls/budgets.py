@@ -46,10 +46,10 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import NotRequired, TypeAlias, TypedDict
 
-from loop_agents.loop._numbers import describe_number, finite_float
-from loop_agents.loop.controls.base import LoopControl, Progress, Stage
+from loop_agents.loop.protocol import LoopControl, Progress, Stage
 from loop_agents.loop.state import IterationRecord
-from loop_agents.loop.usage import CallUsage
+from loop_agents.runtime._numbers import describe_number, finite_float
+from loop_agents.runtime.usage import CallUsage
 
 ANY_MODEL = "*"
 """The key of ``prices`` that prices every model not named in it."""

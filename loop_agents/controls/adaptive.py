@@ -32,7 +32,7 @@ attempt could be sent) returning the messages to send.
 Example:
     ```python
     from langgraph.store.memory import InMemoryStore
-    from loop_agents.loop.controls import Adaptive
+    from loop_agents.controls import Adaptive
 
     store = InMemoryStore()
     loop = create_loop_agent(model, tests, 3, controls=[Adaptive(seed=7)], store=store)
@@ -54,12 +54,12 @@ from langgraph.config import get_config, get_store
 from langgraph.store.base import BaseStore
 from langgraph.store.memory import InMemoryStore
 
+from loop_agents.controls.restart import Requirements, feedback_points, requirements_message
 from loop_agents.loop.agents import describe
-from loop_agents.loop.controls.base import LoopControl, Outcome, Stage, Turn
-from loop_agents.loop.controls.restart import Requirements, feedback_points, requirements_message
 from loop_agents.loop.history.policies import loop_history, without_rejected_attempts
+from loop_agents.loop.protocol import LoopControl, Outcome, Stage, Turn
 from loop_agents.loop.state import IterationRecord
-from loop_agents.loop.steps import Call, Measured
+from loop_agents.runtime.steps import Call, Measured
 
 
 @dataclass(frozen=True)
@@ -185,7 +185,7 @@ class Adaptive(LoopControl):
         namespace: Where the learning is kept in the store; default
             ``("loop_agents", "adaptive", <model>, <evaluator>)``.
         requirements: The points one feedback text says must hold (the informed kind's
-            list); default `loop_agents.loop.controls.restart.feedback_points`.
+            list); default `loop_agents.controls.restart.feedback_points`.
 
     Raises:
         TypeError: a kind that is not a function, a prior that is not two numbers, a

@@ -24,12 +24,11 @@ import uuid
 from collections.abc import Sequence
 
 from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage
-from langchain_core.runnables import RunnableBinding, RunnableLambda
 
 from loop_agents.loop.agents import describe
-from loop_agents.loop.controls.base import LoopControl, LoopSpec, Stage, Turn
+from loop_agents.loop.evaluation import criteria_of
 from loop_agents.loop.feedback import fence_for, injected
-from loop_agents.loop.state import LoopContext, LoopEvaluation
+from loop_agents.loop.protocol import LoopControl, LoopSpec, Stage, Turn
 
 CRITERIA_KEY = "loop_agents_criteria"
 """The ``additional_kwargs`` key that marks the criteria message."""
@@ -43,62 +42,6 @@ CRITERIA_FORMAT = (
     "\n\n{fence}criteria\n{criteria}\n{fence}\n\nAim to meet them in your answer."
 )
 """The text of the criteria message."""
-
-
-class LoopEvaluatorRunnable(RunnableLambda[LoopContext, LoopEvaluation]):
-    """A ready-made evaluator: a runnable with a sync and an async path, and its criteria.
-
-    Attributes:
-        criteria: What the evaluator checks, as a text for the agent (``None`` when it
-            states nothing); shown before the first attempt with
-            ``create_loop_agent(..., show_criteria=True)``.
-
-    """
-
-    criteria: str | None = None
-
-
-def criteria_of(evaluator: object) -> str | None:
-    """The criteria ``evaluator`` states (its ``criteria`` attribute), or ``None``.
-
-    A runnable bound with ``with_config``/``bind`` is looked through.
-
-    Example:
-        ```python
-        judge = llm_judge(model, "Score the haiku 0-100: form, imagery.", threshold=75)
-        assert criteria_of(judge) == "Score the haiku 0-100: form, imagery."
-        ```
-
-    """
-    seen = 0
-    while seen < 10:
-        criteria = getattr(evaluator, "criteria", None)
-        if isinstance(criteria, str) and criteria.strip():
-            return criteria.strip()
-        if not isinstance(evaluator, RunnableBinding):
-            return None
-        evaluator = evaluator.bound
-        seen += 1
-    return None
-
-
-def combined_criteria(members: Sequence[tuple[str, object]]) -> str | None:
-    r"""The criteria of several evaluators: each member's under its name (``None`` if none).
-
-    Example:
-        ```python
-        combined_criteria([("short", short_rule), ("judge", judge)])
-        # '[short]\\nAt most 280 characters.\\n\\n[judge]\\nScore ...'
-        ```
-
-    """
-    parts = [(name, criteria_of(member)) for name, member in members]
-    stated = [(name, text) for name, text in parts if text]
-    if not stated:
-        return None
-    if len(stated) == 1:
-        return stated[0][1]
-    return "\n\n".join(f"[{name}]\n{text}" for name, text in stated)
 
 
 def check_criteria_text(criteria: object) -> str | None:

@@ -6,15 +6,15 @@ whose run died can be resumed at once by another process.
 
 - SQLite (``SqliteSaver``, ``AsyncSqliteSaver`` on a file): on Linux, a lock on one byte
   of the database file itself, so every path to the file meets it
-  (`loop_agents.loop._inode_locks`). Elsewhere, an exclusive ``flock`` on a small lock
+  (`loop_agents.runtime._inode_locks`). Elsewhere, an exclusive ``flock`` on a small lock
   file per thread, in a folder next to the database (``checkpoints.sqlite.loop-locks/``),
   removed when the run ends.
 - PostgreSQL (``PostgresSaver``, ``AsyncPostgresSaver``): a session-level advisory lock
   (``pg_try_advisory_lock``) keyed by a 64-bit hash of the thread, held on one connection
-  per process and database that all its runs share (`loop_agents.loop._postgres_locks`).
+  per process and database that all its runs share (`loop_agents.runtime._postgres_locks`).
 
 Other checkpointers (``InMemorySaver``, an SQLite database in memory) cannot be shared
-by processes; the in-process guard in `loop_agents.loop.thread_locking` covers them.
+by processes; the in-process guard in `loop_agents.runtime.thread_locking` covers them.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ import weakref
 from pathlib import Path
 from typing import Any, Protocol
 
-from loop_agents.loop import _inode_locks
-from loop_agents.loop._postgres_locks import AsyncPostgresLock, PostgresLock
+from loop_agents.runtime import _inode_locks
+from loop_agents.runtime._postgres_locks import AsyncPostgresLock, PostgresLock
 
 try:
     import fcntl

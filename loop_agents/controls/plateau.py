@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from loop_agents.loop._numbers import describe_number, finite_float
-from loop_agents.loop.controls.base import LoopControl, Progress, Stage
+from loop_agents.loop.protocol import LoopControl, Progress, Stage
 from loop_agents.loop.state import IterationRecord
+from loop_agents.runtime._numbers import describe_number, finite_float
 
 
 def plateaued(records: Sequence[IterationRecord], *, patience: int, min_delta: float) -> bool:

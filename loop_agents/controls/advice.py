@@ -24,11 +24,11 @@ from typing import Any
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 
-from loop_agents.loop._function_runnable import FunctionRunnable
-from loop_agents.loop._numbers import describe_number, finite_float
-from loop_agents.loop.controls.base import LoopControl, Outcome, Stage
 from loop_agents.loop.feedback import fenced
-from loop_agents.loop.steps import Call, Measured
+from loop_agents.loop.protocol import LoopControl, Outcome, Stage
+from loop_agents.runtime._function_runnable import FunctionRunnable
+from loop_agents.runtime._numbers import describe_number, finite_float
+from loop_agents.runtime.steps import Call, Measured
 
 ADVISOR_INSTRUCTIONS = (
     "You help an assistant improve its answer. You are given the task it was set, its "

@@ -40,13 +40,12 @@ from collections.abc import Generator, Sequence
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, AnyMessage
 from langchain_core.runnables import Runnable
 
-from loop_agents.loop._numbers import describe_number, finite_float
 from loop_agents.loop.agents import AgentCaller, AgentLike, describe
-from loop_agents.loop.controls.base import AgentCall, LoopControl, LoopSpec, Outcome, Stage
-from loop_agents.loop.state import LoopContext, LoopEvaluation
+from loop_agents.loop.protocol import AgentCall, LoopControl, LoopSpec, Outcome, Stage
+from loop_agents.loop.state import LoopEvaluation
+from loop_agents.runtime._numbers import describe_number, finite_float
 
 MAX_CANDIDATES = 64
 """The most candidates per iteration ``candidates=`` accepts."""
@@ -177,18 +176,6 @@ def best_candidate(verdicts: Sequence[tuple[int, LoopEvaluation]]) -> int:
     tied = [(n, v) for n, v in pool if not scored or v.get("score") == top]
     accepted = [n for n, v in tied if v["stop"]]
     return min(accepted) if accepted else min(n for n, _ in tied)
-
-
-def candidate_context(
-    base: LoopContext, produced: list[AnyMessage], answer: AIMessage, number: int
-) -> LoopContext:
-    """The `LoopContext` of one candidate: ``base`` with its answer and its messages."""
-    return {
-        **base,
-        "last_response": answer,
-        "messages": [*base["messages"], *produced],
-        "candidate": number,
-    }
 
 
 class Candidates(LoopControl):

@@ -44,23 +44,24 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from loop_agents.loop.controls.adaptive import Adaptive
-from loop_agents.loop.controls.advice import Advice
-from loop_agents.loop.controls.agent_errors import AgentErrors
-from loop_agents.loop.controls.base import LoopControl
-from loop_agents.loop.controls.budgets import Budgets
-from loop_agents.loop.controls.candidates import Candidates
-from loop_agents.loop.controls.criteria import Criteria
-from loop_agents.loop.controls.diverse_first import DiverseFirst
-from loop_agents.loop.controls.feedback_format import FeedbackStyle
-from loop_agents.loop.controls.history import History
-from loop_agents.loop.controls.plateau import Plateau
-from loop_agents.loop.controls.restart import Requirements, Restart
-from loop_agents.loop.controls.retries import Retries
-from loop_agents.loop.controls.selection import AnswerSelection, check_select
-from loop_agents.loop.controls.stagnation import Stagnation
+from loop_agents.controls.adaptive import Adaptive
+from loop_agents.controls.advice import Advice
+from loop_agents.controls.agent_errors import AgentErrors
+from loop_agents.controls.budgets import Budgets
+from loop_agents.controls.candidates import Candidates
+from loop_agents.controls.criteria import Criteria
+from loop_agents.controls.diverse_first import DiverseFirst
+from loop_agents.controls.feedback_format import FeedbackStyle
+from loop_agents.controls.history import History
+from loop_agents.controls.plateau import Plateau
+from loop_agents.controls.restart import Requirements, Restart
+from loop_agents.controls.retries import Retries
+from loop_agents.controls.selection import AnswerSelection
+from loop_agents.controls.stagnation import Stagnation
 from loop_agents.loop.feedback import DEFAULT_FEEDBACK_FORMAT, PLAIN_FEEDBACK
 from loop_agents.loop.history.policies import HISTORY_NAMES
+from loop_agents.loop.protocol import LoopControl
+from loop_agents.loop.records import check_select
 
 Arguments = tuple[tuple[Any, ...], dict[str, Any]]
 """A control constructor's positional and keyword arguments."""
