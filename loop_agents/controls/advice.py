@@ -24,6 +24,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 
+from loop_agents.loop.agents import encodable
 from loop_agents.loop.feedback import fenced
 from loop_agents.loop.protocol import LoopControl, Outcome, Stage
 from loop_agents.runtime._function_runnable import FunctionRunnable
@@ -218,7 +219,7 @@ class Advice(LoopControl):
         assert verdict is not None
         assert answer is not None
         assert run is not None
-        prompt = advisor_prompt(outcome.request, answer, verdict.score, self.threshold)
+        prompt = encodable(advisor_prompt(outcome.request, answer, verdict.score, self.threshold))
         reply = yield Call("advisor", run.invoke, run.ainvoke, prompt, outcome.config("advisor"))
         text = advice_text(reply.value)
         if text:  # an empty reply keeps the default sentence (and its "default" source)

@@ -27,6 +27,7 @@ from loop_agents.evaluators._base import (
     make_evaluator,
 )
 from loop_agents.evaluators.verdict_schema import default_schema, schema_fields, with_scale
+from loop_agents.loop.agents import encodable
 from loop_agents.loop.evaluation import LoopEvaluatorRunnable
 from loop_agents.loop.state import LoopContext, LoopEvaluation
 from loop_agents.runtime._numbers import describe_number, finite_float
@@ -140,7 +141,7 @@ class _Judge:
     def invoke(self, context: LoopContext, config: RunnableConfig) -> LoopEvaluation:
         problems: list[str] = []
         for _ in range(self.retries + 1):
-            out = self.structured.invoke(self.prompt(context, problems), config)
+            out = self.structured.invoke(encodable(self.prompt(context, problems)), config)
             verdict = self.read(out, problems, context)
             if verdict is not None:
                 return self.evaluation(verdict)
@@ -149,7 +150,7 @@ class _Judge:
     async def ainvoke(self, context: LoopContext, config: RunnableConfig) -> LoopEvaluation:
         problems: list[str] = []
         for _ in range(self.retries + 1):
-            out = await self.structured.ainvoke(self.prompt(context, problems), config)
+            out = await self.structured.ainvoke(encodable(self.prompt(context, problems)), config)
             verdict = self.read(out, problems, context)
             if verdict is not None:
                 return self.evaluation(verdict)

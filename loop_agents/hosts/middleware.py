@@ -54,6 +54,7 @@ from loop_agents.hosts.middleware_state import (
     loop_output,
     loop_view,
 )
+from loop_agents.loop.agents import encodable
 from loop_agents.loop.evaluation import Evaluator
 from loop_agents.loop.nodes import (
     DEFAULT_MAX_ITERATIONS,
@@ -391,17 +392,23 @@ def _sent(
 
 
 def _shaped(request: ModelRequest[Any], mark: AttemptMark) -> ModelRequest[Any]:
-    """The request with what the history policy chose, then the attempt's own messages."""
+    """The request with what the history policy chose, then the attempt's own messages.
+
+    Every text is sent encodable (`encodable`: a lone surrogate in an earlier answer would
+    make the model client fail); the agent's state keeps the messages as they are.
+    """
     sent = mark.get("sent")
     if sent is None:
-        return request
+        messages = encodable(request.messages)
+        return request if messages is request.messages else request.override(messages=messages)
     by_id = {m.id: m for m in request.messages if m.id is not None}
     chosen = [
         by_id[item] if isinstance(item, str) else item
         for item in sent
         if not isinstance(item, str) or item in by_id
     ]
-    return request.override(messages=[*chosen, *attempt_part(request.messages, mark["after"])])
+    shaped = [*chosen, *attempt_part(request.messages, mark["after"])]
+    return request.override(messages=encodable(shaped))
 
 
 def _counted(response: ModelResponse[Any], usage: dict[str, Any]) -> ExtendedModelResponse[Any]:

@@ -34,6 +34,7 @@ from langchain_core.messages import (
 from langchain_core.runnables import Runnable, RunnableConfig
 
 from loop_agents.loop._reporting import write_event
+from loop_agents.loop.agents import encodable
 from loop_agents.loop.events import HistoryCompacted
 from loop_agents.loop.history._summary_text import (
     DEFAULT_SUMMARY_INSTRUCTIONS,
@@ -116,7 +117,7 @@ class CompactingHistory(StatefulHistory):
         text = self._reused(plan)
         if text is None:
             started = time.perf_counter()
-            reply = self.model.invoke(self._summary_prompt(plan), config)
+            reply = self.model.invoke(encodable(self._summary_prompt(plan)), config)
             text = self._new_summary(plan, history, config, reply, started)
         return self._choice(plan, text)
 
@@ -128,7 +129,7 @@ class CompactingHistory(StatefulHistory):
         text = self._reused(plan)
         if text is None:
             started = time.perf_counter()
-            reply = await self.model.ainvoke(self._summary_prompt(plan), config)
+            reply = await self.model.ainvoke(encodable(self._summary_prompt(plan)), config)
             text = self._new_summary(plan, history, config, reply, started)
         return self._choice(plan, text)
 
