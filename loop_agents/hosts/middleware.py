@@ -25,6 +25,7 @@ The loop's bookkeeping lives in the agent's state under ``loop_`` keys
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, cast
 
@@ -35,7 +36,7 @@ from langchain.agents.middleware.types import (
     ModelResponse,
     hook_config,
 )
-from langchain_core.messages import AnyMessage
+from langchain_core.messages import AIMessage, AnyMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
@@ -44,7 +45,7 @@ from langgraph.types import Command, Overwrite
 from loop_agents.controls.shorthands import controls_of_keywords
 from loop_agents.hosts.middleware_state import (
     DEFAULT_STATE_KEYS,
-    NO_MODEL_CALL,
+    STOPPED,
     AttemptMark,
     agent_updates,
     attempt_part,
@@ -53,6 +54,7 @@ from loop_agents.hosts.middleware_state import (
     loop_agent_state,
     loop_output,
     loop_view,
+    stopped_reason,
 )
 from loop_agents.loop.agents import encodable
 from loop_agents.loop.evaluation import Evaluator
@@ -292,29 +294,33 @@ class LoopMiddleware(AgentMiddleware[Any, Any, Any]):
 
 
 class AgentStopped(LoopControl):
-    """Ends the loop when the agent ended an attempt without calling the model.
+    """Ends the loop when another middleware ended an attempt before its model answered.
 
-    Inside ``create_agent`` another middleware may end the agent's turn before its model
-    runs (``ModelCallLimitMiddleware``'s limit with ``exit_behavior="end"``): no answer
-    was given, and none can be, so the loop ends with ``stop_reason="agent_stopped"``
-    (the attempt is recorded with its ``error``; the loop's answer is chosen among the
-    answered ones) rather than asking the evaluator again and again.
+    Inside ``create_agent`` another middleware may end the agent's turn
+    (``ModelCallLimitMiddleware`` or ``ToolCallLimitMiddleware`` with
+    ``exit_behavior="end"``): before the model runs, or after a tool call, writing a
+    note of its own as the last AI message. No answer was given, and none can be: the
+    note is never judged, the attempt is recorded with its ``error``, and the loop ends
+    with a stop reason that names the limit (``"model_call_limit"``,
+    ``"tool_call_limit"``; ``"agent_stopped"`` for another middleware). The loop's answer
+    is chosen among the answered attempts.
     """
 
     name = "agent_stopped"
     stage = Stage.AGENT_ERRORS
 
     def after_verdict(self, outcome: Outcome) -> Outcome:
-        """Name the error of an attempt that made no model call."""
-        if outcome.selected is None and any(
-            j.attempt.error == NO_MODEL_CALL for j in outcome.judged
-        ):
-            outcome.error = NO_MODEL_CALL
+        """Name the error of an attempt that another middleware ended."""
+        if outcome.selected is None:
+            for judged in outcome.judged:
+                if (judged.attempt.error or "").startswith(STOPPED):
+                    outcome.error = judged.attempt.error
         return outcome
 
     def stop_reason(self, progress: Progress) -> str | None:
-        """``"agent_stopped"`` after such an attempt."""
-        return "agent_stopped" if progress.latest.get("error") == NO_MODEL_CALL else None
+        """The limit's name (or ``"agent_stopped"``) after such an attempt."""
+        error = progress.latest.get("error") or ""
+        return stopped_reason(error) if error.startswith(STOPPED) else None
 
 
 def _listed(controls: object) -> list[LoopControl]:
@@ -412,10 +418,22 @@ def _shaped(request: ModelRequest[Any], mark: AttemptMark) -> ModelRequest[Any]:
 
 
 def _counted(response: ModelResponse[Any], usage: dict[str, Any]) -> ExtendedModelResponse[Any]:
-    """The model's response, with its call counted into the attempt (``loop_model_calls``)."""
+    """The model's response, with its call counted into the attempt (``loop_model_calls``).
+
+    Each AI message the model wrote gets an id now (if it has none), and the ids are kept,
+    so that a message another middleware writes later is told from the model's answer.
+    """
+    answers: list[str] = []
+    for message in response.result:
+        if isinstance(message, AIMessage):
+            if message.id is None:
+                message.id = str(uuid.uuid4())
+            answers.append(message.id)
     return ExtendedModelResponse(
         model_response=response,
-        command=Command(update={"loop_model_calls": {"calls": 1, "usage": usage}}),
+        command=Command(
+            update={"loop_model_calls": {"calls": 1, "usage": usage, "answers": answers}}
+        ),
     )
 
 

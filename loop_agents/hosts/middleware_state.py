@@ -70,11 +70,36 @@ DEFAULT_STATE_KEYS = ("structured_response", "files", "todos")
 """The agent-state keys that belong to an attempt by default: ``create_agent``'s
 structured output, a deep agent's files and its plan."""
 
+STOPPED = "the agent's turn ended before its model answered"
+"""How the error of an attempt that another middleware ended begins; it ends the loop."""
+
 NO_MODEL_CALL = (
-    "the agent ended its turn without calling the model (a middleware stopped it, e.g. "
-    "ModelCallLimitMiddleware's limit)"
+    f"{STOPPED}: it ended without calling the model (a middleware stopped it, e.g. "
+    f"ModelCallLimitMiddleware's limit)"
 )
-"""The error of an attempt that made no model call; it ends the loop."""
+"""The error of an attempt that made no model call."""
+
+LIMIT_NOTES = {
+    "Model call limits exceeded": "model_call_limit",
+    "call limit reached": "tool_call_limit",
+}
+"""Words of LangChain's limit middleware notes, and the stop reason each one names."""
+
+
+def stopped_reason(error: str) -> str:
+    """The stop reason of an attempt another middleware ended: the limit, if one is named.
+
+    Example:
+        ```python
+        stopped_reason(f"{STOPPED}: Model call limits exceeded: run limit (3/3)")
+        # 'model_call_limit'
+        ```
+
+    """
+    for words, reason in LIMIT_NOTES.items():
+        if words in error:
+            return reason
+    return "agent_stopped"
 
 
 class AttemptMark(TypedDict):
@@ -100,10 +125,15 @@ class AttemptMark(TypedDict):
 
 
 class ModelCalls(TypedDict):
-    """The attempt's model calls so far (each ``wrap_model_call`` adds one)."""
+    """The attempt's model calls so far (each ``wrap_model_call`` adds one).
+
+    ``answers`` holds the ids of the AI messages the model wrote: a message another
+    middleware wrote (a limit's note) is never taken as the attempt's answer.
+    """
 
     calls: int
     usage: dict[str, Any]
+    answers: NotRequired[list[str]]
 
 
 def add_model_calls(left: ModelCalls | None, right: ModelCalls | None) -> ModelCalls:
@@ -121,7 +151,8 @@ def add_model_calls(left: ModelCalls | None, right: ModelCalls | None) -> ModelC
     if not right:
         return left
     usage = CallUsage.of_stored(left["usage"]) + CallUsage.of_stored(right["usage"])
-    return {"calls": left["calls"] + right["calls"], "usage": usage.stored()}
+    answers = [*left.get("answers", []), *right.get("answers", [])]
+    return {"calls": left["calls"] + right["calls"], "usage": usage.stored(), "answers": answers}
 
 
 class AttemptKeys(TypedDict, total=False):
@@ -254,16 +285,27 @@ def loop_view(state: Mapping[str, Any], keys: Sequence[str]) -> LoopState:
 def attempt_view(state: Mapping[str, Any], keys: Sequence[str], mark: AttemptMark) -> LoopState:
     """`loop_view` with the open attempt in it, as ``evaluate`` reads it.
 
-    An attempt that made no model call (a middleware ended the agent's turn first) is a
-    failed attempt with the error `NO_MODEL_CALL`.
+    The attempt's answer is the last AI message of the attempt when the model wrote it.
+    An attempt that made no model call, or whose last AI message another middleware wrote
+    (``ModelCallLimitMiddleware``'s note with ``exit_behavior="end"``), was ended before
+    its model answered: a failed attempt, its error beginning with `STOPPED` and quoting
+    the note, never judged.
     """
     view: dict[str, Any] = dict(loop_view(state, keys))
     produced = attempt_part(view["messages"], mark["after"])
     calls = state.get("loop_model_calls") or {"calls": 0, "usage": {}}
-    answered = calls["calls"] > 0 and any(isinstance(m, AIMessage) for m in produced)
+    last = last_answer(produced)
+    error: str | None = None
+    written_by_another = last is not None and (
+        calls["calls"] == 0 or ("answers" in calls and last.id not in calls["answers"])
+    )
+    if written_by_another and last is not None:
+        error = f"{STOPPED}: another middleware ended it with {last.text.strip()!r:.200}"
+    elif calls["calls"] == 0 or last is None:
+        error = NO_MODEL_CALL
     attempt = Attempt(
-        produced if answered else None,
-        None if answered else NO_MODEL_CALL,
+        produced if error is None else None,
+        error,
         view["agent_state"],
         max(0.0, time.time() - mark["opened_at"]),
         CallUsage.of_stored(calls["usage"]),

@@ -24,6 +24,8 @@ StopReason = Literal[
     "recursion_limit",
     "stagnation",
     "agent_stopped",
+    "model_call_limit",
+    "tool_call_limit",
 ]
 """Why a loop ended.
 
@@ -44,9 +46,12 @@ StopReason = Literal[
   answer repeated an earlier one.
 - ``recursion_limit``: the graph's step budget (a parent graph's ``recursion_limit``)
   had no room for another iteration, so the loop ended cleanly instead of raising.
-- ``agent_stopped``: with `LoopMiddleware`, the agent ended an attempt without calling
-  the model (another middleware stopped it, e.g. ``ModelCallLimitMiddleware``'s limit
-  with ``exit_behavior="end"``), so no further attempt can be made.
+- ``model_call_limit``, ``tool_call_limit``: with `LoopMiddleware`, LangChain's
+  ``ModelCallLimitMiddleware`` or ``ToolCallLimitMiddleware`` (``exit_behavior="end"``)
+  ended an attempt before the model answered; its note is not judged, and the answer is
+  chosen among the answered attempts.
+- ``agent_stopped``: with `LoopMiddleware`, another middleware ended an attempt before
+  the model answered (without calling the model, or with a message of its own).
 
 A stop rule of your own (a `loop_agents.controls.LoopControl`) may give any other
 short string.
