@@ -14,8 +14,8 @@ from langchain.agents.middleware import (
     HumanInTheLoopMiddleware,
     ModelCallLimitMiddleware,
     SummarizationMiddleware,
-    ToolCallLimitMiddleware,
     TodoListMiddleware,
+    ToolCallLimitMiddleware,
 )
 from langchain.agents.middleware.model_call_limit import ModelCallLimitExceededError
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage

@@ -45,12 +45,15 @@ from langgraph.types import Command, Overwrite
 from loop_agents.controls.shorthands import controls_of_keywords
 from loop_agents.hosts.middleware_state import (
     DEFAULT_STATE_KEYS,
+    LOOP_KEYS,
+    REDUCED_BY_DEFAULT,
     STOPPED,
     AttemptMark,
     agent_updates,
     attempt_part,
     attempt_start,
     attempt_view,
+    keys_with_reducers,
     loop_agent_state,
     loop_output,
     loop_view,
@@ -116,7 +119,11 @@ class LoopMiddleware(AgentMiddleware[Any, Any, Any]):
             `Retries`): inside ``create_agent`` an attempt is the agent's own steps.
         name: The loop's name in its events and traces.
         state_keys: The agent-state keys that belong to an attempt: shown to the
-            evaluator, kept per iteration, and put back with the selected answer.
+            evaluator, kept per iteration, and put back exactly as the selected attempt
+            left them. Names (a key stored with a reducer, e.g. ``Annotated[list,
+            operator.add]``, other than a deep agent's ``files``, must be named by its
+            schema instead), or a state schema (a ``TypedDict``: its keys but
+            ``messages``, each with its reducer read from its annotation).
         storage: ``"auto"`` (the default) or ``"delta"``: the loop's lists are stored
             as LangGraph delta channels (linear growth); ``"full"``: whole, for a
             checkpointer that keeps only the latest checkpoint. (A middleware is built
@@ -166,7 +173,7 @@ class LoopMiddleware(AgentMiddleware[Any, Any, Any]):
         parts = assemble_controls([AgentStopped(), KeptAnswers(), *given], spec)
         for part in parts:
             _refuse_outside(part)
-        self.state_keys = _check_state_keys(state_keys)
+        self.state_keys, self._reduced = _check_state_keys(state_keys)
         if check_storage(storage) == "full":
             self.state_schema = loop_agent_state("full")
         self.nodes = LoopNodes(evaluator, cap, name=check_name(name), controls=parts)
@@ -189,13 +196,14 @@ class LoopMiddleware(AgentMiddleware[Any, Any, Any]):
         return await arun(self._opening(state), stepped=self._open_stepped)
 
     def _opening(self, state: Mapping[str, Any]) -> Program[dict[str, Any]]:
+        _refuse_given_loop_keys(state)
         view = loop_view(state, self.state_keys)
         turn = yield from self.nodes.open_turn(view, get_config())
         return self._opened(state, turn)
 
     def _opened(self, state: Mapping[str, Any], turn: OpenedTurn) -> dict[str, Any]:
         """The agent-state updates that open ``turn``'s attempt."""
-        updates = agent_updates(turn.updates, state, self.state_keys)
+        updates = agent_updates(turn.updates, state, self.state_keys, self._reduced)
         known = {m.id for m in turn.history}
         conversation = [
             *turn.history,
@@ -282,7 +290,7 @@ class LoopMiddleware(AgentMiddleware[Any, Any, Any]):
         config = get_config()
         view = attempt_view(state, self.state_keys, mark)
         updates = yield from self.nodes.evaluate(view, config)
-        out = agent_updates(updates, state, self.state_keys)
+        out = agent_updates(updates, state, self.state_keys, self._reduced)
         if updates.get("stop_reason") is not None:
             return out
         after = cast(LoopState, applied_updates(view, updates))
@@ -323,6 +331,27 @@ class AgentStopped(LoopControl):
         return stopped_reason(error) if error.startswith(STOPPED) else None
 
 
+def _refuse_given_loop_keys(state: Mapping[str, Any]) -> None:
+    """Raise when the agent's input gave a loop key (a schema of the user's declares it).
+
+    The loop's keys are never input (``OmitFromInput``); a state schema that declares one
+    of them again wins over the loop's and lets the input set it, which the loop would
+    then overwrite. On a thread where no loop ever ran, a loop key holding a value can
+    only have come from the input.
+    """
+    if state.get("loop_init_ids") is not None or state.get("loop_attempt") is not None:
+        return  # a loop ran on this thread: the values are its own
+    shown = [name for name, kind in LOOP_KEYS.values() if kind == "output"]
+    given = [name for name in shown if state.get(name)]
+    if given:
+        raise ValueError(
+            f"LoopMiddleware: the agent's input gives {given[0]!r}, a key of the loop's own "
+            f"(its bookkeeping, in the agent's output); a state schema of yours declares it, "
+            f"which lets the input set it and would have it overwritten. Rename that key "
+            f"(the loop's keys all start with 'loop_')"
+        )
+
+
 def _listed(controls: object) -> list[LoopControl]:
     """``controls=`` as a list (one control alone is taken as a list of one)."""
     if isinstance(controls, LoopControl):
@@ -349,11 +378,14 @@ def _refuse_outside(control: LoopControl) -> None:
         )
 
 
-def _check_state_keys(keys: object) -> tuple[str, ...]:
+def _check_state_keys(keys: object) -> tuple[tuple[str, ...], frozenset[str]]:
+    """The state keys, and those of them stored with a reducer (see `keys_with_reducers`)."""
+    if isinstance(keys, type):
+        return keys_with_reducers(keys)
     if isinstance(keys, str) or not isinstance(keys, Sequence):
         raise TypeError(
             f"state_keys must be a list of state key names (e.g. ['structured_response', "
-            f"'files']); got {type(keys).__name__} {keys!r:.60}"
+            f"'files']) or a state schema (a TypedDict); got {type(keys).__name__} {keys!r:.60}"
         )
     wrong = [k for k in keys if not isinstance(k, str) or not k]
     if wrong:
@@ -364,7 +396,7 @@ def _check_state_keys(keys: object) -> tuple[str, ...]:
             f"state_keys may not hold {reserved[0]!r}: 'messages' is the conversation, and "
             f"'jump_to' and the 'loop_' keys are the agent's and the loop's bookkeeping"
         )
-    return tuple(keys)
+    return tuple(keys), frozenset(k for k in keys if k in REDUCED_BY_DEFAULT)
 
 
 def _never_sync(given: Any, config: RunnableConfig) -> Any:

@@ -26,6 +26,8 @@ from typing import Annotated, Any, Literal, NotRequired, cast, get_args
 
 from langchain.agents.middleware.types import OmitFromInput, PrivateStateAttr
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langgraph.channels.base import BaseChannel
+from langgraph.types import Overwrite
 from typing_extensions import TypedDict, get_type_hints
 
 from loop_agents.loop.agent_state import (
@@ -329,7 +331,10 @@ def attempt_start(state: Mapping[str, Any], keys: Sequence[str]) -> dict[str, An
 
 
 def agent_updates(
-    updates: Mapping[str, Any], state: Mapping[str, Any], keys: Sequence[str]
+    updates: Mapping[str, Any],
+    state: Mapping[str, Any],
+    keys: Sequence[str],
+    reduced: frozenset[str] = frozenset(),
 ) -> dict[str, Any]:
     """The agent-state updates for the `LoopState` ``updates`` a node program returned.
 
@@ -350,7 +355,7 @@ def agent_updates(
             out["messages"] = list(value)
         elif key == "agent_state":  # a change set from the agent's state as it stands
             selected = applied(agent_state_of(state, keys), value) if is_changes(value) else value
-            out.update(written_back(selected, state, keys))
+            out.update(written_back(selected, state, keys, reduced))
         elif key == "iteration":
             continue  # the opening hook sets ``loop_iteration`` to the turn's number
         elif key in LOOP_KEYS:
@@ -364,24 +369,73 @@ def agent_updates(
 
 
 def written_back(
-    selected: Mapping[str, Any], state: Mapping[str, Any], keys: Sequence[str]
+    selected: Mapping[str, Any],
+    state: Mapping[str, Any],
+    keys: Sequence[str],
+    reduced: frozenset[str] = frozenset(),
 ) -> dict[str, Any]:
     """Updates that put the selected attempt's agent state back in the agent's ``keys``.
 
-    A key the selected attempt had no value for is cleared (``None``). A dict-valued key
-    is written entry by entry, with ``None`` for the entries the selected attempt did
-    not have: a deep agent's ``files`` channel deletes a file so.
+    Each key comes back exactly as the selected attempt left it: a key stored with a
+    reducer (``reduced``: a deep agent's ``files``, a list with ``operator.add``) is
+    written as an ``Overwrite``, which replaces its value whatever the reducer; any other
+    key is written as it is. A key the selected attempt had no value for is cleared.
     """
     out: dict[str, Any] = {}
     for key in keys:
         current = state.get(key)
         chosen = selected.get(key)
-        if isinstance(current, dict) and (chosen is None or isinstance(chosen, dict)):
-            chosen = dict(chosen or {})
-            out[key] = {**{name: None for name in current if name not in chosen}, **chosen}
-        elif chosen is not None or current is not None:
+        if chosen is None and current is None:
+            continue
+        if key in reduced:
+            empty = type(current)() if isinstance(current, dict | list) else None
+            out[key] = Overwrite(chosen if chosen is not None else empty)
+        else:
             out[key] = chosen
     return out
+
+
+def _is_reducer(marker: object) -> bool:
+    return isinstance(marker, BaseChannel) or (callable(marker) and not isinstance(marker, type))
+
+
+REDUCED_BY_DEFAULT = frozenset({"files"})
+"""The default state keys that are stored with a reducer: a deep agent's ``files``."""
+
+
+def keys_with_reducers(schema: type[Any]) -> tuple[tuple[str, ...], frozenset[str]]:
+    """The keys of a state ``schema`` (but ``messages``), and those with a reducer.
+
+    A key has a reducer when its annotation ends with one (a function, e.g.
+    ``operator.add``, or a LangGraph channel such as a deep agent's ``DeltaChannel``).
+
+    Example:
+        ```python
+        class Notes(TypedDict):
+            notes: Annotated[list[str], operator.add]
+            title: str
+
+        assert keys_with_reducers(Notes) == (("notes", "title"), frozenset({"notes"}))
+        ```
+
+    """
+    try:
+        hints = get_type_hints(schema, include_extras=True)
+    except Exception as exc:  # a class that is not a schema
+        raise TypeError(
+            f"state_keys must be a list of key names or a state schema (a TypedDict); "
+            f"{schema!r:.60} has no readable annotations ({exc})"
+        ) from None
+    if not hints:
+        raise TypeError(f"state_keys: the schema {schema.__name__} declares no keys")
+    keys = tuple(k for k in hints if k not in ("messages", "jump_to") and not k.startswith("loop_"))
+    reduced = frozenset(
+        k
+        for k in keys
+        if hasattr(unwrapped(hints[k]), "__metadata__")
+        and _is_reducer(get_args(unwrapped(hints[k]))[-1])
+    )
+    return keys, reduced
 
 
 def loop_output(

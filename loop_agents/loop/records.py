@@ -11,6 +11,7 @@ both.)
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
@@ -146,19 +147,30 @@ def choose(records: Sequence[IterationRecord], select: Selection) -> IterationRe
 def answer_copy(record: IterationRecord, state: Mapping[str, Any]) -> BaseMessage:
     """A marked copy of ``record``'s answer, with a fresh id, to end the conversation with.
 
-    It carries no ``usage_metadata``: its tokens were counted when it was produced.
+    It carries no ``usage_metadata`` (its tokens were counted when it was produced) and
+    no tool calls: a tool call's results stay after the original, and a message with tool
+    calls but no tool messages after it is one that providers refuse on the next run. An
+    answer given only as a tool call (a structured answer, ``response_format`` as a tool)
+    is copied as the calls' arguments, in JSON.
     """
     answer = record_answer(record, state)
-    return answer.model_copy(
-        update={
-            "id": str(uuid.uuid4()),
-            "additional_kwargs": {
-                **answer.additional_kwargs,
-                SELECTED_KEY: {"iteration": record["iteration"]},
-            },
-            "usage_metadata": None,
-        }
-    )
+    extra = {k: v for k, v in answer.additional_kwargs.items() if k not in _CALL_KEYS}
+    update: dict[str, Any] = {
+        "id": str(uuid.uuid4()),
+        "additional_kwargs": {**extra, SELECTED_KEY: {"iteration": record["iteration"]}},
+        "usage_metadata": None,
+    }
+    if isinstance(answer, AIMessage) and (answer.tool_calls or answer.invalid_tool_calls):
+        update |= {"tool_calls": [], "invalid_tool_calls": [], "tool_call_chunks": []}
+        if not answer.text.strip():
+            arguments = [call["args"] for call in answer.tool_calls]
+            shown = arguments[0] if len(arguments) == 1 else arguments
+            update["content"] = json.dumps(shown, ensure_ascii=False, default=str)
+    return answer.model_copy(update=update)
+
+
+_CALL_KEYS = frozenset({"tool_calls", "function_call"})
+"""Provider fields of a message that carry tool calls (left out of a copy)."""
 
 
 class KeptAnswers(LoopControl):
