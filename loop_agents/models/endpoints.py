@@ -33,7 +33,6 @@ Example:
 from __future__ import annotations
 
 import secrets
-import urllib.request
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -44,7 +43,8 @@ from urllib.parse import urlsplit
 import httpx
 
 from loop_agents.models import ollama
-from loop_agents.models.llama_cpp_http import LlamaCppTransport
+from loop_agents.models.llama_cpp_http import http_clients
+from loop_agents.models.llama_cpp_http import proxy_for as proxy_for  # imported from here too
 from loop_agents.models.settings import (
     DEFAULT_MODEL,
     SEED_VARIABLE,
@@ -327,17 +327,7 @@ class Endpoint:
     def http_clients(self) -> tuple[httpx.Client, httpx.AsyncClient]:
         """The sync and async HTTP clients every model of this endpoint shares."""
         if self._clients is None:
-            url = self.base_url or "https://api.openai.com/v1"
-            proxy = proxy_for(url)
-            transport = LlamaCppTransport(
-                httpx.HTTPTransport(proxy=proxy),
-                httpx.AsyncHTTPTransport(proxy=proxy),
-                llama_cpp_server=self.spec.kind == "local",
-            )
-            self._clients = (
-                httpx.Client(transport=transport, trust_env=False),
-                httpx.AsyncClient(transport=transport, trust_env=False),
-            )
+            self._clients = http_clients(self.base_url, llama_cpp_server=self.spec.kind == "local")
         return self._clients
 
     def chat_model(self, *, role: Role = "agent", **kwargs: Any) -> ChatOpenAI:
@@ -386,24 +376,6 @@ class Endpoint:
         if self.seed_drawn:
             return f"; seed {self.seed}, new every run: --seed {self.seed} repeats it"
         return f"; seed {self.seed}"
-
-
-def proxy_for(url: str) -> str | None:
-    """The proxy the environment sets for ``url`` (``https_proxy``, ...); none for loopback.
-
-    Example:
-        ```python
-        proxy_for("http://127.0.0.1:8080/v1")  # None
-        ```
-    """
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if host in ("localhost", "::1") or host.startswith("127.") or not host:
-        return None
-    if urllib.request.proxy_bypass(host):
-        return None
-    proxies = urllib.request.getproxies()
-    return proxies.get(parts.scheme) or proxies.get("all")
 
 
 def _check_url(url: str, origin: str) -> str:

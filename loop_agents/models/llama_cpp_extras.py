@@ -89,18 +89,25 @@ def chat_request(request: httpx.Request) -> dict[str, Any] | None:
 
 
 class StreamWatch:
-    """What one streamed answer said: its text, whether it carried usage or any data.
+    """What one streamed answer said: its text, its finish reasons, whether it had usage or data.
 
     Args:
         request: The streamed chat-completion request.
         body: Its JSON body.
+        llama_cpp_server: The server is llama-cpp-python's own: its usage is counted, and
+            an empty stream is diagnosed (see the module docstring).
 
     """
 
-    def __init__(self, request: httpx.Request, body: dict[str, Any]) -> None:
+    def __init__(
+        self, request: httpx.Request, body: dict[str, Any], *, llama_cpp_server: bool = True
+    ) -> None:
         self.request = request
         self.body = body
+        self.llama_cpp_server = llama_cpp_server
         self.parts: list[str] = []
+        self.chunks = 0
+        self.finish_reasons: list[str] = []
         self.saw_data = False
         self.saw_usage = False
         self.finished = False
@@ -111,11 +118,14 @@ class StreamWatch:
     def take(self, event: Any) -> None:
         """Note one streamed event (a parsed ``data:`` line)."""
         self.saw_data = True
+        self.chunks += 1
         if not isinstance(event, dict):
             return
         if event.get("usage"):
             self.saw_usage = True
         for choice in event.get("choices") or []:
+            if isinstance(choice, dict) and choice.get("finish_reason"):
+                self.finish_reasons.append(str(choice["finish_reason"]))
             delta = choice.get("delta") if isinstance(choice, dict) else None
             if not isinstance(delta, dict):
                 continue
@@ -130,8 +140,8 @@ class StreamWatch:
 
     @property
     def needs_usage(self) -> bool:
-        """Whether a usage event should be added (asked for, and the server sent none)."""
-        return self.wants_usage and self.saw_data and not self.saw_usage
+        """Whether a usage event should be added (asked for, and llama.cpp sent none)."""
+        return self.llama_cpp_server and self.wants_usage and self.saw_data and not self.saw_usage
 
     def count_requests(self) -> tuple[httpx.Request, httpx.Request]:
         """The two token counts to ask the server: the prompt's text and the answer's."""
