@@ -25,15 +25,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
+import openai
 import pytest
 
 from loop_agents.models import llama_build, local_model, server_process
+from loop_agents.models.endpoints import resolve_endpoint
 from loop_agents.models.llama_build import BuildCheck
 from loop_agents.models.local_model import (
     MODEL_ALIAS,
     LocalModelPair,
     LocalModelServer,
     LocalModelStartError,
+    server_failure,
 )
 from loop_agents.models.server_process import (
     LOG_FOLDER_PREFIX,
@@ -42,6 +45,7 @@ from loop_agents.models.server_process import (
     remove_stale_log_folders,
     serves_port,
 )
+from loop_agents.models.settings import Environment
 from tests.cli_helpers import COMMAND
 from tests.conftest import ROOT, env_without_model_settings
 
@@ -243,6 +247,51 @@ def test_a_killed_judge_is_named_with_how_it_ended_its_log_and_the_fix(fake_llam
     assert rest[0].startswith("    fake llama server: ok ")
     assert rest[-1].startswith("Fix: it was stopped from outside this command: run the command")
     assert pair.failure() is None  # stopped by us now: no failure
+
+
+@pytest.mark.parametrize(
+    ("mode", "how"),
+    [
+        ("killed-on-chat", "killed by signal 9 (SIGKILL, killed from outside"),
+        ("crash-on-chat", "killed by signal 11 (SIGSEGV, a crash)"),
+    ],
+)
+def test_one_function_says_whether_a_request_failed_because_its_server_died(
+    fake_llama, monkeypatch, mode, how
+):
+    """What `eval` holds (the endpoint) and the request's exception: the dead server is named."""
+    monkeypatch.setenv("FAKE_LLAMA_MODE", mode)
+    monkeypatch.setenv("FAKE_LLAMA_ONLY_SEED", "6")  # the judge's process: the agent has 5
+    environment = Environment({"LOOP_AGENTS_OLLAMA_URL": "off"})
+    with resolve_endpoint(gguf=fake_llama, seed=5, environment=environment) as endpoint:
+        assert endpoint.server_failure() is None
+        assert server_failure(endpoint, ValueError("not a connection error")) is None
+        judge = endpoint.servers.judge
+        with pytest.raises(openai.APIConnectionError) as caught:
+            endpoint.chat_model(role="judge", max_retries=0).invoke("Name a colour.")
+        died = server_failure(endpoint, caught.value)
+        assert died is not None
+        assert died.startswith(
+            f"the judge's bundled llama.cpp server at {judge.base_url} (process "
+            f"{judge.process.pid}) stopped: {how}"
+        )
+        assert "Its log ends with:\n    fake llama server: " in died
+        assert "\nFix: " in died
+        # the same message from each thing a command may hold
+        assert endpoint.server_failure(caught.value) == died
+        assert server_failure(endpoint.servers, caught.value) == died
+        assert server_failure(judge, caught.value) == died
+        assert server_failure(endpoint.servers.agent, caught.value, wait=0.1) is None
+    assert server_failure(None, caught.value, wait=0) is None
+
+
+def test_no_server_died_where_there_is_no_bundled_server():
+    environment = Environment({"LOOP_AGENTS_OLLAMA_URL": "off"})
+    endpoint = resolve_endpoint(base_url="http://127.0.0.1:9/v1", environment=environment)
+    with endpoint, pytest.raises(openai.APIConnectionError) as caught:
+        endpoint.chat_model(max_retries=0).invoke("Hi.")
+    assert server_failure(endpoint, caught.value) is None
+    assert endpoint.server_failure(caught.value) is None
 
 
 def _cli(

@@ -232,12 +232,13 @@ class Endpoint:
             self.servers.stop()
             self.servers = None
 
-    def server_failure(self) -> str | None:
+    def server_failure(self, error: BaseException | None = None) -> str | None:
         """Why a bundled server process stopped by itself mid-run, or ``None``.
 
         The text names the process's role (agent or judge), how it ended, the end of its
-        log and the fix (see `loop_agents.models.local_model.LocalModelServer.failure`).
-        ``None`` for other endpoints, and while the bundled servers run.
+        log and the fix (see `loop_agents.models.local_model.server_failure`, which this
+        calls, and which waits a moment for the exit when ``error``, a request's, is a
+        lost connection). ``None`` for other endpoints, and while the bundled servers run.
 
         Example:
             ```python
@@ -246,7 +247,11 @@ class Endpoint:
                 print(problem)
             ```
         """
-        return self.servers.failure() if self.servers is not None else None
+        if self.servers is None:
+            return None
+        from loop_agents.models.local_model import server_failure
+
+        return server_failure(self, error)
 
     def base_url_of(self, url: str) -> str | None:
         """The base URL of this endpoint's server that ``url`` (a request's URL) is under.

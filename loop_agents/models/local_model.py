@@ -60,9 +60,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType, TracebackType
-from typing import IO, Any, Literal, Self, get_args
+from typing import IO, TYPE_CHECKING, Any, Literal, Self, get_args
 
 import httpx
+import openai
 from langchain_openai import ChatOpenAI
 
 from loop_agents.models.llama_build import (
@@ -97,6 +98,9 @@ from loop_agents.models.server_process import (
 )
 from loop_agents.models.settings import MAX_SEED, THREADS_VARIABLE, ModelSettings, parse_threads
 
+if TYPE_CHECKING:
+    from loop_agents.models.endpoints import Endpoint
+
 __all__ = [
     "CMAKE_ARGS",
     "DEFAULT_MAX_TOKENS",
@@ -124,6 +128,7 @@ __all__ = [
     "missing_parts",
     "model_path",
     "no_endpoint_message",
+    "server_failure",
 ]
 
 DEFAULT_MAX_TOKENS = 256
@@ -906,6 +911,66 @@ class LocalModelPair(_Started):
         """
         self.judge.stop()
         self.agent.stop()
+
+
+def server_failure(
+    servers: LocalModelServer | LocalModelPair | Endpoint | None,
+    error: BaseException | None = None,
+    *,
+    wait: float = 1.0,
+) -> str | None:
+    """Whether a bundled server died: the message naming it, its exit and its log; else ``None``.
+
+    What ``run`` and ``demo`` report instead of what the HTTP client saw: the server's role
+    and URL, how it ended (the exit status, or the signal and what it usually means), the
+    end of its log and the fix (`LocalModelServer.failure`). ``error``, an exception a
+    request raised, may come a moment before the server's exit can be seen (the kernel
+    closes a dying process's sockets first): when it is a lost connection, the servers
+    are watched for up to ``wait`` seconds before the answer is ``None``.
+
+    Args:
+        servers: What a command holds: a server, a pair, or an endpoint
+            (`loop_agents.models.endpoints.Endpoint`; other endpoints have no server).
+        error: The exception a request to the server raised, if any.
+        wait: Seconds to watch for an exit after a lost connection.
+
+    Example:
+        ```python
+        try:
+            answer = await model.ainvoke(prompt)
+        except Exception as exc:
+            if (died := server_failure(endpoint, exc)) is not None:
+                sys.exit(f"eval: error: {died}")
+            raise
+        ```
+    """
+    if isinstance(servers, LocalModelServer):
+        processes = [servers]
+    elif isinstance(servers, LocalModelPair):
+        processes = [servers.agent, servers.judge]
+    else:  # an endpoint: the bundled server's pair once open
+        pair = getattr(servers, "servers", None)
+        processes = [pair.agent, pair.judge] if isinstance(pair, LocalModelPair) else []
+    deadline = time.monotonic() + (wait if error is not None and _lost_connection(error) else 0)
+    while processes:
+        failures = [found for server in processes if (found := server.failure()) is not None]
+        if failures or time.monotonic() >= deadline:
+            return "\n".join(failures) or None
+        time.sleep(0.02)
+    return None
+
+
+def _lost_connection(error: BaseException) -> bool:
+    """Whether ``error``, or an error it came from, is a connection lost or refused."""
+    seen: set[int] = set()
+    found: BaseException | None = error
+    while found is not None and id(found) not in seen:
+        seen.add(id(found))
+        lost = (httpx.TransportError, ConnectionError, openai.APIConnectionError)
+        if isinstance(found, lost):
+            return True
+        found = found.__cause__ or found.__context__
+    return False
 
 
 # -- command line -----------------------------------------------------------------------------
