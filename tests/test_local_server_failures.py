@@ -28,7 +28,7 @@ import httpx
 import openai
 import pytest
 
-from loop_agents.models import llama_build, local_model, server_process
+from loop_agents.models import llama_build, local_model, local_server, server_process
 from loop_agents.models.endpoints import resolve_endpoint
 from loop_agents.models.llama_build import BuildCheck
 from loop_agents.models.local_model import (
@@ -125,13 +125,13 @@ def _first_pick_taken(monkeypatch: pytest.MonkeyPatch, port: int) -> list[int]:
     """`free_port` answers ``port`` first (another process takes it in the meantime), then
     truly free ones: the race between picking a port and the server listening on it."""
     picks: list[int] = []
-    real = local_model.free_port
+    real = local_server.free_port
 
     def pick(host: str = "127.0.0.1") -> int:
         picks.append(port if not picks else real(host))
         return picks[-1]
 
-    monkeypatch.setattr(local_model, "free_port", pick)
+    monkeypatch.setattr(local_server, "free_port", pick)
     return picks
 
 
@@ -212,7 +212,7 @@ def test_a_crash_of_a_matching_build_says_rebuild_it_from_source(fake_llama, mon
     as the suspect and gives the command that compiles it again with no cache."""
     monkeypatch.setenv("FAKE_LLAMA_MODE", "crash")
     built = datetime(2025, 12, 5, 7, 43, tzinfo=UTC)
-    monkeypatch.setattr(local_model, "check_build", lambda: BuildCheck(True, "0.3.36", "", built))
+    monkeypatch.setattr(local_server, "check_build", lambda: BuildCheck(True, "0.3.36", "", built))
     monkeypatch.setattr(llama_build, "_checkout", lambda: ROOT)
     monkeypatch.setattr(sys, "prefix", str(ROOT / ".venv"))  # the checkout's environment
     with pytest.raises(LocalModelStartError) as caught:

@@ -67,12 +67,21 @@ def parse_seed(text: str | int, origin: str = SEED_VARIABLE) -> int:
         ```
     """
     raw = str(text).strip()
-    try:
-        seed = int(raw)
-    except ValueError:
-        seed = -1
-    if not 0 <= seed <= MAX_SEED:
-        raise SettingsError(f"{origin} must be a whole number from 0 to {MAX_SEED}; got {text!r}")
+    return check_seed(int(raw) if raw.lstrip("+-").isdigit() else text, origin)
+
+
+def check_seed(seed: object, where: str) -> int:
+    """``seed`` if it is an int from 0 to `MAX_SEED`; else a `SettingsError` naming ``where``.
+
+    `SettingsError` is a ``ValueError``.
+
+    Example:
+        ```python
+        check_seed(7, "--seed")  # 7
+        ```
+    """
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        raise SettingsError(f"{where} must be a whole number from 0 to {MAX_SEED}; got {seed!r}")
     return seed
 
 
