@@ -217,64 +217,53 @@ def check_build(cmake_args: str = CMAKE_ARGS) -> BuildCheck:
     try:
         record = json.loads(location.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        return BuildCheck(
-            False,
-            version,
+        problem = (
             f"{name} has no record of its build flags ({location} is missing): it was built "
             "by another command, or pip installed a wheel it had cached from such a build, "
-            "so its flags are unknown",
-            location=location,
+            "so its flags are unknown"
         )
+        return BuildCheck(False, version, problem, location=location)
     except (OSError, UnicodeDecodeError, ValueError) as exc:
-        return BuildCheck(
-            False,
-            version,
-            f"{name}'s build record {location} cannot be read: {exc}",
-            location=location,
-        )
+        problem = f"{name}'s build record {location} cannot be read: {exc}"
+        return BuildCheck(False, version, problem, location=location)
     if not isinstance(record, dict) or not isinstance(record.get("flags"), dict):
-        return BuildCheck(
-            False,
-            version,
-            f"{name}'s build record {location} is not one the project wrote (no flags in it)",
-            location=location,
-        )
-    built = _parse_time(record.get("built"))
+        problem = f"{name}'s build record {location} is not one the project wrote (no flags in it)"
+        return BuildCheck(False, version, problem, location=location)
+    problem = _record_problem(name, record, cmake_args)
+    return BuildCheck(
+        not problem, version, problem, _parse_time(record.get("built")), record, location
+    )
+
+
+def _record_problem(name: str, record: dict[str, Any], cmake_args: str) -> str:
+    """Why the build ``record`` tells of is not the project's; ``""`` when it is."""
     recorded = {str(k): str(v) for k, v in record["flags"].items()}
     differing = {
         flag: value
         for flag, value in project_flags(cmake_args).items()
         if flag not in recorded or not _same(recorded[flag], value)
     }
+    compiler = record.get("compiler_flags")
     if differing:
         built_with = ", ".join(
             f"{flag}={recorded[flag]}" if flag in recorded else f"no {flag}" for flag in differing
         )
         wanted = ", ".join(f"{flag}={value}" for flag, value in differing.items())
-        return BuildCheck(
-            False,
-            version,
-            f"{name} was built with other flags: {built_with} (the project's: {wanted})",
-            built,
-            record,
-            location,
-        )
-    problem = ""
-    compiler = record.get("compiler_flags")
+        return f"{name} was built with other flags: {built_with} (the project's: {wanted})"
     if record.get("include_sha256") != _include_sha256():
-        problem = (
+        return (
             f"{name} was built with another version of {SERVER_ONLY_CMAKE.name} (an older "
             "loop_agents), which may leave out or add parts"
         )
-    elif not isinstance(compiler, dict):
-        problem = f"{name}'s build record does not say which CFLAGS and CXXFLAGS it had"
-    elif given := {k: str(compiler.get(k)) for k in COMPILER_VARIABLES if compiler.get(k)}:
-        problem = (
+    if not isinstance(compiler, dict):
+        return f"{name}'s build record does not say which CFLAGS and CXXFLAGS it had"
+    if given := {k: str(compiler.get(k)) for k in COMPILER_VARIABLES if compiler.get(k)}:
+        return (
             f"{name} was built with compiler flags from the environment: "
             + ", ".join(f"{k}={v!r}" for k, v in given.items())
             + " (the project's build has none: they can make code that this CPU cannot run)"
         )
-    return BuildCheck(not problem, version, problem, built, record, location)
+    return ""
 
 
 def _parse_time(value: object) -> datetime | None:
