@@ -473,14 +473,17 @@ def resolve_endpoint(
         else parse_seed(env_seed, f"{SEED_VARIABLE} (in {env.origin(SEED_VARIABLE)})")
     )
 
-    def seedless(endpoint: Endpoint) -> Endpoint:
+    def remote(kind: EndpointKind, url: str | None, source: str, name: str = "") -> Endpoint:
+        """An endpoint this package does not start: OpenAI, a server at a URL, Ollama."""
         if seed is not None:
             raise SettingsError(
                 f"--seed sets the random seed of the bundled llama.cpp server, which this "
-                f"package starts; the endpoint here ({endpoint.spec.kind}, "
-                f"{endpoint.source}) samples with its own: drop --seed"
+                f"package starts; the endpoint here ({kind}, {source}) samples with its own: "
+                "drop --seed"
             )
-        return endpoint
+        model_name = name or named_model or DEFAULT_MODEL
+        spec = EndpointSpec(kind, model_name, url, method or "json_schema", cap)
+        return Endpoint(spec, source=source, api_key=None if kind == "ollama" else api_key)
 
     def local(path: str | None, source: str) -> Endpoint:
         from loop_agents.models.local_model import DEFAULT_MAX_TOKENS, MODEL_ALIAS
@@ -494,19 +497,13 @@ def resolve_endpoint(
         )
         return Endpoint(spec, source=source, threads=local_threads, seed=local_seed)
 
-    def server(url: str, source: str) -> Endpoint:
-        spec = EndpointSpec(
-            "server", named_model or DEFAULT_MODEL, url, method or "json_schema", cap
-        )
-        return seedless(Endpoint(spec, source=source, api_key=api_key))
-
     # 1. options
     if base_url is not None and gguf is not None:
         raise SettingsError("--base-url and --gguf both given; choose one server")
     if gguf is not None:
         return local(_check_gguf(str(gguf), "--gguf"), "from --gguf")
     if base_url is not None:
-        return server(_check_url(base_url, "--base-url"), "from --base-url")
+        return remote("server", _check_url(base_url, "--base-url"), "from --base-url")
     # 2. the environment and .env
     env_url, env_gguf = env.get("OPENAI_BASE_URL"), env.get(GGUF_VARIABLE)
     if env_url and env_gguf:
@@ -519,18 +516,9 @@ def resolve_endpoint(
         return local(path, f"from {GGUF_VARIABLE} in {env.origin(GGUF_VARIABLE)}")
     if env_url:
         url = _check_url(env_url, "OPENAI_BASE_URL")
-        return server(url, f"from OPENAI_BASE_URL in {env.origin('OPENAI_BASE_URL')}")
+        return remote("server", url, f"from OPENAI_BASE_URL in {env.origin('OPENAI_BASE_URL')}")
     if api_key:
-        spec = EndpointSpec(
-            "openai", named_model or DEFAULT_MODEL, None, method or "json_schema", cap
-        )
-        return seedless(
-            Endpoint(
-                spec,
-                source=f"from OPENAI_API_KEY in {env.origin('OPENAI_API_KEY')}",
-                api_key=api_key,
-            )
-        )
+        return remote("openai", None, f"from OPENAI_API_KEY in {env.origin('OPENAI_API_KEY')}")
     # 3. a running Ollama
     hint = ""
     ollama_url = env.get(ollama.URL_VARIABLE) or ollama.DEFAULT_URL
@@ -544,8 +532,7 @@ def resolve_endpoint(
                     f"{', '.join(found.models)}); pull it with `ollama pull {named_model}` "
                     f"or choose one of these with --model"
                 )
-            spec = EndpointSpec("ollama", picked, found.base_url, method or "json_schema", cap)
-            return seedless(Endpoint(spec, source="no endpoint set; Ollama is running"))
+            return remote("ollama", found.base_url, "no endpoint set; Ollama is running", picked)
         if found is not None:
             hint = f"\nOllama runs at {found.url} but has no model; `ollama pull NAME` gets one."
     # 4. the bundled model

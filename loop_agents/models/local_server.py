@@ -310,33 +310,21 @@ class LocalModelServer(_Started):
         self.port = self.requested_port or free_port(self.host)
         if not self.verbose and self._log_dir is None:
             self._log_dir = new_log_folder()
-        command = [
-            sys.executable,
-            "-c",
-            _WATCHDOG,
-            str(os.getpid()),
-            self._log_dir or "",
-            SERVER_MODULE,
-            "--model",
-            str(model),
-            "--model_alias",
-            self.model_alias,
-            "--host",
-            self.host,
-            "--port",
-            str(self.port),
-            "--n_ctx",
-            str(self.n_ctx),
-            "--n_threads",
-            str(self.n_threads),
-            "--n_threads_batch",
-            str(self.n_threads),
-            "--use_mlock",
-            "False",
-            "--verbose",
-            str(self.verbose or self.timings),
-            *(["--seed", str(self.seed)] if self.seed is not None else []),
-        ]
+        options = {
+            "--model": model,
+            "--model_alias": self.model_alias,
+            "--host": self.host,
+            "--port": self.port,
+            "--n_ctx": self.n_ctx,
+            "--n_threads": self.n_threads,
+            "--n_threads_batch": self.n_threads,
+            "--use_mlock": False,
+            "--verbose": self.verbose or self.timings,
+            "--seed": self.seed,  # none: llama.cpp's own
+        }
+        words = [str(w) for option, v in options.items() if v is not None for w in (option, v)]
+        watchdog = [sys.executable, "-c", _WATCHDOG, str(os.getpid()), self._log_dir or ""]
+        command = [*watchdog, SERVER_MODULE, *words]
         output: IO[bytes] | int  # the log file, or this process's stderr with verbose
         if self.verbose or self._log_dir is None:
             output = 2

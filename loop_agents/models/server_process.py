@@ -184,15 +184,18 @@ def _listening_inodes(port: int) -> set[str] | None:
     return found if readable else None
 
 
-def _socket_inodes(pid: int) -> set[str]:
-    inodes: set[str] = set()
+def _fd_targets(pid: int | str) -> list[str]:
+    """Where the open file descriptors of process ``pid`` lead (those this user may read)."""
+    targets: list[str] = []
     with contextlib.suppress(OSError):
         for fd in os.scandir(f"/proc/{pid}/fd"):
             with contextlib.suppress(OSError):
-                target = os.readlink(fd.path)
-                if target.startswith("socket:["):
-                    inodes.add(target[8:-1])
-    return inodes
+                targets.append(os.readlink(fd.path))
+    return targets
+
+
+def _socket_inodes(pid: int) -> set[str]:
+    return {target[8:-1] for target in _fd_targets(pid) if target.startswith("socket:[")}
 
 
 def serves_port(pid: int, port: int) -> bool | None:
@@ -245,14 +248,9 @@ def _open_paths_under(folder: Path) -> set[Path] | None:
     held: set[Path] = set()
     prefix = str(folder) + os.sep + LOG_FOLDER_PREFIX
     for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
-        with contextlib.suppress(OSError):
-            for fd in os.scandir(entry / "fd"):
-                with contextlib.suppress(OSError):
-                    target = os.readlink(fd.path)
-                    if target.startswith(prefix):
-                        held.add(folder / Path(target[len(str(folder)) + 1 :]).parts[0])
+        for target in _fd_targets(entry.name) if entry.name.isdigit() else []:
+            if target.startswith(prefix):
+                held.add(folder / Path(target[len(str(folder)) + 1 :]).parts[0])
     return held
 
 

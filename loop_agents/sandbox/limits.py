@@ -1,4 +1,7 @@
-"""The limits a program runs under (`RunLimits`), their defaults and their validation."""
+"""The limits a program runs under (`RunLimits`), their defaults and their validation.
+
+Its public names are exported by `loop_agents.sandbox`.
+"""
 
 from __future__ import annotations
 
@@ -8,20 +11,6 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal, TypedDict, get_args
-
-__all__ = [
-    "DEFAULT_MAX_FILE_SIZE",
-    "DEFAULT_MAX_OUTPUT",
-    "DEFAULT_MAX_PROCESSES",
-    "DEFAULT_MEMORY_LIMIT",
-    "DEFAULT_TIMEOUT",
-    "GRACE_SECONDS",
-    "ISOLATIONS",
-    "SCRIPT_NAME",
-    "Isolation",
-    "RunLimits",
-    "make_limits",
-]
 
 DEFAULT_TIMEOUT = 10.0
 """Seconds a program may run."""
