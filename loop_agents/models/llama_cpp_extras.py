@@ -41,8 +41,6 @@ TEMPLATE_TOKENS_PER_MESSAGE = 5
 and a newline."""
 TEMPLATE_TOKENS_FOR_REPLY = 3
 """ChatML's opening of the reply: ``<|im_start|>``, ``assistant`` and a newline."""
-COUNT_TIMEOUT = 30.0
-"""Seconds a token count may take (the server answers it when it is free)."""
 
 _EXCEEDED = re.compile(
     r"maximum context length is (?P<window>\d+) tokens\. However, you requested "
@@ -206,12 +204,11 @@ def _prompt_text(body: dict[str, Any]) -> str:
     for message in body.get("messages") or []:
         if not isinstance(message, dict):
             continue
-        for key in ("content",):
-            value = message.get(key)
-            if isinstance(value, str):
-                parts.append(value)
-            elif isinstance(value, list):
-                parts += [p["text"] for p in value if isinstance(p, dict) and "text" in p]
+        value = message.get("content")
+        if isinstance(value, str):
+            parts.append(value)
+        elif isinstance(value, list):
+            parts += [p["text"] for p in value if isinstance(p, dict) and "text" in p]
         for call in message.get("tool_calls") or []:
             function = call.get("function") if isinstance(call, dict) else None
             if isinstance(function, dict):

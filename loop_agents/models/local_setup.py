@@ -26,23 +26,6 @@ from pathlib import Path
 
 from loop_agents.models.llama_build import build_prefix
 
-__all__ = [
-    "EXTRA",
-    "FIRST_BUILD",
-    "MODEL_ALIAS",
-    "MODEL_DISTRIBUTION",
-    "LocalModelError",
-    "LocalModelNotInstalledError",
-    "LocalModelServerDied",
-    "LocalModelStartError",
-    "banner",
-    "install_command",
-    "is_installed",
-    "missing_parts",
-    "model_path",
-    "no_endpoint_message",
-]
-
 EXTRA = "local"
 """The name of the optional extra that brings the local model."""
 
