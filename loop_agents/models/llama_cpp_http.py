@@ -83,8 +83,9 @@ class IncompleteAnswerError(httpx.RemoteProtocolError):
     """A chat completion ended without a finish reason: cut off, neither empty nor finished.
 
     An ``httpx.TransportError`` (a ``RemoteProtocolError``), so the loop's retries
-    (``default_retry_policy``) retry it like a lost connection; raised when a request is
-    sent, the OpenAI client retries it itself, and tells it as an ``APIConnectionError``.
+    (``default_retry_policy``) retry it like a lost connection. For an answer that is not
+    streamed the OpenAI client retries it itself (``max_retries``), then raises an
+    ``APIConnectionError`` from it; a streamed one reaches the caller as that error too.
 
     Example:
         ```python
