@@ -21,7 +21,7 @@ from langchain_core.messages import HumanMessage
 from langchain_openai import ChatOpenAI
 
 from loop_agents import LoopContext, LoopEvaluation, create_loop_agent
-from loop_agents.loop.controls.agent_errors import default_retry_policy, is_transient_error
+from loop_agents.controls.agent_errors import default_retry_policy, is_transient_error
 from loop_agents.models.endpoints import resolve_endpoint
 from loop_agents.models.llama_cpp_http import IncompleteAnswerError
 from loop_agents.models.local_model import LocalModelServer
