@@ -16,6 +16,7 @@ from loop_agents.evals.arm_protocol import EvalArm
 from loop_agents.evals.grading import requirement_points
 from loop_agents.evals.loop_arm import LoopArm
 from loop_agents.evals.sample_arm import SampleArm
+from loop_agents.loop.controls.adaptive import Adaptive
 from loop_agents.loop.controls.diverse_first import DiverseFirst
 from loop_agents.loop.controls.restart import Restart
 
@@ -30,5 +31,7 @@ BUILTIN_ARMS: Mapping[Arm, EvalArm] = {
     "restart": LoopArm(controls=[Restart(requirements=requirement_points)]),
     # every first answer is the loop's agent's, system prompt included
     "diverse-first": LoopArm(controls=[DiverseFirst(FIRST_ANSWERS)]),
+    # learns across the eval's tasks; its seed is derived from the eval's (evals.learning)
+    "adaptive": LoopArm(controls=[Adaptive(requirements=requirement_points)]),
 }
 """Each built-in arm by its name, in the order the report shows them."""
