@@ -319,7 +319,7 @@ def _comparisons(data: Mapping[str, Any]) -> Html:
 
 
 def _shares(count: int, total: int) -> str:
-    return f"{count}/{total} ({percent(count / total)})" if total else "0"
+    return f"{count}/{total} ({percent(count / total)})" if total else "—"
 
 
 def _retry_kinds(results: Sequence[Mapping[str, Any]]) -> Html:

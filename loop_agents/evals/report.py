@@ -486,7 +486,7 @@ def _render_rescues(report: EvalReport, console: Console) -> None:
 
 
 def _shares(count: int, total: int) -> str:
-    return f"{count}/{total} ({_percent(count / total)})" if total else "0"
+    return f"{count}/{total} ({_percent(count / total)})" if total else "—"
 
 
 def _render_retry_kinds(report: EvalReport, console: Console) -> None:
