@@ -56,7 +56,7 @@ async def test_restart_beats_the_loop_on_a_model_that_copies_its_code(tmp_path: 
     restart = [r for r in report.results if r.arm == "restart"]
     for result in restart:
         assert result.by_attempt == (False, False, True)
-        assert [e["sent"] for e in result.transcript] == ["first", "repair", "fresh"]
+        assert [e["sent"] for e in result.transcript] == ["first", "repair", "informed"]
         assert [e["ok"] for e in result.transcript] == [False, False, True]
         assert result.transcript[0]["answer"] == WRONG
         assert "add(1, 2) returned 3, expected 3" not in result.transcript[0]["feedback"]
