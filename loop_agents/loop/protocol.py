@@ -509,7 +509,7 @@ class LoopControl:
     """A part of the loop; override the hooks you need (see the module docstring).
 
     Attributes:
-        name: The control's name, in errors and in `loop_agents.hosts.graph.controls_of`.
+        name: The control's name, in errors (its class name when empty).
 
     """
 
