@@ -1,6 +1,6 @@
 """Errors as feedback: an agent failure the model caused becomes feedback for the next attempt.
 
-With ``create_loop_agent(..., on_agent_error="feedback")`` a failure of the agent call
+With ``create_loop_agent(..., controls=[AgentErrors()])`` a failure of the agent call
 that the *model* caused does not end the loop: it is recorded (an `IterationRecord`
 with ``error`` and no answer) and its description goes to the agent as feedback,
 fenced like any other, so the next attempt can avoid it. Model-caused failures
@@ -15,7 +15,7 @@ fenced like any other, so the next attempt can avoid it. Model-caused failures
 
 Infrastructure errors (`is_transient_error`: the loop's `LoopTimeoutError`, rate
 limits, connection errors and timeouts, HTTP 429 and 5xx) are never fed back: they
-propagate to the node's retry policy (`default_retry_policy` retries exactly these),
+propagate to the call's retry policy (`default_retry_policy` retries exactly these),
 and a retried call does not use up an iteration. Every other error (a bug in your
 agent, a wrong configuration) ends the loop as before.
 
@@ -42,8 +42,8 @@ from loop_agents.loop.state import IterationRecord
 from loop_agents.runtime.time_limits import LoopTimeoutError
 
 OnAgentError: TypeAlias = Literal["raise", "feedback"]
-"""``on_agent_error=``: end the loop on an agent error (``"raise"``, the default) or feed
-a model-caused one back to the agent (``"feedback"``)."""
+"""`AgentErrors`' ``on_agent_error``: feed a model-caused agent error back to the agent
+(``"feedback"``, the default) or end the loop on it (``"raise"``)."""
 
 MAX_ERROR_CHARS = 2000
 """The most characters of an error's text kept in its record and feedback."""
@@ -79,7 +79,7 @@ def _structured_output_errors() -> tuple[type[BaseException], ...]:
 
 
 def is_model_error(error: BaseException) -> bool:
-    """Whether ``error`` is one the model caused (fed back with ``on_agent_error="feedback"``).
+    """Whether ``error`` is one the model caused (fed back by `AgentErrors`).
 
     Example:
         ```python
@@ -145,8 +145,8 @@ def default_retry_policy(
 ) -> RetryPolicy:
     """A retry policy for infrastructure errors only (`is_transient_error`).
 
-    The recommended ``agent_retry_policy`` (and ``evaluator_retry_policy``) with
-    ``on_agent_error="feedback"``: rate limits, timeouts and server errors are retried
+    The recommended ``Retries(agent_retry_policy=...)`` (and ``evaluator_retry_policy``)
+    with `AgentErrors`: rate limits, timeouts and server errors are retried
     with exponential backoff and jitter (the retried call does not use up an
     iteration), while model-caused errors become feedback and bugs end the loop.
 
@@ -159,8 +159,7 @@ def default_retry_policy(
         ```python
         loop = create_loop_agent(
             agent, judge, 5,
-            on_agent_error="feedback",
-            agent_retry_policy=default_retry_policy(),
+            controls=[AgentErrors(), Retries(agent_retry_policy=default_retry_policy())],
         )
         ```
 

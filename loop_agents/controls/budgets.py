@@ -271,11 +271,11 @@ def requests_used(records: Sequence[IterationRecord]) -> int:
 
 
 def cost_of(records: Sequence[IterationRecord]) -> float | None:
-    """What ``records`` cost in the currency of ``prices=`` (``None`` if any is unknown).
+    """What ``records`` cost in the currency of the prices (``None`` if any is unknown).
 
     Example:
         ```python
-        loop = create_loop_agent(agent, judge, 5, prices=PRICES)
+        loop = create_loop_agent(agent, judge, 5, controls=[Budgets(prices=PRICES)])
         result = loop.invoke({"messages": [HumanMessage("...")]})
         print(f"{cost_of(result['records']):.4f}")
         ```

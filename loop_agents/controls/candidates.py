@@ -1,11 +1,11 @@
 """Candidates per iteration: k independent answers, each judged, the best one kept.
 
-With ``create_loop_agent(..., candidates=k)`` (k > 1) each iteration calls the agent k
+With ``create_loop_agent(..., controls=[Candidates(k)])`` (k > 1) each iteration calls the agent k
 times on the same messages, at the same time (``asyncio.gather`` under ``ainvoke``,
 worker threads under ``invoke``). Each call is a run of its own: a fresh ``run_id``,
 the name ``"iteration N: agent (candidate i)"``, the tag ``loop_candidate:i`` and
 ``loop_candidate`` in its metadata (its tokens on the ``messages`` stream carry it).
-With ``candidate_temperature=`` (chat-model agents only) each candidate's model is
+With ``Candidates(k, temperature=...)`` (chat-model agents only) each candidate's model is
 given that temperature (one number for all, or one per candidate). A chat-model agent's
 candidates after the first never answer from an LLM cache (``set_llm_cache``, or the
 model's ``cache=``), which would give each the first one's answer: they are copies of the
@@ -26,9 +26,9 @@ is best-of-N.
 Each candidate's agent call is a LangGraph task of its own, and so is each candidate's
 evaluation: with a checkpointer, a candidate that fails is, once the loop is resumed,
 run again alone (the others' answers and verdicts are read back from the checkpoint, not
-paid for twice), and ``agent_retry_policy`` retries one candidate without running the
-others again. A candidate whose call fails with a model-caused error
-(``on_agent_error="feedback"``) is recorded with its error and not judged; when every
+paid for twice), and ``Retries(agent_retry_policy=...)`` retries one candidate without
+running the others again. A candidate whose call fails with a model-caused error
+(with `AgentErrors`) is recorded with its error and not judged; when every
 candidate fails, the iteration is a failed attempt. Any other error of one candidate ends
 the node once the other candidates have finished.
 """
@@ -48,7 +48,7 @@ from loop_agents.loop.state import LoopEvaluation
 from loop_agents.runtime._numbers import describe_number, finite_float
 
 MAX_CANDIDATES = 64
-"""The most candidates per iteration ``candidates=`` accepts."""
+"""The most candidates per iteration `Candidates` accepts."""
 
 
 def check_candidates(candidates: object, where: str = "Candidates(candidates=)") -> int:
@@ -179,7 +179,7 @@ def best_candidate(verdicts: Sequence[tuple[int, LoopEvaluation]]) -> int:
 
 
 class Candidates(LoopControl):
-    """k answers per iteration, each judged, the best one kept: ``candidates=k``.
+    """k answers per iteration, each judged, the best one kept: ``Candidates(k)``.
 
     Args:
         candidates: Answers per iteration (2 to `MAX_CANDIDATES`; 1 is the plain loop).

@@ -8,13 +8,13 @@ form, and `all_of` / `panel` their members' criteria, each under the member's na
 A function of yours may carry one too (``evaluate.criteria = "..."``). `criteria_of`
 reads it.
 
-With ``create_loop_agent(..., show_criteria=True)`` the criteria are shown to the agent
+With ``create_loop_agent(..., controls=[Criteria()])`` the criteria are shown to the agent
 before its first attempt, so that the first answer already aims at them (as Microsoft
 Agent Framework's ``with_judge`` does): when a loop starts, one user message holding
 them (fenced, marked with `CRITERIA_KEY`) is added after the request, and it is part
 of the loop's request (``init_messages``): every history policy sends it, every
-iteration, and it is never added twice. ``criteria="..."`` gives the text yourself
-(it wins over the evaluator's). A later loop on the same thread does not repeat
+iteration, and it is never added twice. ``Criteria("...")`` gives the text yourself
+(instead of the evaluator's). A later loop on the same thread does not repeat
 criteria the conversation already holds.
 """
 

@@ -3,7 +3,7 @@
 At the same budget of answers, a few independent first samples followed by repair of
 the best one beat a long chain of repairs of a single first answer (Olausson et al.,
 *Is Self-Repair a Silver Bullet for Code Generation?*, 2024). With `DiverseFirst(k)`
-the loop's first iteration makes k answers at once, exactly as ``candidates=k`` does
+the loop's first iteration makes k answers at once, exactly as ``Candidates(k)`` does
 (each judged, the best kept, every one recorded in ``record["candidates"]``, each a
 LangGraph task of its own); every later iteration makes one answer, a repair of the
 answer kept so far. A loop with ``max_iterations=m`` then writes at most ``k + m - 1``

@@ -20,7 +20,7 @@ A new episode starts at iteration n when attempt n - 1:
 Episodes are read again from the conversation and the records at every iteration, so a
 resumed loop makes the same choice. Within an episode after the first, the agent is
 sent ``request with its requirements + the episode's attempts and their feedback``; the first
-episode is sent what the controls before this one chose (``history=``).
+episode is sent what the controls before this one chose (`History`).
 
 Example:
     ```python

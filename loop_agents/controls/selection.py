@@ -1,6 +1,6 @@
 """Which attempt is the loop's answer: `AnswerSelection`.
 
-With ``select="best"`` the loop's answer is the attempt with the highest score (the later
+With ``AnswerSelection("best")`` the loop's answer is the attempt with the highest score (the later
 one on a tie); attempts without a score are not candidates, and when no attempt has a
 score the last one is chosen. When the chosen attempt is not the last, a copy of it with
 a fresh id is appended to ``messages`` and becomes ``last_response``, so the conversation
@@ -19,7 +19,7 @@ from loop_agents.loop.state import IterationRecord
 
 
 class AnswerSelection(LoopControl):
-    """Which attempt is the loop's answer: ``select="last"`` or ``"best"`` (see above).
+    """Which attempt is the loop's answer: ``"last"`` (as without the control) or ``"best"``.
 
     Args:
         select: ``"last"`` or ``"best"``.

@@ -443,7 +443,7 @@ def llm_judge(
     Returns:
         A runnable evaluator for `create_loop_agent`, ``all_of`` or ``panel``. Its
         ``criteria`` attribute is the text of ``instructions`` (shown to the agent
-        with ``create_loop_agent(..., show_criteria=True)``).
+        with ``create_loop_agent(..., controls=[Criteria()])``).
 
     Raises:
         TypeError: ``model`` has no ``with_structured_output`` (``invoke`` for the

@@ -129,7 +129,7 @@ def from_openevals(
     Returns:
         A runnable evaluator (sync and async) named after the evaluator. Its
         ``criteria`` is ``None``; set ``evaluator.criteria = "..."`` to show the agent
-        what it is judged by (``create_loop_agent(..., show_criteria=True)``).
+        what it is judged by (``create_loop_agent(..., controls=[Criteria()])``).
 
     Raises:
         TypeError: ``evaluator`` is not an evaluator (a factory such as

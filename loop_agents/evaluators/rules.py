@@ -78,7 +78,7 @@ def rule(
         check: A sync or async function of the `LoopContext` returning ``(ok, feedback)``.
         name: The evaluator's name (default: the function's name).
         description: What the rule requires, for the agent: the evaluator's
-            ``criteria`` (shown with ``create_loop_agent(..., show_criteria=True)``).
+            ``criteria`` (shown with ``create_loop_agent(..., controls=[Criteria()])``).
             Default: the first paragraph of the check's docstring, if it has one.
 
     Returns:

@@ -176,7 +176,8 @@ def create_loop_agent(
         ```python
         from langchain.agents import create_agent
         from langchain_core.messages import HumanMessage
-        from loop_agents import AnswerSelection, LoopContext, LoopEvaluation, create_loop_agent
+        from loop_agents import LoopContext, LoopEvaluation, create_loop_agent
+        from loop_agents.controls import AnswerSelection
 
 
         def evaluate(context: LoopContext) -> LoopEvaluation:

@@ -8,7 +8,7 @@ of `create_loop_agent`, run by the same code (`loop_agents.loop.nodes.LoopNodes`
 the points of ``create_agent``'s graph:
 
 - ``before_agent`` opens the loop (``LoopNodes.open_turn``: the request, the criteria
-  message with ``show_criteria=True``, what the history policy sends);
+  message of a `Criteria` control, what the history policy sends);
 - ``wrap_model_call`` runs each model call of an attempt as ``"iteration N: agent"``
   (``loop_iteration`` in its metadata, so every token on ``stream_mode="messages"``
   says its iteration), sends it what the history policy chose, and counts its tokens;
@@ -96,7 +96,7 @@ class LoopMiddleware(AgentMiddleware[Any, Any, Any]):
     below work as in `create_loop_agent`, by the same code.
 
     The agent's output then has, beside its ``messages`` (ending with the loop's
-    answer: with ``select="best"``, a copy of the best one) and ``structured_response``
+    answer: with ``AnswerSelection("best")``, a copy of the best one) and ``structured_response``
     (the selected attempt's): ``loop_records`` (one `IterationRecord` per attempt, each
     with its ``answer``), ``loop_stop_reason``, ``loop_iteration``, ``loop_feedback``,
     ``loop_selected_iteration``, ``loop_selected_score`` and ``loop_init_messages``

@@ -67,7 +67,7 @@ class EvaluatorCaller:
     to the loop's controls: a bare score (a number from a metric function, or
     ``{"score": 0.8}``) is read as undecided, and a verdict that asks to continue may
     leave out its feedback; `undecided_error` and `missing_feedback_error` say what to
-    do when no control (``threshold=``, ``advisor=``) decides or writes it. A member of a
+    do when no control (`Advice`) decides or writes it. A member of a
     combinator (``member_of="all_of"``, ``"panel"``) decides for itself: its verdict
     must have ``stop``, and ``feedback`` when it asks to continue.
     """
@@ -221,7 +221,7 @@ class LoopEvaluatorRunnable(RunnableLambda[LoopContext, LoopEvaluation]):
     Attributes:
         criteria: What the evaluator checks, as a text for the agent (``None`` when it
             states nothing); shown before the first attempt with
-            ``create_loop_agent(..., show_criteria=True)``.
+            ``create_loop_agent(..., controls=[Criteria()])``.
 
     """
 

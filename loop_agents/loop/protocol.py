@@ -3,9 +3,10 @@
 A *control* is one small object that changes how the loop runs: what the agent is sent,
 how the agent is called, what a verdict means, when the loop stops, which attempt is the
 answer. Every option of `create_loop_agent` beyond the agent, the evaluator and the cap
-is shorthand for one (``history=`` builds a `History`, ``patience=`` a `Plateau`, ...), and
-``controls=[...]`` takes controls of your own. They are composed in order, as
-``create_agent``'s middleware is: the built-in ones first, then yours.
+is one, given in ``controls=[...]`` (`History`, `Plateau`, ... from
+`loop_agents.controls`), and so are controls of your own. They are composed as
+``create_agent``'s middleware is, in the order of their `Stage` (the built-in ones
+first, then yours), whatever the order of the list.
 
 A control overrides the hooks it needs; the loop calls only the overridden ones:
 
@@ -15,7 +16,7 @@ A control overrides the hooks it needs; the loop calls only the overridden ones:
 - `LoopControl.around_agent` (*around the agent call*): a generator that yields the
   `AgentCall` to make (changed or not) and receives the `Attempt`, like a
   ``contextlib.contextmanager`` with a result: it may catch an error the call raised,
-  or yield a list of calls to make them at once (``candidates=k``). The first control
+  or yield a list of calls to make them at once (`Candidates`). The first control
   is the outermost.
 - `LoopControl.after_verdict` (*after a verdict*): given the iteration's `Outcome`
   (each attempt and its verdict), change it: decide by a score, write feedback, pick
@@ -124,7 +125,7 @@ class LoopSpec:
 
 
 class Pricing(Protocol):
-    """What prices the loop's model calls (`Budgets` with ``prices=``)."""
+    """What prices the loop's model calls (``Budgets(prices=...)``)."""
 
     def cost(self, usage: CallUsage) -> float | None:
         """The cost of ``usage``, or ``None`` when a call cannot be priced."""
@@ -228,7 +229,7 @@ class AgentCall:
         agent_state: The state keys given to a graph agent with the messages (its
             input keys from its latest attempt: a deep agent's ``files``).
         iteration: The iteration's number.
-        candidate: With ``candidates=k``: which candidate (1 to k); ``None`` otherwise.
+        candidate: With ``Candidates(k)``: which candidate (1 to k); ``None`` otherwise.
         agent: The agent to call (a candidate may call a copy of it at another
             temperature); ``None``: the loop's agent.
         timeout: Seconds after which the call is abandoned (``None``: no limit).
@@ -258,7 +259,7 @@ class Attempt:
         agent_state: A graph agent's state keys beyond ``messages`` after the call.
         seconds: Wall-clock seconds of the call.
         usage: The model calls made during it.
-        candidate: With ``candidates=k``, its number.
+        candidate: With ``Candidates(k)``, its number.
 
     """
 
@@ -344,7 +345,7 @@ class Outcome:
     Attributes:
         iteration: The iteration's number.
         judged: Every attempt of the iteration and its verdict (one, or k with
-            ``candidates=k``).
+            ``Candidates(k)``).
         selected: The index in ``judged`` of the iteration's answer (``None`` when no
             attempt answered).
         error: When no attempt answered: why (the iteration is a failed attempt).
@@ -508,7 +509,7 @@ class LoopControl:
     """A part of the loop; override the hooks you need (see the module docstring).
 
     Attributes:
-        name: The control's name, in errors and in `loop_agents.hosts.graph.controls_of`.
+        name: The control's name, in errors (its class name when empty).
 
     """
 

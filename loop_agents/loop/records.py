@@ -122,7 +122,7 @@ def check_select(select: object) -> Selection:
 def choose(records: Sequence[IterationRecord], select: Selection) -> IterationRecord | None:
     """The record of the attempt that is the loop's answer.
 
-    Failed attempts (``on_agent_error="feedback"``: no answer) are never chosen; when
+    Failed attempts (`AgentErrors`: no answer) are never chosen; when
     every attempt failed there is none (``None``).
 
     Example:

@@ -14,7 +14,7 @@ def advice(model, prompt):
 *Stepped* programs run every call as a LangGraph task (``langgraph.func.task``): its
 result is saved with the checkpoint as a pending write, so when the node runs again (a
 resume after an error, an answered interrupt) a call that already finished is not made
-a second time. The loop steps a node that makes more than one paid call (``candidates=k``,
+a second time. The loop steps a node that makes more than one paid call (`Candidates`,
 an ``advisor``, a ``compacting`` history); a node that makes one call runs it directly,
 and LangGraph's own checkpoint after the node is enough.
 

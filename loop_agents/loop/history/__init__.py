@@ -1,4 +1,4 @@
-"""History policies: what the agent is sent on each iteration (``history=``).
+"""History policies: what the agent is sent on each iteration (the `History` control).
 
 - `policies`: `LoopHistory` (the conversation split into the request, the attempts and
   their feedback), the built-in policies (``"full"``, ``"last_attempt"``,

@@ -341,7 +341,7 @@ def compacting(
             the length asked for); default `DEFAULT_SUMMARY_INSTRUCTIONS`.
 
     Returns:
-        A `StatefulHistory` to pass as ``history=``.
+        A `StatefulHistory` to pass to `History`.
 
     Raises:
         TypeError: ``model`` cannot be invoked, or an option has the wrong type.
@@ -354,7 +354,7 @@ def compacting(
         from loop_agents.loop.history.compaction import compacting
 
         history = compacting(ChatOpenAI(model="gpt-5.4-nano"), max_tokens=8_000)
-        loop = create_loop_agent(agent, judge, 10, history=history)
+        loop = create_loop_agent(agent, judge, 10, controls=[History(history)])
         ```
 
     """

@@ -1,7 +1,8 @@
 """History policies: what the agent is sent on each iteration of a loop.
 
 The loop's state always keeps the whole conversation in ``messages``; a history policy
-only chooses what the agent is *sent*. `create_loop_agent` takes it as ``history=``:
+only chooses what the agent is *sent*. the `History` control takes it
+(``create_loop_agent(..., controls=[History("last_attempt")])``):
 
 - ``"full"`` (the default): the whole conversation, every attempt and its feedback.
 - ``"last_attempt"``: the request, the latest attempt (with its tool calls and tool
@@ -142,7 +143,7 @@ class StatefulHistory(ABC):
     """A history policy with memory between iterations and sync and async forms.
 
     Subclass it and implement `select` (called under ``invoke``/``stream``) and `aselect`
-    (under ``ainvoke``/``astream``); pass an instance as ``history=``. What they return
+    (under ``ainvoke``/``astream``); pass an instance to `History`. What they return
     is checked like a history function's result.
 
     Example:
@@ -156,7 +157,7 @@ class StatefulHistory(ABC):
                 return self.select(history, memory, config)
 
 
-        loop = create_loop_agent(agent, evaluate, 5, history=CountingHistory())
+        loop = create_loop_agent(agent, evaluate, 5, controls=[History(CountingHistory())])
         ```
 
     """
@@ -189,7 +190,7 @@ HistoryFunction: TypeAlias = Callable[[LoopHistory], Sequence[BaseMessage]]
 """A function choosing what the agent is sent, from the `LoopHistory` of an iteration."""
 
 HistoryPolicy: TypeAlias = HistoryName | HistoryFunction | StatefulHistory
-"""What ``history=`` accepts: a built-in policy's name, a `HistoryFunction` or a
+"""What `History` accepts: a built-in policy's name, a `HistoryFunction` or a
 `StatefulHistory` (such as ``compacting(...)``)."""
 
 
@@ -218,7 +219,7 @@ def last_attempt(history: LoopHistory) -> list[AnyMessage]:
 
     Example:
         ```python
-        loop = create_loop_agent(agent, evaluate, 6, history="last_attempt")
+        loop = create_loop_agent(agent, evaluate, 6, controls=[History("last_attempt")])
         ```
 
     """
@@ -240,11 +241,11 @@ def feedback_log(
     on) one `feedback_log_message` quoting the feedback on every earlier attempt, then
     ``pending``. No earlier attempt is sent. Messages added during the loop that are not
     answers, tool messages or feedback are kept, before the log. ``feedback_format`` is
-    the loop's (``create_loop_agent(..., feedback_format=...)``).
+    the loop's (a `FeedbackStyle` control).
 
     Example:
         ```python
-        loop = create_loop_agent(agent, evaluate, 6, history="feedback_log")
+        loop = create_loop_agent(agent, evaluate, 6, controls=[History("feedback_log")])
         ```
 
     """
@@ -355,7 +356,7 @@ def without_rejected_attempts(messages: Sequence[AnyMessage]) -> list[AnyMessage
     Each run of agent messages (AI and tool messages and loop feedback) between two user
     turns is reduced to what came after its last feedback message: the final attempt,
     with its tool calls and results. When that ends with a copy of a selected answer
-    (``select="best"``), only the copy is kept. Runs without feedback, and every other
+    (``AnswerSelection("best")``), only the copy is kept. Runs without feedback, and every other
     message, are kept as they are.
 
     Example:
