@@ -125,7 +125,7 @@ class EvaluatorCaller:
         """The error for a member of a combinator that gave a score and no decision."""
         return InvalidEvaluationError(
             f"{where} returned {given}; as a member of {self.member_of}() it must decide "
-            f"itself (the loop's threshold= decides only for the loop's own evaluator): "
+            f"itself (the loop's Advice(threshold) decides only for the loop's own evaluator): "
             f"return a LoopEvaluation with 'stop', such as {{'stop': score >= 75, "
             f"'score': score, 'feedback': '...'}}"
         )
@@ -198,7 +198,7 @@ def undecided_error(where: str) -> InvalidEvaluationError:
     """The error for a verdict with a score and no decision, which no control decided."""
     return InvalidEvaluationError(
         f"{where} returned a score without a decision (a bare number, or a 'score' "
-        f"without 'stop'); build the loop with threshold=<score> so that the score "
+        f"without 'stop'); give the loop controls=[Advice(threshold)] so that the score "
         f"decides (accepted when score >= threshold), or return a LoopEvaluation with "
         f"'stop' (True or False) and the score, such as {{'stop': False, 'score': 40, "
         f"'feedback': '...'}}"
@@ -209,9 +209,9 @@ def missing_feedback_error(where: str) -> InvalidEvaluationError:
     """The error for a verdict that asks to continue without feedback nobody wrote."""
     return InvalidEvaluationError(
         f"{where} asked to continue (stop=False) without feedback; give a non-empty "
-        f"'feedback' string telling the agent what to improve, or build the loop with "
-        f"advisor=<chat model> (which writes it) or with threshold=<score> and return a "
-        f"'score' (a default sentence is sent)"
+        f"'feedback' string telling the agent what to improve, or give the loop "
+        f"controls=[Advice(threshold, model=<chat model>)] (the model writes it; without a "
+        f"model a default sentence naming the score is sent)"
     )
 
 

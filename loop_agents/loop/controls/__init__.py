@@ -1,4 +1,4 @@
-"""Moved: the controls are in `loop_agents.controls` (and exported from `loop_agents`).
+"""Moved: the controls are in `loop_agents.controls`.
 
 ``from loop_agents.loop.controls import Restart`` still works in this release, with a
 `DeprecationWarning`; the old path goes in loop_agents 0.3.
@@ -14,8 +14,8 @@ def __getattr__(name: str) -> Any:
     if name.startswith("__") or not hasattr(controls, name):
         raise AttributeError(f"module 'loop_agents.loop.controls' has no attribute {name!r}")
     warnings.warn(
-        f"loop_agents.loop.controls moved: import {name} from loop_agents.controls (or from "
-        f"loop_agents); the old path goes in loop_agents 0.3",
+        f"loop_agents.loop.controls moved: import {name} from loop_agents.controls; the old "
+        f"path goes in loop_agents 0.3",
         DeprecationWarning,
         stacklevel=2,
     )
