@@ -122,6 +122,8 @@ def test_a_factory_from_the_current_folder_runs_at_its_own_temperature(tmp_path,
         ("mine=loop,candidates=1", "candidates='1': give a whole number >= 2"),
         ("mine=loop,restart=maybe", "give a whole number >= 0"),
         ("mine=loop,stagnation=yes", "give stagnation=on"),
+        ("mine=loop,adaptive=yes", "give adaptive=on"),
+        ("mine=loop,adaptive=on,restart=on", "adaptive and restart both choose"),
         ("mine=loop,history=full,history=full", "history is given twice"),
         ("mine=loop,candidates=3", "budget K must be a multiple of 3; got K=4"),
         ("mine=loop,first=5", "budget K must be at least 5; got K=4"),
@@ -154,6 +156,7 @@ def test_a_bad_arm_exits_with_2_before_any_model_call(tmp_path, capsys, spec, ph
         (["--arms", ""], "--arms '': give a comma-separated list"),
         (["--arm", "mine=loop", "--arm-temperature", "yours=1"], "with ARM one of single"),
         (["--arm", "mine=loop", "--server", "http://127.0.0.1:9"], "not on a LangGraph server"),
+        (["--arms", "adaptive", "--server", "http://127.0.0.1:9"], "adaptive learns across"),
     ],
 )
 def test_other_arm_mistakes_exit_with_2_before_any_model_call(

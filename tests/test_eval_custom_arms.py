@@ -12,6 +12,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableLambda
 
 from loop_agents import create_loop_agent
+from loop_agents.controls import Stagnation
 from loop_agents.evals import (
     JournalError,
     arun_eval,
@@ -25,7 +26,6 @@ from loop_agents.evals.arm_protocol import describe_value
 from loop_agents.evals.factory_arm import ArmFactoryError
 from loop_agents.evals.journal import journal_path
 from loop_agents.evals.tasks import parse_task
-from loop_agents.loop.controls import Stagnation
 from loop_agents.loop.feedback import feedback_message
 from tests.eval_models import ReactiveOpenAI
 from tests.fakes import FakeChat
@@ -149,7 +149,7 @@ async def test_another_arm_under_the_same_name_is_refused_and_a_new_arm_resumes(
     assert len(server.requests) - asked == 2 * 2  # two tasks, two answers each (no pass)
     assert set(report.arms) == {"resample", "mine", "stagnant"}
     assert report.settings["arms"]["stagnant"]["options"]["controls"][0]["type"] == (
-        "loop_agents.loop.controls.stagnation:Stagnation"
+        "loop_agents.controls.stagnation:Stagnation"
     )
 
 

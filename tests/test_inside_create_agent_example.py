@@ -11,7 +11,7 @@ from inside_create_agent import GOOD, LONG, ScriptedChat, main, run
 from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from loop_agents.loop.controls.criteria import is_criteria
+from loop_agents.controls.criteria import is_criteria
 from loop_agents.loop.feedback import is_feedback
 from tests.conftest import env_without_model_settings
 from tests.scripted_openai import ScriptedOpenAI, Structured

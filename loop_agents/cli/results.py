@@ -10,7 +10,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
-from loop_agents.loop.controls.selection import choose
+from loop_agents.loop.records import choose
 
 
 def record_answer(record: Mapping[str, Any], values: Mapping[str, Any]) -> str:

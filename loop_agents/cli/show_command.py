@@ -22,14 +22,14 @@ from loop_agents.cli.results import record_answer, result_json
 from loop_agents.cli.store import RunStore, SavedRun, resume_command
 from loop_agents.console.loop_console import LoopConsole
 from loop_agents.console.output import command_console
-from loop_agents.loop.controls.selection import choose
+from loop_agents.hosts.middleware import loop_output
 from loop_agents.loop.events import (
     AgentFinished,
     EvaluationFinished,
     IterationStarted,
     LoopFinished,
 )
-from loop_agents.loop.middleware import loop_output
+from loop_agents.loop.records import choose
 
 
 async def _values(store: RunStore, run: SavedRun) -> dict[str, Any]:

@@ -4,7 +4,9 @@ An agent built by an arm factory is run once per task; the eval then reads its o
 
 - a loop's output (`create_loop_agent`'s ``records``, or a loop middleware's
   ``loop_records``, with the ``messages`` they point into): one attempt per record,
-  every candidate of an iteration included, each with the verdict its evaluator gave;
+  every candidate of an iteration included, each with the verdict its evaluator gave
+  (and, for a loop with an `Adaptive` control, the kind of retry it chose: ``sent`` and
+  ``strategy``);
 - a conversation whose feedback turns are marked as loop feedback
   (`loop_agents.loop.feedback.is_feedback`): one attempt per answer before each
   feedback turn, and the last answer;
@@ -27,6 +29,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage
 
 from loop_agents.evals.sampling import answer_text, was_cut_off
+from loop_agents.evals.transcript import SENT_KINDS, strategy_entry
 from loop_agents.loop.feedback import feedback_text, is_feedback
 
 __all__ = ["RECORD_KEYS", "ReadOutput", "read_output"]
@@ -117,6 +120,13 @@ def _from_records(records: Sequence[object], messages: Sequence[object]) -> Read
         else:
             chosen = _ai(record.get("answer")) or _by_id(by_id, record)
             read.transcript.append(_made(chosen, iteration=iteration, verdict=record))
+        strategy = strategy_entry(record.get("strategy"))  # an Adaptive loop's choice
+        if strategy is not None:
+            for made in read.transcript:
+                if made["iteration"] == iteration:
+                    made["strategy"] = strategy
+                    if strategy["kind"] in SENT_KINDS:
+                        made["sent"] = strategy["kind"]
         if chosen is not None:
             read.steps.append(chosen.text)
     return read if read.steps else None

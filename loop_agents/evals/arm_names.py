@@ -21,17 +21,30 @@ __all__ = [
     "CANDIDATES",
     "DEFAULT_ARMS",
     "FIRST_ANSWERS",
+    "HEADER_ARMS",
     "Arm",
     "check_arm_name",
 ]
 
 Arm = Literal[
-    "single", "loop", "resample", "judge-loop", "loop-candidates", "restart", "diverse-first"
+    "single",
+    "loop",
+    "resample",
+    "judge-loop",
+    "loop-candidates",
+    "restart",
+    "diverse-first",
+    "adaptive",
 ]
 """The name of a built-in arm."""
 
 ARMS: tuple[Arm, ...] = get_args(Arm)
 """Every built-in arm, in the order the report shows them."""
+
+HEADER_ARMS: tuple[Arm, ...] = ARMS[:7]
+"""The built-in arms whose temperatures the journal's first line records (its key), as
+the first journals did, so that theirs resume. A built-in arm added since (``adaptive``)
+is declared on a line of its own when it first runs, as an arm of your own is."""
 
 DEFAULT_ARMS: tuple[Arm, ...] = ("single", "loop", "resample", "judge-loop")
 """The arms an eval runs when none are named (the others are chosen explicitly)."""

@@ -15,7 +15,9 @@ The loop options (`LOOP_KEYS`): ``history`` (``full``, ``last_attempt``,
 evaluator's text as it is), ``candidates`` (N >= 2 answers per iteration), ``select``
 (``last``, ``best``), ``patience`` (N), ``restart`` (``on``, or N: the most repairs in
 a row; a `Restart` control told what must hold), ``first`` (k >= 2: a `DiverseFirst`
-control) and ``stagnation`` (``on``: a `Stagnation` stop).
+control), ``stagnation`` (``on``: a `Stagnation` stop) and ``adaptive`` (``on``: an
+`Adaptive` control told what must hold, as the built-in ``adaptive`` arm: it learns
+across the eval's tasks which kind of retry pays; not with ``restart``).
 
 Every error is a `ValueError` naming the option and the fix, raised before any model
 is called.
@@ -45,6 +47,7 @@ LOOP_KEYS = (
     "restart",
     "first",
     "stagnation",
+    "adaptive",
 )
 """The options a loop takes on the command line."""
 
@@ -119,9 +122,9 @@ def _number(key: str, value: str, low: int) -> int:
 
 
 def _loop(base: str, options: list[str]) -> Any:
+    from loop_agents.controls import Adaptive, DiverseFirst, Restart, Stagnation
     from loop_agents.evals.grading import requirement_points
     from loop_agents.evals.loop_arm import loop
-    from loop_agents.loop.controls import DiverseFirst, Restart, Stagnation
     from loop_agents.loop.feedback import PLAIN_FEEDBACK
 
     built: dict[str, Any] = {}
@@ -155,9 +158,13 @@ def _loop(base: str, options: list[str]) -> Any:
             repairs = None if value == "on" else _number("restart (on, or N repairs)", value, 0)
             controls.append(Restart(max_repairs=repairs, requirements=requirement_points))
         elif value != "on":
-            raise ValueError(f"stagnation={value!r}: give stagnation=on")
+            raise ValueError(f"{key}={value!r}: give {key}=on")
+        elif key == "adaptive":
+            controls.append(Adaptive(requirements=requirement_points))
         else:
             controls.append(Stagnation())
+    if {"adaptive", "restart"} <= seen:
+        raise ValueError("adaptive and restart both choose what a retry is sent; give one of them")
     if controls:
         built["controls"] = controls
     return loop(evaluator="judge" if base == "judge-loop" else "tests", **built)

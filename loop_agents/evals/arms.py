@@ -20,6 +20,11 @@ The built-in arms (`BUILTIN_ARMS`):
   failed, as a list of what must hold. Not run by default.
 - ``diverse-first``: the ``loop`` with a `DiverseFirst` control: two first answers at
   once, then repair of the better one: K answers in all (K >= 2). Not run by default.
+- ``adaptive``: the ``loop`` with an `Adaptive` control: each answer after the first is
+  a repair, a fresh sample or a fresh sample told what must hold, chosen by Thompson
+  sampling from how each kind did on the eval's earlier tasks (`ArmLearning`, kept in
+  the journal; see `loop_agents.evals.learning`). No extra model call. Not run by
+  default.
 
 Arms of your own: a loop built from `create_loop_agent`'s options
 (`loop_agents.evals.loop_arm.loop`), or a factory ``(task, model, settings) -> agent``
@@ -59,6 +64,7 @@ from loop_agents.evals.builtin_arms import BUILTIN_ARMS
 from loop_agents.evals.factory_arm import FactoryArm
 from loop_agents.evals.first_answers import FirstAnswers
 from loop_agents.evals.grading import grader_for
+from loop_agents.evals.learning import ArmLearning
 from loop_agents.evals.sampling import (
     CallCounter,
     at_temperature,
@@ -120,6 +126,8 @@ class ArmOutcome:
         opaque: Whether the arm's attempts could not be read (an agent of your own that
             is not a loop): ``by_attempt`` and ``transcript`` then hold its final
             answer only.
+        learned: For an arm that learns across tasks (an `Adaptive` loop): the store
+            items its loop added on this task (see `loop_agents.evals.learning`).
     """
 
     passed: bool
@@ -135,6 +143,7 @@ class ArmOutcome:
     by_attempt: tuple[bool, ...] = ()
     transcript: tuple[dict[str, Any], ...] = ()
     opaque: bool = False
+    learned: tuple[dict[str, Any], ...] = ()
 
 
 PairRunner: TypeAlias = Callable[["Task", str], Awaitable[ArmOutcome]]
@@ -264,6 +273,7 @@ async def arun_arm(
     judge: BaseChatModel | None = None,
     config: RunnableConfig | None = None,
     first_answers: FirstAnswers | None = None,
+    learning: ArmLearning | None = None,
 ) -> ArmOutcome:
     """Run one arm on one task and grade its answer (and the answer after each step).
 
@@ -271,7 +281,7 @@ async def arun_arm(
         task: The task.
         arm: A built-in arm's name (``"single"``, ``"loop"``, ``"resample"``,
             ``"judge-loop"``, ``"loop-candidates"``, ``"restart"``,
-            ``"diverse-first"``), a `loop(...)` arm, or a factory
+            ``"diverse-first"``, ``"adaptive"``), a `loop(...)` arm, or a factory
             ``(task, model, settings) -> agent``.
         model: The chat model that answers (it samples at the arm's temperature).
         name: The name of an arm of your own (default ``"custom"``): its run's name and
@@ -282,6 +292,11 @@ async def arun_arm(
         first_answers: The first answers shared by the arms of an eval
             (`loop_agents.evals.first_answers`): an arm that samples at their
             temperature and makes its first call itself starts from the task's.
+        learning: For an arm that learns across tasks (``adaptive``, a loop with an
+            `Adaptive` control): what it learned so far in the eval, which the task's
+            loop starts from (`loop_agents.evals.learning`); without it the loop starts
+            from nothing. What the task adds is in the outcome's ``learned``; it joins
+            ``learning`` only when the caller adds it (`ArmLearning.add`).
 
     Returns:
         An `ArmOutcome`.
@@ -331,6 +346,7 @@ async def arun_arm(
             attempts=attempts,
             config=run_config,
             first_answer=first,
+            learning=learning if spec.learns else None,
         )
     )
     grades = Grades(grader)
@@ -351,4 +367,5 @@ async def arun_arm(
         by_attempt=by_attempt,
         transcript=tuple(attempts.transcript),
         opaque=ran.opaque,
+        learned=ran.learned,
     )

@@ -18,10 +18,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from loop_agents.controls.restart import feedback_points
 from loop_agents.evals.checks import checks_feedback, run_checks
 from loop_agents.evals.code_tests import DEFAULT_TIMEOUT, agrade_code, code_feedback
 from loop_agents.evals.tasks import CodeTask, InstructionsTask, Task
-from loop_agents.loop.controls.restart import feedback_points
 
 __all__ = [
     "Grader",

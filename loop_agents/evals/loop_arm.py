@@ -20,7 +20,7 @@ Example:
 
 from __future__ import annotations
 
-import inspect
+import copy
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, cast
 
@@ -28,7 +28,12 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
+from langgraph.store.memory import InMemoryStore
 
+from loop_agents.controls.adaptive import Adaptive
+from loop_agents.controls.candidates import best_candidate
+from loop_agents.controls.diverse_first import DiverseFirst
+from loop_agents.controls.shorthands import KEYWORD_DEFAULTS
 from loop_agents.evals.arm_names import ARMS
 from loop_agents.evals.arm_protocol import ArmRun, EvalArm, Ran, describe_value
 from loop_agents.evals.arm_settings import least_budget_error, multiple_budget_error
@@ -37,11 +42,9 @@ from loop_agents.evals.grading import VisibleResult, request_text, system_prompt
 from loop_agents.evals.sampling import was_cut_off
 from loop_agents.evals.task_evaluator import visible_verdict
 from loop_agents.evals.tasks import Task
-from loop_agents.evals.transcript import Attempts, entry, sent_kind
+from loop_agents.evals.transcript import Attempts, entry, retry_sent, sent_kind, strategy_entry
 from loop_agents.evaluators.judge import JudgeError, judge_format_options, llm_judge
-from loop_agents.loop.controls.candidates import best_candidate
-from loop_agents.loop.controls.diverse_first import DiverseFirst
-from loop_agents.loop.factory import create_loop_agent
+from loop_agents.hosts.graph import create_loop_agent
 from loop_agents.loop.state import IterationRecord, LoopContext, LoopEvaluation, LoopOutput
 
 __all__ = ["JUDGE_INSTRUCTIONS", "LoopArm", "loop"]
@@ -75,12 +78,8 @@ _REFUSED = {
     "concurrent_runs": "the eval runs each loop once, on a thread of its own",
     "busy_timeout": "the eval runs each loop once, on a thread of its own",
 }
-_PARAMETERS = inspect.signature(create_loop_agent).parameters
-LOOP_OPTIONS = tuple(
-    name
-    for name, parameter in _PARAMETERS.items()
-    if parameter.kind is inspect.Parameter.KEYWORD_ONLY and name not in _REFUSED
-)
+_DEFAULTS: dict[str, Any] = {"controls": (), **KEYWORD_DEFAULTS}
+LOOP_OPTIONS = tuple(name for name in _DEFAULTS if name not in _REFUSED)
 """The `create_loop_agent` options a `loop` arm takes."""
 
 
@@ -112,6 +111,7 @@ class LoopArm(EvalArm):
         controls = options.get("controls") or ()
         firsts = [c.k for c in controls if isinstance(c, DiverseFirst)]
         self.first = firsts[0] if firsts else 1
+        self.learns = any(isinstance(c, Adaptive) for c in controls)
         candidates = options.get("candidates", 1)
         self.candidates = candidates if isinstance(candidates, int) else 1
         if self.candidates > 1 and self.first > 1:
@@ -134,7 +134,7 @@ class LoopArm(EvalArm):
         """``{"kind": "loop", "evaluator": ..., "options": {...}}``, defaults left out."""
         options = {}
         for name, value in sorted(self.options.items()):
-            default = _PARAMETERS[name].default
+            default = _DEFAULTS[name]
             described = describe_value(value)
             if described != describe_value(default):
                 options[name] = described
@@ -213,12 +213,19 @@ class LoopArm(EvalArm):
                 return verdict
 
             evaluator = RunnableLambda(by_judge, name="judge")
+        options = dict(self.options)
+        store = None
+        if self.learns:  # a copy of what the arm learned so far in this eval
+            store = run.learning.for_task() if run.learning else InMemoryStore()
+            seed = run.learning.seed if run.learning else None
+            options["controls"] = [_seeded(c, seed) for c in options["controls"]]
         loop_agent = create_loop_agent(
             _agent(run.model, task, attempts, run.first_answer),
             evaluator,
             self.max_iterations(iterations),
             name=f"eval {run.name}",
-            **self.options,
+            store=store,
+            **options,
         )
         result = cast(
             LoopOutput,
@@ -233,13 +240,19 @@ class LoopArm(EvalArm):
             chosen = seen.get((record["iteration"], record.get("candidate", 1)))
             if chosen is not None and chosen["answer"] is not None:
                 attempts.answers.append(chosen["answer"])
+        chosen_kinds = {r["iteration"]: strategy_entry(r.get("strategy")) for r in records}
         for key, kind in zip(sorted(seen), attempts.sent, strict=False):
-            attempts.transcript.append(seen[key] | {"sent": kind})
+            made = seen[key] | {"sent": retry_sent(kind, key[0])}
+            if chosen_kinds.get(key[0]) is not None:
+                made["strategy"] = chosen_kinds[key[0]]
+            attempts.transcript.append(made)
+        learned = run.learning.learned(store) if run.learning and store is not None else ()
         return Ran(
             result["last_response"].text,
             len(seen),
             steps=self.steps(iterations),
             judge_failures=failures,
+            learned=learned,
         )
 
 
@@ -264,13 +277,22 @@ def loop(*, evaluator: LoopEvaluatorKind = "tests", **options: Any) -> LoopArm:
 
     Example:
         ```python
-        from loop_agents.loop.controls import Stagnation
+        from loop_agents.controls import Stagnation
 
         arm = loop(history="feedback_log", feedback_format="{feedback}",
                    controls=[Stagnation()])
         ```
     """
     return LoopArm(evaluator=evaluator, **options)
+
+
+def _seeded(control: object, seed: int | None) -> object:
+    """An `Adaptive` control without a seed, given the eval's (a copy); others as they are."""
+    if seed is None or not isinstance(control, Adaptive) or control.seed is not None:
+        return control
+    seeded = copy.copy(control)
+    seeded.seed = seed
+    return seeded
 
 
 def _agent(

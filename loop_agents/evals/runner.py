@@ -22,6 +22,7 @@ from typing import Any, TypeAlias
 
 from langchain_core.language_models import BaseChatModel
 
+from loop_agents.evals.arm_names import HEADER_ARMS
 from loop_agents.evals.arm_protocol import EvalArm
 from loop_agents.evals.arms import (
     ARMS,
@@ -40,10 +41,11 @@ from loop_agents.evals.code_tests import DEFAULT_TIMEOUT
 from loop_agents.evals.factory_arm import FactoryArm
 from loop_agents.evals.first_answers import FirstAnswers
 from loop_agents.evals.journal import Journal, journal_path
+from loop_agents.evals.learning import ArmLearning, learning_seed
 from loop_agents.evals.report import EvalReport, TaskError, TaskResult, build_report
 from loop_agents.evals.tasks import Task, load_tasks, select_tasks, task_digest
 from loop_agents.evaluators.judge import JudgeFormat
-from loop_agents.loop._sync_bridge import _background_loop
+from loop_agents.runtime._sync_bridge import _background_loop
 from loop_agents.sandbox.text_files import json_text
 
 __all__ = ["EvalProgress", "PairRunner", "TaskSource", "arun_eval", "run_eval"]
@@ -117,6 +119,7 @@ def _local_runner(
     settings: ArmSettings,
     arms: Mapping[str, EvalArm],
     first_answers: FirstAnswers | None,
+    learnings: Mapping[str, ArmLearning],
 ) -> PairRunner:
     async def run(task: Task, arm: str) -> ArmOutcome:
         return await arun_arm(
@@ -127,6 +130,7 @@ def _local_runner(
             settings=settings,
             judge=judge,
             first_answers=first_answers,
+            learning=learnings.get(arm),
         )
 
     return run
@@ -179,7 +183,7 @@ async def arun_eval(
             Not given with ``server``: the server uses its own.
         arms: Which arms to run: a list of built-in arms, of ``single``, ``loop``,
             ``resample``, ``judge-loop`` (the default), ``loop-candidates``,
-            ``restart`` and ``diverse-first``; or a mapping of names to arms, each a
+            ``restart``, ``diverse-first`` and ``adaptive``; or a mapping of names to arms, each a
             built-in arm's name (under its own name), a `loop(...)` arm (a
             `create_loop_agent` loop from options), or a factory
             ``(task, model, settings) -> agent`` (see `loop_agents.evals.factory_arm`).
@@ -215,7 +219,9 @@ async def arun_eval(
             and the journal's key: a journal of other weights is refused.
         model_seed: The random seed the model's server was started with, kept in the
             report's settings (not in the journal's key: another seed samples from the
-            same distribution, so an eval resumed with a new seed stays one eval).
+            same distribution, so an eval resumed with a new seed stays one eval). The
+            seed of an ``adaptive`` arm's draws is derived from it
+            (`loop_agents.evals.learning.learning_seed`).
         same_first_answer: Sample each task's first answer once and start every arm
             from it (the arms that sample at ``temperature`` and make their first call
             themselves: not factories), so that the arms differ only in what they do
@@ -263,6 +269,12 @@ async def arun_eval(
     if not isinstance(retry_delay, int | float) or retry_delay < 0:
         raise ValueError(f"retry_delay must be a number of seconds >= 0; got {retry_delay!r}")
     runner: PairRunner
+    # the arms that learn across tasks (adaptive): one store each, kept in the journal
+    learnings = {
+        name: ArmLearning(seed=learning_seed(model_seed, name))
+        for name, arm in chosen_arms.items()
+        if arm.learns
+    }
     if server is not None:
         if model is not None or judge is not None:
             raise ValueError(
@@ -278,6 +290,12 @@ async def arun_eval(
             raise ValueError(
                 "same_first_answer shares the first answers of the arms run here; with "
                 "server= each pair runs on the LangGraph server: drop one of them"
+            )
+        if learnings:
+            raise ValueError(
+                f"{', '.join(learnings)} learns across the tasks of an eval, which runs "
+                f"here (on a LangGraph server each pair runs alone): drop server=, or run "
+                f"that arm apart"
             )
         from loop_agents.evals.server import server_runner
 
@@ -295,7 +313,7 @@ async def arun_eval(
         if not isinstance(same_first_answer, bool):
             raise TypeError(f"same_first_answer must be True or False; got {same_first_answer!r}")
         first_answers = FirstAnswers(settings.temperature) if same_first_answer else None
-        runner = _local_runner(model, judge, settings, chosen_arms, first_answers)
+        runner = _local_runner(model, judge, settings, chosen_arms, first_answers, learnings)
         label = model_id or describe_model(model)
     if isinstance(tasks, str | Path):
         chosen = load_tasks(tasks, limit=limit, ids=task_ids)
@@ -305,11 +323,13 @@ async def arun_eval(
         await _check_factories(custom, next(iter(chosen), None), model, settings)
     # everything that changes an answer: the journal's key (a journal of other settings
     # is refused) and the report's settings
-    temperatures: dict[str, float | None] = {arm: settings.temperature_of(arm) for arm in ARMS}
+    temperatures: dict[str, float | None] = {
+        arm: settings.temperature_of(arm) for arm in HEADER_ARMS
+    }
     judge_sampled: float | None = settings.judge_temperature
     if isinstance(model, BaseChatModel):  # what the model really sends (None: its default)
         temperatures = {
-            arm: sampled_temperature(model, settings.temperature_of(arm)) for arm in ARMS
+            arm: sampled_temperature(model, settings.temperature_of(arm)) for arm in HEADER_ARMS
         }
         judge_sampled = sampled_temperature(judge or model, settings.judge_temperature)
     record: dict[str, Any] = {
@@ -327,7 +347,8 @@ async def arun_eval(
         record["model_sha256"] = model_digest
     if same_first_answer:
         record["same_first_answer"] = True
-    # the arms of your own: what each is and its temperature (declared in the journal)
+    # the arms of your own, and built-in arms newer than the journal's first line: what
+    # each is and its temperature (declared in the journal)
     declared = {
         name: {
             "identity": arm.identity(),
@@ -337,7 +358,8 @@ async def arun_eval(
                 else settings.temperature_of(name)
             ),
         }
-        for name, arm in custom.items()
+        for name, arm in chosen_arms.items()
+        if name not in HEADER_ARMS
     }
     out_path = Path(out) if out is not None else None
     journal = (
@@ -359,6 +381,7 @@ async def arun_eval(
             retries=retries,
             retry_delay=float(retry_delay),
             progress=progress,
+            learnings=learnings,
         )
     finally:
         if journal is not None:
@@ -366,7 +389,8 @@ async def arun_eval(
     shown = record | {"tasks": len(chosen)}
     if declared:
         shown["temperatures"] = temperatures | {n: d["temperature"] for n, d in declared.items()}
-        shown["arms"] = {name: found["identity"] for name, found in declared.items()}
+    if custom:
+        shown["arms"] = {name: declared[name]["identity"] for name in custom}
     if first_answers is not None:  # the arms that could not start from the shared answer
         own = {n: why_own_first_answer(a, n, settings) for n, a in chosen_arms.items()}
         shown["own_first_answer"] = {n: why for n, why in own.items() if why}
@@ -400,6 +424,7 @@ async def _run_pairs(
     retries: int,
     retry_delay: float,
     progress: ProgressCallback | None,
+    learnings: Mapping[str, ArmLearning] | None = None,
 ) -> tuple[list[TaskResult], list[TaskError]]:
     pairs = [(task, arm, task_digest(task)) for task in tasks for arm in arms]
     finished: dict[tuple[str, str], TaskResult] = {}
@@ -411,6 +436,10 @@ async def _run_pairs(
         else:
             todo.append((task, arm, digest))
     resumed = len(finished)
+    learnings = learnings or {}
+    for result in finished.values():  # what the learning arms learned before: restored
+        if result.arm in learnings:
+            learnings[result.arm].add(result.learned)
     errors: list[TaskError] = []
     gate = asyncio.Semaphore(concurrency)
     total = len(pairs)
@@ -455,9 +484,12 @@ async def _run_pairs(
                     part=task.part,
                     transcript=tuple(outcome.transcript),
                     opaque=outcome.opaque,
+                    learned=outcome.learned,
                 )
                 if journal is not None:
                     journal.append(result, digest)
+                if arm in learnings:  # recorded: what it learned joins the arm's store
+                    learnings[arm].add(result.learned)
                 finished[(task.id, arm)] = result
                 report(result=result)
                 return

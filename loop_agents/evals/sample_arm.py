@@ -18,7 +18,7 @@ from langchain_core.messages import AnyMessage, HumanMessage, SystemMessage
 from loop_agents.evals.arm_protocol import ArmRun, EvalArm, Ran
 from loop_agents.evals.grading import request_text, system_prompt
 from loop_agents.evals.sampling import was_cut_off
-from loop_agents.evals.transcript import entry
+from loop_agents.evals.transcript import entry, retry_sent
 
 __all__ = ["SampleArm"]
 
@@ -57,7 +57,7 @@ class SampleArm(EvalArm):
             attempts.answers.append(answer)
             found = await run.grader.check(answer) if attempt < count else None
             made = entry(answer, found, iteration=attempt, cut_off=was_cut_off(reply))
-            attempts.transcript.append(made | {"sent": "first"})
+            attempts.transcript.append(made | {"sent": retry_sent("first", attempt)})
             if found is not None and found.ok:
                 return Ran(answer, attempt, steps=count)
         return Ran(answer, count, steps=count)

@@ -18,7 +18,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage
 from langchain_core.outputs import LLMResult
 
-from loop_agents.loop.usage import TokenCounter
+from loop_agents.runtime.usage import TokenCounter
 
 __all__ = [
     "CallCounter",

@@ -72,8 +72,9 @@ def _outcome(output: object) -> ArmOutcome:
     values: dict[str, Any] = {n: output[n] for n in names if n in output}
     if "by_attempt" in values:
         values["by_attempt"] = tuple(values["by_attempt"] or ())
-    if "transcript" in values:
-        values["transcript"] = tuple(values["transcript"] or ())
+    for name in ("transcript", "learned"):
+        if name in values:
+            values[name] = tuple(values[name] or ())
     return ArmOutcome(**values)
 
 

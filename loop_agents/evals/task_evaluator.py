@@ -21,8 +21,8 @@ from loop_agents.evals.code_tests import DEFAULT_TIMEOUT
 from loop_agents.evals.grading import VisibleResult, grader_for, request_text, system_prompt
 from loop_agents.evals.sampling import was_cut_off
 from loop_agents.evals.tasks import Task
-from loop_agents.loop._sync_bridge import run_coroutine
 from loop_agents.loop.state import LoopContext, LoopEvaluation
+from loop_agents.runtime._sync_bridge import run_coroutine
 
 __all__ = ["CUT_OFF_FEEDBACK", "task_messages", "visible_checks", "visible_verdict"]
 

@@ -10,10 +10,17 @@ journal and the ``--out`` JSON):
 - ``ok``, ``feedback``, ``score``: what the arm's own evaluator (the visible tests or
   checks, a judge, a custom loop's evaluator) said of it; ``None`` where the arm did
   not check it (a ``single`` answer, ``resample``'s last);
-- ``sent``: what the call was sent: ``"first"`` (the task only), ``"repair"`` (earlier
-  answers and their feedback), ``"fresh"`` (a ``restart``'s new sample: the task and
-  what must hold), or ``None`` where the eval cannot see it (an agent of your own,
-  after its first iteration);
+- ``sent``: what the call was sent: ``"first"`` (the task, for a first answer),
+  ``"repair"`` (earlier answers and their feedback), ``"fresh"`` (the task alone again,
+  after an earlier answer: ``resample``'s later samples, `Adaptive`'s fresh samples),
+  ``"informed"`` (the task and what must hold, no earlier answer: ``restart``'s new
+  samples, `Adaptive`'s informed ones), or ``None`` where the eval cannot see it (an
+  agent of your own, after its first iteration, unless its loop's records say). Files
+  written before ``"informed"`` existed mark ``restart``'s new samples ``"fresh"`` and
+  ``resample``'s later samples ``"first"``;
+- ``strategy``: for a retry chosen by an `Adaptive` control, the choice
+  (``{"kind", "success", "estimates"}``: the kind of retry, whether it succeeded as
+  the control counts it, every kind's standing when it was chosen); absent otherwise;
 - ``cut_off``: whether it ended at the token cap;
 - ``passed``: whether it passes the final grading (hidden tests, or every check).
 
@@ -30,18 +37,26 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.messages import AnyMessage
 
+from loop_agents.controls.restart import RESTART_KEY
 from loop_agents.evals.grading import Grader, VisibleResult
 from loop_agents.evals.sampling import answer_text, was_cut_off
-from loop_agents.loop.controls.restart import RESTART_KEY
 from loop_agents.loop.feedback import is_feedback
 
-__all__ = ["Attempts", "Grades", "entry", "sent_kind"]
+__all__ = [
+    "SENT_KINDS",
+    "Attempts",
+    "Grades",
+    "entry",
+    "retry_sent",
+    "sent_kind",
+    "strategy_entry",
+]
 
 
 @dataclass
@@ -95,8 +110,16 @@ def entry(
     return made
 
 
+SENT_KINDS = ("first", "repair", "fresh", "informed")
+"""What a call can be sent (a transcript entry's ``sent``; see the module docstring)."""
+
+
 def sent_kind(messages: Sequence[AnyMessage]) -> str:
-    """``"fresh"`` (a `Restart`'s new sample), ``"repair"`` (feedback in view) or ``"first"``.
+    """What a call was sent, as far as its messages tell (its iteration aside).
+
+    ``"informed"``: the task with what must hold (a `requirements_message`, as `Restart`
+    and `Adaptive` send); ``"repair"``: feedback in view; ``"first"``: the task alone
+    (``"fresh"`` when it is a retry: see `retry_sent`).
 
     Example:
         ```python
@@ -104,10 +127,49 @@ def sent_kind(messages: Sequence[AnyMessage]) -> str:
         ```
     """
     if any(RESTART_KEY in m.additional_kwargs for m in messages):
-        return "fresh"
+        return "informed"
     if any(is_feedback(m) for m in messages):
         return "repair"
     return "first"
+
+
+def retry_sent(kind: str, iteration: int) -> str:
+    """The ``sent`` of a call of `sent_kind` ``kind`` made in ``iteration``.
+
+    The task alone is ``"first"`` in the first iteration and ``"fresh"`` after it.
+
+    Example:
+        ```python
+        assert retry_sent("first", 2) == "fresh"
+        assert retry_sent("repair", 2) == "repair"
+        ```
+    """
+    return "fresh" if kind == "first" and iteration > 1 else kind
+
+
+def strategy_entry(strategy: object) -> dict[str, Any] | None:
+    """What a transcript entry keeps of an `Adaptive` record's ``strategy`` (a retry's).
+
+    ``None`` for a first attempt (kind ``"first"``) or a record without one.
+
+    Example:
+        ```python
+        kept = strategy_entry({"kind": "fresh", "success": True, "estimates": {}, "loop": "x"})
+        assert kept == {"kind": "fresh", "success": True, "estimates": {}}
+        ```
+    """
+    if not isinstance(strategy, Mapping):
+        return None
+    kind = strategy.get("kind")
+    if not isinstance(kind, str) or kind == "first":
+        return None
+    kept: dict[str, Any] = {"kind": kind, "success": strategy.get("success")}
+    estimates = strategy.get("estimates")
+    if isinstance(estimates, Mapping):
+        kept["estimates"] = {
+            str(kind): dict(each) for kind, each in estimates.items() if isinstance(each, Mapping)
+        }
+    return kept
 
 
 class Grades:

@@ -68,6 +68,7 @@ class EvalTaskOutput(TypedDict, total=False):
     by_attempt: list[bool]
     transcript: list[dict[str, Any]]
     opaque: bool
+    learned: list[dict[str, Any]]
 
 
 class EvalTaskState(EvalTaskInput, EvalTaskOutput, total=False):
@@ -108,6 +109,7 @@ async def run_task(state: EvalTaskState, config: RunnableConfig) -> EvalTaskOutp
     output = dataclasses.asdict(outcome)
     output["by_attempt"] = list(outcome.by_attempt)
     output["transcript"] = [dict(entry) for entry in outcome.transcript]
+    output["learned"] = [dict(item) for item in outcome.learned]
     return cast(EvalTaskOutput, output)
 
 
