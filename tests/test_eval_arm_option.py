@@ -14,6 +14,7 @@ import pytest
 
 from loop_agents.cli import main as loop_agents_main
 from loop_agents.evals import loop
+from loop_agents.loop.controls import FeedbackStyle, History
 from tests.conftest import ROOT
 from tests.eval_models import ReactiveOpenAI
 from tests.test_eval_command import task_file
@@ -47,7 +48,8 @@ def test_a_loop_from_options_runs_and_is_the_python_loop(tmp_path, capsys):
         ("fresh", "single"),
     }
     # the same arm as in Python: an eval started from either resumes from the other
-    same = loop(history="feedback_log", feedback_format="{feedback}")
+    plain = FeedbackStyle("{feedback}")
+    same = loop(controls=[History("feedback_log", feedback_format="{feedback}"), plain])
     assert data["settings"]["arms"]["fresh"] == same.identity()
     assert "fresh vs resample" in capsys.readouterr().out
 

@@ -231,7 +231,7 @@ def test_an_interrupted_or_killed_eval_resumes_where_it_stopped(tmp_path):
         (["--limit", "0"], "--limit must be >= 1"),
         (["--tasks", ","], "--tasks is empty"),
         (["--tasks", "t1,zz"], "no task has the id 'zz'"),
-        (["--server", "localhost:2024"], "--server: server must be the URL"),
+        (["--server", "localhost:2024"], "--server must be the URL of a LangGraph server"),
         (["--judge-threshold", "120"], "--judge-threshold must be from 0 to 100"),
         (["--judge-temperature", "3"], "--judge-temperature must be from 0 to 2"),
         (["--arm-temperature", "resample"], "--arm-temperature 'resample': give ARM=T"),

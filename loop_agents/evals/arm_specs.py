@@ -1,4 +1,4 @@
-"""``--arm NAME=SPEC``: an arm of your own on the command line.
+"""``--arm NAME=SPEC``: an arm of your own on the command line, checked before LangChain loads.
 
 SPEC is one of:
 
@@ -6,19 +6,22 @@ SPEC is one of:
   `loop_agents.evals.factory_arm`), imported from a module on the path (the current
   folder first), e.g. ``--arm mine=my_arms:fresh_log``;
 - ``loop`` or ``judge-loop``, then options as ``,KEY=VALUE``: a loop built by
-  `loop_agents.evals.loop_arm.loop`, judged by the task's visible tests or checks
-  (``loop``) or an LLM judge (``judge-loop``), e.g.
+  `loop_agents.evals.loop_arm.loop` from the controls the options stand for, judged by the
+  task's visible tests or checks (``loop``) or an LLM judge (``judge-loop``), e.g.
   ``--arm fresh=loop,history=feedback_log,feedback=plain,restart=on``.
 
-The loop options (`LOOP_KEYS`): ``history`` (``full``, ``last_attempt``,
-``feedback_log``), ``feedback`` (``default``: the review, fenced; ``plain``: the
-evaluator's text as it is), ``candidates`` (N >= 2 answers per iteration), ``select``
-(``last``, ``best``), ``patience`` (N), ``restart`` (``on``, or N: the most repairs in
-a row; a `Restart` control told what must hold), ``first`` (k >= 2: a `DiverseFirst`
-control) and ``stagnation`` (``on``: a `Stagnation` stop).
+The loop options (`LOOP_KEYS`) and the controls they stand for: ``history`` (``full``,
+``last_attempt``, ``feedback_log``: `History`), ``feedback`` (``default``: the review,
+fenced; ``plain``: the evaluator's text as it is: `FeedbackStyle`), ``candidates`` (N >= 2
+answers per iteration: `Candidates`), ``select`` (``last``, ``best``: `AnswerSelection`),
+``patience`` (N: `Plateau`), ``restart`` (``on``, or N: the most repairs in a row; a
+`Restart` control told what must hold), ``first`` (k >= 2: a `DiverseFirst` control) and
+``stagnation`` (``on``: a `Stagnation` stop). The table (`controls_of`) is the eval's own
+until the core's table of control shorthands exists; it is shaped to be swapped for it.
 
-Every error is a `ValueError` naming the option and the fix, raised before any model
-is called.
+Every error is a `ValueError` naming the option and the fix (with the closest name for a
+mistyped key), raised before any model is called; the arguments are checked before
+LangChain or LangGraph is imported (only a valid loop's controls import them).
 
 Example:
     ```python
@@ -29,12 +32,16 @@ Example:
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 import re
 import sys
+from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["LOOP_KEYS", "load_factory", "parse_arm_spec"]
+from loop_agents.evals.settings import ARMS, check_arm_name, did_you_mean
+
+__all__ = ["LOOP_KEYS", "check_factory", "controls_of", "load_factory", "parse_arm_spec"]
 
 LOOP_KEYS = (
     "history",
@@ -46,7 +53,9 @@ LOOP_KEYS = (
     "first",
     "stagnation",
 )
-"""The options a loop takes on the command line."""
+"""The options a loop takes on the command line, in the order their controls run."""
+
+FACTORY_SIGNATURE = "(task, model, settings) -> agent"
 
 _FACTORY = re.compile(r"(?P<module>[A-Za-z_][\w.]*):(?P<attribute>[A-Za-z_][\w.]*)")
 _CHOICES = {
@@ -54,11 +63,39 @@ _CHOICES = {
     "feedback": ("default", "plain"),
     "select": ("last", "best"),
 }
+_LEAST = {"candidates": 2, "patience": 1, "first": 2, "restart": 0}
 SYNTAX = (
-    "NAME=module:factory (a function (task, model, settings) -> agent), or "
+    f"NAME=module:factory (a function {FACTORY_SIGNATURE}), or "
     "NAME=loop[,KEY=VALUE...] / NAME=judge-loop[,KEY=VALUE...] with KEY one of "
     f"{', '.join(LOOP_KEYS)}"
 )
+
+
+def check_factory(factory: object, *, where: str = "the arm factory") -> None:
+    """Raise `TypeError` unless ``factory`` can be called as ``factory(task, model, settings)``.
+
+    Example:
+        ```python
+        check_factory(lambda task, model, settings: model)  # fine
+        ```
+    """
+    if isinstance(factory, type) or not callable(factory):
+        raise TypeError(
+            f"{where} must be a function {FACTORY_SIGNATURE}; got {type(factory).__name__} "
+            f"{factory!r:.60}"
+        )
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):  # a signature that cannot be read: found out when called
+        return
+    try:
+        signature.bind(None, None, None)
+    except TypeError as exc:
+        name = getattr(factory, "__qualname__", None) or type(factory).__name__
+        raise TypeError(
+            f"{where} {name!r} cannot be called as {FACTORY_SIGNATURE}: its signature is "
+            f"{signature} ({exc})"
+        ) from None
 
 
 def load_factory(text: str) -> Any:
@@ -73,8 +110,6 @@ def load_factory(text: str) -> Any:
         factory = load_factory("my_arms:fresh_log")
         ```
     """
-    from loop_agents.evals.factory_arm import check_factory
-
     found = _FACTORY.fullmatch(text)
     if found is None:
         raise ValueError(f"{text!r} is not module:attribute (e.g. my_arms:fresh_log)")
@@ -99,6 +134,7 @@ def load_factory(text: str) -> Any:
             raise ValueError(
                 f"the module {module_name!r} ({getattr(module, '__file__', '?')}) has no "
                 f"attribute {attribute!r}"
+                + did_you_mean(part, [n for n in dir(value) if not n.startswith("_")])
             )
         value = getattr(value, part)
     try:
@@ -108,59 +144,79 @@ def load_factory(text: str) -> Any:
     return value
 
 
-def _number(key: str, value: str, low: int) -> int:
-    try:
-        number = int(value)
-    except ValueError:
-        number = low - 1
-    if number < low:
-        raise ValueError(f"{key}={value!r}: give a whole number >= {low}")
-    return number
-
-
-def _loop(base: str, options: list[str]) -> Any:
-    from loop_agents.evals.grading import requirement_points
-    from loop_agents.evals.loop_arm import loop
-    from loop_agents.loop.controls import DiverseFirst, Restart, Stagnation
-    from loop_agents.loop.feedback import PLAIN_FEEDBACK
-
-    built: dict[str, Any] = {}
-    controls: list[Any] = []
-    seen: set[str] = set()
+def _loop_options(options: list[str]) -> dict[str, str | int | None]:
+    """The ``KEY=VALUE`` options of a loop, each checked (no control is built yet)."""
+    found: dict[str, str | int | None] = {}
     for option in options:
         key, sep, value = option.partition("=")
         key, value = key.strip(), value.strip()
         if not sep or key not in LOOP_KEYS:
-            raise ValueError(f"{option!r} is not KEY=VALUE with KEY one of {', '.join(LOOP_KEYS)}")
-        if key in seen:
+            raise ValueError(
+                f"{option!r} is not KEY=VALUE with KEY one of {', '.join(LOOP_KEYS)}"
+                + did_you_mean(key, LOOP_KEYS)
+            )
+        if key in found:
             raise ValueError(f"{key} is given twice")
-        seen.add(key)
-        if key in _CHOICES:
-            if value not in _CHOICES[key]:
-                raise ValueError(f"{key}={value!r}: give one of {', '.join(_CHOICES[key])}")
-            if key == "feedback":
-                if value == "plain":
-                    built["feedback_format"] = PLAIN_FEEDBACK
-            else:
-                built[key] = value
-        elif key in ("candidates", "first"):
-            number = _number(key, value, 2)
-            if key == "candidates":
-                built["candidates"] = number
-            else:
-                controls.append(DiverseFirst(number))
-        elif key == "patience":
-            built["patience"] = _number(key, value, 1)
-        elif key == "restart":
-            repairs = None if value == "on" else _number("restart (on, or N repairs)", value, 0)
-            controls.append(Restart(max_repairs=repairs, requirements=requirement_points))
-        elif value != "on":
+        if key == "stagnation" and value != "on":
             raise ValueError(f"stagnation={value!r}: give stagnation=on")
+        if key in _CHOICES and value not in _CHOICES[key]:
+            raise ValueError(
+                f"{key}={value!r}: give one of {', '.join(_CHOICES[key])}"
+                + did_you_mean(value, _CHOICES[key])
+            )
+        if key in _LEAST and not (key == "restart" and value == "on"):
+            low = _LEAST[key]
+            if not value.isdigit() or int(value) < low:
+                also = "give restart=on, or " if key == "restart" else ""
+                raise ValueError(f"{key}={value!r}: {also}give a whole number >= {low}")
+            found[key] = int(value)
         else:
-            controls.append(Stagnation())
-    if controls:
-        built["controls"] = controls
-    return loop(evaluator="judge" if base == "judge-loop" else "tests", **built)
+            found[key] = None if value == "on" else value
+    return found
+
+
+def controls_of(options: Mapping[str, str | int | None]) -> list[Any]:
+    """The controls a loop's checked options stand for, in the order they run.
+
+    ``history`` and ``feedback`` (with ``history=feedback_log`` the log is written in
+    that format), ``candidates``, ``patience``, ``select``, then ``first``, ``restart``
+    and ``stagnation`` in the order given.
+
+    Example:
+        ```python
+        controls_of({"history": "feedback_log", "restart": None})
+        # [History('feedback_log'), Restart(requirements=requirement_points)]
+        ```
+    """
+    from loop_agents.evals.grading import requirement_points
+    from loop_agents.loop.controls import (
+        AnswerSelection,
+        Candidates,
+        DiverseFirst,
+        FeedbackStyle,
+        History,
+        Plateau,
+        Restart,
+        Stagnation,
+    )
+    from loop_agents.loop.feedback import DEFAULT_FEEDBACK_FORMAT, PLAIN_FEEDBACK
+
+    feedback = PLAIN_FEEDBACK if options.get("feedback") == "plain" else DEFAULT_FEEDBACK_FORMAT
+    built: dict[str, Any] = {
+        "history": lambda value: History(value, feedback_format=feedback),
+        "candidates": Candidates,
+        "feedback": lambda value: FeedbackStyle(feedback),
+        "patience": Plateau,
+        "select": AnswerSelection,
+    }
+    later: dict[str, Any] = {
+        "first": DiverseFirst,
+        "restart": lambda value: Restart(max_repairs=value, requirements=requirement_points),
+        "stagnation": lambda value: Stagnation(),
+    }
+    controls = [made(options[key]) for key, made in built.items() if key in options]
+    controls = [c for c in controls if c.active]  # the defaults build nothing
+    return controls + [later[key](value) for key, value in options.items() if key in later]
 
 
 def parse_arm_spec(text: str) -> tuple[str, Any]:
@@ -175,8 +231,6 @@ def parse_arm_spec(text: str) -> tuple[str, Any]:
         name, arm = parse_arm_spec("fresh=loop,history=feedback_log")
         ```
     """
-    from loop_agents.evals.arm_names import ARMS, check_arm_name
-
     name, sep, spec = text.partition("=")
     name, spec = name.strip(), spec.strip()
     try:
@@ -193,7 +247,14 @@ def parse_arm_spec(text: str) -> tuple[str, Any]:
                 raise ValueError(f"a factory takes no options; give {SYNTAX}")
             return name, load_factory(base)
         if base not in ("loop", "judge-loop"):
-            raise ValueError(f"{base!r} is neither a loop nor module:factory; give {SYNTAX}")
-        return name, _loop(base, options)
+            raise ValueError(
+                f"{base!r} is neither a loop nor module:factory"
+                f"{did_you_mean(base, ('loop', 'judge-loop'))}; give {SYNTAX}"
+            )
+        checked = _loop_options(options)
+        from loop_agents.evals.loop_arm import loop
+
+        controls = controls_of(checked)
+        return name, loop(evaluator="judge" if base == "judge-loop" else "tests", controls=controls)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"--arm {text!r}: {exc}") from None

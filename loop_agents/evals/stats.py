@@ -1,20 +1,31 @@
-"""The statistics of an eval: Wilson intervals and paired comparisons of two arms.
+"""The statistics of an eval: Wilson intervals, paired comparisons of two arms, and rescues.
+
+The pass rate mixes two things: how often the first answer passes (the same for every
+arm that starts from one sample of the task) and what the arm does afterwards. `Rescues`
+counts the second part alone, from each result's per-attempt curve: of the tasks whose
+first answer failed, how many the arm's final answer passes (*rescued*); of those whose
+first answer passed, how many it does not (*broken*: a judge talked the model out of a
+right answer, or a loop kept going past one). With ``same_first_answer`` every arm starts
+from the same first answers, so the arms' rescues are counted on the same tasks.
 
 Example:
     ```python
     low, high = wilson_interval(17, 30)  # about (0.39, 0.73)
     result = paired_comparison({"a": True, "b": False}, {"a": True, "b": True})
     assert (result.won, result.lost, result.tied) == (0, 1, 1)
+    for arm, found in rescues_of(report.results).items():
+        print(arm, f"{found.rescued}/{found.failed_first}", found.broken)
     ```
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
-__all__ = ["Paired", "paired_comparison", "sign_test", "wilson_interval"]
+__all__ = ["Paired", "Rescues", "paired_comparison", "rescues_of", "sign_test", "wilson_interval"]
 
 Z95 = 1.959963984540054
 """The standard normal quantile of a two-sided 95% interval."""
@@ -103,3 +114,68 @@ def paired_comparison(
     won = sum(1 for t in shared if arm[t] and not baseline[t])
     lost = sum(1 for t in shared if baseline[t] and not arm[t])
     return Paired(names[0], names[1], won, lost, len(shared) - won - lost, sign_test(won, lost))
+
+
+class Curve(Protocol):
+    """What `rescues_of` reads of a result (a `loop_agents.evals.report.TaskResult`)."""
+
+    @property
+    def arm(self) -> str:
+        """The arm."""
+
+    @property
+    def passed(self) -> bool:
+        """Whether its final answer passed."""
+
+    @property
+    def by_attempt(self) -> tuple[bool, ...]:
+        """Whether the answer after step 1, 2, ... passes."""
+
+
+@dataclass(frozen=True)
+class Rescues:
+    """One arm's results after its first answer.
+
+    Attributes:
+        arm: The arm.
+        failed_first: Tasks whose first answer failed.
+        rescued: Of those, the tasks whose final answer passes.
+        passed_first: Tasks whose first answer passed.
+        broken: Of those, the tasks whose final answer fails.
+    """
+
+    arm: str
+    failed_first: int
+    rescued: int
+    passed_first: int
+    broken: int
+
+    @property
+    def rescue_rate(self) -> float:
+        """The share of failed first answers the arm rescued (0 when none failed)."""
+        return self.rescued / self.failed_first if self.failed_first else 0.0
+
+
+def rescues_of(results: Iterable[Curve]) -> dict[str, Rescues]:
+    """`Rescues` per arm, for the arms whose results record more than one step.
+
+    Results without a per-attempt curve (an opaque agent, a file written before curves
+    were kept) and one-answer arms (``single``) are left out.
+
+    Example:
+        ```python
+        rescues_of(report.results)["loop"].rescued
+        ```
+    """
+    counts: dict[str, list[int]] = {}
+    for result in results:
+        if len(result.by_attempt) < 2:
+            continue
+        found = counts.setdefault(result.arm, [0, 0, 0, 0])
+        if result.by_attempt[0]:
+            found[2] += 1
+            found[3] += not result.passed
+        else:
+            found[0] += 1
+            found[1] += result.passed
+    return {arm: Rescues(arm, *found) for arm, found in counts.items()}

@@ -43,11 +43,13 @@ __all__ = [
     "Task",
     "TaskFileError",
     "bundled_path",
+    "check_sandbox",
     "load_tasks",
     "parse_task",
     "read_tasks",
     "select_tasks",
     "task_digest",
+    "tasks_of",
 ]
 
 BUNDLED_SETS = ("code", "instructions")
@@ -397,6 +399,72 @@ def select_tasks(
             )
         chosen = [t for t in tasks if t.id in set(wanted)]
     return chosen[:limit] if limit is not None else chosen
+
+
+def tasks_of(
+    source: str | Path | Sequence[Task | Mapping[str, Any]],
+    *,
+    limit: int | None = None,
+    ids: Sequence[str] | None = None,
+) -> list[Task]:
+    """The tasks of an eval: from a file or a bundled set (`load_tasks`), or given.
+
+    Given tasks may be `Task` objects or mappings shaped as a task file's lines (checked
+    as `parse_task` checks a line; ids must be unique), then `select_tasks` applies.
+
+    Raises:
+        TaskFileError: a task mapping is malformed, or an id repeats or is unknown.
+        TypeError: an item that is neither a task nor a mapping.
+        ValueError: ``limit`` is below 1.
+
+    Example:
+        ```python
+        tasks = tasks_of([{"id": "t1", "kind": "instructions", "prompt": "Say hi.",
+                           "checks": [{"check": "word_count", "max": 3}]}])
+        ```
+    """
+    if isinstance(source, str | Path):
+        return load_tasks(source, limit=limit, ids=ids)
+    if not isinstance(source, Sequence):
+        raise TypeError(
+            f"tasks must be a task file, a bundled set ({', '.join(BUNDLED_SETS)}) or a list "
+            f"of tasks; got {type(source).__name__}"
+        )
+    tasks: list[Task] = []
+    for number, item in enumerate(source, start=1):
+        if isinstance(item, Mapping):
+            item = parse_task(item, source="tasks", line=number)
+        elif not isinstance(item, CodeTask | InstructionsTask):
+            raise TypeError(
+                f"tasks[{number - 1}] is {type(item).__name__} {item!r:.60}; give a task "
+                f"(load_tasks, parse_task) or a mapping shaped as a line of a task file"
+            )
+        if any(task.id == item.id for task in tasks):
+            raise TaskFileError("tasks", number, "id", f"{item.id!r} is the id of another task")
+        tasks.append(item)
+    return select_tasks(tasks, limit=limit, ids=ids)
+
+
+def check_sandbox(tasks: Sequence[Task]) -> None:
+    """Refuse code tasks where the sandbox cannot run code (`loop_agents.sandbox`).
+
+    Every code answer and its tests run in the sandbox; checked once, so that an eval
+    stops before its first model call rather than fail every code pair with the same
+    message.
+
+    Raises:
+        IsolationUnavailable: code tasks, and no isolation works here; says why and what
+            to install.
+
+    Example:
+        ```python
+        check_sandbox(load_tasks("code"))
+        ```
+    """
+    if any(isinstance(task, CodeTask) for task in tasks):
+        from loop_agents.sandbox import make_limits, resolve_isolation
+
+        resolve_isolation(make_limits())
 
 
 def task_digest(task: Task) -> str:
