@@ -406,3 +406,16 @@ def test_the_sync_form_warns_at_its_caller_too():
     with pytest.warns(DeprecationWarning, match="retry_delay= is deprecated") as caught:
         run_eval(tasks(1), FakeChat.of("OK"), arms=["single"], retry_delay=0)
     assert {w.filename for w in caught} == {__file__}
+
+
+def test_tasks_may_be_given_as_the_mappings_of_a_task_file():
+    lines = [task.to_json() for task in tasks(2)]
+    report = run_eval(lines, FakeChat.of("OK"), arms=["single"])
+    assert [r.task_id for r in report.results] == ["t0", "t1"]
+    assert report.arms["single"].passed == 2
+    with pytest.raises(TaskFileError, match="tasks line 2, field 'checks'"):
+        run_eval([lines[0], lines[1] | {"checks": []}], FakeChat.of("OK"))
+    with pytest.raises(TaskFileError, match="'t0' is the id of another task"):
+        run_eval([lines[0], lines[0]], FakeChat.of("OK"))
+    with pytest.raises(TypeError, match=r"tasks\[1\] is str 'add'; give a task .* or a mapping"):
+        run_eval([lines[0], "add"], FakeChat.of("OK"))

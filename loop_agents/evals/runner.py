@@ -511,7 +511,18 @@ async def _run_pairs(
     resumed = len(finished)
     errors: list[TaskError] = []
     gate = asyncio.Semaphore(concurrency)
-    died = plan.settings.model_server_failure or (lambda: None)
+    failure = plan.settings.model_server_failure
+
+    async def died() -> str | None:
+        """Why the model's server died, if it did; a fifth of a second is looked for it.
+
+        A killed server's connections close a moment before it can be reaped.
+        """
+        for _ in range(10 if failure is not None else 0):
+            if (found := failure()) is not None:  # type: ignore[misc]
+                return found
+            await asyncio.sleep(0.02)
+        return None
 
     def report(**event: Any) -> None:
         if progress is not None:
@@ -529,7 +540,7 @@ async def _run_pairs(
                     if isinstance(exc, TimeoutError) and limit.expired():
                         why = f"did not finish within {pair_timeout:g} s (the pair time limit)"
                         error = f"TimeoutError: {why}"
-                    elif (server := died()) is not None:  # no retry can succeed now
+                    elif (server := await died()) is not None:  # no retry can succeed now
                         raise ModelServerDied(server) from exc
                     failure = TaskError(task.id, arm, error, attempt)
                     if attempt > retries or limit.expired():  # a hung pair is not retried
@@ -538,7 +549,7 @@ async def _run_pairs(
                         return
                     report(retrying=failure)
                     await asyncio.sleep(plan.settings.retry_delay * 2 ** (attempt - 1))
-                    if (server := died()) is not None:  # it may be reaped only now
+                    if (server := await died()) is not None:  # it may have died since
                         raise ModelServerDied(server) from exc
                     continue
                 result = dataclasses.replace(outcome, arm=arm, attempts=attempt, part=task.part)
