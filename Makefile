@@ -52,9 +52,14 @@ demo: venv
 ## pip cached from another build, one installed before), reinstalls it with the project's
 ## flags; it ends saying whether llama.cpp was built now or a matching build reused, or why
 ## not. A line every 15 s while pip works; its full log is in $(VENV)/local-build.log.
+## REBUILD=1: the installed build is the suspect whatever its record says (a matching build
+## that crashes: the bundled server's error prints this): compile llama.cpp again from source
+## with no cache at all, after removing that version's cached wheels from pip's cache and the
+## project's build cache.
+REBUILD ?=
 local: venv
 	@$(PY) scripts/install_local.py --what "make local" --requirements $(LOCK_ALL) \
-		--log $(VENV)/local-build.log --stamp $(VENV)/.installed-local
+		--log $(VENV)/local-build.log --stamp $(VENV)/.installed-local $(if $(filter-out 0,$(REBUILD)),--rebuild)
 
 ## serve: serve langgraph.json's graphs on LangGraph's in-memory dev server (PORT=2024)
 PORT ?= 2024

@@ -37,7 +37,7 @@ from langchain_core.runnables import Runnable
 from benchmarks.contenders import FakeChat, accept_at, minimal_langgraph_loop
 from benchmarks.measure import LagTicker, table
 from loop_agents import create_loop_agent
-from loop_agents.loop.thread_locking import athread_guard
+from loop_agents.runtime.thread_locking import athread_guard
 
 OURS = "create_loop_agent"
 MINIMAL = "minimal LangGraph loop"

@@ -37,6 +37,7 @@ from langchain_core.messages import BaseMessage, HumanMessage
 from benchmarks.contenders import FakeChat, FakeJudgeChat, message_chars
 from benchmarks.measure import table
 from loop_agents import create_loop_agent, llm_judge
+from loop_agents.controls import FeedbackStyle, History
 from loop_agents.loop.feedback import DEFAULT_FEEDBACK_FORMAT, PLAIN_FEEDBACK, FeedbackFormat
 from loop_agents.loop.history.compaction import compacting
 from loop_agents.loop.history.policies import HistoryPolicy, LoopHistory
@@ -124,7 +125,10 @@ def run_loop(
         judge_model, RUBRIC, threshold=100, method="function_calling", template="{feedback}"
     )
     loop = create_loop_agent(
-        agent, judge, ITERATIONS, history=history, feedback_format=feedback_format
+        agent,
+        judge,
+        ITERATIONS,
+        controls=[History(history), FeedbackStyle(feedback_format)],
     )
     loop.invoke({"messages": [HumanMessage("Request: ".ljust(shape.request, "z"))]})
     return Run(agent, judge_model)

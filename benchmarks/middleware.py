@@ -7,6 +7,9 @@ evaluator (it accepts the last allowed answer):
   (``before_agent``, ``wrap_model_call`` around each model call, ``after_agent``).
 - ``create_loop_agent(create_agent(...))``: the loop's own graph, which calls the agent
   graph once per iteration (a subgraph run each time).
+- ``create_agent + a 15-line after_agent hook``: the least a loop inside ``create_agent``
+  can be: a hook that asks the evaluator and jumps back to the model with its feedback
+  (no records, no budgets, no streaming events, no resume of an evaluation).
 
 What is measured is the framework around the model: CPU time of this process per
 iteration, interleaved rounds, the wrapped loop being the baseline measured in the same
@@ -20,7 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from langchain.agents import create_agent
-from langchain_core.messages import AnyMessage, HumanMessage
+from langchain.agents.middleware import AgentMiddleware, hook_config
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 
 from benchmarks.contenders import FakeChat, accept_at
 from benchmarks.measure import Samples, interleaved, paired_ratio, table
@@ -28,6 +32,25 @@ from loop_agents import LoopMiddleware, create_loop_agent
 
 INSIDE = "create_agent + LoopMiddleware"
 AROUND = "create_loop_agent(create_agent(...))"
+HOOK = "create_agent + a 15-line after_agent hook"
+
+
+class JumpBack(AgentMiddleware[Any, Any, Any]):
+    """The least loop inside ``create_agent``: judge, then jump back with the feedback."""
+
+    def __init__(self, evaluator: Any, cap: int) -> None:
+        super().__init__()
+        self.evaluator, self.cap = evaluator, cap
+
+    @hook_config(can_jump_to=["model"])
+    async def aafter_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        messages = state["messages"]
+        answers = [m for m in messages if isinstance(m, AIMessage)]
+        context = {"iteration": len(answers), "last_response": answers[-1]}
+        verdict = await self.evaluator(context)
+        if verdict["stop"] or len(answers) >= self.cap:
+            return None
+        return {"messages": [HumanMessage(verdict["feedback"])], "jump_to": "model"}
 
 
 def contenders(iterations: int) -> dict[str, Callable[[], Awaitable[object]]]:
@@ -36,6 +59,7 @@ def contenders(iterations: int) -> dict[str, Callable[[], Awaitable[object]]]:
     evaluator = accept_at(iterations)
     inside: Any = create_agent(model, middleware=[LoopMiddleware(evaluator, iterations)])
     around = create_loop_agent(create_agent(model), evaluator, iterations)
+    hook: Any = create_agent(model, middleware=[JumpBack(evaluator, iterations)])
 
     def request() -> list[AnyMessage]:
         return [HumanMessage("Write a haiku about rain.")]
@@ -43,6 +67,7 @@ def contenders(iterations: int) -> dict[str, Callable[[], Awaitable[object]]]:
     return {
         INSIDE: lambda: inside.ainvoke({"messages": request()}),
         AROUND: lambda: around.ainvoke({"messages": request()}),
+        HOOK: lambda: hook.ainvoke({"messages": request()}),
     }
 
 
@@ -53,6 +78,7 @@ class InsideAgent:
     iterations: int
     samples: dict[str, Samples]
     ratio: float  # the middleware / the wrapped loop, CPU, median of paired rounds
+    hook_ratio: float  # the middleware / the 15-line hook, CPU, median of paired rounds
 
     def per_iteration_us(self, name: str) -> float:
         return self.samples[name].median_cpu() / self.iterations * 1e6
@@ -64,25 +90,31 @@ class InsideAgent:
 async def measure(iterations: int, rounds: int) -> InsideAgent:
     """Time both over ``rounds`` interleaved rounds."""
     samples = await interleaved(contenders(iterations), rounds)
-    return InsideAgent(iterations, samples, paired_ratio(samples, INSIDE, AROUND))
+    return InsideAgent(
+        iterations,
+        samples,
+        paired_ratio(samples, INSIDE, AROUND),
+        paired_ratio(samples, INSIDE, HOOK),
+    )
 
 
 def middleware_table(results: list[InsideAgent]) -> str:
     """Benchmark 8's table: per-iteration CPU and wall time, the middleware's ratio."""
     rows = []
     for result in results:
-        for name in (INSIDE, AROUND):
-            ratio = result.ratio if name == INSIDE else 1.0
+        for name in (INSIDE, AROUND, HOOK):
+            around = result.ratio if name == INSIDE else (1.0 if name == AROUND else None)
+            hook = result.hook_ratio if name == INSIDE else (1.0 if name == HOOK else None)
             rows.append(
                 [
                     result.iterations,
                     name,
                     f"{result.per_iteration_us(name):,.0f} µs",
                     f"{result.wall_per_iteration_us(name):,.0f} µs",
-                    f"{ratio:.2f}x",
+                    "" if around is None else f"{around:.2f}x",
+                    "" if hook is None else f"{hook:.2f}x",
                     len(result.samples[name].cpu),
                 ]
             )
-    return table(
-        ["iterations", "agent", "CPU / iteration", "wall / iteration", "vs around", "runs"], rows
-    )
+    headers = ["iterations", "agent", "CPU / iteration", "wall / iteration", "vs around"]
+    return table([*headers, "vs hook", "runs"], rows)

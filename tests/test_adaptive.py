@@ -12,9 +12,9 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
 
 from loop_agents import LoopContext, LoopEvaluation, LoopMiddleware, create_loop_agent
-from loop_agents.loop.controls import Adaptive, LoopControl, Outcome, Retry
-from loop_agents.loop.controls.adaptive import REPAIR_PRIOR
-from loop_agents.loop.controls.restart import REQUIREMENTS_HEADER
+from loop_agents.controls import Adaptive, LoopControl, Outcome, Retry
+from loop_agents.controls.adaptive import REPAIR_PRIOR
+from loop_agents.controls.restart import REQUIREMENTS_HEADER
 from loop_agents.loop.feedback import is_feedback
 from tests.fakes import FakeChat
 

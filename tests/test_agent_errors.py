@@ -9,7 +9,7 @@ from langchain_core.tools import ToolException
 from pydantic import BaseModel
 
 from loop_agents import LoopContext, LoopEvaluation, create_loop_agent
-from loop_agents.loop.controls.agent_errors import (
+from loop_agents.controls.agent_errors import (
     answer_problem,
     default_retry_policy,
     failure_feedback,

@@ -10,7 +10,7 @@ from rich.console import Console
 
 from loop_agents import LoopContext, LoopEvaluation, UnknownPriceError, create_loop_agent
 from loop_agents.console import LoopConsole
-from loop_agents.loop.controls.budgets import cost_of, requests_used
+from loop_agents.controls.budgets import cost_of, requests_used
 from tests.fakes import FakeChat
 
 REQUEST = HumanMessage("Write a haiku.")
@@ -183,7 +183,7 @@ def test_usage_in_llm_output_counts_as_reported():
     # one that reports it nowhere is not
     from langchain_core.outputs import ChatGeneration, Generation, LLMResult
 
-    from loop_agents.loop.usage import TokenCounter
+    from loop_agents.runtime.usage import TokenCounter
 
     counter = TokenCounter()
     usage = {"prompt_tokens": 12, "completion_tokens": 3}

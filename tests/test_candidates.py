@@ -11,7 +11,8 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 
 from loop_agents import LoopContext, LoopEvaluation, create_loop_agent
-from loop_agents.loop.controls.candidates import best_candidate
+from loop_agents.controls import Candidates
+from loop_agents.controls.candidates import best_candidate
 from loop_agents.loop.feedback import is_feedback
 from loop_agents.loop.records import record_answer
 from loop_agents.loop.tracing import candidate_of
@@ -222,22 +223,22 @@ def test_candidate_temperature_binds_each_model():
     assert sorted(t for t in temperatures if t is not None) == [0.0, 0.5, 1.0]
 
 
-def test_candidate_option_errors():
+def test_candidate_errors_name_the_control_and_its_parameter():
     model = FakeChat.of("a")
-    with pytest.raises(TypeError, match="candidates must be an int"):
-        create_loop_agent(model, by_length, candidates=2.0)  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="candidates must be from 1 to 64"):
-        create_loop_agent(model, by_length, candidates=0)
+    with pytest.raises(TypeError, match=r"Candidates\(candidates=\) must be an int"):
+        Candidates(2.0)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"Candidates\(candidates=\) must be from 1 to 64"):
+        Candidates(0)
     with pytest.raises(ValueError, match="got an int of 401 digits"):
-        create_loop_agent(model, by_length, candidates=10**400)
+        Candidates(10**400)
+    with pytest.raises(ValueError, match=r"Candidates\(temperature=\) has 2 values for 3"):
+        Candidates(3, temperature=[0.1, 0.2])
+    with pytest.raises(ValueError, match=r"Candidates\(temperature=\) values must be finite"):
+        Candidates(2, temperature=-1)
+    with pytest.raises(TypeError, match=r"Candidates\(temperature=\) sets a chat model's"):
+        create_loop_agent(lambda m: "x", by_length, controls=[Candidates(2, temperature=0.5)])
     with pytest.raises(ValueError, match="candidate_temperature applies with candidates"):
         create_loop_agent(model, by_length, candidate_temperature=0.7)
-    with pytest.raises(ValueError, match="has 2 values for candidates=3"):
-        create_loop_agent(model, by_length, candidates=3, candidate_temperature=[0.1, 0.2])
-    with pytest.raises(TypeError, match="sets a chat model's temperature"):
-        create_loop_agent(lambda m: "x", by_length, candidates=2, candidate_temperature=0.5)
-    with pytest.raises(ValueError, match="finite numbers >= 0"):
-        create_loop_agent(model, by_length, candidates=2, candidate_temperature=-1)
 
 
 def test_a_loop_that_failed_in_the_evaluator_resumes_without_calling_the_agent_again():

@@ -23,11 +23,10 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import RetryPolicy
 
 from loop_agents import LoopContext, LoopEvaluation, create_loop_agent
-from loop_agents.loop.controls.budgets import tokens_used
+from loop_agents.controls.budgets import tokens_used
 from loop_agents.loop.feedback import is_feedback
 from loop_agents.loop.history.compaction import CompactingHistory, compacting
-from loop_agents.loop.history.policies import LoopHistory
-from loop_agents.loop.history.stateful import HistoryChoice, StatefulHistory
+from loop_agents.loop.history.policies import HistoryChoice, LoopHistory, StatefulHistory
 from tests.fakes import FakeChat, review, texts
 
 REQUEST = "Write an essay about rain."

@@ -199,7 +199,7 @@ def test_factories_say_what_to_set(model_env):
 
 
 def test_show_criteria_puts_the_run_s_rubric_in_the_agent_s_prompt():
-    from loop_agents.loop.controls.criteria import criteria_note
+    from loop_agents.controls.criteria import criteria_note
 
     server, model = scripted("Pipely", Structured({"feedback": "Good.", "score": 90}))
     loop = configurable_loop(model, show_criteria=True, request_budget=10)

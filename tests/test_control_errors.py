@@ -19,7 +19,7 @@ from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from loop_agents import LoopContext, LoopEvaluation, create_loop_agent
-from loop_agents.loop.controls import LoopControl
+from loop_agents.controls import LoopControl
 from tests.fakes import FakeChat
 
 REQUEST = HumanMessage("Write a haiku about rain.")

@@ -17,9 +17,11 @@ from loop_agents import (
     rule,
     text_rule,
 )
+from loop_agents.controls import Criteria
+from loop_agents.controls.criteria import is_criteria
 from loop_agents.demos.xiangjianhuan import xiangjianhuan_form
 from loop_agents.evaluators.code_runner import code_runner
-from loop_agents.loop.controls.criteria import criteria_of, is_criteria
+from loop_agents.loop.evaluation import criteria_of
 from tests.fakes import FakeChat
 
 REQUEST = HumanMessage("Announce the release.")
@@ -112,16 +114,16 @@ def test_criteria_with_the_last_attempt_history_are_kept_in_the_request():
     assert all(any(is_criteria(m) for m in call) for call in agent.calls)
 
 
-def test_criteria_option_errors():
+def test_criteria_errors_name_the_control():
     agent = FakeChat.of("a")
-    with pytest.raises(ValueError, match=r"states no criteria.*criteria="):
-        create_loop_agent(agent, lambda c: {"stop": True}, show_criteria=True)
+    with pytest.raises(ValueError, match=r"control 'criteria': Criteria\(\) .*states none"):
+        create_loop_agent(agent, lambda c: {"stop": True}, controls=[Criteria()])
+    with pytest.raises(TypeError, match=r"Criteria\(text=\) must be a non-empty text"):
+        Criteria("  ")
     with pytest.raises(ValueError, match="only with show_criteria=True"):
         create_loop_agent(agent, SHORT, criteria="x")
-    with pytest.raises(TypeError, match="criteria must be a non-empty text"):
-        create_loop_agent(agent, SHORT, show_criteria=True, criteria="  ")
     with pytest.raises(TypeError, match="show_criteria must be True or False"):
-        create_loop_agent(agent, SHORT, show_criteria="yes")  # type: ignore[arg-type]
+        create_loop_agent(agent, SHORT, show_criteria="yes")
 
 
 def test_a_resumed_loop_shows_the_criteria_once():

@@ -13,8 +13,8 @@ import textwrap
 import pytest
 
 from loop_agents.cli import main as loop_agents_main
+from loop_agents.controls import FeedbackStyle, History
 from loop_agents.evals import loop
-from loop_agents.loop.controls import FeedbackStyle, History
 from tests.conftest import ROOT
 from tests.eval_models import ReactiveOpenAI
 from tests.test_eval_command import task_file
@@ -49,19 +49,20 @@ def test_a_loop_from_options_runs_and_is_the_python_loop(tmp_path, capsys):
     }
     # the same arm as in Python: an eval started from either resumes from the other
     plain = FeedbackStyle("{feedback}")
-    same = loop(controls=[History("feedback_log", feedback_format="{feedback}"), plain])
+    same = loop(controls=[History("feedback_log"), plain])
     assert data["settings"]["arms"]["fresh"] == same.identity()
     assert "fresh vs resample" in capsys.readouterr().out
 
 
 FACTORY = """
 from loop_agents import create_loop_agent
+from loop_agents.controls import FeedbackStyle, History
 from loop_agents.evals import visible_checks
 
 
 def make(task, model, settings):
     return create_loop_agent(model, visible_checks(task), settings.iterations,
-                             history="feedback_log", feedback_format="{feedback}")
+                             controls=[History("feedback_log"), FeedbackStyle("{feedback}")])
 
 
 def model_only(task, model, settings):
@@ -121,9 +122,11 @@ def test_a_factory_from_the_current_folder_runs_at_its_own_temperature(tmp_path,
         ("mine=loop,histroy=full", "'histroy=full' is not KEY=VALUE with KEY one of history"),
         ("mine=loop,history=everything", "history='everything': give one of full"),
         ("mine=loop,feedback=loud", "feedback='loud': give one of default, plain"),
-        ("mine=loop,candidates=1", "candidates='1': give a whole number >= 2"),
+        ("mine=loop,candidates=1", "candidates='1': give a whole number from 2 to 64"),
         ("mine=loop,restart=maybe", "give a whole number >= 0"),
         ("mine=loop,stagnation=yes", "give stagnation=on"),
+        ("mine=loop,adaptive=yes", "give adaptive=on"),
+        ("mine=loop,adaptive=on,restart=on", "adaptive and restart both choose"),
         ("mine=loop,history=full,history=full", "history is given twice"),
         ("mine=loop,candidates=3", "budget K must be a multiple of 3; got K=4"),
         ("mine=loop,first=5", "budget K must be at least 5; got K=4"),
@@ -156,6 +159,7 @@ def test_a_bad_arm_exits_with_2_before_any_model_call(tmp_path, capsys, spec, ph
         (["--arms", ""], "--arms '': give a comma-separated list"),
         (["--arm", "mine=loop", "--arm-temperature", "yours=1"], "with ARM one of single"),
         (["--arm", "mine=loop", "--server", "http://127.0.0.1:9"], "not on a LangGraph server"),
+        (["--arms", "adaptive", "--server", "http://127.0.0.1:9"], "adaptive learns across"),
     ],
 )
 def test_other_arm_mistakes_exit_with_2_before_any_model_call(

@@ -588,7 +588,7 @@ async def test_from_python_code_tasks_without_a_sandbox_raise_before_any_call(mo
         (["instructions", "--arm", "x=nosuchmod:f"], "cannot import the module 'nosuchmod'"),
         (["instructions", "--limit", "0"], "--limit must be >= 1"),
         (["instructions", "--arms", "single,bogus"], "--arms 'single,bogus': give a comma"),
-        (["instructions", "--arm", "x=loop,histroy=full"], "(did you mean 'history'?)"),
+        (["instructions", "--arm", "x=lop"], "(did you mean 'loop'?)"),
         (["instructions", "--pair-timeout", "0"], "--pair-timeout must be > 0 seconds"),
         (["instructions", "--temperature", "3"], "--temperature must be from 0 to 2"),
     ],
@@ -622,7 +622,7 @@ def test_argument_errors_are_found_before_any_model_library_is_imported(tmp_path
     ("args", "phrase"),
     [
         (["--arms", "single,resampel"], "'resampel' (did you mean 'resample'?): not a built-in arm"),
-        (["--arm", "mine=loop,histroy=full"], "KEY one of history, feedback, candidates, select, patience, restart, first, stagnation (did you mean 'history'?)"),
+        (["--arm", "mine=loop,histroy=full"], "KEY one of history, candidates, feedback, patience, select, restart, first, stagnation, adaptive (did you mean 'history'?)"),
         (["--arm", "mine=lop"], "'lop' is neither a loop nor module:factory (did you mean 'loop'?)"),
         (["--arm", "mine=loop,select=bset"], "select='bset': give one of last, best (did you mean 'best'?)"),
         (["--arm", "mine=json:dumsp"], "has no attribute 'dumsp' (did you mean 'dump'?)"),

@@ -13,6 +13,15 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableLambda
 
 from loop_agents import create_loop_agent
+from loop_agents.controls import (
+    Advice,
+    AnswerSelection,
+    Candidates,
+    DiverseFirst,
+    FeedbackStyle,
+    History,
+    Stagnation,
+)
 from loop_agents.evals import (
     EvalSettings,
     JournalError,
@@ -27,15 +36,6 @@ from loop_agents.evals.arm_protocol import describe_value
 from loop_agents.evals.factory_arm import ArmFactoryError
 from loop_agents.evals.journal import journal_path
 from loop_agents.evals.tasks import parse_task
-from loop_agents.loop.controls import (
-    Advisor,
-    AnswerSelection,
-    Candidates,
-    DiverseFirst,
-    FeedbackStyle,
-    History,
-    Stagnation,
-)
 from loop_agents.loop.feedback import feedback_message
 from tests.eval_models import ReactiveOpenAI
 from tests.fakes import FakeChat
@@ -64,7 +64,7 @@ def copies_unless_fresh(body: dict) -> str:
     return "OK" if sum(m["role"] == "user" for m in messages) > 1 else "ok"
 
 
-FRESH_LOG = [History("feedback_log", feedback_format="{feedback}"), FeedbackStyle("{feedback}")]
+FRESH_LOG = [History("feedback_log"), FeedbackStyle("{feedback}")]
 
 
 def always(text: str):
@@ -109,10 +109,12 @@ async def test_a_loop_built_from_options_is_graded_compared_journaled_and_drawn(
     identity = report.settings["arms"]["fresh-log"]
     assert (identity["kind"], identity["evaluator"]) == ("loop", "tests")
     history, style = identity["controls"]
-    assert history["type"] == "loop_agents.loop.controls.history:History"
+    assert history["type"] == "loop_agents.controls.history:History"
     assert history["policy"] == "feedback_log"
-    assert style == {"type": "loop_agents.loop.controls.feedback_format:FeedbackStyle",
-                     "feedback_format": "{feedback}"}  # fmt: skip
+    assert style == {
+        "type": "loop_agents.controls.feedback_format:FeedbackStyle",
+        "format": "{feedback}",
+    }
     assert report.settings["arms"] == {"fresh-log": identity}
     assert report.settings["temperatures"]["fresh-log"] == 1.0
     lines = [json.loads(line) for line in journal_path(out).read_text().splitlines()]
@@ -142,8 +144,8 @@ async def test_another_arm_under_the_same_name_is_refused_and_a_new_arm_resumes(
     other = {"resample": "resample", "mine": loop(controls=[History("last_attempt")])}
     with pytest.raises(
         JournalError,
-        match=r"another arm named 'mine' \(identity.controls.0.function '.*' there, '.*' now; "
-        r"identity.controls.0.policy 'feedback_log' there, 'last_attempt' now\)",
+        match=r"another arm named 'mine' \(identity.controls.0.policy 'feedback_log' there, "
+        r"'last_attempt' now\)",
     ):
         await arun_eval(tasks, server.chat_model(), arms=other, iterations=2, out=out)
 
@@ -164,13 +166,15 @@ async def test_another_arm_under_the_same_name_is_refused_and_a_new_arm_resumes(
     assert len(server.requests) - asked == 2 * 2  # two tasks, two answers each (no pass)
     assert set(report.arms) == {"resample", "mine", "stagnant"}
     assert report.settings["arms"]["stagnant"]["controls"][0]["type"] == (
-        "loop_agents.loop.controls.stagnation:Stagnation"
+        "loop_agents.controls.stagnation:Stagnation"
     )
 
 
 def loop_factory(task, model, settings):
     """An arm of one's own: a create_loop_agent loop judged by the task's visible checks."""
-    return create_loop_agent(model, visible_checks(task), settings.iterations, candidates=2)
+    return create_loop_agent(
+        model, visible_checks(task), settings.iterations, controls=[Candidates(2)]
+    )
 
 
 async def test_a_factory_loop_is_read_attempt_by_attempt_from_its_records():
@@ -314,7 +318,7 @@ async def test_a_bad_arm_is_refused_before_any_model_call(arms, options, error, 
 @pytest.mark.parametrize(
     ("options", "error", "phrase"),
     [
-        ({"histroy": "full"}, TypeError, r"unknown option 'histroy' \(did you mean 'history'\?\)"),
+        ({"histroy": "full"}, TypeError, r"argument 'histroy'; did you mean 'history'\?"),
         ({"agent": object()}, TypeError, "does not take agent="),
         ({"max_iterations": 3}, TypeError, "the eval's budget K"),
         ({"output_mode": "last_message"}, TypeError, "does not take output_mode="),
@@ -332,18 +336,18 @@ def test_loop_refuses_what_the_eval_sets_and_what_create_loop_agent_refuses(opti
 
 
 def test_loop_s_old_option_keywords_become_controls_with_a_warning_naming_each():
-    with pytest.warns(DeprecationWarning, match="is deprecated: pass loop") as caught:
+    with pytest.warns(DeprecationWarning, match="is deprecated: pass controls") as caught:
         old = loop(history="feedback_log", select="best", controls=[Stagnation()])
     assert [str(w.message) for w in caught] == [
-        "loop(history=...) is deprecated: pass "
-        "loop(controls=[History(history='feedback_log')]) (from loop_agents.loop.controls)",
-        "loop(select=...) is deprecated: pass loop(controls=[AnswerSelection(select='best')]) "
-        "(from loop_agents.loop.controls)",
+        "loop: history= is deprecated: pass controls=[History('feedback_log')] (the former "
+        "keyword options go in loop_agents 0.3)",
+        "loop: select= is deprecated: pass controls=[AnswerSelection('best')] (the former "
+        "keyword options go in loop_agents 0.3)",
     ]
     assert all(w.filename == __file__ for w in caught)  # the caller's line
     new = loop(controls=[History("feedback_log"), AnswerSelection("best"), Stagnation()])
     assert old.identity() == new.identity()  # the same arm: either resumes the other's eval
-    with pytest.raises(ValueError, match="a Candidates and a DiverseFirst control"):
+    with pytest.raises(ValueError, match=r"loop\(\): controls .* cannot work together"):
         loop(controls=[Candidates(2), DiverseFirst(2)])
 
 
@@ -360,7 +364,7 @@ def test_a_loop_arm_never_writes_a_secret_in_its_identity():
     from langchain_openai import ChatOpenAI
 
     advisor = ChatOpenAI(model="gpt-x", api_key="sk-very-secret", base_url="http://127.0.0.1:9")
-    identity = loop(controls=[Advisor(advisor, threshold=50)]).identity()
+    identity = loop(controls=[Advice(50, model=advisor)]).identity()
     assert "sk-very-secret" not in json.dumps(identity)
     assert identity["controls"][0]["model"]["model_name"] == "gpt-x"
 

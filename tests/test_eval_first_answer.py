@@ -12,12 +12,12 @@ import pytest
 from rich.console import Console
 
 from loop_agents.cli.app import main
+from loop_agents.controls import Restart
+from loop_agents.controls.restart import REQUIREMENTS_HEADER
 from loop_agents.evals import EvalSettings, arun_eval, loop
 from loop_agents.evals.journal import journal_path
 from loop_agents.evals.report import render_report
 from loop_agents.evals.tasks import parse_task
-from loop_agents.loop.controls import Restart
-from loop_agents.loop.controls.restart import REQUIREMENTS_HEADER
 from tests.eval_models import ReactiveOpenAI
 
 TASK = {

@@ -8,10 +8,10 @@ from __future__ import annotations
 import json
 import shutil
 
+from loop_agents.controls import History
 from loop_agents.evals import arun_eval, eval_page, loop
 from loop_agents.evals.journal import journal_path
 from loop_agents.evals.tasks import parse_task
-from loop_agents.loop.controls import History
 from tests.conftest import ROOT
 from tests.eval_models import ReactiveOpenAI, after_feedback
 from tests.html_pages import Page
@@ -98,3 +98,27 @@ def test_an_old_result_is_drawn_attempt_by_attempt():
     assert "Answer 2 (a repair: sent its earlier answers and their feedback)" in page.text
     assert "not accepted by the arm's evaluator" in page.text
     assert "restart vs resample" in page.text
+
+
+async def test_the_adaptive_arm_is_added_to_an_old_journal(tmp_path):
+    out = tmp_path / "results.json"
+    shutil.copy(OLD / "results.journal.jsonl", journal_path(out))
+    server = ReactiveOpenAI(respond)
+    report = await arun_eval(
+        TASKS, server.chat_model(), arms=[*ARMS, "adaptive"], iterations=3, out=out
+    )
+    assert {r.arm for r in report.results} == {*ARMS, "adaptive"}
+    ran = [r for r in report.results if r.arm == "adaptive"]
+    assert len(server.requests) == sum(r.model_calls for r in ran)  # its pairs only
+    lines = journal_path(out).read_text(encoding="utf-8").splitlines()
+    assert lines[0] == (OLD / "results.journal.jsonl").read_text().splitlines()[0]
+    declared = [json.loads(line) for line in lines if "loop_agents_eval_arm" in line]
+    assert [(d["loop_agents_eval_arm"], d["arm"]["temperature"]) for d in declared] == [
+        ("adaptive", 1.0)
+    ]
+    assert report.settings["temperatures"]["adaptive"] == 1.0
+    assert "arms" not in report.settings  # a built-in arm, not one of yours
+    # and the journal, adaptive's pairs included, resumes with nothing run again
+    again = ReactiveOpenAI(respond)
+    await arun_eval(TASKS, again.chat_model(), arms=[*ARMS, "adaptive"], iterations=3, out=out)
+    assert again.requests == []

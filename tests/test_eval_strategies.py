@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from loop_agents.controls.restart import REQUIREMENTS_HEADER
 from loop_agents.evals import arun_eval
 from loop_agents.evals.grading import requirement_points
 from loop_agents.evals.journal import journal_path
 from loop_agents.evals.tasks import parse_task
-from loop_agents.loop.controls.restart import REQUIREMENTS_HEADER
 from tests.eval_models import ReactiveOpenAI
 
 TASK = {
@@ -56,7 +56,7 @@ async def test_restart_beats_the_loop_on_a_model_that_copies_its_code(tmp_path: 
     restart = [r for r in report.results if r.arm == "restart"]
     for result in restart:
         assert result.by_attempt == (False, False, True)
-        assert [e["sent"] for e in result.transcript] == ["first", "repair", "fresh"]
+        assert [e["sent"] for e in result.transcript] == ["first", "repair", "informed"]
         assert [e["ok"] for e in result.transcript] == [False, False, True]
         assert result.transcript[0]["answer"] == WRONG
         assert "add(1, 2) returned 3, expected 3" not in result.transcript[0]["feedback"]

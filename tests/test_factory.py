@@ -1,28 +1,40 @@
-"""create_loop_agent: keywords are shorthand for controls, and the factory stays small."""
+"""The two hosts take controls: small factories, one table of shorthands, same defaults."""
 
 from __future__ import annotations
 
 import ast
 import inspect
+import warnings
+from typing import Any
 
 import pytest
+from langchain.agents import create_agent
 from langchain_core.messages import HumanMessage
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import RetryPolicy
 
-from loop_agents import create_loop_agent
-from loop_agents.loop import factory
-from loop_agents.loop.controls import (
+from loop_agents import LoopMiddleware, create_loop_agent
+from loop_agents.controls import (
+    Adaptive,
+    Advice,
     AgentErrors,
     AnswerSelection,
     Budgets,
     Candidates,
+    Criteria,
+    DiverseFirst,
+    FeedbackStyle,
     History,
     LoopControl,
     Plateau,
+    Restart,
     Retries,
+    Stagnation,
 )
-from loop_agents.loop.graph import compile_loop
+from loop_agents.controls.shorthands import KEYS, KEYWORDS, control_of_key
+from loop_agents.hosts import graph
 from loop_agents.loop.nodes import LoopNodes
+from tests.fakes import FakeChat
 
 
 def agent(messages):
@@ -33,51 +45,85 @@ def judge(context):
     return {"score": 1.0, "feedback": "fine", "stop": True}
 
 
+def keyword_options(function: Any) -> list[str]:
+    return [
+        name
+        for name, p in inspect.signature(function).parameters.items()
+        if p.kind is inspect.Parameter.KEYWORD_ONLY
+    ]
+
+
+def test_the_factories_take_controls_and_a_few_structural_keywords():
+    assert len(keyword_options(create_loop_agent)) <= 10
+    assert len(keyword_options(LoopMiddleware.__init__)) <= 6
+    assert "controls" in keyword_options(create_loop_agent)
+    assert "controls" in keyword_options(LoopMiddleware.__init__)
+
+
+def test_both_forms_have_the_same_defaults():
+    factory = inspect.signature(create_loop_agent).parameters
+    middleware = inspect.signature(LoopMiddleware.__init__).parameters
+    for name in set(factory) & set(middleware) - {"evaluator", "deprecated"}:
+        assert factory[name].default == middleware[name].default, name
+    assert factory["max_iterations"].default == 100  # seed 001's default
+
+
 def test_the_factory_body_is_at_most_40_lines():
-    source = inspect.getsource(factory.create_loop_agent)
+    source = inspect.getsource(graph.create_loop_agent)
     function = ast.parse(source).body[0]
     assert isinstance(function, ast.FunctionDef)
     body = function.body[1:]  # the docstring aside
     lines = {n for statement in body for n in range(statement.lineno, statement.end_lineno + 1)}
-    code = [source.splitlines()[n - 1] for n in sorted(lines)]
-    assert len([line for line in code if line.strip()]) <= 40, len(code)
+    assert len(lines) <= 40
 
 
-def test_no_function_repeats_the_factory_s_signature():
-    options = set(inspect.signature(create_loop_agent).parameters)
-    graph_options = set(inspect.signature(compile_loop).parameters)
-    assert len(options & graph_options) < len(options) / 2
+def test_the_middleware_module_does_not_import_the_graph_compiler():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, loop_agents.hosts.middleware; print('loop_agents.hosts.graph' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
 
 
 def test_defaults_build_no_control_and_a_plain_compiled_graph():
     loop = create_loop_agent(agent, judge, 3)
     assert isinstance(loop.graph, CompiledStateGraph)
+    assert controls_of(loop) == []
     assert loop.invoke({"messages": [HumanMessage("Hi")]})["stop_reason"] == "accepted"
 
 
 def controls_of(loop) -> list[LoopControl]:
-    node = loop.graph.nodes["invoke_agent"].bound
+    node = loop.graph.nodes["evaluate"].bound
     nodes = inspect.getclosurevars(node.func).nonlocals["program"].__self__
     assert isinstance(nodes, LoopNodes)
     return nodes.controls
 
 
-def test_each_option_builds_its_control_in_the_order_their_hooks_need():
-    loop = create_loop_agent(
-        agent,
-        judge,
-        3,
-        history="last_attempt",
-        candidates=2,
-        on_agent_error="feedback",
-        patience=2,
-        cost_budget=1.0,
-        prices={"*": {"input": 1.0, "output": 1.0}},
-        select="best",
-        agent_timeout=5,
-    )
-    kinds = [type(c) for c in controls_of(loop)]
-    assert kinds == [History, Candidates, AgentErrors, Budgets, Plateau, AnswerSelection, Retries]
+def test_controls_run_in_stage_order_whatever_the_order_given():
+    given = [
+        Retries(agent_timeout=5),
+        AnswerSelection("best"),
+        Stagnation(),
+        Plateau(2),
+        Budgets(cost_budget=1.0, prices={"*": {"input": 1.0, "output": 1.0}}),
+        AgentErrors(),
+        Candidates(2),
+        History("last_attempt"),
+    ]
+    kinds = [type(c) for c in controls_of(create_loop_agent(agent, judge, 3, controls=given))]
+    assert kinds == [
+        History,
+        Candidates,
+        AgentErrors,
+        Budgets,
+        Plateau,
+        Stagnation,
+        AnswerSelection,
+        Retries,
+    ]
 
 
 def test_controls_of_your_own_come_after_the_built_in_ones():
@@ -86,8 +132,52 @@ def test_controls_of_your_own_come_after_the_built_in_ones():
             return None
 
     mine = Mine()
-    loop = create_loop_agent(agent, judge, 3, patience=1, controls=[mine])
+    loop = create_loop_agent(agent, judge, 3, controls=[mine, Plateau(1)])
     assert controls_of(loop)[-1] is mine
+
+
+@pytest.mark.parametrize(
+    ("controls", "match"),
+    [
+        ([DiverseFirst(2), Candidates(3)], "'diverse_first' .*'candidates' .*cannot work together"),
+        ([DiverseFirst(2), DiverseFirst(3)], "a loop takes one DiverseFirst; keep one"),
+        ([Restart(), Adaptive()], "both take on 'retry_kind'"),
+        ([AnswerSelection("best"), AnswerSelection("last")], "one AnswerSelection"),
+        ([Retries(agent_timeout=1), Retries(evaluator_timeout=2)], "one Retries"),
+    ],
+)
+def test_controls_that_cannot_work_together_are_refused_when_the_loop_is_built(controls, match):
+    with pytest.raises(ValueError, match=match):
+        create_loop_agent(agent, judge, 3, controls=controls)
+    inside = [c for c in controls if not c.fans_out]
+    if len(inside) == len(controls):
+        with pytest.raises(ValueError, match=match):
+            LoopMiddleware(judge, 3, controls=inside)
+
+
+@pytest.mark.parametrize(
+    ("make", "error", "match"),
+    [
+        (lambda: DiverseFirst(0), ValueError, r"DiverseFirst\(k=\) must be from 1 to 64"),
+        (lambda: DiverseFirst(65), ValueError, r"DiverseFirst\(k=\) must be from 1 to 64"),
+        (lambda: DiverseFirst(1), ValueError, r"DiverseFirst\(k=\) makes k first answers"),
+        (lambda: Candidates(True), TypeError, r"Candidates\(candidates=\) must be an int"),
+        (lambda: Plateau(0), ValueError, r"Plateau\(patience=\)"),
+        (lambda: Criteria(""), TypeError, r"Criteria\(text=\)"),
+        (lambda: Advice("high"), TypeError, "threshold must be a finite number"),
+        (lambda: FeedbackStyle("{text}"), ValueError, "uses \\['text'\\]"),
+    ],
+)
+def test_every_error_names_the_control_and_its_parameter(make, error, match):
+    with pytest.raises(error, match=match):
+        make()
+
+
+def test_a_temperature_for_an_agent_that_has_none_is_refused_when_the_loop_is_built():
+    with pytest.raises(TypeError, match=r"DiverseFirst\(temperature=\) sets a chat model's"):
+        create_loop_agent(agent, judge, 3, controls=[DiverseFirst(2, temperature=0.5)])
+    # a chat model takes it
+    create_loop_agent(FakeChat.of("a"), judge, 3, controls=[DiverseFirst(2, temperature=0.5)])
 
 
 @pytest.mark.parametrize(
@@ -99,8 +189,13 @@ def test_controls_of_your_own_come_after_the_built_in_ones():
         ({"store": {}}, TypeError, "store must be a LangGraph store"),
         ({"storage": "compressed"}, ValueError, "storage"),
         ({"controls": [object()]}, TypeError, "LoopControl"),
+        ({"controls": [Stagnation]}, TypeError, "a class: call it"),
         ({"controls": "x"}, TypeError, "list of LoopControl"),
-        ({"patience": 0}, ValueError, "patience must be >= 1"),
+        (
+            {"selct": "best"},
+            TypeError,
+            "unexpected keyword argument 'selct'; did you mean 'select'",
+        ),
     ],
 )
 def test_a_wrong_option_is_named_before_anything_runs(options, error, match):
@@ -108,8 +203,80 @@ def test_a_wrong_option_is_named_before_anything_runs(options, error, match):
         create_loop_agent(agent, judge, **options)
 
 
-def test_every_control_option_is_an_option_of_the_factory():
-    from loop_agents.loop.options import CONTROL_OPTIONS
+# -- the former keywords: one release, each naming its control ---------------------------
 
-    assert set(inspect.signature(create_loop_agent).parameters) >= CONTROL_OPTIONS
-    assert {"select", "controls"} <= CONTROL_OPTIONS
+
+@pytest.mark.parametrize(
+    ("options", "shown", "kind"),
+    [
+        ({"select": "best"}, "AnswerSelection('best')", AnswerSelection),
+        ({"patience": 2, "min_delta": 5}, "Plateau(2, min_delta=5)", Plateau),
+        ({"history": "last_attempt"}, "History('last_attempt')", History),
+        ({"feedback_format": "{feedback}"}, "FeedbackStyle('{feedback}')", FeedbackStyle),
+        ({"candidates": 2}, "Candidates(2)", Candidates),
+        ({"threshold": 80}, "Advice(80)", Advice),
+        ({"show_criteria": True, "criteria": "Short."}, "Criteria('Short.')", Criteria),
+        ({"token_budget": 100}, "Budgets(token_budget=100)", Budgets),
+        ({"on_agent_error": "feedback"}, "AgentErrors('feedback')", AgentErrors),
+        ({"agent_timeout": 5}, "Retries(agent_timeout=5)", Retries),
+    ],
+)
+def test_a_former_keyword_builds_its_control_and_says_which(options, shown, kind):
+    with pytest.warns(DeprecationWarning, match="deprecated") as caught:
+        loop = create_loop_agent(agent, judge, 3, **options)
+    names = ", ".join(f"{k}=" for k in options)
+    message = str(caught[0].message)
+    assert f"{names} " in message
+    assert f"pass controls=[{shown}]" in message
+    assert [type(c) for c in controls_of(loop)] == [kind]
+
+
+def test_a_former_keyword_at_its_default_builds_nothing_and_says_so():
+    with pytest.warns(
+        DeprecationWarning, match="select= is deprecated, and as given is the default"
+    ):
+        loop = create_loop_agent(agent, judge, 3, select="last")
+    assert controls_of(loop) == []
+
+
+def test_the_middleware_takes_the_former_keywords_too():
+    with pytest.warns(DeprecationWarning, match=r"pass controls=\[AnswerSelection\('best'\)\]"):
+        middleware = LoopMiddleware(judge, 3, select="best")
+    create_agent(FakeChat.of("a"), middleware=[middleware])
+
+
+def test_controls_given_no_former_keyword_warn_nothing():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        create_loop_agent(agent, judge, 3, controls=[AnswerSelection("best"), Plateau(2)])
+        LoopMiddleware(judge, 3, controls=[AnswerSelection("best")])
+
+
+def test_one_table_maps_keywords_and_keys_to_controls():
+    assert KEYWORDS["select"].control is AnswerSelection
+    assert KEYWORDS["candidate_temperature"].control is Candidates
+    assert set(KEYS) == {
+        "history",
+        "candidates",
+        "feedback",
+        "patience",
+        "select",
+        "restart",
+        "first",
+        "stagnation",
+        "adaptive",
+    }
+    assert isinstance(control_of_key("history", "feedback_log"), History)
+    assert control_of_key("restart", "0").max_repairs == 0  # type: ignore[attr-defined]
+    with pytest.raises(ValueError, match=r"'histroy' is not a key.*did you mean 'history'"):
+        control_of_key("histroy", "full")
+    with pytest.raises(ValueError, match=r"history='ful': give one of .*did you mean 'full'"):
+        control_of_key("history", "ful")
+    with pytest.raises(ValueError, match=r"first='100000': give a whole number from 2 to 64"):
+        control_of_key("first", "100000")
+
+
+def test_retries_as_a_control():
+    retries = Retries(agent_retry_policy=RetryPolicy(max_attempts=2))
+    loop = create_loop_agent(agent, judge, 3, controls=[retries])
+    assert loop.graph.nodes["invoke_agent"].retry_policy is not None

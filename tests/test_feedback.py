@@ -268,7 +268,7 @@ def test_a_format_function_returning_the_wrong_thing(returned: Any, error: type,
 def test_every_message_the_loop_adds_is_tagged_as_injected_as_langchain_tags_them():
     from langchain_core.messages import get_notification_metadata
 
-    from loop_agents.loop.controls.criteria import is_criteria
+    from loop_agents.controls.criteria import is_criteria
 
     agent, result = run("Too long.", "Name the date.", show_criteria=True, criteria="Short.")
     added = [m for m in result["messages"] if is_feedback(m) or is_criteria(m)]

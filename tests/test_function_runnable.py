@@ -18,7 +18,7 @@ from langsmith import Client
 from langsmith.run_helpers import get_current_run_tree
 
 from loop_agents import LoopContext, LoopEvaluation, create_loop_agent
-from loop_agents.loop._function_runnable import FunctionRunnable
+from loop_agents.runtime._function_runnable import FunctionRunnable
 from tests.fakes import FakeChat
 
 

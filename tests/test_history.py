@@ -21,7 +21,6 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from loop_agents import LoopContext, LoopEvaluation, create_loop_agent
 from loop_agents.loop.checkpoints import checkpoint_before_iteration
-from loop_agents.loop.controls.selection import SELECTED_KEY
 from loop_agents.loop.feedback import feedback_message, is_feedback
 from loop_agents.loop.history.policies import (
     FEEDBACK_LOG_HEADER,
@@ -31,6 +30,7 @@ from loop_agents.loop.history.policies import (
     feedback_log_message,
     without_rejected_attempts,
 )
+from loop_agents.loop.records import SELECTED_KEY
 from tests.fakes import FakeChat, review, texts
 
 REQUEST = "Write a haiku about rain."

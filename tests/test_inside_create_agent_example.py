@@ -10,7 +10,7 @@ from inside_create_agent import GOOD, LONG, ScriptedChat, main, run
 from langchain_core.messages import ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from loop_agents.loop.controls.criteria import is_criteria
+from loop_agents.controls.criteria import is_criteria
 from loop_agents.loop.feedback import is_feedback
 from tests.conftest import env_without_model_settings
 

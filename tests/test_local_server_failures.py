@@ -21,17 +21,22 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
+import openai
 import pytest
 
-from loop_agents.models import local_model, server_process
+from loop_agents.models import llama_build, local_model, local_server, server_process
+from loop_agents.models.endpoints import resolve_endpoint
+from loop_agents.models.llama_build import BuildCheck
 from loop_agents.models.local_model import (
     MODEL_ALIAS,
     LocalModelPair,
     LocalModelServer,
     LocalModelStartError,
+    server_failure,
 )
 from loop_agents.models.server_process import (
     LOG_FOLDER_PREFIX,
@@ -40,6 +45,7 @@ from loop_agents.models.server_process import (
     remove_stale_log_folders,
     serves_port,
 )
+from loop_agents.models.settings import Environment
 from tests.cli_helpers import COMMAND
 from tests.conftest import ROOT, env_without_model_settings
 
@@ -119,13 +125,13 @@ def _first_pick_taken(monkeypatch: pytest.MonkeyPatch, port: int) -> list[int]:
     """`free_port` answers ``port`` first (another process takes it in the meantime), then
     truly free ones: the race between picking a port and the server listening on it."""
     picks: list[int] = []
-    real = local_model.free_port
+    real = local_server.free_port
 
     def pick(host: str = "127.0.0.1") -> int:
         picks.append(port if not picks else real(host))
         return picks[-1]
 
-    monkeypatch.setattr(local_model, "free_port", pick)
+    monkeypatch.setattr(local_server, "free_port", pick)
     return picks
 
 
@@ -193,11 +199,34 @@ def test_a_crash_at_start_names_the_server_the_signal_and_the_rebuild(fake_llama
     assert message.startswith("the judge's bundled llama.cpp server (port ")
     assert "exited before answering: killed by signal 11 (SIGSEGV, a crash)." in message
     assert "\n    fake: a crash while loading the model\n" in message
-    fix = message.rsplit("\nFix: ", 1)[1]
+    fix = message.split("\nFix: ", 1)[1]
     # a crash: the rebuild, whatever the build check says
-    assert "rebuild llama-cpp-python with the project's flags: " in fix
+    assert "rebuild llama-cpp-python " in fix
     assert "model" not in fix.split(":")[0]  # never "a bigger model"
     assert not pair.agent.running
+
+
+def test_a_crash_of_a_matching_build_says_rebuild_it_from_source(fake_llama, monkeypatch):
+    """The record matches the project's flags and llama.cpp crashes anyway: plain `make
+    local` would say "reused a matching build" and change nothing. The fix names the build
+    as the suspect and gives the command that compiles it again with no cache."""
+    monkeypatch.setenv("FAKE_LLAMA_MODE", "crash")
+    built = datetime(2025, 12, 5, 7, 43, tzinfo=UTC)
+    monkeypatch.setattr(local_server, "check_build", lambda: BuildCheck(True, "0.3.36", "", built))
+    monkeypatch.setattr(llama_build, "_checkout", lambda: ROOT)
+    monkeypatch.setattr(sys, "prefix", str(ROOT / ".venv"))  # the checkout's environment
+    with pytest.raises(LocalModelStartError) as caught:
+        LocalModelServer(fake_llama, startup_timeout=HANG).start()
+    fix = str(caught.value).split("\nFix: ", 1)[1]
+    assert fix == (
+        "llama.cpp crashed although its build record matches the project's flags "
+        "(llama-cpp-python 0.3.36, built with the project's flags on 2025-12-05 07:43 UTC): "
+        "the build itself is the suspect, most likely a wheel that pip's cache or the "
+        "project's build cache kept from an earlier build (other compiler settings, another "
+        "CPU): rebuild llama-cpp-python from source with the project's flags and no cache at "
+        f"all, by typing:\n    make -C {ROOT} local REBUILD=1\nand if it crashes again after "
+        "that, report it with this log"
+    )
 
 
 def test_a_killed_judge_is_named_with_how_it_ended_its_log_and_the_fix(fake_llama):
@@ -218,6 +247,51 @@ def test_a_killed_judge_is_named_with_how_it_ended_its_log_and_the_fix(fake_llam
     assert rest[0].startswith("    fake llama server: ok ")
     assert rest[-1].startswith("Fix: it was stopped from outside this command: run the command")
     assert pair.failure() is None  # stopped by us now: no failure
+
+
+@pytest.mark.parametrize(
+    ("mode", "how"),
+    [
+        ("killed-on-chat", "killed by signal 9 (SIGKILL, killed from outside"),
+        ("crash-on-chat", "killed by signal 11 (SIGSEGV, a crash)"),
+    ],
+)
+def test_one_function_says_whether_a_request_failed_because_its_server_died(
+    fake_llama, monkeypatch, mode, how
+):
+    """What `eval` holds (the endpoint) and the request's exception: the dead server is named."""
+    monkeypatch.setenv("FAKE_LLAMA_MODE", mode)
+    monkeypatch.setenv("FAKE_LLAMA_ONLY_SEED", "6")  # the judge's process: the agent has 5
+    environment = Environment({"LOOP_AGENTS_OLLAMA_URL": "off"})
+    with resolve_endpoint(gguf=fake_llama, seed=5, environment=environment) as endpoint:
+        assert endpoint.server_failure() is None
+        assert server_failure(endpoint, ValueError("not a connection error")) is None
+        judge = endpoint.servers.judge
+        with pytest.raises(openai.APIConnectionError) as caught:
+            endpoint.chat_model(role="judge", max_retries=0).invoke("Name a colour.")
+        died = server_failure(endpoint, caught.value)
+        assert died is not None
+        assert died.startswith(
+            f"the judge's bundled llama.cpp server at {judge.base_url} (process "
+            f"{judge.process.pid}) stopped: {how}"
+        )
+        assert "Its log ends with:\n    fake llama server: " in died
+        assert "\nFix: " in died
+        # the same message from each thing a command may hold
+        assert endpoint.server_failure(caught.value) == died
+        assert server_failure(endpoint.servers, caught.value) == died
+        assert server_failure(judge, caught.value) == died
+        assert server_failure(endpoint.servers.agent, caught.value, wait=0.1) is None
+    assert server_failure(None, caught.value, wait=0) is None
+
+
+def test_no_server_died_where_there_is_no_bundled_server():
+    environment = Environment({"LOOP_AGENTS_OLLAMA_URL": "off"})
+    endpoint = resolve_endpoint(base_url="http://127.0.0.1:9/v1", environment=environment)
+    with endpoint, pytest.raises(openai.APIConnectionError) as caught:
+        endpoint.chat_model(max_retries=0).invoke("Hi.")
+    assert server_failure(endpoint, caught.value) is None
+    assert endpoint.server_failure(caught.value) is None
 
 
 def _cli(
@@ -318,7 +392,7 @@ def test_a_crash_on_the_first_answer_says_rebuild_not_a_bigger_model(fake_llama,
     assert error.startswith("loop-agents: error: the agent's bundled llama.cpp server at ")
     assert "stopped: killed by signal 11 (SIGSEGV, a crash)" in error
     assert "\n    fake: a crash on the first token\n" in error
-    assert "rebuild llama-cpp-python with the project's flags: " in error
+    assert "rebuild llama-cpp-python " in error
     assert "stronger model" not in err
 
 

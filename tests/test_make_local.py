@@ -8,18 +8,22 @@ llama-cpp-python 0.3.36 from PyPI with other flags (``-DLLAMA_BUILD=OFF``: no li
 and no build record; seconds instead of minutes) and caches the wheel where it would
 cache any build of that version. Then the real ``make local`` runs in a fresh virtual
 environment with pip using that cache: it must end with llama.cpp built with the
-project's flags, say so, and that build must serve the model. It compiles llama.cpp
-(several minutes on 2 cores) and needs PyPI: marked ``slow``.
+project's flags, say so, and that build must serve the model. Last, ``make local
+REBUILD=1`` (what a crash of a matching build prints) must compile it again although its
+record matches, with no cache, and leave no cached wheel of that version behind. It
+compiles llama.cpp twice (several minutes each on 2 cores) and needs PyPI: marked ``slow``.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
 import textwrap
+from datetime import UTC, datetime
 
 import pytest
 
@@ -61,9 +65,9 @@ def test_make_local_never_uses_a_cached_wheel_built_with_other_flags(tmp_path):
     venv = tmp_path / "venv"
     env = _env(PIP_CACHE_DIR=str(cache), LOOP_AGENTS_BUILD_CACHE=str(tmp_path / "build-cache"))
 
-    def make_local() -> subprocess.CompletedProcess[str]:
+    def make_local(*variables: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            ["make", "--no-print-directory", "-C", str(ROOT), "local", f"VENV={venv}"],
+            ["make", "--no-print-directory", "-C", str(ROOT), "local", f"VENV={venv}", *variables],
             env=env,
             capture_output=True,
             text=True,
@@ -120,3 +124,29 @@ def test_make_local_never_uses_a_cached_wheel_built_with_other_flags(tmp_path):
     )
     assert "Reinstalling" not in again.stdout
     assert os.path.getsize(venv / "local-build.log") > 0
+
+    # REBUILD=1, the fix a crash of a matching build prints: the record matches, and still
+    # llama.cpp is compiled again from source, with no cache; the cached wheels are gone
+    record = next((venv / "lib").glob("python*/site-packages/llama_cpp/lib/loop_agents_build.json"))
+    before = json.loads(record.read_text())["built"]
+    started = datetime.now(UTC).replace(microsecond=0)
+    rebuilt = make_local("REBUILD=1")
+    assert rebuilt.returncode == 0, rebuilt.stdout[-5000:] + rebuilt.stderr[-3000:]
+    assert (
+        "cached wheels of that version removed: 1 from pip's cache; 1 from the project's "
+        "build cache"
+    ) in rebuilt.stdout
+    assert (
+        rebuilt.stdout.rstrip()
+        .splitlines()[-1]
+        .startswith(
+            f"make local: llama.cpp: rebuilt from source with the project's flags (llama-cpp-python "
+            f"{version}, built with the project's flags on "
+        )
+    ), rebuilt.stdout[-3000:]
+    after = json.loads(record.read_text())["built"]
+    assert after != before
+    assert datetime.strptime(after, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC) >= started
+    assert "Using cached llama_cpp_python" not in (venv / "local-build-llama.log").read_text()
+    assert not list(cache.rglob("llama_cpp_python-*.whl"))
+    assert not list((tmp_path / "build-cache").rglob("llama_cpp_python-*.whl"))

@@ -6,11 +6,14 @@ Fake tool-calling chat models (tests/fakes.py); no network.
 from __future__ import annotations
 
 import asyncio
+import json
+import operator
 import threading
-from typing import Any
+from typing import Annotated, Any, NotRequired
 
 import pytest
 from langchain.agents import create_agent
+from langchain.agents.middleware import AgentMiddleware, AgentState
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import (
     AIMessage,
@@ -32,12 +35,13 @@ from loop_agents import (
     ThreadBusyError,
     create_loop_agent,
 )
-from loop_agents.loop.controls.base import AgentCall
+from loop_agents.controls import AgentErrors, AnswerSelection, Candidates, Retries
 from loop_agents.loop.events import is_loop_event
 from loop_agents.loop.feedback import feedback_text, is_feedback
+from loop_agents.loop.protocol import AgentCall
 from loop_agents.loop.records import selected_iteration_of
-from loop_agents.loop.thread_locking import athread_guard, thread_guard
 from loop_agents.loop.tracing import iteration_of, role_of
+from loop_agents.runtime.thread_locking import athread_guard, thread_guard
 from tests.durable_helpers import REQUEST, Boom, CountingEvaluator, thread
 from tests.fakes import FakeChat, review, texts
 
@@ -213,7 +217,25 @@ def test_with_response_format_the_evaluator_sees_it_and_best_restores_it():
     assert result["structured_response"] == Haiku(title="take 2", lines=["rain", "rain"])
     final = result["messages"][-1]
     assert selected_iteration_of(final) == 2
-    assert final.tool_calls[0]["args"]["title"] == "take 2"
+    assert json.loads(final.text)["title"] == "take 2"
+    # no message with tool calls is left without its tool messages: the next run's model
+    # call is sent a conversation providers accept
+    assert_tool_calls_answered(result["messages"])
+    again = agent.invoke({"messages": [*result["messages"], HumanMessage("Another.")]})
+    assert_tool_calls_answered(again["messages"])
+
+
+def assert_tool_calls_answered(messages: list[AnyMessage]) -> None:
+    """As providers require: an AI message's tool calls are answered by the tool messages
+    right after it."""
+    for index, message in enumerate(messages):
+        calls = {c["id"] for c in getattr(message, "tool_calls", [])}
+        after = set()
+        for later in messages[index + 1 :]:
+            if not isinstance(later, ToolMessage):
+                break
+            after.add(later.tool_call_id)
+        assert calls <= after, (index, message)
 
 
 def test_select_best_ends_the_conversation_with_a_copy_of_the_best_answer():
@@ -303,19 +325,29 @@ async def test_a_failed_evaluation_resumes_without_repeating_any_agent_call(call
 
 
 @pytest.mark.parametrize(
-    ("option", "value"),
+    ("control", "name", "why"),
     [
-        ("candidates", 3),
-        ("candidate_temperature", 0.7),
-        ("on_agent_error", "feedback"),
-        ("agent_timeout", 30),
-        ("agent_retry_policy", RetryPolicy()),
+        (Candidates(3), "candidates", "around the agent call"),
+        (Candidates(2, temperature=0.7), "candidates", "around the agent call"),
+        (AgentErrors(), "agent_errors", "around the agent call"),
+        (Retries(agent_timeout=30), "retries", "agent_timeout"),
+        (Retries(agent_retry_policy=RetryPolicy()), "retries", "agent_retry_policy"),
     ],
 )
-def test_options_that_need_the_agent_call_as_one_step_are_refused_at_construction(option, value):
-    with pytest.raises(ValueError, match=rf"{option}=.*create_loop_agent") as error:
-        LoopMiddleware(CountingEvaluator(accept_at=1), 3, **{option: value})
+def test_controls_that_need_the_agent_call_as_one_step_are_refused_at_construction(
+    control, name, why
+):
+    with pytest.raises(ValueError, match=rf"control '{name}'.*{why}.*create_loop_agent") as error:
+        LoopMiddleware(CountingEvaluator(accept_at=1), 3, controls=[control])
     assert "inside one agent" in str(error.value)
+
+
+def test_a_former_keyword_of_such_a_control_is_refused_the_same_way():
+    with (
+        pytest.warns(DeprecationWarning, match=r"candidates= is deprecated.*Candidates\(3\)"),
+        pytest.raises(ValueError, match=r"control 'candidates'.*inside one agent"),
+    ):
+        LoopMiddleware(CountingEvaluator(accept_at=1), 3, candidates=3)
 
 
 class Wrapper(LoopControl):
@@ -327,7 +359,7 @@ class Wrapper(LoopControl):
 
 
 def test_a_control_around_the_agent_call_is_refused_by_name():
-    with pytest.raises(ValueError, match="control 'wrapper' acts around the agent call"):
+    with pytest.raises(ValueError, match=r"control 'wrapper' .*acts around the agent call"):
         LoopMiddleware(CountingEvaluator(accept_at=1), controls=[Wrapper()])
 
 
@@ -339,7 +371,7 @@ def test_a_control_around_the_agent_call_is_refused_by_name():
         ({"select": "first"}, ValueError, "select must be 'last'"),
         ({"state_keys": "files"}, TypeError, "state_keys must be a list"),
         ({"state_keys": ["loop_records"]}, ValueError, "state_keys may not hold 'loop_records'"),
-        ({"storage": "shallow"}, ValueError, "storage must be 'delta'"),
+        ({"storage": "shallow"}, ValueError, "storage must be one of 'auto', 'delta', 'full'"),
         ({"name": ""}, TypeError, "name must be a non-empty string"),
         ({"cost_budget": 1.0}, ValueError, "cost_budget needs prices"),
         ({"controls": [object()]}, TypeError, "controls must hold LoopControl"),
@@ -356,7 +388,7 @@ def test_an_evaluator_that_is_not_one_is_refused():
 
 
 def test_loop_output_gives_an_agent_s_loop_in_the_loop_s_own_form():
-    from loop_agents.loop.middleware import loop_output
+    from loop_agents.hosts.middleware import loop_output
 
     outer = create_loop_agent(create_agent(FakeChat.of("a", "b")), CountingEvaluator(2), 5)
     expected = outer.invoke({"messages": [REQUEST]})
@@ -457,3 +489,51 @@ def test_thread_guard_keeps_a_second_run_off_a_busy_thread_sync_and_async():
         second_result = agent.invoke({"messages": [HumanMessage("Another.")]}, config)
     assert second_result["loop_iteration"] == 1
     assert [m.text for m in second_result["messages"] if m.type == "ai"] == ["a", "a"]
+
+
+# -- the selected attempt's own state keys come back exactly ---------------------------------
+
+
+class ScribeState(AgentState[Any]):
+    scratch: NotRequired[dict[str, int]]
+    notes: NotRequired[Annotated[list[str], operator.add]]
+
+
+class Scribe(AgentMiddleware[ScribeState, Any, Any]):
+    """Each attempt writes its keys: scratch grows a key, notes gets one more note."""
+
+    state_schema = ScribeState
+
+    def after_model(self, state: Any, runtime: Any) -> dict[str, Any]:
+        attempt = sum(1 for m in state["messages"] if is_feedback(m)) + 1
+        scratch = {f"key{i}": i for i in range(1, attempt + 1)}
+        return {"scratch": scratch, "notes": [f"note {attempt}"]}
+
+
+@pytest.mark.parametrize("keys", [ScribeState, ["scratch"]])
+def test_best_puts_back_the_chosen_attempt_s_keys_exactly_whatever_their_reducer(keys):
+    def evaluate(context: LoopContext) -> LoopEvaluation:
+        score = {1: 90.0, 2: 20.0, 3: 30.0}[context["iteration"]]
+        return {"stop": False, "score": score, "feedback": "Again."}
+
+    loop = LoopMiddleware(evaluate, 3, controls=[AnswerSelection("best")], state_keys=keys)
+    agent = create_agent(FakeChat.of("a", "b", "c"), middleware=[Scribe(), loop])
+    result = agent.invoke({"messages": [REQUEST]})
+    assert result["loop_selected_iteration"] == 1
+    assert result["scratch"] == {"key1": 1}
+    if keys is ScribeState:  # a reducer named by the schema
+        assert result["notes"] == ["note 1"]
+
+
+class Clashing(AgentState[Any]):
+    loop_records: NotRequired[list[str]]  # the user's own key, named like the loop's
+
+
+def test_a_user_schema_that_declares_a_loop_key_is_refused_before_any_model_call():
+    model = FakeChat.of("a")
+    agent = create_agent(
+        model, middleware=[LoopMiddleware(CountingEvaluator(1), 3)], state_schema=Clashing
+    )
+    with pytest.raises(ValueError, match="gives 'loop_records', a key of the loop's own"):
+        agent.invoke({"messages": [REQUEST], "loop_records": ["mine"]})
+    assert model.calls == []

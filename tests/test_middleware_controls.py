@@ -32,9 +32,9 @@ from loop_agents import (
     rule,
     text_rule,
 )
-from loop_agents.loop.controls.base import Progress
-from loop_agents.loop.controls.criteria import is_criteria
+from loop_agents.controls.criteria import is_criteria
 from loop_agents.loop.feedback import is_feedback
+from loop_agents.loop.protocol import Progress
 from loop_agents.loop.records import selected_iteration_of
 from tests.durable_helpers import REQUEST, Boom, CountingEvaluator, thread
 from tests.fakes import FakeChat, texts

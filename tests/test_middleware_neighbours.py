@@ -15,6 +15,7 @@ from langchain.agents.middleware import (
     ModelCallLimitMiddleware,
     SummarizationMiddleware,
     TodoListMiddleware,
+    ToolCallLimitMiddleware,
 )
 from langchain.agents.middleware.model_call_limit import ModelCallLimitExceededError
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
@@ -23,6 +24,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
 from loop_agents import LoopContext, LoopEvaluation, LoopMiddleware, all_of, todos_complete
+from loop_agents.controls import AnswerSelection
 from loop_agents.loop.feedback import is_feedback
 from loop_agents.loop.records import selected_iteration_of
 from tests.durable_helpers import REQUEST, CountingEvaluator, thread
@@ -149,13 +151,66 @@ def test_a_model_call_limit_that_ends_the_run_ends_the_loop(order):
     loop = LoopMiddleware(evaluator, 5)
     agent = create_agent(FakeChat.of("a", "b", "c"), middleware=in_order(loop, limit, order))
     result = agent.invoke({"messages": [REQUEST]})
-    assert result["loop_stop_reason"] == "agent_stopped"
+    assert result["loop_stop_reason"] == "model_call_limit"
     assert evaluator.calls == [1, 2]  # the evaluator is not asked about the limit's message
     records = result["loop_records"]
     assert [r.get("error") is None for r in records] == [True, True, False]
-    assert "without calling the model" in records[2]["error"]
+    assert "Model call limits exceeded: run limit (2/2)" in records[2]["error"]
     assert result["loop_selected_iteration"] == 2
     assert result["messages"][-1].text == "b"  # the loop's answer, after the limit's note
+
+
+@tool
+def lookup(topic: str) -> str:
+    """Look a topic up."""
+    return f"notes on {topic}"
+
+
+def researcher(messages: list[AnyMessage]) -> AIMessage:
+    """Looks something up before every answer: a tool call, then the answer."""
+    if isinstance(messages[-1], ToolMessage):
+        return AIMessage(f"answer {sum(isinstance(m, ToolMessage) for m in messages)}")
+    call = {"name": "lookup", "args": {"topic": "rain"}, "id": f"call{len(messages)}"}
+    return AIMessage("", tool_calls=[call])
+
+
+@pytest.mark.parametrize("order", ORDERS)
+@pytest.mark.parametrize(
+    ("limit", "reason", "note"),
+    [
+        (
+            lambda: ModelCallLimitMiddleware(run_limit=3, exit_behavior="end"),
+            "model_call_limit",
+            "Model call limits exceeded: run limit (3/3)",
+        ),
+        (
+            lambda: ToolCallLimitMiddleware(run_limit=1, exit_behavior="end"),
+            "tool_call_limit",
+            "Tool call limit reached",
+        ),
+    ],
+)
+def test_a_limit_s_note_is_never_judged_nor_the_loop_s_answer(order, limit, reason, note):
+    judged: list[str] = []
+
+    def evaluate(context: LoopContext) -> LoopEvaluation:
+        judged.append(context["last_response"].text)
+        return {"stop": False, "feedback": "more", "score": 50.0}
+
+    loop = LoopMiddleware(evaluate, 5, controls=[AnswerSelection("best")])
+    model = FakeChat.of(*[researcher] * 8)
+    agent = create_agent(model, [lookup], middleware=in_order(loop, limit(), order))
+    result = agent.invoke({"messages": [REQUEST]})
+    assert result["loop_stop_reason"] == reason
+    assert not any(note in text for text in judged)  # the note was never judged
+    records = result["loop_records"]
+    assert note in records[-1]["error"]
+    answered = [r for r in records if "error" not in r]
+    final = result["messages"][-1]
+    if answered:  # the loop's answer: an answered attempt's, after the note
+        assert final.text == answered[-1]["answer"].text
+        assert note not in final.text
+    assert all(note not in r["answer"].text for r in answered)
 
 
 @pytest.mark.parametrize("order", ORDERS)

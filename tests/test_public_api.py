@@ -13,8 +13,21 @@ import loop_agents
 
 
 def test_every_public_name_loads_from_its_module():
-    lazy = loop_agents._lazy_names()
-    assert set(lazy) == set(loop_agents.__all__)  # the TYPE_CHECKING block lists them all
+    import ast
+    import inspect
+
+    lazy = loop_agents._LAZY
+    assert set(lazy) == set(loop_agents.__all__)
+    # the TYPE_CHECKING block (what type checkers read) imports the same names, from there
+    tree = ast.parse(inspect.getsource(loop_agents))
+    block = next(n for n in tree.body if isinstance(n, ast.If))
+    imported = {
+        alias.name: node.module
+        for node in block.body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+    assert imported == lazy
     for name in loop_agents.__all__:
         value = getattr(loop_agents, name)
         assert value is getattr(importlib.import_module(lazy[name]), name)
@@ -45,42 +58,24 @@ def test_the_top_level_holds_at_most_35_names_a_loop_s_user_needs():
     assert "check_xiangjianhuan" not in loop_agents.__all__  # the 相见欢 form is the demo's
 
 
-@pytest.mark.parametrize("name", sorted(loop_agents._MOVED))
-def test_a_moved_name_still_imports_with_a_deprecation_warning(name):
-    new_module = loop_agents._MOVED[name]
-    with pytest.warns(DeprecationWarning, match=f"from {new_module} import {name}"):
-        value = getattr(loop_agents, name)
-    assert value is getattr(importlib.import_module(new_module), name)
+def test_the_names_marked_as_moved_are_gone():
+    for name in ("LoopAgentGraph", "thread_guard", "compacting", "record_answer"):
+        with pytest.raises(AttributeError):
+            getattr(loop_agents, name)
 
 
-def test_the_old_graph_class_name_is_the_loop_agent():
-    with pytest.warns(DeprecationWarning, match="now loop_agents.LoopAgent"):
-        assert loop_agents.LoopAgentGraph is loop_agents.LoopAgent  # type: ignore[attr-defined]
+def test_the_old_controls_path_warns_and_works():
+    import loop_agents.controls as controls
+    import loop_agents.loop.controls as old
 
-
-def test_the_form_checker_s_old_paths_warn_and_work():
-    import loop_agents.evaluators as evaluators
-    from loop_agents.demos.xiangjianhuan import xiangjianhuan_form
-
-    with pytest.warns(DeprecationWarning, match="loop_agents.demos.xiangjianhuan"):
-        assert evaluators.xiangjianhuan_form is xiangjianhuan_form  # type: ignore[attr-defined]
-    with pytest.warns(DeprecationWarning, match="moved to loop_agents.demos.xiangjianhuan"):
-        from loop_agents.evaluators.xiangjianhuan import check_xiangjianhuan  # noqa: F401
-
-
-def test_every_moved_name_is_listed_in_the_changelog():
-    changelog = (
-        importlib.resources.files("loop_agents").joinpath("..", "CHANGELOG.md")
-    ).read_text()
-    for name, module in loop_agents._MOVED.items():
-        assert f"`{name}`" in changelog, name
-        assert module in changelog, name
+    with pytest.warns(DeprecationWarning, match="import Restart from loop_agents.controls"):
+        assert old.Restart is controls.Restart  # type: ignore[attr-defined]
 
 
 def test_loop_middleware_is_a_top_level_name_and_a_langchain_middleware():
     from langchain.agents.middleware import AgentMiddleware
 
-    from loop_agents.loop.middleware import LoopMiddleware
+    from loop_agents.hosts.middleware import LoopMiddleware
 
     assert "LoopMiddleware" in loop_agents.__all__
     assert loop_agents.LoopMiddleware is LoopMiddleware

@@ -17,7 +17,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import RetryPolicy
 
 from loop_agents import LoopContext, LoopEvaluation, create_loop_agent
-from loop_agents.loop.steps import Call, arun, run
+from loop_agents.runtime.steps import Call, arun, run
 from tests.fakes import FakeChat
 
 REQUEST = HumanMessage("Name the release.")

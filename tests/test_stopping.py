@@ -11,13 +11,12 @@ from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.memory import InMemorySaver
 
 from loop_agents import LoopContext, LoopEvaluation, create_loop_agent, llm_judge
+from loop_agents.controls import AnswerSelection, Plateau, budgets
+from loop_agents.controls.budgets import Budgets, tokens_used
+from loop_agents.controls.plateau import plateaued
 from loop_agents.loop import turns
-from loop_agents.loop.controls import budgets
-from loop_agents.loop.controls.budgets import Budgets, tokens_used
-from loop_agents.loop.controls.plateau import plateaued
-from loop_agents.loop.controls.selection import choose
 from loop_agents.loop.feedback import is_feedback
-from loop_agents.loop.records import record_answer, selected_iteration_of
+from loop_agents.loop.records import choose, record_answer, selected_iteration_of
 from tests.fakes import FakeChat
 from tests.scripted_openai import ScriptedOpenAI, Structured
 
@@ -319,20 +318,20 @@ def test_records_hold_every_measurement():
     assert second["stop"] is True
 
 
-def test_option_errors():
+def test_control_errors_name_the_control_and_its_parameter():
     agent, evaluate = numbered(), scored(1)
     with pytest.raises(ValueError, match=r"select must be 'last'.*got 'top'"):
-        create_loop_agent(agent, evaluate, select="top")  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="patience must be >= 1"):
-        create_loop_agent(agent, evaluate, patience=0)
+        AnswerSelection("top")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"Plateau\(patience=\) must be >= 1"):
+        Plateau(0)
+    with pytest.raises(ValueError, match=r"Plateau\(min_delta=\) must be a finite number >= 0"):
+        Plateau(2, min_delta=-1)
+    with pytest.raises(TypeError, match="token_budget must be an int"):
+        Budgets(token_budget=1.5)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="time_budget must be > 0 seconds"):
+        Budgets(time_budget=0)
+    with pytest.raises(TypeError, match="time_budget must be seconds"):
+        Budgets(time_budget="1h")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="min_delta=2 has no effect without patience"):
         create_loop_agent(agent, evaluate, min_delta=2)
-    with pytest.raises(ValueError, match="min_delta must be a finite number >= 0"):
-        create_loop_agent(agent, evaluate, patience=2, min_delta=-1)
-    with pytest.raises(TypeError, match="token_budget must be an int"):
-        create_loop_agent(agent, evaluate, token_budget=1.5)  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="time_budget must be > 0 seconds"):
-        create_loop_agent(agent, evaluate, time_budget=0)
-    with pytest.raises(TypeError, match="time_budget must be seconds"):
-        create_loop_agent(agent, evaluate, time_budget="1h")  # type: ignore[arg-type]
     assert Budgets(time_budget=timedelta(minutes=2)).time_budget == 120.0

@@ -25,7 +25,7 @@ from langgraph.graph.message import add_messages
 from langgraph.types import Command
 
 from loop_agents import ThreadBusyError, create_loop_agent, human_review
-from loop_agents.loop.thread_locking import athread_guard, is_held, thread_guard
+from loop_agents.runtime.thread_locking import athread_guard, is_held, thread_guard
 from tests.durable_helpers import REQUEST, CountingEvaluator, iteration_of, thread, transcript
 from tests.fakes import FakeChat, texts
 

@@ -190,3 +190,41 @@ def test_run_with_a_check_keeps_and_grades_it_and_prints_it(tmp_path, as_json):
         assert "stopped: accepted" in proc.stdout
         # the streamed answer, with the half character shown as U+FFFD
         assert re.search(r"smile \ufffd", proc.stdout), proc.stdout
+
+
+@pytest.mark.parametrize("inside", [False, True])
+def test_the_next_request_after_an_answer_with_a_lone_surrogate_is_sent(tmp_path, inside):
+    """The answer is rejected, so the next request quotes it: the text sent is encodable
+    (the half character replaced) and the run goes on to its cap; the answer is kept."""
+    server = ScriptedOpenAI([HALF_EMOJI, "smile again"])
+    with server.serve() as url:
+        env = cli_env(tmp_path / "home", OPENAI_BASE_URL=url)
+        proc = loop_agents(
+            "run", "Smile.", "--check", "false", "--max-iterations", "2", "--json",
+            *(["--inside-agent"] if inside else []), env=env, cwd=tmp_path,
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["stop_reason"] == "max_iterations"
+    assert len(server.requests) == 2
+    sent = json.dumps(server.requests[1], ensure_ascii=False)
+    assert "smile \ufffd" in sent  # what the model was sent: encodable
+
+
+def test_what_the_loop_stores_keeps_the_answer_as_it_was():
+    from loop_agents import create_loop_agent
+
+    seen: list[str] = []
+
+    def agent(messages):
+        for message in messages:
+            message.text.encode("utf-8")  # an HTTP client's encoder: fails on a surrogate
+        seen.append(messages[-1].text)
+        return HALF_EMOJI
+
+    def reject(context):
+        return {"stop": False, "feedback": "again"}
+
+    result = create_loop_agent(agent, reject, 2).invoke({"messages": [HumanMessage("Smile.")]})
+    assert result["iteration"] == 2
+    assert [m.text for m in result["messages"] if m.type == "ai"] == [HALF_EMOJI, HALF_EMOJI]

@@ -17,12 +17,13 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer
 
 from loop_agents.cli.spec import RunSpec
+from loop_agents.controls.selection import AnswerSelection
 from loop_agents.evaluators import all_of, command_check, llm_judge
 from loop_agents.evaluators.judge import judge_format_options
+from loop_agents.hosts.graph import create_loop_agent
+from loop_agents.hosts.loop_agent import LoopAgent
+from loop_agents.hosts.middleware import LoopMiddleware
 from loop_agents.loop.evaluation import Evaluator
-from loop_agents.loop.factory import create_loop_agent
-from loop_agents.loop.loop_agent import LoopAgent
-from loop_agents.loop.middleware import LoopMiddleware
 from loop_agents.loop.state import LoopContext, LoopEvaluation
 from loop_agents.models.endpoints import Endpoint
 
@@ -87,7 +88,10 @@ def build_loop(spec: RunSpec, endpoint: Endpoint, *, checkpointer: Checkpointer)
     evaluator = build_evaluator(spec, endpoint)
     if spec.inside:
         middleware = LoopMiddleware(
-            evaluator, spec.max_iterations, name=LOOP_NAME, select=spec.select
+            evaluator,
+            spec.max_iterations,
+            name=LOOP_NAME,
+            controls=[AnswerSelection(spec.select)],
         )
         graph: RunGraph = create_agent(
             model=endpoint.chat_model(),
@@ -102,7 +106,7 @@ def build_loop(spec: RunSpec, endpoint: Endpoint, *, checkpointer: Checkpointer)
         evaluator,
         spec.max_iterations,
         name=LOOP_NAME,
-        select=spec.select,
+        controls=[AnswerSelection(spec.select)],
         checkpointer=checkpointer,
     )
 

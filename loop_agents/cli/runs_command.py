@@ -19,13 +19,13 @@ from loop_agents.cli.loop import reading_loop
 from loop_agents.cli.results import record_answer, result_json
 from loop_agents.cli.store import RunStore, SavedRun, store_home
 from loop_agents.console.loop_console import LoopConsole, format_score, section_header
+from loop_agents.hosts.middleware import loop_output
 from loop_agents.loop.events import (
     AgentFinished,
     EvaluationFinished,
     IterationStarted,
     LoopFinished,
 )
-from loop_agents.loop.middleware import loop_output
 from loop_agents.models.settings import Environment, SettingsError
 
 TITLE_WIDTH = 50

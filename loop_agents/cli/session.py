@@ -29,8 +29,8 @@ from loop_agents.cli.spec import RunSpec
 from loop_agents.cli.store import RunStore
 from loop_agents.cli.store_errors import is_disk_full
 from loop_agents.console.loop_console import LoopConsole
+from loop_agents.hosts.middleware import loop_output
 from loop_agents.loop.events import LoopEvent, is_loop_event
-from loop_agents.loop.middleware import loop_output
 from loop_agents.models.endpoints import Endpoint
 
 __all__ = ["Outcome", "Progress", "checkpointer", "describe_error", "run_session", "stream_loop"]

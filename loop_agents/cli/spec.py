@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from loop_agents.loop.controls.selection import Selection, check_select
+from loop_agents.loop.records import Selection, check_select
 from loop_agents.models.endpoints import EndpointSpec
 from loop_agents.models.settings import SettingsError
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import html
 from collections.abc import Iterable, Mapping, Sequence
 
-from loop_agents.loop._numbers import finite_float
+from loop_agents.runtime._numbers import finite_float
 
 __all__ = [
     "Html",

@@ -522,7 +522,7 @@ class LoopConsole:
         """The closing line: why the loop stopped, after how many iterations, the best score.
 
         E.g. ``stopped: accepted after 2 of 3 iterations · best score 81 (iteration 2) ·
-        9.9s in all``. When the loop's answer is not its last attempt (``select="best"``),
+        9.9s in all``. When the loop's answer is not its last attempt (``AnswerSelection("best")``),
         the line says which iteration's it is. The time "in all" is the summary table's
         seconds added up (every iteration's agent and evaluator), so a resumed run and
         its replay from the saved records (``loop-agents show``) say the same.

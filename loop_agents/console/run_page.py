@@ -30,7 +30,7 @@ from loop_agents.console.html_page import (
     tag,
 )
 from loop_agents.console.svg_charts import PALETTE, Series, line_chart
-from loop_agents.loop._numbers import finite_float
+from loop_agents.runtime._numbers import finite_float
 
 __all__ = ["run_page"]
 

@@ -27,16 +27,15 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer
 
 from loop_agents.console.loop_console import LoopConsole, astream_to_console, section_header
+from loop_agents.controls.selection import AnswerSelection
 from loop_agents.demos.prompts import composer_system_message, prompt, reviewer_system_message
 from loop_agents.demos.xiangjianhuan import xiangjianhuan_form
 from loop_agents.evaluators import all_of, llm_judge
 from loop_agents.evaluators.judge import JudgeError
-from loop_agents.loop.controls.criteria import LoopEvaluatorRunnable
-from loop_agents.loop.controls.selection import choose
-from loop_agents.loop.evaluation import Evaluator
-from loop_agents.loop.factory import create_loop_agent
-from loop_agents.loop.loop_agent import LoopAgent
-from loop_agents.loop.records import record_answer
+from loop_agents.hosts.graph import create_loop_agent
+from loop_agents.hosts.loop_agent import LoopAgent
+from loop_agents.loop.evaluation import Evaluator, LoopEvaluatorRunnable
+from loop_agents.loop.records import choose, record_answer
 from loop_agents.loop.state import LoopOutput
 from loop_agents.models import local_model
 from loop_agents.models.settings import ModelSettings, SettingsError
@@ -128,7 +127,7 @@ def build_loop(
         agent=composer(settings, http_async_client=http_async_client),
         evaluator=evaluator,
         max_iterations=MAX_ITERATIONS,
-        select="best",
+        controls=[AnswerSelection("best")],
         checkpointer=checkpointer,
     )
 

@@ -33,6 +33,7 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from pydantic import BaseModel, SecretStr
 
 from loop_agents.evals.grading import Attempts, Grader
+from loop_agents.evals.learning import ArmLearning
 from loop_agents.evals.sampling import FirstAnswer
 from loop_agents.evals.settings import ArmSettings
 from loop_agents.evals.tasks import Task
@@ -60,6 +61,9 @@ class ArmRun:
         first_answer: With ``same_first_answer``: the task's shared first answer, which
             the arm takes for its first call (`loop_agents.evals.sampling.FirstAnswers`);
             ``None``: the arm samples its own.
+        learning: For an arm that learns across tasks (`EvalArm.learns`): what it learned
+            so far in this eval (`loop_agents.evals.learning`); ``None``: it starts
+            from nothing.
     """
 
     name: str
@@ -71,6 +75,7 @@ class ArmRun:
     attempts: Attempts
     config: RunnableConfig
     first_answer: FirstAnswer | None = None
+    learning: ArmLearning | None = None
 
 
 @dataclass(frozen=True)
@@ -85,6 +90,8 @@ class Ran:
         judge_failures: Evaluations where a judge gave no usable verdict.
         opaque: Whether its attempts could not be read (an agent that is not a loop):
             its curve and its transcript then hold its final answer only.
+        learned: What an arm that learns added to its store on this task (items as
+            plain JSON, see `loop_agents.evals.learning.ArmLearning.learned`).
     """
 
     answer: str
@@ -92,6 +99,7 @@ class Ran:
     steps: int
     judge_failures: int = 0
     opaque: bool = False
+    learned: tuple[dict[str, Any], ...] = ()
 
 
 class EvalArm(ABC):
@@ -103,6 +111,10 @@ class EvalArm(ABC):
     takes_first_answer: bool = True
     """Whether the arm can start from the eval's shared first answer (``same_first_answer``,
     `ArmRun.first_answer`); an arm whose agent sends its own first request cannot."""
+
+    learns: bool = False
+    """Whether the arm learns across the tasks of an eval (a loop with an `Adaptive`
+    control): the eval then keeps what it learned (`ArmRun.learning`)."""
 
     @abstractmethod
     def identity(self) -> dict[str, Any]:
@@ -135,7 +147,7 @@ def describe_value(value: object, *, depth: int = 0) -> Any:
     Example:
         ```python
         describe_value(Restart(max_repairs=1))
-        # {'type': 'loop_agents.loop.controls.restart:Restart', 'max_repairs': 1, ...}
+        # {'type': 'loop_agents.controls.restart:Restart', 'max_repairs': 1, ...}
         ```
     """
     if value is None or isinstance(value, bool | int | str):

@@ -10,18 +10,21 @@ SPEC is one of:
   task's visible tests or checks (``loop``) or an LLM judge (``judge-loop``), e.g.
   ``--arm fresh=loop,history=feedback_log,feedback=plain,restart=on``.
 
-The loop options (`LOOP_KEYS`) and the controls they stand for: ``history`` (``full``,
-``last_attempt``, ``feedback_log``: `History`), ``feedback`` (``default``: the review,
-fenced; ``plain``: the evaluator's text as it is: `FeedbackStyle`), ``candidates`` (N >= 2
-answers per iteration: `Candidates`), ``select`` (``last``, ``best``: `AnswerSelection`),
-``patience`` (N: `Plateau`), ``restart`` (``on``, or N: the most repairs in a row; a
-`Restart` control told what must hold), ``first`` (k >= 2: a `DiverseFirst` control) and
-``stagnation`` (``on``: a `Stagnation` stop). The table (`controls_of`) is the eval's own
-until the core's table of control shorthands exists; it is shaped to be swapped for it.
+The loop options are the keys of the core's table of control shorthands
+(`loop_agents.controls.shorthands`, the same as the command's options): ``history``
+(``full``, ``last_attempt``, ``feedback_log``: `History`), ``feedback`` (``default``: the
+review, fenced; ``plain``: the evaluator's text as it is: `FeedbackStyle`),
+``candidates`` (N >= 2 answers per iteration: `Candidates`), ``select`` (``last``,
+``best``: `AnswerSelection`), ``patience`` (N: `Plateau`), ``restart`` (``on``, or N: the
+most repairs in a row; a `Restart` control told what must hold), ``first`` (k >= 2: a
+`DiverseFirst` control), ``stagnation`` (``on``: a `Stagnation` stop) and ``adaptive``
+(``on``: an `Adaptive` control told what must hold, as the built-in ``adaptive`` arm: it
+learns across the eval's tasks which kind of retry pays; not with ``restart``). The
+controls run in the table's order.
 
 Every error is a `ValueError` naming the option and the fix (with the closest name for a
-mistyped key), raised before any model is called; the arguments are checked before
-LangChain or LangGraph is imported (only a valid loop's controls import them).
+mistyped key), raised before any model is called; a factory's spec and a loop's base are
+checked before LangChain or LangGraph is imported (a loop's keys need the core's table).
 
 Example:
     ```python
@@ -36,38 +39,19 @@ import inspect
 import os
 import re
 import sys
-from collections.abc import Mapping
 from typing import Any
 
 from loop_agents.evals.settings import ARMS, check_arm_name, did_you_mean
 
-__all__ = ["LOOP_KEYS", "check_factory", "controls_of", "load_factory", "parse_arm_spec"]
-
-LOOP_KEYS = (
-    "history",
-    "feedback",
-    "candidates",
-    "select",
-    "patience",
-    "restart",
-    "first",
-    "stagnation",
-)
-"""The options a loop takes on the command line, in the order their controls run."""
+__all__ = ["check_factory", "load_factory", "parse_arm_spec"]
 
 FACTORY_SIGNATURE = "(task, model, settings) -> agent"
 
 _FACTORY = re.compile(r"(?P<module>[A-Za-z_][\w.]*):(?P<attribute>[A-Za-z_][\w.]*)")
-_CHOICES = {
-    "history": ("full", "last_attempt", "feedback_log"),
-    "feedback": ("default", "plain"),
-    "select": ("last", "best"),
-}
-_LEAST = {"candidates": 2, "patience": 1, "first": 2, "restart": 0}
 SYNTAX = (
     f"NAME=module:factory (a function {FACTORY_SIGNATURE}), or "
-    "NAME=loop[,KEY=VALUE...] / NAME=judge-loop[,KEY=VALUE...] with KEY one of "
-    f"{', '.join(LOOP_KEYS)}"
+    "NAME=loop[,KEY=VALUE...] / NAME=judge-loop[,KEY=VALUE...] with KEY one of history, "
+    "feedback, candidates, select, patience, restart, first, stagnation, adaptive"
 )
 
 
@@ -144,79 +128,31 @@ def load_factory(text: str) -> Any:
     return value
 
 
-def _loop_options(options: list[str]) -> dict[str, str | int | None]:
-    """The ``KEY=VALUE`` options of a loop, each checked (no control is built yet)."""
-    found: dict[str, str | int | None] = {}
-    for option in options:
-        key, sep, value = option.partition("=")
-        key, value = key.strip(), value.strip()
-        if not sep or key not in LOOP_KEYS:
-            raise ValueError(
-                f"{option!r} is not KEY=VALUE with KEY one of {', '.join(LOOP_KEYS)}"
-                + did_you_mean(key, LOOP_KEYS)
-            )
-        if key in found:
-            raise ValueError(f"{key} is given twice")
-        if key == "stagnation" and value != "on":
-            raise ValueError(f"stagnation={value!r}: give stagnation=on")
-        if key in _CHOICES and value not in _CHOICES[key]:
-            raise ValueError(
-                f"{key}={value!r}: give one of {', '.join(_CHOICES[key])}"
-                + did_you_mean(value, _CHOICES[key])
-            )
-        if key in _LEAST and not (key == "restart" and value == "on"):
-            low = _LEAST[key]
-            if not value.isdigit() or int(value) < low:
-                also = "give restart=on, or " if key == "restart" else ""
-                raise ValueError(f"{key}={value!r}: {also}give a whole number >= {low}")
-            found[key] = int(value)
-        else:
-            found[key] = None if value == "on" else value
-    return found
-
-
-def controls_of(options: Mapping[str, str | int | None]) -> list[Any]:
-    """The controls a loop's checked options stand for, in the order they run.
-
-    ``history`` and ``feedback`` (with ``history=feedback_log`` the log is written in
-    that format), ``candidates``, ``patience``, ``select``, then ``first``, ``restart``
-    and ``stagnation`` in the order given.
-
-    Example:
-        ```python
-        controls_of({"history": "feedback_log", "restart": None})
-        # [History('feedback_log'), Restart(requirements=requirement_points)]
-        ```
-    """
+def _loop(base: str, options: list[str]) -> Any:
+    """The loop of ``KEY=VALUE`` options, each the control the core's table gives its key."""
+    from loop_agents.controls.shorthands import KEYS, control_of_key
     from loop_agents.evals.grading import requirement_points
-    from loop_agents.loop.controls import (
-        AnswerSelection,
-        Candidates,
-        DiverseFirst,
-        FeedbackStyle,
-        History,
-        Plateau,
-        Restart,
-        Stagnation,
-    )
-    from loop_agents.loop.feedback import DEFAULT_FEEDBACK_FORMAT, PLAIN_FEEDBACK
+    from loop_agents.evals.loop_arm import loop
 
-    feedback = PLAIN_FEEDBACK if options.get("feedback") == "plain" else DEFAULT_FEEDBACK_FORMAT
-    built: dict[str, Any] = {
-        "history": lambda value: History(value, feedback_format=feedback),
-        "candidates": Candidates,
-        "feedback": lambda value: FeedbackStyle(feedback),
-        "patience": Plateau,
-        "select": AnswerSelection,
-    }
-    later: dict[str, Any] = {
-        "first": DiverseFirst,
-        "restart": lambda value: Restart(max_repairs=value, requirements=requirement_points),
-        "stagnation": lambda value: Stagnation(),
-    }
-    controls = [made(options[key]) for key, made in built.items() if key in options]
-    controls = [c for c in controls if c.active]  # the defaults build nothing
-    return controls + [later[key](value) for key, value in options.items() if key in later]
+    given: dict[str, str] = {}
+    for option in options:
+        key, sep, value = (part.strip() for part in option.partition("="))
+        if not sep or key not in KEYS:
+            raise ValueError(
+                f"{option!r} is not KEY=VALUE with KEY one of {', '.join(KEYS)}"
+                + did_you_mean(key, KEYS)
+            )
+        if key in given:
+            raise ValueError(f"{key} is given twice")
+        given[key] = value
+    if {"adaptive", "restart"} <= set(given):
+        raise ValueError("adaptive and restart both choose what a retry is sent; give one of them")
+    order = list(KEYS)  # the table's order, which is the order the controls run in
+    controls = [
+        control_of_key(key, given[key], requirements=requirement_points)
+        for key in sorted(given, key=order.index)
+    ]
+    return loop(evaluator="judge" if base == "judge-loop" else "tests", controls=controls)
 
 
 def parse_arm_spec(text: str) -> tuple[str, Any]:
@@ -251,10 +187,6 @@ def parse_arm_spec(text: str) -> tuple[str, Any]:
                 f"{base!r} is neither a loop nor module:factory"
                 f"{did_you_mean(base, ('loop', 'judge-loop'))}; give {SYNTAX}"
             )
-        checked = _loop_options(options)
-        from loop_agents.evals.loop_arm import loop
-
-        controls = controls_of(checked)
-        return name, loop(evaluator="judge" if base == "judge-loop" else "tests", controls=controls)
+        return name, _loop(base, options)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"--arm {text!r}: {exc}") from None

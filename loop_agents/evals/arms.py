@@ -21,6 +21,11 @@ The built-in arms (`BUILTIN_ARMS`, each an `EvalArm`):
   failed, as a list of what must hold. Not run by default.
 - ``diverse-first``: the ``loop`` with a `DiverseFirst` control: two first answers at
   once, then repair of the better one: K answers in all (K >= 2). Not run by default.
+- ``adaptive``: the ``loop`` with an `Adaptive` control: each answer after the first is
+  a repair, a fresh sample or a fresh sample told what must hold, chosen by Thompson
+  sampling from how each kind did on the eval's earlier tasks (`ArmLearning`, kept in
+  the journal; see `loop_agents.evals.learning`). No extra model call. Not run by
+  default.
 
 Arms of your own: a loop made of controls (`loop_agents.evals.loop_arm.loop`), or a
 factory ``(task, model, settings) -> agent`` (`loop_agents.evals.factory_arm`), given by
@@ -52,6 +57,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import merge_configs
 
+from loop_agents.controls import Adaptive, Candidates, DiverseFirst, Restart
 from loop_agents.evals.arm_protocol import ArmRun, EvalArm, Ran
 from loop_agents.evals.factory_arm import FactoryArm
 from loop_agents.evals.grading import (
@@ -60,8 +66,10 @@ from loop_agents.evals.grading import (
     entry,
     grader_for,
     requirement_points,
+    retry_sent,
     task_messages,
 )
+from loop_agents.evals.learning import ArmLearning
 from loop_agents.evals.loop_arm import LoopArm
 from loop_agents.evals.report import TaskResult
 from loop_agents.evals.sampling import CallCounter, FirstAnswers, at_temperature, was_cut_off
@@ -76,7 +84,6 @@ from loop_agents.evals.settings import (
     unknown_arms_error,
 )
 from loop_agents.evals.tasks import Task, task_digest
-from loop_agents.loop.controls import Candidates, DiverseFirst, Restart
 
 __all__ = [
     "BUILTIN_ARMS",
@@ -135,7 +142,7 @@ class SampleArm(EvalArm):
             attempts.answers.append(answer)
             found = await run.grader.check(answer) if attempt < count else None
             made = entry(answer, found, iteration=attempt, cut_off=was_cut_off(reply))
-            attempts.transcript.append(made | {"sent": "first"})
+            attempts.transcript.append(made | {"sent": retry_sent("first", attempt)})
             if found is not None and found.ok:
                 return Ran(answer, attempt, steps=count)
         return Ran(answer, count, steps=count)
@@ -150,6 +157,8 @@ BUILTIN_ARMS: Mapping[Arm, EvalArm] = {
     "restart": LoopArm(controls=[Restart(requirements=requirement_points)]),
     # every first answer is the loop's agent's, system prompt included
     "diverse-first": LoopArm(controls=[DiverseFirst(FIRST_ANSWERS)]),
+    # learns across the eval's tasks; its seed is derived from the eval's (evals.learning)
+    "adaptive": LoopArm(controls=[Adaptive(requirements=requirement_points)]),
 }
 """Each built-in arm by its name, in the order the report shows them."""
 
@@ -253,6 +262,7 @@ async def arun_arm(
     judge: BaseChatModel | None = None,
     config: RunnableConfig | None = None,
     first_answers: FirstAnswers | None = None,
+    learning: ArmLearning | None = None,
 ) -> TaskResult:
     """Run one arm on one task and grade its answer (and the answer after each step).
 
@@ -260,7 +270,7 @@ async def arun_arm(
         task: The task.
         arm: A built-in arm's name (``"single"``, ``"loop"``, ``"resample"``,
             ``"judge-loop"``, ``"loop-candidates"``, ``"restart"``,
-            ``"diverse-first"``), a `loop(...)` arm, or a factory
+            ``"diverse-first"``, ``"adaptive"``), a `loop(...)` arm, or a factory
             ``(task, model, settings) -> agent``.
         model: The chat model that answers (it samples at the arm's temperature).
         name: The name of an arm of your own (default ``"custom"``): its run's name and
@@ -271,6 +281,11 @@ async def arun_arm(
         first_answers: The first answers shared by the arms of an eval
             (`loop_agents.evals.sampling.FirstAnswers`): an arm that samples at their
             temperature and makes its first call itself starts from the task's.
+        learning: For an arm that learns across tasks (``adaptive``, a loop with an
+            `Adaptive` control): what it learned so far in the eval, which the task's
+            loop starts from (`loop_agents.evals.learning`); without it the loop starts
+            from nothing. What the task adds is in the result's ``learned``; it joins
+            ``learning`` only when the caller adds it (`ArmLearning.add`).
 
     Returns:
         Its `TaskResult` (``attempts`` 1: the eval counts its retries).
@@ -324,6 +339,7 @@ async def arun_arm(
             attempts=attempts,
             config=run_config,
             first_answer=first,
+            learning=learning if spec.learns else None,
         )
     )
     grades = Grades(grader)
@@ -347,4 +363,5 @@ async def arun_arm(
         part=task.part,
         transcript=tuple(attempts.transcript),
         opaque=ran.opaque,
+        learned=ran.learned,
     )

@@ -78,9 +78,12 @@ EVAL_DESCRIPTION = (
     "2 candidate answers per iteration for K/2 iterations (K even). restart (only with "
     "--arms): the loop, but after a repair that did not improve, a fresh sample told "
     "what must hold. diverse-first (only with --arms): 2 first answers, then repair of "
-    "the better one (K >= 2). Arms of your own: --arm NAME=loop,OPTION=VALUE,... (a "
-    "loop built from options) or --arm NAME=module:factory (your agent); each is "
-    "compared with resample and single. Every arm samples at "
+    "the better one (K >= 2). adaptive (only with --arms): the loop, each retry a repair, "
+    "a fresh sample or a fresh sample told what must hold, chosen by what paid on the "
+    "earlier tasks of the eval (Thompson sampling, kept in the journal). Arms of your "
+    "own: --arm NAME=loop,OPTION=VALUE,... (a loop made of controls) or --arm "
+    "NAME=module:factory (your agent); each is compared with resample and single. "
+    "Every arm samples at "
     "the same temperature T unless --arm-temperature sets its own. Code answers are "
     "graded by hidden tests the model never sees."
 )
@@ -99,7 +102,7 @@ examples:
 to run yours alone). SPEC is module:factory, a function (task, model, settings) -> agent
 imported from the current folder, or loop / judge-loop followed by ,KEY=VALUE options:
 history=full|last_attempt|feedback_log, feedback=default|plain, candidates=N,
-select=last|best, patience=N, restart=on|N, first=K, stagnation=on.
+select=last|best, patience=N, restart=on|N, first=K, stagnation=on, adaptive=on.
 
 TASKS is a JSONL file, one task per line, or a bundled set: code, instructions.
 With --out, each finished task and arm is also appended to NAME.journal.jsonl beside
@@ -399,6 +402,11 @@ def eval_options(args: argparse.Namespace) -> EvalOptions:
             raise EvalUsageError(
                 "--same-first-answer shares the first answers of arms run here; with "
                 "--server each pair runs on the LangGraph server: drop one of them"
+            )
+        if "adaptive" in arms:
+            raise EvalUsageError(
+                "adaptive learns across the tasks of an eval, which runs here (on a "
+                "LangGraph server each pair runs alone): drop --server, or adaptive"
             )
     out: Path | None = args.out
     if out is not None and out.is_dir():

@@ -11,7 +11,9 @@ its output where they can be (`read_output`):
 
 - a loop's output (`create_loop_agent`'s ``records``, or a loop middleware's
   ``loop_records``, with the ``messages`` they point into): one attempt per record,
-  every candidate of an iteration included, each with the verdict its evaluator gave;
+  every candidate of an iteration included, each with the verdict its evaluator gave
+  (and, for a loop with an `Adaptive` control, the kind of retry it chose: ``sent`` and
+  ``strategy``);
 - a conversation whose feedback turns are marked as loop feedback
   (`loop_agents.loop.feedback.is_feedback`): one attempt per answer before each
   feedback turn, and the last answer;
@@ -57,7 +59,7 @@ from langgraph.pregel.protocol import PregelProtocol
 
 from loop_agents.evals.arm_protocol import ArmRun, EvalArm, Ran, describe_value
 from loop_agents.evals.arm_specs import check_factory
-from loop_agents.evals.grading import task_messages
+from loop_agents.evals.grading import SENT_KINDS, strategy_entry, task_messages
 from loop_agents.evals.sampling import answer_text, was_cut_off
 from loop_agents.evals.settings import ArmSettings
 from loop_agents.evals.tasks import Task
@@ -167,6 +169,13 @@ def _from_records(records: Sequence[object], messages: Sequence[object]) -> Read
         else:
             chosen = _ai(record.get("answer")) or _by_id(by_id, record)
             read.transcript.append(_made(chosen, iteration=iteration, verdict=record))
+        strategy = strategy_entry(record.get("strategy"))  # an Adaptive loop's choice
+        if strategy is not None:
+            for made in read.transcript:
+                if made["iteration"] == iteration:
+                    made["strategy"] = strategy
+                    if strategy["kind"] in SENT_KINDS:
+                        made["sent"] = strategy["kind"]
         if chosen is not None:
             read.steps.append(chosen.text)
     return read if read.steps else None

@@ -19,10 +19,17 @@ the journal and the ``--out`` JSON):
 - ``ok``, ``feedback``, ``score``: what the arm's own evaluator (the visible tests or
   checks, a judge, a custom loop's evaluator) said of it; ``None`` where the arm did
   not check it (a ``single`` answer, ``resample``'s last);
-- ``sent``: what the call was sent: ``"first"`` (the task only), ``"repair"`` (earlier
-  answers and their feedback), ``"fresh"`` (a ``restart``'s new sample: the task and
-  what must hold), or ``None`` where the eval cannot see it (an agent of your own,
-  after its first iteration);
+- ``sent``: what the call was sent: ``"first"`` (the task, for a first answer),
+  ``"repair"`` (earlier answers and their feedback), ``"fresh"`` (the task alone again,
+  after an earlier answer: ``resample``'s later samples, `Adaptive`'s fresh samples),
+  ``"informed"`` (the task and what must hold, no earlier answer: ``restart``'s new
+  samples, `Adaptive`'s informed ones), or ``None`` where the eval cannot see it (an
+  agent of your own, after its first iteration, unless its loop's records say). Files
+  written before ``"informed"`` existed mark ``restart``'s new samples ``"fresh"`` and
+  ``resample``'s later samples ``"first"``;
+- ``strategy``: for a retry chosen by an `Adaptive` control, the choice
+  (``{"kind", "success", "estimates"}``: the kind of retry, whether it succeeded as
+  the control counts it, every kind's standing when it was chosen); absent otherwise;
 - ``cut_off``: whether it ended at the token cap;
 - ``passed``: whether it passes the final grading (hidden tests, or every check).
 
@@ -48,24 +55,25 @@ Example:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import Runnable, RunnableLambda
 
+from loop_agents.controls.restart import RESTART_KEY, feedback_points
 from loop_agents.evals.checks import checks_feedback, run_checks
 from loop_agents.evals.code_tests import DEFAULT_TIMEOUT, agrade_code, code_feedback
 from loop_agents.evals.sampling import answer_text, was_cut_off
 from loop_agents.evals.tasks import CodeTask, InstructionsTask, Task
-from loop_agents.loop._sync_bridge import run_coroutine
-from loop_agents.loop.controls.restart import RESTART_KEY, feedback_points
 from loop_agents.loop.feedback import is_feedback
 from loop_agents.loop.state import LoopContext, LoopEvaluation
+from loop_agents.runtime._sync_bridge import run_coroutine
 
 __all__ = [
     "CUT_OFF_FEEDBACK",
+    "SENT_KINDS",
     "Attempts",
     "Grader",
     "Grades",
@@ -74,7 +82,9 @@ __all__ = [
     "grader_for",
     "request_text",
     "requirement_points",
+    "retry_sent",
     "sent_kind",
+    "strategy_entry",
     "system_prompt",
     "task_messages",
     "visible_checks",
@@ -377,8 +387,16 @@ def entry(
     return made
 
 
+SENT_KINDS = ("first", "repair", "fresh", "informed")
+"""What a call can be sent (a transcript entry's ``sent``; see the module docstring)."""
+
+
 def sent_kind(messages: Sequence[AnyMessage]) -> str:
-    """``"fresh"`` (a `Restart`'s new sample), ``"repair"`` (feedback in view) or ``"first"``.
+    """What a call was sent, as far as its messages tell (its iteration aside).
+
+    ``"informed"``: the task with what must hold (a `requirements_message`, as `Restart`
+    and `Adaptive` send); ``"repair"``: feedback in view; ``"first"``: the task alone
+    (``"fresh"`` when it is a retry: see `retry_sent`).
 
     Example:
         ```python
@@ -386,10 +404,49 @@ def sent_kind(messages: Sequence[AnyMessage]) -> str:
         ```
     """
     if any(RESTART_KEY in m.additional_kwargs for m in messages):
-        return "fresh"
+        return "informed"
     if any(is_feedback(m) for m in messages):
         return "repair"
     return "first"
+
+
+def retry_sent(kind: str, iteration: int) -> str:
+    """The ``sent`` of a call of `sent_kind` ``kind`` made in ``iteration``.
+
+    The task alone is ``"first"`` in the first iteration and ``"fresh"`` after it.
+
+    Example:
+        ```python
+        assert retry_sent("first", 2) == "fresh"
+        assert retry_sent("repair", 2) == "repair"
+        ```
+    """
+    return "fresh" if kind == "first" and iteration > 1 else kind
+
+
+def strategy_entry(strategy: object) -> dict[str, Any] | None:
+    """What a transcript entry keeps of an `Adaptive` record's ``strategy`` (a retry's).
+
+    ``None`` for a first attempt (kind ``"first"``) or a record without one.
+
+    Example:
+        ```python
+        kept = strategy_entry({"kind": "fresh", "success": True, "estimates": {}, "loop": "x"})
+        assert kept == {"kind": "fresh", "success": True, "estimates": {}}
+        ```
+    """
+    if not isinstance(strategy, Mapping):
+        return None
+    kind = strategy.get("kind")
+    if not isinstance(kind, str) or kind == "first":
+        return None
+    kept: dict[str, Any] = {"kind": kind, "success": strategy.get("success")}
+    estimates = strategy.get("estimates")
+    if isinstance(estimates, Mapping):
+        kept["estimates"] = {
+            str(kind): dict(each) for kind, each in estimates.items() if isinstance(each, Mapping)
+        }
+    return kept
 
 
 class Grades:

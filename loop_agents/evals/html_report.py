@@ -4,7 +4,8 @@ The page is drawn from the JSON that ``--out`` writes (`EvalReport.to_json`), so
 finished eval's file can be drawn again at any time (``--from``). It shows the pass rate
 of each arm with its 95% interval, the pass rate against the mean model calls and tokens
 per task (the cost frontier), the pass rate after each attempt (``by_attempt``), the
-paired comparisons, a task-by-arm grid of outcomes whose cells link to each pair's
+paired comparisons, the kinds of retry an arm that chooses them (``adaptive``) chose
+over the tasks, a task-by-arm grid of outcomes whose cells link to each pair's
 answers further down (every attempt, with its feedback, when the file has transcripts),
 the errors and the settings. Keys a file of an older version does not have are shown as
 "not recorded". Every text from the task set, the model or the file is escaped.
@@ -47,8 +48,9 @@ from loop_agents.console.svg_charts import (
     scatter,
 )
 from loop_agents.evals.report import seed_text
+from loop_agents.evals.stats import retry_kinds
 from loop_agents.evals.tasks import Task
-from loop_agents.loop._numbers import finite_float
+from loop_agents.runtime._numbers import finite_float
 from loop_agents.sandbox.text_files import utf8_text
 
 __all__ = ["EvalFileError", "eval_page", "read_eval_json", "write_eval_page"]
@@ -316,6 +318,41 @@ def _comparisons(data: Mapping[str, Any]) -> Html:
     )
 
 
+def _shares(count: int, total: int) -> str:
+    return f"{count}/{total} ({percent(count / total)})" if total else "—"
+
+
+def _retry_kinds(results: Sequence[Mapping[str, Any]]) -> Html:
+    """Per arm that chose its retries' kinds: the kinds by quarter of the tasks, how each did."""
+    found = retry_kinds((str(r.get("arm")), r.get("transcript")) for r in results)
+    if not found:
+        return Html("")
+    blocks = [
+        heading("Retry kinds chosen"),
+        tag(
+            "p",
+            "Retries (answers after the first) by the kind the arm chose, over its tasks in "
+            "task order: repair (the answer and its feedback), fresh (the task again), "
+            "informed (the task and what must hold). Succeeded: accepted by the visible "
+            "tests or checks, or a better score (what the arm learns from); passed: passes "
+            "the final grading.",
+        ),
+    ]
+    for arm, kinds in found.items():
+        rows: list[list[object]] = [
+            [f"tasks {first}–{last}", *(counts[k] for k in kinds.kinds)]
+            for first, last, counts in kinds.quarters
+        ]
+        rows.append(["all tasks", *(kinds.chosen[k] for k in kinds.kinds)])
+        rows.append(
+            ["succeeded", *(_shares(kinds.succeeded[k], kinds.chosen[k]) for k in kinds.kinds)]
+        )
+        rows.append(["passed", *(_shares(kinds.passed[k], kinds.chosen[k]) for k in kinds.kinds)])
+        blocks.append(heading(arm, level=3))
+        blocks.append(table(["", *kinds.kinds], rows, numeric=range(1, len(kinds.kinds) + 1)))
+    return join(blocks)
+
+
 def _parts(data: Mapping[str, Any]) -> Html:
     parts = _mapping(data.get("parts"))
     if not parts:
@@ -392,7 +429,8 @@ def _grid(
 _SENT = {
     "first": "sent the task",
     "repair": "a repair: sent its earlier answers and their feedback",
-    "fresh": "a fresh sample: sent the task and what must hold",
+    "fresh": "a fresh sample: sent the task again, without its earlier answers",
+    "informed": "an informed fresh sample: sent the task and what must hold",
 }
 """How the page names a transcript entry's ``sent``."""
 
@@ -548,6 +586,7 @@ def eval_page(data: Mapping[str, Any], *, tasks: Sequence[Task] | None = None) -
         _by_attempt(data, arms, colors),
         heading("Paired comparisons"),
         _comparisons(data),
+        _retry_kinds(results),
         _parts(data),
         heading("Task by task"),
         _grid(order, arms, found, failed, colors),

@@ -24,7 +24,7 @@ Example:
 
 from __future__ import annotations
 
-import warnings
+import copy
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, cast
 
@@ -32,26 +32,29 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
+from langgraph.store.memory import InMemoryStore
 
+from loop_agents.controls import Adaptive, Candidates, DiverseFirst, LoopControl
+from loop_agents.controls.candidates import best_candidate
+from loop_agents.controls.shorthands import controls_of_keywords
 from loop_agents.evals.arm_protocol import ArmRun, EvalArm, Ran, describe_value
 from loop_agents.evals.grading import (
     Attempts,
     VisibleResult,
     entry,
     request_text,
+    retry_sent,
     sent_kind,
+    strategy_entry,
     system_prompt,
     visible_verdict,
 )
 from loop_agents.evals.sampling import FirstAnswer, was_cut_off
-from loop_agents.evals.settings import check_budget, did_you_mean
+from loop_agents.evals.settings import check_budget
 from loop_agents.evals.tasks import Task
 from loop_agents.evaluators.judge import JudgeError, judge_format_options, llm_judge
-from loop_agents.loop.controls import Candidates, DiverseFirst, LoopControl
-from loop_agents.loop.controls.candidates import best_candidate
-from loop_agents.loop.factory import create_loop_agent
-from loop_agents.loop.graph import check_controls
-from loop_agents.loop.options import loop_controls
+from loop_agents.hosts.graph import create_loop_agent
+from loop_agents.loop.protocol import check_controls
 from loop_agents.loop.state import IterationRecord, LoopContext, LoopEvaluation, LoopOutput
 
 __all__ = ["JUDGE_INSTRUCTIONS", "LoopArm", "loop"]
@@ -90,43 +93,11 @@ def _trial_evaluator(context: LoopContext) -> LoopEvaluation:
     return {"stop": True}
 
 
-def _from_keywords(options: Mapping[str, Any], trial: Any) -> list[LoopControl]:
-    """The controls ``loop``'s old option keywords stand for, each named in a warning."""
-    for option, value in options.items():
-        if option in _REFUSED:
-            raise TypeError(f"loop() does not take {option}=: {_REFUSED[option]}")
-        try:
-            named = [type(c).__name__ for c in loop_controls(trial, **{option: value})]
-        except TypeError as exc:
-            if "unexpected keyword argument" not in str(exc):
-                raise  # a value of the wrong type, named by its control
-            known = ("history", "feedback_format", "select", "patience", "candidates")
-            raise TypeError(
-                f"loop() got an unknown option {option!r}"
-                f"{did_you_mean(option, [*known, 'controls', 'evaluator'])}; it takes "
-                f"evaluator= and controls=[...] (the controls of loop_agents.loop.controls)"
-            ) from None
-        except ValueError:  # it needs another option (min_delta needs patience)
-            named = ["the control it configures"]
-        shown = ", ".join(f"{name}({option}={value!r:.40})" for name in named)
-        warnings.warn(
-            f"loop({option}=...) is deprecated: pass loop(controls=[{shown}]) (from "
-            f"loop_agents.loop.controls)",
-            DeprecationWarning,
-            stacklevel=4,
-        )
-    return loop_controls(trial, **options)
-
-
 class LoopArm(EvalArm):
     """A `create_loop_agent` loop made of controls, as an arm (see the module docstring)."""
 
     def __init__(
-        self,
-        *,
-        evaluator: LoopEvaluatorKind = "tests",
-        controls: Sequence[LoopControl] = (),
-        **deprecated: Any,
+        self, *, evaluator: LoopEvaluatorKind = "tests", controls: Sequence[LoopControl] = ()
     ) -> None:
         """Check the controls by building the loop once (no model is called)."""
         if evaluator not in ("tests", "judge"):
@@ -143,25 +114,17 @@ class LoopArm(EvalArm):
             trial.criteria = JUDGE_INSTRUCTIONS
         try:
             self.controls = check_controls(controls)
-            if deprecated:
-                self.controls = _from_keywords(deprecated, trial) + self.controls
             create_loop_agent(
                 GenericFakeChatModel(messages=iter(())), trial, 1, name="trial",
                 controls=self.controls,
             )  # fmt: skip
         except (TypeError, ValueError) as exc:
-            if str(exc).startswith("loop()"):
-                raise
             raise type(exc)(f"loop(): {exc}") from None
+        self.learns = any(isinstance(c, Adaptive) for c in self.controls)
         firsts = [c.k for c in self.controls if isinstance(c, DiverseFirst)]
         self.first = firsts[0] if firsts else 1
         several = [c.k for c in self.controls if type(c) is Candidates]
         self.candidates = several[0] if several else 1
-        if self.candidates > 1 and self.first > 1:
-            raise ValueError(
-                "loop(): a Candidates and a DiverseFirst control both write several answers "
-                "per iteration; give one of them"
-            )
 
     def identity(self) -> dict[str, Any]:
         """``{"kind": "loop", "evaluator": ..., "controls": [...]}`` (see `describe_value`)."""
@@ -240,12 +203,18 @@ class LoopArm(EvalArm):
                 return verdict
 
             evaluator = RunnableLambda(by_judge, name="judge")
+        controls, store = self.controls, None
+        if self.learns:  # a copy of what the arm learned so far in this eval
+            store = run.learning.for_task() if run.learning else InMemoryStore()
+            seed = run.learning.seed if run.learning else None
+            controls = [_seeded(c, seed) for c in controls]
         loop_agent = create_loop_agent(
             _agent(run.model, task, attempts, run.first_answer),
             evaluator,
             self.max_iterations(iterations),
             name=f"eval {run.name}",
-            controls=self.controls,
+            store=store,
+            controls=controls,
         )
         result = cast(
             LoopOutput,
@@ -260,13 +229,19 @@ class LoopArm(EvalArm):
             chosen = seen.get((record["iteration"], record.get("candidate", 1)))
             if chosen is not None and chosen["answer"] is not None:
                 attempts.answers.append(chosen["answer"])
+        chosen_kinds = {r["iteration"]: strategy_entry(r.get("strategy")) for r in records}
         for key, kind in zip(sorted(seen), attempts.sent, strict=False):
-            attempts.transcript.append(seen[key] | {"sent": kind})
+            made = seen[key] | {"sent": retry_sent(kind, key[0])}
+            if chosen_kinds.get(key[0]) is not None:
+                made["strategy"] = chosen_kinds[key[0]]
+            attempts.transcript.append(made)
+        learned = run.learning.learned(store) if run.learning and store is not None else ()
         return Ran(
             result["last_response"].text,
             len(seen),
             steps=self.steps(iterations),
             judge_failures=failures,
+            learned=learned,
         )
 
 
@@ -282,7 +257,7 @@ def loop(
         evaluator: What judges each answer: ``"tests"`` (the default: the task's visible
             tests or checks, as in the built-in ``loop`` arm) or ``"judge"`` (an LLM
             judge, as in ``judge-loop``).
-        controls: The loop's controls (`loop_agents.loop.controls`: ``History``,
+        controls: The loop's controls (`loop_agents.controls`: ``History``,
             ``FeedbackStyle``, ``Candidates``, ``AnswerSelection``, ``Plateau``,
             ``Restart``, ``DiverseFirst``, ``Stagnation``, ...), in order. The eval sets
             the agent (its model), ``max_iterations`` (from K) and the loop's name,
@@ -300,13 +275,30 @@ def loop(
 
     Example:
         ```python
-        from loop_agents.loop.controls import FeedbackStyle, History, Stagnation
+        from loop_agents.controls import FeedbackStyle, History, Stagnation
 
         arm = loop(controls=[History("feedback_log"), FeedbackStyle("{feedback}"),
                              Stagnation()])
         ```
     """
-    return LoopArm(evaluator=evaluator, controls=controls, **deprecated)
+    refused = [option for option in deprecated if option in _REFUSED]
+    if refused:
+        raise TypeError(f"loop() does not take {refused[0]}=: {_REFUSED[refused[0]]}")
+    if deprecated:  # each named in a DeprecationWarning, at the caller's line
+        try:
+            controls = [*controls_of_keywords(deprecated, where="loop"), *controls]
+        except ValueError as exc:
+            raise ValueError(f"loop(): {exc}") from None
+    return LoopArm(evaluator=evaluator, controls=controls)
+
+
+def _seeded(control: LoopControl, seed: int | None) -> LoopControl:
+    """An `Adaptive` control without a seed, given the eval's (a copy); others as they are."""
+    if seed is None or not isinstance(control, Adaptive) or control.seed is not None:
+        return control
+    seeded = copy.copy(control)
+    seeded.seed = seed
+    return seeded
 
 
 def _agent(

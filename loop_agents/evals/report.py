@@ -22,7 +22,15 @@ from rich.console import Console
 from rich.table import Table
 
 from loop_agents.evals.settings import ARMS, BASELINES
-from loop_agents.evals.stats import Paired, Rescues, paired_comparison, rescues_of, wilson_interval
+from loop_agents.evals.stats import (
+    Paired,
+    Rescues,
+    RetryKinds,
+    paired_comparison,
+    rescues_of,
+    retry_kinds,
+    wilson_interval,
+)
 
 __all__ = [
     "COMPARISONS",
@@ -41,6 +49,8 @@ COMPARISONS = (
     ("judge-loop", "single"),
     ("restart", "resample"),
     ("diverse-first", "resample"),
+    ("adaptive", "resample"),
+    ("adaptive", "loop"),
 )
 """The paired comparisons of the built-in arms reported, when both arms ran; every arm
 of your own is also compared with each of `BASELINES` that ran."""
@@ -95,6 +105,9 @@ class TaskResult:
             not recorded.
         opaque: Whether the arm's attempts could not be read (an agent of your own that
             is not a loop): its ``by_attempt`` and transcript hold its final answer only.
+        learned: For an arm that learns across tasks (``adaptive``): the store items its
+            loop added on this task (`loop_agents.evals.learning`), which a resumed eval
+            reads back; written only when there are some.
     """
 
     task_id: str
@@ -114,12 +127,17 @@ class TaskResult:
     part: str | None = None
     transcript: tuple[dict[str, Any], ...] = ()
     opaque: bool = False
+    learned: tuple[dict[str, Any], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """The result as one entry of ``results`` in the JSON output."""
         data = asdict(self)
         data["by_attempt"] = list(self.by_attempt)
         data["transcript"] = [dict(entry) for entry in self.transcript]
+        if self.learned:
+            data["learned"] = [dict(item) for item in self.learned]
+        else:
+            del data["learned"]
         return data
 
     @classmethod
@@ -138,6 +156,10 @@ class TaskResult:
         if not isinstance(entries, list | tuple) or not all(isinstance(e, dict) for e in entries):
             raise ValueError(f"malformed transcript {entries!r:.80}")
         known["transcript"] = tuple(entries)
+        learned = known.get("learned", ())
+        if not isinstance(learned, list | tuple) or not all(isinstance(i, dict) for i in learned):
+            raise ValueError(f"malformed learned {learned!r:.80}")
+        known["learned"] = tuple(learned)
         result = cls(**known)
         if (
             not isinstance(result.passed, bool)
@@ -241,6 +263,9 @@ class EvalReport:
             empty otherwise.
         rescues: Arm name -> what it did after its first answer (`Rescues`: failed first
             answers it rescued, passing ones it broke), for arms of more than one step.
+        retry_kinds: Arm name -> the kinds of retry it chose over the tasks in task
+            order (`RetryKinds`), for arms that record them (an `Adaptive` loop:
+            ``adaptive``).
     """
 
     arms: dict[str, ArmSummary]
@@ -251,6 +276,7 @@ class EvalReport:
     by_attempt: dict[str, list[float]] = field(default_factory=dict)
     by_part: dict[str, dict[str, ArmSummary]] = field(default_factory=dict)
     rescues: dict[str, Rescues] = field(default_factory=dict)
+    retry_kinds: dict[str, RetryKinds] = field(default_factory=dict)
 
     @property
     def complete(self) -> bool:
@@ -268,14 +294,16 @@ class EvalReport:
         "cut_off", "by_attempt", "part"}], "by_part": {PART: {ARM: {...as in arms}}},
         "rescues": {ARM: {"arm", "failed_first", "rescued", "passed_first", "broken"}},
         "comparisons": [...], "errors": [...], "settings": {...}}``; ``model_calls``, the
-        tokens, ``seconds`` and ``answers`` are means per task, ``cut_off`` a total.
+        tokens, ``seconds`` and ``answers`` are means per task, ``cut_off`` a total. With
+        an arm that chooses its retries' kinds (``adaptive``), also ``"retry_kinds":
+        {ARM: {"kinds", "quarters", "chosen", "succeeded", "passed"}}`` (`RetryKinds`).
 
         Example:
             ```python
             Path("results.json").write_text(json.dumps(report.to_json(), indent=2))
             ```
         """
-        return {
+        data: dict[str, Any] = {
             "arms": {name: summary.to_json() for name, summary in self.arms.items()},
             "by_attempt": {name: list(rates) for name, rates in self.by_attempt.items()},
             "by_part": {
@@ -288,6 +316,9 @@ class EvalReport:
             "errors": [asdict(e) for e in self.errors],
             "settings": dict(self.settings),
         }
+        if self.retry_kinds:
+            data["retry_kinds"] = {name: k.to_json() for name, k in self.retry_kinds.items()}
+        return data
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -399,6 +430,11 @@ def build_report(
         by_attempt={arm: pass_rate_by_attempt(by_arm[arm]) for arm in arms if by_arm[arm]},
         by_part=by_part,
         rescues={arm: found for arm, found in rescues_of(results).items() if arm in by_arm},
+        retry_kinds={
+            arm: found
+            for arm, found in retry_kinds((r.arm, r.transcript) for r in results).items()
+            if arm in by_arm
+        },
     )
 
 
@@ -463,6 +499,41 @@ def _render_rescues(report: EvalReport, console: Console) -> None:
         "tasks whose first answer passed and whose final answer fails.",
         style="dim",
     )
+
+
+def _shares(count: int, total: int) -> str:
+    return f"{count}/{total} ({_percent(count / total)})" if total else "—"
+
+
+def _render_retry_kinds(report: EvalReport, console: Console) -> None:
+    """Per arm that chose its retries' kinds: the kinds by quarter of the tasks, how each did."""
+    for arm, found in report.retry_kinds.items():
+        table = Table(
+            title=f"Retry kinds of {arm}",
+            title_justify="left",
+            box=box.SIMPLE_HEAD,
+            pad_edge=False,
+        )
+        table.add_column("tasks", no_wrap=True)
+        for kind in found.kinds:
+            table.add_column(kind, justify="right", no_wrap=True)
+        for first, last, counts in found.quarters:
+            table.add_row(f"{first}-{last}", *(str(counts[k]) for k in found.kinds))
+        table.add_row("all", *(str(found.chosen[k]) for k in found.kinds), end_section=True)
+        table.add_row(
+            "succeeded", *(_shares(found.succeeded[k], found.chosen[k]) for k in found.kinds)
+        )
+        table.add_row("passed", *(_shares(found.passed[k], found.chosen[k]) for k in found.kinds))
+        console.print(table)
+    if report.retry_kinds:
+        console.print(
+            "Retries (answers after the first) by the kind the arm chose, over its tasks in "
+            "task order: repair (the answer and its feedback), fresh (the task again), "
+            "informed (the task and what must hold); succeeded: accepted by the visible "
+            "tests or checks, or a better score (what the arm learns from); passed: passes "
+            "the final grading.",
+            style="dim",
+        )
 
 
 def _render_by_part(report: EvalReport, console: Console) -> None:
@@ -613,6 +684,7 @@ def render_report(report: EvalReport, console: Console | None = None) -> None:
     _render_by_part(report, console)
     _render_by_attempt(report, console)
     _render_rescues(report, console)
+    _render_retry_kinds(report, console)
     if report.comparisons:
         paired = Table(title="Paired, task by task", title_justify="left", box=box.SIMPLE_HEAD)
         for header in ("comparison", "won", "lost", "tied", "sign test p"):

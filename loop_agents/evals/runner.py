@@ -48,11 +48,13 @@ from loop_agents.evals.arms import (
 )
 from loop_agents.evals.factory_arm import ArmFactoryError, FactoryArm
 from loop_agents.evals.journal import Journal, journal_path
+from loop_agents.evals.learning import ArmLearning, learning_seed
 from loop_agents.evals.report import EvalReport, TaskError, TaskResult, build_report
 from loop_agents.evals.sampling import FirstAnswers, at_temperature, sampled_temperature
 from loop_agents.evals.settings import (
     ARMS,
     DEFAULT_ARMS,
+    HEADER_ARMS,
     PAIR_TIMEOUT,
     ArmSettings,
     EvalSettings,
@@ -61,7 +63,7 @@ from loop_agents.evals.settings import (
     did_you_mean,
 )
 from loop_agents.evals.tasks import Task, check_sandbox, task_digest, tasks_of
-from loop_agents.loop._sync_bridge import _background_loop
+from loop_agents.runtime._sync_bridge import _background_loop
 from loop_agents.sandbox.text_files import json_text
 
 __all__ = ["EvalProgress", "ModelServerDied", "TaskSource", "arun_eval", "run_eval"]
@@ -209,6 +211,7 @@ class _Plan:
     runner: PairRunner
     label: str
     first_answers: FirstAnswers | None
+    learnings: dict[str, ArmLearning]
 
 
 def _plan(
@@ -233,6 +236,12 @@ def _plan(
             f"{', '.join([*ARMS, *custom])}"
         )
     first_answers: FirstAnswers | None = None
+    # the arms that learn across tasks (adaptive): one store each, kept in the journal
+    learnings = {
+        name: ArmLearning(seed=learning_seed(settings.model_seed, name))
+        for name, arm in chosen.items()
+        if arm.learns
+    }
     if settings.server is not None:
         if model is not None or settings.judge is not None:
             raise ValueError(
@@ -249,6 +258,12 @@ def _plan(
                 "same_first_answer shares the first answers of the arms run here; with "
                 "server= each pair runs on the LangGraph server: drop one of them"
             )
+        if learnings:
+            raise ValueError(
+                f"{', '.join(learnings)} learns across the tasks of an eval, which runs "
+                f"here (on a LangGraph server each pair runs alone): drop server=, or run "
+                f"that arm apart"
+            )
         from loop_agents.evals.server import server_runner
 
         runner = server_runner(settings.server, arm_settings)
@@ -263,13 +278,24 @@ def _plan(
             raise TypeError(f"judge must be a chat model; got {type(settings.judge).__name__}")
         if settings.same_first_answer:
             first_answers = FirstAnswers(arm_settings.temperature)
-        runner = _local_runner(model, settings.judge, arm_settings, chosen, first_answers)
+        runner = _local_runner(
+            model, settings.judge, arm_settings, chosen, first_answers, learnings
+        )
         label = settings.model_id or describe_model(model)
     loaded = tasks_of(tasks, limit=limit, ids=settings.task_ids)
     if settings.server is None:
         check_sandbox(loaded)  # once, before any model call: every code pair needs it
     return _Plan(
-        loaded, chosen, custom, settings, arm_settings, model, runner, label, first_answers
+        loaded,
+        chosen,
+        custom,
+        settings,
+        arm_settings,
+        model,
+        runner,
+        label,
+        first_answers,
+        learnings,
     )
 
 
@@ -279,6 +305,7 @@ def _local_runner(
     settings: ArmSettings,
     arms: Mapping[str, EvalArm],
     first_answers: FirstAnswers | None,
+    learnings: Mapping[str, ArmLearning],
 ) -> PairRunner:
     async def run(task: Task, arm: str) -> TaskResult:
         return await arun_arm(
@@ -289,6 +316,7 @@ def _local_runner(
             settings=settings,
             judge=judge,
             first_answers=first_answers,
+            learning=learnings.get(arm),
         )
 
     return run
@@ -326,7 +354,7 @@ def _journal_key(plan: _Plan) -> tuple[dict[str, Any], dict[str, Any]]:
     record: dict[str, Any] = {
         "iterations": arm_settings.iterations,
         "temperature": arm_settings.temperature,
-        "temperatures": {arm: sampled(arm_settings.temperature_of(arm)) for arm in ARMS},
+        "temperatures": {arm: sampled(arm_settings.temperature_of(arm)) for arm in HEADER_ARMS},
         "judge_temperature": (
             sampled_temperature(settings.judge or model, arm_settings.judge_temperature)
             if model is not None
@@ -347,7 +375,8 @@ def _journal_key(plan: _Plan) -> tuple[dict[str, Any], dict[str, Any]]:
             "identity": arm.identity(),
             "temperature": sampled(arm_settings.temperature_of(name)),
         }
-        for name, arm in plan.custom.items()
+        for name, arm in plan.arms.items()
+        if name not in HEADER_ARMS  # and the built-in arms newer than the key (adaptive)
     }
     return record, declared
 
@@ -475,7 +504,8 @@ def _report(
     if declared:
         temperatures = {name: found["temperature"] for name, found in declared.items()}
         shown["temperatures"] = record["temperatures"] | temperatures
-        shown["arms"] = {name: found["identity"] for name, found in declared.items()}
+    if plan.custom:
+        shown["arms"] = {name: declared[name]["identity"] for name in plan.custom}
     if plan.first_answers is not None:  # the arms that could not start from the shared answer
         own = {n: why_own_first_answer(a, n, plan.arm_settings) for n, a in plan.arms.items()}
         shown["own_first_answer"] = {n: why for n, why in own.items() if why}
@@ -509,6 +539,9 @@ async def _run_pairs(
         else:
             todo.append((task, arm, digest))
     resumed = len(finished)
+    for result in finished.values():  # what the learning arms learned before: restored
+        if result.arm in plan.learnings:
+            plan.learnings[result.arm].add(result.learned)
     errors: list[TaskError] = []
     gate = asyncio.Semaphore(concurrency)
     failure = plan.settings.model_server_failure
@@ -555,6 +588,8 @@ async def _run_pairs(
                 result = dataclasses.replace(outcome, arm=arm, attempts=attempt, part=task.part)
                 if journal is not None:
                     journal.append(result, digest)
+                if arm in plan.learnings:  # recorded: what it learned joins the arm's store
+                    plan.learnings[arm].add(result.learned)
                 finished[(task.id, arm)] = result
                 report(result=result)
                 return

@@ -45,7 +45,7 @@ from langchain_core.messages import AIMessage, AnyMessage, message_to_dict, mess
 from langchain_core.outputs import LLMResult
 from langchain_core.runnables import RunnableConfig
 
-from loop_agents.loop.usage import TokenCounter
+from loop_agents.runtime.usage import TokenCounter
 
 __all__ = [
     "CallCounter",

@@ -42,6 +42,7 @@ __all__ = [
     "CANDIDATES",
     "DEFAULT_ARMS",
     "FIRST_ANSWERS",
+    "HEADER_ARMS",
     "Arm",
     "ArmSettings",
     "EvalSettings",
@@ -55,12 +56,24 @@ __all__ = [
 ]
 
 Arm = Literal[
-    "single", "loop", "resample", "judge-loop", "loop-candidates", "restart", "diverse-first"
+    "single",
+    "loop",
+    "resample",
+    "judge-loop",
+    "loop-candidates",
+    "restart",
+    "diverse-first",
+    "adaptive",
 ]
 """The name of a built-in arm."""
 
 ARMS: tuple[Arm, ...] = get_args(Arm)
 """Every built-in arm, in the order the report shows them."""
+
+HEADER_ARMS: tuple[Arm, ...] = ARMS[:7]
+"""The built-in arms whose temperatures the journal's first line records (its key), as
+the first journals did, so that theirs resume. A built-in arm added since (``adaptive``)
+is declared on a line of its own when it first runs, as an arm of your own is."""
 
 DEFAULT_ARMS: tuple[Arm, ...] = ("single", "loop", "resample", "judge-loop")
 """The arms an eval runs when none are named (the others are chosen explicitly)."""
@@ -308,7 +321,9 @@ class EvalSettings(_Shared):
             and the journal's key: a journal of other weights is refused.
         model_seed: The random seed the model's server was started with, kept in the
             report's settings (not in the journal's key: another seed samples from the
-            same distribution, so an eval resumed with a new seed stays one eval).
+            same distribution, so an eval resumed with a new seed stays one eval). The
+            seed of an ``adaptive`` arm's draws is derived from it
+            (`loop_agents.evals.learning.learning_seed`).
         same_first_answer: Sample each task's first answer once and start every arm
             from it (the arms that sample at ``temperature`` and make their first call
             themselves: not factories), so that the arms differ only in what they do

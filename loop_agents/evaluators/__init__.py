@@ -39,9 +39,6 @@ Example:
 
 """
 
-from typing import Any
-
-from loop_agents._moved import moved_attribute
 from loop_agents.evaluators.agent_files import files_check
 from loop_agents.evaluators.code_runner import code_runner
 from loop_agents.evaluators.combinators import Combine, all_of, panel
@@ -74,17 +71,3 @@ __all__ = [
     "text_rule",
     "todos_complete",
 ]
-
-
-_MOVED = {
-    "FormProblem": "loop_agents.demos.form_problems",
-    "FormReport": "loop_agents.demos.xiangjianhuan",
-    "check_xiangjianhuan": "loop_agents.demos.xiangjianhuan",
-    "xiangjianhuan_form": "loop_agents.demos.xiangjianhuan",
-}
-"""The 相见欢 form checker moved to the demos (its old names work for one release)."""
-
-
-def __getattr__(name: str) -> Any:
-    """The moved names, with a ``DeprecationWarning`` (PEP 562)."""
-    return moved_attribute(__name__, name, _MOVED)

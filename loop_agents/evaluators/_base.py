@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from langchain_core.runnables import RunnableConfig
 
 from loop_agents.loop.agents import describe
-from loop_agents.loop.controls.criteria import LoopEvaluatorRunnable
+from loop_agents.loop.evaluation import LoopEvaluatorRunnable
 from loop_agents.loop.state import LoopContext, LoopEvaluation
 
 SyncBody = Callable[[LoopContext, RunnableConfig], LoopEvaluation]

@@ -33,7 +33,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 
 from loop_agents.evaluators._base import make_evaluator
-from loop_agents.loop.controls.criteria import LoopEvaluatorRunnable
+from loop_agents.loop.evaluation import LoopEvaluatorRunnable
 from loop_agents.loop.state import LoopContext, LoopEvaluation
 from loop_agents.sandbox import (
     DEFAULT_MAX_OUTPUT,

@@ -133,7 +133,7 @@ class CodeRunner(Runnable[LoopContext, LoopEvaluation]):
 
     name: str | None = "code_runner"
     criteria: str | None = None
-    """What the runner checks, without the expected answer (``show_criteria=True``)."""
+    """What the runner checks, without the expected answer (the `Criteria` control)."""
 
     def __init__(
         self,

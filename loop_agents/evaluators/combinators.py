@@ -29,8 +29,12 @@ from loop_agents.evaluators._base import (
     unique_names,
 )
 from loop_agents.loop.checkpoints import checkpointed_caller
-from loop_agents.loop.controls.criteria import LoopEvaluatorRunnable, combined_criteria
-from loop_agents.loop.evaluation import Evaluator, EvaluatorCaller
+from loop_agents.loop.evaluation import (
+    Evaluator,
+    EvaluatorCaller,
+    LoopEvaluatorRunnable,
+    combined_criteria,
+)
 from loop_agents.loop.state import LoopContext, LoopEvaluation
 
 Combine: TypeAlias = (

@@ -31,8 +31,8 @@ from pathlib import Path
 from langchain_core.runnables import Runnable, RunnableConfig
 
 from loop_agents.evaluators._base import check_name, make_evaluator
-from loop_agents.loop._numbers import describe_number, finite_float
 from loop_agents.loop.state import LoopContext, LoopEvaluation
+from loop_agents.runtime._numbers import describe_number, finite_float
 from loop_agents.sandbox.cleanup import remove_tree
 from loop_agents.sandbox.runner import in_thread
 from loop_agents.sandbox.shell_command import command_problem

@@ -27,9 +27,10 @@ from loop_agents.evaluators._base import (
     make_evaluator,
 )
 from loop_agents.evaluators.verdict_schema import default_schema, schema_fields, with_scale
-from loop_agents.loop._numbers import describe_number, finite_float
-from loop_agents.loop.controls.criteria import LoopEvaluatorRunnable
+from loop_agents.loop.agents import encodable
+from loop_agents.loop.evaluation import LoopEvaluatorRunnable
 from loop_agents.loop.state import LoopContext, LoopEvaluation
+from loop_agents.runtime._numbers import describe_number, finite_float
 
 StructuredOutput = Literal["native", "text"]
 """How the verdict is asked for: ``"native"`` (the model's structured output, with
@@ -140,7 +141,7 @@ class _Judge:
     def invoke(self, context: LoopContext, config: RunnableConfig) -> LoopEvaluation:
         problems: list[str] = []
         for _ in range(self.retries + 1):
-            out = self.structured.invoke(self.prompt(context, problems), config)
+            out = self.structured.invoke(encodable(self.prompt(context, problems)), config)
             verdict = self.read(out, problems, context)
             if verdict is not None:
                 return self.evaluation(verdict)
@@ -149,7 +150,7 @@ class _Judge:
     async def ainvoke(self, context: LoopContext, config: RunnableConfig) -> LoopEvaluation:
         problems: list[str] = []
         for _ in range(self.retries + 1):
-            out = await self.structured.ainvoke(self.prompt(context, problems), config)
+            out = await self.structured.ainvoke(encodable(self.prompt(context, problems)), config)
             verdict = self.read(out, problems, context)
             if verdict is not None:
                 return self.evaluation(verdict)
@@ -442,7 +443,7 @@ def llm_judge(
     Returns:
         A runnable evaluator for `create_loop_agent`, ``all_of`` or ``panel``. Its
         ``criteria`` attribute is the text of ``instructions`` (shown to the agent
-        with ``create_loop_agent(..., show_criteria=True)``).
+        with ``create_loop_agent(..., controls=[Criteria()])``).
 
     Raises:
         TypeError: ``model`` has no ``with_structured_output`` (``invoke`` for the

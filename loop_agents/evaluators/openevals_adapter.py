@@ -36,11 +36,11 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import run_in_executor
 
 from loop_agents.evaluators._base import format_score, make_evaluator, merge_feedback
-from loop_agents.loop._numbers import describe_number, finite_float
-from loop_agents.loop._sync_bridge import run_coroutine
 from loop_agents.loop.agents import describe, is_async_callable
-from loop_agents.loop.controls.criteria import LoopEvaluatorRunnable
+from loop_agents.loop.evaluation import LoopEvaluatorRunnable
 from loop_agents.loop.state import LoopContext, LoopEvaluation
+from loop_agents.runtime._numbers import describe_number, finite_float
+from loop_agents.runtime._sync_bridge import run_coroutine
 
 __all__ = ["from_openevals"]
 
@@ -129,7 +129,7 @@ def from_openevals(
     Returns:
         A runnable evaluator (sync and async) named after the evaluator. Its
         ``criteria`` is ``None``; set ``evaluator.criteria = "..."`` to show the agent
-        what it is judged by (``create_loop_agent(..., show_criteria=True)``).
+        what it is judged by (``create_loop_agent(..., controls=[Criteria()])``).
 
     Raises:
         TypeError: ``evaluator`` is not an evaluator (a factory such as

@@ -46,10 +46,10 @@ from typing import Any, Literal, cast
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage
 from langchain_core.messages import convert_to_messages as _convert
 
-from loop_agents.loop._sync_bridge import run_coroutine
 from loop_agents.loop.agents import describe
 from loop_agents.loop.evaluation import Evaluator, EvaluatorCaller
 from loop_agents.loop.state import LoopContext, LoopEvaluation
+from loop_agents.runtime._sync_bridge import run_coroutine
 
 __all__ = ["ScoreKind", "as_openevals", "as_openevals_async", "loop_context"]
 

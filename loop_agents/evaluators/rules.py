@@ -16,7 +16,7 @@ from langchain_core.runnables.config import run_in_executor
 
 from loop_agents.evaluators._base import check_name, make_evaluator
 from loop_agents.loop.agents import describe, is_async_callable
-from loop_agents.loop.controls.criteria import LoopEvaluatorRunnable
+from loop_agents.loop.evaluation import LoopEvaluatorRunnable
 from loop_agents.loop.state import LoopContext, LoopEvaluation
 
 RuleResult: TypeAlias = tuple[bool, str]
@@ -78,7 +78,7 @@ def rule(
         check: A sync or async function of the `LoopContext` returning ``(ok, feedback)``.
         name: The evaluator's name (default: the function's name).
         description: What the rule requires, for the agent: the evaluator's
-            ``criteria`` (shown with ``create_loop_agent(..., show_criteria=True)``).
+            ``criteria`` (shown with ``create_loop_agent(..., controls=[Criteria()])``).
             Default: the first paragraph of the check's docstring, if it has one.
 
     Returns:

@@ -26,8 +26,9 @@ and reads the reply with `parse_text_verdict`. What is accepted, exactly:
 
 A line that *quotes* is never taken as a label, so a verdict cannot come from the text
 being judged: a line inside a code fence within the reply (the judge quoting code), and a
-line that repeats, word for word, a line of the answer being judged (``judged=``; the
-judge echoing an answer that carries its own ``Score: 100``). A reply whose only
+line that repeats a label line of the answer being judged as the parser reads it (case,
+spaces, bold marks and a final period aside: ``score:100`` repeats ``**Score:** 100.``;
+``judged=``; the judge echoing an answer that carries its own ``Score: 100``). A reply whose only
 ``Score:`` line is such a line has no score of its own and is rejected (the judge is asked
 again, told why); one that quotes the answer's line and gives its own score is read by its
 own. An honest score that happens to match the answer's line word for word is rejected
@@ -164,7 +165,7 @@ def parse_text_verdict(
         match = _LABEL.match(line)
         if match is None:
             continue
-        if i in fenced or line.strip() in echoed:
+        if i in fenced or _canonical(match) in echoed:
             quoted.append(line.strip())
         else:
             labels.append((i, match))
@@ -230,10 +231,19 @@ def _score(given: str, scale: tuple[float, float]) -> float:
 
 
 def _labelled_lines(texts: Sequence[str]) -> frozenset[str]:
-    """The lines of ``texts`` that read as a label (``Score: 100``), stripped."""
-    return frozenset(
-        line.strip() for text in texts for line in text.splitlines() if _LABEL.match(line)
-    )
+    """The label lines of ``texts`` (``Score: 100``), each as the parser reads it."""
+    matches = (_LABEL.match(line) for text in texts for line in text.splitlines())
+    return frozenset(_canonical(m) for m in matches if m is not None)
+
+
+def _canonical(match: re.Match[str]) -> str:
+    """A label line as the parser reads it (case, spaces, bold marks, a final period aside).
+
+    ``score: 100``, ``Score:100``, ``Score: 100.`` and ``**Score:** 100`` are one line;
+    ``Score: 100/100`` is another.
+    """
+    rest = re.sub(r"\s+", "", match["rest"].replace("*", "")).rstrip(".").lower()
+    return f"{match['label'].lower()}:{rest}"
 
 
 def _fenced(lines: Sequence[str]) -> frozenset[int]:
@@ -259,7 +269,7 @@ def _missing(name: str, text: str, quoted: Sequence[str], echoed: frozenset[str]
     own = [q for q in quoted if q.lower().lstrip("*").startswith(name)]
     if not own:
         return f"the reply has no '{label}' line; it was {_short(text)}"
-    if any(q in echoed for q in own):
+    if any(m is not None and _canonical(m) in echoed for m in map(_LABEL.match, own)):
         return (
             f"the reply has no '{label}' line of its own: its {own[0]!r:.60} repeats a line of "
             f"the answer being judged, which the answer wrote, not you; write your own "

@@ -13,7 +13,6 @@ from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_stream_writer
 
-from loop_agents.loop._function_runnable import FunctionRunnable
 from loop_agents.loop.events import (
     AgentFailed,
     AgentFinished,
@@ -25,6 +24,7 @@ from loop_agents.loop.events import (
 )
 from loop_agents.loop.state import AgentRun, IterationRecord, StopReason
 from loop_agents.loop.tracing import LoopRole, iteration_config
+from loop_agents.runtime._function_runnable import FunctionRunnable
 
 In = TypeVar("In")
 Out = TypeVar("Out")

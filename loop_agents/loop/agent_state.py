@@ -12,7 +12,7 @@ keep the files they write in ``files`` (and their plan in ``todos``);
 - the evaluator sees them as ``context["agent_state"]``;
 - each iteration's are kept (`ATTEMPT_STATES`) when an answer other than the last may be
   chosen, and when the loop ends ``agent_state`` holds the selected iteration's (with
-  ``select="best"``, the best iteration's files or structured response).
+  ``AnswerSelection("best")``, the best iteration's files or structured response).
 
 What is stored is what changed (`changes`): a write of ``agent_state`` is a *change
 set*, the keys an attempt set or dropped and, in a key whose value is a mapping (a deep

@@ -9,11 +9,12 @@ attempt (`loop_agents.loop.agent_state`); everything else is given the list of m
 from __future__ import annotations
 
 import inspect
+import re
 import uuid
 import warnings
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from operator import attrgetter
-from typing import Any, NamedTuple, TypeAlias, cast
+from typing import Any, NamedTuple, TypeAlias, TypeVar, cast
 
 from langchain_core.messages import (
     AIMessage,
@@ -27,11 +28,10 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.pregel import Pregel
 from langgraph.pregel.protocol import PregelProtocol
 
-from loop_agents.loop._sync_bridge import run_coroutine
-from loop_agents.loop._worker_threads import in_worker_thread
 from loop_agents.loop.agent_state import input_keys, output_state
-from loop_agents.loop.loop_agent import LoopAgent
-from loop_agents.loop.usage import usage_of_metadata
+from loop_agents.runtime._sync_bridge import run_coroutine
+from loop_agents.runtime._worker_threads import in_worker_thread
+from loop_agents.runtime.usage import usage_of_metadata
 
 AgentFunction: TypeAlias = Callable[[list[AnyMessage]], Any]
 """A plain function (sync or async) given the messages; returns an answer."""
@@ -182,8 +182,8 @@ class AgentCaller:
     def __init__(self, agent: AgentLike) -> None:
         """Wrap ``agent``; see the module docstring for what is accepted."""
         check_agent(agent)
-        if isinstance(agent, LoopAgent):  # a loop as the agent: its agent's state goes and
-            agent = agent.sharing_agent_state()  # comes back (see share_agent_state)
+        if callable(getattr(type(agent), "sharing_agent_state", None)):  # a LoopAgent:
+            agent = cast(Any, agent).sharing_agent_state()  # its agent's state comes back too
         self.agent = without_own_checkpoints(agent)
         # a graph without checkpoints inherits a parent run's durability="sync" and then
         # fails waiting for a checkpoint it never saves: give it its own durability
@@ -204,8 +204,15 @@ class AgentCaller:
             return {**given.state, "messages": given.messages}
         return {"messages": given.messages}
 
+    @staticmethod
+    def _sent(given: AgentInput) -> AgentInput:
+        """What the agent is sent: ``given`` with every text encodable (see `encodable`)."""
+        messages = encodable(given.messages)
+        return given if messages is given.messages else AgentInput(messages, given.state)
+
     def invoke(self, given: AgentInput, config: RunnableConfig) -> AgentReply:
         """Call the agent synchronously; return what it produced, its answer last."""
+        given = self._sent(given)
         if self._is_runnable:
             result = self._runnable.invoke(self._input(given), config, **self._options)
         else:
@@ -220,6 +227,7 @@ class AgentCaller:
 
     async def ainvoke(self, given: AgentInput, config: RunnableConfig) -> AgentReply:
         """Call the agent asynchronously; return what it produced, its answer last."""
+        given = self._sent(given)
         if self._is_runnable:
             result = await self._runnable.ainvoke(self._input(given), config, **self._options)
         elif self._is_async_function:
@@ -293,6 +301,50 @@ def _shape(result: Any) -> str:
 
 async def _awaited(awaitable: Awaitable[Any]) -> Any:
     return await awaitable
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+"""A lone surrogate: text Python holds (from bytes decoded with ``surrogateescape``, or a
+model's broken UTF-16) that no UTF-8 encoder accepts."""
+
+
+Message = TypeVar("Message", bound=BaseMessage)
+
+
+def encodable(messages: Sequence[Message]) -> list[Message]:
+    """``messages`` as they can be sent to a model: lone surrogates replaced (U+FFFD).
+
+    An answer may hold a lone surrogate; the next request that quotes it would fail in
+    an HTTP client (``UnicodeEncodeError``). What the loop stores stays as it was; only
+    what is sent is mended. The list itself is returned when nothing needs mending.
+
+    Example:
+        ```python
+        sent = encodable([AIMessage("broken \udc80 text")])
+        assert sent[0].text == "broken \ufffd text"
+        ```
+
+    """
+    mended: list[Message] | None = None
+    for index, message in enumerate(messages):
+        content = _mended(message.content)
+        if content is not message.content:
+            if mended is None:
+                mended = list(messages)
+            mended[index] = message.model_copy(update={"content": content})
+    return mended if mended is not None else cast(list[Message], messages)
+
+
+def _mended(content: Any) -> Any:
+    if isinstance(content, str):
+        return _SURROGATE.sub("\ufffd", content) if _SURROGATE.search(content) else content
+    if isinstance(content, list):
+        parts = [_mended(part) for part in content]
+        return parts if any(p is not q for p, q in zip(parts, content, strict=True)) else content
+    if isinstance(content, dict) and isinstance(content.get("text"), str):
+        text = _mended(content["text"])
+        return {**content, "text": text} if text is not content["text"] else content
+    return content
 
 
 def with_fresh_ids(produced: list[AnyMessage], history: Sequence[AnyMessage]) -> list[AnyMessage]:

@@ -21,8 +21,12 @@ from langgraph.pregel.protocol import PregelProtocol
 from langgraph.runtime import get_runtime
 from langgraph.types import StateSnapshot
 
-from loop_agents.loop.controls.criteria import LoopEvaluatorRunnable, criteria_of
-from loop_agents.loop.evaluation import Evaluator, EvaluatorCaller
+from loop_agents.loop.evaluation import (
+    Evaluator,
+    EvaluatorCaller,
+    LoopEvaluatorRunnable,
+    criteria_of,
+)
 from loop_agents.loop.state import LoopContext, LoopEvaluation
 
 LoopGraph = PregelProtocol[Any, Any, Any, Any]

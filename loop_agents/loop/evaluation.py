@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeAlias, cast
 
-from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.runnables import Runnable, RunnableBinding, RunnableConfig, RunnableLambda
 
-from loop_agents.loop._numbers import describe_number, finite_float
-from loop_agents.loop._worker_threads import in_worker_thread
 from loop_agents.loop.agents import check_one_argument, describe, is_async_callable
 from loop_agents.loop.state import LoopContext, LoopEvaluation
+from loop_agents.runtime._numbers import describe_number, finite_float
+from loop_agents.runtime._worker_threads import in_worker_thread
 
 Evaluator: TypeAlias = (
     Callable[[LoopContext], LoopEvaluation]
@@ -67,7 +67,7 @@ class EvaluatorCaller:
     to the loop's controls: a bare score (a number from a metric function, or
     ``{"score": 0.8}``) is read as undecided, and a verdict that asks to continue may
     leave out its feedback; `undecided_error` and `missing_feedback_error` say what to
-    do when no control (``threshold=``, ``advisor=``) decides or writes it. A member of a
+    do when no control (`Advice`) decides or writes it. A member of a
     combinator (``member_of="all_of"``, ``"panel"``) decides for itself: its verdict
     must have ``stop``, and ``feedback`` when it asks to continue.
     """
@@ -125,7 +125,7 @@ class EvaluatorCaller:
         """The error for a member of a combinator that gave a score and no decision."""
         return InvalidEvaluationError(
             f"{where} returned {given}; as a member of {self.member_of}() it must decide "
-            f"itself (the loop's threshold= decides only for the loop's own evaluator): "
+            f"itself (the loop's Advice(threshold) decides only for the loop's own evaluator): "
             f"return a LoopEvaluation with 'stop', such as {{'stop': score >= 75, "
             f"'score': score, 'feedback': '...'}}"
         )
@@ -198,7 +198,7 @@ def undecided_error(where: str) -> InvalidEvaluationError:
     """The error for a verdict with a score and no decision, which no control decided."""
     return InvalidEvaluationError(
         f"{where} returned a score without a decision (a bare number, or a 'score' "
-        f"without 'stop'); build the loop with threshold=<score> so that the score "
+        f"without 'stop'); give the loop controls=[Advice(threshold)] so that the score "
         f"decides (accepted when score >= threshold), or return a LoopEvaluation with "
         f"'stop' (True or False) and the score, such as {{'stop': False, 'score': 40, "
         f"'feedback': '...'}}"
@@ -209,7 +209,63 @@ def missing_feedback_error(where: str) -> InvalidEvaluationError:
     """The error for a verdict that asks to continue without feedback nobody wrote."""
     return InvalidEvaluationError(
         f"{where} asked to continue (stop=False) without feedback; give a non-empty "
-        f"'feedback' string telling the agent what to improve, or build the loop with "
-        f"advisor=<chat model> (which writes it) or with threshold=<score> and return a "
-        f"'score' (a default sentence is sent)"
+        f"'feedback' string telling the agent what to improve, or give the loop "
+        f"controls=[Advice(threshold, model=<chat model>)] (the model writes it; without a "
+        f"model a default sentence naming the score is sent)"
     )
+
+
+class LoopEvaluatorRunnable(RunnableLambda[LoopContext, LoopEvaluation]):
+    """A ready-made evaluator: a runnable with a sync and an async path, and its criteria.
+
+    Attributes:
+        criteria: What the evaluator checks, as a text for the agent (``None`` when it
+            states nothing); shown before the first attempt with
+            ``create_loop_agent(..., controls=[Criteria()])``.
+
+    """
+
+    criteria: str | None = None
+
+
+def criteria_of(evaluator: object) -> str | None:
+    """The criteria ``evaluator`` states (its ``criteria`` attribute), or ``None``.
+
+    A runnable bound with ``with_config``/``bind`` is looked through.
+
+    Example:
+        ```python
+        judge = llm_judge(model, "Score the haiku 0-100: form, imagery.", threshold=75)
+        assert criteria_of(judge) == "Score the haiku 0-100: form, imagery."
+        ```
+
+    """
+    seen = 0
+    while seen < 10:
+        criteria = getattr(evaluator, "criteria", None)
+        if isinstance(criteria, str) and criteria.strip():
+            return criteria.strip()
+        if not isinstance(evaluator, RunnableBinding):
+            return None
+        evaluator = evaluator.bound
+        seen += 1
+    return None
+
+
+def combined_criteria(members: Sequence[tuple[str, object]]) -> str | None:
+    r"""The criteria of several evaluators: each member's under its name (``None`` if none).
+
+    Example:
+        ```python
+        combined_criteria([("short", short_rule), ("judge", judge)])
+        # '[short]\\nAt most 280 characters.\\n\\n[judge]\\nScore ...'
+        ```
+
+    """
+    parts = [(name, criteria_of(member)) for name, member in members]
+    stated = [(name, text) for name, text in parts if text]
+    if not stated:
+        return None
+    if len(stated) == 1:
+        return stated[0][1]
+    return "\n\n".join(f"[{name}]\n{text}" for name, text in stated)

@@ -1,9 +1,9 @@
 """Loop events: what a running loop reports on LangGraph's ``custom`` stream.
 
 A loop writes one event when an iteration starts, one when the agent has answered (one
-per candidate with ``candidates=k``, and ``agent_failed`` instead when a model-caused
+per candidate with ``Candidates(k)``, and ``agent_failed`` instead when a model-caused
 error is fed back), one when the evaluator has judged the answer (preceded by
-``candidates_judged`` with ``candidates=k``) and one when the loop ends (and, with a
+``candidates_judged`` with ``Candidates(k)``) and one when the loop ends (and, with a
 ``compacting`` history, one each time older attempts are summarized). Each is a plain
 ``dict`` (a `TypedDict`) whose ``type`` key tells which it is, so it survives JSON (LangGraph
 Server, your own UI) unchanged. Read them with ``stream_mode="custom"``:
@@ -68,17 +68,17 @@ class AgentFinished(TypedDict):
 
 
 class AgentFailed(TypedDict):
-    """The agent call failed with an error the model caused (``on_agent_error="feedback"``).
+    """The agent call failed with an error the model caused (with `AgentErrors`).
 
     The error becomes the feedback of the next attempt (see
-    `loop_agents.loop.controls.agent_errors`).
+    `loop_agents.controls.agent_errors`).
 
     Attributes:
         type: Always ``"agent_failed"``.
         loop: The loop's name.
         iteration: The iteration's number.
         error: The error (its type and message), or what was wrong with the answer.
-        candidate: With ``candidates=k``: which candidate failed.
+        candidate: With ``Candidates(k)``: which candidate failed.
 
     """
 
@@ -99,7 +99,7 @@ class CandidateScore(TypedDict):
 
 
 class CandidatesJudged(TypedDict):
-    """With ``candidates=k``: every candidate of the iteration has been judged.
+    """With ``Candidates(k)``: every candidate of the iteration has been judged.
 
     Written before the iteration's `EvaluationFinished` (which reports the selected
     candidate's verdict).
@@ -139,9 +139,9 @@ class EvaluationFinished(TypedDict):
         output_tokens: Completion tokens of those calls, 0 if none.
         requests: The model calls of the whole iteration (agent, evaluator, advisor,
             history policy; every candidate's).
-        cost: What they cost by ``prices=``, or ``None`` when unknown.
+        cost: What they cost by the loop's prices (`Budgets`), or ``None`` when unknown.
         error: Present when the iteration's agent call failed (no answer was judged).
-        strategy: With an `loop_agents.loop.controls.Adaptive` control: the attempt's
+        strategy: With an `loop_agents.controls.Adaptive` control: the attempt's
             kind of retry, why it was chosen, and the kind chosen next (the record's
             ``strategy``).
 
@@ -211,7 +211,7 @@ class LoopFinished(TypedDict):
         best_iteration: The iteration that got ``best_score`` (the later one on a tie),
             or ``None`` when no evaluation had a score.
         selected_iteration: The iteration whose answer is the loop's answer: the last
-            one, or with ``select="best"`` the best-scoring one (``None`` when no
+            one, or with ``AnswerSelection("best")`` the best-scoring one (``None`` when no
             attempt answered: every agent call failed).
         answer: The text of the loop's answer (that of ``selected_iteration``; ``""``
             when there is none).

@@ -10,9 +10,9 @@ The fence is a line of backticks longer than any run of backticks in the quoted 
 CommonMark rule for code fences), so a text containing the closing fence, or any number
 of backticks, cannot end the quote early. The text itself is quoted verbatim.
 
-`create_loop_agent(..., feedback_format=...)` overrides the form: a template string with
+`create_loop_agent(..., controls=[FeedbackStyle(...)])` overrides the form: a template string with
 the fields ``{feedback}``, ``{iteration}`` and ``{fence}``, or a function
-``(text, iteration) -> str | HumanMessage``. ``feedback_format="{feedback}"``
+``(text, iteration) -> str | HumanMessage``. ``FeedbackStyle("{feedback}")``
 (`PLAIN_FEEDBACK`) sends the evaluator's text as it is, the form of earlier releases.
 
 Only the message sent to the agent is formatted: ``feedback`` in the state, in
@@ -59,7 +59,7 @@ FeedbackFunction: TypeAlias = Callable[[str, int], "str | HumanMessage"]
 """A function ``(feedback text, iteration) -> the text or message the agent reads``."""
 
 FeedbackFormat: TypeAlias = str | FeedbackFunction
-"""What ``feedback_format=`` accepts: a template string or a `FeedbackFunction`."""
+"""What `FeedbackStyle` accepts: a template string or a `FeedbackFunction`."""
 
 TEMPLATE_FIELDS = frozenset({"feedback", "iteration", "fence"})
 """The fields a feedback template may use."""

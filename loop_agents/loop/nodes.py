@@ -1,8 +1,8 @@
 """The loop's two nodes, ``invoke_agent`` and ``evaluate``, each written once.
 
-Each node is a program (`loop_agents.loop.steps`): it yields the calls it makes and
+Each node is a program (`loop_agents.runtime.steps`): it yields the calls it makes and
 receives their results, and the same program runs under ``invoke`` and ``ainvoke``.
-A node runs its controls' hooks at their points (`loop_agents.loop.controls.base`):
+A node runs its controls' hooks at their points (`loop_agents.loop.protocol`):
 
 - ``invoke_agent``: open the iteration (`loop_agents.loop.turns`); each control shapes
   what the agent is sent (``shape_input``: criteria, history); the agent is called
@@ -22,72 +22,56 @@ from __future__ import annotations
 
 import inspect
 import uuid
-from collections.abc import Generator, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Generator, Sequence
 from functools import partial
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple, TypeVar, cast
 
 from langchain_core.messages import AnyMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
-from langgraph.graph import END
-from langgraph.types import Command
 
-from loop_agents.loop._function_runnable import FunctionRunnable
 from loop_agents.loop._reporting import LoopReporter
-from loop_agents.loop.agent_state import (
-    carried,
-    changes,
-    no_change,
-    restored,
-    selected_state,
+from loop_agents.loop.agent_state import changes, no_change, selected_state
+from loop_agents.loop.agents import answer_of, with_fresh_ids
+from loop_agents.loop.evaluation import Evaluator, EvaluatorCaller, InvalidEvaluationError
+from loop_agents.loop.feedback import DEFAULT_FEEDBACK_FORMAT, FeedbackFormat, feedback_message
+from loop_agents.loop.hook_checks import checked_choice, checked_messages, checked_outcome
+from loop_agents.loop.outcomes import (
+    EMPTY_RUN,
+    attempts_of,
+    candidate_context,
+    check_decided,
+    judged_of,
+    record_of,
+    verdict_of,
 )
-from loop_agents.loop.agents import AgentCaller, AgentInput, AgentLike, answer_of, with_fresh_ids
-from loop_agents.loop.controls.base import (
+from loop_agents.loop.protocol import (
     NO_USAGE,
-    AgentCall,
     Attempt,
+    CallName,
     LoopControl,
     Outcome,
     Progress,
     Turn,
     overrides,
 )
-from loop_agents.loop.controls.budgets import PriceTable
-from loop_agents.loop.controls.candidates import candidate_context
-from loop_agents.loop.controls.hook_results import (
-    checked_around,
-    checked_attempts,
-    checked_calls,
-    checked_choice,
-    checked_messages,
-    checked_outcome,
-)
-from loop_agents.loop.controls.retries import NodeName, Retries, TimeLimit
-from loop_agents.loop.controls.selection import answer_copy, choose
-from loop_agents.loop.evaluation import Evaluator, EvaluatorCaller, InvalidEvaluationError
-from loop_agents.loop.feedback import feedback_message
-from loop_agents.loop.outcomes import (
-    EMPTY_RUN,
-    attempts_of,
-    check_decided,
-    judged_of,
-    record_of,
-    run_of,
-    verdict_of,
-)
-from loop_agents.loop.output import OutputMode, keep_final_answer
+from loop_agents.loop.records import answer_copy, choose
 from loop_agents.loop.state import (
     AgentRun,
-    CandidateRun,
     IterationRecord,
     LoopContext,
     LoopState,
     StopReason,
 )
-from loop_agents.loop.steps import Call, Fanout, Measured, Program, RetryPolicies, arun, run
 from loop_agents.loop.tracing import candidate_config, iteration_config
 from loop_agents.loop.turns import iteration_number, start_iteration
-from loop_agents.loop.usage import CallUsage
+from loop_agents.runtime.steps import Call, Fanout, Measured, Program, RetryPolicies
+from loop_agents.runtime.time_limits import NodeName, TimeLimit
+from loop_agents.runtime.usage import CallUsage
+
+T = TypeVar("T")
+
+DEFAULT_MAX_ITERATIONS = 100
+"""The cap when none is given (seed 001's default), the same in both forms."""
 
 STEPS_PER_ITERATION = 2
 """LangGraph steps one iteration takes: ``invoke_agent`` then ``evaluate``."""
@@ -145,58 +129,52 @@ class LoopNodes:
 
     def __init__(
         self,
-        agent: AgentLike,
         evaluator: Evaluator,
         max_iterations: int,
         *,
         name: str = "loop_agent",
         controls: Sequence[LoopControl] = (),
-        output_mode: OutputMode = "full_state",
-        node_retries: bool = True,
-        keep_answers: bool = False,
     ) -> None:
-        """Wrap the agent and the evaluator; sort the controls' hooks.
+        """Wrap the evaluator; sort the controls' hooks and read what they declare.
 
-        ``node_retries=False``: the nodes run where no LangGraph retry policy can be set
-        on them (`LoopMiddleware`'s hooks), so a call with a retry policy runs as a
-        LangGraph task with it (run the program with ``stepped=True``).
-        ``keep_answers=True``: every record keeps its answer (``record["answer"]``), as
-        with ``output_mode="last_message"``, for a conversation that others may rewrite.
+        ``controls`` are assembled already (`assemble_controls`: bound, in stage order).
         """
-        self.agent = AgentCaller(agent)
         self.evaluator = EvaluatorCaller(evaluator)
         self.max_iterations = max_iterations
-        self.output_mode = output_mode
-        self.keep_answers = keep_answers
         self.controls = list(controls)
         self.shapers = [c for c in self.controls if overrides(c, "shape_input")]
         self.wrappers = [c for c in self.controls if overrides(c, "around_agent")]
         self.deciders = [c for c in self.controls if overrides(c, "after_verdict")]
         self.rules = [c for c in self.controls if overrides(c, "stop_reason")]
         self.choosers = [c for c in self.controls if overrides(c, "choose")]
-        self.retries = next((c for c in self.controls if isinstance(c, Retries)), None)
-        self.prices: PriceTable | None = next(
-            (p for c in self.controls if (p := getattr(c, "prices", None)) is not None), None
+        self.pricing = _declared(self.controls, lambda c: c.pricing())
+        self.feedback_format: FeedbackFormat = (
+            _declared(self.controls, lambda c: c.feedback_format()) or DEFAULT_FEEDBACK_FORMAT
         )
         self.report = LoopReporter(name, max_iterations)
         self._judge = self.report.traced("evaluator", self.evaluator.invoke, self.evaluator.ainvoke)
-        self._traced: dict[int, FunctionRunnable[AgentInput, dict[str, Any]]] = {}
-        self.fans_out = any(c.fans_out for c in self.wrappers)
         self.stepped: dict[NodeName, bool] = {
             "invoke_agent": any(calls_models(c, "shape_input") for c in self.shapers),
             "evaluate": any(calls_models(c, "after_verdict") for c in self.deciders),
         }
-        self.task_retries: dict[NodeName, bool] = {
-            "invoke_agent": not node_retries or self.stepped["invoke_agent"] or self.fans_out,
-            "evaluate": not node_retries or self.stepped["evaluate"] or self.fans_out,
-        }
-        # the retry policy of each call run as a LangGraph task (see `node_retry`)
-        self._task_retries: dict[NodeName, RetryPolicies | None] = {
-            name: None
-            if self.retries is None or not self.task_retries[name]
-            else self.retries.retry_policy[name]
-            for name in ("invoke_agent", "evaluate")
-        }
+
+    def retry_policy(self, call: CallName) -> RetryPolicies | None:
+        """The retry policy the controls set for ``call`` (``None``: none)."""
+        policy: RetryPolicies | None = None
+        for control in self.controls:
+            policy = control.retry_policy(call)
+            if policy is not None:
+                break
+        return policy
+
+    def time_limit(
+        self, call: CallName, iteration: int, seconds: float | None = None
+    ) -> TimeLimit | None:
+        """The time limit of ``call`` at ``iteration`` (``seconds``, or the controls')."""
+        if seconds is None:
+            seconds = _declared(self.controls, lambda c: c.time_limit(call))
+        node: NodeName = "invoke_agent" if call == "agent" else "evaluate"
+        return None if seconds is None else TimeLimit(node, iteration, seconds)
 
     # -- the nodes as LangGraph runs them ----------------------------------------------
 
@@ -247,66 +225,16 @@ class LoopNodes:
             keys.add("attempt_states")
         if self.wrappers:  # a control around the agent call may fan it out
             keys.add("candidate_runs")
-        if self.output_mode == "last_message":
-            keys.add("loop_init_ids")
         return frozenset(keys)
 
-    def node(self, name: NodeName) -> FunctionRunnable[LoopState, Any]:
-        """The runnable of node ``name``: the program run by ``invoke`` or ``ainvoke``.
-
-        ``evaluate`` also says where the graph goes next (a ``Command``, see `routed`).
-        """
-        program = self.invoke_agent if name == "invoke_agent" else self.evaluate
-        stepped = self.stepped[name]
-        done = routed if name == "evaluate" else _as_they_are
-
-        def sync(state: LoopState, config: RunnableConfig) -> Any:
-            return done(run(program(state, config), stepped=stepped))
-
-        async def async_(state: LoopState, config: RunnableConfig) -> Any:
-            return done(await arun(program(state, config), stepped=stepped))
-
-        return FunctionRunnable(sync, async_, name=name, trace=False)
-
-    def node_retry(self, name: NodeName) -> RetryPolicies | None:
-        """The node's LangGraph retry policy (``None`` when its calls retry as tasks)."""
-        if self.retries is None or self.task_retries[name]:
-            return None
-        return self.retries.retry_policy[name]
-
-    def _task_retry(self, name: NodeName) -> RetryPolicies | None:
-        return self._task_retries[name]
-
-    def _limit(self, name: NodeName, iteration: int, seconds: float | None) -> TimeLimit | None:
-        if seconds is None and self.retries is not None:
-            seconds = self.retries.timeout[name]
-        return None if seconds is None else TimeLimit(name, iteration, seconds)
-
-    # -- invoke_agent -------------------------------------------------------------------
-
-    def invoke_agent(self, state: LoopState, config: RunnableConfig) -> Program[dict[str, Any]]:
-        """Open the iteration, shape what the agent is sent, call it, keep what it gave."""
-        turn = yield from self.open_turn(state, config)
-        updates, history, iteration = turn.updates, turn.history, turn.iteration
-        call = AgentCall(turn.messages, carried(turn.agent_state, self.agent.input_keys), iteration)
-        result = yield from self._around(0, call, config)
-        known = [*history, *updates.get("messages", [])]
-        if isinstance(result, list):
-            attempts = [_after(turn.agent_state, a) for a in result]
-            return self._candidates_updates(
-                updates, known, attempts, turn.shaping, iteration, turn.agent_state
-            )
-        single: Attempt = result
-        attempt = _after(turn.agent_state, single)
-        return self._attempt_updates(
-            updates, known, attempt, turn.shaping, iteration, turn.agent_state
-        )
+    # -- opening an iteration ----------------------------------------------------------
 
     def open_turn(self, state: LoopState, config: RunnableConfig) -> Program[OpenedTurn]:
         """Open the iteration and shape what the agent is sent (``shape_input`` hooks).
 
-        The first half of ``invoke_agent``, before the agent call; `LoopMiddleware` runs
-        it where an iteration starts inside ``create_agent``.
+        The first half of an iteration, before the agent call: `create_loop_agent`'s
+        ``invoke_agent`` node runs it before calling the agent, `LoopMiddleware` where an
+        iteration starts inside ``create_agent``.
         """
         updates, history = start_iteration(state)
         iteration = iteration_number(state, updates)
@@ -319,6 +247,7 @@ class LoopNodes:
             config,
             state,
             updates,
+            self.feedback_format,
             _config=partial(self.report.config, config, iteration),
         )
         messages = history
@@ -336,174 +265,6 @@ class LoopNodes:
             updates["history_memory"] = None
         return OpenedTurn(updates, history, messages, agent_state, shaping, iteration)
 
-    def _around(self, index: int, call: AgentCall, config: RunnableConfig) -> Program[Any]:
-        """The agent call through the controls around it, from the ``index``-th inward."""
-        if index == len(self.wrappers):
-            return (yield from self._agent_call(call, config))
-        control = self.wrappers[index]
-        hook = checked_around(control, control.around_agent(call))
-        sent: Any = None
-        error: BaseException | None = None
-        while True:
-            try:
-                inner = hook.throw(error) if error is not None else hook.send(sent)
-            except StopIteration as done:
-                return checked_attempts(control, done.value)
-            error = None
-            inner = checked_calls(control, inner)
-            try:
-                if isinstance(inner, list):
-                    sent = yield from self._fan_out(index + 1, inner, config)
-                else:
-                    sent = yield from self._around(index + 1, inner, config)
-            except Exception as exc:  # thrown into the control, which may handle it
-                error = exc
-
-    def _fan_out(
-        self, index: int, calls: list[AgentCall], config: RunnableConfig
-    ) -> Program[list[Attempt]]:
-        """Several agent calls at once, each a LangGraph task (see `Fanout`)."""
-        programs = [partial(self._stored_attempt, index, call, config) for call in calls]
-        names = [f"agent (candidate {call.candidate})" for call in calls]
-        stored = yield Fanout(programs, names, self._task_retry("invoke_agent"))
-        return [
-            replace(
-                Attempt.of_stored(s),
-                agent_state=restored(call.agent_state, s, whole="agent_state", change="changes"),
-            )
-            for s, call in zip(stored, calls, strict=True)
-        ]
-
-    def _stored_attempt(
-        self, index: int, call: AgentCall, config: RunnableConfig
-    ) -> Program[dict[str, Any]]:
-        attempt = yield from self._around(index, call, config)
-        if not isinstance(attempt, Attempt):
-            raise TypeError(
-                f"a control around the agent call returned {type(attempt).__name__} for "
-                f"candidate {call.candidate}; around_agent must return the Attempt it received "
-                f"(or one of its own)"
-            )
-        # the state as a change set from what this call was given, not whole
-        state = changes(call.agent_state, attempt.agent_state)
-        stored: dict[str, Any] = replace(attempt, agent_state={}).stored()
-        del stored["agent_state"]
-        return stored | {"changes": state}
-
-    def _agent_call(self, call: AgentCall, config: RunnableConfig) -> Program[Attempt]:
-        """The agent call itself: one `Call`, measured."""
-        caller = call.agent if isinstance(call.agent, AgentCaller) else self.agent
-        role_config = iteration_config(
-            config, loop=self.report.loop, iteration=call.iteration, role="agent"
-        )
-        name = "agent"
-        if call.candidate is not None:
-            role_config = candidate_config(role_config, call.candidate)
-            name = f"agent (candidate {call.candidate})"
-        traced = self._traced_agent(caller)
-        limit = self._limit("invoke_agent", call.iteration, call.timeout)
-        measured = yield Call(
-            name,
-            traced.invoke,
-            traced.ainvoke,
-            AgentInput(call.messages, call.agent_state),
-            role_config,
-            timeout=None if limit is None else limit.seconds,
-            limit=limit,
-            retry=self._task_retries["invoke_agent"],
-        )
-        value = measured.value
-        return Attempt(
-            value["produced"],
-            None,
-            restored(call.agent_state, value, whole="state", change="changes"),
-            measured.seconds,
-            measured.usage,
-            call.candidate,
-        )
-
-    def _traced_agent(self, caller: AgentCaller) -> FunctionRunnable[AgentInput, dict[str, Any]]:
-        traced = self._traced.get(id(caller))
-        if traced is None:
-
-            def sync(given: AgentInput, config: RunnableConfig) -> dict[str, Any]:
-                reply = caller.invoke(given, config)
-                return {"produced": reply.produced, "changes": changes(given.state, reply.state)}
-
-            async def async_(given: AgentInput, config: RunnableConfig) -> dict[str, Any]:
-                reply = await caller.ainvoke(given, config)
-                return {"produced": reply.produced, "changes": changes(given.state, reply.state)}
-
-            traced = self.report.traced("agent", sync, async_)
-            self._traced[id(caller)] = traced
-        return traced
-
-    def _attempt_updates(
-        self,
-        updates: dict[str, Any],
-        known: list[AnyMessage],
-        attempt: Attempt,
-        shaping: CallUsage,
-        iteration: int,
-        before: dict[str, Any],
-    ) -> dict[str, Any]:
-        if attempt.produced is None:
-            updates["agent_run"] = run_of(attempt, shaping)
-            self.report.agent_failed(iteration, attempt.error or "the agent call failed")
-            return updates
-        produced = with_fresh_ids(attempt.produced, known)
-        run = run_of(
-            Attempt(produced, None, attempt.agent_state, attempt.seconds, attempt.usage), shaping
-        )
-        updates["messages"] = [*updates.get("messages", []), *produced]
-        updates["last_response"] = answer_of(produced)
-        updates["agent_run"] = run
-        if attempt.agent_state:  # what the attempt changed (a deep agent: the files it wrote)
-            after = dict(attempt.agent_state)
-            change = changes(before, after)
-            if change is not None:
-                updates["agent_state"] = change
-            if self.choosers:  # the way back, to rebuild this state if it is chosen
-                run["agent_state_undo"] = changes(after, before)
-        self.report.agent_finished(iteration, updates["last_response"], run)
-        return updates
-
-    def _candidates_updates(
-        self,
-        updates: dict[str, Any],
-        known: list[AnyMessage],
-        attempts: list[Attempt],
-        shaping: CallUsage,
-        iteration: int,
-        before: dict[str, Any],
-    ) -> dict[str, Any]:
-        runs: list[CandidateRun] = []
-        taken = list(known)
-        seconds = 0.0
-        for number, attempt in enumerate(attempts, 1):
-            produced = with_fresh_ids(attempt.produced, taken) if attempt.produced else []
-            taken.extend(produced)
-            fresh = Attempt(produced or None, attempt.error, {}, attempt.seconds, attempt.usage)
-            run = run_of(fresh)
-            seconds = max(seconds, attempt.seconds)
-            entry: CandidateRun = {"candidate": number, "produced": produced, "run": run}
-            if attempt.agent_state:  # as a change set from the state before the iteration
-                entry["changes"] = changes(before, dict(attempt.agent_state))
-            runs.append(entry)
-            if not produced:
-                self.report.agent_failed(iteration, attempt.error or "", candidate=number)
-            else:
-                self.report.agent_finished(iteration, answer_of(produced), run, candidate=number)
-        combined: AgentRun = {
-            "seconds": seconds,
-            "input_tokens": sum(r["run"]["input_tokens"] for r in runs),
-            "output_tokens": sum(r["run"]["output_tokens"] for r in runs),
-            "cached_input_tokens": sum(r["run"].get("cached_input_tokens", 0) for r in runs),
-        }
-        if shaping.requests:
-            combined["history"] = shaping.stored()
-        return updates | {"candidate_runs": runs, "agent_run": combined}
-
     # -- evaluate -----------------------------------------------------------------------
 
     def evaluate(self, state: LoopState, config: RunnableConfig) -> Program[dict[str, Any]]:
@@ -520,7 +281,7 @@ class LoopNodes:
         if len(attempts) > 1 and contexts:
             programs = [partial(self._judge_program, c, config) for c in contexts]
             names = [f"evaluator (candidate {c['candidate']})" for c in contexts]
-            verdicts = yield Fanout(programs, names, self._task_retry("evaluate"))
+            verdicts = yield Fanout(programs, names, self.retry_policy("evaluator"))
         elif contexts:
             verdicts = [(yield from self._judge_program(contexts[0], config))]
         else:
@@ -554,8 +315,8 @@ class LoopNodes:
             outcome = checked_outcome(control, changed)
         check_decided(outcome, self.evaluator.where(iteration))
         record = record_of(outcome, run, self.evaluator.name)
-        if self.prices is not None:
-            record["cost"] = self.prices.cost(outcome.total_usage)
+        if self.pricing is not None:
+            record["cost"] = self.pricing.cost(outcome.total_usage)
         reason = self._stop_reason(state, record)
         return self._evaluation_updates(state, outcome, record, reason)
 
@@ -570,7 +331,7 @@ class LoopNodes:
         if "candidate" in context:
             role_config = candidate_config(role_config, context["candidate"])
             name = f"evaluator (candidate {context['candidate']})"
-        limit = self._limit("evaluate", iteration, None)
+        limit = self.time_limit("evaluator", iteration)
         measured = yield Call(
             name,
             self._judge.invoke,
@@ -579,7 +340,7 @@ class LoopNodes:
             role_config,
             timeout=None if limit is None else limit.seconds,
             limit=limit,
-            retry=self._task_retries["evaluate"],
+            retry=self.retry_policy("evaluator"),
         )
         return {
             "evaluation": measured.value,
@@ -592,8 +353,8 @@ class LoopNodes:
         if outcome.stop:
             return True
         record = record_of(outcome, run, self.evaluator.name)
-        if self.prices is not None:
-            record["cost"] = self.prices.cost(outcome.total_usage)
+        if self.pricing is not None:
+            record["cost"] = self.pricing.cost(outcome.total_usage)
         return self._stop_reason(state, record) is not None
 
     def _stop_reason(self, state: LoopState, record: IterationRecord) -> str | None:
@@ -631,8 +392,6 @@ class LoopNodes:
     ) -> dict[str, Any]:
         iteration = record["iteration"]
         answer = outcome.answer
-        if (self.output_mode == "last_message" or self.keep_answers) and answer is not None:
-            record["answer"] = answer  # the attempts leave ``messages`` when the loop ends
         updates: dict[str, Any] = {
             "stop": record["stop"],
             "feedback": [record["feedback"]],
@@ -666,7 +425,9 @@ class LoopNodes:
             if isinstance(message, HumanMessage):
                 message = with_fresh_ids([message], ())[0]
             else:  # a new message of the loop's own: its id is given in place
-                message = feedback_message(outcome.feedback_text, iteration=iteration)
+                message = feedback_message(
+                    outcome.feedback_text, iteration=iteration, feedback_format=self.feedback_format
+                )
                 if message.id is None:
                     message.id = str(uuid.uuid4())
             updates["messages"] = [*updates.get("messages", []), message]
@@ -679,8 +440,6 @@ class LoopNodes:
             self.report.loop_finished(
                 cast(StopReason, reason), records, updates["selected_iteration"], final
             )
-        if reason is not None and self.output_mode == "last_message":
-            updates = keep_final_answer(state, updates)
         return updates
 
     def _selection(
@@ -719,34 +478,37 @@ class LoopNodes:
         return selection
 
 
-def routed(updates: dict[str, Any]) -> Command[str]:
-    """The evaluate node's updates, and where the loop goes next.
-
-    Back to the agent, or to the end once the loop has a stop reason.
-    """
-    goto = END if updates.get("stop_reason") else "invoke_agent"
-    return Command(update=updates, goto=goto)
-
-
-def _as_they_are(updates: dict[str, Any]) -> dict[str, Any]:
-    return updates
+def _declared(controls: Sequence[LoopControl], read: Callable[[LoopControl], T | None]) -> T | None:
+    """What the first control that declares it says (``None`` when none does)."""
+    for control in controls:
+        value = read(control)
+        if value is not None:
+            return value
+    return None
 
 
-def _after(before: dict[str, Any], attempt: Attempt) -> Attempt:
-    """``attempt`` with the agent's whole state after it: what it returned over what it had.
+def check_max_iterations(max_iterations: object) -> int:
+    """Validate the cap: an int >= 1."""
+    if isinstance(max_iterations, bool) or not isinstance(max_iterations, int):
+        raise TypeError(
+            f"max_iterations must be an int >= 1; got {type(max_iterations).__name__} "
+            f"{max_iterations!r:.40}"
+        )
+    if max_iterations < 1:
+        raise ValueError(
+            f"max_iterations must be >= 1 (the agent is called at least once); got {max_iterations}"
+        )
+    return max_iterations
 
-    A key the attempt did not return (a plan the agent did not rewrite) keeps its value.
-    """
-    if not attempt.agent_state or not before:
-        return attempt
-    return Attempt(
-        attempt.produced,
-        attempt.error,
-        {**before, **attempt.agent_state},
-        attempt.seconds,
-        attempt.usage,
-        attempt.candidate,
-    )
+
+def check_name(name: object) -> str:
+    """Validate the loop's name: a non-empty string."""
+    if not isinstance(name, str) or not name.strip():
+        raise TypeError(
+            f"name must be a non-empty string (the loop's name in traces, events and a "
+            f"parent graph); got {type(name).__name__} {name!r:.60}"
+        )
+    return name
 
 
 def _verdict(stored: dict[str, Any], name: str) -> Any:
@@ -781,6 +543,7 @@ def loop_context(state: LoopState, *, with_answer: bool = True) -> LoopContext:
 
 
 __all__ = [
+    "DEFAULT_MAX_ITERATIONS",
     "STEPS_PER_ITERATION",
     "InvalidEvaluationError",
     "LoopNodes",

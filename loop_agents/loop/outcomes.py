@@ -15,15 +15,16 @@ from langchain_core.messages import AIMessage, AnyMessage
 
 from loop_agents.loop.agent_state import restored
 from loop_agents.loop.agents import answer_of
-from loop_agents.loop.controls.base import NO_USAGE, Attempt, Judged, Outcome, Verdict
 from loop_agents.loop.evaluation import missing_feedback_error, undecided_error
+from loop_agents.loop.protocol import NO_USAGE, Attempt, Judged, Outcome, Verdict
 from loop_agents.loop.state import (
     AgentRun,
     CandidateRecord,
     IterationRecord,
+    LoopContext,
     LoopState,
 )
-from loop_agents.loop.usage import CallUsage
+from loop_agents.runtime.usage import CallUsage
 
 EMPTY_RUN: AgentRun = {"seconds": 0.0, "input_tokens": 0, "output_tokens": 0}
 
@@ -205,3 +206,15 @@ def judged_of(attempts: list[Attempt], verdicts: list[Verdict | None]) -> list[J
 def answer_in(attempt: Attempt) -> AIMessage:
     """The answer of an attempt that answered."""
     return answer_of(attempt.produced or [])
+
+
+def candidate_context(
+    base: LoopContext, produced: list[AnyMessage], answer: AIMessage, number: int
+) -> LoopContext:
+    """The `LoopContext` of one candidate: ``base`` with its answer and its messages."""
+    return {
+        **base,
+        "last_response": answer,
+        "messages": [*base["messages"], *produced],
+        "candidate": number,
+    }

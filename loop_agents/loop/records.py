@@ -1,4 +1,4 @@
-"""Finding the answer an `IterationRecord` refers to.
+"""Finding the answer an `IterationRecord` refers to, and choosing the loop's answer.
 
 A record names its iteration's answer by id (``answer_id``) rather than holding a copy of
 it: the answer is already in the loop's ``messages``, and a copy in every record would
@@ -11,11 +11,14 @@ both.)
 
 from __future__ import annotations
 
+import json
+import uuid
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, BaseMessage
 
+from loop_agents.loop.protocol import LoopControl, Outcome, Stage
 from loop_agents.loop.state import IterationRecord
 
 SELECTED_KEY = "loop_agents_selected"
@@ -100,3 +103,92 @@ def selected_iteration_of(message: BaseMessage) -> int | None:
     if isinstance(mark, dict) and isinstance(mark.get("iteration"), int):
         return int(mark["iteration"])
     return None
+
+
+Selection = Literal["last", "best"]
+"""How the loop's answer is chosen: the ``last`` attempt or the ``best``-scoring one."""
+
+
+def check_select(select: object) -> Selection:
+    """Return ``select`` if it is ``"last"`` or ``"best"``, else raise ``ValueError``."""
+    if select == "last" or select == "best":
+        return select
+    raise ValueError(
+        f"select must be 'last' (the loop's answer is its last attempt) or 'best' (the "
+        f"best-scoring attempt; needs an evaluator that gives scores); got {select!r}"
+    )
+
+
+def choose(records: Sequence[IterationRecord], select: Selection) -> IterationRecord | None:
+    """The record of the attempt that is the loop's answer.
+
+    Failed attempts (`AgentErrors`: no answer) are never chosen; when
+    every attempt failed there is none (``None``).
+
+    Example:
+        ```python
+        chosen = choose(result["records"], "best")
+        print(chosen["iteration"], chosen["score"])
+        ```
+
+    """
+    if not records:
+        raise ValueError("choose() needs at least one iteration record; got none")
+    answered = [r for r in records if "error" not in r]
+    if select == "best":
+        scored = [r for r in answered if r["score"] is not None]
+        if scored:
+            # max() keeps the first maximum; reversed() makes ties go to the later one
+            best: IterationRecord = max(reversed(scored), key=lambda r: r["score"] or 0.0)
+            return best
+    return answered[-1] if answered else None
+
+
+def answer_copy(record: IterationRecord, state: Mapping[str, Any]) -> BaseMessage:
+    """A marked copy of ``record``'s answer, with a fresh id, to end the conversation with.
+
+    It carries no ``usage_metadata`` (its tokens were counted when it was produced) and
+    no tool calls: a tool call's results stay after the original, and a message with tool
+    calls but no tool messages after it is one that providers refuse on the next run. An
+    answer given only as a tool call (a structured answer, ``response_format`` as a tool)
+    is copied as the calls' arguments, in JSON.
+    """
+    answer = record_answer(record, state)
+    extra = {k: v for k, v in answer.additional_kwargs.items() if k not in _CALL_KEYS}
+    update: dict[str, Any] = {
+        "id": str(uuid.uuid4()),
+        "additional_kwargs": {**extra, SELECTED_KEY: {"iteration": record["iteration"]}},
+        "usage_metadata": None,
+    }
+    if isinstance(answer, AIMessage) and (answer.tool_calls or answer.invalid_tool_calls):
+        update |= {"tool_calls": [], "invalid_tool_calls": [], "tool_call_chunks": []}
+        if not answer.text.strip():
+            arguments = [call["args"] for call in answer.tool_calls]
+            shown = arguments[0] if len(arguments) == 1 else arguments
+            update["content"] = json.dumps(shown, ensure_ascii=False, default=str)
+    return answer.model_copy(update=update)
+
+
+_CALL_KEYS = frozenset({"tool_calls", "function_call"})
+"""Provider fields of a message that carry tool calls (left out of a copy)."""
+
+
+class KeptAnswers(LoopControl):
+    """Every record keeps its answer (``record["answer"]``), for a conversation that changes.
+
+    A host adds it when the loop's messages may not keep every attempt: `LoopMiddleware`
+    (another middleware may rewrite the conversation, as a summary does) and
+    ``output_mode="last_message"`` (the attempts leave ``messages`` when the loop ends).
+    The answer is then read from the record when it is chosen, or shown.
+    """
+
+    name = "kept_answers"
+    stage = Stage.CHOICE
+    claims = frozenset({"kept_answers"})
+
+    def after_verdict(self, outcome: Outcome) -> Outcome:
+        """Keep the iteration's answer in its record."""
+        answer = outcome.answer
+        if answer is not None:
+            outcome.extra["answer"] = answer
+        return outcome

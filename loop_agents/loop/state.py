@@ -24,6 +24,8 @@ StopReason = Literal[
     "recursion_limit",
     "stagnation",
     "agent_stopped",
+    "model_call_limit",
+    "tool_call_limit",
 ]
 """Why a loop ended.
 
@@ -38,17 +40,20 @@ StopReason = Literal[
   reached ``request_budget``, or the next iteration would pass it.
 - ``cost_budget``: what the model calls cost (by ``prices``) reached ``cost_budget``,
   or the next iteration would pass it.
-- ``agent_errors``: with ``on_agent_error="feedback"``, the agent failed
+- ``agent_errors``: with `AgentErrors`, the agent failed
   ``max_agent_errors`` times in a row.
-- ``stagnation``: with a `loop_agents.loop.controls.Stagnation` control, the latest
+- ``stagnation``: with a `loop_agents.controls.Stagnation` control, the latest
   answer repeated an earlier one.
 - ``recursion_limit``: the graph's step budget (a parent graph's ``recursion_limit``)
   had no room for another iteration, so the loop ended cleanly instead of raising.
-- ``agent_stopped``: with `LoopMiddleware`, the agent ended an attempt without calling
-  the model (another middleware stopped it, e.g. ``ModelCallLimitMiddleware``'s limit
-  with ``exit_behavior="end"``), so no further attempt can be made.
+- ``model_call_limit``, ``tool_call_limit``: with `LoopMiddleware`, LangChain's
+  ``ModelCallLimitMiddleware`` or ``ToolCallLimitMiddleware`` (``exit_behavior="end"``)
+  ended an attempt before the model answered; its note is not judged, and the answer is
+  chosen among the answered attempts.
+- ``agent_stopped``: with `LoopMiddleware`, another middleware ended an attempt before
+  the model answered (without calling the model, or with a message of its own).
 
-A stop rule of your own (a `loop_agents.loop.controls.LoopControl`) may give any other
+A stop rule of your own (a `loop_agents.controls.LoopControl`) may give any other
 short string.
 """
 
@@ -66,7 +71,7 @@ class LoopContext(TypedDict):
         agent_state: A graph agent's state keys beyond ``messages`` after this
             attempt (a deep agent's ``files`` and ``todos``, ``create_agent``'s
             ``structured_response``); ``{}`` for agents that are not graphs.
-        candidate: Only with ``candidates=k`` (k > 1): which of the iteration's k
+        candidate: Only with ``Candidates(k)`` (k > 1): which of the iteration's k
             answers this is (1 to k). Each candidate is judged on its own:
             ``last_response`` is that candidate's answer, ``messages`` end with it and
             ``agent_state`` is its own.
@@ -87,12 +92,13 @@ class LoopEvaluation(TypedDict):
 
     Attributes:
         stop: ``True`` to accept the answer and end the loop, ``False`` to ask for
-            another attempt. May be left out when the loop has ``threshold=`` and a
-            ``score`` is given: the answer is accepted when ``score >= threshold``.
+            another attempt. May be left out when the loop has ``Advice(threshold)`` and
+            a ``score`` is given: the answer is accepted when ``score >= threshold``.
         feedback: What the agent should improve, sent to the agent as the next user
             turn. Required (a non-empty string) when ``stop`` is ``False``, unless the
-            loop has ``advisor=`` (which then writes it) or ``threshold=`` and a
-            ``score`` is given (a default sentence naming both is sent).
+            loop has an `Advice` control, which writes it: its advisor
+            (``Advice(model=...)``), or a default sentence naming the score and the
+            threshold.
         score: An optional number describing the answer's quality; it is recorded
             per iteration and used by best-of selection and the plateau stop.
         decided_by: Optional: the names of the evaluators that decided the verdict;
@@ -109,11 +115,11 @@ class LoopEvaluation(TypedDict):
 
 FeedbackSource = Literal["evaluator", "advisor", "default", "agent_error"]
 """Where an iteration's feedback came from: the evaluator, the ``advisor``, the default
-sentence (score and threshold), or the agent's failure (``on_agent_error="feedback"``)."""
+sentence (score and threshold), or the agent's failure (`AgentErrors`)."""
 
 
 class CandidateRecord(TypedDict):
-    """One of the k answers of an iteration with ``candidates=k`` (k > 1).
+    """One of the k answers of an iteration with ``Candidates(k)`` (k > 1).
 
     Attributes:
         candidate: Its number, 1 to k.
@@ -124,7 +130,7 @@ class CandidateRecord(TypedDict):
         stop: The evaluator's verdict on it (``False`` when the call failed).
         feedback: The evaluator's feedback on it ("" when none).
         score: Its score, or ``None``.
-        error: The error of a failed call (``on_agent_error="feedback"``), else ``None``.
+        error: The error of a failed call (`AgentErrors`), else ``None``.
         agent_seconds: Wall-clock seconds of its agent call.
         evaluation_seconds: Wall-clock seconds of its evaluation.
         input_tokens: Prompt tokens of its answer (``usage_metadata``).
@@ -159,7 +165,7 @@ class IterationRecord(TypedDict):
         iteration: The iteration number, starting at 1.
         answer_id: The id of the agent's answer in this iteration: the message in the
             loop's ``messages``. `record_answer` returns it. ``None`` when the agent
-            call failed (``on_agent_error="feedback"``; see ``error``).
+            call failed (`AgentErrors`; see ``error``).
         answer: Only with ``output_mode="last_message"`` (which takes the attempts out
             of ``messages`` when the loop ends): the answer itself.
         stop: The evaluator's verdict.
@@ -185,21 +191,21 @@ class IterationRecord(TypedDict):
         history_input_tokens: Prompt tokens of the model calls the history policy made
             before the agent call (a ``compacting`` policy's summaries), 0 if none.
         history_output_tokens: Completion tokens of those calls, 0 if none.
-        advisor_input_tokens: Prompt tokens of the advisor's call (``advisor=``), when
+        advisor_input_tokens: Prompt tokens of the advisor's call (`Advice`), when
             it was called.
         advisor_output_tokens: Completion tokens of that call.
         requests: The model calls of this iteration: the agent's (every candidate's),
             the evaluator's, the advisor's and the history policy's.
-        cost: What those calls cost by ``prices=`` (in its currency); ``None`` when the
-            loop has no prices or a call's model is not in them.
+        cost: What those calls cost by ``Budgets(prices=...)`` (in its currency);
+            ``None`` when the loop has no prices or a call's model is not in them.
         feedback_from: Where ``feedback`` came from (see `FeedbackSource`).
-        error: With ``on_agent_error="feedback"``: the error of the agent's failed
+        error: With `AgentErrors`: the error of the agent's failed
             call (the iteration has no answer); absent otherwise.
         counted: ``False`` for a failed attempt that does not count toward
-            ``max_iterations`` (``count_failed_attempts=False``).
-        candidate: With ``candidates=k``: the number of the selected candidate.
-        candidates: With ``candidates=k``: every candidate's record, selected or not.
-        strategy: With an `loop_agents.loop.controls.Adaptive` control: the attempt's
+            ``max_iterations`` (``AgentErrors(count_failed_attempts=False)``).
+        candidate: With ``Candidates(k)``: the number of the selected candidate.
+        candidates: With ``Candidates(k)``: every candidate's record, selected or not.
+        strategy: With an `loop_agents.controls.Adaptive` control: the attempt's
             kind of retry (``"repair"``, ``"fresh"``, ...), the estimates when it was
             chosen, whether it succeeded, and the kind chosen next.
 
@@ -244,7 +250,7 @@ class AgentRun(TypedDict):
     ``usage`` and ``history`` are the stored forms of the model calls of the agent and of
     the history policy (tokens, requests, tokens by model name for pricing, calls that
     reported no usage); ``error`` is set when the call failed and the failure is fed back
-    (``on_agent_error="feedback"``); ``agent_state_undo``, when an answer other than the
+    (`AgentErrors`); ``agent_state_undo``, when an answer other than the
     last may be chosen, is the change set from the agent state after the call back to the
     one before it (see `loop_agents.loop.agent_state`).
     """
@@ -260,7 +266,7 @@ class AgentRun(TypedDict):
 
 
 class CandidateRun(TypedDict):
-    """One candidate's agent call, kept between the two nodes (``candidates=k``).
+    """One candidate's agent call, kept between the two nodes (``Candidates(k)``).
 
     ``changes`` is its agent state as a change set from the state before the iteration
     (threads written before change sets hold it whole, in ``state``).
@@ -314,7 +320,7 @@ class LoopState(LoopOutput, total=False):
         init_messages: The messages the current loop started from.
         iteration: Agent calls made in the current loop (reducer ``operator.add``).
         last_response: The agent's latest answer; once the loop ends, the selected
-            answer (with ``select="best"`` a copy of the best-scoring one, also
+            answer (with ``AnswerSelection("best")`` a copy of the best-scoring one, also
             appended to ``messages``).
         stop: The evaluator's latest verdict.
         feedback: Every evaluation's feedback in the current loop, oldest first
@@ -322,7 +328,7 @@ class LoopState(LoopOutput, total=False):
         stop_reason: Why the loop ended; ``None`` while it runs.
         records: One `IterationRecord` per iteration (reducer ``operator.add``).
         selected_iteration: The iteration whose answer is the loop's answer (the last
-            one, or with ``select="best"`` the best-scoring one); ``None`` while the
+            one, or with ``AnswerSelection("best")`` the best-scoring one); ``None`` while the
             loop runs.
         selected_score: That iteration's score (``None`` if it had none).
         agent_state: A graph agent's state keys beyond ``messages`` (a deep agent's
@@ -333,7 +339,7 @@ class LoopState(LoopOutput, total=False):
         loop_init_ids: Internal: the ids of ``init_messages`` as the loop recorded
             them, used to tell a new request from a resumed one. Not in the output.
         agent_run: Internal: measurements of the latest agent call. Not in the output.
-        candidate_runs: Internal, with ``candidates=k``: the k answers of the current
+        candidate_runs: Internal, with ``Candidates(k)``: the k answers of the current
             iteration between the agent call and their evaluation (emptied once they
             are judged; only the selected one enters ``messages``). Not in the output.
         started_at: Internal: when the current loop started (seconds since the epoch),
@@ -342,7 +348,7 @@ class LoopState(LoopOutput, total=False):
             between iterations, e.g. its running summary; saved with the state so that
             a resumed loop does not redo it. Not in the output.
         attempt_states: Internal: each iteration's agent state, kept when an answer other
-            than the last may be chosen (``select="best"``). Not in the output.
+            than the last may be chosen (``AnswerSelection("best")``). Not in the output.
         remaining_steps: Managed by LangGraph: steps left under the recursion limit.
 
     """

@@ -30,9 +30,18 @@ rules are the same either way; threads written with one storage load with the ot
 from __future__ import annotations
 
 import uuid
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from operator import attrgetter
-from typing import Annotated, Any, Literal, NotRequired, Required, TypeAlias, cast, get_args
+from typing import (
+    Annotated,
+    Any,
+    Literal,
+    NotRequired,
+    Required,
+    TypeAlias,
+    cast,
+    get_args,
+)
 
 from langchain_core.messages import (
     AIMessage,
@@ -46,14 +55,17 @@ from langchain_core.messages import (
     convert_to_messages,
     message_chunk_to_message,
 )
+from langgraph.channels.base import BaseChannel
+from langgraph.channels.binop import BinaryOperatorAggregate
 from langgraph.channels.delta import DeltaChannel
+from langgraph.channels.last_value import LastValue
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
 from langgraph.types import Checkpointer
 from typing_extensions import TypedDict, get_type_hints
 
 from loop_agents.loop.agent_state import AgentStateDeltaChannel, updated
-from loop_agents.loop.state import IterationRecord
+from loop_agents.loop.state import IterationRecord, LoopState
 
 Storage: TypeAlias = Literal["auto", "delta", "full"]
 """What ``storage=`` accepts (see the module docstring)."""
@@ -369,7 +381,7 @@ def with_storage(
     for key, hint in hints.items():
         if keys is not None and key not in keys:
             continue
-        value = DELTA_KEYS.get(key, _unwrapped(hint)) if layout == "delta" else _unwrapped(hint)
+        value = DELTA_KEYS.get(key, unwrapped(hint)) if layout == "delta" else unwrapped(hint)
         fields[key] = Required[value] if key in required else NotRequired[value]
     typed_dict = cast(Any, TypedDict)
     delta: type[Any] = typed_dict(schema.__name__, fields, total=False)
@@ -378,11 +390,62 @@ def with_storage(
     return delta
 
 
-def _unwrapped(hint: Any) -> Any:
+def unwrapped(hint: Any) -> Any:
+    """``hint`` without a ``Required``/``NotRequired`` wrapper."""
     origin = getattr(hint, "__origin__", None)
     if origin in (Required, NotRequired):
         return get_args(hint)[0]
     return hint
+
+
+_CHANNELS: dict[type[Any], dict[str, BaseChannel[Any, Any, Any]]] = {}
+
+
+def _channels(schema: type[Any]) -> dict[str, BaseChannel[Any, Any, Any]]:
+    """The channel of each key of ``schema`` (a state ``TypedDict``), as LangGraph reads it."""
+    known = _CHANNELS.get(schema)
+    if known is not None:
+        return known
+    channels: dict[str, BaseChannel[Any, Any, Any]] = {}
+    for key, hint in get_type_hints(schema, include_extras=True).items():
+        hint = unwrapped(hint)
+        kind = get_args(hint)[-1] if hasattr(hint, "__metadata__") else None
+        if isinstance(kind, BaseChannel):
+            channels[key] = kind
+        elif callable(kind):
+            channels[key] = BinaryOperatorAggregate(object, kind)
+        else:
+            channels[key] = LastValue(object)
+    _CHANNELS[schema] = channels
+    return channels
+
+
+def applied_updates(
+    state: Mapping[str, Any], updates: Mapping[str, Any], schema: type[Any] = LoopState
+) -> dict[str, Any]:
+    """``state`` after ``updates``, by the reducers of ``schema``'s channels (LangGraph's).
+
+    What a node's updates make of the state, for code that runs the loop's next step in
+    the same hook (`LoopMiddleware` opens the next iteration where the last one ends).
+
+    Example:
+        ```python
+        after = applied_updates({"feedback": ["a"]}, {"feedback": ["b"], "stop": False})
+        assert after["feedback"] == ["a", "b"]
+        ```
+
+    """
+    after = dict(state)
+    for key, value in updates.items():
+        template = _channels(schema).get(key)
+        if template is None:
+            after[key] = value
+            continue
+        current = after.get(key)
+        channel = template.from_checkpoint(current) if current is not None else template.copy()
+        channel.update([value])
+        after[key] = channel.get() if channel.is_available() else None
+    return after
 
 
 def storage_of(loop: Any) -> StorageLayout:

@@ -24,7 +24,7 @@ from typing import Any, Literal, TypeAlias
 
 from langchain_core.runnables import RunnableConfig
 
-from loop_agents.loop._function_runnable import complete_config
+from loop_agents.runtime._function_runnable import complete_config
 
 LoopRole: TypeAlias = Literal["agent", "evaluator", "compaction", "advisor"]
 """Which of a loop's calls a run (or a token) belongs to: the agent, the evaluator, a
@@ -44,7 +44,7 @@ ROLE_KEY = "loop_role"
 """Metadata key: ``"agent"``, ``"evaluator"``, ``"compaction"`` or ``"advisor"``."""
 
 CANDIDATE_KEY = "loop_candidate"
-"""Metadata key, with ``candidates=k``: which candidate (1 to k) a call belongs to."""
+"""Metadata key, with ``Candidates(k)``: which candidate (1 to k) a call belongs to."""
 
 
 def iteration_config(
@@ -101,7 +101,7 @@ are strings and the metadata lacks them)."""
 
 
 def candidate_config(config: RunnableConfig, candidate: int) -> RunnableConfig:
-    """``config`` (an agent or evaluator call's) for one candidate of ``candidates=k``.
+    """``config`` (an agent or evaluator call's) for one candidate of ``Candidates(k)``.
 
     The call becomes a run of its own (a fresh ``run_id``) named ``"... (candidate i)"``,
     tagged ``loop_candidate:i`` and with ``loop_candidate`` in its metadata, so the k
@@ -127,7 +127,7 @@ def candidate_config(config: RunnableConfig, candidate: int) -> RunnableConfig:
 
 
 def candidate_of(metadata: Mapping[str, Any]) -> int | None:
-    """Which candidate (``candidates=k``) a run or a ``messages``-stream token belongs to.
+    """Which candidate (``Candidates(k)``) a run or a ``messages``-stream token belongs to.
 
     Example:
         ```python

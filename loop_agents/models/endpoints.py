@@ -33,7 +33,6 @@ Example:
 from __future__ import annotations
 
 import secrets
-import urllib.request
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -44,7 +43,8 @@ from urllib.parse import urlsplit
 import httpx
 
 from loop_agents.models import ollama
-from loop_agents.models.llama_cpp_http import LlamaCppTransport
+from loop_agents.models.llama_cpp_http import http_clients
+from loop_agents.models.llama_cpp_http import proxy_for as proxy_for  # imported from here too
 from loop_agents.models.settings import (
     DEFAULT_MODEL,
     SEED_VARIABLE,
@@ -232,12 +232,13 @@ class Endpoint:
             self.servers.stop()
             self.servers = None
 
-    def server_failure(self) -> str | None:
+    def server_failure(self, error: BaseException | None = None) -> str | None:
         """Why a bundled server process stopped by itself mid-run, or ``None``.
 
         The text names the process's role (agent or judge), how it ended, the end of its
-        log and the fix (see `loop_agents.models.local_model.LocalModelServer.failure`).
-        ``None`` for other endpoints, and while the bundled servers run.
+        log and the fix (see `loop_agents.models.local_model.server_failure`, which this
+        calls, and which waits a moment for the exit when ``error``, a request's, is a
+        lost connection). ``None`` for other endpoints, and while the bundled servers run.
 
         Example:
             ```python
@@ -246,7 +247,11 @@ class Endpoint:
                 print(problem)
             ```
         """
-        return self.servers.failure() if self.servers is not None else None
+        if self.servers is None:
+            return None
+        from loop_agents.models.local_model import server_failure
+
+        return server_failure(self, error)
 
     def base_url_of(self, url: str) -> str | None:
         """The base URL of this endpoint's server that ``url`` (a request's URL) is under.
@@ -327,17 +332,7 @@ class Endpoint:
     def http_clients(self) -> tuple[httpx.Client, httpx.AsyncClient]:
         """The sync and async HTTP clients every model of this endpoint shares."""
         if self._clients is None:
-            url = self.base_url or "https://api.openai.com/v1"
-            proxy = proxy_for(url)
-            transport = LlamaCppTransport(
-                httpx.HTTPTransport(proxy=proxy),
-                httpx.AsyncHTTPTransport(proxy=proxy),
-                llama_cpp_server=self.spec.kind == "local",
-            )
-            self._clients = (
-                httpx.Client(transport=transport, trust_env=False),
-                httpx.AsyncClient(transport=transport, trust_env=False),
-            )
+            self._clients = http_clients(self.base_url, llama_cpp_server=self.spec.kind == "local")
         return self._clients
 
     def chat_model(self, *, role: Role = "agent", **kwargs: Any) -> ChatOpenAI:
@@ -386,24 +381,6 @@ class Endpoint:
         if self.seed_drawn:
             return f"; seed {self.seed}, new every run: --seed {self.seed} repeats it"
         return f"; seed {self.seed}"
-
-
-def proxy_for(url: str) -> str | None:
-    """The proxy the environment sets for ``url`` (``https_proxy``, ...); none for loopback.
-
-    Example:
-        ```python
-        proxy_for("http://127.0.0.1:8080/v1")  # None
-        ```
-    """
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if host in ("localhost", "::1") or host.startswith("127.") or not host:
-        return None
-    if urllib.request.proxy_bypass(host):
-        return None
-    proxies = urllib.request.getproxies()
-    return proxies.get(parts.scheme) or proxies.get("all")
 
 
 def _check_url(url: str, origin: str) -> str:
@@ -496,14 +473,17 @@ def resolve_endpoint(
         else parse_seed(env_seed, f"{SEED_VARIABLE} (in {env.origin(SEED_VARIABLE)})")
     )
 
-    def seedless(endpoint: Endpoint) -> Endpoint:
+    def remote(kind: EndpointKind, url: str | None, source: str, name: str = "") -> Endpoint:
+        """An endpoint this package does not start: OpenAI, a server at a URL, Ollama."""
         if seed is not None:
             raise SettingsError(
                 f"--seed sets the random seed of the bundled llama.cpp server, which this "
-                f"package starts; the endpoint here ({endpoint.spec.kind}, "
-                f"{endpoint.source}) samples with its own: drop --seed"
+                f"package starts; the endpoint here ({kind}, {source}) samples with its own: "
+                "drop --seed"
             )
-        return endpoint
+        model_name = name or named_model or DEFAULT_MODEL
+        spec = EndpointSpec(kind, model_name, url, method or "json_schema", cap)
+        return Endpoint(spec, source=source, api_key=None if kind == "ollama" else api_key)
 
     def local(path: str | None, source: str) -> Endpoint:
         from loop_agents.models.local_model import DEFAULT_MAX_TOKENS, MODEL_ALIAS
@@ -517,19 +497,13 @@ def resolve_endpoint(
         )
         return Endpoint(spec, source=source, threads=local_threads, seed=local_seed)
 
-    def server(url: str, source: str) -> Endpoint:
-        spec = EndpointSpec(
-            "server", named_model or DEFAULT_MODEL, url, method or "json_schema", cap
-        )
-        return seedless(Endpoint(spec, source=source, api_key=api_key))
-
     # 1. options
     if base_url is not None and gguf is not None:
         raise SettingsError("--base-url and --gguf both given; choose one server")
     if gguf is not None:
         return local(_check_gguf(str(gguf), "--gguf"), "from --gguf")
     if base_url is not None:
-        return server(_check_url(base_url, "--base-url"), "from --base-url")
+        return remote("server", _check_url(base_url, "--base-url"), "from --base-url")
     # 2. the environment and .env
     env_url, env_gguf = env.get("OPENAI_BASE_URL"), env.get(GGUF_VARIABLE)
     if env_url and env_gguf:
@@ -542,18 +516,9 @@ def resolve_endpoint(
         return local(path, f"from {GGUF_VARIABLE} in {env.origin(GGUF_VARIABLE)}")
     if env_url:
         url = _check_url(env_url, "OPENAI_BASE_URL")
-        return server(url, f"from OPENAI_BASE_URL in {env.origin('OPENAI_BASE_URL')}")
+        return remote("server", url, f"from OPENAI_BASE_URL in {env.origin('OPENAI_BASE_URL')}")
     if api_key:
-        spec = EndpointSpec(
-            "openai", named_model or DEFAULT_MODEL, None, method or "json_schema", cap
-        )
-        return seedless(
-            Endpoint(
-                spec,
-                source=f"from OPENAI_API_KEY in {env.origin('OPENAI_API_KEY')}",
-                api_key=api_key,
-            )
-        )
+        return remote("openai", None, f"from OPENAI_API_KEY in {env.origin('OPENAI_API_KEY')}")
     # 3. a running Ollama
     hint = ""
     ollama_url = env.get(ollama.URL_VARIABLE) or ollama.DEFAULT_URL
@@ -567,8 +532,7 @@ def resolve_endpoint(
                     f"{', '.join(found.models)}); pull it with `ollama pull {named_model}` "
                     f"or choose one of these with --model"
                 )
-            spec = EndpointSpec("ollama", picked, found.base_url, method or "json_schema", cap)
-            return seedless(Endpoint(spec, source="no endpoint set; Ollama is running"))
+            return remote("ollama", found.base_url, "no endpoint set; Ollama is running", picked)
         if found is not None:
             hint = f"\nOllama runs at {found.url} but has no model; `ollama pull NAME` gets one."
     # 4. the bundled model

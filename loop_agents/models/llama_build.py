@@ -7,9 +7,13 @@ version built earlier on the machine with other flags is installed without a wor
 ("Using cached ..."), and ``pip install --no-cache-dir`` leaves an installed one alone
 ("already satisfied"). So the build leaves a record: the CMake file the flags include
 (`SERVER_ONLY_CMAKE`) writes ``llama_cpp/lib/loop_agents_build.json`` into the wheel, with
-the flags the build had, the SHA-256 of that CMake file and the time of the build.
-`check_build` compares it with the project's flags; ``make local`` rebuilds when they
-differ, and the bundled server's errors name the rebuild when a server cannot run.
+the flags the build had, the compiler flags it took from the environment (``CFLAGS``,
+``CXXFLAGS``: the project's build has none), the SHA-256 of that CMake file and the time
+of the build. `check_build` compares it with the project's flags; ``make local`` rebuilds
+when they differ, and the bundled server's errors name the rebuild when a server cannot
+run. A record says how a build was made, not that its code runs on this CPU: when a
+matching build crashes, the build itself is the suspect, and ``make local REBUILD=1``
+(`rebuild_command` with ``from_source=True``) compiles it again with no cache at all.
 
 Only the standard library is used, and nothing of llama-cpp-python is imported.
 
@@ -35,7 +39,7 @@ import json
 import os
 import shlex
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -48,6 +52,8 @@ __all__ = [
     "SERVER_ONLY_CMAKE",
     "BuildCheck",
     "build_cache_dir",
+    "build_environment",
+    "build_prefix",
     "check_build",
     "main",
     "project_flags",
@@ -72,6 +78,10 @@ DISTRIBUTION = "llama-cpp-python"
 
 RECORD_NAME = "loop_agents_build.json"
 """The build record's file name, in ``llama_cpp/lib`` next to the libraries."""
+
+COMPILER_VARIABLES = ("CFLAGS", "CXXFLAGS")
+"""Environment variables whose compiler flags CMake adds to every compile of the build. The
+project's build has none: ``CFLAGS=-march=native`` makes code that another CPU cannot run."""
 
 CACHE_VARIABLE = "LOOP_AGENTS_BUILD_CACHE"
 """The environment variable naming the pip cache that ``make local`` keeps its builds in."""
@@ -187,9 +197,10 @@ def check_build(cmake_args: str = CMAKE_ARGS) -> BuildCheck:
     """Whether the installed llama-cpp-python was built with ``cmake_args`` (the project's).
 
     It was if its build record (`RECORD_NAME`) names every flag of ``cmake_args`` with
-    the same value and was written by the current `SERVER_ONLY_CMAKE`. A build without a
-    record was made by another command, or is a wheel pip cached from such a build: its
-    flags are unknown, and it is not taken for the project's.
+    the same value, was written by the current `SERVER_ONLY_CMAKE`, and says the build had
+    no `COMPILER_VARIABLES` set. A build without a record was made by another command, or
+    is a wheel pip cached from such a build: its flags are unknown, and it is not taken
+    for the project's.
 
     Example:
         ```python
@@ -206,59 +217,53 @@ def check_build(cmake_args: str = CMAKE_ARGS) -> BuildCheck:
     try:
         record = json.loads(location.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        return BuildCheck(
-            False,
-            version,
+        problem = (
             f"{name} has no record of its build flags ({location} is missing): it was built "
             "by another command, or pip installed a wheel it had cached from such a build, "
-            "so its flags are unknown",
-            location=location,
+            "so its flags are unknown"
         )
+        return BuildCheck(False, version, problem, location=location)
     except (OSError, UnicodeDecodeError, ValueError) as exc:
-        return BuildCheck(
-            False,
-            version,
-            f"{name}'s build record {location} cannot be read: {exc}",
-            location=location,
-        )
+        problem = f"{name}'s build record {location} cannot be read: {exc}"
+        return BuildCheck(False, version, problem, location=location)
     if not isinstance(record, dict) or not isinstance(record.get("flags"), dict):
-        return BuildCheck(
-            False,
-            version,
-            f"{name}'s build record {location} is not one the project wrote (no flags in it)",
-            location=location,
-        )
-    built = _parse_time(record.get("built"))
+        problem = f"{name}'s build record {location} is not one the project wrote (no flags in it)"
+        return BuildCheck(False, version, problem, location=location)
+    problem = _record_problem(name, record, cmake_args)
+    return BuildCheck(
+        not problem, version, problem, _parse_time(record.get("built")), record, location
+    )
+
+
+def _record_problem(name: str, record: dict[str, Any], cmake_args: str) -> str:
+    """Why the build ``record`` tells of is not the project's; ``""`` when it is."""
     recorded = {str(k): str(v) for k, v in record["flags"].items()}
     differing = {
         flag: value
         for flag, value in project_flags(cmake_args).items()
         if flag not in recorded or not _same(recorded[flag], value)
     }
+    compiler = record.get("compiler_flags")
     if differing:
         built_with = ", ".join(
             f"{flag}={recorded[flag]}" if flag in recorded else f"no {flag}" for flag in differing
         )
         wanted = ", ".join(f"{flag}={value}" for flag, value in differing.items())
-        return BuildCheck(
-            False,
-            version,
-            f"{name} was built with other flags: {built_with} (the project's: {wanted})",
-            built,
-            record,
-            location,
-        )
+        return f"{name} was built with other flags: {built_with} (the project's: {wanted})"
     if record.get("include_sha256") != _include_sha256():
-        return BuildCheck(
-            False,
-            version,
+        return (
             f"{name} was built with another version of {SERVER_ONLY_CMAKE.name} (an older "
-            "loop_agents), which may leave out or add parts",
-            built,
-            record,
-            location,
+            "loop_agents), which may leave out or add parts"
         )
-    return BuildCheck(True, version, "", built, record, location)
+    if not isinstance(compiler, dict):
+        return f"{name}'s build record does not say which CFLAGS and CXXFLAGS it had"
+    if given := {k: str(compiler.get(k)) for k in COMPILER_VARIABLES if compiler.get(k)}:
+        return (
+            f"{name} was built with compiler flags from the environment: "
+            + ", ".join(f"{k}={v!r}" for k, v in given.items())
+            + " (the project's build has none: they can make code that this CPU cannot run)"
+        )
+    return ""
 
 
 def _parse_time(value: object) -> datetime | None:
@@ -278,34 +283,73 @@ def _checkout() -> Path | None:
     return None
 
 
-def rebuild_command(version: str | None = None, python: str | None = None) -> str:
+def build_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``environ`` (default ``os.environ``) for the project's build: no ``CFLAGS``, ``CXXFLAGS``.
+
+    `CMAKE_ARGS` is set, and the `COMPILER_VARIABLES` are left out.
+
+    Example:
+        ```python
+        env = build_environment({"CFLAGS": "-march=native", "PATH": "/usr/bin"})
+        assert env == {"PATH": "/usr/bin", "CMAKE_ARGS": CMAKE_ARGS}
+        ```
+    """
+    env = dict(os.environ if environ is None else environ)
+    for name in COMPILER_VARIABLES:
+        env.pop(name, None)
+    return env | {"CMAKE_ARGS": CMAKE_ARGS}
+
+
+def rebuild_command(
+    version: str | None = None, python: str | None = None, *, from_source: bool = False
+) -> str:
     """The shell command that rebuilds llama-cpp-python here with the project's flags.
 
     ``--force-reinstall --no-deps`` rebuilds an installed package (pip would otherwise
     say "already satisfied"); ``--no-cache-dir`` keeps pip from taking a wheel it cached
-    from another build. From a source checkout whose ``.venv`` this is, ``make local``
-    does the same and keeps the build for the next virtual environment.
+    from another build; ``CFLAGS`` and ``CXXFLAGS`` are emptied (`COMPILER_VARIABLES`).
+    From a source checkout whose ``.venv`` this is, ``make local`` does the same and
+    keeps the build for the next virtual environment.
 
     Args:
         version: The version to build; default the installed one.
         python: The interpreter to install into; default the current one.
+        from_source: The installed build matches the project's flags and still fails
+            (it crashed): compile it again whatever its record says, with no cache, and
+            remove the cached wheels of that version (``make local REBUILD=1``, or ``pip
+            cache remove`` before the build), so that no later install takes them again.
 
     Example:
         ```python
         print(rebuild_command("0.3.36"))
-        # CMAKE_ARGS="..." /repo/.venv/bin/python -m pip install --force-reinstall ...
+        # CFLAGS= CXXFLAGS= CMAKE_ARGS="..." /repo/.venv/bin/python -m pip install ...
         ```
     """
-    interpreter = python or sys.executable
+    interpreter = shlex.quote(python or sys.executable)
     root = _checkout()
     if root is not None and python is None and Path(sys.prefix).resolve() == root / ".venv":
-        return f"make -C {shlex.quote(str(root))} local"
+        return f"make -C {shlex.quote(str(root))} local" + (" REBUILD=1" if from_source else "")
     version = version or _installed_package()[0]
     requirement = f"{DISTRIBUTION}=={version}" if version else DISTRIBUTION
-    return (
-        f'CMAKE_ARGS="{CMAKE_ARGS}" {shlex.quote(interpreter)} -m pip install '
-        f"--force-reinstall --no-deps --no-cache-dir {shlex.quote(requirement)}"
+    build = (
+        f"{build_prefix()} {interpreter} -m pip install --force-reinstall --no-deps "
+        f"--no-cache-dir {shlex.quote(requirement)}"
     )
+    if not from_source:
+        return build
+    wheels = f"{DISTRIBUTION.replace('-', '_')}" + (f"-{version}" if version else "")
+    return f"{interpreter} -m pip cache remove {wheels}; {build}"
+
+
+def build_prefix() -> str:
+    """The shell words that set a pip command's environment for the project's build.
+
+    Example:
+        ```python
+        build_prefix()  # 'CFLAGS= CXXFLAGS= CMAKE_ARGS="-DGGML_NATIVE=OFF ..."'
+        ```
+    """
+    return " ".join(f"{name}=" for name in COMPILER_VARIABLES) + f' CMAKE_ARGS="{CMAKE_ARGS}"'
 
 
 def main(argv: Sequence[str] | None = None) -> int:

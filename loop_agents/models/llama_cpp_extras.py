@@ -41,8 +41,6 @@ TEMPLATE_TOKENS_PER_MESSAGE = 5
 and a newline."""
 TEMPLATE_TOKENS_FOR_REPLY = 3
 """ChatML's opening of the reply: ``<|im_start|>``, ``assistant`` and a newline."""
-COUNT_TIMEOUT = 30.0
-"""Seconds a token count may take (the server answers it when it is free)."""
 
 _EXCEEDED = re.compile(
     r"maximum context length is (?P<window>\d+) tokens\. However, you requested "
@@ -89,18 +87,25 @@ def chat_request(request: httpx.Request) -> dict[str, Any] | None:
 
 
 class StreamWatch:
-    """What one streamed answer said: its text, whether it carried usage or any data.
+    """What one streamed answer said: its text, its finish reasons, whether it had usage or data.
 
     Args:
         request: The streamed chat-completion request.
         body: Its JSON body.
+        llama_cpp_server: The server is llama-cpp-python's own: its usage is counted, and
+            an empty stream is diagnosed (see the module docstring).
 
     """
 
-    def __init__(self, request: httpx.Request, body: dict[str, Any]) -> None:
+    def __init__(
+        self, request: httpx.Request, body: dict[str, Any], *, llama_cpp_server: bool = True
+    ) -> None:
         self.request = request
         self.body = body
+        self.llama_cpp_server = llama_cpp_server
         self.parts: list[str] = []
+        self.chunks = 0
+        self.finish_reasons: list[str] = []
         self.saw_data = False
         self.saw_usage = False
         self.finished = False
@@ -111,11 +116,14 @@ class StreamWatch:
     def take(self, event: Any) -> None:
         """Note one streamed event (a parsed ``data:`` line)."""
         self.saw_data = True
+        self.chunks += 1
         if not isinstance(event, dict):
             return
         if event.get("usage"):
             self.saw_usage = True
         for choice in event.get("choices") or []:
+            if isinstance(choice, dict) and choice.get("finish_reason"):
+                self.finish_reasons.append(str(choice["finish_reason"]))
             delta = choice.get("delta") if isinstance(choice, dict) else None
             if not isinstance(delta, dict):
                 continue
@@ -130,8 +138,8 @@ class StreamWatch:
 
     @property
     def needs_usage(self) -> bool:
-        """Whether a usage event should be added (asked for, and the server sent none)."""
-        return self.wants_usage and self.saw_data and not self.saw_usage
+        """Whether a usage event should be added (asked for, and llama.cpp sent none)."""
+        return self.llama_cpp_server and self.wants_usage and self.saw_data and not self.saw_usage
 
     def count_requests(self) -> tuple[httpx.Request, httpx.Request]:
         """The two token counts to ask the server: the prompt's text and the answer's."""
@@ -196,12 +204,11 @@ def _prompt_text(body: dict[str, Any]) -> str:
     for message in body.get("messages") or []:
         if not isinstance(message, dict):
             continue
-        for key in ("content",):
-            value = message.get(key)
-            if isinstance(value, str):
-                parts.append(value)
-            elif isinstance(value, list):
-                parts += [p["text"] for p in value if isinstance(p, dict) and "text" in p]
+        value = message.get("content")
+        if isinstance(value, str):
+            parts.append(value)
+        elif isinstance(value, list):
+            parts += [p["text"] for p in value if isinstance(p, dict) and "text" in p]
         for call in message.get("tool_calls") or []:
             function = call.get("function") if isinstance(call, dict) else None
             if isinstance(function, dict):

@@ -22,11 +22,19 @@ Measured with llama-cpp-python 0.3.36 and langchain-openai 1.x:
    joins the chunks' names (``ReviewReviewReview...``), so a streamed structured-output
    call finds no tool of the expected name. The transport drops the repeats.
 
+For every server it also refuses an answer that never finished: a chat completion that
+ends without a finish reason (a stream of a role chunk and ``[DONE]``, which a
+llama-cpp-python server busy with another request sent; a response with no choice, or a
+choice without ``finish_reason``) raises `IncompleteAnswerError`, a transport error that
+the loop's retries treat like a lost connection, instead of passing an empty answer on.
+
 With ``llama_cpp_server=True`` (the bundled server's clients) it also counts the tokens of
 streamed answers and names a prompt over the context (see
 `loop_agents.models.llama_cpp_extras`). Every other request and response passes
-unchanged. Use it through
-`loop_agents.models.local_model.LocalModelServer` (``http_async_client()``, ``chat_model()``).
+unchanged. Every chat model the package makes uses it (`http_clients`): the endpoints',
+`loop_agents.models.settings.ModelSettings.chat_model`'s and the bundled server's
+(`loop_agents.models.local_model.LocalModelServer`: ``http_async_client()``,
+``chat_model()``).
 
 Example:
     ```python
@@ -44,18 +52,23 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import urllib.request
 from collections.abc import AsyncIterator, Generator, Iterator
 from typing import Any, Generic, TypeVar
+from urllib.parse import urlsplit
 
 import httpx
 
 from loop_agents.models.llama_cpp_extras import StreamWatch, chat_body, chat_request
 
 __all__ = [
+    "IncompleteAnswerError",
     "LlamaCppTransport",
     "bound_forced_tool",
     "dedupe_streamed_tool_names",
+    "http_clients",
     "number_choices",
+    "proxy_for",
 ]
 
 _ARGUMENT_OVERHEAD_TOKENS = 24
@@ -64,6 +77,34 @@ _TOKENS_PER_CHARACTER = 3
 """The most tokens one character may take (a byte-fallback CJK character)."""
 _MOST_CHOICES = 1001
 """The most values a bounded number is given as alternatives (more would slow the grammar)."""
+
+
+class IncompleteAnswerError(httpx.RemoteProtocolError):
+    """A chat completion ended without a finish reason: cut off, neither empty nor finished.
+
+    An ``httpx.TransportError`` (a ``RemoteProtocolError``), so the loop's retries
+    (``default_retry_policy``) retry it like a lost connection. For an answer that is not
+    streamed the OpenAI client retries it itself (``max_retries``), then raises an
+    ``APIConnectionError`` from it; a streamed one reaches the caller as that error too.
+
+    Example:
+        ```python
+        try:
+            model.invoke("Say hello.")
+        except (IncompleteAnswerError, openai.APIConnectionError):
+            ...  # the server stopped answering mid-way: ask again
+        ```
+    """
+
+    def __init__(self, url: str, what: str) -> None:
+        """Say that the server at ``url`` ended ``what`` without a finish reason."""
+        super().__init__(
+            f"the model server at {url} ended {what} without a finish reason, so the answer "
+            "is incomplete, not an answer (a llama.cpp server busy with another request sends "
+            "such a stream); it is treated as a lost connection, and retried where retries "
+            "are on. If it keeps happening, send the server one request at a time, or read "
+            "its log"
+        )
 
 
 class LlamaCppTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
@@ -99,8 +140,10 @@ class LlamaCppTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
         self.llama_cpp_server = llama_cpp_server
 
     def _watch(self, request: httpx.Request) -> StreamWatch | None:
-        body = chat_request(request) if self.llama_cpp_server else None
-        return StreamWatch(request, body) if body is not None else None
+        body = chat_request(request)
+        if body is None:
+            return None
+        return StreamWatch(request, body, llama_cpp_server=self.llama_cpp_server)
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         """Send a request synchronously (see the module docstring for the changes)."""
@@ -108,6 +151,9 @@ class LlamaCppTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
             self._transport = httpx.HTTPTransport()
         request = bound_forced_tool(request)
         response = self._transport.handle_request(request)
+        if _is_completion(request, response):
+            response.read()
+            return _finished(request, response)
         if not _is_event_stream(response):
             return response
         stream = response.stream
@@ -120,6 +166,9 @@ class LlamaCppTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
             self._async_transport = httpx.AsyncHTTPTransport()
         request = bound_forced_tool(request)
         response = await self._async_transport.handle_async_request(request)
+        if _is_completion(request, response):
+            await response.aread()
+            return _finished(request, response)
         if not _is_event_stream(response):
             return response
         stream = response.stream
@@ -136,6 +185,50 @@ class LlamaCppTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
         """Close the wrapped async transport."""
         if self._async_transport is not None:
             await self._async_transport.aclose()
+
+
+def http_clients(
+    base_url: str | None, *, llama_cpp_server: bool = False
+) -> tuple[httpx.Client, httpx.AsyncClient]:
+    """A sync and an async client for the server at ``base_url``, through `LlamaCppTransport`.
+
+    Both share one transport, with the environment's proxy for ``base_url`` (`proxy_for`;
+    none on loopback). ``None`` is OpenAI's API.
+
+    Example:
+        ```python
+        sync_client, async_client = http_clients("http://127.0.0.1:8080/v1")
+        model = ChatOpenAI(base_url=url, http_client=sync_client, http_async_client=async_client)
+        ```
+    """
+    proxy = proxy_for(base_url or "https://api.openai.com/v1")
+    transport = LlamaCppTransport(
+        httpx.HTTPTransport(proxy=proxy),
+        httpx.AsyncHTTPTransport(proxy=proxy),
+        llama_cpp_server=llama_cpp_server,
+    )
+    return (
+        httpx.Client(transport=transport, trust_env=False),
+        httpx.AsyncClient(transport=transport, trust_env=False),
+    )
+
+
+def proxy_for(url: str) -> str | None:
+    """The proxy the environment sets for ``url`` (``https_proxy``, ...); none for loopback.
+
+    Example:
+        ```python
+        proxy_for("http://127.0.0.1:8080/v1")  # None
+        ```
+    """
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if host in ("localhost", "::1") or host.startswith("127.") or not host:
+        return None
+    if urllib.request.proxy_bypass(host):
+        return None
+    proxies = urllib.request.getproxies()
+    return proxies.get(parts.scheme) or proxies.get("all")
 
 
 # -- requests: bound the numbers and strings of a forced tool call -----------------------
@@ -257,12 +350,55 @@ def _unbounded_strings(schema: Any) -> Iterator[dict[str, Any]]:
             yield found
 
 
-# -- responses: send each streamed tool call's name once ----------------------------------
+# -- responses: a finished answer, each streamed tool call's name once ----------------------
 
 
 def _is_event_stream(response: httpx.Response) -> bool:
     content_type = str(response.headers.get("content-type", ""))
     return content_type.startswith("text/event-stream")
+
+
+def _is_completion(request: httpx.Request, response: httpx.Response) -> bool:
+    """Whether ``response`` is a successful answer to a chat completion not streamed."""
+    body = chat_body(request)
+    content_type = str(response.headers.get("content-type", ""))
+    return (
+        body is not None
+        and body.get("stream") is not True
+        and response.is_success
+        and content_type.startswith("application/json")
+    )
+
+
+def _finished(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+    """``response`` (read) as it came, if each choice of its answer has a finish reason.
+
+    Raises:
+        IncompleteAnswerError: it has no choice, or one without a ``finish_reason``. A body
+            that is not a completion at all (not JSON, an error) passes, for the client to
+            report as it is.
+    """
+    try:
+        answer = json.loads(response.content)
+    except ValueError:
+        answer = None
+    if isinstance(answer, dict) and "error" not in answer:
+        choices = answer.get("choices")
+        url = str(request.url).removesuffix("/chat/completions")
+        if not isinstance(choices, list) or not choices:
+            raise IncompleteAnswerError(url, "its answer with no choice at all")
+        for index, choice in enumerate(choices):
+            if not (isinstance(choice, dict) and choice.get("finish_reason")):
+                raise IncompleteAnswerError(url, f"its answer (choice {index})")
+    headers = httpx.Headers(response.headers)
+    for name in ("content-encoding", "content-length"):  # the content is decoded now
+        headers.pop(name, None)
+    return httpx.Response(
+        response.status_code,
+        headers=headers,
+        content=response.content,
+        extensions=response.extensions,
+    )
 
 
 def _with_stream(response: httpx.Response, stream: Any) -> httpx.Response:
@@ -372,10 +508,16 @@ def _ending(deduper: _Deduper, watch: StreamWatch | None) -> Generator[_Step, An
     if watch is None or watch.finished:
         return
     watch.finished = True  # once, even if the stream is read again
-    if not watch.saw_data:  # an empty stream: ask again, not streamed, for the reason
-        (response,) = yield [watch.diagnosis_request()]
+    if not watch.saw_data and watch.llama_cpp_server:  # an empty stream: ask again, not
+        (response,) = yield [watch.diagnosis_request()]  # streamed, for the reason
         if (error := watch.error_of(response)) is not None:
             raise error
+    elif watch.saw_data and not watch.finish_reasons:  # data, but the answer never ended
+        url = str(watch.request.url).removesuffix("/chat/completions")
+        text = len("".join(watch.parts))
+        raise IncompleteAnswerError(
+            url, f"a streamed answer ({watch.chunks} chunks, {text} characters of text)"
+        )
     elif watch.needs_usage:
         with contextlib.suppress(httpx.HTTPError):
             counts = yield list(watch.count_requests())

@@ -14,8 +14,10 @@ set(LLAMA_BUILD_COMMON OFF CACHE BOOL "llama: build common utils library" FORCE)
 # libraries. pip's wheel cache does not look at CMAKE_ARGS, so a wheel of the same version
 # built earlier with other flags can be installed in place of this build; the record says
 # which flags a build had (every GGML_*, LLAMA_* and LLAVA_* setting given so far, i.e.
-# on the command line or forced by llama-cpp-python), which version of this file it
-# included (its SHA-256) and when it was made. loop_agents.models.llama_build reads it.
+# on the command line or forced by llama-cpp-python), the compiler flags it took from the
+# environment (CFLAGS and CXXFLAGS, which CMake adds to every compile: -march=native there
+# makes code another CPU cannot run), which version of this file it included (its
+# SHA-256) and when it was made. loop_agents.models.llama_build reads it.
 function(loop_agents_json_string out value)
   string(REPLACE "\\" "\\\\" value "${value}")
   string(REPLACE "\"" "\\\"" value "${value}")
@@ -27,6 +29,8 @@ endfunction()
 string(TIMESTAMP _loop_agents_built "%Y-%m-%dT%H:%M:%SZ" UTC)
 file(SHA256 "${CMAKE_CURRENT_LIST_FILE}" _loop_agents_sha256)
 loop_agents_json_string(_loop_agents_args "$ENV{CMAKE_ARGS}")
+loop_agents_json_string(_loop_agents_cflags "$ENV{CFLAGS}")
+loop_agents_json_string(_loop_agents_cxxflags "$ENV{CXXFLAGS}")
 get_cmake_property(_loop_agents_cache CACHE_VARIABLES)
 list(SORT _loop_agents_cache)
 set(_loop_agents_flags "")
@@ -40,7 +44,7 @@ foreach(_loop_agents_name IN LISTS _loop_agents_cache)
   endif()
 endforeach()
 set(_loop_agents_record "${CMAKE_CURRENT_BINARY_DIR}/loop_agents_build.json")
-file(WRITE "${_loop_agents_record}" "{\n  \"format\": 1,\n  \"built\": \"${_loop_agents_built}\",\n  \"include_sha256\": \"${_loop_agents_sha256}\",\n  \"cmake_args\": ${_loop_agents_args},\n  \"flags\": {\n${_loop_agents_flags}\n  }\n}\n")
+file(WRITE "${_loop_agents_record}" "{\n  \"format\": 2,\n  \"built\": \"${_loop_agents_built}\",\n  \"include_sha256\": \"${_loop_agents_sha256}\",\n  \"cmake_args\": ${_loop_agents_args},\n  \"compiler_flags\": {\"CFLAGS\": ${_loop_agents_cflags}, \"CXXFLAGS\": ${_loop_agents_cxxflags}},\n  \"flags\": {\n${_loop_agents_flags}\n  }\n}\n")
 if(DEFINED SKBUILD_PLATLIB_DIR)
   install(FILES "${_loop_agents_record}" DESTINATION "${SKBUILD_PLATLIB_DIR}/llama_cpp/lib")
 endif()

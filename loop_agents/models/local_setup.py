@@ -24,24 +24,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from loop_agents.models.llama_build import CMAKE_ARGS
-
-__all__ = [
-    "EXTRA",
-    "FIRST_BUILD",
-    "MODEL_ALIAS",
-    "MODEL_DISTRIBUTION",
-    "LocalModelError",
-    "LocalModelNotInstalledError",
-    "LocalModelServerDied",
-    "LocalModelStartError",
-    "banner",
-    "install_command",
-    "is_installed",
-    "missing_parts",
-    "model_path",
-    "no_endpoint_message",
-]
+from loop_agents.models.llama_build import build_prefix
 
 EXTRA = "local"
 """The name of the optional extra that brings the local model."""
@@ -80,11 +63,11 @@ class LocalModelServerDied(LocalModelError):
 def install_command(python: str | None = None) -> str:
     """The one shell command that installs the ``local`` extra into this environment.
 
-    It builds llama-cpp-python from source with `CMAKE_ARGS` (about 2 minutes on 2 cores
-    the first time), then checks that the installed build is the project's
-    (`loop_agents.models.llama_build`: pip's wheel cache does not look at the flags). From
-    a source checkout the checkout is installed with the extra; otherwise the published
-    package is.
+    It builds llama-cpp-python from source with ``CMAKE_ARGS`` and no ``CFLAGS`` or
+    ``CXXFLAGS`` from the environment (about 2 minutes on 2 cores the first time), then
+    checks that the installed build is the project's (`loop_agents.models.llama_build`:
+    pip's wheel cache does not look at the flags). From a source checkout the checkout is
+    installed with the extra; otherwise the published package is.
 
     Args:
         python: The interpreter to install into; the current one by default.
@@ -92,8 +75,8 @@ def install_command(python: str | None = None) -> str:
     Example:
         ```python
         print(install_command())
-        # CMAKE_ARGS="-DGGML_NATIVE=OFF ..." /repo/.venv/bin/python -m pip install -e
-        #     '/repo[local]' && /repo/.venv/bin/python -m loop_agents.models.llama_build
+        # CFLAGS= CXXFLAGS= CMAKE_ARGS="-DGGML_NATIVE=OFF ..." /repo/.venv/bin/python -m pip
+        #     install -e '/repo[local]' && /repo/.venv/bin/python -m loop_agents.models.llama_build
         ```
     """
     interpreter = shlex.quote(python or sys.executable)
@@ -104,7 +87,7 @@ def install_command(python: str | None = None) -> str:
         target = shlex.quote(f"loop_agents[{EXTRA}]")
     # then the check: pip may have taken a wheel it cached from a build with other flags
     check = f"{interpreter} -m loop_agents.models.llama_build"
-    return f'CMAKE_ARGS="{CMAKE_ARGS}" {interpreter} -m pip install {target} && {check}'
+    return f"{build_prefix()} {interpreter} -m pip install {target} && {check}"
 
 
 def _find_spec(name: str) -> importlib.machinery.ModuleSpec | None:

@@ -26,6 +26,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import tempfile
 import time
 from pathlib import Path
@@ -112,6 +113,58 @@ def exit_description(code: int) -> str:
 # -- who listens on a port (Linux) -----------------------------------------------------------
 
 
+def default_threads(cpu_count: int | None = None) -> int:
+    """The bundled server's CPU threads when none are set: half the cores, at least 1.
+
+    llama.cpp's threads meet at a barrier after every operation of every token, so one
+    thread that the OS deschedules (the machine is busy with the loop itself, a test
+    runner, a compiler) stalls all of them: on a loaded machine, as many threads as cores
+    is slower than half as many. A loop's agent and judge never compute at the same time,
+    so each role's server gets this many threads; when they do (an eval running pairs at
+    once), the two together use at most all the cores.
+
+    Args:
+        cpu_count: The cores to share; default ``os.cpu_count()``.
+
+    Example:
+        ```python
+        assert default_threads(2) == 1 and default_threads(8) == 4 and default_threads(1) == 1
+        ```
+    """
+    cores = cpu_count if cpu_count is not None else (os.cpu_count() or 1)
+    return max(1, cores // 2)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that is free on ``host`` right now (the OS picks it).
+
+    Example:
+        ```python
+        port = free_port()
+        ```
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def someone_listens(host: str, port: int) -> bool:
+    """Whether a process listens on ``host``'s TCP ``port`` already.
+
+    Example:
+        ```python
+        if someone_listens("127.0.0.1", 8080):
+            print("port 8080 is taken")
+        ```
+    """
+    address = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)
+    try:
+        with socket.create_connection((address, port), timeout=1.0):
+            return True
+    except OSError:
+        return False
+
+
 def _listening_inodes(port: int) -> set[str] | None:
     """The socket inodes listening on TCP ``port`` (any address), or None when unknown."""
     found: set[str] = set()
@@ -131,15 +184,18 @@ def _listening_inodes(port: int) -> set[str] | None:
     return found if readable else None
 
 
-def _socket_inodes(pid: int) -> set[str]:
-    inodes: set[str] = set()
+def _fd_targets(pid: int | str) -> list[str]:
+    """Where the open file descriptors of process ``pid`` lead (those this user may read)."""
+    targets: list[str] = []
     with contextlib.suppress(OSError):
         for fd in os.scandir(f"/proc/{pid}/fd"):
             with contextlib.suppress(OSError):
-                target = os.readlink(fd.path)
-                if target.startswith("socket:["):
-                    inodes.add(target[8:-1])
-    return inodes
+                targets.append(os.readlink(fd.path))
+    return targets
+
+
+def _socket_inodes(pid: int) -> set[str]:
+    return {target[8:-1] for target in _fd_targets(pid) if target.startswith("socket:[")}
 
 
 def serves_port(pid: int, port: int) -> bool | None:
@@ -192,14 +248,9 @@ def _open_paths_under(folder: Path) -> set[Path] | None:
     held: set[Path] = set()
     prefix = str(folder) + os.sep + LOG_FOLDER_PREFIX
     for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
-        with contextlib.suppress(OSError):
-            for fd in os.scandir(entry / "fd"):
-                with contextlib.suppress(OSError):
-                    target = os.readlink(fd.path)
-                    if target.startswith(prefix):
-                        held.add(folder / Path(target[len(str(folder)) + 1 :]).parts[0])
+        for target in _fd_targets(entry.name) if entry.name.isdigit() else []:
+            if target.startswith(prefix):
+                held.add(folder / Path(target[len(str(folder)) + 1 :]).parts[0])
     return held
 
 

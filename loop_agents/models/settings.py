@@ -67,12 +67,21 @@ def parse_seed(text: str | int, origin: str = SEED_VARIABLE) -> int:
         ```
     """
     raw = str(text).strip()
-    try:
-        seed = int(raw)
-    except ValueError:
-        seed = -1
-    if not 0 <= seed <= MAX_SEED:
-        raise SettingsError(f"{origin} must be a whole number from 0 to {MAX_SEED}; got {text!r}")
+    return check_seed(int(raw) if raw.lstrip("+-").isdigit() else text, origin)
+
+
+def check_seed(seed: object, where: str) -> int:
+    """``seed`` if it is an int from 0 to `MAX_SEED`; else a `SettingsError` naming ``where``.
+
+    `SettingsError` is a ``ValueError``.
+
+    Example:
+        ```python
+        check_seed(7, "--seed")  # 7
+        ```
+    """
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        raise SettingsError(f"{where} must be a whole number from 0 to {MAX_SEED}; got {seed!r}")
     return seed
 
 
@@ -178,6 +187,9 @@ class ModelSettings:
     def chat_model(self, **kwargs: Any) -> ChatOpenAI:
         """A ``ChatOpenAI`` for these settings; ``kwargs`` go to ``ChatOpenAI``.
 
+        The model talks through `loop_agents.models.llama_cpp_http.LlamaCppTransport` (unless
+        ``kwargs`` bring HTTP clients), which refuses an answer that ends without a finish
+        reason (a transport error, retried as one) and smooths llama.cpp's deviations.
         Streamed answers ask for their token usage (``stream_options.include_usage``),
         which ``ChatOpenAI`` leaves off for servers at a base URL; OpenAI-compatible
         servers that do not know the option ignore it. For a server on this machine
@@ -216,6 +228,12 @@ class ModelSettings:
             options["max_tokens"] = self.max_tokens
             if self.base_url:
                 options["extra_body"] = {"max_tokens": self.max_tokens}
+        if "openai_proxy" not in kwargs:  # the proxy is the clients' (ChatOpenAI: not both)
+            from loop_agents.models.llama_cpp_http import http_clients
+
+            sync_client, async_client = http_clients(self.base_url)
+            clients = {"http_client": sync_client, "http_async_client": async_client}
+            options |= {name: client for name, client in clients.items() if name not in kwargs}
         return ChatOpenAI(**(options | kwargs))
 
 

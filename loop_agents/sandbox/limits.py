@@ -1,4 +1,7 @@
-"""The limits a program runs under (`RunLimits`), their defaults and their validation."""
+"""The limits a program runs under (`RunLimits`), their defaults and their validation.
+
+Its public names are exported by `loop_agents.sandbox`.
+"""
 
 from __future__ import annotations
 
@@ -6,22 +9,8 @@ import math
 import re
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal, TypedDict, get_args
-
-__all__ = [
-    "DEFAULT_MAX_FILE_SIZE",
-    "DEFAULT_MAX_OUTPUT",
-    "DEFAULT_MAX_PROCESSES",
-    "DEFAULT_MEMORY_LIMIT",
-    "DEFAULT_TIMEOUT",
-    "GRACE_SECONDS",
-    "ISOLATIONS",
-    "SCRIPT_NAME",
-    "Isolation",
-    "RunLimits",
-    "make_limits",
-]
 
 DEFAULT_TIMEOUT = 10.0
 """Seconds a program may run."""
@@ -86,16 +75,7 @@ class RunLimits:
 
     def options(self) -> dict[str, Any]:
         """These limits as keyword arguments of `run_python` and `arun_python`."""
-        return {
-            "timeout": self.timeout,
-            "memory_limit": self.memory_limit,
-            "max_output": self.max_output,
-            "max_file_size": self.max_file_size,
-            "python": self.python,
-            "env": self.env,
-            "isolation": self.isolation,
-            "max_processes": self.max_processes,
-        }
+        return {limit.name: getattr(self, limit.name) for limit in fields(self)}
 
     def __post_init__(self) -> None:
         """Check every limit; see the class docstring."""
@@ -104,38 +84,28 @@ class RunLimits:
             raise ValueError(
                 f"timeout must be a finite number of seconds > 0; got {_shown(timeout)}"
             )
-        for name in ("memory_limit", "max_file_size"):
+        whole_numbers = {  # name: (the lowest value, the range in words, what None means)
+            "memory_limit": (1024 * 1024, "a number of bytes from 1 MiB", "no limit"),
+            "max_file_size": (1024 * 1024, "a number of bytes from 1 MiB", "no limit"),
+            "max_output": (16, "a number of bytes from 16", ""),
+            "max_processes": (1, "a whole number from 1", "no cap"),
+        }
+        for name, (lowest, words, unset) in whole_numbers.items():
             value = getattr(self, name)
-            if value is not None and (
+            if (value is not None or not unset) and (
                 isinstance(value, bool)
                 or not isinstance(value, int)
-                or not 1024 * 1024 <= value <= RLIMIT_MAX
+                or not lowest <= value <= RLIMIT_MAX
             ):
+                counts = " (the program itself counts)" if name == "max_processes" else ""
+                none = f", or None for {unset}" if unset else ""
                 raise ValueError(
-                    f"{name} must be a number of bytes from 1 MiB to 2**63 - 1, or None for "
-                    f"no limit; got {_shown(value)}"
+                    f"{name} must be {words} to 2**63 - 1{counts}{none}; got {_shown(value)}"
                 )
-        if (
-            isinstance(self.max_output, bool)
-            or not isinstance(self.max_output, int)
-            or not 16 <= self.max_output <= RLIMIT_MAX
-        ):
-            raise ValueError(
-                f"max_output must be a number of bytes from 16 to 2**63 - 1; "
-                f"got {_shown(self.max_output)}"
-            )
         if self.isolation not in ISOLATIONS:
             raise ValueError(
                 f"isolation must be one of {', '.join(map(repr, ISOLATIONS))}; "
                 f"got {self.isolation!r}"
-            )
-        cap = self.max_processes
-        if cap is not None and (
-            isinstance(cap, bool) or not isinstance(cap, int) or not 1 <= cap <= RLIMIT_MAX
-        ):
-            raise ValueError(
-                f"max_processes must be a whole number from 1 to 2**63 - 1 (the program itself "
-                f"counts), or None for no cap; got {_shown(cap)}"
             )
         if not isinstance(self.python, str) or not self.python:
             raise ValueError(f"python must be the path of an interpreter; got {self.python!r}")

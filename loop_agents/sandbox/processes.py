@@ -14,6 +14,7 @@ import random
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from contextlib import suppress
 
 __all__ = [
@@ -43,32 +44,27 @@ def _pids() -> list[str]:
     return [entry for entry in os.listdir("/proc") if entry.isdigit()]
 
 
-def uids_alive(uid: int) -> list[int]:
-    """Processes whose real user id is ``uid`` and that have not exited (zombies left out)."""
-    found = []
+def _of_uid(uid: int) -> Iterator[tuple[str, dict[str, str]]]:
+    """Each process whose real user id is ``uid``, and its ``/proc/PID/status`` fields."""
     for pid in _pids():
         try:
             status = _status(pid)
         except OSError:
             continue
-        if status.get("State", "").startswith(("Z", "X")):
-            continue
         if int(status.get("Uid", "-1 ").split()[0]) == uid:
-            found.append(int(pid))
-    return found
+            yield pid, status
+
+
+def uids_alive(uid: int) -> list[int]:
+    """Processes whose real user id is ``uid`` and that have not exited (zombies left out)."""
+    return [
+        int(pid) for pid, status in _of_uid(uid) if status.get("State", "")[:1] not in ("Z", "X")
+    ]
 
 
 def tasks_of_uid(uid: int) -> int:
     """Processes and threads whose real user id is ``uid`` (what ``RLIMIT_NPROC`` counts)."""
-    count = 0
-    for pid in _pids():
-        try:
-            status = _status(pid)
-        except OSError:
-            continue
-        if int(status.get("Uid", "-1 ").split()[0]) == uid:
-            count += int(status.get("Threads", "1"))
-    return count
+    return sum(int(status.get("Threads", "1")) for _, status in _of_uid(uid))
 
 
 def children(pid: int) -> list[int]:

@@ -18,21 +18,15 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import TypeVar, Unpack
 
 from loop_agents.sandbox.cleanup import remove_tree
 from loop_agents.sandbox.isolation import Plan, choose_identity, make_plan
 from loop_agents.sandbox.limits import (
-    DEFAULT_MAX_FILE_SIZE,
-    DEFAULT_MAX_OUTPUT,
-    DEFAULT_MAX_PROCESSES,
-    DEFAULT_MEMORY_LIMIT,
-    DEFAULT_TIMEOUT,
     GRACE_SECONDS,
     SCRIPT_NAME,
-    Isolation,
     RunLimits,
     RunOptions,
     make_limits,
@@ -162,19 +156,31 @@ def _program_exit(status_fd: int, returncode: int) -> int:
 
 def _execute(code: str, limits: RunLimits, cancel: threading.Event | None = None) -> RunResult:
     identity = choose_identity(limits)
-    status_read, write_fd = os.pipe()
-    status_write = _Once(write_fd)
     plan: Plan | None = None
     try:
-        os.set_blocking(status_read, False)
-        with _workspace(code, identity.uid) as (root, workdir, script):
-            plan = make_plan(identity, limits, root, workdir, script, write_fd)
+        with status_pipe() as (status_read, status_write), _workspace(code, identity.uid) as work:
+            root, workdir, script = work
+            plan = make_plan(identity, limits, root, workdir, script, status_write.fd)
             return _start_and_wait(plan, limits, workdir, root, status_read, status_write, cancel)
+    finally:
+        if plan is not None and plan.cgroup is not None:  # removed already, unless it failed
+            plan.cgroup.remove(within=0.2)
+
+
+@contextmanager
+def status_pipe() -> Iterator[tuple[int, _Once]]:
+    """The pipe the supervisor writes how the program ended to: its read end, its write end.
+
+    The read end is non-blocking; both ends are closed on leaving.
+    """
+    status_read, write_fd = os.pipe()
+    status_write = _Once(write_fd)
+    try:
+        os.set_blocking(status_read, False)
+        yield status_read, status_write
     finally:
         os.close(status_read)
         status_write.close()
-        if plan is not None and plan.cgroup is not None:  # removed already, unless it failed
-            plan.cgroup.remove(within=0.2)
 
 
 class _Once:
@@ -249,18 +255,7 @@ def _start_and_wait(
     )
 
 
-def run_python(
-    code: str,
-    *,
-    timeout: float = DEFAULT_TIMEOUT,
-    memory_limit: int | None = DEFAULT_MEMORY_LIMIT,
-    max_output: int = DEFAULT_MAX_OUTPUT,
-    max_file_size: int | None = DEFAULT_MAX_FILE_SIZE,
-    python: str | None = None,
-    env: Mapping[str, str] | None = None,
-    isolation: Isolation = "auto",
-    max_processes: int | None = DEFAULT_MAX_PROCESSES,
-) -> RunResult:
+def run_python(code: str, **options: Unpack[RunOptions]) -> RunResult:
     r"""Run a Python program in a child process with limits, and wait for it.
 
     The program runs as ``answer.py`` with ``python -I`` in a fresh empty temporary folder
@@ -270,20 +265,24 @@ def run_python(
 
     Args:
         code: The program's source.
-        timeout: Wall-clock seconds before the program (with everything it started) is
-            killed. The call returns within ``timeout + GRACE_SECONDS`` (2 s).
-        memory_limit: Bytes of address space (``RLIMIT_AS``); ``None`` for no limit.
-        max_output: Bytes kept of stdout and of stderr each; the head and the tail are
-            kept and the middle is dropped.
-        max_file_size: The largest file, in bytes, the program may write; ``None`` for no
-            limit.
-        python: The interpreter; the current one by default.
-        env: Extra environment variables for the program. Names that look like secrets
-            (containing KEY, TOKEN, SECRET, PASSWORD or CREDENTIAL) are refused.
-        isolation: ``"auto"`` (the first of ``"bwrap"``, ``"unshare"``, ``"process"``
-            that works here), or one of them.
-        max_processes: Processes and threads the program may have at once, itself
-            included; ``None`` for no cap.
+        **options: The limits, each keyword-only, with `RunLimits`' defaults:
+
+            - ``timeout``: wall-clock seconds before the program (with everything it
+              started) is killed (10). The call returns within ``timeout +
+              GRACE_SECONDS`` (2 s).
+            - ``memory_limit``: bytes of address space (``RLIMIT_AS``); ``None`` for no
+              limit (512 MiB).
+            - ``max_output``: bytes kept of stdout and of stderr each; the head and the
+              tail are kept and the middle is dropped (10,000).
+            - ``max_file_size``: the largest file, in bytes, the program may write;
+              ``None`` for no limit (16 MiB).
+            - ``python``: the interpreter; the current one by default.
+            - ``env``: extra environment variables for the program. Names that look like
+              secrets (containing KEY, TOKEN, SECRET, PASSWORD or CREDENTIAL) are refused.
+            - ``isolation``: ``"auto"`` (the first of ``"bwrap"``, ``"unshare"``,
+              ``"process"`` that works here), or one of them.
+            - ``max_processes``: processes and threads the program may have at once,
+              itself included; ``None`` for no cap (64).
 
     Returns:
         A `RunResult`; its ``isolation`` says which isolation the program ran in.
@@ -298,17 +297,7 @@ def run_python(
         assert result.ok and result.stdout == "45\n"
         ```
     """
-    limits = make_limits(
-        timeout,
-        memory_limit,
-        max_output,
-        max_file_size,
-        python,
-        env,
-        isolation=isolation,
-        max_processes=max_processes,
-    )
-    return _execute(code, limits)
+    return _execute(code, make_limits(**options))
 
 
 async def arun_python(code: str, **options: Unpack[RunOptions]) -> RunResult:

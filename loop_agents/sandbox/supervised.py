@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from loop_agents.sandbox.isolation import Plan, supervisor_command
 from loop_agents.sandbox.limits import make_limits
 from loop_agents.sandbox.result import RunResult
-from loop_agents.sandbox.runner import _Once, _start_and_wait
+from loop_agents.sandbox.runner import _start_and_wait, status_pipe
 
 __all__ = ["run_supervised"]
 
@@ -45,24 +45,12 @@ def run_supervised(
         ```
     """
     limits = make_limits(timeout, None, max_output, None, isolation="process", max_processes=None)
-    status_read, write_fd = os.pipe()
-    status_write = _Once(write_fd)
-    try:
-        os.set_blocking(status_read, False)
+    with status_pipe() as (status_read, status_write):
         command = supervisor_command(
-            limits.python, write_fd, kill_all=False, rlimits={}, flags=[], program=argv
+            limits.python, status_write.fd, kill_all=False, rlimits={}, flags=[], program=argv
         )
         plan = Plan(isolation="process", command=command, env=dict(env))
+        workdir = cwd or os.getcwd()
         return _start_and_wait(
-            plan,
-            limits,
-            cwd or os.getcwd(),
-            "",
-            status_read,
-            status_write,
-            cancel,
-            merge_stderr=True,
+            plan, limits, workdir, "", status_read, status_write, cancel, merge_stderr=True
         )
-    finally:
-        os.close(status_read)
-        status_write.close()

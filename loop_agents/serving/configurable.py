@@ -21,7 +21,7 @@ result = loop.invoke(
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, TypedDict
 
 from langchain_core.language_models import BaseChatModel
@@ -30,17 +30,17 @@ from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from langgraph.runtime import get_runtime
 from langgraph.types import Checkpointer
 
+from loop_agents.controls.criteria import criteria_note
+from loop_agents.controls.shorthands import controls_of_keywords
 from loop_agents.evaluators import llm_judge
 from loop_agents.evaluators.human import human_review
 from loop_agents.evaluators.judge import JudgeFormat, judge_format_options
-from loop_agents.loop._numbers import finite_float
-from loop_agents.loop.controls.agent_errors import OnAgentError
-from loop_agents.loop.controls.budgets import Prices
-from loop_agents.loop.controls.criteria import criteria_note
-from loop_agents.loop.factory import create_loop_agent
-from loop_agents.loop.loop_agent import LoopAgent
+from loop_agents.hosts.graph import create_loop_agent
+from loop_agents.hosts.loop_agent import LoopAgent
 from loop_agents.loop.output import OutputMode
+from loop_agents.loop.protocol import LoopControl
 from loop_agents.loop.state import LoopContext, LoopEvaluation
+from loop_agents.runtime._numbers import finite_float
 
 DEFAULT_TASK = (
     "You are a careful, capable assistant. Answer the user's request completely. When "
@@ -162,11 +162,8 @@ def configurable_loop(
     checkpointer: Checkpointer = None,
     output_mode: OutputMode = "full_state",
     show_criteria: bool = False,
-    candidates: int = 1,
-    request_budget: int | None = None,
-    cost_budget: float | None = None,
-    prices: Prices | None = None,
-    on_agent_error: OnAgentError = "raise",
+    controls: Sequence[LoopControl] = (),
+    **deprecated: Any,
 ) -> LoopAgent:
     r"""Build a loop whose task, rubric, pass mark and human review are set per run.
 
@@ -190,11 +187,10 @@ def configurable_loop(
         output_mode: As for `create_loop_agent`.
         show_criteria: Show the run's ``rubric`` to the agent: it is added to the
             agent's system prompt (after the ``task``), on every call of that run.
-        candidates: As for `create_loop_agent` (answers per iteration).
-        request_budget: As for `create_loop_agent`.
-        cost_budget: As for `create_loop_agent` (needs ``prices``).
-        prices: As for `create_loop_agent`.
-        on_agent_error: As for `create_loop_agent`.
+        controls: The loop's controls, as for `create_loop_agent` (e.g.
+            ``[Candidates(2), Budgets(request_budget=10)]``).
+        **deprecated: The former keyword options (``candidates=``,
+            ``request_budget=``, ...), with a `DeprecationWarning` naming the control.
 
     Returns:
         The compiled loop.
@@ -254,9 +250,5 @@ def configurable_loop(
         name=name,
         checkpointer=checkpointer,
         output_mode=output_mode,
-        candidates=candidates,
-        request_budget=request_budget,
-        cost_budget=cost_budget,
-        prices=prices,
-        on_agent_error=on_agent_error,
+        controls=[*controls_of_keywords(deprecated, where="configurable_loop"), *controls],
     )

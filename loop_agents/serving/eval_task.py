@@ -72,6 +72,7 @@ class EvalTaskOutput(TypedDict, total=False):
     by_attempt: list[bool]
     transcript: list[dict[str, Any]]
     opaque: bool
+    learned: list[dict[str, Any]]
 
 
 class EvalTaskState(EvalTaskInput, EvalTaskOutput, total=False):
@@ -109,7 +110,7 @@ async def run_task(state: EvalTaskState, config: RunnableConfig) -> EvalTaskOutp
         code_timeout=state.get("code_timeout", defaults.code_timeout),
     )
     outcome = await arun_arm(task, arm, model, settings=arm_settings, config=config)
-    output = outcome.to_json()
+    output = outcome.to_json() | {"learned": [dict(item) for item in outcome.learned]}
     for pair_key in ("task_id", "arm", "attempts", "part"):
         del output[pair_key]
     return cast(EvalTaskOutput, output)

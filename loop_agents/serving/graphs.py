@@ -30,7 +30,7 @@ from langgraph.graph.state import CompiledStateGraph
 
 from loop_agents.demos.song_lyrics import build_loop as build_song_lyrics_loop
 from loop_agents.demos.song_lyrics import form_check_from_env
-from loop_agents.loop.loop_agent import graph_of
+from loop_agents.hosts.loop_agent import graph_of
 from loop_agents.models.settings import ModelSettings, SettingsError
 from loop_agents.serving.configurable import configurable_loop as build_configurable_loop
 

@@ -1,14 +1,14 @@
-"""History policies: what the agent is sent on each iteration (``history=``).
+"""History policies: what the agent is sent on each iteration (the `History` control).
 
 - `policies`: `LoopHistory` (the conversation split into the request, the attempts and
   their feedback), the built-in policies (``"full"``, ``"last_attempt"``,
-  ``"feedback_log"``) and `without_rejected_attempts`;
-- `stateful`: `StatefulHistory`, the base of a policy that calls models or keeps data
-  between iterations;
+  ``"feedback_log"``), `without_rejected_attempts`, and `StatefulHistory`, the base of a
+  policy that calls models or keeps data between iterations;
 - `compaction`: `compacting`, a stateful policy that summarizes older attempts to fit a
   token budget (with `_summary_text`, its prompt, and `_token_count`, its counter);
-- `_select`: what the ``invoke_agent`` node runs each iteration: applies the policy and
-  checks what it chose.
+
+The `loop_agents.controls.History` control applies the policy each iteration and checks
+what it chose.
 
 A new built-in policy goes in `policies` (a function of `LoopHistory`, named in
 ``builtin_policy``); one that needs a model or memory subclasses `StatefulHistory` in a

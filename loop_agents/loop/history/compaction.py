@@ -34,6 +34,7 @@ from langchain_core.messages import (
 from langchain_core.runnables import Runnable, RunnableConfig
 
 from loop_agents.loop._reporting import write_event
+from loop_agents.loop.agents import encodable
 from loop_agents.loop.events import HistoryCompacted
 from loop_agents.loop.history._summary_text import (
     DEFAULT_SUMMARY_INSTRUCTIONS,
@@ -49,11 +50,12 @@ from loop_agents.loop.history._token_count import (
 )
 from loop_agents.loop.history.policies import (
     Attempt,
+    HistoryChoice,
     LoopHistory,
+    StatefulHistory,
     added_messages,
     without_rejected_attempts,
 )
-from loop_agents.loop.history.stateful import HistoryChoice, StatefulHistory
 from loop_agents.loop.tracing import LOOP_KEY
 
 _CACHE_SIZE = 256
@@ -115,7 +117,7 @@ class CompactingHistory(StatefulHistory):
         text = self._reused(plan)
         if text is None:
             started = time.perf_counter()
-            reply = self.model.invoke(self._summary_prompt(plan), config)
+            reply = self.model.invoke(encodable(self._summary_prompt(plan)), config)
             text = self._new_summary(plan, history, config, reply, started)
         return self._choice(plan, text)
 
@@ -127,7 +129,7 @@ class CompactingHistory(StatefulHistory):
         text = self._reused(plan)
         if text is None:
             started = time.perf_counter()
-            reply = await self.model.ainvoke(self._summary_prompt(plan), config)
+            reply = await self.model.ainvoke(encodable(self._summary_prompt(plan)), config)
             text = self._new_summary(plan, history, config, reply, started)
         return self._choice(plan, text)
 
@@ -339,7 +341,7 @@ def compacting(
             the length asked for); default `DEFAULT_SUMMARY_INSTRUCTIONS`.
 
     Returns:
-        A `StatefulHistory` to pass as ``history=``.
+        A `StatefulHistory` to pass to `History`.
 
     Raises:
         TypeError: ``model`` cannot be invoked, or an option has the wrong type.
@@ -352,7 +354,7 @@ def compacting(
         from loop_agents.loop.history.compaction import compacting
 
         history = compacting(ChatOpenAI(model="gpt-5.4-nano"), max_tokens=8_000)
-        loop = create_loop_agent(agent, judge, 10, history=history)
+        loop = create_loop_agent(agent, judge, 10, controls=[History(history)])
         ```
 
     """

@@ -1,7 +1,8 @@
 """History policies: what the agent is sent on each iteration of a loop.
 
 The loop's state always keeps the whole conversation in ``messages``; a history policy
-only chooses what the agent is *sent*. `create_loop_agent` takes it as ``history=``:
+only chooses what the agent is *sent*. the `History` control takes it
+(``create_loop_agent(..., controls=[History("last_attempt")])``):
 
 - ``"full"`` (the default): the whole conversation, every attempt and its feedback.
 - ``"last_attempt"``: the request, the latest attempt (with its tool calls and tool
@@ -23,8 +24,9 @@ saw them (`without_rejected_attempts`) by the others. The user guide is
 from __future__ import annotations
 
 import uuid
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from typing import Any, Literal, TypeAlias, TypedDict, cast, get_args
+from typing import Any, Literal, NamedTuple, TypeAlias, TypedDict, cast, get_args
 
 from langchain_core.messages import (
     AIMessage,
@@ -33,6 +35,7 @@ from langchain_core.messages import (
     HumanMessage,
     ToolMessage,
 )
+from langchain_core.runnables import RunnableConfig
 from langgraph.types import Overwrite
 
 from loop_agents.loop.agents import describe, is_async_callable
@@ -48,7 +51,6 @@ from loop_agents.loop.feedback import (
     injected,
     is_feedback,
 )
-from loop_agents.loop.history.stateful import StatefulHistory
 from loop_agents.loop.records import answer_id_of, selected_iteration_of
 from loop_agents.loop.state import IterationRecord, LoopState
 
@@ -108,11 +110,87 @@ class LoopHistory(TypedDict):
     feedback: list[str]
 
 
+# -- policies that keep data between iterations and may call models ----------------------
+#
+# A plain history policy is a sync function of `LoopHistory`. A policy that needs more (a
+# model call, sync under ``invoke`` and async under ``ainvoke``; data carried from one
+# iteration to the next, such as a running summary) subclasses `StatefulHistory`;
+# `compacting` is one. What ``select``/``aselect`` return as ``memory`` is kept in the
+# loop's state (the internal key ``history_memory``) and given back at the next iteration
+# of the same loop, so it is saved by the checkpointer with the rest of the state and
+# survives a resume; a new loop on the thread starts with ``None``. It must be something
+# the checkpointer can store: plain ``dict``/``list``/``str``/number values. The run
+# config a policy is given names the iteration's ``"compaction"`` role: pass it to model
+# calls so they show up under that name in traces; their tokens are counted into the
+# iteration's record (``history_input_tokens``, ``history_output_tokens``).
+
+
+class HistoryChoice(NamedTuple):
+    """What a `StatefulHistory` decided for one iteration.
+
+    Attributes:
+        messages: The messages the agent is sent (the request included; a tool call
+            never without its result).
+        memory: What to keep for the next iteration of this loop (``None``: nothing).
+
+    """
+
+    messages: Sequence[BaseMessage]
+    memory: dict[str, Any] | None = None
+
+
+class StatefulHistory(ABC):
+    """A history policy with memory between iterations and sync and async forms.
+
+    Subclass it and implement `select` (called under ``invoke``/``stream``) and `aselect`
+    (under ``ainvoke``/``astream``); pass an instance to `History`. What they return
+    is checked like a history function's result.
+
+    Example:
+        ```python
+        class CountingHistory(StatefulHistory):
+            def select(self, history, memory, config):
+                calls = (memory or {}).get("calls", 0) + 1
+                return HistoryChoice(history["messages"], {"calls": calls})
+
+            async def aselect(self, history, memory, config):
+                return self.select(history, memory, config)
+
+
+        loop = create_loop_agent(agent, evaluate, 5, controls=[History(CountingHistory())])
+        ```
+
+    """
+
+    name: str = "history"
+    """The policy's name in error messages."""
+
+    @abstractmethod
+    def select(
+        self, history: LoopHistory, memory: dict[str, Any] | None, config: RunnableConfig
+    ) -> HistoryChoice:
+        """Choose what the agent is sent at the start of an iteration (sync).
+
+        Args:
+            history: The conversation, split for this iteration.
+            memory: What this policy returned as ``memory`` at the previous iteration of
+                this loop; ``None`` at a loop's first iteration.
+            config: The run config for model calls made while choosing.
+
+        """
+
+    @abstractmethod
+    async def aselect(
+        self, history: LoopHistory, memory: dict[str, Any] | None, config: RunnableConfig
+    ) -> HistoryChoice:
+        """Choose what the agent is sent at the start of an iteration (async)."""
+
+
 HistoryFunction: TypeAlias = Callable[[LoopHistory], Sequence[BaseMessage]]
 """A function choosing what the agent is sent, from the `LoopHistory` of an iteration."""
 
 HistoryPolicy: TypeAlias = HistoryName | HistoryFunction | StatefulHistory
-"""What ``history=`` accepts: a built-in policy's name, a `HistoryFunction` or a
+"""What `History` accepts: a built-in policy's name, a `HistoryFunction` or a
 `StatefulHistory` (such as ``compacting(...)``)."""
 
 
@@ -141,7 +219,7 @@ def last_attempt(history: LoopHistory) -> list[AnyMessage]:
 
     Example:
         ```python
-        loop = create_loop_agent(agent, evaluate, 6, history="last_attempt")
+        loop = create_loop_agent(agent, evaluate, 6, controls=[History("last_attempt")])
         ```
 
     """
@@ -163,11 +241,11 @@ def feedback_log(
     on) one `feedback_log_message` quoting the feedback on every earlier attempt, then
     ``pending``. No earlier attempt is sent. Messages added during the loop that are not
     answers, tool messages or feedback are kept, before the log. ``feedback_format`` is
-    the loop's (``create_loop_agent(..., feedback_format=...)``).
+    the loop's (a `FeedbackStyle` control).
 
     Example:
         ```python
-        loop = create_loop_agent(agent, evaluate, 6, history="feedback_log")
+        loop = create_loop_agent(agent, evaluate, 6, controls=[History("feedback_log")])
         ```
 
     """
@@ -278,7 +356,7 @@ def without_rejected_attempts(messages: Sequence[AnyMessage]) -> list[AnyMessage
     Each run of agent messages (AI and tool messages and loop feedback) between two user
     turns is reduced to what came after its last feedback message: the final attempt,
     with its tool calls and results. When that ends with a copy of a selected answer
-    (``select="best"``), only the copy is kept. Runs without feedback, and every other
+    (``AnswerSelection("best")``), only the copy is kept. Runs without feedback, and every other
     message, are kept as they are.
 
     Example:

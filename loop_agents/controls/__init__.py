@@ -1,0 +1,87 @@
+"""Controls: the parts of a loop, one module each, composed in order of their stage.
+
+A loop's behaviour beyond its agent, evaluator and cap is a list of controls, given to
+either host: ``create_loop_agent(agent, evaluator, 5, controls=[...])`` or
+``LoopMiddleware(evaluator, 5, controls=[...])``. Controls of your own subclass
+`LoopControl` (its hooks are documented in `loop_agents.loop.protocol`):
+
+- `criteria`: `Criteria` (the criteria shown to the agent up front);
+- `history`: `History` (what the agent is sent of the conversation);
+- `candidates`: `Candidates` (k answers per iteration, the best kept);
+- `diverse_first`: `DiverseFirst` (k first answers, then repair of the best);
+- `agent_errors`: `AgentErrors` (a failed attempt the model caused is fed back);
+- `advice`: `Advice` (a score decides at a threshold; an advisor writes missing feedback);
+- `feedback_format`: `FeedbackStyle` (how feedback is put to the agent);
+- `restart`: `Restart` (a fresh sample when repairing stops paying);
+- `adaptive`: `Adaptive` (learns from the verdicts which kind of retry pays: a repair, a
+  fresh sample, or a fresh sample told what must hold);
+- `budgets`: `Budgets` (tokens, time, requests, cost; prices);
+- `plateau`: `Plateau` (stop when the scores stop improving);
+- `stagnation`: `Stagnation` (stop when an answer repeats an earlier one);
+- `selection`: `AnswerSelection` (which attempt is the answer);
+- `retries`: `Retries` (retry policies and time limits of the calls);
+- `shorthands`: the one table of short names for controls (the former keyword options,
+  the command's options, the eval's arm keys).
+
+A new control is one module here, with its tests; nothing else changes.
+"""
+
+from loop_agents.controls.adaptive import Adaptive, Retry
+from loop_agents.controls.advice import Advice, Advisor, ScoreThreshold
+from loop_agents.controls.agent_errors import AgentErrors
+from loop_agents.controls.budgets import Budgets
+from loop_agents.controls.candidates import Candidates
+from loop_agents.controls.criteria import Criteria
+from loop_agents.controls.diverse_first import DiverseFirst
+from loop_agents.controls.feedback_format import FeedbackStyle
+from loop_agents.controls.history import History
+from loop_agents.controls.plateau import Plateau
+from loop_agents.controls.restart import Restart
+from loop_agents.controls.retries import Retries
+from loop_agents.controls.selection import AnswerSelection
+from loop_agents.controls.stagnation import Stagnation
+from loop_agents.loop.protocol import (
+    AgentCall,
+    Attempt,
+    Judged,
+    LoopControl,
+    LoopSpec,
+    Outcome,
+    Progress,
+    Stage,
+    Turn,
+    Verdict,
+)
+from loop_agents.runtime.steps import Call, Measured
+
+__all__ = [
+    "Adaptive",
+    "Advice",
+    "Advisor",
+    "AgentCall",
+    "AgentErrors",
+    "AnswerSelection",
+    "Attempt",
+    "Budgets",
+    "Call",
+    "Candidates",
+    "Criteria",
+    "DiverseFirst",
+    "FeedbackStyle",
+    "History",
+    "Judged",
+    "LoopControl",
+    "LoopSpec",
+    "Measured",
+    "Outcome",
+    "Plateau",
+    "Progress",
+    "Restart",
+    "Retries",
+    "Retry",
+    "ScoreThreshold",
+    "Stage",
+    "Stagnation",
+    "Turn",
+    "Verdict",
+]

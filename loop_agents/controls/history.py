@@ -1,0 +1,198 @@
+"""What the agent is sent: `History`, the control of the history policy.
+
+At the start of each iteration `History` splits the conversation (`loop_history`),
+applies the policy (a built-in, a function of the user's or a `StatefulHistory`, whose
+``select``/``aselect`` run as the loop runs, as a LangGraph task of their own when the
+node makes other paid calls), checks what a user-defined policy chose (the request is
+kept, tool calls stay with their results) and keeps what a stateful policy remembers
+(its ``history_memory``). The policies themselves are in `loop_agents.loop.history`.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Generator, Sequence
+from typing import Any, cast
+
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
+
+from loop_agents.loop.agents import describe
+from loop_agents.loop.history.policies import (
+    HistoryChoice,
+    HistoryFunction,
+    HistoryPolicy,
+    LoopHistory,
+    StatefulHistory,
+    builtin_policy,
+    check_history,
+    loop_history,
+)
+from loop_agents.loop.protocol import LoopControl, Stage, Turn
+from loop_agents.runtime.steps import Call, Measured
+
+
+class History(LoopControl):
+    """What the agent is sent each iteration (see `HistoryPolicy`).
+
+    Args:
+        history: ``"full"`` (everything), ``"last_attempt"``, ``"feedback_log"`` (which
+            quotes the feedback in the loop's feedback format: see `FeedbackStyle`), a
+            function of `LoopHistory`, or a `StatefulHistory` such as ``compacting(...)``.
+
+    Raises:
+        TypeError: a policy of the wrong kind.
+        ValueError: an unknown policy name.
+
+    Example:
+        ```python
+        loop = create_loop_agent(agent, judge, 5, controls=[History("last_attempt")])
+        ```
+
+    """
+
+    name = "history"
+    stage = Stage.HISTORY
+    claims = frozenset({"history"})
+
+    def __init__(self, history: HistoryPolicy = "full") -> None:
+        """Check the policy."""
+        policy = check_history(history)
+        self.policy = policy
+        self.stateful = policy if isinstance(policy, StatefulHistory) else None
+        self.function: HistoryFunction | None = None
+        self.calls_models = self.stateful is not None  # a stateful policy may call models
+        if not isinstance(policy, str) and self.stateful is None:
+            self.function = cast(HistoryFunction, policy)
+
+    def shape_input(
+        self, messages: list[AnyMessage], turn: Turn
+    ) -> list[AnyMessage] | Generator[Call, Measured[Any], list[AnyMessage]]:
+        """The messages the policy chooses from the conversation."""
+        view = loop_history(turn.state, turn.opened, messages)
+        if self.stateful is not None:
+            return self._stateful_choice(view, turn)
+        if isinstance(self.policy, str):  # built in: the loop's own, unchecked
+            policy = builtin_policy(cast(Any, self.policy), turn.feedback_format)
+            return cast(list[AnyMessage], policy(view))
+        assert self.function is not None
+        return checked_call(self.function, view)
+
+    def _stateful_choice(
+        self, view: LoopHistory, turn: Turn
+    ) -> Generator[Call, Measured[Any], list[AnyMessage]]:
+        policy = cast(StatefulHistory, self.stateful)
+        where = f"history policy {describe(policy)!r} at iteration {view['iteration']}"
+        memory = turn.memory
+
+        def select(given: Any, config: RunnableConfig) -> dict[str, Any]:
+            return _plain_choice(policy.select(view, memory, config), where)
+
+        async def aselect(given: Any, config: RunnableConfig) -> dict[str, Any]:
+            return _plain_choice(await policy.aselect(view, memory, config), where)
+
+        reply = yield Call("compaction", select, aselect, None, turn.config_for("compaction"))
+        choice = reply.value
+        sent = check_sent(choice["messages"], view, where)
+        if choice["memory"] != memory:
+            turn.keep_memory(choice["memory"])
+        return sent
+
+
+def _plain_choice(choice: object, where: str) -> dict[str, Any]:
+    """A `HistoryChoice` as plain data (a task's result), after checking its types."""
+    if not isinstance(choice, HistoryChoice):
+        raise TypeError(
+            f"{where} returned {type(choice).__name__} {choice!r:.60}; expected "
+            f"HistoryChoice(messages, memory)"
+        )
+    if choice.memory is not None and not isinstance(choice.memory, dict):
+        raise TypeError(
+            f"{where} returned a memory of type {type(choice.memory).__name__}; expected "
+            f"a dict (or None)"
+        )
+    return {"messages": list(choice.messages), "memory": choice.memory}
+
+
+def checked_call(policy: HistoryFunction, view: LoopHistory) -> list[AnyMessage]:
+    """Call a history function of the user's and check what it returned (`check_sent`)."""
+    name = describe(policy)
+    where = f"history function {name!r} at iteration {view['iteration']}"
+    result: Any = policy(view)
+    if inspect.isawaitable(result):
+        close = getattr(result, "close", None)
+        if callable(close):
+            close()
+        raise TypeError(f"{where} returned an awaitable; it must be a plain (sync) function")
+    return check_sent(result, view, where)
+
+
+def check_sent(result: object, view: LoopHistory, where: str) -> list[AnyMessage]:
+    """Check what a history policy chose to send; return it as a list.
+
+    Raises:
+        TypeError: not a list of messages.
+        ValueError: the request is left out, or a tool call is sent without its result
+            (or a result without its call).
+
+    """
+    if isinstance(result, str | bytes) or not isinstance(result, Sequence):
+        raise TypeError(
+            f"{where} returned {type(result).__name__} {result!r:.60}; expected a list of "
+            f"messages (e.g. [*history['request'], ...])"
+        )
+    sent = list(result)
+    wrong = [type(m).__name__ for m in sent if not isinstance(m, BaseMessage)]
+    if wrong:
+        raise TypeError(
+            f"{where} returned a list with {', '.join(sorted(set(wrong)))} items; every item "
+            f"must be a message (BaseMessage)"
+        )
+    sent_ids = {id(m) for m in sent} | {m.id for m in sent if m.id is not None}
+    missing = [m for m in view["request"] if id(m) not in sent_ids and m.id not in sent_ids]
+    if missing:
+        raise ValueError(
+            f"{where} left out the loop's request ({_preview(missing)}); the request is "
+            f"always sent: include history['request'] in what the function returns"
+        )
+    _check_tool_pairs(view["messages"], sent, where)
+    return cast(list[AnyMessage], sent)
+
+
+def _check_tool_pairs(
+    conversation: Sequence[BaseMessage], sent: Sequence[BaseMessage], where: str
+) -> None:
+    """Raise `ValueError` when ``sent`` holds a tool call or a tool result without the other.
+
+    Only pairs present in the conversation count: an AI message whose tool call has no
+    result anywhere (e.g. a structured answer given as a tool call) may be sent alone.
+    """
+    calls_in = _tool_call_ids(conversation)
+    results_in = _tool_result_ids(conversation)
+    paired = calls_in & results_in
+    calls, results = _tool_call_ids(sent) & paired, _tool_result_ids(sent) & paired
+    if calls - results:
+        call = sorted(calls - results)[0]
+        raise ValueError(
+            f"{where} sends the tool call {call!r} without its tool result; keep a tool "
+            f"call and its result together (send both or neither)"
+        )
+    if results - calls:
+        result = sorted(results - calls)[0]
+        raise ValueError(
+            f"{where} sends the tool result {result!r} without the AI message that called "
+            f"the tool; keep a tool call and its result together (send both or neither)"
+        )
+
+
+def _tool_call_ids(messages: Sequence[BaseMessage]) -> set[str]:
+    ids = (call["id"] for m in messages if isinstance(m, AIMessage) for call in m.tool_calls)
+    return {i for i in ids if i}
+
+
+def _tool_result_ids(messages: Sequence[BaseMessage]) -> set[str]:
+    return {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
+
+
+def _preview(messages: Sequence[BaseMessage]) -> str:
+    return ", ".join(f"{m.type} {m.text[:40]!r}" for m in messages)

@@ -1,0 +1,90 @@
+"""Stop on a plateau of scores: `Plateau`, the control of ``patience`` and ``min_delta``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from loop_agents.loop.protocol import LoopControl, Progress, Stage
+from loop_agents.loop.state import IterationRecord
+from loop_agents.runtime._numbers import describe_number, finite_float
+
+
+def plateaued(records: Sequence[IterationRecord], *, patience: int, min_delta: float) -> bool:
+    """Tell whether the scores in ``records`` stopped improving.
+
+    A scored iteration improves when its score exceeds the best earlier score by at
+    least ``min_delta`` (and is higher at all, so ``min_delta=0`` asks for any gain);
+    the first scored iteration sets the baseline. Iterations without a score do not
+    count before the baseline and count as no improvement after it. The loop has
+    plateaued when the last ``patience`` counted iterations brought no improvement.
+
+    Example:
+        ```python
+        records = [...]  # scores 70, 72, 71
+        plateaued(records, patience=2, min_delta=5)  # True: 72 and 71 gain < 5 on 70
+        ```
+
+    """
+    best: float | None = None
+    without_gain = 0
+    for record in records:
+        score = record["score"]
+        if best is None:
+            if score is not None:
+                best = score
+            continue
+        if score is not None and score > best and score - best >= min_delta:
+            best = score
+            without_gain = 0
+        else:
+            without_gain += 1
+    return best is not None and without_gain >= patience
+
+
+class Plateau(LoopControl):
+    """Stop with reason ``"plateau"`` when the scores stop improving.
+
+    Args:
+        patience: Scored iterations in a row without improving the best score by at
+            least ``min_delta`` before the loop stops.
+        min_delta: The least gain that counts as an improvement (default 0: any gain).
+
+    Raises:
+        TypeError: an option of the wrong type.
+        ValueError: an option out of range.
+
+    Example:
+        ```python
+        loop = create_loop_agent(agent, judge, 10, controls=[Plateau(2, min_delta=5)])
+        ```
+
+    """
+
+    name = "plateau"
+    stage = Stage.STOP + 10
+    claims = frozenset({"plateau"})
+
+    def __init__(self, patience: int, *, min_delta: float = 0.0) -> None:
+        """Check the options."""
+        if isinstance(patience, bool) or not isinstance(patience, int):
+            raise TypeError(
+                f"Plateau(patience=) must be an int >= 1 (scored iterations without a gain); "
+                f"got {patience!r:.40}"
+            )
+        if patience < 1:
+            raise ValueError(f"Plateau(patience=) must be >= 1; got {patience}")
+        if isinstance(min_delta, bool) or not isinstance(min_delta, int | float):
+            raise TypeError(f"Plateau(min_delta=) must be a number >= 0; got {min_delta!r:.40}")
+        if finite_float(min_delta) is None or min_delta < 0:
+            raise ValueError(
+                f"Plateau(min_delta=) must be a finite number >= 0; got "
+                f"{describe_number(min_delta)}"
+            )
+        self.patience = patience
+        self.min_delta = float(min_delta)
+
+    def stop_reason(self, progress: Progress) -> str | None:
+        """``"plateau"`` after ``patience`` scored iterations without a gain."""
+        if plateaued(progress.records, patience=self.patience, min_delta=self.min_delta):
+            return "plateau"
+        return None

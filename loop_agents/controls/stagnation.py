@@ -1,0 +1,94 @@
+"""Stop when the agent repeats itself: `Stagnation`, a stop rule for identical answers.
+
+An agent that answers with an answer it already gave, after being told what was wrong
+with it, will not do better on the next try with the same feedback: the loop stops with
+reason ``"stagnation"`` and spends no more of its budget. Each record keeps a short
+digest of its answer (``answer_digest``, 16 hex digits of the SHA-256 of `answer_key` of
+its text), so the rule reads the records only and a resumed loop decides the same.
+
+Example:
+    ```python
+    from loop_agents.controls import Stagnation
+
+    loop = create_loop_agent(model, tests, 5, controls=[Stagnation()])
+    result = loop.invoke({"messages": [HumanMessage("Write is_prime(n).")]})
+    print(result["stop_reason"])  # "stagnation" when an answer came back unchanged
+    ```
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from loop_agents.controls.restart import AnswerKey, answer_key
+from loop_agents.loop.agents import describe
+from loop_agents.loop.protocol import LoopControl, Outcome, Progress, Stage
+
+DIGEST_KEY = "answer_digest"
+"""The record key holding an answer's digest."""
+
+
+def answer_digest(text: str, key: AnswerKey = answer_key) -> str:
+    """The digest `Stagnation` keeps of an answer: 16 hex digits of SHA-256 of its key.
+
+    Example:
+        ```python
+        assert answer_digest("x = 1") == answer_digest("x  =  1")
+        ```
+    """
+    return hashlib.sha256(key(text).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+class Stagnation(LoopControl):
+    """Stop with reason ``"stagnation"`` when the latest answer repeats an earlier one.
+
+    Args:
+        key: What makes two answers the same (default `answer_key`: the text with
+            whitespace made single spaces).
+
+    Raises:
+        TypeError: ``key`` is not callable.
+
+    Example:
+        ```python
+        loop = create_loop_agent(model, tests, 5, controls=[Stagnation()])
+        ```
+    """
+
+    name = "stagnation"
+    stage = Stage.STOP + 20
+    claims = frozenset({"stagnation"})
+
+    def __init__(self, *, key: AnswerKey | None = None) -> None:
+        """Check the option."""
+        if key is not None and not callable(key):
+            raise TypeError(
+                f"Stagnation(key=) must be a function of a text returning a str; got "
+                f"{type(key).__name__} {key!r:.40}"
+            )
+        self.key: AnswerKey = key or answer_key
+
+    def after_verdict(self, outcome: Outcome) -> Outcome:
+        """Keep the digest of the iteration's answer in its record."""
+        answer = outcome.answer
+        if answer is not None:
+            key = self.key(answer.text)
+            if not isinstance(key, str):
+                raise TypeError(
+                    f"control 'stagnation': key {describe(self.key)!r} returned "
+                    f"{type(key).__name__} {key!r:.40}; it must return a str"
+                )
+            outcome.extra[DIGEST_KEY] = answer_digest(key, _as_it_is)
+        return outcome
+
+    def stop_reason(self, progress: Progress) -> str | None:
+        """``"stagnation"`` when the latest answer's digest is an earlier answer's."""
+        latest = progress.latest.get("answer_digest")
+        if latest is None:
+            return None
+        earlier = {r.get("answer_digest") for r in progress.records[:-1]}
+        return "stagnation" if latest in earlier else None
+
+
+def _as_it_is(text: str) -> str:
+    return text

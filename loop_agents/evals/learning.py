@@ -1,0 +1,130 @@
+"""What an arm learns across the tasks of one eval: `ArmLearning`.
+
+An arm whose loop has an `Adaptive` control (the built-in ``adaptive`` arm,
+``--arm NAME=loop,adaptive=on``, ``loop(controls=[Adaptive()])``) learns from each
+retry's verdict which kind of retry pays (`loop_agents.controls.adaptive`). Within
+one eval it learns across the tasks, in task order:
+
+- the eval keeps one LangGraph store per such arm (its model and evaluator are in
+  `Adaptive`'s namespace), and each task's loop runs with a copy of it (``store=``);
+- what a task's loop adds to its copy (one item per judged retry) joins the arm's store
+  when the task's result is recorded, and the result keeps those items
+  (`TaskResult.learned`, in the journal and ``--out``). A try that fails (a server
+  error) leaves no trace, so the journal holds exactly what the store holds;
+- a resumed eval reads the items of the results it resumes back into the store, and
+  the remaining tasks go on from what was learned.
+
+With ``--concurrency`` above 1, tasks that run at the same time each start from what was
+learned before they started; with 1 (the published runs), task after task.
+
+`Adaptive`'s draws are reproducible (``seed=``): a control left without a seed is given
+one derived from the eval's model seed and the arm's name (`learning_seed`), so an eval
+repeated with ``--seed N`` and ``--concurrency 1`` makes the same choices.
+
+Example:
+    ```python
+    learning = ArmLearning(seed=learning_seed(7, "adaptive"))
+    store = learning.for_task()  # the task's loop runs with store=store
+    items = learning.learned(store)  # after it: what it added
+    learning.add(items)  # once its result is recorded
+    ```
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from langgraph.store.base import BaseStore, Item
+from langgraph.store.memory import InMemoryStore
+
+__all__ = ["ArmLearning", "learned_items", "learning_seed"]
+
+_PAGE = 1000
+
+
+def learning_seed(eval_seed: int | None, arm: str) -> int:
+    """The seed of an arm's `Adaptive` draws: derived from the eval's seed and the arm's name.
+
+    Example:
+        ```python
+        assert learning_seed(7, "adaptive") == learning_seed(7, "adaptive")
+        assert learning_seed(7, "adaptive") != learning_seed(8, "adaptive")
+        ```
+    """
+    digest = hashlib.sha256(f"{eval_seed}|{arm}".encode()).digest()
+    return int.from_bytes(digest[:4], "big")
+
+
+def _items(store: BaseStore) -> list[Item]:
+    found: list[Item] = []
+    while True:
+        page = store.search((), limit=_PAGE, offset=len(found))
+        found.extend(page)
+        if len(page) < _PAGE:
+            return found
+
+
+def learned_items(data: object) -> list[dict[str, Any]]:
+    """The well-formed store items of a result's ``learned`` (others are skipped).
+
+    An item is ``{"namespace": [str, ...], "key": str, "value": {...}}``.
+
+    Example:
+        ```python
+        item = {"namespace": ["a"], "key": "k", "value": {"kind": "fresh", "success": True}}
+        assert learned_items([item, "junk"]) == [item]
+        ```
+    """
+    if not isinstance(data, Sequence) or isinstance(data, str):
+        return []
+    kept = []
+    for item in data:
+        if not isinstance(item, Mapping):
+            continue
+        namespace, key, value = item.get("namespace"), item.get("key"), item.get("value")
+        if (
+            isinstance(namespace, list)
+            and namespace
+            and all(isinstance(part, str) and part for part in namespace)
+            and isinstance(key, str)
+            and isinstance(value, dict)
+        ):
+            kept.append({"namespace": list(namespace), "key": key, "value": dict(value)})
+    return kept
+
+
+@dataclass
+class ArmLearning:
+    """One arm's learning in one eval: its store and the seed of its draws.
+
+    Attributes:
+        seed: The seed given to the arm's `Adaptive` controls that have none.
+        store: What the arm learned so far (the items of the results recorded).
+    """
+
+    seed: int
+    store: BaseStore = field(default_factory=InMemoryStore)
+
+    def for_task(self) -> InMemoryStore:
+        """A copy of the arm's store, for one task's loop."""
+        copy = InMemoryStore()
+        for item in _items(self.store):
+            copy.put(item.namespace, item.key, item.value, index=False)
+        return copy
+
+    def learned(self, used: BaseStore) -> tuple[dict[str, Any], ...]:
+        """The items a task's loop added to its copy (`for_task`), as plain JSON."""
+        known = {(item.namespace, item.key): item.value for item in _items(self.store)}
+        return tuple(
+            {"namespace": list(item.namespace), "key": item.key, "value": dict(item.value)}
+            for item in _items(used)
+            if known.get((item.namespace, item.key)) != item.value
+        )
+
+    def add(self, items: Iterable[Mapping[str, Any]]) -> None:
+        """Add a recorded task's items (`learned`, or read back from a journal)."""
+        for item in learned_items(list(items)):
+            self.store.put(tuple(item["namespace"]), item["key"], item["value"], index=False)

@@ -1,0 +1,331 @@
+r"""`create_loop_agent`: the loop as a LangGraph graph of two nodes.
+
+```
+START -> invoke_agent -> evaluate --(continue)--> invoke_agent
+                                 \--(stop)------> END
+```
+
+The graph is one of the loop's two hosts (the other is `LoopMiddleware`, inside
+``create_agent``). The loop's logic is the core's (`loop_agents.loop.nodes.LoopNodes`):
+``invoke_agent`` opens the iteration and calls the agent (`loop_agents.hosts.agent_step`),
+``evaluate`` judges, lets the controls work on the verdict, records and decides. What
+the graph adds is what a graph does: its state schema and storage layout
+(`loop_agents.loop.storage`), retry policies on the nodes that make one paid call, the
+output mode, a step limit that fits the cap, and the checks a run goes through first
+(`LoopAgent`).
+
+The ``evaluate`` node routes the loop itself: it returns a LangGraph ``Command`` whose
+``goto`` is ``invoke_agent``, or the end once the loop has a stop reason (declared with
+``destinations``, so the drawing shows both edges). A router after the node would cost
+LangGraph a copy of the whole state at every iteration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph import END, START, StateGraph
+from langgraph.store.base import BaseStore
+from langgraph.types import Checkpointer
+
+from loop_agents.controls.shorthands import controls_of_keywords
+from loop_agents.hosts.agent_step import AgentStep, routed
+from loop_agents.hosts.loop_agent import LoopAgent
+from loop_agents.loop.agents import AgentLike
+from loop_agents.loop.evaluation import Evaluator
+from loop_agents.loop.nodes import (
+    DEFAULT_MAX_ITERATIONS,
+    STEPS_PER_ITERATION,
+    LoopNodes,
+    check_max_iterations,
+    check_name,
+)
+from loop_agents.loop.output import OutputMode, check_output_mode, keep_final_answer, output_schema
+from loop_agents.loop.protocol import (
+    CallName,
+    LoopControl,
+    LoopSpec,
+    assemble_controls,
+    check_controls,
+)
+from loop_agents.loop.records import KeptAnswers
+from loop_agents.loop.state import LoopInput, LoopState
+from loop_agents.loop.storage import Storage, check_storage, resolve_storage, with_storage
+from loop_agents.runtime._function_runnable import FunctionRunnable
+from loop_agents.runtime.steps import Program, RetryPolicies, arun, run
+from loop_agents.runtime.thread_locking import ConcurrentRuns
+
+MIN_RECURSION_LIMIT = 10_000
+"""The least recursion limit a loop carries.
+
+The limit in a run's config also applies to graphs the agent runs (a ``create_agent``
+agent's model and tool steps); a limit sized to the loop alone would cut a tool-using
+agent short. Under a caller's lower explicit limit the loop ends cleanly with
+``stop_reason="recursion_limit"``."""
+
+
+def create_loop_agent(
+    agent: AgentLike,
+    evaluator: Evaluator,
+    max_iterations: int = DEFAULT_MAX_ITERATIONS,
+    *,
+    controls: Sequence[LoopControl] = (),
+    name: str = "loop_agent",
+    checkpointer: Checkpointer = None,
+    store: BaseStore | None = None,
+    output_mode: OutputMode = "full_state",
+    storage: Storage = "auto",
+    concurrent_runs: ConcurrentRuns = "reject",
+    busy_timeout: float | timedelta | None = None,
+    share_agent_state: bool = False,
+    **deprecated: Any,
+) -> LoopAgent:
+    """Build a loop agent: call ``agent``, let ``evaluator`` judge, repeat until accepted.
+
+    The result is a `LoopAgent`: a compiled LangGraph graph (``loop.graph``) with two
+    nodes, ``invoke_agent`` and ``evaluate``, whose runs check their input and hold their
+    thread first. Each iteration the agent is sent the whole conversation (the request,
+    its earlier answers and the feedback on them); its answer is appended to
+    ``messages`` and the evaluator is given a `LoopContext`. When the evaluator returns
+    ``stop=False`` its feedback is appended as a user turn (a fenced review) and the
+    agent tries again; the loop ends when the evaluator says stop or after
+    ``max_iterations`` answers.
+
+    Everything else is a control in ``controls=[...]``, composed as ``create_agent``'s
+    middleware is (`loop_agents.controls`): what the agent is sent (`History`,
+    `Criteria`), how it is called (`Candidates`, `DiverseFirst`, `AgentErrors`,
+    `Retries`), what a verdict means (`Advice`), how feedback is put (`FeedbackStyle`),
+    what kind of retry comes next (`Restart`, `Adaptive`), when to stop (`Budgets`,
+    `Plateau`, `Stagnation`) and which attempt wins (`AnswerSelection`). Controls run in
+    the order of their stage, so their order in the list does not matter.
+
+    While it runs the loop streams the agent's tokens (``stream_mode="messages"``, each
+    with ``loop_iteration`` and ``loop_role`` in its metadata; add ``subgraphs=True`` when
+    the agent is a graph or the loop is nested in one) and typed loop events
+    (``stream_mode="custom"``, see `loop_agents.loop.events`); every agent and evaluator
+    call is a run named ``"iteration N: agent"`` / ``"iteration N: evaluator"`` in traces.
+
+    Args:
+        agent: What produces the answers. A compiled graph with a ``messages`` key
+            (e.g. ``create_agent(...)``) is given ``{"messages": [...]}``; a chat model,
+            any other ``Runnable`` or a plain sync or async function is given the list
+            of messages and may return an ``AIMessage``, a string, or a mapping with
+            ``messages``. Everything it produced is appended; its last AI message is
+            the answer.
+        evaluator: A sync or async function of `LoopContext` returning a
+            `LoopEvaluation` (``stop``, ``feedback``, optional ``score``), or a
+            ready-made evaluator (``llm_judge``, ``rule``, ``command_check``, ...).
+        max_iterations: The most times the agent is called in one loop (an int >= 1;
+            default 100, as seed 001 has it).
+        controls: The loop's controls (`loop_agents.controls`), yours included.
+        name: The graph's name (in traces, in the loop events, in a parent graph).
+        checkpointer: A LangGraph checkpointer (``InMemorySaver``, ``SqliteSaver``,
+            ``PostgresSaver`` or their async forms); with it a loop resumes after an
+            error (``invoke(None, config)``) and a second run on the same thread starts
+            a new loop on the same conversation. Resume after a hard kill of the
+            process is exact when the loop is run with ``durability="sync"``.
+        store: A LangGraph store, passed to the compiled graph (`Adaptive` keeps what it
+            learns there).
+        output_mode: What the loop returns, to its caller or to a parent graph that
+            has it as a node. ``"full_state"`` (the default): every key listed under
+            Returns. ``"full_history"``: ``messages`` only, the whole transcript.
+            ``"last_message"``: ``messages`` only, the loop's attempts and feedback
+            taken out of it when the loop ends, so a parent gains just the final answer.
+            See `loop_agents.loop.output`.
+        storage: How checkpoints store the growing keys (``messages``, ``feedback``,
+            ``records``, ``agent_state``). ``"auto"`` (the default): as LangGraph delta
+            channels when the checkpointer supports them, else as full values;
+            ``"delta"`` or ``"full"`` force one. See `loop_agents.loop.storage`.
+        concurrent_runs: What a run does when another run is in progress on its
+            thread. ``"reject"`` (the default): fail at once with `ThreadBusyError`.
+            ``"wait"``: wait for the thread, then run. See
+            `loop_agents.runtime.thread_locking`.
+        busy_timeout: With ``concurrent_runs="wait"``, the longest a run waits for
+            its thread (seconds or a ``timedelta``); ``None`` waits as long as it takes.
+        share_agent_state: As a node of a parent graph, take the parent's
+            ``agent_state`` as the agent's starting state and write the selected
+            iteration's back to it (``False``, the default: a parent's ``agent_state``
+            stays the parent's). See docs/composition.md.
+        **deprecated: The keyword options of earlier releases (``select=``,
+            ``patience=``, ``history=``, ...), each the shorthand of a control: accepted
+            in this release with a `DeprecationWarning` naming the control to pass
+            instead (`loop_agents.controls.shorthands`).
+
+    Returns:
+        A `LoopAgent`: the compiled ``StateGraph`` (``loop.graph``; nest the loop,
+        stream it, inspect its state as any LangGraph graph) whose runs check their
+        input first (a malformed input raises `LoopInputError`, naming the field,
+        before anything runs or is stored) and hold their thread. Its output has
+        ``messages`` (ending with the accepted or selected answer), ``init_messages``,
+        ``iteration``, ``last_response``, ``stop``, ``feedback``, ``stop_reason``,
+        ``records``, ``selected_iteration``, ``selected_score`` and ``agent_state`` (a
+        graph agent's state beyond messages: the selected iteration's); with
+        ``output_mode="full_history"`` or ``"last_message"``, ``messages`` only.
+
+    Raises:
+        TypeError: ``agent`` or ``evaluator`` cannot be called with one argument, an
+            option or a control has the wrong type, or an unknown keyword is given.
+        ValueError: ``max_iterations`` below 1, an option out of range, two controls
+            that cannot work together, or a control that cannot work with this agent
+            or evaluator (each error names the control and its parameter).
+
+    Example:
+        ```python
+        from langchain.agents import create_agent
+        from langchain_core.messages import HumanMessage
+        from loop_agents import LoopContext, LoopEvaluation, create_loop_agent
+        from loop_agents.controls import AnswerSelection
+
+
+        def evaluate(context: LoopContext) -> LoopEvaluation:
+            text = context["last_response"].text
+            if len(text) <= 280:
+                return {"stop": True}
+            return {"stop": False, "feedback": f"{len(text)} characters; keep it to 280."}
+
+
+        loop = create_loop_agent(
+            create_agent("openai:gpt-5.4-mini"), evaluate, 3, controls=[AnswerSelection("best")]
+        )
+        result = loop.invoke({"messages": [HumanMessage("Announce our release.")]})
+        print(result["last_response"].text, result["stop_reason"])
+        ```
+
+    """
+    parts = [*controls_of_keywords(deprecated, where="create_loop_agent"), *_listed(controls)]
+    return compile_loop(
+        agent,
+        evaluator,
+        max_iterations,
+        parts,
+        name=name,
+        checkpointer=checkpointer,
+        store=store,
+        output_mode=output_mode,
+        storage=storage,
+        concurrent_runs=concurrent_runs,
+        busy_timeout=busy_timeout,
+        share_agent_state=share_agent_state,
+    )
+
+
+def _listed(controls: object) -> list[LoopControl]:
+    """``controls=`` as a list (one control alone is taken as a list of one)."""
+    if isinstance(controls, LoopControl):
+        return [controls]
+    return check_controls(controls)
+
+
+def compile_loop(
+    agent: AgentLike,
+    evaluator: Evaluator,
+    max_iterations: int,
+    controls: Sequence[LoopControl],
+    *,
+    name: str = "loop_agent",
+    checkpointer: Checkpointer = None,
+    store: BaseStore | None = None,
+    output_mode: OutputMode = "full_state",
+    storage: Storage = "auto",
+    concurrent_runs: ConcurrentRuns = "reject",
+    busy_timeout: float | timedelta | None = None,
+    share_agent_state: bool = False,
+) -> LoopAgent:
+    """Build and compile the loop's graph from its parts (`create_loop_agent`'s work).
+
+    Example:
+        ```python
+        loop = compile_loop(agent, judge, 5, [Plateau(2)], checkpointer=InMemorySaver())
+        ```
+
+    """
+    cap = check_max_iterations(max_iterations)
+    if store is not None and not isinstance(store, BaseStore):
+        raise TypeError(
+            f"store must be a LangGraph store (langgraph.store.base.BaseStore, e.g. "
+            f"InMemoryStore()) or None; got {type(store).__name__} {store!r:.60}"
+        )
+    mode = check_output_mode(output_mode)
+    kept = [KeptAnswers()] if mode == "last_message" else []
+    parts = assemble_controls([*controls, *kept], LoopSpec(agent, evaluator, cap))
+    core = LoopNodes(evaluator, cap, name=check_name(name), controls=parts)
+    step = AgentStep(core, agent)
+    layout = resolve_storage(check_storage(storage), checkpointer)
+    builder: StateGraph[Any, None, Any, Any] = StateGraph(
+        with_storage(LoopState, layout),
+        input_schema=with_storage(LoopInput, layout),
+        output_schema=with_storage(output_schema(mode), layout),
+    )
+    for node in ("invoke_agent", "evaluate"):
+        # a node that makes its paid calls as LangGraph tasks retries each task, not itself
+        tasks = core.stepped[node] or step.fans_out
+        call: CallName = "agent" if node == "invoke_agent" else "evaluator"
+        reads = core.reads(node) | ({"loop_init_ids"} if mode == "last_message" else set())
+        builder.add_node(
+            node,
+            _node(core, step, node, mode),
+            input_schema=with_storage(LoopState, layout, keys=reads),
+            retry_policy=None if tasks else core.retry_policy(call),
+            destinations=("invoke_agent", END) if node == "evaluate" else None,
+        )
+    builder.add_edge(START, "invoke_agent")
+    builder.add_edge("invoke_agent", "evaluate")
+    most = max([cap, *(c.agent_calls_at_most(cap) for c in parts)])
+    graph = builder.compile(checkpointer=checkpointer, store=store, name=name).with_config(
+        recursion_limit=max(STEPS_PER_ITERATION * (most + 1) + 1, MIN_RECURSION_LIMIT)
+    )
+    return LoopAgent(
+        graph,
+        concurrent_runs=concurrent_runs,
+        busy_timeout=busy_timeout,
+        share_agent_state=share_agent_state,
+    )
+
+
+def _node(
+    core: LoopNodes, step: AgentStep, name: str, mode: OutputMode
+) -> FunctionRunnable[LoopState, Any]:
+    """The runnable of node ``name``: its program, run by ``invoke`` or ``ainvoke``."""
+    program: Callable[[LoopState, RunnableConfig], Program[dict[str, Any]]]
+    done: Callable[[LoopState, dict[str, Any]], Any]
+    if name == "invoke_agent":
+        program, stepped = step.invoke_agent, core.stepped["invoke_agent"]
+        done = _as_they_are
+    else:
+        program, stepped = core.evaluate, core.stepped["evaluate"]
+        done = _routed_to_one_answer if mode == "last_message" else _routed
+
+    def sync(state: LoopState, config: RunnableConfig) -> Any:
+        return done(state, run(program(state, config), stepped=stepped))
+
+    async def async_(state: LoopState, config: RunnableConfig) -> Any:
+        return done(state, await arun(program(state, config), stepped=stepped))
+
+    return FunctionRunnable(sync, async_, name=name, trace=False)
+
+
+def _as_they_are(state: LoopState, updates: dict[str, Any]) -> dict[str, Any]:
+    return updates
+
+
+def _routed(state: LoopState, updates: dict[str, Any]) -> Any:
+    return routed(updates)
+
+
+def _routed_to_one_answer(state: LoopState, updates: dict[str, Any]) -> Any:
+    """``output_mode="last_message"``: when the loop ends, its messages become one answer."""
+    if updates.get("stop_reason") is not None:
+        updates = keep_final_answer(state, updates)
+    return routed(updates)
+
+
+__all__ = [
+    "DEFAULT_MAX_ITERATIONS",
+    "MIN_RECURSION_LIMIT",
+    "RetryPolicies",
+    "compile_loop",
+    "create_loop_agent",
+]

@@ -1,0 +1,472 @@
+"""`LoopMiddleware`: the loop inside a ``create_agent`` agent, as LangChain middleware.
+
+``create_agent(model, tools, middleware=[LoopMiddleware(evaluator, max_iterations=3)])``
+builds an agent that checks its own work: when the agent would finish (its model answers
+without calling a tool), the evaluator judges the answer; while it is not satisfied, its
+feedback goes back to the model as a user turn and the agent tries again. It is the loop
+of `create_loop_agent`, run by the same code (`loop_agents.loop.nodes.LoopNodes`), at
+the points of ``create_agent``'s graph:
+
+- ``before_agent`` opens the loop (``LoopNodes.open_turn``: the request, the criteria
+  message of a `Criteria` control, what the history policy sends);
+- ``wrap_model_call`` runs each model call of an attempt as ``"iteration N: agent"``
+  (``loop_iteration`` in its metadata, so every token on ``stream_mode="messages"``
+  says its iteration), sends it what the history policy chose, and counts its tokens;
+- ``after_agent`` (declared with ``can_jump_to=["model"]``) judges the attempt
+  (``LoopNodes.evaluate``: the verdict, the controls, the record, the stop rules, the
+  answer's selection) and either returns to the model with the feedback message, the
+  next iteration opened, or lets the agent end.
+
+The loop's bookkeeping lives in the agent's state under ``loop_`` keys
+(`loop_agents.hosts.middleware_state`): ``loop_records``, ``loop_stop_reason``,
+``loop_selected_iteration`` and the others are in the agent's output.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, cast
+
+from langchain.agents.middleware.types import (
+    AgentMiddleware,
+    ExtendedModelResponse,
+    ModelRequest,
+    ModelResponse,
+    hook_config,
+)
+from langchain_core.messages import AIMessage, AnyMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.config import get_config
+from langgraph.runtime import Runtime
+from langgraph.types import Command, Overwrite
+
+from loop_agents.controls.shorthands import controls_of_keywords
+from loop_agents.hosts.middleware_state import (
+    DEFAULT_STATE_KEYS,
+    LOOP_KEYS,
+    REDUCED_BY_DEFAULT,
+    STOPPED,
+    AttemptMark,
+    agent_updates,
+    attempt_part,
+    attempt_start,
+    attempt_view,
+    keys_with_reducers,
+    loop_agent_state,
+    loop_output,
+    loop_view,
+    stopped_reason,
+)
+from loop_agents.loop.agents import encodable
+from loop_agents.loop.evaluation import Evaluator
+from loop_agents.loop.nodes import (
+    DEFAULT_MAX_ITERATIONS,
+    LoopNodes,
+    OpenedTurn,
+    check_max_iterations,
+    check_name,
+)
+from loop_agents.loop.protocol import (
+    LoopControl,
+    LoopSpec,
+    Outcome,
+    Progress,
+    Stage,
+    assemble_controls,
+    check_controls,
+    overrides,
+)
+from loop_agents.loop.records import KeptAnswers
+from loop_agents.loop.state import LoopState
+from loop_agents.loop.storage import Storage, applied_updates, check_storage
+from loop_agents.loop.tracing import iteration_config
+from loop_agents.runtime.steps import Call, Program, arun, measure_async, measure_sync, run
+
+
+class LoopMiddleware(AgentMiddleware[Any, Any, Any]):
+    """The loop of `create_loop_agent` inside ``create_agent``: judge, feed back, retry.
+
+    Add it to ``create_agent(..., middleware=[...])`` (or ``create_deep_agent``'s): each
+    time the agent would finish, ``evaluator`` judges its answer; while the evaluator is
+    not satisfied, its feedback becomes the next user turn (fenced as a review, tagged
+    ``name="loop_feedback"`` and ``additional_kwargs["lc_source"]``) and the model runs
+    again, at most ``max_iterations`` answers in all. Every evaluator and the options
+    below work as in `create_loop_agent`, by the same code.
+
+    The agent's output then has, beside its ``messages`` (ending with the loop's
+    answer: with ``AnswerSelection("best")``, a copy of the best one) and ``structured_response``
+    (the selected attempt's): ``loop_records`` (one `IterationRecord` per attempt, each
+    with its ``answer``), ``loop_stop_reason``, ``loop_iteration``, ``loop_feedback``,
+    ``loop_selected_iteration``, ``loop_selected_score`` and ``loop_init_messages``
+    (`loop_output` gives them under `create_loop_agent`'s names). It streams the loop
+    events on ``stream_mode="custom"``; each model call is a run named ``"iteration N:
+    agent"`` and each evaluation ``"iteration N: evaluator"``, with ``loop_iteration``
+    in their metadata. With a checkpointer on the agent, a run resumes after an error or
+    a kill (``invoke(None, config)``; exact with ``durability="sync"``).
+
+    Args:
+        evaluator: A sync or async function of `LoopContext` returning a
+            `LoopEvaluation`, or a ready-made evaluator (``llm_judge``, ``rule``, ...).
+            Its context's ``agent_state`` holds the agent's ``state_keys``
+            (``structured_response``, a deep agent's ``files`` and ``todos``).
+        max_iterations: The most answers the agent gives in one run (an int >= 1;
+            default 100, as `create_loop_agent`'s).
+        controls: The loop's controls (`loop_agents.controls`), as
+            `create_loop_agent` takes them, but for those that need the agent call as
+            one step (`Candidates`, `DiverseFirst`, `AgentErrors`, the agent's side of
+            `Retries`): inside ``create_agent`` an attempt is the agent's own steps.
+        name: The loop's name in its events and traces.
+        state_keys: The agent-state keys that belong to an attempt: shown to the
+            evaluator, kept per iteration, and put back exactly as the selected attempt
+            left them. Names (a key stored with a reducer, e.g. ``Annotated[list,
+            operator.add]``, other than a deep agent's ``files``, must be named by its
+            schema instead), or a state schema (a ``TypedDict``: its keys but
+            ``messages``, each with its reducer read from its annotation).
+        storage: ``"auto"`` (the default) or ``"delta"``: the loop's lists are stored
+            as LangGraph delta channels (linear growth); ``"full"``: whole, for a
+            checkpointer that keeps only the latest checkpoint. (A middleware is built
+            before its agent's checkpointer is known, so ``"auto"`` means delta.)
+        **deprecated: The keyword options of earlier releases (``select=``,
+            ``history=``, ...): accepted in this release with a `DeprecationWarning`
+            naming the control to pass instead.
+
+    Raises:
+        TypeError: an option of the wrong type, or an evaluator or control that is not
+            one.
+        ValueError: an option out of range, two controls that cannot work together, or
+            a control that cannot apply inside one agent (it names
+            ``create_loop_agent``, where it does).
+
+    Example:
+        ```python
+        from langchain.agents import create_agent
+        from loop_agents import LoopMiddleware, llm_judge
+
+        judge = llm_judge("openai:gpt-5.4-mini", "Score 0-100: accurate, cited.", threshold=80)
+        agent = create_agent("openai:gpt-5.4-mini", tools, middleware=[LoopMiddleware(judge, 3)])
+        result = agent.invoke({"messages": [{"role": "user", "content": "..."}]})
+        print(result["loop_stop_reason"], [r["score"] for r in result["loop_records"]])
+        ```
+
+    """
+
+    state_schema = loop_agent_state("delta")
+
+    def __init__(
+        self,
+        evaluator: Evaluator,
+        max_iterations: int = DEFAULT_MAX_ITERATIONS,
+        *,
+        controls: Sequence[LoopControl] = (),
+        name: str = "loop_agent",
+        state_keys: Sequence[str] = DEFAULT_STATE_KEYS,
+        storage: Storage = "auto",
+        **deprecated: Any,
+    ) -> None:
+        """Check every option and assemble the loop's controls (before any model call)."""
+        super().__init__()
+        given = [*controls_of_keywords(deprecated, where="LoopMiddleware"), *_listed(controls)]
+        cap = check_max_iterations(max_iterations)
+        spec = LoopSpec(None, evaluator, cap, host="middleware")
+        parts = assemble_controls([AgentStopped(), KeptAnswers(), *given], spec)
+        for part in parts:
+            _refuse_outside(part)
+        self.state_keys, self._reduced = _check_state_keys(state_keys)
+        if check_storage(storage) == "full":
+            self.state_schema = loop_agent_state("full")
+        self.nodes = LoopNodes(evaluator, cap, name=check_name(name), controls=parts)
+        self._open_stepped = self.nodes.stepped["invoke_agent"]
+        self._close_stepped = (
+            self.nodes.stepped["evaluate"]
+            or self.nodes.stepped["invoke_agent"]
+            or self.nodes.retry_policy("evaluator") is not None
+        )
+        self._loop = self.nodes.report.loop
+
+    # -- before_agent: the loop opens -------------------------------------------------
+
+    def before_agent(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Open the loop: its request, the criteria message, what the model is sent."""
+        return run(self._opening(state), stepped=self._open_stepped)
+
+    async def abefore_agent(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Open the loop (async)."""
+        return await arun(self._opening(state), stepped=self._open_stepped)
+
+    def _opening(self, state: Mapping[str, Any]) -> Program[dict[str, Any]]:
+        _refuse_given_loop_keys(state)
+        view = loop_view(state, self.state_keys)
+        turn = yield from self.nodes.open_turn(view, get_config())
+        return self._opened(state, turn)
+
+    def _opened(self, state: Mapping[str, Any], turn: OpenedTurn) -> dict[str, Any]:
+        """The agent-state updates that open ``turn``'s attempt."""
+        updates = agent_updates(turn.updates, state, self.state_keys, self._reduced)
+        known = {m.id for m in turn.history}
+        conversation = [
+            *turn.history,
+            *(m for m in turn.updates.get("messages", []) if m.id not in known),
+        ]
+        mark: AttemptMark = {
+            "iteration": turn.iteration,
+            "after": conversation[-1].id if conversation else None,
+            "opened_at": _now(),
+            "sent": _sent(turn.messages, conversation),
+        }
+        if turn.shaping.requests:
+            mark["history"] = turn.shaping.stored()
+        updates["loop_iteration"] = turn.iteration
+        updates["loop_attempt"] = mark
+        if self.nodes.choosers:  # the choice needs each attempt's state: keep where it starts
+            start = attempt_start(state, self.state_keys)
+            if start is not None:
+                updates["loop_attempt_start"] = start
+        updates["loop_model_calls"] = Overwrite({"calls": 0, "usage": {}})
+        return updates
+
+    # -- wrap_model_call: each model call of an attempt ---------------------------------
+
+    def wrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
+    ) -> ModelResponse[Any] | ExtendedModelResponse[Any]:
+        """Make the model call as ``"iteration N: agent"``, with what the history sends."""
+        mark = _mark_of(request)
+        if mark is None:
+            return handler(request)
+        request = _shaped(request, mark)
+        traced = self.nodes.report.traced(
+            "agent", lambda given, config: handler(given), _never_async
+        )
+        measured = measure_sync(
+            Call("agent", traced.invoke, traced.ainvoke, request, self._config(mark))
+        )
+        return _counted(measured.value, measured.usage.stored())
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
+    ) -> ModelResponse[Any] | ExtendedModelResponse[Any]:
+        """Make the model call as ``"iteration N: agent"`` (async)."""
+        mark = _mark_of(request)
+        if mark is None:
+            return await handler(request)
+        request = _shaped(request, mark)
+
+        async def call(given: ModelRequest[Any], config: RunnableConfig) -> ModelResponse[Any]:
+            return await handler(given)
+
+        traced = self.nodes.report.traced("agent", _never_sync, call)
+        measured = await measure_async(
+            Call("agent", traced.invoke, traced.ainvoke, request, self._config(mark))
+        )
+        return _counted(measured.value, measured.usage.stored())
+
+    def _config(self, mark: AttemptMark) -> RunnableConfig:
+        return iteration_config(
+            get_config(), loop=self._loop, iteration=mark["iteration"], role="agent"
+        )
+
+    # -- after_agent: the attempt is judged --------------------------------------------
+
+    @hook_config(can_jump_to=["model"])
+    def after_agent(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Judge the attempt; go back to the model with the feedback, or let it end."""
+        return run(self._closing(state), stepped=self._close_stepped)
+
+    @hook_config(can_jump_to=["model"])
+    async def aafter_agent(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Judge the attempt (async)."""
+        return await arun(self._closing(state), stepped=self._close_stepped)
+
+    def _closing(self, state: Mapping[str, Any]) -> Program[dict[str, Any] | None]:
+        mark: AttemptMark | None = state.get("loop_attempt")
+        if mark is None or state.get("loop_stop_reason") is not None:
+            return None  # no loop is open (the loop ended, or never opened)
+        config = get_config()
+        view = attempt_view(state, self.state_keys, mark)
+        updates = yield from self.nodes.evaluate(view, config)
+        out = agent_updates(updates, state, self.state_keys, self._reduced)
+        if updates.get("stop_reason") is not None:
+            return out
+        after = cast(LoopState, applied_updates(view, updates))
+        turn = yield from self.nodes.open_turn(after, config)
+        for key, value in self._opened(state, turn).items():
+            out[key] = [*out[key], *value] if key == "messages" and key in out else value
+        out["jump_to"] = "model"
+        return out
+
+
+class AgentStopped(LoopControl):
+    """Ends the loop when another middleware ended an attempt before its model answered.
+
+    Inside ``create_agent`` another middleware may end the agent's turn
+    (``ModelCallLimitMiddleware`` or ``ToolCallLimitMiddleware`` with
+    ``exit_behavior="end"``): before the model runs, or after a tool call, writing a
+    note of its own as the last AI message. No answer was given, and none can be: the
+    note is never judged, the attempt is recorded with its ``error``, and the loop ends
+    with a stop reason that names the limit (``"model_call_limit"``,
+    ``"tool_call_limit"``; ``"agent_stopped"`` for another middleware). The loop's answer
+    is chosen among the answered attempts.
+    """
+
+    name = "agent_stopped"
+    stage = Stage.AGENT_ERRORS
+
+    def after_verdict(self, outcome: Outcome) -> Outcome:
+        """Name the error of an attempt that another middleware ended."""
+        if outcome.selected is None:
+            for judged in outcome.judged:
+                if (judged.attempt.error or "").startswith(STOPPED):
+                    outcome.error = judged.attempt.error
+        return outcome
+
+    def stop_reason(self, progress: Progress) -> str | None:
+        """The limit's name (or ``"agent_stopped"``) after such an attempt."""
+        error = progress.latest.get("error") or ""
+        return stopped_reason(error) if error.startswith(STOPPED) else None
+
+
+def _refuse_given_loop_keys(state: Mapping[str, Any]) -> None:
+    """Raise when the agent's input gave a loop key (a schema of the user's declares it).
+
+    The loop's keys are never input (``OmitFromInput``); a state schema that declares one
+    of them again wins over the loop's and lets the input set it, which the loop would
+    then overwrite. On a thread where no loop ever ran, a loop key holding a value can
+    only have come from the input.
+    """
+    if state.get("loop_init_ids") is not None or state.get("loop_attempt") is not None:
+        return  # a loop ran on this thread: the values are its own
+    shown = [name for name, kind in LOOP_KEYS.values() if kind == "output"]
+    given = [name for name in shown if state.get(name)]
+    if given:
+        raise ValueError(
+            f"LoopMiddleware: the agent's input gives {given[0]!r}, a key of the loop's own "
+            f"(its bookkeeping, in the agent's output); a state schema of yours declares it, "
+            f"which lets the input set it and would have it overwritten. Rename that key "
+            f"(the loop's keys all start with 'loop_')"
+        )
+
+
+def _listed(controls: object) -> list[LoopControl]:
+    """``controls=`` as a list (one control alone is taken as a list of one)."""
+    if isinstance(controls, LoopControl):
+        return [controls]
+    return check_controls(controls)
+
+
+def _refuse_outside(control: LoopControl) -> None:
+    """Raise for a control that needs the agent call as one step (`create_loop_agent`)."""
+    why = None
+    if overrides(control, "around_agent"):
+        why = "acts around the agent call (around_agent)"
+    elif control.retry_policy("agent") is not None:
+        why = "retries the agent call as one call (agent_retry_policy)"
+    elif control.time_limit("agent") is not None:
+        why = "limits the agent call as one call (agent_timeout)"
+    if why is not None:
+        raise ValueError(
+            f"LoopMiddleware: control {control.describe()!r} ({type(control).__name__}) "
+            f"{why}, which cannot apply inside one agent: inside create_agent an attempt is "
+            f"the agent's own model and tool steps. Use create_loop_agent(create_agent(...), "
+            f"evaluator, ..., controls=[...]) for it (or, for model calls, LangChain's "
+            f"ModelRetryMiddleware and the model's own timeout)"
+        )
+
+
+def _check_state_keys(keys: object) -> tuple[tuple[str, ...], frozenset[str]]:
+    """The state keys, and those of them stored with a reducer (see `keys_with_reducers`)."""
+    if isinstance(keys, type):
+        return keys_with_reducers(keys)
+    if isinstance(keys, str) or not isinstance(keys, Sequence):
+        raise TypeError(
+            f"state_keys must be a list of state key names (e.g. ['structured_response', "
+            f"'files']) or a state schema (a TypedDict); got {type(keys).__name__} {keys!r:.60}"
+        )
+    wrong = [k for k in keys if not isinstance(k, str) or not k]
+    if wrong:
+        raise TypeError(f"state_keys must hold non-empty strings; got {wrong[0]!r:.60}")
+    reserved = [k for k in keys if k == "messages" or k == "jump_to" or k.startswith("loop_")]
+    if reserved:
+        raise ValueError(
+            f"state_keys may not hold {reserved[0]!r}: 'messages' is the conversation, and "
+            f"'jump_to' and the 'loop_' keys are the agent's and the loop's bookkeeping"
+        )
+    return tuple(keys), frozenset(k for k in keys if k in REDUCED_BY_DEFAULT)
+
+
+def _never_sync(given: Any, config: RunnableConfig) -> Any:
+    raise RuntimeError("an async model call was made synchronously")
+
+
+async def _never_async(given: Any, config: RunnableConfig) -> Any:
+    raise RuntimeError("a sync model call was made asynchronously")
+
+
+def _now() -> float:
+    return time.time()
+
+
+def _mark_of(request: ModelRequest[Any]) -> AttemptMark | None:
+    """The open attempt of the request's state (``None`` outside a loop)."""
+    return cast(AttemptMark | None, request.state.get("loop_attempt"))
+
+
+def _sent(
+    messages: Sequence[AnyMessage], conversation: Sequence[AnyMessage]
+) -> list[str | AnyMessage] | None:
+    """What the history policy chose, as ids where it took the conversation's messages.
+
+    ``None`` when it is the whole conversation (the model is then sent the agent's own).
+    """
+    if [m.id for m in messages] == [m.id for m in conversation]:
+        return None
+    known = {m.id for m in conversation if m.id is not None}
+    return [m.id if m.id in known and m.id is not None else m for m in messages]
+
+
+def _shaped(request: ModelRequest[Any], mark: AttemptMark) -> ModelRequest[Any]:
+    """The request with what the history policy chose, then the attempt's own messages.
+
+    Every text is sent encodable (`encodable`: a lone surrogate in an earlier answer would
+    make the model client fail); the agent's state keeps the messages as they are.
+    """
+    sent = mark.get("sent")
+    if sent is None:
+        messages = encodable(request.messages)
+        return request if messages is request.messages else request.override(messages=messages)
+    by_id = {m.id: m for m in request.messages if m.id is not None}
+    chosen = [
+        by_id[item] if isinstance(item, str) else item
+        for item in sent
+        if not isinstance(item, str) or item in by_id
+    ]
+    shaped = [*chosen, *attempt_part(request.messages, mark["after"])]
+    return request.override(messages=encodable(shaped))
+
+
+def _counted(response: ModelResponse[Any], usage: dict[str, Any]) -> ExtendedModelResponse[Any]:
+    """The model's response, with its call counted into the attempt (``loop_model_calls``).
+
+    Each AI message the model wrote gets an id now (if it has none), and the ids are kept,
+    so that a message another middleware writes later is told from the model's answer.
+    """
+    answers: list[str] = []
+    for message in response.result:
+        if isinstance(message, AIMessage):
+            if message.id is None:
+                message.id = str(uuid.uuid4())
+            answers.append(message.id)
+    return ExtendedModelResponse(
+        model_response=response,
+        command=Command(
+            update={"loop_model_calls": {"calls": 1, "usage": usage, "answers": answers}}
+        ),
+    )
+
+
+__all__ = ["AgentStopped", "LoopMiddleware", "loop_output"]

@@ -1,0 +1,225 @@
+"""What each hook of a control must give back, checked where it gives it.
+
+A control of your own that returns the wrong thing fails at that hook, in that iteration,
+with a `TypeError` (a value of the wrong type) or a `ValueError` (a value out of range)
+that names the control, the hook, what it returned and what is expected; not later, in
+code of the loop that cannot say whose value it was. The node that called the hook fails
+before it writes anything, so a thread with a checkpointer resumes from the step before:
+fix the control and run ``invoke(None, config)``.
+
+The checks are a few ``isinstance`` tests per hook call; the loop's own controls pass
+them.
+
+Example:
+    ```python
+    messages = checked_messages(control, control.shape_input(messages, turn))
+    ```
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Mapping, Sequence
+from typing import Any, cast
+
+from langchain_core.messages import AnyMessage, BaseMessage
+
+from loop_agents.loop.protocol import AgentCall, Attempt, LoopControl, Outcome
+from loop_agents.loop.state import IterationRecord
+from loop_agents.runtime._numbers import finite_float
+
+__all__ = [
+    "checked_around",
+    "checked_attempts",
+    "checked_calls",
+    "checked_choice",
+    "checked_messages",
+    "checked_outcome",
+]
+
+AROUND_AGENT_FORM = "def around_agent(self, call): attempt = yield call; return attempt"
+
+
+def _shown(value: object) -> str:
+    return f"{type(value).__name__} {value!r:.80}"
+
+
+def _where(control: LoopControl, hook: str) -> str:
+    return f"control {control.describe()!r}: {hook}"
+
+
+def checked_messages(control: LoopControl, shaped: object) -> list[AnyMessage]:
+    """What ``shape_input`` returned, as the list of messages the agent is sent.
+
+    Raises:
+        TypeError: not a list of messages (a string, ``["text"]``, ``None``).
+        ValueError: an empty list (the agent would be sent nothing).
+
+    Example:
+        ```python
+        checked_messages(control, [HumanMessage("Hi")])  # [HumanMessage("Hi")]
+        checked_messages(control, ["Hi"])  # TypeError naming the control
+        ```
+    """
+    expected = (
+        "it must return the non-empty list of messages the agent is sent (HumanMessage, "
+        "AIMessage, SystemMessage, ...: the messages it was given, changed or not)"
+    )
+    if isinstance(shaped, str | bytes | Mapping) or not isinstance(shaped, Sequence):
+        raise TypeError(f"{_where(control, 'shape_input')} returned {_shown(shaped)}; {expected}")
+    messages = list(shaped)
+    if not messages:
+        raise ValueError(f"{_where(control, 'shape_input')} returned an empty list; {expected}")
+    for index, message in enumerate(messages):
+        if not isinstance(message, BaseMessage):
+            raise TypeError(
+                f"{_where(control, 'shape_input')} returned a list whose item {index} is "
+                f"{_shown(message)}, not a message; {expected}"
+            )
+    return cast(list[AnyMessage], messages)
+
+
+def checked_around(control: LoopControl, hook: object) -> Generator[Any, Any, Any]:
+    """What calling ``around_agent`` gave: it must be a generator.
+
+    Raises:
+        TypeError: the hook is a plain function (it returned a value, not a generator).
+    """
+    if not isinstance(hook, Generator):
+        raise TypeError(
+            f"{_where(control, 'around_agent')} returned {_shown(hook)} instead of a "
+            f"generator; write it as a generator that yields the call and returns the "
+            f"attempt: {AROUND_AGENT_FORM}"
+        )
+    return hook
+
+
+def checked_calls(control: LoopControl, yielded: object) -> AgentCall | list[AgentCall]:
+    """What ``around_agent`` yielded: the `AgentCall` to make, or a list of them.
+
+    Raises:
+        TypeError: anything else.
+        ValueError: an empty list.
+    """
+    if isinstance(yielded, AgentCall):
+        return yielded
+    expected = (
+        "it must yield the AgentCall it was given (changed or not, e.g. "
+        "call.but(timeout=60)) or a non-empty list of them (several calls at once)"
+    )
+    if isinstance(yielded, list):
+        if not yielded:
+            raise ValueError(f"{_where(control, 'around_agent')} yielded an empty list; {expected}")
+        if all(isinstance(c, AgentCall) for c in yielded):
+            return cast(list[AgentCall], yielded)
+    raise TypeError(f"{_where(control, 'around_agent')} yielded {_shown(yielded)}; {expected}")
+
+
+def checked_attempts(control: LoopControl, returned: object) -> Attempt | list[Attempt]:
+    """What ``around_agent`` returned: an `Attempt`, or a list of them (calls at once).
+
+    Raises:
+        TypeError: anything else (``None``, a string, a message).
+    """
+    if isinstance(returned, Attempt):
+        return returned
+    if isinstance(returned, list) and returned and all(isinstance(a, Attempt) for a in returned):
+        return cast(list[Attempt], returned)
+    raise TypeError(
+        f"{_where(control, 'around_agent')} returned {_shown(returned)}; it must return "
+        f"the Attempt it received (or one of its own, or the list of Attempts a list of "
+        f"calls gave): {AROUND_AGENT_FORM}"
+    )
+
+
+def checked_outcome(control: LoopControl, outcome: object) -> Outcome:
+    """What ``after_verdict`` returned: the `Outcome`, with fields of the right types.
+
+    Raises:
+        TypeError: not an `Outcome`, or a field of the wrong type (``feedback=12345``,
+            ``score="high"``, ``stop="yes"``, ``selected="1"``).
+        ValueError: ``selected`` names no judged attempt (``selected=7`` of 2), or a
+            score is not finite.
+    """
+    where = _where(control, "after_verdict")
+    if not isinstance(outcome, Outcome):
+        raise TypeError(
+            f"{where} returned {_shown(outcome)}; it must return the Outcome it was given "
+            f"(changed or not)"
+        )
+    selected = outcome.selected
+    if selected is not None:
+        if isinstance(selected, bool) or not isinstance(selected, int):
+            raise TypeError(
+                f"{where} set outcome.selected to {_shown(selected)}; it must be the index "
+                f"in outcome.judged of the attempt that is the iteration's answer, or None"
+            )
+        count = len(outcome.judged)
+        if not 0 <= selected < count or outcome.judged[selected].verdict is None:
+            judged = [i for i, j in enumerate(outcome.judged) if j.verdict is not None]
+            raise ValueError(
+                f"{where} set outcome.selected to {selected}; it must be the index of a "
+                f"judged attempt in outcome.judged ({count} attempt(s); judged: {judged}), "
+                f"or None"
+            )
+    for index, judged_attempt in enumerate(outcome.judged):
+        verdict = judged_attempt.verdict
+        if verdict is None:
+            continue
+        name = "outcome" if index == selected else f"outcome.judged[{index}].verdict"
+        if verdict.stop is not None and not isinstance(verdict.stop, bool):
+            raise TypeError(
+                f"{where} set {name}.stop to {_shown(verdict.stop)}; it must be True "
+                f"(accept), False (another attempt) or None (undecided)"
+            )
+        if verdict.feedback is not None and not isinstance(verdict.feedback, str):
+            raise TypeError(
+                f"{where} set {name}.feedback to {_shown(verdict.feedback)}; it must be a "
+                f"text (what the agent should improve) or None"
+            )
+        if verdict.score is not None and finite_float(verdict.score) is None:
+            error = TypeError if not isinstance(verdict.score, int | float) else ValueError
+            raise error(
+                f"{where} set {name}.score to {_shown(verdict.score)}; it must be a finite "
+                f"number (int or float, not a text or a bool) or None"
+            )
+    for field, value in (
+        ("failure_feedback", outcome.failure_feedback),
+        ("error", outcome.error),
+    ):
+        if value is not None and not isinstance(value, str):
+            raise TypeError(f"{where} set outcome.{field} to {_shown(value)}; it must be a text")
+    if not isinstance(outcome.counted, bool):
+        raise TypeError(f"{where} set outcome.counted to {_shown(outcome.counted)}; use a bool")
+    if outcome.message is not None and not isinstance(outcome.message, BaseMessage):
+        raise TypeError(
+            f"{where} set outcome.message to {_shown(outcome.message)}; it must be the "
+            f"message the agent reads next (a HumanMessage) or None"
+        )
+    return outcome
+
+
+def checked_choice(
+    control: LoopControl, picked: object, records: Sequence[IterationRecord]
+) -> IterationRecord | None:
+    """What ``choose`` returned: one of the ``records`` it was given, or ``None``.
+
+    A copy of a record (equal to it) stands for that record.
+
+    Raises:
+        TypeError: anything else (``"x"``, an iteration number, a record of no iteration).
+    """
+    if picked is None:
+        return None
+    for record in records:
+        if picked is record:
+            return record
+    if isinstance(picked, Mapping):
+        for record in records:
+            if picked == record:
+                return record
+    iterations = [r.get("iteration") for r in records]
+    raise TypeError(
+        f"{_where(control, 'choose')} returned {_shown(picked)}; it must return one of the "
+        f"records it was given (the record of the winning iteration; iterations "
+        f"{iterations}) or None to keep the choice made so far"
+    )

@@ -1,0 +1,722 @@
+"""The control protocol: `LoopControl` and what its hooks are given.
+
+A *control* is one small object that changes how the loop runs: what the agent is sent,
+how the agent is called, what a verdict means, when the loop stops, which attempt is the
+answer. Every option of `create_loop_agent` beyond the agent, the evaluator and the cap
+is one, given in ``controls=[...]`` (`History`, `Plateau`, ... from
+`loop_agents.controls`), and so are controls of your own. They are composed as
+``create_agent``'s middleware is, in the order of their `Stage` (the built-in ones
+first, then yours), whatever the order of the list.
+
+A control overrides the hooks it needs; the loop calls only the overridden ones:
+
+- `LoopControl.shape_input` (*what the agent is sent*): given the messages the agent
+  would be sent and the `Turn`, return the messages to send. Each control is given the
+  previous one's choice.
+- `LoopControl.around_agent` (*around the agent call*): a generator that yields the
+  `AgentCall` to make (changed or not) and receives the `Attempt`, like a
+  ``contextlib.contextmanager`` with a result: it may catch an error the call raised,
+  or yield a list of calls to make them at once (`Candidates`). The first control
+  is the outermost.
+- `LoopControl.after_verdict` (*after a verdict*): given the iteration's `Outcome`
+  (each attempt and its verdict), change it: decide by a score, write feedback, pick
+  the best candidate, price the calls.
+- `LoopControl.stop_reason` (*whether to stop*): given the `Progress`, return a stop
+  reason (a short string, e.g. ``"plateau"``) or ``None``. Rules are checked in order
+  after the evaluator's acceptance; the first reason given ends the loop.
+- `LoopControl.choose` (*which attempt wins*): given the loop's records when it ends,
+  return the record of its answer (or ``None`` to keep the choice made so far). The
+  last control that chooses wins.
+
+A hook that calls a model (``shape_input``, ``after_verdict``) is written as a generator
+that yields a `Call` and receives its `Measured` result; the loop makes the call with
+``invoke`` or ``ainvoke`` as the loop itself runs, and as a LangGraph task of its own, so
+its failure never repeats another call of the iteration. See `loop_agents.runtime.steps`.
+
+Example:
+    ```python
+    from loop_agents.controls import LoopControl
+
+
+    class StopOnSameScore(LoopControl):
+        \"\"\"Stop when two iterations in a row get the same score.\"\"\"
+
+        def stop_reason(self, progress):
+            scores = [r["score"] for r in progress.records[-2:]]
+            return "same_score" if len(scores) == 2 and scores[0] == scores[1] else None
+
+
+    loop = create_loop_agent(agent, evaluate, 5, controls=[StopOnSameScore()])
+    ```
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from enum import IntEnum
+from typing import Any, Literal, Protocol, TypeAlias, cast
+
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage
+from langchain_core.runnables import RunnableConfig
+
+from loop_agents.loop.agent_state import frozen, thawed
+from loop_agents.loop.feedback import DEFAULT_FEEDBACK_FORMAT, FeedbackFormat
+from loop_agents.loop.state import FeedbackSource, IterationRecord, LoopState
+from loop_agents.runtime.steps import Call, Fanout, Measured, Program, RetryPolicies
+from loop_agents.runtime.usage import CallUsage
+
+NO_USAGE = CallUsage()
+
+CallName: TypeAlias = Literal["agent", "evaluator"]
+"""The two calls of an iteration a control may set retries and time limits for."""
+
+
+class Stage(IntEnum):
+    """Where a control stands in the loop's order: every hook runs in stage order.
+
+    Controls are sorted by stage (stably: controls of one stage keep the order they were
+    given in), so a list of controls means the same in any order. A control of your own
+    stands at `CUSTOM`, after the built-in ones, unless it says otherwise.
+    """
+
+    CRITERIA = 100
+    """What the request holds (`Criteria` adds the criteria to it)."""
+    HISTORY = 200
+    """What the agent is sent of the conversation (`History`)."""
+    CANDIDATES = 300
+    """How many answers an iteration makes (`Candidates`, `DiverseFirst`): outermost
+    around the agent call."""
+    AGENT_ERRORS = 400
+    """What a failed agent call becomes (`AgentErrors`): around each single call."""
+    VERDICT = 500
+    """What a verdict means (`Advice`: a score decides, an advisor writes feedback)."""
+    FEEDBACK = 600
+    """How the feedback is put to the agent (`FeedbackStyle`)."""
+    STRATEGY = 650
+    """What kind of attempt comes next (`Restart`, `Adaptive`)."""
+    STOP = 700
+    """Whether to stop (`Budgets`; `Plateau` at 710, `Stagnation` at 720)."""
+    CHOICE = 800
+    """Which attempt is the answer (`AnswerSelection`)."""
+    CALLS = 900
+    """How calls are retried and limited (`Retries`)."""
+    CUSTOM = 1000
+    """The default of a control of your own."""
+
+
+@dataclass(frozen=True)
+class LoopSpec:
+    """The loop a control is bound to when the loop is built (`LoopControl.bind`).
+
+    Attributes:
+        agent: The loop's agent; ``None`` inside ``create_agent`` (`LoopMiddleware`),
+            where an attempt is the agent's own steps.
+        evaluator: The loop's evaluator.
+        max_iterations: The loop's cap.
+        host: ``"graph"`` (`create_loop_agent`) or ``"middleware"`` (`LoopMiddleware`).
+
+    """
+
+    agent: Any
+    evaluator: Any
+    max_iterations: int
+    host: Literal["graph", "middleware"] = "graph"
+
+
+class Pricing(Protocol):
+    """What prices the loop's model calls (``Budgets(prices=...)``)."""
+
+    def cost(self, usage: CallUsage) -> float | None:
+        """The cost of ``usage``, or ``None`` when a call cannot be priced."""
+        ...
+
+
+@dataclass(frozen=True)
+class Turn:
+    """An iteration as it starts: what `LoopControl.shape_input` reads.
+
+    Attributes:
+        iteration: The iteration about to run (1 for a loop's first).
+        messages: The whole conversation so far: what the agent is sent by default.
+        agent_state: A graph agent's state keys beyond ``messages`` from its latest
+            attempt (``{}`` for other agents and before the first attempt).
+        config: The run config of the ``invoke_agent`` node.
+        state: The loop's state before the iteration (read-only): the keys that
+            ``invoke_agent`` reads (``messages``, ``init_messages``, ``iteration``,
+            ``last_response``, ``feedback``, ``records``, ``stop_reason``,
+            ``agent_state`` and the history policy's memory; not the previous loop's
+            ``stop`` and selection, nor the keys only ``evaluate`` reads).
+        opened: The state updates that open the iteration (``init_messages`` among them
+            when a new loop starts on the thread); `add_to_request` adds to them.
+
+    """
+
+    iteration: int
+    messages: list[AnyMessage]
+    agent_state: Mapping[str, Any]
+    config: RunnableConfig
+    state: LoopState
+    opened: dict[str, Any]
+    feedback_format: FeedbackFormat = DEFAULT_FEEDBACK_FORMAT
+    memory_kept: dict[str, Any] = field(default_factory=dict, repr=False)
+    _config: Callable[[str], RunnableConfig] | None = field(default=None, repr=False)
+
+    def config_for(self, role: str) -> RunnableConfig:
+        """The run config for a model call a hook makes as ``role`` (``"compaction"``)."""
+        return self.config if self._config is None else self._config(role)
+
+    @property
+    def new_loop(self) -> bool:
+        """Whether this iteration starts a new loop (on a thread, a new request)."""
+        return "init_messages" in self.opened
+
+    @property
+    def request(self) -> list[AnyMessage]:
+        """The loop's request (``init_messages``)."""
+        if self.new_loop:
+            return list(self.opened["init_messages"])
+        return list(self.state.get("init_messages") or [])
+
+    @property
+    def feedback(self) -> list[str]:
+        """This loop's feedback so far, oldest first (the evaluator's raw texts)."""
+        return [] if self.new_loop else list(self.state.get("feedback") or [])
+
+    @property
+    def records(self) -> list[IterationRecord]:
+        """This loop's records so far."""
+        return [] if self.new_loop else list(self.state.get("records") or [])
+
+    def add_to_request(self, message: AnyMessage) -> None:
+        """Make ``message`` part of a new loop's request (``init_messages``).
+
+        It is added to the conversation after the request and sent by every history
+        policy on every iteration of the loop, like the request itself. Only when the
+        iteration starts a loop (`new_loop`).
+        """
+        if not self.new_loop:
+            raise ValueError(
+                "add_to_request() adds to a new loop's request; this iteration continues a "
+                "loop (check turn.new_loop first)"
+            )
+        opened = self.opened
+        opened["init_messages"] = [*opened["init_messages"], message]
+        opened["loop_init_ids"] = [*opened.get("loop_init_ids", []), message.id]
+        opened["messages"] = [*opened.get("messages", []), message]
+
+    @property
+    def memory(self) -> dict[str, Any] | None:
+        """What the history policy kept at the previous iteration of this loop."""
+        if "memory" in self.memory_kept:
+            return cast(dict[str, Any] | None, self.memory_kept["memory"])
+        if self.new_loop:
+            return None
+        memory = self.state.get("history_memory")
+        return memory if isinstance(memory, dict) else None
+
+    def keep_memory(self, memory: dict[str, Any] | None) -> None:
+        """Keep ``memory`` for the history policy's next iteration (saved in the state)."""
+        self.memory_kept["memory"] = memory
+
+
+@dataclass(frozen=True)
+class AgentCall:
+    """One call of the agent, as `LoopControl.around_agent` sees and changes it.
+
+    Attributes:
+        messages: The messages the agent is sent.
+        agent_state: The state keys given to a graph agent with the messages (its
+            input keys from its latest attempt: a deep agent's ``files``).
+        iteration: The iteration's number.
+        candidate: With ``Candidates(k)``: which candidate (1 to k); ``None`` otherwise.
+        agent: The agent to call (a candidate may call a copy of it at another
+            temperature); ``None``: the loop's agent.
+        timeout: Seconds after which the call is abandoned (``None``: no limit).
+
+    """
+
+    messages: list[AnyMessage]
+    agent_state: Mapping[str, Any]
+    iteration: int
+    candidate: int | None = None
+    agent: Any = None
+    timeout: float | None = None
+
+    def but(self, **changes: Any) -> AgentCall:
+        """A copy with ``changes`` (``call.but(messages=[...])``)."""
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """What one agent call gave: its messages, or the error it failed with.
+
+    Attributes:
+        produced: The messages the call produced, its answer last (``None`` when it
+            failed and the failure is fed back).
+        error: Why it failed (``None`` when it answered).
+        agent_state: A graph agent's state keys beyond ``messages`` after the call.
+        seconds: Wall-clock seconds of the call.
+        usage: The model calls made during it.
+        candidate: With ``Candidates(k)``, its number.
+
+    """
+
+    produced: list[AnyMessage] | None
+    error: str | None = None
+    agent_state: Mapping[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+    usage: CallUsage = NO_USAGE
+    candidate: int | None = None
+
+    @property
+    def answer(self) -> AIMessage | None:
+        """The answer: the last AI message produced (``None`` for a failed call)."""
+        for message in reversed(self.produced or []):
+            if isinstance(message, AIMessage):
+                return message
+        return None
+
+    def stored(self) -> dict[str, Any]:
+        """A plain form a checkpointer stores (a candidate task's result)."""
+        return {
+            "produced": self.produced,
+            "error": self.error,
+            "agent_state": frozen(dict(self.agent_state)),
+            "seconds": self.seconds,
+            "usage": self.usage.stored(),
+            "candidate": self.candidate,
+        }
+
+    @classmethod
+    def of_stored(cls, stored: Mapping[str, Any]) -> Attempt:
+        """The attempt `stored` gave."""
+        return cls(
+            stored["produced"],
+            stored["error"],
+            thawed(dict(stored.get("agent_state") or {})),
+            stored["seconds"],
+            CallUsage.of_stored(stored["usage"]),
+            stored.get("candidate"),
+        )
+
+
+@dataclass
+class Verdict:
+    """The evaluation of one attempt, as the loop reads it (changed by controls).
+
+    Attributes:
+        stop: ``True`` to accept; ``None`` while only a score decides (a
+            `ScoreThreshold` control turns it into ``True``/``False``).
+        feedback: The feedback text (``None`` or ``""`` when the evaluator gave none).
+        score: The score, or ``None``.
+        decided_by: The names of the evaluators that decided.
+        feedback_from: Where the feedback came from.
+        seconds: Wall-clock seconds of the evaluation.
+        usage: The model calls it made.
+
+    """
+
+    stop: bool | None
+    feedback: str | None
+    score: float | None
+    decided_by: list[str]
+    feedback_from: FeedbackSource = "evaluator"
+    seconds: float = 0.0
+    usage: CallUsage = NO_USAGE
+
+
+@dataclass
+class Judged:
+    """One attempt of the iteration and its verdict (``None``: the attempt failed)."""
+
+    attempt: Attempt
+    verdict: Verdict | None
+
+
+@dataclass
+class Outcome:
+    """An iteration's outcome while `LoopControl.after_verdict` hooks work on it.
+
+    ``stop``, ``feedback``, ``score`` and ``feedback_from`` read and write the selected
+    attempt's verdict.
+
+    Attributes:
+        iteration: The iteration's number.
+        judged: Every attempt of the iteration and its verdict (one, or k with
+            ``Candidates(k)``).
+        selected: The index in ``judged`` of the iteration's answer (``None`` when no
+            attempt answered).
+        error: When no attempt answered: why (the iteration is a failed attempt).
+        failure_feedback: What the agent reads after a failed attempt.
+        counted: Whether the iteration counts toward ``max_iterations``.
+        usage: Model calls beyond the agent's and the evaluator's, by role
+            (``"advisor"``, ``"history"``).
+        extra: Keys added to the iteration's record (``cost``).
+        message: The message the agent reads next when the loop goes on (set by the
+            feedback format; ``None``: the default fenced review).
+        request: The loop's request (``init_messages``).
+        records: The records of the loop's earlier iterations, oldest first.
+        evaluator: The name of the loop's evaluator.
+
+    """
+
+    iteration: int
+    judged: list[Judged]
+    selected: int | None = None
+    error: str | None = None
+    failure_feedback: str | None = None
+    counted: bool = True
+    usage: dict[str, CallUsage] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+    message: BaseMessage | None = None
+    request: list[AnyMessage] = field(default_factory=list)
+    records: Sequence[IterationRecord] = ()
+    evaluator: str = ""
+    _config: Callable[[str], RunnableConfig] | None = field(default=None, repr=False)
+    _ends: Callable[[Outcome], bool] | None = field(default=None, repr=False)
+
+    def config(self, role: str) -> RunnableConfig:
+        """The run config for a model call a hook makes as ``role`` (e.g. ``"advisor"``)."""
+        if self._config is None:
+            return {}
+        return self._config(role)
+
+    def ends_loop(self) -> bool:
+        """Whether the loop would end with the outcome as it stands (acceptance, rules, cap).
+
+        A hook that writes feedback only the next attempt reads (an advisor) asks this
+        first, so it makes no call when the loop is about to end.
+        """
+        return True if self._ends is None else self._ends(self)
+
+    @property
+    def verdict(self) -> Verdict | None:
+        """The selected attempt's verdict (``None`` when no attempt answered)."""
+        return None if self.selected is None else self.judged[self.selected].verdict
+
+    @property
+    def attempt(self) -> Attempt | None:
+        """The selected attempt (``None`` when no attempt answered)."""
+        return None if self.selected is None else self.judged[self.selected].attempt
+
+    @property
+    def answer(self) -> AIMessage | None:
+        """The iteration's answer."""
+        attempt = self.attempt
+        return attempt.answer if attempt is not None else None
+
+    @property
+    def stop(self) -> bool | None:
+        """The selected verdict's ``stop`` (``False`` for a failed iteration)."""
+        verdict = self.verdict
+        return False if verdict is None else verdict.stop
+
+    @stop.setter
+    def stop(self, value: bool | None) -> None:
+        self._verdict().stop = value
+
+    @property
+    def feedback(self) -> str | None:
+        """The selected verdict's feedback."""
+        verdict = self.verdict
+        return None if verdict is None else verdict.feedback
+
+    @feedback.setter
+    def feedback(self, value: str | None) -> None:
+        self._verdict().feedback = value
+
+    @property
+    def score(self) -> float | None:
+        """The selected verdict's score."""
+        verdict = self.verdict
+        return None if verdict is None else verdict.score
+
+    @property
+    def feedback_from(self) -> FeedbackSource:
+        """Where the selected verdict's feedback came from."""
+        verdict = self.verdict
+        return "agent_error" if verdict is None else verdict.feedback_from
+
+    @feedback_from.setter
+    def feedback_from(self, value: FeedbackSource) -> None:
+        self._verdict().feedback_from = value
+
+    def _verdict(self) -> Verdict:
+        verdict = self.verdict
+        if verdict is None:
+            raise ValueError(
+                f"iteration {self.iteration} has no judged answer (every attempt failed); "
+                f"check outcome.selected before changing its verdict"
+            )
+        return verdict
+
+    def add_usage(self, role: str, usage: CallUsage) -> None:
+        """Count the model calls of ``role`` (e.g. ``"advisor"``) into the iteration."""
+        self.usage[role] = self.usage.get(role, NO_USAGE) + usage
+
+    @property
+    def feedback_text(self) -> str:
+        """The feedback the agent reads next: the verdict's, or the failure's."""
+        if self.selected is None:
+            return self.failure_feedback or ""
+        return self.feedback or ""
+
+    @property
+    def total_usage(self) -> CallUsage:
+        """Every model call of the iteration: agents, evaluations, the rest."""
+        total = NO_USAGE
+        for judged in self.judged:
+            total = total + judged.attempt.usage
+            if judged.verdict is not None:
+                total = total + judged.verdict.usage
+        for usage in self.usage.values():
+            total = total + usage
+        return total
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Where the loop stands after an evaluation: what `LoopControl.stop_reason` reads.
+
+    Attributes:
+        iteration: Agent calls made in this loop.
+        records: This loop's records, the latest iteration's included.
+        accepted: Whether the latest verdict accepted the answer.
+        started_at: When the loop started (seconds since the epoch), if known.
+        out_of_steps: The graph's recursion limit leaves no room for another
+            iteration.
+
+    """
+
+    iteration: int
+    records: Sequence[IterationRecord]
+    accepted: bool
+    started_at: float | None
+    out_of_steps: bool = False
+
+    @property
+    def latest(self) -> IterationRecord:
+        """The latest iteration's record."""
+        return self.records[-1]
+
+
+HookResult: TypeAlias = Any
+
+
+class LoopControl:
+    """A part of the loop; override the hooks you need (see the module docstring).
+
+    Attributes:
+        name: The control's name, in errors (its class name when empty).
+
+    """
+
+    name: str = ""
+    stage: int = Stage.CUSTOM
+    """Where the control stands in the loop's order (see `Stage`)."""
+    claims: frozenset[str] = frozenset()
+    """What the control takes on alone: two controls of a loop that claim the same thing
+    (two ways of making several answers, two answer choosers, ...) are refused when the
+    loop is built."""
+    calls_models: bool = False
+    """Whether a hook of this control may call models (yield a `Call`) even though it is
+    not itself a generator function; the loop then makes every paid call of that node a
+    LangGraph task."""
+    fans_out: bool = False
+    """Whether `around_agent` may yield a list of calls (several answers at once); the
+    loop then retries each call on its own rather than the whole node."""
+
+    def shape_input(
+        self, messages: list[AnyMessage], turn: Turn
+    ) -> Sequence[BaseMessage] | Generator[Call | Fanout, Measured[Any], Sequence[BaseMessage]]:
+        """What the agent is sent: ``messages`` (the previous controls' choice) or others.
+
+        Example:
+            ```python
+            def shape_input(self, messages, turn):
+                return [SystemMessage("Answer in French."), *messages]
+            ```
+
+        """
+        return messages
+
+    def around_agent(self, call: AgentCall) -> Generator[Any, Any, Any]:
+        """Around the agent call: yield the call to make, receive its `Attempt`, return one.
+
+        Example:
+            ```python
+            def around_agent(self, call):
+                attempt = yield call.but(timeout=60)
+                return attempt
+            ```
+
+        """
+        attempt = yield call
+        return attempt
+
+    def after_verdict(
+        self, outcome: Outcome
+    ) -> Outcome | Generator[Call | Fanout, Measured[Any], Outcome]:
+        """After the verdicts of an iteration: change the `Outcome` and return it.
+
+        Example:
+            ```python
+            def after_verdict(self, outcome):
+                if outcome.score is not None and outcome.score > 100:
+                    outcome.stop = False
+                return outcome
+            ```
+
+        """
+        return outcome
+
+    def stop_reason(self, progress: Progress) -> str | None:
+        """Whether to stop: a stop reason, or ``None`` to go on.
+
+        Example:
+            ```python
+            def stop_reason(self, progress):
+                return "too_long" if progress.iteration >= 3 else None
+            ```
+
+        """
+        return None
+
+    def choose(self, records: Sequence[IterationRecord]) -> IterationRecord | None:
+        """Which attempt wins when the loop ends: its record, or ``None`` to keep the choice.
+
+        Example:
+            ```python
+            def choose(self, records):
+                answered = [r for r in records if r["answer_id"] is not None]
+                return min(answered, key=lambda r: r["output_tokens"], default=None)
+            ```
+
+        """
+        return None
+
+    def agent_calls_at_most(self, max_iterations: int) -> int:
+        """The most agent calls a loop can make under this control (for the step limit)."""
+        return max_iterations
+
+    def bind(self, loop: LoopSpec) -> LoopControl:
+        """The control for ``loop``, when the loop is built: ``self``, or a bound copy.
+
+        A control that needs the loop's agent or evaluator (`Candidates` calls the agent,
+        `Criteria` reads the evaluator's criteria) checks them here, so a mismatch is an
+        error when the loop is built, naming the control and its parameter.
+        """
+        return self
+
+    def retry_policy(self, call: CallName) -> RetryPolicies | None:
+        """The LangGraph retry policy of ``call`` (``"agent"`` or ``"evaluator"``), if any."""
+        return None
+
+    def time_limit(self, call: CallName) -> float | None:
+        """The time limit, in seconds, of each ``call``, if any."""
+        return None
+
+    def pricing(self) -> Pricing | None:
+        """What prices the loop's model calls (each record then carries its ``cost``)."""
+        return None
+
+    def feedback_format(self) -> FeedbackFormat | None:
+        """How the loop puts feedback to the agent, if this control sets it."""
+        return None
+
+    def describe(self) -> str:
+        """The control's name for messages: ``name``, or its class name."""
+        return self.name or type(self).__name__
+
+
+HOOKS = ("shape_input", "around_agent", "after_verdict", "stop_reason", "choose")
+"""The hooks of `LoopControl`, in the order the loop reaches them."""
+
+
+def check_controls(controls: object) -> list[LoopControl]:
+    """Validate ``controls=``: a sequence of `LoopControl` objects (or one)."""
+    if isinstance(controls, LoopControl):
+        controls = [controls]
+    if isinstance(controls, str | bytes) or not isinstance(controls, Sequence):
+        raise TypeError(
+            f"controls must be a list of LoopControl objects (e.g. controls=[AnswerSelection("
+            f"'best'), Plateau(2)]); got {type(controls).__name__} {controls!r:.60}"
+        )
+    wrong = [c for c in controls if not isinstance(c, LoopControl)]
+    if wrong:
+        hint = " (a class: call it, e.g. Stagnation())" if isinstance(wrong[0], type) else ""
+        raise TypeError(
+            f"controls must hold LoopControl objects (subclass "
+            f"loop_agents.controls.LoopControl); got {type(wrong[0]).__name__} "
+            f"{wrong[0]!r:.60}{hint}"
+        )
+    return list(controls)
+
+
+def assemble_controls(controls: object, loop: LoopSpec) -> list[LoopControl]:
+    """A loop's controls as it runs them: checked, bound to ``loop``, in stage order.
+
+    Raises:
+        TypeError: ``controls`` is not a list of `LoopControl` objects.
+        ValueError: two controls claim the same part of the loop (see
+            `LoopControl.claims`), or a control cannot work with ``loop`` (its `bind`).
+
+    Example:
+        ```python
+        parts = assemble_controls([Plateau(2), History("last_attempt")], LoopSpec(agent, judge, 5))
+        assert [p.name for p in parts] == ["history", "plateau"]
+        ```
+
+    """
+    given = check_controls(controls)
+    claimed: dict[str, LoopControl] = {}
+    for control in given:
+        for claim in sorted(control.claims):
+            other = claimed.get(claim)
+            if other is not None:
+                same = type(other) is type(control)
+                raise ValueError(
+                    f"controls {other.describe()!r} ({type(other).__name__}) and "
+                    f"{control.describe()!r} ({type(control).__name__}) cannot work together: "
+                    + (
+                        f"a loop takes one {type(control).__name__}; keep one"
+                        if same
+                        else f"both take on {claim!r} in the loop; keep one of them"
+                    )
+                )
+            claimed[claim] = control
+    bound: list[LoopControl] = []
+    for control in given:
+        made = control.bind(loop)
+        if not isinstance(made, LoopControl):
+            raise TypeError(
+                f"control {control.describe()!r}: bind returned {type(made).__name__} "
+                f"{made!r:.60}; it must return the control (self, or a copy)"
+            )
+        bound.append(made)
+    return sorted(bound, key=lambda control: int(control.stage))
+
+
+def overrides(control: LoopControl, hook: str) -> bool:
+    """Whether ``control`` overrides ``hook`` (the loop calls only overridden hooks)."""
+    return getattr(type(control), hook) is not getattr(LoopControl, hook)
+
+
+def as_program(value: Any) -> Program[Any]:
+    """A hook's result as a program: a generator as it is, a plain value returned at once."""
+    if isinstance(value, Generator):
+        return cast(Program[Any], value)
+    return _returning(value)
+
+
+def _returning(value: Any) -> Program[Any]:
+    return value
+    yield  # a generator function  # pragma: no cover
+
+
+def feedback_message_of(outcome: Outcome) -> HumanMessage | None:
+    """The feedback message a control set on ``outcome`` (``None``: the default one)."""
+    message = outcome.message
+    return message if isinstance(message, HumanMessage) else None

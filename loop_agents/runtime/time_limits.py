@@ -1,0 +1,270 @@
+"""Time limits of calls: `TimeLimit`, `LoopTimeoutError`, and the checks of limits and policies.
+
+A time limit (the `loop_agents.controls.Retries` control sets one) applies to each
+agent call and each evaluation: at its deadline the loop stops waiting for the call,
+whatever the call does, and raises `LoopTimeoutError`, which names the node, the
+iteration and the limit (and is retried by a retry policy like any other error):
+
+- async (``ainvoke``/``astream``): the call runs as a task of its own; at the deadline
+  it is cancelled and the loop stops waiting for it. A call that ignores the
+  cancellation (catches ``CancelledError`` and goes on) is abandoned: it is left to
+  finish on its own, its result is dropped, and a WARNING is logged on the
+  ``loop_agents`` logger. So is a sync agent or evaluator function, which ``ainvoke``
+  runs in a worker thread (`in_worker_thread`): cancelling stops the wait, not the
+  thread. A call that holds the event loop past the deadline (a blocking call in a
+  coroutine) cannot be interrupted; its late result is dropped all the same.
+- sync (``invoke``/``stream``): the call runs in a thread of its own; at the deadline
+  the loop stops waiting for it. Python cannot stop a running thread, so the call is
+  abandoned the same way (it may go on running, and calling models, in that thread).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import math
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Literal
+
+from langgraph.errors import NodeTimeoutError
+from langgraph.types import RetryPolicy
+
+from loop_agents.runtime._numbers import describe_number, finite_float
+from loop_agents.runtime._worker_threads import WORKERS, WorkerThreads
+from loop_agents.runtime.steps import Call, RetryPolicies
+
+NodeName = Literal["invoke_agent", "evaluate"]
+
+_OPTION: dict[NodeName, str] = {"invoke_agent": "agent_timeout", "evaluate": "evaluator_timeout"}
+_CALL: dict[NodeName, str] = {"invoke_agent": "the agent call", "evaluate": "the evaluation"}
+
+CANCEL_GRACE = 0.2
+"""Seconds a cancelled async call is given to stop before it is abandoned."""
+
+logger = logging.getLogger("loop_agents")
+
+_abandoned: set[asyncio.Task[Any]] = set()
+"""Abandoned tasks, kept referenced until they end (asyncio holds tasks weakly)."""
+
+
+class LoopTimeoutError(NodeTimeoutError):
+    """A node of a loop ran longer than its time limit.
+
+    A subclass of LangGraph's ``NodeTimeoutError``, so a ``RetryPolicy`` with the
+    default ``retry_on`` retries it. The loop's checkpoint is kept: with a
+    checkpointer, ``ainvoke(None, config)`` on the same thread resumes the loop at the
+    iteration that timed out.
+
+    Attributes:
+        node: ``"invoke_agent"`` or ``"evaluate"``.
+        iteration: The iteration whose agent call or evaluation timed out.
+        timeout: The limit, in seconds.
+        elapsed: How long the call ran before it was cancelled, in seconds.
+
+    """
+
+    iteration: int
+    abandoned: bool
+
+    def __init__(
+        self,
+        node: NodeName,
+        iteration: int,
+        timeout: float,
+        elapsed: float,
+        *,
+        abandoned: bool = False,
+    ) -> None:
+        super().__init__(node, elapsed, kind="run", run_timeout=timeout)
+        self.iteration = iteration
+        self.abandoned = abandoned
+        ended = (
+            "was abandoned: it did not stop when cancelled (or, a sync call, could not be), "
+            "so the loop stopped waiting for it and it may still be running"
+            if abandoned
+            else "was cancelled"
+        )
+        self.args = (
+            f"node {node!r} timed out at iteration {iteration}: {_CALL[node]} ran longer "
+            f"than {_OPTION[node]}={timeout:g}s and {ended} (elapsed {elapsed:.3f}s). "
+            f"With a checkpointer, ainvoke(None, config) (invoke in sync code) on the "
+            f"same thread resumes the loop at iteration {iteration}; raise "
+            f"{_OPTION[node]} if the call needs longer.",
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (
+            _rebuild_timeout,
+            (self.node, self.iteration, self.timeout, self.elapsed, self.abandoned),
+        )
+
+
+def _rebuild_timeout(
+    node: NodeName, iteration: int, timeout: float, elapsed: float, abandoned: bool
+) -> LoopTimeoutError:
+    return LoopTimeoutError(node, iteration, timeout, elapsed, abandoned=abandoned)
+
+
+def check_timeout(option: str, value: object) -> float | None:
+    """Validate a time-limit option; return it in seconds (``None`` for no limit).
+
+    Raises:
+        TypeError: ``value`` is not a number, a ``timedelta`` or ``None``.
+        ValueError: ``value`` is not a positive, finite number of seconds.
+
+    """
+    if value is None:
+        return None
+    if isinstance(value, timedelta):
+        seconds = value.total_seconds()
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        number = finite_float(value)  # None for inf, nan and ints too large for a float
+        seconds = math.inf if number is None else number
+    else:
+        raise TypeError(
+            f"{option} must be a number of seconds, a datetime.timedelta or None; got "
+            f"{type(value).__name__} {value!r:.60}"
+        )
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise ValueError(
+            f"{option} must be a positive, finite number of seconds; got {describe_number(value)}. "
+            f"Pass None for no limit."
+        )
+    return seconds
+
+
+def check_retry_policy(option: str, value: object) -> RetryPolicies | None:
+    """Validate a retry option: a ``RetryPolicy``, a sequence of them, or ``None``.
+
+    Raises:
+        TypeError: ``value`` is anything else.
+
+    """
+    if value is None or isinstance(value, RetryPolicy):
+        return value
+    if (
+        isinstance(value, Sequence)
+        and not isinstance(value, str)
+        and value
+        and all(isinstance(p, RetryPolicy) for p in value)
+    ):
+        return list(value)
+    raise TypeError(
+        f"{option} must be a langgraph.types.RetryPolicy, a non-empty sequence of them "
+        f"(the first whose retry_on matches applies) or None; got "
+        f"{type(value).__name__} {value!r:.80}. Example: "
+        f"RetryPolicy(max_attempts=3, retry_on=openai.RateLimitError)"
+    )
+
+
+@dataclass(frozen=True)
+class TimeLimit:
+    """The time limit of one call: at ``seconds`` the loop stops waiting for it.
+
+    Attributes:
+        node: The node making the call.
+        iteration: The iteration it belongs to.
+        seconds: The limit.
+
+    """
+
+    node: NodeName
+    iteration: int
+    seconds: float
+
+    def run(self, call: Call) -> Any:
+        """Make ``call`` synchronously in a thread of its own; wait at most ``seconds``."""
+        started = time.monotonic()
+        outcome: Future[Any] = Future()
+        context = contextvars.copy_context()  # the run's config and stream writer
+
+        def make_call() -> None:
+            try:
+                result = context.run(call.sync, call.input, call.config)
+            except BaseException as error:  # handed to the waiting thread
+                outcome.set_exception(error)
+            else:
+                outcome.set_result(result)
+
+        # a daemon thread: an abandoned call must not keep the process from exiting
+        threading.Thread(target=make_call, name=f"loop-agents {self.node}", daemon=True).start()
+        try:
+            return outcome.result(timeout=self.seconds)  # its own result or error
+        except TimeoutError:
+            if outcome.done():
+                return outcome.result()  # it raised TimeoutError itself, or ended just now
+        self._log_abandoned("cannot be stopped (a sync call)")
+        elapsed = time.monotonic() - started
+        raise LoopTimeoutError(self.node, self.iteration, self.seconds, elapsed, abandoned=True)
+
+    async def arun(self, call: Call) -> Any:
+        """Await ``call`` at most ``seconds``, whatever it does with cancellation."""
+        started = time.monotonic()
+        workers = WorkerThreads()
+        token = WORKERS.set(workers)
+        try:
+            # a task of its own (with a copy of this context: the run's config, stream
+            # writer, the worker count), so the wait ends at the deadline even if the
+            # call swallows CancelledError
+            task = asyncio.ensure_future(call.async_(call.input, call.config))
+        finally:
+            WORKERS.reset(token)
+        try:
+            done, _ = await asyncio.wait({task}, timeout=self.seconds)
+            if done and time.monotonic() - started <= self.seconds + CANCEL_GRACE:
+                return task.result()  # its own result or error (a TimeoutError too)
+            if not done:
+                task.cancel()
+                done, _ = await asyncio.wait({task}, timeout=CANCEL_GRACE)
+        except BaseException:  # the node was cancelled: so is the call
+            task.cancel()
+            raise
+        abandoned = not done or workers.running > 0
+        if done:
+            if not task.cancelled():
+                task.exception()  # it ended some other way after the deadline: too late
+            if workers.running:
+                self._log_abandoned("runs in a worker thread (a sync call)")
+        else:
+            _abandoned.add(task)
+            task.add_done_callback(_forget)
+            self._log_abandoned("did not stop when cancelled")
+        elapsed = time.monotonic() - started
+        raise LoopTimeoutError(
+            self.node, self.iteration, self.seconds, elapsed, abandoned=abandoned
+        )
+
+    def _log_abandoned(self, how: str) -> None:
+        logger.warning(
+            "loop node %r, iteration %d: %s ran past %s=%gs and %s; it was abandoned "
+            "(the loop stopped waiting for it; it may still be running)",
+            self.node,
+            self.iteration,
+            _CALL[self.node],
+            _OPTION[self.node],
+            self.seconds,
+            how,
+        )
+
+
+def _forget(task: asyncio.Task[Any]) -> None:
+    """Drop an abandoned task when it ends, and collect its error so none is reported."""
+    _abandoned.discard(task)
+    if not task.cancelled():
+        task.exception()
+
+
+__all__ = [
+    "CANCEL_GRACE",
+    "LoopTimeoutError",
+    "NodeName",
+    "TimeLimit",
+    "check_retry_policy",
+    "check_timeout",
+]
