@@ -23,6 +23,7 @@ from rich.table import Table
 
 from loop_agents.evals.settings import ARMS, BASELINES
 from loop_agents.evals.stats import (
+    RETRY_KINDS_NOTE,
     Paired,
     Rescues,
     RetryKinds,
@@ -526,14 +527,7 @@ def _render_retry_kinds(report: EvalReport, console: Console) -> None:
         table.add_row("passed", *(_shares(found.passed[k], found.chosen[k]) for k in found.kinds))
         console.print(table)
     if report.retry_kinds:
-        console.print(
-            "Retries (answers after the first) by the kind the arm chose, over its tasks in "
-            "task order: repair (the answer and its feedback), fresh (the task again), "
-            "informed (the task and what must hold); succeeded: accepted by the visible "
-            "tests or checks, or a better score (what the arm learns from); passed: passes "
-            "the final grading.",
-            style="dim",
-        )
+        console.print(RETRY_KINDS_NOTE, style="dim")
 
 
 def _render_by_part(report: EvalReport, console: Console) -> None:

@@ -62,7 +62,7 @@ from loop_agents.evals.settings import (
     check_number,
     did_you_mean,
 )
-from loop_agents.evals.tasks import Task, check_sandbox, task_digest, tasks_of
+from loop_agents.evals.tasks import Task, check_sandbox, load_tasks, task_digest
 from loop_agents.runtime._sync_bridge import _background_loop
 from loop_agents.sandbox.text_files import json_text
 
@@ -282,7 +282,7 @@ def _plan(
             model, settings.judge, arm_settings, chosen, first_answers, learnings
         )
         label = settings.model_id or describe_model(model)
-    loaded = tasks_of(tasks, limit=limit, ids=settings.task_ids)
+    loaded = load_tasks(tasks, limit=limit, ids=settings.task_ids)
     if settings.server is None:
         check_sandbox(loaded)  # once, before any model call: every code pair needs it
     return _Plan(

@@ -382,18 +382,6 @@ class EvalSettings(_Shared):
         return ArmSettings(iterations=iterations, **shared)
 
 
-def _multiple_budget_error(name: str, per_iteration: int, iterations: int, where: str) -> str:
-    """The message for a K that an arm of ``per_iteration`` answers per iteration cannot spend."""
-    must = "even" if per_iteration == 2 else f"a multiple of {per_iteration}"
-    above = (iterations // per_iteration + 1) * per_iteration
-    below = iterations // per_iteration * per_iteration
-    fix = f"give --iterations {above} (or {below})" if below else f"give --iterations {above}"
-    return (
-        f"{name} writes {per_iteration} answers per iteration, so its budget K must be "
-        f"{must}; got K={iterations}: {fix}, or leave {name} out of {where}"
-    )
-
-
 def check_budget(name: str, iterations: int, *, per_iteration: int, first: int) -> None:
     """Refuse a K that an arm of ``per_iteration`` answers per iteration cannot spend.
 
@@ -415,7 +403,14 @@ def check_budget(name: str, iterations: int, *, per_iteration: int, first: int) 
             f"{where}"
         )
     if per_iteration > 1 and iterations % per_iteration:
-        raise ValueError(_multiple_budget_error(name, per_iteration, iterations, where))
+        must = "even" if per_iteration == 2 else f"a multiple of {per_iteration}"
+        above = (iterations // per_iteration + 1) * per_iteration
+        below = iterations // per_iteration * per_iteration
+        fix = f"give --iterations {above}" + (f" (or {below})" if below else "")
+        raise ValueError(
+            f"{name} writes {per_iteration} answers per iteration, so its budget K must be "
+            f"{must}; got K={iterations}: {fix}, or leave {name} out of {where}"
+        )
 
 
 def check_arm_budget(arms: Sequence[str], iterations: int) -> None:

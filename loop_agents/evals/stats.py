@@ -33,6 +33,7 @@ from typing import Any, Protocol
 
 __all__ = [
     "KINDS",
+    "RETRY_KINDS_NOTE",
     "Paired",
     "Rescues",
     "RetryKinds",
@@ -199,6 +200,14 @@ def rescues_of(results: Iterable[Curve]) -> dict[str, Rescues]:
 
 KINDS = ("repair", "fresh", "informed")
 """`Adaptive`'s built-in kinds of retry, in the order the tables show them."""
+
+RETRY_KINDS_NOTE = (
+    "Retries (answers after the first) by the kind the arm chose, over its tasks in task "
+    "order: repair (the answer and its feedback), fresh (the task again), informed (the "
+    "task and what must hold); succeeded: accepted by the visible tests or checks, or a "
+    "better score (what the arm learns from); passed: passes the final grading."
+)
+"""What the tables of `RetryKinds` (the console's and the page's) show, said under them."""
 
 
 @dataclass(frozen=True)
