@@ -13,7 +13,7 @@ The built-in arms (`BUILTIN_ARMS`, each an `EvalArm`):
   evaluator: up to K answers, feedback from the judge's opinion only, never from a
   test (intrinsic self-correction).
 - ``loop-candidates``: the ``loop`` with two candidate answers per iteration
-  (``candidates=2``) for K/2 iterations: K answers in all (K must be even). Not run by
+  (a ``Candidates(2)`` control) for K/2 iterations: K answers in all (K must be even). Not run by
   default.
 - ``restart``: the ``loop`` with a `Restart` control: after a repair that did not raise
   the share of visible tests or checks passed (or an answer identical to an earlier

@@ -95,7 +95,7 @@ class ReadOutput:
     Attributes:
         answer: Its final answer (the one that is graded).
         steps: The answer after each attempt (iteration), oldest first.
-        transcript: One entry per answer written (see `loop_agents.evals.transcript`).
+        transcript: One entry per answer written (see `loop_agents.evals.grading`).
         opaque: Whether its attempts could not be read: only the final answer is known.
     """
 
