@@ -106,9 +106,12 @@ def test_a_hung_sync_factory_does_not_stop_the_other_pairs():
 
 
 HANGING = """
+import asyncio
 import os
 import pathlib
 import threading
+
+from langchain_core.runnables import RunnableLambda
 
 
 def hangs(task, model, settings):
@@ -116,15 +119,29 @@ def hangs(task, model, settings):
         pathlib.Path(f"hung-{task.id}").touch()
         threading.Event().wait()  # for ever: only the pair's end or Ctrl-C stops waiting
     return model
+
+
+def stubborn(task, model, settings):
+    async def answer(messages):
+        if task.id == "t0":
+            return "OK"
+        pathlib.Path(f"hung-{task.id}").touch()
+        while True:  # an agent that does not let go of a cancellation
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                pass
+
+    return RunnableLambda(answer)
 """
 
 
-def _command(tmp_path: Path, base_url: str, *args: str) -> list[str]:
+def _command(tmp_path: Path, base_url: str, *args: str, factory: str = "hangs") -> list[str]:
     module = f"hanging_{tmp_path.name.replace('-', '_')}"
     (tmp_path / f"{module}.py").write_text(textwrap.dedent(HANGING), encoding="utf-8")
     return [
         sys.executable, "-m", "loop_agents.cli", "eval", str(task_file(tmp_path)),
-        "--arms", "single", "--arm", f"hang={module}:hangs", "--concurrency", "2",
+        "--arms", "single", "--arm", f"hang={module}:{factory}", "--concurrency", "2",
         "--out", str(tmp_path / "r.json"), "--base-url", base_url, *args,
     ]  # fmt: skip
 
@@ -151,12 +168,14 @@ def test_the_command_ends_a_hung_pair_at_pair_timeout_and_resumes_it(tmp_path):
 
 
 @pytest.mark.slow  # a real eval process, interrupted
-def test_ctrl_c_ends_an_eval_whose_arm_hangs_keeping_what_finished(tmp_path):
+@pytest.mark.parametrize("factory", ["hangs", "stubborn"])
+def test_ctrl_c_ends_an_eval_whose_arm_hangs_keeping_what_finished(tmp_path, factory):
+    """A sync call that never returns, or an async one that ignores its cancellation."""
     scripted = ReactiveOpenAI(lambda body: "OK")
     env = env_without_model_settings(HANG_ARMS="1")
     with scripted.serve() as base_url:
         process = subprocess.Popen(
-            _command(tmp_path, base_url),
+            _command(tmp_path, base_url, factory=factory),
             env=env,
             cwd=tmp_path,
             stdout=subprocess.PIPE,
@@ -177,7 +196,7 @@ def test_ctrl_c_ends_an_eval_whose_arm_hangs_keeping_what_finished(tmp_path):
             process.kill()
             pytest.fail("Ctrl-C did not end the eval")
     assert process.returncode == 130, stderr
-    assert "interrupted; run the same command (with the same --out) to resume" in stderr
+    assert "run the same command (with the same --out) to resume" in stderr
     records = [json.loads(line) for line in journal.read_text().splitlines()[1:]]
     finished = {(r["task_id"], r["arm"]) for r in records if "task_id" in r}
     assert ("t0", "single") in finished  # what finished before the hang is kept

@@ -527,6 +527,7 @@ def _ends_soon_after_ctrl_c(console: Console) -> Iterator[None]:
             "(with the same --out) to resume",
             markup=False,
             highlight=False,
+            soft_wrap=True,
         )
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(Exception):

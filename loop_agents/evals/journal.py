@@ -109,8 +109,8 @@ class Journal:
 
         Example:
             ```python
-            with Journal.open(Path("r.journal.jsonl"), {"iterations": 4}) as journal:
-                ...
+            journal = Journal.open(Path("r.journal.jsonl"), {"iterations": 4})
+            journal.close()
             ```
         """
         wanted = json.loads(json.dumps(dict(settings)))  # as it reads back from JSON
@@ -175,14 +175,6 @@ class Journal:
                 seed if isinstance(seed, int) and not isinstance(seed, bool) else None
             )
         return journal
-
-    def __enter__(self) -> Journal:
-        """Use the journal in a ``with`` block; it is closed at the end."""
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        """Close the file."""
-        self.close()
 
     def lookup(self, task_id: str, arm: str, digest: str) -> TaskResult | None:
         """The recorded result of this task and arm, if its task is unchanged."""
