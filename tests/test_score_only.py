@@ -92,14 +92,18 @@ def test_score_only_without_a_threshold_is_a_clear_error():
     loop = create_loop_agent(FakeChat.of("a"), metric, 2)
     with pytest.raises(
         InvalidEvaluationError,
-        match=r"returned a score without a decision \(a bare number.*threshold=",
+        match=r"returned a score without a decision \(a bare number.*Advice\(threshold\)",
     ):
         loop.invoke({"messages": [REQUEST]})
     loop = create_loop_agent(FakeChat.of("a"), lambda c: {"score": 3}, 2)
-    with pytest.raises(InvalidEvaluationError, match=r"'score' without 'stop'.*threshold="):
+    with pytest.raises(
+        InvalidEvaluationError, match=r"'score' without 'stop'.*Advice\(threshold\)"
+    ):
         loop.invoke({"messages": [REQUEST]})
     loop = create_loop_agent(FakeChat.of("a"), lambda c: {"stop": False, "score": 3}, 2)
-    with pytest.raises(InvalidEvaluationError, match=r"without feedback.*advisor=.*threshold="):
+    with pytest.raises(
+        InvalidEvaluationError, match=r"without feedback.*Advice\(threshold, model="
+    ):
         loop.invoke({"messages": [REQUEST]})
 
 

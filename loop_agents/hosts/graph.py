@@ -53,7 +53,13 @@ from loop_agents.loop.protocol import (
 )
 from loop_agents.loop.records import KeptAnswers
 from loop_agents.loop.state import LoopInput, LoopState
-from loop_agents.loop.storage import Storage, check_storage, resolve_storage, with_storage
+from loop_agents.loop.storage import (
+    Storage,
+    StorageLayout,
+    check_storage,
+    resolve_storage,
+    with_storage,
+)
 from loop_agents.runtime._function_runnable import FunctionRunnable
 from loop_agents.runtime.steps import Program, RetryPolicies, arun, run
 from loop_agents.runtime.thread_locking import ConcurrentRuns
@@ -195,53 +201,7 @@ def create_loop_agent(
         ```
 
     """
-    parts = [*controls_of_keywords(deprecated, where="create_loop_agent"), *_listed(controls)]
-    return compile_loop(
-        agent,
-        evaluator,
-        max_iterations,
-        parts,
-        name=name,
-        checkpointer=checkpointer,
-        store=store,
-        output_mode=output_mode,
-        storage=storage,
-        concurrent_runs=concurrent_runs,
-        busy_timeout=busy_timeout,
-        share_agent_state=share_agent_state,
-    )
-
-
-def _listed(controls: object) -> list[LoopControl]:
-    """``controls=`` as a list (one control alone is taken as a list of one)."""
-    if isinstance(controls, LoopControl):
-        return [controls]
-    return check_controls(controls)
-
-
-def compile_loop(
-    agent: AgentLike,
-    evaluator: Evaluator,
-    max_iterations: int,
-    controls: Sequence[LoopControl],
-    *,
-    name: str = "loop_agent",
-    checkpointer: Checkpointer = None,
-    store: BaseStore | None = None,
-    output_mode: OutputMode = "full_state",
-    storage: Storage = "auto",
-    concurrent_runs: ConcurrentRuns = "reject",
-    busy_timeout: float | timedelta | None = None,
-    share_agent_state: bool = False,
-) -> LoopAgent:
-    """Build and compile the loop's graph from its parts (`create_loop_agent`'s work).
-
-    Example:
-        ```python
-        loop = compile_loop(agent, judge, 5, [Plateau(2)], checkpointer=InMemorySaver())
-        ```
-
-    """
+    given = [*controls_of_keywords(deprecated, where="create_loop_agent"), *_listed(controls)]
     cap = check_max_iterations(max_iterations)
     if store is not None and not isinstance(store, BaseStore):
         raise TypeError(
@@ -250,10 +210,27 @@ def compile_loop(
         )
     mode = check_output_mode(output_mode)
     kept = [KeptAnswers()] if mode == "last_message" else []
-    parts = assemble_controls([*controls, *kept], LoopSpec(agent, evaluator, cap))
+    parts = assemble_controls([*given, *kept], LoopSpec(agent, evaluator, cap))
     core = LoopNodes(evaluator, cap, name=check_name(name), controls=parts)
     step = AgentStep(core, agent)
     layout = resolve_storage(check_storage(storage), checkpointer)
+    builder = _builder(core, step, mode, layout)
+    most = max([cap, *(c.agent_calls_at_most(cap) for c in parts)])
+    graph = builder.compile(checkpointer=checkpointer, store=store, name=name).with_config(
+        recursion_limit=max(STEPS_PER_ITERATION * (most + 1) + 1, MIN_RECURSION_LIMIT)
+    )
+    return LoopAgent(
+        graph,
+        concurrent_runs=concurrent_runs,
+        busy_timeout=busy_timeout,
+        share_agent_state=share_agent_state,
+    )
+
+
+def _builder(
+    core: LoopNodes, step: AgentStep, mode: OutputMode, layout: StorageLayout
+) -> StateGraph[Any, None, Any, Any]:
+    """The loop's graph, not compiled: two nodes, a static edge and the routed one."""
     builder: StateGraph[Any, None, Any, Any] = StateGraph(
         with_storage(LoopState, layout),
         input_schema=with_storage(LoopInput, layout),
@@ -273,16 +250,14 @@ def compile_loop(
         )
     builder.add_edge(START, "invoke_agent")
     builder.add_edge("invoke_agent", "evaluate")
-    most = max([cap, *(c.agent_calls_at_most(cap) for c in parts)])
-    graph = builder.compile(checkpointer=checkpointer, store=store, name=name).with_config(
-        recursion_limit=max(STEPS_PER_ITERATION * (most + 1) + 1, MIN_RECURSION_LIMIT)
-    )
-    return LoopAgent(
-        graph,
-        concurrent_runs=concurrent_runs,
-        busy_timeout=busy_timeout,
-        share_agent_state=share_agent_state,
-    )
+    return builder
+
+
+def _listed(controls: object) -> list[LoopControl]:
+    """``controls=`` as a list (one control alone is taken as a list of one)."""
+    if isinstance(controls, LoopControl):
+        return [controls]
+    return check_controls(controls)
 
 
 def _node(
@@ -326,6 +301,5 @@ __all__ = [
     "DEFAULT_MAX_ITERATIONS",
     "MIN_RECURSION_LIMIT",
     "RetryPolicies",
-    "compile_loop",
     "create_loop_agent",
 ]

@@ -327,7 +327,10 @@ def encodable(messages: Sequence[Message]) -> list[Message]:
     """
     mended: list[Message] | None = None
     for index, message in enumerate(messages):
-        content = _mended(message.content)
+        content = message.content
+        if type(content) is str and content.isascii():  # the common case, at C speed
+            continue
+        content = _mended(content)
         if content is not message.content:
             if mended is None:
                 mended = list(messages)
@@ -337,7 +340,9 @@ def encodable(messages: Sequence[Message]) -> list[Message]:
 
 def _mended(content: Any) -> Any:
     if isinstance(content, str):
-        return _SURROGATE.sub("\ufffd", content) if _SURROGATE.search(content) else content
+        if content.isascii() or not _SURROGATE.search(content):  # isascii: a fast C scan
+            return content
+        return _SURROGATE.sub("\ufffd", content)
     if isinstance(content, list):
         parts = [_mended(part) for part in content]
         return parts if any(p is not q for p, q in zip(parts, content, strict=True)) else content

@@ -280,14 +280,6 @@ def is_feedback(message: BaseMessage) -> bool:
     return isinstance(message, HumanMessage) and FEEDBACK_KEY in message.additional_kwargs
 
 
-def feedback_iteration(message: BaseMessage) -> int | None:
-    """The iteration a feedback message is about, or ``None`` for other messages."""
-    if not is_feedback(message):
-        return None
-    mark = message.additional_kwargs[FEEDBACK_KEY]
-    return int(mark["iteration"]) if isinstance(mark, dict) and "iteration" in mark else None
-
-
 def feedback_text(message: BaseMessage) -> str | None:
     """The evaluator's raw text that a feedback message carries; ``None`` for others.
 

@@ -396,8 +396,9 @@ class LoopNodes:
             "stop": record["stop"],
             "feedback": [record["feedback"]],
             "records": [record],
-            "stop_reason": reason,
         }
+        if reason is not None:  # None since the loop started: no write while it runs
+            updates["stop_reason"] = reason
         selected = outcome.attempt
         before = dict(state.get("agent_state") or {})  # the agent state before these updates
         latest = dict(selected.agent_state) if selected is not None else {}

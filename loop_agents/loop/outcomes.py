@@ -14,7 +14,6 @@ from typing import Any
 from langchain_core.messages import AIMessage, AnyMessage
 
 from loop_agents.loop.agent_state import restored
-from loop_agents.loop.agents import answer_of
 from loop_agents.loop.evaluation import missing_feedback_error, undecided_error
 from loop_agents.loop.protocol import NO_USAGE, Attempt, Judged, Outcome, Verdict
 from loop_agents.loop.state import (
@@ -201,11 +200,6 @@ def candidate_records(outcome: Outcome) -> list[CandidateRecord]:
 def judged_of(attempts: list[Attempt], verdicts: list[Verdict | None]) -> list[Judged]:
     """Pair each attempt with its verdict (``None`` for a failed attempt)."""
     return [Judged(a, v) for a, v in zip(attempts, verdicts, strict=True)]
-
-
-def answer_in(attempt: Attempt) -> AIMessage:
-    """The answer of an attempt that answered."""
-    return answer_of(attempt.produced or [])
 
 
 def candidate_context(

@@ -57,13 +57,13 @@ from dataclasses import dataclass, field, replace
 from enum import IntEnum
 from typing import Any, Literal, Protocol, TypeAlias, cast
 
-from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage
 from langchain_core.runnables import RunnableConfig
 
 from loop_agents.loop.agent_state import frozen, thawed
 from loop_agents.loop.feedback import DEFAULT_FEEDBACK_FORMAT, FeedbackFormat
 from loop_agents.loop.state import FeedbackSource, IterationRecord, LoopState
-from loop_agents.runtime.steps import Call, Fanout, Measured, Program, RetryPolicies
+from loop_agents.runtime.steps import Call, Fanout, Measured, RetryPolicies
 from loop_agents.runtime.usage import CallUsage
 
 NO_USAGE = CallUsage()
@@ -702,21 +702,3 @@ def assemble_controls(controls: object, loop: LoopSpec) -> list[LoopControl]:
 def overrides(control: LoopControl, hook: str) -> bool:
     """Whether ``control`` overrides ``hook`` (the loop calls only overridden hooks)."""
     return getattr(type(control), hook) is not getattr(LoopControl, hook)
-
-
-def as_program(value: Any) -> Program[Any]:
-    """A hook's result as a program: a generator as it is, a plain value returned at once."""
-    if isinstance(value, Generator):
-        return cast(Program[Any], value)
-    return _returning(value)
-
-
-def _returning(value: Any) -> Program[Any]:
-    return value
-    yield  # a generator function  # pragma: no cover
-
-
-def feedback_message_of(outcome: Outcome) -> HumanMessage | None:
-    """The feedback message a control set on ``outcome`` (``None``: the default one)."""
-    message = outcome.message
-    return message if isinstance(message, HumanMessage) else None
