@@ -17,9 +17,9 @@ from rich.console import Console
 
 from loop_agents.controls import Adaptive
 from loop_agents.controls.restart import REQUIREMENTS_HEADER
-from loop_agents.evals import arun_eval, eval_page, loop
+from loop_agents.evals import EvalSettings, arun_eval, eval_page, loop
 from loop_agents.evals.arm_specs import parse_arm_spec
-from loop_agents.evals.builtin_arms import BUILTIN_ARMS
+from loop_agents.evals.arms import BUILTIN_ARMS
 from loop_agents.evals.grading import requirement_points
 from loop_agents.evals.journal import journal_path
 from loop_agents.evals.report import render_report
@@ -82,9 +82,10 @@ def sent_as(body: dict[str, Any]) -> str:
     return "task alone"
 
 
-async def run(model: Any, count: int, **options: Any) -> Any:
-    options = {"arms": ARMS, "iterations": 3, "concurrency": 1, "same_first_answer": True} | options
-    return await arun_eval(tasks(count), model.chat_model(), **options)
+async def run(model: Any, count: int, same_first_answer: bool = True, **options: Any) -> Any:
+    options = {"arms": ARMS, "iterations": 3, "concurrency": 1} | options
+    settings = EvalSettings(same_first_answer=same_first_answer)
+    return await arun_eval(tasks(count), model.chat_model(), settings=settings, **options)
 
 
 def kinds_of(result: Any) -> list[str]:

@@ -13,6 +13,7 @@ import textwrap
 import pytest
 
 from loop_agents.cli import main as loop_agents_main
+from loop_agents.controls import FeedbackStyle, History
 from loop_agents.evals import loop
 from tests.conftest import ROOT
 from tests.eval_models import ReactiveOpenAI
@@ -47,19 +48,21 @@ def test_a_loop_from_options_runs_and_is_the_python_loop(tmp_path, capsys):
         ("fresh", "single"),
     }
     # the same arm as in Python: an eval started from either resumes from the other
-    same = loop(history="feedback_log", feedback_format="{feedback}")
+    plain = FeedbackStyle("{feedback}")
+    same = loop(controls=[History("feedback_log"), plain])
     assert data["settings"]["arms"]["fresh"] == same.identity()
     assert "fresh vs resample" in capsys.readouterr().out
 
 
 FACTORY = """
 from loop_agents import create_loop_agent
+from loop_agents.controls import FeedbackStyle, History
 from loop_agents.evals import visible_checks
 
 
 def make(task, model, settings):
     return create_loop_agent(model, visible_checks(task), settings.iterations,
-                             history="feedback_log", feedback_format="{feedback}")
+                             controls=[History("feedback_log"), FeedbackStyle("{feedback}")])
 
 
 def model_only(task, model, settings):
@@ -119,7 +122,7 @@ def test_a_factory_from_the_current_folder_runs_at_its_own_temperature(tmp_path,
         ("mine=loop,histroy=full", "'histroy=full' is not KEY=VALUE with KEY one of history"),
         ("mine=loop,history=everything", "history='everything': give one of full"),
         ("mine=loop,feedback=loud", "feedback='loud': give one of default, plain"),
-        ("mine=loop,candidates=1", "candidates='1': give a whole number >= 2"),
+        ("mine=loop,candidates=1", "candidates='1': give a whole number from 2 to 64"),
         ("mine=loop,restart=maybe", "give a whole number >= 0"),
         ("mine=loop,stagnation=yes", "give stagnation=on"),
         ("mine=loop,adaptive=yes", "give adaptive=on"),

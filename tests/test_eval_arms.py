@@ -16,10 +16,12 @@ import re
 import pytest
 from langchain_core.messages import AIMessage
 
-from loop_agents.evals import arun_arm, arun_eval
-from loop_agents.evals.arms import CUT_OFF_FEEDBACK, ArmSettings, was_cut_off
+from loop_agents.evals import EvalSettings, arun_arm, arun_eval
 from loop_agents.evals.checks import run_checks
+from loop_agents.evals.grading import CUT_OFF_FEEDBACK
 from loop_agents.evals.report import render_report
+from loop_agents.evals.sampling import was_cut_off
+from loop_agents.evals.settings import ArmSettings
 from loop_agents.evals.tasks import InstructionsTask, parse_task
 from tests.eval_models import ReactiveOpenAI, after_feedback, is_judge, user_text, verdict
 from tests.fakes import FakeChat, review
@@ -51,7 +53,10 @@ def right_only_after_feedback(body):
 async def test_the_loop_beats_single_and_resample_when_only_feedback_helps():
     server = ReactiveOpenAI(right_only_after_feedback)
     report = await arun_eval(
-        shout_tasks(6), server.chat_model(), iterations=3, judge_method="function_calling"
+        shout_tasks(6),
+        server.chat_model(),
+        iterations=3,
+        settings=EvalSettings(judge_method="function_calling"),
     )
     arms = report.arms
     assert [(a, s.passed, s.tasks) for a, s in arms.items()] == [
@@ -95,10 +100,12 @@ async def test_each_arm_samples_at_its_own_temperature_when_one_is_set():
         server.chat_model(),
         arms=["single", "resample", "judge-loop"],
         iterations=2,
-        temperature=0.3,
-        arm_temperatures={"resample": 1.5},
-        judge_temperature=0.2,
-        judge_method="function_calling",
+        settings=EvalSettings(
+            temperature=0.3,
+            arm_temperatures={"resample": 1.5},
+            judge_temperature=0.2,
+            judge_method="function_calling",
+        ),
     )
     sent = {}
     for body in server.requests:
@@ -146,7 +153,7 @@ async def test_an_approving_judge_is_no_better_than_one_answer():
         server.chat_model(),
         arms=["single", "judge-loop"],
         iterations=4,
-        judge_method="function_calling",
+        settings=EvalSettings(judge_method="function_calling"),
     )
     assert report.arms["judge-loop"].passed == report.arms["single"].passed == 0
     assert report.arms["judge-loop"].model_calls == 2  # one answer, one verdict
@@ -389,7 +396,7 @@ async def test_the_console_report_states_temperatures_the_cap_and_the_curves():
         server.chat_model(max_tokens=64),
         arms=["single", "loop"],
         iterations=3,
-        arm_temperatures={"single": 0.25},
+        settings=EvalSettings(arm_temperatures={"single": 0.25}),
     )
     assert report.settings["max_tokens"] == 64
     assert {a: s.max_tokens for a, s in report.arms.items()} == {"single": 64, "loop": 64}
@@ -410,7 +417,7 @@ async def test_the_console_report_states_temperatures_the_cap_and_the_curves():
 def test_a_temperature_is_set_within_the_models_own_rules():
     from langchain_openai import ChatOpenAI
 
-    from loop_agents.evals.arms import at_temperature
+    from loop_agents.evals.sampling import at_temperature
 
     server = ReactiveOpenAI(lambda body: "x")
     model = server.chat_model(max_tokens=5)

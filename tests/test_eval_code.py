@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from loop_agents.evals.arms import ArmSettings, arun_arm
+from loop_agents.evals.arms import arun_arm
 from loop_agents.evals.code_tests import agrade_code, arun_tests, code_feedback, extract_code
 from loop_agents.evals.grading import grader_for, request_text
+from loop_agents.evals.settings import ArmSettings
 from loop_agents.evals.tasks import parse_task
 from loop_agents.evaluators.code_review import unclosed_python_block
 from tests.eval_models import ReactiveOpenAI, after_feedback
@@ -183,7 +184,8 @@ def test_bare_code_before_a_stray_closing_fence_is_the_code():
 
 async def test_the_loop_tells_a_cut_off_code_answer_to_send_the_code_only():
     from loop_agents.evals import arun_arm
-    from loop_agents.evals.arms import CUT_OFF_FEEDBACK, ArmSettings
+    from loop_agents.evals.grading import CUT_OFF_FEEDBACK
+    from loop_agents.evals.settings import ArmSettings
     from tests.eval_models import ReactiveOpenAI, after_feedback
     from tests.scripted_openai import Cut
 

@@ -21,6 +21,7 @@ from loop_agents.cli import main as loop_agents_main
 from loop_agents.evals.journal import journal_path
 from tests.conftest import ROOT, env_without_model_settings
 from tests.eval_models import ReactiveOpenAI, after_feedback
+from tests.fakes import FakeChat
 
 TASKS = [
     {
@@ -231,7 +232,7 @@ def test_an_interrupted_or_killed_eval_resumes_where_it_stopped(tmp_path):
         (["--limit", "0"], "--limit must be >= 1"),
         (["--tasks", ","], "--tasks is empty"),
         (["--tasks", "t1,zz"], "no task has the id 'zz'"),
-        (["--server", "localhost:2024"], "--server: server must be the URL"),
+        (["--server", "localhost:2024"], "--server must be the URL of a LangGraph server"),
         (["--judge-threshold", "120"], "--judge-threshold must be from 0 to 100"),
         (["--judge-temperature", "3"], "--judge-temperature must be from 0 to 2"),
         (["--arm-temperature", "resample"], "--arm-temperature 'resample': give ARM=T"),
@@ -501,3 +502,135 @@ def test_a_seed_the_eval_cannot_use_is_refused_before_any_model_call(
         main([str(task_file(tmp_path)), "--arms", "single", *extra])
     assert caught.value.code == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("mode", "seed", "role", "how"),
+    [
+        ("crash-on-chat", "5", "agent", "killed by signal 11 (SIGSEGV, a crash)"),
+        ("killed-on-chat", "6", "judge", "killed by signal 9 (SIGKILL"),
+    ],
+)
+def test_a_bundled_server_that_dies_stops_the_eval_naming_it_not_retrying(
+    fake_llama, tmp_path, mode, seed, role, how
+):
+    env = env_without_model_settings(
+        LOOP_AGENTS_OLLAMA_URL="off",
+        FAKE_LLAMA_MODE=mode,
+        FAKE_LLAMA_ONLY_SEED=seed,  # the agent's process has the seed, the judge's seed + 1
+        PYTHONPATH=os.pathsep.join([os.environ["PYTHONPATH"], str(ROOT)]),  # the fake, this tree
+    )
+    out = tmp_path / "eval.json"
+    done = subprocess.run(
+        command(
+            "instructions", "--limit", "3", "--arms", "judge-loop", "--concurrency", "1",
+            "--out", str(out), "--gguf", str(fake_llama), "--seed", "5",
+        ),
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=HANG,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "retrying" not in done.stderr  # no try after the server's death: it cannot succeed
+    assert "Connection error" not in done.stderr
+    assert "the eval stopped: the model's server died, so no pair can finish" in done.stderr
+    error = done.stderr[done.stderr.index("loop-agents: error: ") :]
+    assert error.startswith(f"loop-agents: error: the {role}'s bundled llama.cpp server at ")
+    assert f"stopped: {how}" in error
+    assert "Its log ends with:\n    " in error
+    assert len(journal_path(out).read_text().splitlines()) == 1  # the settings; no result
+    assert not out.exists()
+
+
+def test_code_tasks_on_a_machine_that_cannot_sandbox_are_refused_once_before_any_call(
+    tmp_path, capsys, monkeypatch
+):
+    """As root without bubblewrap, with a Python under /root: no isolation can run code."""
+    from loop_agents.sandbox import isolation
+
+    asked: list[str] = []
+
+    def cannot(kind, limits):
+        asked.append(kind)
+        return f"{kind} cannot run {limits.python} here (simulated)"
+
+    monkeypatch.setattr(isolation, "_choose", cannot)
+    scripted = ReactiveOpenAI(feedback_helps)
+    with scripted.serve() as base_url, pytest.raises(SystemExit) as caught:
+        main(["code", "--limit", "3", "--arms", "single", "--base-url", base_url])
+    assert caught.value.code == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "the code tasks' answers run in the sandbox, which cannot run here:" in err
+    assert "isolation='auto' is not available on this machine: bwrap: bwrap cannot run" in err
+    assert asked == ["bwrap", "unshare", "process"]  # probed once, not per task
+    assert scripted.requests == []
+    # an instructions eval needs no sandbox
+    with scripted.serve() as base_url:
+        assert (
+            main(["instructions", "--limit", "1", "--arms", "single", "--base-url", base_url]) == 0
+        )
+
+
+async def test_from_python_code_tasks_without_a_sandbox_raise_before_any_call(monkeypatch):
+    from loop_agents.evals import arun_eval
+    from loop_agents.sandbox import IsolationUnavailable, isolation
+
+    monkeypatch.setattr(isolation, "_choose", lambda kind, limits: f"no {kind} here")
+    model = FakeChat.of("def add(a, b): return a + b")
+    with pytest.raises(IsolationUnavailable, match="bwrap: no bwrap here"):
+        await arun_eval("code", model, arms=["single"], limit=2)
+    assert model.calls == []
+
+
+@pytest.mark.parametrize(
+    ("args", "phrase"),
+    [
+        (["nosuchset"], "nosuchset: is neither a file nor a bundled task set"),
+        (["instructions", "--arm", "x=nosuchmod:f"], "cannot import the module 'nosuchmod'"),
+        (["instructions", "--limit", "0"], "--limit must be >= 1"),
+        (["instructions", "--arms", "single,bogus"], "--arms 'single,bogus': give a comma"),
+        (["instructions", "--arm", "x=lop"], "(did you mean 'loop'?)"),
+        (["instructions", "--pair-timeout", "0"], "--pair-timeout must be > 0 seconds"),
+        (["instructions", "--temperature", "3"], "--temperature must be from 0 to 2"),
+    ],
+)
+def test_argument_errors_are_found_before_any_model_library_is_imported(tmp_path, args, phrase):
+    script = (
+        "import sys\n"
+        "from loop_agents.cli import main\n"
+        "try:\n"
+        f"    main(['eval', *{args!r}])\n"
+        "except SystemExit as exit:\n"
+        "    print('EXIT', exit.code, file=sys.stderr)\n"
+        "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'langchain', 'langchain_core',"
+        " 'langchain_openai', 'langgraph', 'openai'})\n"
+        "print('HEAVY', heavy, file=sys.stderr)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env_without_model_settings(),
+        timeout=HANG,
+    )
+    assert "EXIT 2" in done.stderr, done.stderr
+    assert phrase in " ".join(done.stderr.split())
+    assert "HEAVY []" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "phrase"),
+    [
+        (["--arms", "single,resampel"], "'resampel' (did you mean 'resample'?): not a built-in arm"),
+        (["--arm", "mine=loop,histroy=full"], "KEY one of history, candidates, feedback, patience, select, restart, first, stagnation, adaptive (did you mean 'history'?)"),
+        (["--arm", "mine=lop"], "'lop' is neither a loop nor module:factory (did you mean 'loop'?)"),
+        (["--arm", "mine=loop,select=bset"], "select='bset': give one of last, best (did you mean 'best'?)"),
+        (["--arm", "mine=json:dumsp"], "has no attribute 'dumsp' (did you mean 'dump'?)"),
+        (["--arm-temperature", "resampel=0.5"], "(did you mean 'resample'?)"),
+    ],
+)  # fmt: skip
+def test_a_mistyped_arm_or_key_is_answered_with_the_closest_name(tmp_path, capsys, args, phrase):
+    with pytest.raises(SystemExit) as caught:
+        main([str(task_file(tmp_path)), *args, "--base-url", "http://127.0.0.1:9/v1"])
+    assert caught.value.code == 2
+    assert phrase in " ".join(capsys.readouterr().err.split())

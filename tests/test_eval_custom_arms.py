@@ -6,14 +6,24 @@ the built-in arms are, on scripted OpenAI-compatible models."""
 from __future__ import annotations
 
 import json
+import warnings
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableLambda
 
 from loop_agents import create_loop_agent
-from loop_agents.controls import Stagnation
+from loop_agents.controls import (
+    Advice,
+    AnswerSelection,
+    Candidates,
+    DiverseFirst,
+    FeedbackStyle,
+    History,
+    Stagnation,
+)
 from loop_agents.evals import (
+    EvalSettings,
     JournalError,
     arun_eval,
     eval_page,
@@ -54,6 +64,9 @@ def copies_unless_fresh(body: dict) -> str:
     return "OK" if sum(m["role"] == "user" for m in messages) > 1 else "ok"
 
 
+FRESH_LOG = [History("feedback_log"), FeedbackStyle("{feedback}")]
+
+
 def always(text: str):
     return lambda body: text
 
@@ -65,7 +78,7 @@ async def test_a_loop_built_from_options_is_graded_compared_journaled_and_drawn(
         "single": "single",
         "loop": "loop",
         "resample": "resample",
-        "fresh-log": loop(history="feedback_log", feedback_format="{feedback}"),
+        "fresh-log": loop(controls=FRESH_LOG),
     }
     report = await arun_eval(shout_tasks(3), server.chat_model(), arms=arms, iterations=3, out=out)
     assert {a: (s.passed, s.tasks) for a, s in report.arms.items()} == {
@@ -93,8 +106,15 @@ async def test_a_loop_built_from_options_is_graded_compared_journaled_and_drawn(
     assert len(fresh) == 3
     assert all(b["messages"][0]["role"] == "system" for b in fresh)
     # what the arm is, in the report's settings and declared in the journal
-    identity = {"kind": "loop", "evaluator": "tests", "options": {
-        "feedback_format": "{feedback}", "history": "feedback_log"}}  # fmt: skip
+    identity = report.settings["arms"]["fresh-log"]
+    assert (identity["kind"], identity["evaluator"]) == ("loop", "tests")
+    history, style = identity["controls"]
+    assert history["type"] == "loop_agents.controls.history:History"
+    assert history["policy"] == "feedback_log"
+    assert style == {
+        "type": "loop_agents.controls.feedback_format:FeedbackStyle",
+        "format": "{feedback}",
+    }
     assert report.settings["arms"] == {"fresh-log": identity}
     assert report.settings["temperatures"]["fresh-log"] == 1.0
     lines = [json.loads(line) for line in journal_path(out).read_text().splitlines()]
@@ -118,13 +138,13 @@ async def test_another_arm_under_the_same_name_is_refused_and_a_new_arm_resumes(
     server = ReactiveOpenAI(copies_unless_fresh)
     out = tmp_path / "r.json"
     tasks = shout_tasks(2)
-    first = {"resample": "resample", "mine": loop(history="feedback_log")}
+    first = {"resample": "resample", "mine": loop(controls=[History("feedback_log")])}
     await arun_eval(tasks, server.chat_model(), arms=first, iterations=2, out=out)
     asked = len(server.requests)
-    other = {"resample": "resample", "mine": loop(history="last_attempt")}
+    other = {"resample": "resample", "mine": loop(controls=[History("last_attempt")])}
     with pytest.raises(
         JournalError,
-        match=r"another arm named 'mine' \(identity.options.history 'feedback_log' there, "
+        match=r"another arm named 'mine' \(identity.controls.0.policy 'feedback_log' there, "
         r"'last_attempt' now\)",
     ):
         await arun_eval(tasks, server.chat_model(), arms=other, iterations=2, out=out)
@@ -139,23 +159,22 @@ async def test_another_arm_under_the_same_name_is_refused_and_a_new_arm_resumes(
     assert len(server.requests) == asked  # no refused eval called the model
     # another temperature for the arm is another arm
     with pytest.raises(JournalError, match=r"temperature 1.0 there, 0.5 now"):
-        await arun_eval(
-            tasks, server.chat_model(), arms=first, iterations=2, out=out,
-            arm_temperatures={"mine": 0.5},
-        )  # fmt: skip
+        await arun_eval(tasks, server.chat_model(), arms=first, iterations=2, out=out, settings=EvalSettings(arm_temperatures={'mine': 0.5}))  # fmt: skip
     # an arm added to the eval: its pairs run, the others resume
     more = first | {"stagnant": loop(controls=[Stagnation()])}
     report = await arun_eval(tasks, server.chat_model(), arms=more, iterations=2, out=out)
     assert len(server.requests) - asked == 2 * 2  # two tasks, two answers each (no pass)
     assert set(report.arms) == {"resample", "mine", "stagnant"}
-    assert report.settings["arms"]["stagnant"]["options"]["controls"][0]["type"] == (
+    assert report.settings["arms"]["stagnant"]["controls"][0]["type"] == (
         "loop_agents.controls.stagnation:Stagnation"
     )
 
 
 def loop_factory(task, model, settings):
     """An arm of one's own: a create_loop_agent loop judged by the task's visible checks."""
-    return create_loop_agent(model, visible_checks(task), settings.iterations, candidates=2)
+    return create_loop_agent(
+        model, visible_checks(task), settings.iterations, controls=[Candidates(2)]
+    )
 
 
 async def test_a_factory_loop_is_read_attempt_by_attempt_from_its_records():
@@ -267,12 +286,19 @@ async def test_a_loop_s_output_is_read_from_its_loop_records_or_its_feedback_tur
     [
         ({"loop": loop()}, {}, ValueError, "'loop' is a built-in arm's name"),
         ({"mine": "resample"}, {}, ValueError, "a built-in arm keeps its name"),
-        ({"mine": "best-of"}, {}, ValueError, "unknown built-in arm 'best-of'"),
+        ({"mine": "best-of"}, {}, ValueError, "arm 'mine': unknown arm 'best-of'"),
+        ({"mine": "resampel"}, {}, ValueError, r"arm 'resampel' \(did you mean 'resample'\?\)"),
+        (["single", "resampel"], {}, ValueError, r"'resampel' \(did you mean 'resample'\?\)"),
         ({"my arm": loop()}, {}, ValueError, "the arm name 'my arm' is not usable"),
         ({"mine": 42}, {}, TypeError, "arm 'mine' is int 42"),
         ({}, {}, ValueError, "empty mapping"),
         ({"mine": lambda task: task}, {}, TypeError, r"cannot be called as \(task, model"),
-        ({"mine": loop(candidates=2)}, {}, ValueError, "budget K must be even; got K=3"),
+        (
+            {"mine": loop(controls=[Candidates(2)])},
+            {},
+            ValueError,
+            "budget K must be even; got K=3",
+        ),
         ({"mine": loop()}, {"arm_temperatures": {"yours": 0.5}}, ValueError, "unknown arm"),
         (["loop", "mine"], {}, ValueError, "for one of your own, give arms="),
         ({"mine": lambda t, m, s: None}, {}, ArmFactoryError, "returned NoneType None"),
@@ -281,15 +307,18 @@ async def test_a_loop_s_output_is_read_from_its_loop_records_or_its_feedback_tur
 )
 async def test_a_bad_arm_is_refused_before_any_model_call(arms, options, error, phrase):
     server = ReactiveOpenAI(always("OK"))
+    settings = EvalSettings(**options)
     with pytest.raises(error, match=phrase):
-        await arun_eval(shout_tasks(1), server.chat_model(), arms=arms, iterations=3, **options)
+        await arun_eval(
+            shout_tasks(1), server.chat_model(), arms=arms, iterations=3, settings=settings
+        )
     assert server.requests == []
 
 
 @pytest.mark.parametrize(
     ("options", "error", "phrase"),
     [
-        ({"histroy": "full"}, TypeError, "unknown option 'histroy'"),
+        ({"histroy": "full"}, TypeError, r"argument 'histroy'; did you mean 'history'\?"),
         ({"agent": object()}, TypeError, "does not take agent="),
         ({"max_iterations": 3}, TypeError, "the eval's budget K"),
         ({"output_mode": "last_message"}, TypeError, "does not take output_mode="),
@@ -300,27 +329,49 @@ async def test_a_bad_arm_is_refused_before_any_model_call(arms, options, error, 
     ],
 )
 def test_loop_refuses_what_the_eval_sets_and_what_create_loop_agent_refuses(options, error, phrase):
-    with pytest.raises(error, match=phrase):
-        loop(**options)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # history=, patience=: see below
+        with pytest.raises(error, match=phrase):
+            loop(**options)
+
+
+def test_loop_s_old_option_keywords_become_controls_with_a_warning_naming_each():
+    with pytest.warns(DeprecationWarning, match="is deprecated: pass controls") as caught:
+        old = loop(history="feedback_log", select="best", controls=[Stagnation()])
+    assert [str(w.message) for w in caught] == [
+        "loop: history= is deprecated: pass controls=[History('feedback_log')] (the former "
+        "keyword options go in loop_agents 0.3)",
+        "loop: select= is deprecated: pass controls=[AnswerSelection('best')] (the former "
+        "keyword options go in loop_agents 0.3)",
+    ]
+    assert all(w.filename == __file__ for w in caught)  # the caller's line
+    new = loop(controls=[History("feedback_log"), AnswerSelection("best"), Stagnation()])
+    assert old.identity() == new.identity()  # the same arm: either resumes the other's eval
+    with pytest.raises(ValueError, match=r"loop\(\): controls .* cannot work together"):
+        loop(controls=[Candidates(2), DiverseFirst(2)])
 
 
 async def test_arms_of_your_own_do_not_run_on_a_server():
     with pytest.raises(ValueError, match=r"arms of your own \(mine\) run here"):
-        await arun_eval(shout_tasks(1), arms={"mine": loop()}, server="http://127.0.0.1:9")
+        await arun_eval(
+            shout_tasks(1),
+            arms={"mine": loop()},
+            settings=EvalSettings(server="http://127.0.0.1:9"),
+        )
 
 
 def test_a_loop_arm_never_writes_a_secret_in_its_identity():
     from langchain_openai import ChatOpenAI
 
     advisor = ChatOpenAI(model="gpt-x", api_key="sk-very-secret", base_url="http://127.0.0.1:9")
-    identity = loop(advisor=advisor, threshold=50).identity()
+    identity = loop(controls=[Advice(50, model=advisor)]).identity()
     assert "sk-very-secret" not in json.dumps(identity)
-    assert identity["options"]["advisor"]["model_name"] == "gpt-x"
+    assert identity["controls"][0]["model"]["model_name"] == "gpt-x"
 
 
 def test_identity_is_the_same_from_one_run_to_the_next():
     def build():
-        return loop(history="feedback_log", controls=[Stagnation()]).identity()
+        return loop(controls=[History("feedback_log"), Stagnation()]).identity()
 
     assert build() == build()
     assert json.loads(json.dumps(build())) == build()
@@ -346,8 +397,7 @@ async def test_a_judged_loop_of_your_own_runs_as_judge_loop_does():
         server.chat_model(),
         arms={"judge-loop": "judge-loop", "judged": loop(evaluator="judge")},
         iterations=3,
-        judge_method="function_calling",
-        judge_temperature=0.25,
+        settings=EvalSettings(judge_method="function_calling", judge_temperature=0.25),
     )
     mine, builtin = report.arms["judged"], report.arms["judge-loop"]
     assert (mine.passed, mine.model_calls) == (builtin.passed, builtin.model_calls) == (2, 4)

@@ -14,7 +14,7 @@ from rich.console import Console
 from loop_agents.cli.app import main
 from loop_agents.controls import Restart
 from loop_agents.controls.restart import REQUIREMENTS_HEADER
-from loop_agents.evals import arun_eval, loop
+from loop_agents.evals import EvalSettings, arun_eval, loop
 from loop_agents.evals.journal import journal_path
 from loop_agents.evals.report import render_report
 from loop_agents.evals.tasks import parse_task
@@ -59,8 +59,8 @@ async def test_every_arm_starts_from_the_same_first_answer(tmp_path: Path) -> No
         arms=ARMS,
         iterations=3,
         concurrency=4,
-        same_first_answer=True,
         out=tmp_path / "r.json",
+        settings=EvalSettings(same_first_answer=True),
     )
     by_task: dict[str, dict[str, list[str]]] = {}
     for result in report.results:
@@ -89,7 +89,12 @@ async def test_a_resumed_eval_starts_the_remaining_arms_from_the_kept_answer(
     tasks = [parse_task(TASK | {"id": "add"})]
     server, _ = numbered()
     first = await arun_eval(
-        tasks, server.chat_model(), arms=["single"], iterations=3, same_first_answer=True, out=out
+        tasks,
+        server.chat_model(),
+        arms=["single"],
+        iterations=3,
+        out=out,
+        settings=EvalSettings(same_first_answer=True),
     )
     kept = first.results[0].answer
     lines = [json.loads(line) for line in journal_path(out).read_text().splitlines()]
@@ -100,8 +105,8 @@ async def test_a_resumed_eval_starts_the_remaining_arms_from_the_kept_answer(
         server.chat_model(),
         arms={"single": "single", "loop": "loop", "fresh": loop(controls=[Restart(max_repairs=0)])},
         iterations=3,
-        same_first_answer=True,
         out=out,
+        settings=EvalSettings(same_first_answer=True),
     )
     for result in again.results:
         assert result.transcript[0]["answer"] == kept
@@ -114,9 +119,8 @@ async def test_an_arm_at_its_own_temperature_samples_its_own(tmp_path: Path) -> 
         [parse_task(TASK | {"id": "add"})],
         server.chat_model(),
         arms=["single", "resample"],
-        arm_temperatures={"resample": 0.5},
         iterations=2,
-        same_first_answer=True,
+        settings=EvalSettings(arm_temperatures={"resample": 0.5}, same_first_answer=True),
     )
     single, resample = report.results
     assert single.transcript[0]["answer"] != resample.transcript[0]["answer"]
@@ -139,7 +143,7 @@ async def test_an_arm_of_ones_own_samples_its_own_and_the_report_says_so(
         server.chat_model(),
         arms={"single": "single", "loop": "loop", "mine": lambda task, model, settings: model},
         iterations=2,
-        same_first_answer=True,
+        settings=EvalSettings(same_first_answer=True),
     )
     firsts = {r.arm: r.transcript[0]["answer"] for r in report.results}
     assert firsts["single"] == firsts["loop"] != firsts["mine"]
@@ -161,7 +165,7 @@ async def test_a_journal_without_it_is_refused_with_it(tmp_path: Path) -> None:
             arms=["single"],
             iterations=2,
             out=out,
-            same_first_answer=True,
+            settings=EvalSettings(same_first_answer=True),
         )
 
 

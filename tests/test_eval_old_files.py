@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import shutil
 
+from loop_agents.controls import History
 from loop_agents.evals import arun_eval, eval_page, loop
 from loop_agents.evals.journal import journal_path
 from loop_agents.evals.tasks import parse_task
@@ -78,7 +79,7 @@ async def test_an_arm_of_your_own_is_added_to_an_old_journal(tmp_path):
     out = tmp_path / "results.json"
     shutil.copy(OLD / "results.journal.jsonl", journal_path(out))
     server = ReactiveOpenAI(respond)
-    arms = {name: name for name in ARMS} | {"fresh": loop(history="feedback_log")}
+    arms = {name: name for name in ARMS} | {"fresh": loop(controls=[History("feedback_log")])}
     report = await arun_eval(TASKS, server.chat_model(), arms=arms, iterations=3, out=out)
     assert {r.arm for r in report.results} == {*ARMS, "fresh"}
     asked = {json.dumps(b["messages"][1]) for b in server.requests}

@@ -13,7 +13,7 @@ import httpx
 import pytest
 from rich.console import Console
 
-from loop_agents.evals import JournalError, arun_eval, run_eval
+from loop_agents.evals import EvalSettings, JournalError, arun_eval, run_eval
 from loop_agents.evals.journal import journal_path
 from loop_agents.evals.report import render_report
 from loop_agents.evals.stats import sign_test, wilson_interval
@@ -169,7 +169,7 @@ async def test_a_journal_of_other_settings_is_refused(tmp_path):
             arms=["single"],
             iterations=2,
             out=out,
-            **changed,
+            settings=EvalSettings(**changed),
         )
 
     for changed, difference in (
@@ -212,8 +212,8 @@ async def test_a_server_error_is_retried_and_reported_never_a_pass(tmp_path):
         arms=["single"],
         out=out,
         retries=2,
-        retry_delay=0,
         progress=events.append,
+        settings=EvalSettings(retry_delay=0),
     )
     by_task = {r.task_id: r for r in report.results}
     assert set(by_task) == {"t0", "t1"}
@@ -233,7 +233,13 @@ async def test_a_server_error_is_retried_and_reported_never_a_pass(tmp_path):
     # the failed pair has no result in the journal: the next run tries it again
     server.requests.clear()
     failures["t2"] = 0
-    again = await arun_eval(tasks(3), server.chat_model(), arms=["single"], out=out, retry_delay=0)
+    again = await arun_eval(
+        tasks(3),
+        server.chat_model(),
+        arms=["single"],
+        out=out,
+        settings=EvalSettings(retry_delay=0),
+    )
     assert [user_text(b) for b in server.requests] == ["Task t2: reply OK in capitals."]
     assert again.complete
     assert again.arms["single"].passed == 3
@@ -295,8 +301,10 @@ async def test_the_sync_form_refuses_a_running_event_loop():
 )
 async def test_bad_settings_are_refused_before_any_model_call(options, error, phrase):
     model = FakeChat.of("OK")
+    settings = {k: v for k, v in options.items() if k in EvalSettings.__dataclass_fields__}
+    keywords = {k: v for k, v in options.items() if k not in settings}
     with pytest.raises(error, match=phrase):
-        await arun_eval(tasks(2), model, **options)
+        await arun_eval(tasks(2), model, **keywords, settings=EvalSettings(**settings))
     assert model.calls == []
 
 
@@ -304,7 +312,7 @@ async def test_no_model_and_a_bad_server_url_are_refused():
     with pytest.raises(TypeError, match="must be a chat model"):
         await arun_eval(tasks(1), "gpt-5.4-mini")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="URL of a LangGraph server"):
-        await arun_eval(tasks(1), server="127.0.0.1:2024")
+        await arun_eval(tasks(1), settings=EvalSettings(server="127.0.0.1:2024"))
 
 
 def test_statistics():
@@ -369,3 +377,45 @@ async def test_tasks_without_parts_have_no_part_table(tmp_path):
     report = await arun_eval(tasks(2), FakeChat.of("OK"), arms=["single"], iterations=1)
     assert report.by_part == {}
     assert report.to_json()["by_part"] == {}
+
+
+async def test_the_old_keyword_settings_still_work_one_release_with_a_warning(tmp_path):
+    server = ReactiveOpenAI(feedback_helps)
+    with pytest.warns(DeprecationWarning, match="is deprecated: pass settings") as caught:
+        old = await arun_eval(
+            tasks(2), server.chat_model(), arms=["single"], temperature=0.5, task_ids=["t1"]
+        )
+    assert [str(w.message) for w in caught] == [
+        "temperature= is deprecated: pass settings=EvalSettings(temperature=0.5)",
+        "task_ids= is deprecated: pass settings=EvalSettings(task_ids=['t1'])",
+    ]
+    assert {w.filename for w in caught} == {__file__}  # the caller's line
+    new = await arun_eval(
+        tasks(2),
+        server.chat_model(),
+        arms=["single"],
+        settings=EvalSettings(temperature=0.5, task_ids=["t1"]),
+    )
+    assert old.settings == new.settings
+    assert [r.task_id for r in old.results] == ["t1"]
+    with pytest.raises(TypeError, match=r"'temprature' \(did you mean 'temperature'\?\)"):
+        await arun_eval(tasks(1), server.chat_model(), temprature=0.5)
+
+
+def test_the_sync_form_warns_at_its_caller_too():
+    with pytest.warns(DeprecationWarning, match="retry_delay= is deprecated") as caught:
+        run_eval(tasks(1), FakeChat.of("OK"), arms=["single"], retry_delay=0)
+    assert {w.filename for w in caught} == {__file__}
+
+
+def test_tasks_may_be_given_as_the_mappings_of_a_task_file():
+    lines = [task.to_json() for task in tasks(2)]
+    report = run_eval(lines, FakeChat.of("OK"), arms=["single"])
+    assert [r.task_id for r in report.results] == ["t0", "t1"]
+    assert report.arms["single"].passed == 2
+    with pytest.raises(TaskFileError, match="tasks line 2, field 'checks'"):
+        run_eval([lines[0], lines[1] | {"checks": []}], FakeChat.of("OK"))
+    with pytest.raises(TaskFileError, match="'t0' is the id of another task"):
+        run_eval([lines[0], lines[0]], FakeChat.of("OK"))
+    with pytest.raises(TypeError, match=r"tasks\[1\] is str 'add'; give a task .* or a mapping"):
+        run_eval([lines[0], "add"], FakeChat.of("OK"))

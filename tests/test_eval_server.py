@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from loop_agents.evals import arun_eval
+from loop_agents.evals import EvalSettings, arun_eval
 from loop_agents.evals.tasks import parse_task
 from tests.conftest import env_without_model_settings
 from tests.eval_models import ReactiveOpenAI, after_feedback, is_judge, user_text, verdict
@@ -129,11 +129,11 @@ async def test_the_arms_run_on_the_server_as_they_do_here(server, model):
     asked = len(scripted.requests)
     report = await arun_eval(
         TASKS,
-        server=server,
         iterations=3,
         concurrency=4,
-        arm_temperatures={"resample": 0.5},
-        judge_temperature=0.25,
+        settings=EvalSettings(
+            server=server, arm_temperatures={"resample": 0.5}, judge_temperature=0.25
+        ),
     )
     assert report.complete, report.errors
     # the arms' temperatures and the judge's reached the server's model
@@ -177,11 +177,10 @@ async def test_a_run_that_fails_on_the_server_is_retried_and_never_a_pass(server
     events = []
     report = await arun_eval(
         [TASKS[0], broken],
-        server=server,
         arms=["single"],
         retries=1,
-        retry_delay=0,
         progress=events.append,
+        settings=EvalSettings(server=server, retry_delay=0),
     )
     (error,) = report.errors
     assert (error.task_id, error.attempts) == ("broken", 2)

@@ -1,6 +1,6 @@
-"""The served ``eval_task`` graph in process: its output is the whole `ArmOutcome`, so
-nothing an arm reports is lost on the way back from a LangGraph server (the server's own
-run is in tests/test_eval_server.py)."""
+"""The served ``eval_task`` graph in process: its output is the whole outcome (a
+`TaskResult` but for the pair's keys), so nothing an arm reports is lost on the way back
+from a LangGraph server (the server's own run is in tests/test_eval_server.py)."""
 
 from __future__ import annotations
 
@@ -8,15 +8,16 @@ import dataclasses
 import os
 import typing
 
-from loop_agents.evals.arms import ArmOutcome
+from loop_agents.evals.report import TaskResult
 from loop_agents.serving.eval_task import EvalTaskOutput, build_eval_graph
 from tests.conftest import env_without_model_settings
 from tests.eval_models import ReactiveOpenAI, after_feedback
 
+OUTCOME = {f.name for f in dataclasses.fields(TaskResult)} - {"task_id", "arm", "attempts", "part"}
+
 
 def test_the_output_schema_has_every_field_of_an_outcome():
-    fields = {f.name for f in dataclasses.fields(ArmOutcome)}
-    assert set(typing.get_type_hints(EvalTaskOutput)) == fields
+    assert set(typing.get_type_hints(EvalTaskOutput)) == OUTCOME
 
 
 async def test_the_graph_returns_every_field_of_the_outcome(monkeypatch):
@@ -37,9 +38,9 @@ async def test_the_graph_returns_every_field_of_the_outcome(monkeypatch):
         }.items():
             monkeypatch.setenv(name, value)
         output = await build_eval_graph().ainvoke({"task": task, "arm": "loop", "iterations": 3})
-    assert set(output) == {f.name for f in dataclasses.fields(ArmOutcome)}
-    outcome = ArmOutcome(**output)
+    assert set(output) == OUTCOME
+    outcome = TaskResult.from_json(output | {"task_id": "shout", "arm": "loop"})
     assert outcome.passed
     assert outcome.opaque is False
-    assert outcome.by_attempt == [False, True, True]
+    assert outcome.by_attempt == (False, True, True)
     assert [entry["answer"] for entry in outcome.transcript] == ["ok", "OK"]

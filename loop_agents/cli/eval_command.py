@@ -36,17 +36,20 @@ def _weights_digest(gguf: str | None) -> str | None:
 
 def eval_(args: argparse.Namespace) -> int:
     """Run the eval: check every argument and the task file, resolve the model, run it."""
-    from loop_agents.models.endpoints import resolve_endpoint
-    from loop_agents.models.local_model import MAX_SEED, LocalModelError
-    from loop_agents.models.settings import Environment, SettingsError
-
     if args.from_json is not None:  # a finished eval's page: nothing runs
         from loop_agents.cli.eval_report_command import draw_again
 
         return draw_again(args)
-    try:
+    try:  # every argument, before a model library is imported: as quick as --help
         options = eval_options(args)
-        if options.server is not None:
+    except EvalUsageError as exc:
+        raise UsageError(str(exc)) from exc
+    from loop_agents.models.endpoints import resolve_endpoint
+    from loop_agents.models.local_model import MAX_SEED, LocalModelError
+    from loop_agents.models.settings import Environment, SettingsError
+
+    try:
+        if options.settings.server is not None:
             if args.base_url or args.gguf:
                 raise UsageError(
                     "--server runs the tasks on the server's own model: drop --base-url/--gguf"
@@ -78,6 +81,7 @@ def eval_(args: argparse.Namespace) -> int:
                 description=_stable_name(spec.kind, spec.model, spec.base_url),
                 digest=_weights_digest(spec.gguf) if spec.kind == "local" else None,
                 seed=endpoint.seed,
+                server_failure=endpoint.server_failure,
             )
             status = asyncio.run(run_eval_command(options, model))
             died = endpoint.server_failure()

@@ -15,23 +15,25 @@ compares their pass rates (and the pass rate after each attempt):
 - ``restart`` and ``diverse-first`` (only when named): the ``loop`` with a `Restart`
   control (a fresh sample told what must hold when repairing stops paying) or a
   `DiverseFirst` control (two first answers, then repair of the better one);
-- arms of your own, by name: ``arms={"mine": loop(history="feedback_log")}`` (a loop
-  built from `create_loop_agent`'s options) or ``arms={"mine": factory}`` with
+- arms of your own, by name: ``arms={"mine": loop(controls=[History("feedback_log")])}``
+  (a loop made of controls) or ``arms={"mine": factory}`` with
   ``factory(task, model, settings) -> agent`` (any agent: a loop, a ``create_agent``
   graph, a runnable), each compared with ``resample`` and ``single``.
 
-Task sets are JSONL files (`loop_agents.evals.tasks`); two are bundled, ``code`` and
-``instructions``. The rule checks are in `loop_agents.evals.checks`.
+Every option beyond the arms, K, the concurrency, the subset, the output, the retries
+and the pair time limit is in one `EvalSettings`. Task sets are JSONL files
+(`loop_agents.evals.tasks`); two are bundled, ``code`` and ``instructions``. The rule
+checks are in `loop_agents.evals.checks`; the statistics in `loop_agents.evals.stats`.
 
 Example:
     ```python
     from pathlib import Path
 
     from langchain_openai import ChatOpenAI
-    from loop_agents.evals import render_report, run_eval, write_eval_page
+    from loop_agents.evals import EvalSettings, render_report, run_eval, write_eval_page
 
     report = run_eval("instructions", ChatOpenAI(model="gpt-5.4-mini"), limit=10,
-                      out="instructions.json")
+                      out="instructions.json", settings=EvalSettings(temperature=0.7))
     render_report(report)
     write_eval_page(Path("instructions.html"), report.to_json())  # the page of the verdict
     ```
@@ -47,9 +49,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from loop_agents.evals.arm_protocol import ArmRun, EvalArm, Ran
-    from loop_agents.evals.arms import ARMS, Arm, ArmOutcome, ArmSettings, arun_arm
-    from loop_agents.evals.checks import CHECKS, Check, CheckResult, CheckSpecError, parse_check
-    from loop_agents.evals.factory_arm import ArmFactory
+    from loop_agents.evals.arms import arun_arm
+    from loop_agents.evals.factory_arm import ArmFactoryError
+    from loop_agents.evals.grading import task_messages, visible_checks
     from loop_agents.evals.html_report import (
         EvalFileError,
         eval_page,
@@ -57,7 +59,7 @@ if TYPE_CHECKING:
         write_eval_page,
     )
     from loop_agents.evals.journal import JournalError
-    from loop_agents.evals.loop_arm import LoopArm, loop
+    from loop_agents.evals.loop_arm import loop
     from loop_agents.evals.report import (
         ArmSummary,
         EvalReport,
@@ -65,40 +67,23 @@ if TYPE_CHECKING:
         TaskResult,
         render_report,
     )
-    from loop_agents.evals.runner import EvalProgress, arun_eval, run_eval
-    from loop_agents.evals.stats import Paired, wilson_interval
-    from loop_agents.evals.task_evaluator import task_messages, visible_checks
-    from loop_agents.evals.tasks import (
-        BUNDLED_SETS,
-        CodeTask,
-        InstructionsTask,
-        Task,
-        TaskFileError,
-        load_tasks,
-    )
+    from loop_agents.evals.runner import EvalProgress, ModelServerDied, arun_eval, run_eval
+    from loop_agents.evals.settings import ARMS, ArmSettings, EvalSettings
+    from loop_agents.evals.tasks import Task, TaskFileError, load_tasks
 
 __all__ = [
     "ARMS",
-    "BUNDLED_SETS",
-    "CHECKS",
-    "Arm",
-    "ArmFactory",
-    "ArmOutcome",
+    "ArmFactoryError",
     "ArmRun",
     "ArmSettings",
     "ArmSummary",
-    "Check",
-    "CheckResult",
-    "CheckSpecError",
-    "CodeTask",
     "EvalArm",
     "EvalFileError",
     "EvalProgress",
     "EvalReport",
-    "InstructionsTask",
+    "EvalSettings",
     "JournalError",
-    "LoopArm",
-    "Paired",
+    "ModelServerDied",
     "Ran",
     "Task",
     "TaskError",
@@ -109,57 +94,45 @@ __all__ = [
     "eval_page",
     "load_tasks",
     "loop",
-    "parse_check",
     "read_eval_json",
     "render_report",
     "run_eval",
     "task_messages",
     "visible_checks",
-    "wilson_interval",
     "write_eval_page",
 ]
 
 _HOMES = {
-    "ARMS": "arms",
-    "Arm": "arms",
-    "ArmOutcome": "arms",
-    "ArmSettings": "arms",
-    "arun_arm": "arms",
     "ArmRun": "arm_protocol",
     "EvalArm": "arm_protocol",
     "Ran": "arm_protocol",
-    "ArmFactory": "factory_arm",
-    "LoopArm": "loop_arm",
-    "loop": "loop_arm",
-    "task_messages": "task_evaluator",
-    "visible_checks": "task_evaluator",
-    "CHECKS": "checks",
-    "Check": "checks",
-    "CheckResult": "checks",
-    "CheckSpecError": "checks",
-    "parse_check": "checks",
+    "arun_arm": "arms",
+    "ArmFactoryError": "factory_arm",
+    "task_messages": "grading",
+    "visible_checks": "grading",
     "EvalFileError": "html_report",
     "eval_page": "html_report",
     "read_eval_json": "html_report",
     "write_eval_page": "html_report",
     "JournalError": "journal",
+    "loop": "loop_arm",
     "ArmSummary": "report",
     "EvalReport": "report",
     "TaskError": "report",
     "TaskResult": "report",
     "render_report": "report",
     "EvalProgress": "runner",
+    "ModelServerDied": "runner",
     "arun_eval": "runner",
     "run_eval": "runner",
-    "Paired": "stats",
-    "wilson_interval": "stats",
-    "BUNDLED_SETS": "tasks",
-    "CodeTask": "tasks",
-    "InstructionsTask": "tasks",
+    "ARMS": "settings",
+    "ArmSettings": "settings",
+    "EvalSettings": "settings",
     "Task": "tasks",
     "TaskFileError": "tasks",
     "load_tasks": "tasks",
 }
+"""Where each name lives (the other public names stay importable from their modules)."""
 
 
 def __getattr__(name: str) -> Any:

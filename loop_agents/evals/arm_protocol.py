@@ -1,8 +1,8 @@
 """What an arm is: `EvalArm`, what it is given (`ArmRun`) and what it gives back (`Ran`).
 
 An arm answers one task with a budget of K answers. Three kinds exist: the sampling
-arms (``single``, ``resample``: `loop_agents.evals.sample_arm`), loops built from
-options (the built-in loops and `loop_agents.evals.loop_arm.loop`), and agents of your
+arms (``single``, ``resample``: `loop_agents.evals.arms.SampleArm`), loops made of
+controls (the built-in loops and `loop_agents.evals.loop_arm.loop`), and agents of your
 own built by a factory (`loop_agents.evals.factory_arm`). Whatever the kind, the eval
 grades, journals, resumes, compares and draws every arm the same way
 (`loop_agents.evals.arms.arun_arm`).
@@ -13,8 +13,8 @@ controls and functions into that JSON).
 
 Example:
     ```python
-    arm = loop(history="feedback_log")
-    print(arm.identity())  # {'kind': 'loop', 'evaluator': 'tests', 'options': {...}}
+    arm = loop(controls=[History("feedback_log")])
+    print(arm.identity())  # {'kind': 'loop', 'evaluator': 'tests', 'controls': [...]}
     ```
 """
 
@@ -32,12 +32,11 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import Runnable, RunnableConfig
 from pydantic import BaseModel, SecretStr
 
-from loop_agents.evals.arm_settings import ArmSettings
-from loop_agents.evals.first_answers import FirstAnswer
-from loop_agents.evals.grading import Grader
+from loop_agents.evals.grading import Attempts, Grader
 from loop_agents.evals.learning import ArmLearning
+from loop_agents.evals.sampling import FirstAnswer
+from loop_agents.evals.settings import ArmSettings
 from loop_agents.evals.tasks import Task
-from loop_agents.evals.transcript import Attempts
 
 __all__ = ["ArmRun", "EvalArm", "Ran", "describe_value"]
 
@@ -60,7 +59,7 @@ class ArmRun:
         attempts: Where the arm notes what it wrote (its transcript).
         config: The run config to run under (the call counter's callbacks included).
         first_answer: With ``same_first_answer``: the task's shared first answer, which
-            the arm takes for its first call (`loop_agents.evals.first_answers`);
+            the arm takes for its first call (`loop_agents.evals.sampling.FirstAnswers`);
             ``None``: the arm samples its own.
         learning: For an arm that learns across tasks (`EvalArm.learns`): what it learned
             so far in this eval (`loop_agents.evals.learning`); ``None``: it starts

@@ -1,4 +1,4 @@
-"""``--arm NAME=SPEC``: an arm of your own on the command line.
+"""``--arm NAME=SPEC``: an arm of your own on the command line, checked before LangChain loads.
 
 SPEC is one of:
 
@@ -6,21 +6,25 @@ SPEC is one of:
   `loop_agents.evals.factory_arm`), imported from a module on the path (the current
   folder first), e.g. ``--arm mine=my_arms:fresh_log``;
 - ``loop`` or ``judge-loop``, then options as ``,KEY=VALUE``: a loop built by
-  `loop_agents.evals.loop_arm.loop`, judged by the task's visible tests or checks
-  (``loop``) or an LLM judge (``judge-loop``), e.g.
+  `loop_agents.evals.loop_arm.loop` from the controls the options stand for, judged by the
+  task's visible tests or checks (``loop``) or an LLM judge (``judge-loop``), e.g.
   ``--arm fresh=loop,history=feedback_log,feedback=plain,restart=on``.
 
-The loop options (`LOOP_KEYS`): ``history`` (``full``, ``last_attempt``,
-``feedback_log``), ``feedback`` (``default``: the review, fenced; ``plain``: the
-evaluator's text as it is), ``candidates`` (N >= 2 answers per iteration), ``select``
-(``last``, ``best``), ``patience`` (N), ``restart`` (``on``, or N: the most repairs in
-a row; a `Restart` control told what must hold), ``first`` (k >= 2: a `DiverseFirst`
-control), ``stagnation`` (``on``: a `Stagnation` stop) and ``adaptive`` (``on``: an
-`Adaptive` control told what must hold, as the built-in ``adaptive`` arm: it learns
-across the eval's tasks which kind of retry pays; not with ``restart``).
+The loop options are the keys of the core's table of control shorthands
+(`loop_agents.controls.shorthands`, the same as the command's options): ``history``
+(``full``, ``last_attempt``, ``feedback_log``: `History`), ``feedback`` (``default``: the
+review, fenced; ``plain``: the evaluator's text as it is: `FeedbackStyle`),
+``candidates`` (N >= 2 answers per iteration: `Candidates`), ``select`` (``last``,
+``best``: `AnswerSelection`), ``patience`` (N: `Plateau`), ``restart`` (``on``, or N: the
+most repairs in a row; a `Restart` control told what must hold), ``first`` (k >= 2: a
+`DiverseFirst` control), ``stagnation`` (``on``: a `Stagnation` stop) and ``adaptive``
+(``on``: an `Adaptive` control told what must hold, as the built-in ``adaptive`` arm: it
+learns across the eval's tasks which kind of retry pays; not with ``restart``). The
+controls run in the table's order.
 
-Every error is a `ValueError` naming the option and the fix, raised before any model
-is called.
+Every error is a `ValueError` naming the option and the fix (with the closest name for a
+mistyped key), raised before any model is called; a factory's spec and a loop's base are
+checked before LangChain or LangGraph is imported (a loop's keys need the core's table).
 
 Example:
     ```python
@@ -31,37 +35,51 @@ Example:
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 import re
 import sys
 from typing import Any
 
-__all__ = ["LOOP_KEYS", "load_factory", "parse_arm_spec"]
+from loop_agents.evals.settings import ARMS, check_arm_name, did_you_mean
 
-LOOP_KEYS = (
-    "history",
-    "feedback",
-    "candidates",
-    "select",
-    "patience",
-    "restart",
-    "first",
-    "stagnation",
-    "adaptive",
-)
-"""The options a loop takes on the command line."""
+__all__ = ["check_factory", "load_factory", "parse_arm_spec"]
+
+FACTORY_SIGNATURE = "(task, model, settings) -> agent"
 
 _FACTORY = re.compile(r"(?P<module>[A-Za-z_][\w.]*):(?P<attribute>[A-Za-z_][\w.]*)")
-_CHOICES = {
-    "history": ("full", "last_attempt", "feedback_log"),
-    "feedback": ("default", "plain"),
-    "select": ("last", "best"),
-}
 SYNTAX = (
-    "NAME=module:factory (a function (task, model, settings) -> agent), or "
-    "NAME=loop[,KEY=VALUE...] / NAME=judge-loop[,KEY=VALUE...] with KEY one of "
-    f"{', '.join(LOOP_KEYS)}"
+    f"NAME=module:factory (a function {FACTORY_SIGNATURE}), or "
+    "NAME=loop[,KEY=VALUE...] / NAME=judge-loop[,KEY=VALUE...] with KEY one of history, "
+    "feedback, candidates, select, patience, restart, first, stagnation, adaptive"
 )
+
+
+def check_factory(factory: object, *, where: str = "the arm factory") -> None:
+    """Raise `TypeError` unless ``factory`` can be called as ``factory(task, model, settings)``.
+
+    Example:
+        ```python
+        check_factory(lambda task, model, settings: model)  # fine
+        ```
+    """
+    if isinstance(factory, type) or not callable(factory):
+        raise TypeError(
+            f"{where} must be a function {FACTORY_SIGNATURE}; got {type(factory).__name__} "
+            f"{factory!r:.60}"
+        )
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):  # a signature that cannot be read: found out when called
+        return
+    try:
+        signature.bind(None, None, None)
+    except TypeError as exc:
+        name = getattr(factory, "__qualname__", None) or type(factory).__name__
+        raise TypeError(
+            f"{where} {name!r} cannot be called as {FACTORY_SIGNATURE}: its signature is "
+            f"{signature} ({exc})"
+        ) from None
 
 
 def load_factory(text: str) -> Any:
@@ -76,8 +94,6 @@ def load_factory(text: str) -> Any:
         factory = load_factory("my_arms:fresh_log")
         ```
     """
-    from loop_agents.evals.factory_arm import check_factory
-
     found = _FACTORY.fullmatch(text)
     if found is None:
         raise ValueError(f"{text!r} is not module:attribute (e.g. my_arms:fresh_log)")
@@ -102,6 +118,7 @@ def load_factory(text: str) -> Any:
             raise ValueError(
                 f"the module {module_name!r} ({getattr(module, '__file__', '?')}) has no "
                 f"attribute {attribute!r}"
+                + did_you_mean(part, [n for n in dir(value) if not n.startswith("_")])
             )
         value = getattr(value, part)
     try:
@@ -111,63 +128,31 @@ def load_factory(text: str) -> Any:
     return value
 
 
-def _number(key: str, value: str, low: int) -> int:
-    try:
-        number = int(value)
-    except ValueError:
-        number = low - 1
-    if number < low:
-        raise ValueError(f"{key}={value!r}: give a whole number >= {low}")
-    return number
-
-
 def _loop(base: str, options: list[str]) -> Any:
-    from loop_agents.controls import Adaptive, DiverseFirst, Restart, Stagnation
+    """The loop of ``KEY=VALUE`` options, each the control the core's table gives its key."""
+    from loop_agents.controls.shorthands import KEYS, control_of_key
     from loop_agents.evals.grading import requirement_points
     from loop_agents.evals.loop_arm import loop
-    from loop_agents.loop.feedback import PLAIN_FEEDBACK
 
-    built: dict[str, Any] = {}
-    controls: list[Any] = []
-    seen: set[str] = set()
+    given: dict[str, str] = {}
     for option in options:
-        key, sep, value = option.partition("=")
-        key, value = key.strip(), value.strip()
-        if not sep or key not in LOOP_KEYS:
-            raise ValueError(f"{option!r} is not KEY=VALUE with KEY one of {', '.join(LOOP_KEYS)}")
-        if key in seen:
+        key, sep, value = (part.strip() for part in option.partition("="))
+        if not sep or key not in KEYS:
+            raise ValueError(
+                f"{option!r} is not KEY=VALUE with KEY one of {', '.join(KEYS)}"
+                + did_you_mean(key, KEYS)
+            )
+        if key in given:
             raise ValueError(f"{key} is given twice")
-        seen.add(key)
-        if key in _CHOICES:
-            if value not in _CHOICES[key]:
-                raise ValueError(f"{key}={value!r}: give one of {', '.join(_CHOICES[key])}")
-            if key == "feedback":
-                if value == "plain":
-                    built["feedback_format"] = PLAIN_FEEDBACK
-            else:
-                built[key] = value
-        elif key in ("candidates", "first"):
-            number = _number(key, value, 2)
-            if key == "candidates":
-                built["candidates"] = number
-            else:
-                controls.append(DiverseFirst(number))
-        elif key == "patience":
-            built["patience"] = _number(key, value, 1)
-        elif key == "restart":
-            repairs = None if value == "on" else _number("restart (on, or N repairs)", value, 0)
-            controls.append(Restart(max_repairs=repairs, requirements=requirement_points))
-        elif value != "on":
-            raise ValueError(f"{key}={value!r}: give {key}=on")
-        elif key == "adaptive":
-            controls.append(Adaptive(requirements=requirement_points))
-        else:
-            controls.append(Stagnation())
-    if {"adaptive", "restart"} <= seen:
+        given[key] = value
+    if {"adaptive", "restart"} <= set(given):
         raise ValueError("adaptive and restart both choose what a retry is sent; give one of them")
-    if controls:
-        built["controls"] = controls
-    return loop(evaluator="judge" if base == "judge-loop" else "tests", **built)
+    order = list(KEYS)  # the table's order, which is the order the controls run in
+    controls = [
+        control_of_key(key, given[key], requirements=requirement_points)
+        for key in sorted(given, key=order.index)
+    ]
+    return loop(evaluator="judge" if base == "judge-loop" else "tests", controls=controls)
 
 
 def parse_arm_spec(text: str) -> tuple[str, Any]:
@@ -182,8 +167,6 @@ def parse_arm_spec(text: str) -> tuple[str, Any]:
         name, arm = parse_arm_spec("fresh=loop,history=feedback_log")
         ```
     """
-    from loop_agents.evals.arm_names import ARMS, check_arm_name
-
     name, sep, spec = text.partition("=")
     name, spec = name.strip(), spec.strip()
     try:
@@ -200,7 +183,10 @@ def parse_arm_spec(text: str) -> tuple[str, Any]:
                 raise ValueError(f"a factory takes no options; give {SYNTAX}")
             return name, load_factory(base)
         if base not in ("loop", "judge-loop"):
-            raise ValueError(f"{base!r} is neither a loop nor module:factory; give {SYNTAX}")
+            raise ValueError(
+                f"{base!r} is neither a loop nor module:factory"
+                f"{did_you_mean(base, ('loop', 'judge-loop'))}; give {SYNTAX}"
+            )
         return name, _loop(base, options)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"--arm {text!r}: {exc}") from None

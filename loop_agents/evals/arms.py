@@ -1,18 +1,19 @@
 """The arms of an eval, each run on one task with the same budget of K answers.
 
-The built-in arms (`BUILTIN_ARMS`):
+The built-in arms (`BUILTIN_ARMS`, each an `EvalArm`):
 
 - ``single``: one answer.
 - ``loop``: `create_loop_agent` with the task's visible tests or checks as the
   evaluator: up to K answers, each failure's feedback sent back (and, for an answer
   cut off at the token cap, a sentence saying so).
-- ``resample``: up to K independent answers; the first that passes the visible tests
-  or checks is the answer, else the last. The compute-matched control.
+- ``resample``: up to K independent answers, asked again with the same messages; the
+  first that passes the visible tests or checks is the answer, else the last. The
+  compute-matched control (``single`` and ``resample`` are `SampleArm`).
 - ``judge-loop``: `create_loop_agent` with an LLM judge (`llm_judge`) as the
   evaluator: up to K answers, feedback from the judge's opinion only, never from a
   test (intrinsic self-correction).
 - ``loop-candidates``: the ``loop`` with two candidate answers per iteration
-  (``candidates=2``) for K/2 iterations: K answers in all (K must be even). Not run by
+  (a ``Candidates(2)`` control) for K/2 iterations: K answers in all (K must be even). Not run by
   default.
 - ``restart``: the ``loop`` with a `Restart` control: after a repair that did not raise
   the share of visible tests or checks passed (or an answer identical to an earlier
@@ -26,9 +27,9 @@ The built-in arms (`BUILTIN_ARMS`):
   the journal; see `loop_agents.evals.learning`). No extra model call. Not run by
   default.
 
-Arms of your own: a loop built from `create_loop_agent`'s options
-(`loop_agents.evals.loop_arm.loop`), or a factory ``(task, model, settings) -> agent``
-(`loop_agents.evals.factory_arm`), given by name: ``arms={"mine": loop(...)}``.
+Arms of your own: a loop made of controls (`loop_agents.evals.loop_arm.loop`), or a
+factory ``(task, model, settings) -> agent`` (`loop_agents.evals.factory_arm`), given by
+name: ``arms={"mine": loop(controls=[...])}``.
 
 Every arm's agent samples at the same temperature (`ArmSettings.temperature`, 1.0)
 unless one is set for the arm (`ArmSettings.arm_temperatures`); the judge samples at
@@ -50,129 +51,116 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, TypeAlias, cast
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import merge_configs
 
-from loop_agents.evals.arm_names import ARMS, DEFAULT_ARMS, Arm, check_arm_name
-from loop_agents.evals.arm_protocol import ArmRun, EvalArm
-from loop_agents.evals.arm_settings import ArmSettings, check_arm_budget
-from loop_agents.evals.builtin_arms import BUILTIN_ARMS
+from loop_agents.controls import Adaptive, Candidates, DiverseFirst, Restart
+from loop_agents.evals.arm_protocol import ArmRun, EvalArm, Ran
 from loop_agents.evals.factory_arm import FactoryArm
-from loop_agents.evals.first_answers import FirstAnswers
-from loop_agents.evals.grading import grader_for
-from loop_agents.evals.learning import ArmLearning
-from loop_agents.evals.sampling import (
-    CallCounter,
-    at_temperature,
-    sampled_temperature,
-    was_cut_off,
+from loop_agents.evals.grading import (
+    Attempts,
+    Grades,
+    entry,
+    grader_for,
+    requirement_points,
+    retry_sent,
+    task_messages,
 )
-from loop_agents.evals.task_evaluator import CUT_OFF_FEEDBACK
+from loop_agents.evals.learning import ArmLearning
+from loop_agents.evals.loop_arm import LoopArm
+from loop_agents.evals.report import TaskResult
+from loop_agents.evals.sampling import CallCounter, FirstAnswers, at_temperature, was_cut_off
+from loop_agents.evals.settings import (
+    ARMS,
+    ARMS_TEXT,
+    CANDIDATES,
+    FIRST_ANSWERS,
+    Arm,
+    ArmSettings,
+    check_arm_name,
+    unknown_arms_error,
+)
 from loop_agents.evals.tasks import Task, task_digest
-from loop_agents.evals.transcript import Attempts, Grades
 
 __all__ = [
-    "ARMS",
-    "CUT_OFF_FEEDBACK",
-    "DEFAULT_ARMS",
-    "Arm",
+    "BUILTIN_ARMS",
     "ArmLike",
     "ArmOutcome",
-    "ArmSettings",
     "PairRunner",
+    "SampleArm",
     "arun_arm",
-    "at_temperature",
-    "check_arm_budget",
-    "check_arms",
     "resolve_arms",
-    "sampled_temperature",
-    "was_cut_off",
+    "why_own_first_answer",
 ]
 
 ArmLike: TypeAlias = str | EvalArm | Callable[..., Any]
 """What an arm may be given as: a built-in arm's name, a `loop(...)`, or a factory."""
 
 
-@dataclass(frozen=True)
-class ArmOutcome:
-    """What one arm did on one task.
-
-    Attributes:
-        passed: Whether its answer passed the hidden tests (code) or every check.
-        iterations: Answers written (``loop-candidates``: both candidates of each
-            iteration).
-        model_calls: Chat-model calls made (the agent's and, in ``judge-loop``, the
-            judge's, retries of an unusable verdict included).
-        input_tokens: Prompt tokens over those calls (0 when the model reports none).
-        output_tokens: Completion tokens over those calls.
-        seconds: Wall-clock time, grading included.
-        answer: The answer that was graded.
-        judge_failures: ``judge-loop`` only: evaluations where the judge gave no usable
-            verdict; the loop then ends with the answer it has.
-        cached_input_tokens: Of the prompt tokens, those the server read from its
-            prompt cache.
-        cut_off: Answers that ended at the token cap (``finish_reason`` ``"length"``).
-        by_attempt: Whether the answer the arm would have given, had it stopped after
-            step 1, 2, ... passes the final grading: one entry for ``single``, K for
-            ``loop``, ``resample`` and ``judge-loop`` (after the arm stopped, its
-            final answer stands), K/2 iterations for ``loop-candidates``; for an arm of
-            your own, one per attempt read (at least K), or one for an opaque agent.
-        transcript: Every answer the arm wrote, in order, with what its evaluator said
-            of it and whether it passes (see `loop_agents.evals.transcript`).
-        opaque: Whether the arm's attempts could not be read (an agent of your own that
-            is not a loop): ``by_attempt`` and ``transcript`` then hold its final
-            answer only.
-        learned: For an arm that learns across tasks (an `Adaptive` loop): the store
-            items its loop added on this task (see `loop_agents.evals.learning`).
-    """
-
-    passed: bool
-    iterations: int
-    model_calls: int
-    input_tokens: int
-    output_tokens: int
-    seconds: float
-    answer: str
-    judge_failures: int = 0
-    cached_input_tokens: int = 0
-    cut_off: int = 0
-    by_attempt: tuple[bool, ...] = ()
-    transcript: tuple[dict[str, Any], ...] = ()
-    opaque: bool = False
-    learned: tuple[dict[str, Any], ...] = ()
+ArmOutcome: TypeAlias = TaskResult
+"""What `arun_arm` returns: the arm's `TaskResult` on the task (its first try)."""
 
 
-PairRunner: TypeAlias = Callable[["Task", str], Awaitable[ArmOutcome]]
+PairRunner: TypeAlias = Callable[["Task", str], Awaitable[TaskResult]]
 """Runs one arm (by its name) on one task (here, or on a LangGraph server)."""
 
 
-def check_arms(arms: object) -> tuple[Arm, ...]:
-    """Validate a list of built-in arm names (order kept, repeats dropped).
+class SampleArm(EvalArm):
+    """``single`` (``resample=False``) or ``resample`` (``resample=True``).
 
-    Raises:
-        ValueError: empty, or a name that is not an arm.
+    ``resample`` asks again, with the same messages, until an answer passes the visible
+    tests or checks or K answers are written: the compute-matched control of a loop.
 
     Example:
         ```python
-        assert check_arms(["loop", "single"]) == ("loop", "single")
+        single, resample = SampleArm(resample=False), SampleArm(resample=True)
         ```
     """
-    if isinstance(arms, str) or not isinstance(arms, list | tuple) or not arms:
-        raise ValueError(
-            f"arms must be a non-empty list of {', '.join(ARMS)}, or a mapping of names to "
-            f"arms; got {arms!r:.80}"
-        )
-    unknown = [a for a in arms if a not in ARMS]
-    if unknown:
-        raise ValueError(
-            f"unknown arm {', '.join(map(repr, unknown))}; the arms are {', '.join(ARMS)} "
-            f"(for one of your own, give arms={{'name': loop(...) or a factory}})"
-        )
-    return tuple(dict.fromkeys(cast(list[Arm], list(arms))))
+
+    def __init__(self, *, resample: bool) -> None:
+        self.resample = resample
+
+    def identity(self) -> dict[str, Any]:
+        """``{"kind": "resample"}`` or ``{"kind": "single"}``."""
+        return {"kind": "resample" if self.resample else "single"}
+
+    async def run(self, run: ArmRun) -> Ran:
+        """One answer, or independent answers until one passes the visible checks."""
+        task, attempts = run.task, run.attempts
+        messages = task_messages(task)
+        count = run.settings.iterations if self.resample else 1
+        answer = ""
+        for attempt in range(1, count + 1):
+            if attempt == 1 and run.first_answer is not None:
+                reply = await run.first_answer(messages, run.config)
+            else:
+                reply = await run.model.ainvoke(messages, run.config)
+            answer = attempts.add(reply)
+            attempts.answers.append(answer)
+            found = await run.grader.check(answer) if attempt < count else None
+            made = entry(answer, found, iteration=attempt, cut_off=was_cut_off(reply))
+            attempts.transcript.append(made | {"sent": retry_sent("first", attempt)})
+            if found is not None and found.ok:
+                return Ran(answer, attempt, steps=count)
+        return Ran(answer, count, steps=count)
+
+
+BUILTIN_ARMS: Mapping[Arm, EvalArm] = {
+    "single": SampleArm(resample=False),
+    "loop": LoopArm(),
+    "resample": SampleArm(resample=True),
+    "judge-loop": LoopArm(evaluator="judge"),
+    "loop-candidates": LoopArm(controls=[Candidates(CANDIDATES)]),
+    "restart": LoopArm(controls=[Restart(requirements=requirement_points)]),
+    # every first answer is the loop's agent's, system prompt included
+    "diverse-first": LoopArm(controls=[DiverseFirst(FIRST_ANSWERS)]),
+    # learns across the eval's tasks; its seed is derived from the eval's (evals.learning)
+    "adaptive": LoopArm(controls=[Adaptive(requirements=requirement_points)]),
+}
+"""Each built-in arm by its name, in the order the report shows them."""
 
 
 def _custom(name: object, arm: object) -> EvalArm:
@@ -196,50 +184,51 @@ def _custom(name: object, arm: object) -> EvalArm:
 def resolve_arms(arms: object) -> dict[str, EvalArm]:
     """The arms to run by name: a list of built-in names, or a mapping of names to arms.
 
-    A mapping's values are a built-in arm's name (under its own name,
-    ``{"resample": "resample"}``), a `loop(...)` arm, any `EvalArm`, or a factory
-    ``(task, model, settings) -> agent``.
+    A list keeps its order and drops repeats. A mapping's values are a built-in arm's
+    name (under its own name, ``{"resample": "resample"}``), a `loop(...)` arm, any
+    `EvalArm`, or a factory ``(task, model, settings) -> agent``.
 
     Raises:
-        ValueError: empty, an unknown built-in name, a built-in arm under another name,
-            an arm of your own under a built-in name or an unusable name, a list that
-            is not of names.
+        ValueError: empty, an unknown built-in name (with the closest one), a built-in
+            arm under another name, an arm of your own under a built-in name or an
+            unusable name, a list that is not of names.
         TypeError: a value that is not an arm; a factory with the wrong signature.
 
     Example:
         ```python
-        arms = resolve_arms({"single": "single", "fresh": loop(history="feedback_log")})
+        arms = resolve_arms({"single": "single", "fresh": loop(controls=[Restart()])})
+        assert list(resolve_arms(["loop", "single"])) == ["loop", "single"]
         ```
     """
     if not isinstance(arms, Mapping):
-        return {name: BUILTIN_ARMS[name] for name in check_arms(arms)}
+        if isinstance(arms, str) or not isinstance(arms, list | tuple) or not arms:
+            raise ValueError(
+                f"arms must be a non-empty list of {ARMS_TEXT}, or a mapping of names to "
+                f"arms; got {arms!r:.80}"
+            )
+        unknown = [a for a in arms if a not in ARMS]
+        if unknown:
+            raise ValueError(
+                unknown_arms_error(unknown, where="arms")
+                + " (for one of your own, give arms={'name': loop(...) or a factory})"
+            )
+        return {name: BUILTIN_ARMS[name] for name in dict.fromkeys(cast(list[Arm], arms))}
     if not arms:
         raise ValueError("arms is an empty mapping; give at least one arm")
     chosen: dict[str, EvalArm] = {}
     for name, arm in arms.items():
-        if isinstance(arm, str):
-            if arm not in ARMS:
-                raise ValueError(
-                    f"arm {name!r}: unknown built-in arm {arm!r}; the arms are {', '.join(ARMS)}"
-                )
-            if name != arm:
-                raise ValueError(
-                    f"arm {name!r}: a built-in arm keeps its name; give {{{arm!r}: {arm!r}}} "
-                    f"(for the loop under a name of yours, give loop() with its options)"
-                )
-            chosen[arm] = BUILTIN_ARMS[arm]
-        else:
+        if not isinstance(arm, str):
             chosen[cast(str, name)] = _custom(name, arm)
+        elif arm not in ARMS:
+            raise ValueError(unknown_arms_error([arm], where=f"arm {name!r}"))
+        elif name != arm:
+            raise ValueError(
+                f"arm {name!r}: a built-in arm keeps its name; give {{{arm!r}: {arm!r}}} "
+                f"(for the loop under a name of yours, give loop() with its controls)"
+            )
+        else:
+            chosen[arm] = BUILTIN_ARMS[arm]
     return chosen
-
-
-def _arm_of(arm: object, name: str | None) -> tuple[str, EvalArm]:
-    if isinstance(arm, str):
-        if arm not in ARMS:
-            raise ValueError(f"unknown arm {arm!r}; the arms are {', '.join(ARMS)}")
-        return arm, BUILTIN_ARMS[arm]
-    label = name if name is not None else "custom"
-    return label, _custom(label, arm)
 
 
 def why_own_first_answer(arm: EvalArm, name: str, settings: ArmSettings) -> str | None:
@@ -274,7 +263,7 @@ async def arun_arm(
     config: RunnableConfig | None = None,
     first_answers: FirstAnswers | None = None,
     learning: ArmLearning | None = None,
-) -> ArmOutcome:
+) -> TaskResult:
     """Run one arm on one task and grade its answer (and the answer after each step).
 
     Args:
@@ -290,16 +279,16 @@ async def arun_arm(
         judge: The judge's chat model in ``judge-loop`` (default ``model``).
         config: A run config to run under (callbacks, tags, a parent run).
         first_answers: The first answers shared by the arms of an eval
-            (`loop_agents.evals.first_answers`): an arm that samples at their
+            (`loop_agents.evals.sampling.FirstAnswers`): an arm that samples at their
             temperature and makes its first call itself starts from the task's.
         learning: For an arm that learns across tasks (``adaptive``, a loop with an
             `Adaptive` control): what it learned so far in the eval, which the task's
             loop starts from (`loop_agents.evals.learning`); without it the loop starts
-            from nothing. What the task adds is in the outcome's ``learned``; it joins
+            from nothing. What the task adds is in the result's ``learned``; it joins
             ``learning`` only when the caller adds it (`ArmLearning.add`).
 
     Returns:
-        An `ArmOutcome`.
+        Its `TaskResult` (``attempts`` 1: the eval counts its retries).
 
     Raises:
         ValueError: an unknown arm, or a K the arm cannot spend (an odd K for
@@ -313,7 +302,11 @@ async def arun_arm(
         ```
     """
     settings = settings or ArmSettings()
-    label, spec = _arm_of(arm, name)
+    if isinstance(arm, str):
+        label, spec = arm, resolve_arms([arm])[arm]
+    else:
+        label = name if name is not None else "custom"
+        spec = _custom(label, arm)
     spec.check_budget(settings.iterations, label)
     counter = CallCounter()
     run_config = merge_configs(
@@ -353,18 +346,21 @@ async def arun_arm(
     by_attempt = await grades.steps(attempts.answers, ran.answer, ran.steps)
     await grades.transcript(attempts.transcript)
     tokens_in, tokens_out = counter.totals
-    return ArmOutcome(
+    return TaskResult(
+        task_id=task.id,
+        arm=label,
         passed=by_attempt[-1],
         iterations=ran.answers,
         model_calls=counter.calls,
         input_tokens=tokens_in,
         output_tokens=tokens_out,
-        seconds=time.perf_counter() - started,
+        seconds=round(time.perf_counter() - started, 3),
         answer=ran.answer,
         judge_failures=ran.judge_failures,
         cached_input_tokens=counter.cached_tokens,
         cut_off=attempts.cut_off,
         by_attempt=by_attempt,
+        part=task.part,
         transcript=tuple(attempts.transcript),
         opaque=ran.opaque,
         learned=ran.learned,

@@ -214,31 +214,100 @@ def _occurrences(term: str, text: str) -> int:
 
 # -- the checks -----------------------------------------------------------------------------
 
+Run = Callable[[str, Mapping[str, Any]], str | None]
+"""A check's function: ``(answer, params) -> None`` when it passes, else the feedback."""
 
-def _counting(
-    noun: str, count: Callable[[str], int]
-) -> Callable[[str, Mapping[str, Any]], str | None]:
+CHECKS: dict[str, CheckSpec] = {}
+"""Every check a task file may use, by name (each added by `_check`)."""
+
+_BOUNDED = (frozenset({"min", "max"}),)
+
+
+def _check(
+    name: str,
+    params: Mapping[str, ParamKind] | None = None,
+    *,
+    required: Iterable[str] = (),
+    bounded: bool = False,
+) -> Callable[[Run], Run]:
+    """Add the decorated function to `CHECKS` as ``name``; its docstring is the summary.
+
+    ``bounded`` adds ``min`` and ``max`` (at least one of them must be given).
+    """
+    kinds: dict[str, ParamKind] = dict(params or {})
+    if bounded:
+        kinds |= {"min": "count", "max": "count"}
+
+    def add(run: Run) -> Run:
+        summary = " ".join((run.__doc__ or "").split())
+        one_of = _BOUNDED if bounded else ()
+        CHECKS[name] = CheckSpec(name, summary, kinds, run, frozenset(required), one_of)
+        return run
+
+    return add
+
+
+def _counting(noun: str, count: Callable[[str], int], hint: str, summary: str) -> Run:
+    """A check that the answer's number of ``noun``s is within min/max (``hint`` first)."""
+
     def run(answer: str, params: Mapping[str, Any]) -> str | None:
-        return _bounds(params, noun, count(answer))
+        problem = _bounds(params, noun, count(answer))
+        return None if problem is None else f"{hint}{problem}"
 
+    run.__doc__ = summary
     return run
 
 
+for _name, _noun, _count, _hint, _summary in (
+    ("word_count", "word", lambda a: len(words(a)), "",
+     "The number of words is within min/max."),
+    ("sentence_count", "sentence", lambda a: len(sentences(a)), "",
+     "The number of sentences is within min/max."),
+    ("line_count", "line", lambda a: len(lines(a)), "",
+     "The number of non-blank lines is within min/max."),
+    ("paragraph_count", "paragraph", lambda a: len(paragraphs(a)), "",
+     "The number of paragraphs (separated by blank lines) is within min/max."),
+    ("char_count", "character", lambda a: len(a.strip()), "",
+     "The number of characters (surrounding whitespace excluded) is within min/max."),
+    ("bullet_count", "bullet point", lambda a: len(_BULLET.findall(a)), "",
+     "The number of Markdown bullet lines (`- `, `* ` or `• `) is within min/max."),
+    ("numbered_count", "numbered item", lambda a: len(_NUMBERED.findall(a)), "",
+     "The number of numbered lines (`1.` or `1)`) is within min/max."),
+    ("placeholders", "placeholder", lambda a: len(_PLACEHOLDER.findall(a)),
+     "Mark placeholders in square brackets, like [name]. ",
+     "The number of square-bracket placeholders such as `[name]` is within min/max."),
+    ("capital_words", "word", lambda a: sum(1 for w in words(a) if len(w) > 1 and w.isupper()),
+     "Count the words written in ALL CAPITALS. ",
+     "The number of words in ALL CAPITALS (two letters or more) is within min/max."),
+    ("highlights", "highlighted part", lambda a: len(_HIGHLIGHT.findall(a)),
+     "Highlight parts with Markdown asterisks, like *this*. ",
+     "The number of parts highlighted with asterisks (`*part*` or `**part**`) is within "
+     "min/max."),
+):  # fmt: skip
+    _check(_name, bounded=True)(_counting(_noun, _count, _hint, _summary))
+
+
+@_check("include_words", {"words": "words"}, required=["words"])
 def _include_words(answer: str, params: Mapping[str, Any]) -> str | None:
+    """Every word or phrase of `words` appears (whole words, any case)."""
     missing = [w for w in params["words"] if not _occurrences(w, answer)]
     if not missing:
         return None
     return f"Use these words: {_listed(missing)}; the answer lacks them."
 
 
+@_check("forbidden_words", {"words": "words"}, required=["words"])
 def _forbidden_words(answer: str, params: Mapping[str, Any]) -> str | None:
+    """No word or phrase of `words` appears (whole words, any case)."""
     used = [w for w in params["words"] if _occurrences(w, answer)]
     if not used:
         return None
     return f"Do not use these words: {_listed(used)}; the answer uses them."
 
 
+@_check("word_frequency", {"word": "word"}, required=["word"], bounded=True)
 def _word_frequency(answer: str, params: Mapping[str, Any]) -> str | None:
+    """`word` appears a number of times within min/max (whole word, any case)."""
     word = params["word"]
     problem = _bounds(params, "time", _occurrences(word, answer))
     if problem is None:
@@ -246,21 +315,30 @@ def _word_frequency(answer: str, params: Mapping[str, Any]) -> str | None:
     return f"Use the word {word!r} the right number of times. {problem}"
 
 
+@_check("starts_with", {"text": "text"}, required=["text"])
 def _starts_with(answer: str, params: Mapping[str, Any]) -> str | None:
+    """The answer (leading whitespace ignored) starts with `text`, exactly."""
     text = params["text"]
     if answer.strip().startswith(text):
         return None
     return f"Start the answer with exactly {text!r}; it starts with {_opening(answer)!r}."
 
 
+@_check("ends_with", {"text": "text"}, required=["text"])
 def _ends_with(answer: str, params: Mapping[str, Any]) -> str | None:
+    """The answer (trailing whitespace ignored) ends with `text`, exactly."""
     text = params["text"]
     if answer.strip().endswith(text):
         return None
     return f"End the answer with exactly {text!r}; it ends with {_closing(answer)!r}."
 
 
+@_check("json", {"keys": "keys"})
 def _json(answer: str, params: Mapping[str, Any]) -> str | None:
+    """The whole answer is JSON; with `keys`, an object that has those keys.
+
+    A ```json fence around it is allowed.
+    """
     body = answer.strip()
     fenced = _FENCED_JSON.match(body)
     if fenced:
@@ -282,7 +360,9 @@ def _json(answer: str, params: Mapping[str, Any]) -> str | None:
     return None
 
 
+@_check("case", {"case": "case"}, required=["case"])
 def _case(answer: str, params: Mapping[str, Any]) -> str | None:
+    """Every letter is lowercase (`"case": "lower"`) or uppercase (`"upper"`)."""
     case = params["case"]
     letters = [c for c in answer if c.isalpha()]
     if case == "lower":
@@ -299,15 +379,12 @@ def _case(answer: str, params: Mapping[str, Any]) -> str | None:
     )
 
 
-def _placeholders(answer: str, params: Mapping[str, Any]) -> str | None:
-    found = len(_PLACEHOLDER.findall(answer))
-    problem = _bounds(params, "placeholder", found)
-    if problem is None:
-        return None
-    return f"Mark placeholders in square brackets, like [name]. {problem}"
-
-
+@_check("sections", {"prefix": "text", "count": "count"}, required=["prefix", "count"])
 def _sections(answer: str, params: Mapping[str, Any]) -> str | None:
+    """Exactly `count` sections, numbered 1 to `count` in order.
+
+    Each starts on its own line with `prefix` and its number (e.g. `Part 1`, `Part 2`).
+    """
     prefix, count = params["prefix"], params["count"]
     marker = re.compile(rf"^\s*{re.escape(prefix)}\s+(\d+)\b", re.MULTILINE)
     found = [int(m.group(1)) for m in marker.finditer(answer)]
@@ -322,48 +399,40 @@ def _sections(answer: str, params: Mapping[str, Any]) -> str | None:
     )
 
 
+@_check("no_commas")
 def _no_commas(answer: str, params: Mapping[str, Any]) -> str | None:
+    """The answer has no comma."""
     found = answer.count(",")
     if not found:
         return None
     return f"Do not use any commas; the answer has {found}."
 
 
+@_check("title")
 def _title(answer: str, params: Mapping[str, Any]) -> str | None:
+    """The answer has a title in double angle brackets, such as `<<Spring Rain>>`."""
     if _TITLE.search(answer):
         return None
     return "Give the answer a title wrapped in double angle brackets, like <<A Quiet Morning>>."
 
 
+@_check("quoted")
 def _quoted(answer: str, params: Mapping[str, Any]) -> str | None:
+    """The whole answer is wrapped in double quotation marks."""
     body = answer.strip()
     if len(body) >= 2 and body.startswith('"') and body.endswith('"'):
         return None
     return 'Wrap the whole answer in double quotation marks: begin with " and end with ".'
 
 
-def _capital_words(answer: str, params: Mapping[str, Any]) -> str | None:
-    found = sum(1 for w in words(answer) if len(w) > 1 and w.isupper())
-    problem = _bounds(params, "word", found)
-    if problem is None:
-        return None
-    return f"Count the words written in ALL CAPITALS. {problem}"
-
-
+@_check("postscript", {"marker": "text"}, required=["marker"])
 def _postscript(answer: str, params: Mapping[str, Any]) -> str | None:
+    """The last paragraph starts with `marker` (e.g. `P.S.`)."""
     marker = params["marker"]
     blocks = paragraphs(answer)
     if blocks and blocks[-1].startswith(marker):
         return None
     return f"End the answer with a postscript: a last paragraph that starts with {marker!r}."
-
-
-def _highlights(answer: str, params: Mapping[str, Any]) -> str | None:
-    found = len(_HIGHLIGHT.findall(answer))
-    problem = _bounds(params, "highlighted part", found)
-    if problem is None:
-        return None
-    return f"Highlight parts with Markdown asterisks, like *this*. {problem}"
 
 
 def _listed(items: Iterable[str]) -> str:
@@ -378,176 +447,6 @@ def _opening(answer: str, size: int = 40) -> str:
 def _closing(answer: str, size: int = 40) -> str:
     body = answer.strip()
     return ("..." if len(body) > size else "") + body[-size:]
-
-
-_BOUNDED = (frozenset({"min", "max"}),)
-
-
-def _spec(
-    name: str,
-    summary: str,
-    run: Callable[[str, Mapping[str, Any]], str | None],
-    params: Mapping[str, ParamKind] | None = None,
-    *,
-    required: Iterable[str] = (),
-    bounded: bool = False,
-) -> CheckSpec:
-    kinds: dict[str, ParamKind] = dict(params or {})
-    if bounded:
-        kinds |= {"min": "count", "max": "count"}
-    return CheckSpec(
-        name=name,
-        summary=summary,
-        params=kinds,
-        run=run,
-        required=frozenset(required),
-        one_of=_BOUNDED if bounded else (),
-    )
-
-
-CHECKS: Mapping[str, CheckSpec] = {
-    spec.name: spec
-    for spec in (
-        _spec(
-            "word_count",
-            "The number of words is within min/max.",
-            _counting("word", lambda a: len(words(a))),
-            bounded=True,
-        ),
-        _spec(
-            "sentence_count",
-            "The number of sentences is within min/max.",
-            _counting("sentence", lambda a: len(sentences(a))),
-            bounded=True,
-        ),
-        _spec(
-            "line_count",
-            "The number of non-blank lines is within min/max.",
-            _counting("line", lambda a: len(lines(a))),
-            bounded=True,
-        ),
-        _spec(
-            "paragraph_count",
-            "The number of paragraphs (separated by blank lines) is within min/max.",
-            _counting("paragraph", lambda a: len(paragraphs(a))),
-            bounded=True,
-        ),
-        _spec(
-            "char_count",
-            "The number of characters (surrounding whitespace excluded) is within min/max.",
-            _counting("character", lambda a: len(a.strip())),
-            bounded=True,
-        ),
-        _spec(
-            "include_words",
-            "Every word or phrase of `words` appears (whole words, any case).",
-            _include_words,
-            {"words": "words"},
-            required=["words"],
-        ),
-        _spec(
-            "forbidden_words",
-            "No word or phrase of `words` appears (whole words, any case).",
-            _forbidden_words,
-            {"words": "words"},
-            required=["words"],
-        ),
-        _spec(
-            "word_frequency",
-            "`word` appears a number of times within min/max (whole word, any case).",
-            _word_frequency,
-            {"word": "word"},
-            required=["word"],
-            bounded=True,
-        ),
-        _spec(
-            "starts_with",
-            "The answer (leading whitespace ignored) starts with `text`, exactly.",
-            _starts_with,
-            {"text": "text"},
-            required=["text"],
-        ),
-        _spec(
-            "ends_with",
-            "The answer (trailing whitespace ignored) ends with `text`, exactly.",
-            _ends_with,
-            {"text": "text"},
-            required=["text"],
-        ),
-        _spec(
-            "json",
-            "The whole answer is JSON (a ```json fence around it is allowed); with `keys`, "
-            "an object that has those keys.",
-            _json,
-            {"keys": "keys"},
-        ),
-        _spec(
-            "bullet_count",
-            "The number of Markdown bullet lines (`- `, `* ` or `• `) is within min/max.",
-            _counting("bullet point", lambda a: len(_BULLET.findall(a))),
-            bounded=True,
-        ),
-        _spec(
-            "numbered_count",
-            "The number of numbered lines (`1.` or `1)`) is within min/max.",
-            _counting("numbered item", lambda a: len(_NUMBERED.findall(a))),
-            bounded=True,
-        ),
-        _spec(
-            "case",
-            'Every letter is lowercase (`"case": "lower"`) or uppercase (`"upper"`).',
-            _case,
-            {"case": "case"},
-            required=["case"],
-        ),
-        _spec(
-            "placeholders",
-            "The number of square-bracket placeholders such as `[name]` is within min/max.",
-            _placeholders,
-            bounded=True,
-        ),
-        _spec(
-            "sections",
-            "Exactly `count` sections, each starting on its own line with `prefix` and its "
-            "number, 1 to `count` in order (e.g. `Part 1`, `Part 2`).",
-            _sections,
-            {"prefix": "text", "count": "count"},
-            required=["prefix", "count"],
-        ),
-        _spec("no_commas", "The answer has no comma.", _no_commas),
-        _spec(
-            "title",
-            "The answer has a title in double angle brackets, such as `<<Spring Rain>>`.",
-            _title,
-        ),
-        _spec(
-            "quoted",
-            "The whole answer is wrapped in double quotation marks.",
-            _quoted,
-        ),
-        _spec(
-            "capital_words",
-            "The number of words in ALL CAPITALS (two letters or more) is within min/max.",
-            _capital_words,
-            bounded=True,
-        ),
-        _spec(
-            "postscript",
-            "The last paragraph starts with `marker` (e.g. `P.S.`).",
-            _postscript,
-            {"marker": "text"},
-            required=["marker"],
-        ),
-        _spec(
-            "highlights",
-            "The number of parts highlighted with asterisks (`*part*` or `**part**`) is "
-            "within min/max.",
-            _highlights,
-            bounded=True,
-        ),
-    )
-}
-"""Every check a task file may use, by name."""
 
 
 # -- parsing --------------------------------------------------------------------------------

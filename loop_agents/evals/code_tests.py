@@ -37,12 +37,13 @@ import re
 import secrets
 from dataclasses import dataclass
 
+from loop_agents.evals.settings import CODE_TIMEOUT
 from loop_agents.evaluators.code_review import extract_python_blocks, unclosed_python_block
 from loop_agents.sandbox import arun_python
 
 __all__ = ["CodeReport", "TestOutcome", "arun_tests", "code_feedback", "extract_code"]
 
-DEFAULT_TIMEOUT = 10.0
+DEFAULT_TIMEOUT = CODE_TIMEOUT
 """Seconds the answer's code and all its tests may take together."""
 PER_TEST_TIMEOUT = 3.0
 """Seconds one test statement (or one top-level statement of the code) may take."""

@@ -1,34 +1,51 @@
 """The ``eval`` command: its arguments, their validation, and running it with progress.
 
-The command line tool adds the subcommand with `add_eval_parser`, turns the parsed
-arguments into `EvalOptions` with `eval_options` (every check, the task file included,
-happens there, before any model is built or called), builds the model from its own
-endpoint options, and runs `run_eval_command`:
+The command line tool adds the arguments with `add_eval_arguments`, turns the parsed
+arguments into `EvalOptions` with `eval_options` (every check, the task file and the
+sandbox included, happens there, before any model library is imported or any model is
+built or called), builds the model from its own endpoint options, and runs
+`run_eval_command`:
 
 ```python
-parser = add_eval_parser(subcommands)
+add_eval_arguments(parser)
 ...
 options = eval_options(args)  # EvalUsageError: print it with the usage, exit 2
-endpoint = None if options.server else EvalEndpoint(model, judge_method="function_calling")
+endpoint = None if options.settings.server else EvalEndpoint(model)
 status = asyncio.run(run_eval_command(options, endpoint))
 ```
 
-Importing this module is cheap: LangChain and LangGraph are imported only to run.
+Importing this module is cheap: LangChain and LangGraph are imported only to run (or to
+build an arm of your own, once every other argument is checked).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import json
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from loop_agents.evals.arm_names import ARMS, DEFAULT_ARMS
 from loop_agents.evals.report_command import add_report_arguments, check_report_path
-from loop_agents.evals.tasks import BUNDLED_SETS, Task, TaskFileError, load_tasks
+from loop_agents.evals.settings import (
+    ARMS,
+    ARMS_TEXT,
+    DEFAULT_ARMS,
+    PAIR_TIMEOUT,
+    EvalSettings,
+    check_arm_budget,
+    check_count,
+    did_you_mean,
+)
+from loop_agents.evals.tasks import BUNDLED_SETS, Task, TaskFileError, check_sandbox, load_tasks
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
@@ -42,14 +59,14 @@ __all__ = [
     "EvalOptions",
     "EvalUsageError",
     "add_eval_arguments",
-    "add_eval_parser",
     "eval_options",
     "run_eval_command",
 ]
 
-ARM_NAMES: tuple[str, ...] = ARMS
+GRACE_SECONDS = 1.5
+"""How long an eval may wind down after Ctrl-C before the process ends anyway."""
 
-DEFAULT_ARM_NAMES: tuple[str, ...] = DEFAULT_ARMS
+TASKS_NEED_SANDBOX = "the code tasks' answers run in the sandbox, which cannot run here:"
 
 EVAL_DESCRIPTION = (
     "Measure whether a loop pays off for your tasks and your model: run every task "
@@ -64,7 +81,7 @@ EVAL_DESCRIPTION = (
     "the better one (K >= 2). adaptive (only with --arms): the loop, each retry a repair, "
     "a fresh sample or a fresh sample told what must hold, chosen by what paid on the "
     "earlier tasks of the eval (Thompson sampling, kept in the journal). Arms of your "
-    "own: --arm NAME=loop,OPTION=VALUE,... (a loop built from options) or --arm "
+    "own: --arm NAME=loop,OPTION=VALUE,... (a loop made of controls) or --arm "
     "NAME=module:factory (your agent); each is compared with resample and single. "
     "Every arm samples at "
     "the same temperature T unless --arm-temperature sets its own. Code answers are "
@@ -89,9 +106,10 @@ select=last|best, patience=N, restart=on|N, first=K, stagnation=on, adaptive=on.
 
 TASKS is a JSONL file, one task per line, or a bundled set: code, instructions.
 With --out, each finished task and arm is also appended to NAME.journal.jsonl beside
-it; run the same command again and the pairs already there are not run again.
-Exit status: 0 every pair has a result, 1 some failed every try (run again to retry
-them), 2 bad arguments or a bad task file, 130 interrupted.
+it; run the same command again and the pairs already there are not run again. A pair
+still running after --pair-timeout seconds is an error, run again on the next run.
+Exit status: 0 every pair has a result, 1 some failed every try or the model's server
+died (run again to retry them), 2 bad arguments or a bad task file, 130 interrupted.
 """
 
 
@@ -107,16 +125,14 @@ class EvalOptions:
         source: TASKS as given.
         tasks: The tasks to run (after ``--tasks`` and ``--limit``).
         arms: The names of the arms to run, built-in and yours, in order.
+        settings: The `EvalSettings` the arguments give (the temperatures, the judge's
+            threshold, the code timeout, ``--server``, ``--same-first-answer``); the
+            model's own (its judge, name, digest, seed) are added when it runs.
         iterations: K.
         concurrency: Pairs run at the same time.
-        temperature: Every arm's sampling temperature.
-        arm_temperatures: Arm name -> its own temperature (``--arm-temperature``).
-        judge_temperature: The judge's sampling temperature.
-        judge_threshold: The judge's accepting score.
         out: Where the JSON result goes (its journal beside it), or ``None``.
-        server: A LangGraph server URL, or ``None`` to run here.
         retries: Tries after the first for a failing pair.
-        code_timeout: Seconds a code answer and its tests may run.
+        pair_timeout: Seconds one task/arm pair may take (``--pair-timeout``).
         json: Print the JSON result instead of the tables.
         report: Where the HTML page of the result goes, or ``None``.
         seed: The bundled server's random seed (``--seed``, checked by
@@ -124,28 +140,21 @@ class EvalOptions:
             per run.
         custom_arms: The arms of your own (``--arm``): name -> a `loop(...)` arm or a
             factory.
-        same_first_answer: Start every arm from one first answer per task
-            (``--same-first-answer``; `loop_agents.evals.first_answers`).
     """
 
     source: str
     tasks: tuple[Task, ...]
     arms: tuple[str, ...]
+    settings: EvalSettings = field(default_factory=EvalSettings)
     iterations: int = 4
     concurrency: int = 4
-    temperature: float = 1.0
-    arm_temperatures: tuple[tuple[str, float], ...] = ()
-    judge_temperature: float = 0.0
-    judge_threshold: float = 80.0
     out: Path | None = None
-    server: str | None = None
     retries: int = 2
-    code_timeout: float = 10.0
+    pair_timeout: float = PAIR_TIMEOUT
     json: bool = False
     report: Path | None = None
     seed: int | None = None
     custom_arms: tuple[tuple[str, Any], ...] = ()
-    same_first_answer: bool = False
 
 
 @dataclass(frozen=True)
@@ -154,9 +163,7 @@ class EvalEndpoint:
 
     Attributes:
         model: The chat model (also the judge of ``judge-loop`` without ``judge_model``).
-        judge_method: How the judge's verdict is requested: a structured-output
-            method (``function_calling`` for llama.cpp's server), or ``"text"``
-            (``Score: N`` / ``Feedback: ...``, for models without tool calling).
+        judge_method: How the judge's verdict is requested (`EvalSettings.judge_method`).
         description: How the model is named in the report and the journal (default:
             its name and endpoint).
         digest: The identity of the model's weights (the SHA-256 of a ``--gguf``
@@ -165,6 +172,9 @@ class EvalEndpoint:
             same model on a server of its own (the bundled server's judge process).
         seed: The random seed the model's server was started with (the bundled
             server's), kept in the report; ``None`` when the server keeps its own.
+        server_failure: Says why the bundled server stopped (its
+            `loop_agents.models.endpoints.Endpoint.server_failure`): the eval then stops
+            at once instead of retrying pairs that cannot succeed.
     """
 
     model: BaseChatModel
@@ -173,6 +183,27 @@ class EvalEndpoint:
     digest: str | None = None
     judge_model: BaseChatModel | None = None
     seed: int | None = None
+    server_failure: Callable[[], str | None] | None = None
+
+
+_NUMBERS: tuple[tuple[str, type, object, str, str], ...] = (
+    ("--iterations", int, 4, "K", "the budget of answers of every arm (default: %(default)s)"),
+    ("--concurrency", int, 4, "N", "task/arm pairs run at the same time (default: %(default)s)"),
+    ("--temperature", float, 1.0, "T",
+     "the sampling temperature of every arm (default: %(default)s)"),
+    ("--judge-temperature", float, 0.0, "T",
+     "the sampling temperature of judge-loop's judge (default: %(default)g)"),
+    ("--judge-threshold", float, 80.0, "SCORE",
+     "the judge's score (0-100) that accepts an answer in judge-loop (default: %(default)g)"),
+    ("--retries", int, 2, "N",
+     "tries after the first for a pair that fails, e.g. on a server error (default: %(default)s)"),
+    ("--code-timeout", float, 10.0, "SECONDS",
+     "how long a code answer and its tests may run (default: %(default)g)"),
+    ("--pair-timeout", float, PAIR_TIMEOUT, "SECONDS",
+     "how long one task/arm pair may take; then it is an error, run again by the next run "
+     "(default: %(default)g, an hour)"),
+)  # fmt: skip
+"""The numeric options: flag, type, default, metavar, help."""
 
 
 def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
@@ -194,8 +225,7 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--arms",
         metavar="ARM,...",
-        help=f"the built-in arms to run, of {', '.join(ARM_NAMES)} (default: "
-        f"{','.join(DEFAULT_ARM_NAMES)})",
+        help=f"the built-in arms to run, of {ARMS_TEXT} (default: {','.join(DEFAULT_ARMS)})",
     )
     parser.add_argument(
         "--arm",
@@ -206,29 +236,10 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
         help="an arm of your own (repeatable): NAME=module:factory, or "
         "NAME=loop[,KEY=VALUE...] / NAME=judge-loop[,...]; see below",
     )
-    parser.add_argument(
-        "--iterations",
-        type=int,
-        default=4,
-        metavar="K",
-        help="the budget of answers of every arm (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--concurrency",
-        type=int,
-        default=4,
-        metavar="N",
-        help="task/arm pairs run at the same time (default: %(default)s)",
-    )
+    for flag, kind, default, metavar, text in _NUMBERS:
+        parser.add_argument(flag, type=kind, default=default, metavar=metavar, help=text)
     parser.add_argument(
         "--out", type=Path, metavar="FILE", help="write the JSON result here (and resume from it)"
-    )
-    parser.add_argument(
-        "--temperature",
-        type=float,
-        default=1.0,
-        metavar="T",
-        help="the sampling temperature of every arm (default: %(default)s)",
     )
     parser.add_argument(
         "--arm-temperature",
@@ -236,13 +247,6 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="ARM=T",
         help="one arm's own sampling temperature, e.g. resample=0.7 (repeatable)",
-    )
-    parser.add_argument(
-        "--judge-temperature",
-        type=float,
-        default=0.0,
-        metavar="T",
-        help="the sampling temperature of judge-loop's judge (default: %(default)g)",
     )
     parser.add_argument(
         "--seed",
@@ -257,29 +261,6 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--tasks", dest="task_ids", metavar="ID,...", help="run only the tasks with these ids"
-    )
-    parser.add_argument(
-        "--judge-threshold",
-        type=float,
-        default=80.0,
-        metavar="SCORE",
-        help="the judge's score (0-100) that accepts an answer in judge-loop "
-        "(default: %(default)g)",
-    )
-    parser.add_argument(
-        "--retries",
-        type=int,
-        default=2,
-        metavar="N",
-        help="tries after the first for a pair that fails, e.g. on a server error "
-        "(default: %(default)s)",
-    )
-    parser.add_argument(
-        "--code-timeout",
-        type=float,
-        default=10.0,
-        metavar="SECONDS",
-        help="how long a code answer and its tests may run (default: %(default)g)",
     )
     parser.add_argument(
         "--same-first-answer",
@@ -298,47 +279,16 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     add_report_arguments(parser)
 
 
-def add_eval_parser(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser],
-    *,
-    parents: Sequence[argparse.ArgumentParser] = (),
-) -> argparse.ArgumentParser:
-    """Add the ``eval`` subcommand to a command's subparsers and return its parser.
-
-    Args:
-        commands: What ``parser.add_subparsers()`` returned.
-        parents: Parsers whose arguments it also takes (e.g. the endpoint options).
-
-    Example:
-        ```python
-        commands = parser.add_subparsers(dest="command")
-        eval_parser = add_eval_parser(commands, parents=[endpoint_options])
-        ```
-    """
-    parser = commands.add_parser(
-        "eval",
-        help="measure whether looping beats answering once and sampling again",
-        description=EVAL_DESCRIPTION,
-        epilog=EVAL_EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        parents=list(parents),
-    )
-    add_eval_arguments(parser)
-    return parser
-
-
 def _names(value: str | None) -> list[str] | None:
     if value is None:
         return None
     return [part.strip() for part in value.split(",") if part.strip()]
 
 
-def _arm_temperatures(
-    values: Sequence[str], custom: Sequence[str] = ()
-) -> tuple[tuple[str, float], ...]:
+def _arm_temperatures(values: Sequence[str], custom: Sequence[str]) -> dict[str, float]:
     """``--arm-temperature ARM=T`` values, checked (a later one for an arm wins)."""
     found: dict[str, float] = {}
-    names = (*ARM_NAMES, *custom)
+    names = (*ARMS, *custom)
     for value in values:
         arm, sep, number = value.partition("=")
         arm = arm.strip()
@@ -350,15 +300,14 @@ def _arm_temperatures(
             raise EvalUsageError(
                 f"--arm-temperature {value!r}: give ARM=T with ARM one of "
                 f"{', '.join(names)} and T from 0 to 2, e.g. resample=0.7"
+                + did_you_mean(arm, names)
             )
         found[arm] = temperature
-    return tuple(found.items())
+    return found
 
 
 def _custom_arms(values: Sequence[str]) -> tuple[tuple[str, Any], ...]:
     """``--arm NAME=SPEC`` values, each built (a factory imported) and checked."""
-    if not values:
-        return ()
     from loop_agents.evals.arm_specs import parse_arm_spec
 
     found: dict[str, Any] = {}
@@ -367,18 +316,39 @@ def _custom_arms(values: Sequence[str]) -> tuple[tuple[str, Any], ...]:
             name, arm = parse_arm_spec(value)
         except ValueError as exc:
             raise EvalUsageError(str(exc)) from None
-        if name in found:
-            raise EvalUsageError(f"--arm {value!r}: an arm named {name!r} is already given")
         found[name] = arm
     return tuple(found.items())
+
+
+def _settings(args: argparse.Namespace, custom: Sequence[str]) -> EvalSettings:
+    """The `EvalSettings` of the arguments; a refused setting is named by its option."""
+    try:
+        return EvalSettings(
+            temperature=args.temperature,
+            arm_temperatures=_arm_temperatures(args.arm_temperature, custom),
+            judge_temperature=args.judge_temperature,
+            judge_threshold=args.judge_threshold,
+            code_timeout=args.code_timeout,
+            same_first_answer=args.same_first_answer,
+            server=args.server,
+        )
+    except (TypeError, ValueError) as exc:  # "judge_threshold must be ..." names the option
+        option, _, rest = str(exc).partition(" ")
+        raise EvalUsageError(f"--{option.replace('_', '-')} {rest}") from None
 
 
 def eval_options(args: argparse.Namespace) -> EvalOptions:
     """Validate the parsed ``eval`` arguments and load the tasks; nothing is run.
 
+    The arguments that need no library are checked first, then the task file and the
+    sandbox (for code tasks), then the arms of your own are built (importing a
+    factory's module, or the loop's controls).
+
     Raises:
-        EvalUsageError: an argument is out of range, an arm is unknown, the task file
-            is malformed (its line and field named), or ``--tasks`` names an unknown id.
+        EvalUsageError: an argument is out of range, an arm is unknown (with the closest
+            name), the task file is malformed (its line and field named), ``--tasks``
+            names an unknown id, or code tasks meet a machine whose sandbox cannot run
+            code.
 
     Example:
         ```python
@@ -386,61 +356,44 @@ def eval_options(args: argparse.Namespace) -> EvalOptions:
         ```
     """
     custom_given: Sequence[str] = getattr(args, "custom_arm", None) or []
-    given = ",".join(DEFAULT_ARM_NAMES) if args.arms is None else args.arms
+    custom = [value.partition("=")[0].strip() for value in custom_given]
+    repeated = [name for number, name in enumerate(custom) if name in custom[:number]]
+    if repeated:
+        raise EvalUsageError(f"--arm: an arm named {repeated[0]!r} is already given")
+    given = ",".join(DEFAULT_ARMS) if args.arms is None else args.arms
     arms = _names(given) or []
-    unknown = [a for a in arms if a not in ARM_NAMES]
+    unknown = [a for a in arms if a not in ARMS]
     if (not arms and not custom_given) or unknown:
+        named = ", ".join(f"{a!r}{did_you_mean(a, ARMS)}" for a in unknown)
         raise EvalUsageError(
-            f"--arms {given!r}: give a comma-separated list of {', '.join(ARM_NAMES)}"
-            + (" (for an arm of your own, --arm NAME=SPEC)" if unknown else "")
+            f"--arms {given!r}: give a comma-separated list of {ARMS_TEXT}"
+            + (
+                f" ({named}: not a built-in arm; for one of your own, --arm NAME=SPEC)"
+                if unknown
+                else ""
+            )
         )
-    for name, value, low in (
-        ("--iterations", args.iterations, 1),
-        ("--concurrency", args.concurrency, 1),
-        ("--retries", args.retries, 0),
-    ):
-        if value < low:
-            raise EvalUsageError(f"{name} must be >= {low}; got {value}")
-    if args.limit is not None and args.limit < 1:
-        raise EvalUsageError(f"--limit must be >= 1; got {args.limit}")
-    for flag, temperature in (
-        ("--temperature", args.temperature),
-        ("--judge-temperature", args.judge_temperature),
-    ):
-        if not 0 <= temperature <= 2:
-            raise EvalUsageError(f"{flag} must be from 0 to 2; got {temperature:g}")
-    custom_arms = _custom_arms(custom_given)
-    arm_temperatures = _arm_temperatures(args.arm_temperature, [n for n, _ in custom_arms])
-    for name, arm in custom_arms:
-        budget = getattr(arm, "check_budget", None)
-        if budget is not None:
-            try:
-                budget(args.iterations, name)
-            except ValueError as exc:
-                raise EvalUsageError(f"--arm {name}: {exc}") from None
-    if ("loop-candidates" in arms and args.iterations % 2) or (
-        "diverse-first" in arms and args.iterations < 2
-    ):
-        from loop_agents.evals.arms import check_arm_budget
-
-        try:
-            check_arm_budget(arms, args.iterations)
-        except ValueError as exc:
-            raise EvalUsageError(str(exc)) from None
-    if not 0 <= args.judge_threshold <= 100:
-        raise EvalUsageError(
-            f"--judge-threshold must be from 0 to 100; got {args.judge_threshold:g}"
-        )
-    if not args.code_timeout > 0:
-        raise EvalUsageError(f"--code-timeout must be > 0 seconds; got {args.code_timeout:g}")
-    server = args.server
-    if server is not None:
+    try:
+        for name, value, low in (
+            ("--iterations", args.iterations, 1),
+            ("--concurrency", args.concurrency, 1),
+            ("--retries", args.retries, 0),
+            *([("--limit", args.limit, 1)] if args.limit is not None else []),
+        ):
+            check_count(name, value, low)
+        check_arm_budget(arms, args.iterations)
+    except ValueError as exc:
+        raise EvalUsageError(str(exc)) from None
+    if not args.pair_timeout > 0:
+        raise EvalUsageError(f"--pair-timeout must be > 0 seconds; got {args.pair_timeout:g}")
+    settings = _settings(args, custom)
+    if settings.server is not None:
         if args.seed is not None:
             raise EvalUsageError(
                 "--seed sets the bundled llama.cpp server's seed; with --server the "
                 "LangGraph server's model samples with its own: drop --seed"
             )
-        if custom_arms:
+        if custom_given:
             raise EvalUsageError(
                 "--arm: arms of your own run here, not on a LangGraph server (it runs the "
                 "built-in arms only): drop --server, or run those arms apart"
@@ -455,12 +408,6 @@ def eval_options(args: argparse.Namespace) -> EvalOptions:
                 "adaptive learns across the tasks of an eval, which runs here (on a "
                 "LangGraph server each pair runs alone): drop --server, or adaptive"
             )
-        from loop_agents.evals.server import check_server_url
-
-        try:
-            server = check_server_url(server)
-        except ValueError as exc:
-            raise EvalUsageError(f"--server: {exc}") from None
     out: Path | None = args.out
     if out is not None and out.is_dir():
         raise EvalUsageError(
@@ -480,27 +427,34 @@ def eval_options(args: argparse.Namespace) -> EvalOptions:
         raise EvalUsageError("--tasks is empty; give task ids separated by commas")
     try:
         tasks = load_tasks(args.tasks_source, limit=args.limit, ids=ids)
+        if settings.server is None:
+            check_sandbox(tasks)
     except TaskFileError as exc:
         raise EvalUsageError(str(exc)) from None
+    except RuntimeError as exc:  # IsolationUnavailable: no code answer could be tested here
+        raise EvalUsageError(f"{TASKS_NEED_SANDBOX} {exc}") from None
+    custom_arms = _custom_arms(custom_given)  # imports factories, builds loops: the last check
+    for name, arm in custom_arms:
+        budget = getattr(arm, "check_budget", None)
+        if budget is not None:
+            try:
+                budget(args.iterations, name)
+            except ValueError as exc:
+                raise EvalUsageError(f"--arm {name}: {exc}") from None
     return EvalOptions(
         source=args.tasks_source,
         tasks=tuple(tasks),
-        arms=tuple(dict.fromkeys([*arms, *(name for name, _ in custom_arms)])),
+        arms=tuple(dict.fromkeys([*arms, *custom])),
+        settings=settings,
         iterations=args.iterations,
         concurrency=args.concurrency,
-        temperature=args.temperature,
-        arm_temperatures=arm_temperatures,
-        judge_temperature=args.judge_temperature,
-        judge_threshold=args.judge_threshold,
         out=out,
-        server=server,
         retries=args.retries,
-        code_timeout=args.code_timeout,
+        pair_timeout=args.pair_timeout,
         json=args.json,
         report=report,
         seed=args.seed,
         custom_arms=custom_arms,
-        same_first_answer=args.same_first_answer,
     )
 
 
@@ -541,7 +495,7 @@ class _ProgressView:
             line = f"{r.task_id} / {r.arm}: try {r.attempts} failed ({r.error}); retrying"
         elif event.error is not None:
             e = event.error
-            line = f"{e.task_id} / {e.arm}: failed every try ({e.error}); not counted"
+            line = f"{e.task_id} / {e.arm}: no result ({e.error}); not counted"
         elif event.result is not None and not self.live:
             r2 = event.result
             verdict = "passed" if r2.passed else "failed"
@@ -552,6 +506,48 @@ class _ProgressView:
             )
         if line is not None:
             self.console.print(line, markup=False, highlight=False)
+
+
+@contextlib.contextmanager
+def _ends_soon_after_ctrl_c(console: Console) -> Iterator[None]:
+    """On Ctrl-C, end the process if the eval has not wound down within `GRACE_SECONDS`.
+
+    The eval is cancelled as asyncio does on Ctrl-C (the pairs stop, their sync calls are
+    abandoned, what finished is in the journal); an arm that does not let go of the
+    cancellation cannot keep the process alive past the grace.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGINT)
+
+    def exit_now() -> None:
+        console.print(
+            "eval interrupted; what finished is in the journal: run the same command "
+            "(with the same --out) to resume",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(130)
+
+    def pressed(number: int, frame: Any) -> None:
+        timer = threading.Timer(GRACE_SECONDS, exit_now)
+        timer.daemon = True
+        timer.start()
+        if callable(previous):
+            previous(number, frame)  # asyncio's: cancels the eval, KeyboardInterrupt after
+        else:
+            raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, pressed)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 async def run_eval_command(
@@ -565,13 +561,14 @@ async def run_eval_command(
 
     Args:
         options: From `eval_options`.
-        endpoint: The model; ``None`` only with ``options.server``.
+        endpoint: The model; ``None`` only with ``options.settings.server``.
         console: Where the tables go (default: stdout).
         progress_console: Where the progress goes (default: stderr); a bar on a
             terminal, else one line per finished task and arm (e.g. into a log file).
 
     Returns:
-        0 when every pair has a result, 1 when some failed every try.
+        0 when every pair has a result, 1 when some failed every try or the model's
+        server died (the command then says why; what finished is in the journal).
 
     Raises:
         EvalUsageError: no endpoint and no server, the journal beside ``--out``
@@ -587,43 +584,48 @@ async def run_eval_command(
     from loop_agents.evals.factory_arm import ArmFactoryError
     from loop_agents.evals.journal import JournalError
     from loop_agents.evals.report import render_report
-    from loop_agents.evals.runner import arun_eval
+    from loop_agents.evals.runner import ModelServerDied, arun_eval
 
     console = console or command_console()
     progress_console = progress_console or command_console(stderr=True)
-    model_options: dict[str, Any] = {}
-    if options.server is None:
+    settings = options.settings
+    if settings.server is None:
         if endpoint is None:
             raise EvalUsageError("no model: configure an endpoint, or give --server URL")
-        model_options = {
-            "judge_method": endpoint.judge_method,
-            "model_id": endpoint.description,
-            "model_digest": endpoint.digest,
-            "model_seed": endpoint.seed,
-            "judge": endpoint.judge_model,
-        }
-    with _ProgressView(progress_console) as view:
+        settings = dataclasses.replace(
+            settings,
+            judge=endpoint.judge_model,
+            judge_method=endpoint.judge_method,
+            model_id=endpoint.description,
+            model_digest=endpoint.digest,
+            model_seed=endpoint.seed,
+            model_server_failure=endpoint.server_failure,
+        )
+    with _ProgressView(progress_console) as view, _ends_soon_after_ctrl_c(progress_console):
         try:
             report = await arun_eval(
                 list(options.tasks),
-                endpoint.model if endpoint is not None and options.server is None else None,
+                endpoint.model if endpoint is not None and settings.server is None else None,
                 arms=_arms_of(options),
                 iterations=options.iterations,
                 concurrency=options.concurrency,
-                temperature=options.temperature,
-                arm_temperatures=dict(options.arm_temperatures),
-                judge_temperature=options.judge_temperature,
-                judge_threshold=options.judge_threshold,
                 out=options.out,
-                progress=view,
                 retries=options.retries,
-                code_timeout=options.code_timeout,
-                server=options.server,
-                same_first_answer=options.same_first_answer,
-                **model_options,
+                pair_timeout=options.pair_timeout,
+                settings=settings,
+                progress=view,
             )
         except (JournalError, ArmFactoryError) as exc:
             raise EvalUsageError(str(exc)) from None
+        except ModelServerDied:  # the command names the server, how it ended, its log
+            kept = f" (kept in {options.out})" if options.out is not None else ""
+            progress_console.print(
+                f"the eval stopped: the model's server died, so no pair can finish; what "
+                f"finished is kept{kept}: run the same command again to resume",
+                markup=False,
+                highlight=False,
+            )
+            return 1
     if options.json:
         text = json.dumps(report.to_json(), ensure_ascii=False, indent=2)
         console.print(text, markup=False, highlight=False, soft_wrap=True)

@@ -48,7 +48,7 @@ from loop_agents.console.svg_charts import (
     scatter,
 )
 from loop_agents.evals.report import seed_text
-from loop_agents.evals.rescues import retry_kinds
+from loop_agents.evals.stats import RETRY_KINDS_NOTE, retry_kinds
 from loop_agents.evals.tasks import Task
 from loop_agents.runtime._numbers import finite_float
 from loop_agents.sandbox.text_files import utf8_text
@@ -329,14 +329,7 @@ def _retry_kinds(results: Sequence[Mapping[str, Any]]) -> Html:
         return Html("")
     blocks = [
         heading("Retry kinds chosen"),
-        tag(
-            "p",
-            "Retries (answers after the first) by the kind the arm chose, over its tasks in "
-            "task order: repair (the answer and its feedback), fresh (the task again), "
-            "informed (the task and what must hold). Succeeded: accepted by the visible "
-            "tests or checks, or a better score (what the arm learns from); passed: passes "
-            "the final grading.",
-        ),
+        tag("p", RETRY_KINDS_NOTE),
     ]
     for arm, kinds in found.items():
         rows: list[list[object]] = [

@@ -22,7 +22,7 @@ no declarations skips those lines: they are not results.)
 
 With ``same_first_answer`` each task's shared first answer is kept on a line of its own
 (the task's id and digest, and the message), so a resumed eval starts every remaining
-arm from the same one (`loop_agents.evals.first_answers`).
+arm from the same one (`loop_agents.evals.sampling.FirstAnswers`).
 
 Example:
     ```python
@@ -41,8 +41,8 @@ from typing import IO, Any
 
 from langchain_core.messages import AIMessage
 
-from loop_agents.evals.first_answers import message_of_record, record_of_message
 from loop_agents.evals.report import TaskResult
+from loop_agents.evals.sampling import message_of_record, record_of_message
 from loop_agents.sandbox.text_files import json_text
 
 __all__ = ["Journal", "JournalError", "journal_path"]
@@ -109,8 +109,8 @@ class Journal:
 
         Example:
             ```python
-            with Journal.open(Path("r.journal.jsonl"), {"iterations": 4}) as journal:
-                ...
+            journal = Journal.open(Path("r.journal.jsonl"), {"iterations": 4})
+            journal.close()
             ```
         """
         wanted = json.loads(json.dumps(dict(settings)))  # as it reads back from JSON
@@ -175,14 +175,6 @@ class Journal:
                 seed if isinstance(seed, int) and not isinstance(seed, bool) else None
             )
         return journal
-
-    def __enter__(self) -> Journal:
-        """Use the journal in a ``with`` block; it is closed at the end."""
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        """Close the file."""
-        self.close()
 
     def lookup(self, task_id: str, arm: str, digest: str) -> TaskResult | None:
         """The recorded result of this task and arm, if its task is unchanged."""
@@ -288,6 +280,9 @@ def _differences(found: Mapping[str, Any], wanted: Mapping[str, Any], prefix: st
             continue
         if isinstance(there, dict) and isinstance(now, dict):
             parts += _differences(there, now, f"{prefix}{key}.")
+        elif isinstance(there, list) and isinstance(now, list) and len(there) == len(now):
+            then, later = ({str(n): item for n, item in enumerate(v)} for v in (there, now))
+            parts += _differences(then, later, f"{prefix}{key}.")  # controls.0.policy
         else:
             parts.append(f"{prefix}{key} {there!r} there, {now!r} now")
     return parts

@@ -1,19 +1,23 @@
-"""Loops as arms: `loop(...)` builds one from `create_loop_agent`'s options.
+"""Loops as arms: `loop(evaluator=..., controls=[...])` builds one from controls.
 
 The built-in loops are such arms: ``loop`` is ``loop()``, ``judge-loop`` is
-``loop(evaluator="judge")``, ``loop-candidates`` is ``loop(candidates=2)``, ``restart``
-is ``loop(controls=[Restart(requirements=requirement_points)])`` and ``diverse-first``
-is ``loop(controls=[DiverseFirst(2)])``. Yours run the same way: the eval's model
-answers (at the arm's temperature, with the task kind's system message), the task's
-visible tests or checks judge each answer (`visible_checks`), or an LLM judge does
-(``evaluator="judge"``), and the budget is K answers: ``max_iterations`` is K, K/c with
-``candidates=c``, K - k + 1 with a ``DiverseFirst(k)`` control.
+``loop(evaluator="judge")``, ``loop-candidates`` is ``loop(controls=[Candidates(2)])``,
+``restart`` is ``loop(controls=[Restart(requirements=requirement_points)])`` and
+``diverse-first`` is ``loop(controls=[DiverseFirst(2)])``. Yours run the same way: the
+eval's model answers (at the arm's temperature, with the task kind's system message), the
+task's visible tests or checks judge each answer (`visible_checks`), or an LLM judge does
+(``evaluator="judge"``), and the budget is K answers: ``max_iterations`` is K, K/c with a
+``Candidates(c)`` control, K - k + 1 with a ``DiverseFirst(k)`` control.
+
+For one release `loop` also takes `create_loop_agent`'s old option keywords
+(``history=``, ``select=``, ...), each turned into the control it stands for with a
+``DeprecationWarning`` that names it.
 
 Example:
     ```python
     report = await arun_eval("code", model, arms={
         "resample": "resample",
-        "fresh-log": loop(history="feedback_log", controls=[Stagnation()]),
+        "fresh-log": loop(controls=[History("feedback_log"), Stagnation()]),
     })
     ```
 """
@@ -30,21 +34,27 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemM
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from langgraph.store.memory import InMemoryStore
 
-from loop_agents.controls.adaptive import Adaptive
+from loop_agents.controls import Adaptive, Candidates, DiverseFirst, LoopControl
 from loop_agents.controls.candidates import best_candidate
-from loop_agents.controls.diverse_first import DiverseFirst
-from loop_agents.controls.shorthands import KEYWORD_DEFAULTS
-from loop_agents.evals.arm_names import ARMS
+from loop_agents.controls.shorthands import controls_of_keywords
 from loop_agents.evals.arm_protocol import ArmRun, EvalArm, Ran, describe_value
-from loop_agents.evals.arm_settings import least_budget_error, multiple_budget_error
-from loop_agents.evals.first_answers import FirstAnswer
-from loop_agents.evals.grading import VisibleResult, request_text, system_prompt
-from loop_agents.evals.sampling import was_cut_off
-from loop_agents.evals.task_evaluator import visible_verdict
+from loop_agents.evals.grading import (
+    Attempts,
+    VisibleResult,
+    entry,
+    request_text,
+    retry_sent,
+    sent_kind,
+    strategy_entry,
+    system_prompt,
+    visible_verdict,
+)
+from loop_agents.evals.sampling import FirstAnswer, was_cut_off
+from loop_agents.evals.settings import check_budget
 from loop_agents.evals.tasks import Task
-from loop_agents.evals.transcript import Attempts, entry, retry_sent, sent_kind, strategy_entry
 from loop_agents.evaluators.judge import JudgeError, judge_format_options, llm_judge
 from loop_agents.hosts.graph import create_loop_agent
+from loop_agents.loop.protocol import check_controls
 from loop_agents.loop.state import IterationRecord, LoopContext, LoopEvaluation, LoopOutput
 
 __all__ = ["JUDGE_INSTRUCTIONS", "LoopArm", "loop"]
@@ -59,28 +69,24 @@ JUDGE_INSTRUCTIONS = (
 LoopEvaluatorKind = Literal["tests", "judge"]
 """What judges a `loop` arm's answers: the task's visible tests or checks, or an LLM judge."""
 
-_FACTORY = "for that, give a factory (task, model, settings) -> agent as the arm"
+_FACTORY = "give a factory (task, model, settings) -> agent as the arm"
+_ONCE = "the eval runs each loop once"
 _REFUSED = {
-    "agent": f"the arm's agent is the eval's model; {_FACTORY}",
-    "evaluator": (
-        f"give evaluator='tests' (the visible tests or checks) or 'judge' (an LLM judge); "
-        f"for another evaluator, {_FACTORY.removeprefix('for that, ')}"
-    ),
+    "agent": f"the arm's agent is the eval's model; for another agent, {_FACTORY}",
     "max_iterations": "the eval's budget K (iterations=) sets it",
     "candidate_temperature": (
         "every arm samples at the eval's temperature (arm_temperatures= gives an arm its own)"
     ),
     "name": "the eval names the loop after the arm",
-    "checkpointer": "the eval runs each loop once, without checkpoints",
-    "store": "the eval runs each loop once, without a store",
+    "checkpointer": f"{_ONCE}, without checkpoints",
+    "store": f"{_ONCE}, without a store",
     "output_mode": "the eval reads the loop's whole output",
-    "storage": "the eval runs each loop once, without checkpoints",
-    "concurrent_runs": "the eval runs each loop once, on a thread of its own",
-    "busy_timeout": "the eval runs each loop once, on a thread of its own",
+    "storage": f"{_ONCE}, without checkpoints",
+    "concurrent_runs": f"{_ONCE}, on a thread of its own",
+    "busy_timeout": f"{_ONCE}, on a thread of its own",
+    "share_agent_state": f"{_ONCE}, not as a node of a parent graph",
 }
-_DEFAULTS: dict[str, Any] = {"controls": (), **KEYWORD_DEFAULTS}
-LOOP_OPTIONS = tuple(name for name in _DEFAULTS if name not in _REFUSED)
-"""The `create_loop_agent` options a `loop` arm takes."""
+"""`create_loop_agent`'s keywords the eval sets itself, with the reason `loop` refuses each."""
 
 
 def _trial_evaluator(context: LoopContext) -> LoopEvaluation:
@@ -88,57 +94,45 @@ def _trial_evaluator(context: LoopContext) -> LoopEvaluation:
 
 
 class LoopArm(EvalArm):
-    """A `create_loop_agent` loop as an arm (see the module docstring; built by `loop`)."""
+    """A `create_loop_agent` loop made of controls, as an arm (see the module docstring)."""
 
-    def __init__(self, *, evaluator: LoopEvaluatorKind = "tests", **options: Any) -> None:
-        """Check the options by building the loop once (no model is called)."""
+    def __init__(
+        self, *, evaluator: LoopEvaluatorKind = "tests", controls: Sequence[LoopControl] = ()
+    ) -> None:
+        """Check the controls by building the loop once (no model is called)."""
         if evaluator not in ("tests", "judge"):
             raise ValueError(
                 f"loop(evaluator=) must be 'tests' (the task's visible tests or checks) or "
-                f"'judge' (an LLM judge); got {evaluator!r:.60}"
+                f"'judge' (an LLM judge); got {evaluator!r:.60}; for another evaluator, "
+                f"{_FACTORY}"
             )
-        for option in options:
-            if option in _REFUSED:
-                raise TypeError(f"loop() does not take {option}=: {_REFUSED[option]}")
-            if option not in LOOP_OPTIONS:
-                raise TypeError(
-                    f"loop() got an unknown option {option!r}; it takes create_loop_agent's "
-                    f"options: {', '.join(LOOP_OPTIONS)}"
-                )
         self.evaluator: LoopEvaluatorKind = evaluator
-        self.options = dict(options)
         self.uses_judge = evaluator == "judge"
-        controls = options.get("controls") or ()
-        firsts = [c.k for c in controls if isinstance(c, DiverseFirst)]
-        self.first = firsts[0] if firsts else 1
-        self.learns = any(isinstance(c, Adaptive) for c in controls)
-        candidates = options.get("candidates", 1)
-        self.candidates = candidates if isinstance(candidates, int) else 1
-        if self.candidates > 1 and self.first > 1:
-            raise ValueError(
-                "loop(): candidates= and a DiverseFirst control both write several answers "
-                "per iteration; give one of them"
-            )
         trial = _trial_evaluator
         if self.uses_judge:  # an llm_judge shows its instructions as its criteria
             trial = cast(Any, lambda context: {"stop": True})
             trial.criteria = JUDGE_INSTRUCTIONS
         try:
+            self.controls = check_controls(controls)
             create_loop_agent(
-                GenericFakeChatModel(messages=iter(())), trial, 1, name="trial", **options
-            )
+                GenericFakeChatModel(messages=iter(())), trial, 1, name="trial",
+                controls=self.controls,
+            )  # fmt: skip
         except (TypeError, ValueError) as exc:
             raise type(exc)(f"loop(): {exc}") from None
+        self.learns = any(isinstance(c, Adaptive) for c in self.controls)
+        firsts = [c.k for c in self.controls if isinstance(c, DiverseFirst)]
+        self.first = firsts[0] if firsts else 1
+        several = [c.k for c in self.controls if type(c) is Candidates]
+        self.candidates = several[0] if several else 1
 
     def identity(self) -> dict[str, Any]:
-        """``{"kind": "loop", "evaluator": ..., "options": {...}}``, defaults left out."""
-        options = {}
-        for name, value in sorted(self.options.items()):
-            default = _DEFAULTS[name]
-            described = describe_value(value)
-            if described != describe_value(default):
-                options[name] = described
-        return {"kind": "loop", "evaluator": self.evaluator, "options": options}
+        """``{"kind": "loop", "evaluator": ..., "controls": [...]}`` (see `describe_value`)."""
+        return {
+            "kind": "loop",
+            "evaluator": self.evaluator,
+            "controls": describe_value(self.controls),
+        }
 
     def max_iterations(self, iterations: int) -> int:
         """The loop's ``max_iterations`` for a budget of K answers."""
@@ -154,11 +148,7 @@ class LoopArm(EvalArm):
 
     def check_budget(self, iterations: int, name: str) -> None:
         """Refuse a K that is not a multiple of ``candidates``, or below the first answers."""
-        where = "--arms" if name in ARMS else "the eval's arms"
-        if self.first > 1 and iterations < self.first:
-            raise ValueError(least_budget_error(name, self.first, iterations, where))
-        if self.candidates > 1 and iterations % self.candidates:
-            raise ValueError(multiple_budget_error(name, self.candidates, iterations, where))
+        check_budget(name, iterations, per_iteration=self.candidates, first=self.first)
 
     async def run(self, run: ArmRun) -> Ran:
         """Run the loop on the task; note every answer and what its evaluator said."""
@@ -213,19 +203,18 @@ class LoopArm(EvalArm):
                 return verdict
 
             evaluator = RunnableLambda(by_judge, name="judge")
-        options = dict(self.options)
-        store = None
+        controls, store = self.controls, None
         if self.learns:  # a copy of what the arm learned so far in this eval
             store = run.learning.for_task() if run.learning else InMemoryStore()
             seed = run.learning.seed if run.learning else None
-            options["controls"] = [_seeded(c, seed) for c in options["controls"]]
+            controls = [_seeded(c, seed) for c in controls]
         loop_agent = create_loop_agent(
             _agent(run.model, task, attempts, run.first_answer),
             evaluator,
             self.max_iterations(iterations),
             name=f"eval {run.name}",
             store=store,
-            **options,
+            controls=controls,
         )
         result = cast(
             LoopOutput,
@@ -256,37 +245,54 @@ class LoopArm(EvalArm):
         )
 
 
-def loop(*, evaluator: LoopEvaluatorKind = "tests", **options: Any) -> LoopArm:
-    """An arm that is a `create_loop_agent` loop with these options.
+def loop(
+    *,
+    evaluator: LoopEvaluatorKind = "tests",
+    controls: Sequence[LoopControl] = (),
+    **deprecated: Any,
+) -> LoopArm:
+    """An arm that is a `create_loop_agent` loop made of these controls.
 
     Args:
         evaluator: What judges each answer: ``"tests"`` (the default: the task's visible
             tests or checks, as in the built-in ``loop`` arm) or ``"judge"`` (an LLM
             judge, as in ``judge-loop``).
-        **options: `create_loop_agent`'s options (`LOOP_OPTIONS`): ``history``,
-            ``feedback_format``, ``controls``, ``candidates``, ``select``,
-            ``patience``, ... The eval sets the agent (its model), ``max_iterations``
-            (from K) and the loop's name, storage and output.
+        controls: The loop's controls (`loop_agents.controls`: ``History``,
+            ``FeedbackStyle``, ``Candidates``, ``AnswerSelection``, ``Plateau``,
+            ``Restart``, ``DiverseFirst``, ``Stagnation``, ...), in order. The eval sets
+            the agent (its model), ``max_iterations`` (from K) and the loop's name,
+            storage and output.
+        **deprecated: `create_loop_agent`'s old option keywords (``history=``,
+            ``feedback_format=``, ``select=``, ...), for one release: each becomes the
+            control it stands for, with a ``DeprecationWarning`` naming it.
 
     Returns:
         A `LoopArm`, for ``arun_eval(..., arms={"name": loop(...)})``.
 
     Raises:
-        TypeError, ValueError: an option the eval sets, an unknown option, or one
+        TypeError, ValueError: a keyword the eval sets, an unknown keyword, or controls
             `create_loop_agent` refuses; before any model is called.
 
     Example:
         ```python
-        from loop_agents.controls import Stagnation
+        from loop_agents.controls import FeedbackStyle, History, Stagnation
 
-        arm = loop(history="feedback_log", feedback_format="{feedback}",
-                   controls=[Stagnation()])
+        arm = loop(controls=[History("feedback_log"), FeedbackStyle("{feedback}"),
+                             Stagnation()])
         ```
     """
-    return LoopArm(evaluator=evaluator, **options)
+    refused = [option for option in deprecated if option in _REFUSED]
+    if refused:
+        raise TypeError(f"loop() does not take {refused[0]}=: {_REFUSED[refused[0]]}")
+    if deprecated:  # each named in a DeprecationWarning, at the caller's line
+        try:
+            controls = [*controls_of_keywords(deprecated, where="loop"), *controls]
+        except ValueError as exc:
+            raise ValueError(f"loop(): {exc}") from None
+    return LoopArm(evaluator=evaluator, controls=controls)
 
 
-def _seeded(control: object, seed: int | None) -> object:
+def _seeded(control: LoopControl, seed: int | None) -> LoopControl:
     """An `Adaptive` control without a seed, given the eval's (a copy); others as they are."""
     if seed is None or not isinstance(control, Adaptive) or control.seed is not None:
         return control

@@ -22,9 +22,17 @@ from rich.console import Console
 from rich.table import Table
 
 from loop_agents.console.output import command_console
-from loop_agents.evals.arm_names import ARMS, BASELINES
-from loop_agents.evals.rescues import Rescues, RetryKinds, rescues_of, retry_kinds
-from loop_agents.evals.stats import Paired, paired_comparison, wilson_interval
+from loop_agents.evals.settings import ARMS, BASELINES
+from loop_agents.evals.stats import (
+    RETRY_KINDS_NOTE,
+    Paired,
+    Rescues,
+    RetryKinds,
+    paired_comparison,
+    rescues_of,
+    retry_kinds,
+    wilson_interval,
+)
 
 __all__ = [
     "COMPARISONS",
@@ -66,28 +74,37 @@ def comparisons_of(arms: Sequence[str]) -> list[tuple[str, str]]:
 
 @dataclass(frozen=True)
 class TaskResult:
-    """One arm's result on one task.
+    """One arm's result on one task: what `arun_arm` returns and the eval reports.
 
     Attributes:
         task_id: The task.
         arm: The arm.
         passed: Whether its answer passed (hidden tests, or every check).
-        iterations: Answers written.
-        model_calls: Chat-model calls made (agent and judge).
-        input_tokens: Prompt tokens of those calls.
-        output_tokens: Completion tokens of those calls.
-        seconds: Wall-clock seconds.
+        iterations: Answers written (``loop-candidates``: both candidates of each
+            iteration).
+        model_calls: Chat-model calls made (the agent's and, in ``judge-loop``, the
+            judge's, retries of an unusable verdict included).
+        input_tokens: Prompt tokens over those calls (0 when the model reports none).
+        output_tokens: Completion tokens over those calls.
+        seconds: Wall-clock seconds, grading included.
         answer: The answer that was graded.
         attempts: Tries it took: more than 1 after a failure (a server error) was retried.
-        judge_failures: ``judge-loop``: evaluations without a usable verdict.
-        cached_input_tokens: Of the prompt tokens, those read from a prompt cache.
-        cut_off: Answers that ended at the token cap.
-        by_attempt: Whether the answer after step 1, 2, ... passes (see
-            `loop_agents.evals.arms.ArmOutcome.by_attempt`); empty when not recorded.
+        judge_failures: ``judge-loop``: evaluations where the judge gave no usable
+            verdict; the loop then ends with the answer it has.
+        cached_input_tokens: Of the prompt tokens, those the server read from its
+            prompt cache.
+        cut_off: Answers that ended at the token cap (``finish_reason`` ``"length"``).
+        by_attempt: Whether the answer the arm would have given, had it stopped after
+            step 1, 2, ... passes the final grading: one entry for ``single``, K for
+            ``loop``, ``resample`` and ``judge-loop`` (after the arm stopped, its
+            final answer stands), K/2 iterations for ``loop-candidates``; for an arm of
+            your own, one per attempt read (at least K), or one for an opaque agent;
+            empty when not recorded.
         part: The part of its set the task belongs to (`loop_agents.evals.tasks.CodeTask`'s
             ``part``), or ``None``.
-        transcript: Every answer the arm wrote, in order, with what it was told of each
-            (see `loop_agents.evals.transcript`); empty when not recorded.
+        transcript: Every answer the arm wrote, in order, with what its evaluator said
+            of it and whether it passes (see `loop_agents.evals.grading`); empty when
+            not recorded.
         opaque: Whether the arm's attempts could not be read (an agent of your own that
             is not a loop): its ``by_attempt`` and transcript hold its final answer only.
         learned: For an arm that learns across tasks (``adaptive``): the store items its
@@ -242,7 +259,7 @@ class EvalReport:
         settings: What produced the results (iterations, temperatures, token cap,
             model, ...).
         by_attempt: Arm name -> its pass rate had it stopped after step 1, 2, ...
-            (``single``: one entry; see `loop_agents.evals.arms.ArmOutcome.by_attempt`).
+            (``single``: one entry; see `TaskResult.by_attempt`).
         by_part: Part name -> arm name -> `ArmSummary` over that part's tasks, when the
             tasks name their part (the bundled ``code`` set: ``traps`` and ``caught``);
             empty otherwise.
@@ -501,6 +518,7 @@ def _render_retry_kinds(report: EvalReport, console: Console) -> None:
         table = Table(
             title=f"Retry kinds of {arm}",
             title_justify="left",
+            min_width=len(f"Retry kinds of {arm}"),
             box=box.SIMPLE_HEAD,
             pad_edge=False,
         )
@@ -516,14 +534,7 @@ def _render_retry_kinds(report: EvalReport, console: Console) -> None:
         table.add_row("passed", *(_shares(found.passed[k], found.chosen[k]) for k in found.kinds))
         console.print(table)
     if report.retry_kinds:
-        console.print(
-            "Retries (answers after the first) by the kind the arm chose, over its tasks in "
-            "task order: repair (the answer and its feedback), fresh (the task again), "
-            "informed (the task and what must hold); succeeded: accepted by the visible "
-            "tests or checks, or a better score (what the arm learns from); passed: passes "
-            "the final grading.",
-            style="dim",
-        )
+        console.print(RETRY_KINDS_NOTE, style="dim")
 
 
 def _render_by_part(report: EvalReport, console: Console) -> None:

@@ -1,11 +1,22 @@
 """`arun_eval` and `run_eval`: every task under every arm, concurrently, resumable.
 
+`arun_eval` runs in named steps: `_plan` checks every setting, the arms and the tasks
+(before any model call), `_check_factories` builds each factory arm's agent for the
+first task, `_journal_key` is everything that changes an answer (the journal's key and
+the report's settings), `_run_pairs` runs the task/arm pairs (each within its time limit,
+retried on failure, stopped when the model's server died), and `_report` summarizes.
+
+Sync code of the arms (a factory, a sync agent's nodes) runs in daemon worker threads:
+a hang never blocks the event loop, a pair that hangs ends at its time limit, and the
+process never waits for an abandoned thread at exit (Ctrl-C ends the eval at once).
+
 Example:
     ```python
-    from loop_agents.evals import run_eval
+    from loop_agents.evals import EvalSettings, run_eval
 
     report = run_eval("instructions", model, arms=["single", "loop", "resample"],
-                      iterations=3, out="results.json")
+                      iterations=3, out="results.json",
+                      settings=EvalSettings(temperature=0.7))
     print(report.arms["loop"].pass_rate, report.arms["resample"].pass_rate)
     ```
 """
@@ -13,45 +24,52 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
+import math
 import os
-from collections.abc import Callable, Mapping, Sequence
+import threading
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeAlias
 
 from langchain_core.language_models import BaseChatModel
 
-from loop_agents.evals.arm_names import HEADER_ARMS
 from loop_agents.evals.arm_protocol import EvalArm
 from loop_agents.evals.arms import (
-    ARMS,
-    DEFAULT_ARMS,
     ArmLike,
-    ArmOutcome,
-    ArmSettings,
     PairRunner,
     arun_arm,
-    at_temperature,
     resolve_arms,
-    sampled_temperature,
     why_own_first_answer,
 )
-from loop_agents.evals.code_tests import DEFAULT_TIMEOUT
-from loop_agents.evals.factory_arm import FactoryArm
-from loop_agents.evals.first_answers import FirstAnswers
+from loop_agents.evals.factory_arm import ArmFactoryError, FactoryArm
 from loop_agents.evals.journal import Journal, journal_path
 from loop_agents.evals.learning import ArmLearning, learning_seed
 from loop_agents.evals.report import EvalReport, TaskError, TaskResult, build_report
-from loop_agents.evals.tasks import Task, load_tasks, select_tasks, task_digest
-from loop_agents.evaluators.judge import JudgeFormat
+from loop_agents.evals.sampling import FirstAnswers, at_temperature, sampled_temperature
+from loop_agents.evals.settings import (
+    ARMS,
+    DEFAULT_ARMS,
+    HEADER_ARMS,
+    PAIR_TIMEOUT,
+    ArmSettings,
+    EvalSettings,
+    check_count,
+    check_number,
+    did_you_mean,
+)
+from loop_agents.evals.tasks import Task, check_sandbox, load_tasks, task_digest
 from loop_agents.runtime._sync_bridge import _background_loop
 from loop_agents.sandbox.text_files import json_text
 
-__all__ = ["EvalProgress", "PairRunner", "TaskSource", "arun_eval", "run_eval"]
+__all__ = ["EvalProgress", "ModelServerDied", "TaskSource", "arun_eval", "run_eval"]
 
-TaskSource: TypeAlias = str | Path | Sequence[Task]
-"""A JSONL task file, the name of a bundled set, or tasks already loaded."""
+TaskSource: TypeAlias = str | Path | Sequence[Task | Mapping[str, Any]]
+"""A JSONL task file, the name of a bundled set, or tasks: loaded, or as task-file lines."""
 
 
 @dataclass(frozen=True)
@@ -78,10 +96,77 @@ class EvalProgress:
 ProgressCallback: TypeAlias = Callable[[EvalProgress], None]
 
 
-def _check_count(name: str, value: object, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ValueError(f"{name} must be a whole number >= {low}; got {value!r}")
-    return value
+class ModelServerDied(RuntimeError):
+    """The model's server stopped during the eval: no pair could succeed after it.
+
+    The message is what `EvalSettings.model_server_failure` said (the server, how it
+    ended, the end of its log, the fix). What finished is in the journal beside ``out``;
+    run the eval again to resume once the server runs.
+    """
+
+
+class _DaemonThreads(ThreadPoolExecutor):
+    """An executor whose calls each run in a daemon thread, never waited for.
+
+    The eval's event loop runs its sync calls here (a factory, a sync agent's nodes): a
+    call that hangs is abandoned when its pair ends (its time limit, Ctrl-C), and neither
+    ``shutdown`` nor the interpreter's exit waits for it.
+    """
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        """Run ``fn(*args, **kwargs)`` in a new daemon thread."""
+        future: Future[Any] = Future()
+
+        def work() -> None:
+            if not future.set_running_or_notify_cancel():
+                return
+            try:
+                future.set_result(fn(*args, **kwargs))
+            except BaseException as exc:  # handed to the awaiting pair, as an executor does
+                future.set_exception(exc)
+
+        threading.Thread(target=work, name="loop-agents-eval-call", daemon=True).start()
+        return future
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Return at once: the threads are daemons, left to end (or not) by themselves."""
+
+
+@contextlib.contextmanager
+def _daemon_threads() -> Iterator[None]:
+    """Run the event loop's executor calls in `_DaemonThreads` while the eval runs."""
+    loop = asyncio.get_running_loop()
+    previous = getattr(loop, "_default_executor", None)  # asyncio has no public getter
+    loop.set_default_executor(_DaemonThreads())
+    try:
+        yield
+    finally:
+        if isinstance(previous, ThreadPoolExecutor):
+            loop.set_default_executor(previous)
+
+
+_KEYWORDS = ("arms", "iterations", "concurrency", "limit", "out", "retries", "pair_timeout")
+_SETTINGS = tuple(f.name for f in dataclasses.fields(EvalSettings))
+
+
+def _settings_of(settings: EvalSettings | None, old: Mapping[str, Any]) -> EvalSettings:
+    """``settings``, with the options given the old way (as keywords) put in it, each warned."""
+    if settings is not None and not isinstance(settings, EvalSettings):
+        raise TypeError(f"settings must be an EvalSettings(...); got {type(settings).__name__}")
+    for key, value in old.items():
+        if key not in _SETTINGS:
+            raise TypeError(
+                f"run_eval() got an unexpected keyword argument {key!r}"
+                f"{did_you_mean(key, (*_KEYWORDS, *_SETTINGS))}; its keywords are "
+                f"{', '.join(_KEYWORDS)}, settings=EvalSettings(...) (holding "
+                f"{', '.join(_SETTINGS)}) and progress"
+            )
+        warnings.warn(
+            f"{key}= is deprecated: pass settings=EvalSettings({key}={value!r:.60})",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+    return dataclasses.replace(settings or EvalSettings(), **old)
 
 
 def describe_model(model: object) -> str:
@@ -113,6 +198,107 @@ def token_cap(model: object) -> int | None:
     return None
 
 
+@dataclass
+class _Plan:
+    """An eval checked and ready to run: what `_plan` found."""
+
+    tasks: list[Task]
+    arms: dict[str, EvalArm]
+    custom: dict[str, EvalArm]
+    settings: EvalSettings
+    arm_settings: ArmSettings
+    model: BaseChatModel | None
+    runner: PairRunner
+    label: str
+    first_answers: FirstAnswers | None
+    learnings: dict[str, ArmLearning]
+
+
+def _plan(
+    tasks: TaskSource,
+    model: BaseChatModel | None,
+    arms: object,
+    settings: EvalSettings,
+    *,
+    iterations: int,
+    limit: int | None,
+) -> _Plan:
+    """Check the arms, the model or server and the tasks; nothing is called yet."""
+    arm_settings = settings.arm_settings(iterations)
+    chosen = resolve_arms(arms)
+    for name, arm in chosen.items():
+        arm.check_budget(arm_settings.iterations, name)
+    custom = {name: arm for name, arm in chosen.items() if name not in ARMS}
+    unknown = [name for name in settings.arm_temperatures if name not in (*ARMS, *custom)]
+    if unknown:
+        raise ValueError(
+            f"arm_temperatures: unknown arm {', '.join(map(repr, unknown))}; the arms are "
+            f"{', '.join([*ARMS, *custom])}"
+        )
+    first_answers: FirstAnswers | None = None
+    # the arms that learn across tasks (adaptive): one store each, kept in the journal
+    learnings = {
+        name: ArmLearning(seed=learning_seed(settings.model_seed, name))
+        for name, arm in chosen.items()
+        if arm.learns
+    }
+    if settings.server is not None:
+        if model is not None or settings.judge is not None:
+            raise ValueError(
+                "give either a model or a server, not both: with server= the LangGraph "
+                "server answers with the model of its own environment"
+            )
+        if custom:
+            raise ValueError(
+                f"arms of your own ({', '.join(custom)}) run here, not on a LangGraph server "
+                f"(it runs the built-in arms only): drop server=, or run those arms apart"
+            )
+        if settings.same_first_answer:
+            raise ValueError(
+                "same_first_answer shares the first answers of the arms run here; with "
+                "server= each pair runs on the LangGraph server: drop one of them"
+            )
+        if learnings:
+            raise ValueError(
+                f"{', '.join(learnings)} learns across the tasks of an eval, which runs "
+                f"here (on a LangGraph server each pair runs alone): drop server=, or run "
+                f"that arm apart"
+            )
+        from loop_agents.evals.server import server_runner
+
+        runner = server_runner(settings.server, arm_settings)
+        label = settings.model_id or f"LangGraph server {settings.server}"
+    else:
+        if not isinstance(model, BaseChatModel):
+            raise TypeError(
+                f"model must be a chat model (e.g. ChatOpenAI(...)), or give "
+                f"settings=EvalSettings(server=URL); got {type(model).__name__}"
+            )
+        if settings.judge is not None and not isinstance(settings.judge, BaseChatModel):
+            raise TypeError(f"judge must be a chat model; got {type(settings.judge).__name__}")
+        if settings.same_first_answer:
+            first_answers = FirstAnswers(arm_settings.temperature)
+        runner = _local_runner(
+            model, settings.judge, arm_settings, chosen, first_answers, learnings
+        )
+        label = settings.model_id or describe_model(model)
+    loaded = load_tasks(tasks, limit=limit, ids=settings.task_ids)
+    if settings.server is None:
+        check_sandbox(loaded)  # once, before any model call: every code pair needs it
+    return _Plan(
+        loaded,
+        chosen,
+        custom,
+        settings,
+        arm_settings,
+        model,
+        runner,
+        label,
+        first_answers,
+        learnings,
+    )
+
+
 def _local_runner(
     model: BaseChatModel,
     judge: BaseChatModel | None,
@@ -121,7 +307,7 @@ def _local_runner(
     first_answers: FirstAnswers | None,
     learnings: Mapping[str, ArmLearning],
 ) -> PairRunner:
-    async def run(task: Task, arm: str) -> ArmOutcome:
+    async def run(task: Task, arm: str) -> TaskResult:
         return await arun_arm(
             task,
             arm if arm in ARMS else arms[arm],
@@ -136,16 +322,63 @@ def _local_runner(
     return run
 
 
-async def _check_factories(
-    arms: Mapping[str, EvalArm], task: Task | None, model: BaseChatModel, settings: ArmSettings
-) -> None:
+async def _check_factories(plan: _Plan, pair_timeout: float | None) -> None:
     """Build each factory arm's agent for the first task: a wrong return fails here."""
-    if task is None:
+    if plan.model is None or not plan.tasks:
         return
-    for name, arm in arms.items():
+    for name, arm in plan.custom.items():
         if isinstance(arm, FactoryArm):
-            sampler = at_temperature(model, settings.temperature_of(name))
-            await arm.build(task, sampler, settings, name=name)
+            sampler = at_temperature(plan.model, plan.arm_settings.temperature_of(name))
+            try:
+                async with asyncio.timeout(pair_timeout):
+                    await arm.build(plan.tasks[0], sampler, plan.arm_settings, name=name)
+            except TimeoutError:
+                raise ArmFactoryError(
+                    f"the factory of arm {name!r} did not return an agent for the first task "
+                    f"within {pair_timeout:g} s (the pair time limit); check that it does not "
+                    f"wait for something, or give a longer pair_timeout"
+                ) from None
+
+
+def _journal_key(plan: _Plan) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The journal's key and what each arm of your own is (declared in the journal).
+
+    The key is everything that changes an answer (also the report's settings); an arm of
+    your own is its identity and its temperature.
+    """
+    model, settings, arm_settings = plan.model, plan.settings, plan.arm_settings
+
+    def sampled(temperature: float) -> float | None:  # None: the model's own default
+        return sampled_temperature(model, temperature) if model is not None else temperature
+
+    record: dict[str, Any] = {
+        "iterations": arm_settings.iterations,
+        "temperature": arm_settings.temperature,
+        "temperatures": {arm: sampled(arm_settings.temperature_of(arm)) for arm in HEADER_ARMS},
+        "judge_temperature": (
+            sampled_temperature(settings.judge or model, arm_settings.judge_temperature)
+            if model is not None
+            else arm_settings.judge_temperature
+        ),
+        "judge_threshold": arm_settings.judge_threshold,
+        "judge_method": None if settings.server is not None else arm_settings.judge_method,
+        "max_tokens": None if settings.server is not None else token_cap(model),
+        "code_timeout": arm_settings.code_timeout,
+        "model": plan.label,
+    }
+    if settings.model_digest is not None:
+        record["model_sha256"] = settings.model_digest
+    if settings.same_first_answer:
+        record["same_first_answer"] = True
+    declared = {
+        name: {
+            "identity": arm.identity(),
+            "temperature": sampled(arm_settings.temperature_of(name)),
+        }
+        for name, arm in plan.arms.items()
+        if name not in HEADER_ARMS  # and the built-in arms newer than the key (adaptive)
+    }
+    return record, declared
 
 
 async def arun_eval(
@@ -155,78 +388,48 @@ async def arun_eval(
     arms: Sequence[str] | Mapping[str, ArmLike] = DEFAULT_ARMS,
     iterations: int = 4,
     concurrency: int = 4,
-    temperature: float = 1.0,
-    arm_temperatures: Mapping[str, float] | None = None,
-    judge_temperature: float = 0.0,
-    out: str | Path | None = None,
-    progress: ProgressCallback | None = None,
-    judge: BaseChatModel | None = None,
-    judge_method: JudgeFormat = "json_schema",
-    judge_threshold: float = 80.0,
     limit: int | None = None,
-    task_ids: Sequence[str] | None = None,
+    out: str | Path | None = None,
     retries: int = 2,
-    retry_delay: float = 1.0,
-    code_timeout: float = DEFAULT_TIMEOUT,
-    server: str | None = None,
-    model_id: str | None = None,
-    model_digest: str | None = None,
-    model_seed: int | None = None,
-    same_first_answer: bool = False,
+    pair_timeout: float | None = PAIR_TIMEOUT,
+    settings: EvalSettings | None = None,
+    progress: ProgressCallback | None = None,
+    **deprecated: Any,
 ) -> EvalReport:
     """Run every task under every arm and compare the arms (async form of `run_eval`).
 
     Args:
         tasks: A JSONL task file, a bundled set (``"code"``, ``"instructions"``), or
-            tasks already loaded.
-        model: The chat model that answers (and judges, unless ``judge`` is given).
-            Not given with ``server``: the server uses its own.
+            tasks: loaded (`load_tasks`), or as the mappings a task file's lines hold.
+        model: The chat model that answers (and judges, unless ``settings.judge`` is
+            given). Not given with ``settings.server``: the server uses its own.
         arms: Which arms to run: a list of built-in arms, of ``single``, ``loop``,
             ``resample``, ``judge-loop`` (the default), ``loop-candidates``,
-            ``restart``, ``diverse-first`` and ``adaptive``; or a mapping of names to arms, each a
+            ``restart`` and ``diverse-first``; or a mapping of names to arms, each a
             built-in arm's name (under its own name), a `loop(...)` arm (a
-            `create_loop_agent` loop from options), or a factory
+            `create_loop_agent` loop made of controls), or a factory
             ``(task, model, settings) -> agent`` (see `loop_agents.evals.factory_arm`).
             Every arm of your own is compared with ``resample`` and ``single``.
         iterations: K, the budget of answers every arm may write (even, with
             ``loop-candidates``).
         concurrency: Task/arm pairs run at the same time.
-        temperature: The sampling temperature of every arm's answers.
-        arm_temperatures: Arm name -> its own temperature, for arms that do not
-            sample at ``temperature`` (built-in arms, or yours by their names).
-        judge_temperature: The sampling temperature of the judge of ``judge-loop``.
+        limit: Run only the first ``limit`` tasks (after ``settings.task_ids``).
         out: Where to write the JSON result. Its journal (``NAME.journal.jsonl`` beside
             it) records each finished pair, and an eval run again with the same
             ``out`` skips the pairs already there: an interrupted eval resumes.
-        progress: Called with an `EvalProgress` at the start and after every pair.
-        judge: The judge's chat model in ``judge-loop`` (default ``model``).
-        judge_method: How the judge's verdict is requested: a structured-output
-            method (``function_calling`` for llama.cpp's server), or ``"text"``
-            (``Score: N`` / ``Feedback: ...``, for models without tool calling).
-        judge_threshold: The judge's score (0-100) that accepts an answer.
-        limit: Run only the first ``limit`` tasks (after ``task_ids``).
-        task_ids: Run only these tasks.
         retries: Tries after the first when a pair fails (a server error); a pair that
             fails every try is reported in ``errors``, without a result.
-        retry_delay: Seconds before the first retry (doubled for each next one).
-        code_timeout: Seconds a code answer and its tests may run.
-        server: The URL of a LangGraph Server that serves ``eval_task`` (see
-            `loop_agents.serving.eval_task`): each pair runs there, with the server's model.
-        model_id: How the model is named in the report and the journal (default: its
-            name and endpoint).
-        model_digest: The identity of the model's weights (e.g. the SHA-256 of a GGUF
-            file, `loop_agents.models.file_identity.file_digest`), kept in the settings
-            and the journal's key: a journal of other weights is refused.
-        model_seed: The random seed the model's server was started with, kept in the
-            report's settings (not in the journal's key: another seed samples from the
-            same distribution, so an eval resumed with a new seed stays one eval). The
-            seed of an ``adaptive`` arm's draws is derived from it
-            (`loop_agents.evals.learning.learning_seed`).
-        same_first_answer: Sample each task's first answer once and start every arm
-            from it (the arms that sample at ``temperature`` and make their first call
-            themselves: not factories), so that the arms differ only in what they do
-            after it; each arm is still charged that call. Kept in the settings and the
-            journal (see `loop_agents.evals.first_answers`).
+        pair_timeout: Seconds one task/arm pair may take (default an hour; ``None``: no
+            limit). A pair still running then is abandoned (a sync call left in its
+            daemon thread) and reported in ``errors``, not retried: a resumed eval runs
+            it again. A factory arm's first build is held to it too.
+        settings: Every other option (`EvalSettings`: the temperatures, the judge, the
+            subset of tasks, the code timeout, a LangGraph server, the model's name,
+            digest and seed, the same first answer, the retry delay).
+        progress: Called with an `EvalProgress` at the start and after every pair.
+        **deprecated: `EvalSettings`' fields given as keywords, as before it existed
+            (``temperature=1.0``); accepted for one release, each with a
+            ``DeprecationWarning`` naming the setting to use instead.
 
     Returns:
         An `EvalReport`.
@@ -234,199 +437,99 @@ async def arun_eval(
     Raises:
         TaskFileError: the task file is malformed (before any model call).
         ValueError: a setting is out of range, or the model/server choice is wrong.
+        TypeError: an arm that is not one; a factory with the wrong signature, or one
+            that does not return an agent for the first task (`ArmFactoryError`);
+            tasks that are neither `Task` objects nor task mappings (checked before any
+            model call).
         JournalError: the journal beside ``out`` belongs to an eval with other settings,
             or with another arm under the name of one of yours.
-        TypeError: an arm that is not one; a factory with the wrong signature, or one
-            that does not return an agent for the first task (checked before any model
-            call).
+        IsolationUnavailable: code tasks, and the sandbox cannot run code on this
+            machine (`loop_agents.sandbox`); checked once, before any model call.
+        ModelServerDied: the model's server stopped mid-eval (see
+            `EvalSettings.model_server_failure`); what finished is in the journal.
 
     Example:
         ```python
-        report = await arun_eval("code", model, iterations=3, limit=10, out="code.json")
+        report = await arun_eval("code", model, iterations=3, limit=10, out="code.json",
+                                 settings=EvalSettings(temperature=0.7))
         ```
     """
-    settings = ArmSettings(
-        iterations=iterations,
-        temperature=temperature,
-        arm_temperatures=dict(arm_temperatures or {}),
-        judge_temperature=judge_temperature,
-        judge_threshold=judge_threshold,
-        judge_method=judge_method,
-        code_timeout=code_timeout,
-    )
-    chosen_arms = resolve_arms(arms)
-    for name, arm in chosen_arms.items():
-        arm.check_budget(settings.iterations, name)
-    custom = {name: arm for name, arm in chosen_arms.items() if name not in ARMS}
-    unknown = [name for name in settings.arm_temperatures if name not in (*ARMS, *custom)]
-    if unknown:
-        raise ValueError(
-            f"arm_temperatures: unknown arm {', '.join(map(repr, unknown))}; the arms are "
-            f"{', '.join([*ARMS, *custom])}"
-        )
-    _check_count("concurrency", concurrency, 1)
-    _check_count("retries", retries, 0)
-    if not isinstance(retry_delay, int | float) or retry_delay < 0:
-        raise ValueError(f"retry_delay must be a number of seconds >= 0; got {retry_delay!r}")
-    runner: PairRunner
-    # the arms that learn across tasks (adaptive): one store each, kept in the journal
-    learnings = {
-        name: ArmLearning(seed=learning_seed(model_seed, name))
-        for name, arm in chosen_arms.items()
-        if arm.learns
-    }
-    if server is not None:
-        if model is not None or judge is not None:
-            raise ValueError(
-                "give either a model or a server, not both: with server= the LangGraph "
-                "server answers with the model of its own environment"
+    settings = _settings_of(settings, deprecated)
+    check_count("concurrency", concurrency, 1)
+    check_count("retries", retries, 0)
+    if pair_timeout is not None:
+        check_number("pair_timeout", pair_timeout, 0.0, math.inf, above=True)
+    plan = _plan(tasks, model, arms, settings, iterations=iterations, limit=limit)
+    with _daemon_threads():
+        await _check_factories(plan, pair_timeout)
+        record, declared = _journal_key(plan)
+        out_path = Path(out) if out is not None else None
+        journal = None
+        if out_path is not None:
+            journal = Journal.open(
+                journal_path(out_path), record, arms=declared, seed=settings.model_seed
             )
-        if custom:
-            raise ValueError(
-                f"arms of your own ({', '.join(custom)}) run here, not on a LangGraph server "
-                f"(it runs the built-in arms only): drop server=, or run those arms apart"
+        if journal is not None and plan.first_answers is not None:
+            for (task_id, digest), message in journal.first_answers().items():
+                plan.first_answers.preload(task_id, digest, message)
+            plan.first_answers.keep = journal.keep_first
+        try:
+            results, errors = await _run_pairs(
+                plan,
+                journal,
+                concurrency=concurrency,
+                retries=retries,
+                pair_timeout=pair_timeout,
+                progress=progress,
             )
-        if same_first_answer:
-            raise ValueError(
-                "same_first_answer shares the first answers of the arms run here; with "
-                "server= each pair runs on the LangGraph server: drop one of them"
-            )
-        if learnings:
-            raise ValueError(
-                f"{', '.join(learnings)} learns across the tasks of an eval, which runs "
-                f"here (on a LangGraph server each pair runs alone): drop server=, or run "
-                f"that arm apart"
-            )
-        from loop_agents.evals.server import server_runner
-
-        first_answers: FirstAnswers | None = None  # refused above: not on a server
-        runner = server_runner(server, settings)
-        label = model_id or f"LangGraph server {server}"
-    else:
-        if not isinstance(model, BaseChatModel):
-            raise TypeError(
-                f"model must be a chat model (e.g. ChatOpenAI(...)), or give server=URL; "
-                f"got {type(model).__name__}"
-            )
-        if judge is not None and not isinstance(judge, BaseChatModel):
-            raise TypeError(f"judge must be a chat model; got {type(judge).__name__}")
-        if not isinstance(same_first_answer, bool):
-            raise TypeError(f"same_first_answer must be True or False; got {same_first_answer!r}")
-        first_answers = FirstAnswers(settings.temperature) if same_first_answer else None
-        runner = _local_runner(model, judge, settings, chosen_arms, first_answers, learnings)
-        label = model_id or describe_model(model)
-    if isinstance(tasks, str | Path):
-        chosen = load_tasks(tasks, limit=limit, ids=task_ids)
-    else:
-        chosen = select_tasks(list(tasks), limit=limit, ids=task_ids)
-    if isinstance(model, BaseChatModel):
-        await _check_factories(custom, next(iter(chosen), None), model, settings)
-    # everything that changes an answer: the journal's key (a journal of other settings
-    # is refused) and the report's settings
-    temperatures: dict[str, float | None] = {
-        arm: settings.temperature_of(arm) for arm in HEADER_ARMS
-    }
-    judge_sampled: float | None = settings.judge_temperature
-    if isinstance(model, BaseChatModel):  # what the model really sends (None: its default)
-        temperatures = {
-            arm: sampled_temperature(model, settings.temperature_of(arm)) for arm in HEADER_ARMS
-        }
-        judge_sampled = sampled_temperature(judge or model, settings.judge_temperature)
-    record: dict[str, Any] = {
-        "iterations": settings.iterations,
-        "temperature": settings.temperature,
-        "temperatures": temperatures,
-        "judge_temperature": judge_sampled,
-        "judge_threshold": settings.judge_threshold,
-        "judge_method": None if server is not None else settings.judge_method,
-        "max_tokens": None if server is not None else token_cap(model),
-        "code_timeout": settings.code_timeout,
-        "model": label,
-    }
-    if model_digest is not None:
-        record["model_sha256"] = model_digest
-    if same_first_answer:
-        record["same_first_answer"] = True
-    # the arms of your own, and built-in arms newer than the journal's first line: what
-    # each is and its temperature (declared in the journal)
-    declared = {
-        name: {
-            "identity": arm.identity(),
-            "temperature": (
-                sampled_temperature(model, settings.temperature_of(name))
-                if isinstance(model, BaseChatModel)
-                else settings.temperature_of(name)
-            ),
-        }
-        for name, arm in chosen_arms.items()
-        if name not in HEADER_ARMS
-    }
-    out_path = Path(out) if out is not None else None
-    journal = (
-        Journal.open(journal_path(out_path), record, arms=declared, seed=model_seed)
-        if out_path
-        else None
-    )
-    if journal is not None and first_answers is not None:
-        for (task_id, digest), message in journal.first_answers().items():
-            first_answers.preload(task_id, digest, message)
-        first_answers.keep = journal.keep_first
-    try:
-        results, errors = await _run_pairs(
-            chosen,
-            list(chosen_arms),
-            runner,
-            journal,
-            concurrency=concurrency,
-            retries=retries,
-            retry_delay=float(retry_delay),
-            progress=progress,
-            learnings=learnings,
-        )
-    finally:
-        if journal is not None:
-            journal.close()
-    shown = record | {"tasks": len(chosen)}
-    if declared:
-        shown["temperatures"] = temperatures | {n: d["temperature"] for n, d in declared.items()}
-    if custom:
-        shown["arms"] = {name: declared[name]["identity"] for name in custom}
-    if first_answers is not None:  # the arms that could not start from the shared answer
-        own = {n: why_own_first_answer(a, n, settings) for n, a in chosen_arms.items()}
-        shown["own_first_answer"] = {n: why for n, why in own.items() if why}
-    seeds = _seeds_of(results, journal, model_seed)
-    if len(seeds) == 1 and seeds[0] is not None:
-        shown["seed"] = seeds[0]
-    elif len(seeds) > 1:  # a resumed eval, or one made of parts: each run's seed
-        shown["seeds"] = seeds
-    report = build_report(list(chosen_arms), results, errors, settings=shown)
+        finally:
+            if journal is not None:
+                journal.close()
+    report = _report(plan, record, declared, results, errors, journal)
     if out_path is not None:
         _write_json(out_path, report.to_json())
     return report
 
 
-def _seeds_of(
-    results: Sequence[TaskResult], journal: Journal | None, model_seed: int | None
-) -> list[int | None]:
-    """The model seeds behind ``results``, each once, in the tasks' order (``None``: unknown)."""
-    if journal is None or not results:
-        return [model_seed]
-    return list(dict.fromkeys(journal.seed_of(r.task_id, r.arm) for r in results))
+def _report(
+    plan: _Plan,
+    record: Mapping[str, Any],
+    declared: Mapping[str, Mapping[str, Any]],
+    results: list[TaskResult],
+    errors: list[TaskError],
+    journal: Journal | None,
+) -> EvalReport:
+    """The `EvalReport`, its settings the journal's key and what the run adds to them."""
+    shown = dict(record) | {"tasks": len(plan.tasks)}
+    if declared:
+        temperatures = {name: found["temperature"] for name, found in declared.items()}
+        shown["temperatures"] = record["temperatures"] | temperatures
+    if plan.custom:
+        shown["arms"] = {name: declared[name]["identity"] for name in plan.custom}
+    if plan.first_answers is not None:  # the arms that could not start from the shared answer
+        own = {n: why_own_first_answer(a, n, plan.arm_settings) for n, a in plan.arms.items()}
+        shown["own_first_answer"] = {n: why for n, why in own.items() if why}
+    seeds = [plan.settings.model_seed]
+    if journal is not None and results:  # each result's seed, each once, in the tasks' order
+        seeds = list(dict.fromkeys(journal.seed_of(r.task_id, r.arm) for r in results))
+    if len(seeds) == 1 and seeds[0] is not None:
+        shown["seed"] = seeds[0]
+    elif len(seeds) > 1:  # a resumed eval, or one made of parts: each run's seed
+        shown["seeds"] = seeds
+    return build_report(list(plan.arms), results, errors, settings=shown)
 
 
 async def _run_pairs(
-    tasks: Sequence[Task],
-    arms: Sequence[str],
-    runner: PairRunner,
+    plan: _Plan,
     journal: Journal | None,
     *,
     concurrency: int,
     retries: int,
-    retry_delay: float,
+    pair_timeout: float | None,
     progress: ProgressCallback | None,
-    learnings: Mapping[str, ArmLearning] | None = None,
 ) -> tuple[list[TaskResult], list[TaskError]]:
-    pairs = [(task, arm, task_digest(task)) for task in tasks for arm in arms]
+    """Run the pairs not in the journal: each within its time limit, retried, journaled."""
+    pairs = [(task, arm, task_digest(task)) for task in plan.tasks for arm in plan.arms]
     finished: dict[tuple[str, str], TaskResult] = {}
     todo: list[tuple[Task, str, str]] = []
     for task, arm, digest in pairs:
@@ -436,68 +539,68 @@ async def _run_pairs(
         else:
             todo.append((task, arm, digest))
     resumed = len(finished)
-    learnings = learnings or {}
     for result in finished.values():  # what the learning arms learned before: restored
-        if result.arm in learnings:
-            learnings[result.arm].add(result.learned)
+        if result.arm in plan.learnings:
+            plan.learnings[result.arm].add(result.learned)
     errors: list[TaskError] = []
     gate = asyncio.Semaphore(concurrency)
-    total = len(pairs)
+    failure = plan.settings.model_server_failure
+
+    async def died() -> str | None:
+        """Why the model's server died, if it did; a fifth of a second is looked for it.
+
+        A killed server's connections close a moment before it can be reaped.
+        """
+        for _ in range(10 if failure is not None else 0):
+            if (found := failure()) is not None:  # type: ignore[misc]
+                return found
+            await asyncio.sleep(0.02)
+        return None
 
     def report(**event: Any) -> None:
         if progress is not None:
-            progress(
-                EvalProgress(
-                    done=len(finished) + len(errors), total=total, resumed=resumed, **event
-                )
-            )
+            done = len(finished) + len(errors)
+            progress(EvalProgress(done=done, total=len(pairs), resumed=resumed, **event))
 
     async def run_one(task: Task, arm: str, digest: str) -> None:
         async with gate:
             for attempt in range(1, retries + 2):
                 try:
-                    outcome = await runner(task, arm)
+                    async with asyncio.timeout(pair_timeout) as limit:
+                        outcome = await plan.runner(task, arm)
                 except Exception as exc:  # a server error, a timeout, a crash: not a pass
-                    failure = TaskError(task.id, arm, f"{type(exc).__name__}: {exc}", attempt)
-                    if attempt <= retries:
-                        report(retrying=failure)
-                        await asyncio.sleep(retry_delay * 2 ** (attempt - 1))
-                        continue
-                    errors.append(failure)
-                    report(error=failure)
-                    return
-                result = TaskResult(
-                    task_id=task.id,
-                    arm=arm,
-                    passed=outcome.passed,
-                    iterations=outcome.iterations,
-                    model_calls=outcome.model_calls,
-                    input_tokens=outcome.input_tokens,
-                    output_tokens=outcome.output_tokens,
-                    seconds=round(outcome.seconds, 3),
-                    answer=outcome.answer,
-                    attempts=attempt,
-                    judge_failures=outcome.judge_failures,
-                    cached_input_tokens=outcome.cached_input_tokens,
-                    cut_off=outcome.cut_off,
-                    by_attempt=tuple(outcome.by_attempt),
-                    part=task.part,
-                    transcript=tuple(outcome.transcript),
-                    opaque=outcome.opaque,
-                    learned=outcome.learned,
-                )
+                    error = f"{type(exc).__name__}: {exc}"
+                    if isinstance(exc, TimeoutError) and limit.expired():
+                        why = f"did not finish within {pair_timeout:g} s (the pair time limit)"
+                        error = f"TimeoutError: {why}"
+                    elif (server := await died()) is not None:  # no retry can succeed now
+                        raise ModelServerDied(server) from exc
+                    failure = TaskError(task.id, arm, error, attempt)
+                    if attempt > retries or limit.expired():  # a hung pair is not retried
+                        errors.append(failure)
+                        report(error=failure)
+                        return
+                    report(retrying=failure)
+                    await asyncio.sleep(plan.settings.retry_delay * 2 ** (attempt - 1))
+                    if (server := await died()) is not None:  # it may have died since
+                        raise ModelServerDied(server) from exc
+                    continue
+                result = dataclasses.replace(outcome, arm=arm, attempts=attempt, part=task.part)
                 if journal is not None:
                     journal.append(result, digest)
-                if arm in learnings:  # recorded: what it learned joins the arm's store
-                    learnings[arm].add(result.learned)
+                if arm in plan.learnings:  # recorded: what it learned joins the arm's store
+                    plan.learnings[arm].add(result.learned)
                 finished[(task.id, arm)] = result
                 report(result=result)
                 return
 
     report()
-    async with asyncio.TaskGroup() as group:
-        for task, arm, digest in todo:
-            group.create_task(run_one(task, arm, digest))
+    try:
+        async with asyncio.TaskGroup() as group:
+            for task, arm, digest in todo:
+                group.create_task(run_one(task, arm, digest))
+    except* ModelServerDied as stopped:
+        raise stopped.exceptions[0] from None
     ordered = [finished[(t.id, a)] for t, a, _ in pairs if (t.id, a) in finished]
     order: dict[tuple[str, str], int] = {(t.id, a): i for i, (t, a, _) in enumerate(pairs)}
     errors.sort(key=lambda e: order[(e.task_id, e.arm)])
@@ -513,27 +616,30 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
 
 
 def run_eval(tasks: TaskSource, model: BaseChatModel | None = None, **options: Any) -> EvalReport:
-    """Run every task under every arm and compare the arms; see `arun_eval` for options.
+    """Run every task under every arm and compare the arms; `arun_eval`'s options.
 
     Runs on the package's background event loop (so async clients cached by chat models
-    keep working from one call to the next); Ctrl-C cancels the eval, and what finished
-    is in the journal beside ``out``. From async code, ``await arun_eval(...)``.
+    keep working from one call to the next); Ctrl-C cancels the eval at once, and what
+    finished is in the journal beside ``out``. From async code, ``await arun_eval(...)``.
 
     Example:
         ```python
         report = run_eval("instructions", ChatOpenAI(model="gpt-5.4-mini"), limit=10,
-                          out="instructions.json")
+                          out="instructions.json", settings=EvalSettings(temperature=0.7))
         render_report(report)
         ```
     """
-    loop = _background_loop()
     try:
         running = asyncio.get_running_loop()
     except RuntimeError:
         running = None
     if running is not None:
         raise RuntimeError("run_eval was called from a running event loop; use await arun_eval")
-    future = asyncio.run_coroutine_threadsafe(arun_eval(tasks, model, **options), loop)
+    keywords = {k: v for k, v in options.items() if k in (*_KEYWORDS, "settings", "progress")}
+    old = {k: v for k, v in options.items() if k not in keywords}
+    settings = _settings_of(keywords.pop("settings", None), old)  # warned at the caller
+    coroutine = arun_eval(tasks, model, settings=settings, **keywords)
+    future = asyncio.run_coroutine_threadsafe(coroutine, _background_loop())
     try:
         return future.result()
     except KeyboardInterrupt:

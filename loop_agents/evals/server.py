@@ -7,21 +7,22 @@ retries and, after its last try, reports: it is never a pass.
 
 Example:
     ```python
-    report = await arun_eval("code", server="http://127.0.0.1:2024", limit=5)
+    report = await arun_eval("code", limit=5,
+                             settings=EvalSettings(server="http://127.0.0.1:2024"))
     ```
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import urlparse
 
-from loop_agents.evals.arms import ArmOutcome, ArmSettings, PairRunner
+from loop_agents.evals.arms import PairRunner
+from loop_agents.evals.report import TaskResult
+from loop_agents.evals.settings import ArmSettings, check_server_url
 from loop_agents.evals.tasks import Task
 
-__all__ = ["GRAPH", "ServerRunError", "check_server_url", "server_runner"]
+__all__ = ["GRAPH", "ServerRunError", "server_runner"]
 
 GRAPH = "eval_task"
 """The graph (or assistant) id the server serves the eval under."""
@@ -31,27 +32,7 @@ class ServerRunError(RuntimeError):
     """A run on the LangGraph server failed or returned something that is not an outcome."""
 
 
-def check_server_url(url: object) -> str:
-    """Validate a LangGraph server URL (``http://`` or ``https://`` with a host).
-
-    Raises:
-        ValueError: it is not such a URL.
-
-    Example:
-        ```python
-        check_server_url("http://127.0.0.1:2024")
-        ```
-    """
-    parsed = urlparse(url) if isinstance(url, str) else None
-    if parsed is None or parsed.scheme not in ("http", "https") or not parsed.netloc:
-        raise ValueError(
-            f"server must be the URL of a LangGraph server, such as http://127.0.0.1:2024; "
-            f"got {url!r}"
-        )
-    return str(url).rstrip("/")
-
-
-def _outcome(output: object) -> ArmOutcome:
+def _outcome(output: object, task: Task, arm: str) -> TaskResult:
     if not isinstance(output, Mapping):
         raise ServerRunError(f"the server returned {type(output).__name__}, not an outcome")
     error = output.get("__error__")
@@ -59,23 +40,13 @@ def _outcome(output: object) -> ArmOutcome:
         if isinstance(error, Mapping):
             raise ServerRunError(f"{error.get('error')}: {error.get('message')}")
         raise ServerRunError(str(error))
-    names = [f.name for f in dataclasses.fields(ArmOutcome)]
-    optional = {
-        f.name for f in dataclasses.fields(ArmOutcome) if f.default is not dataclasses.MISSING
-    }
-    missing = [n for n in names if n not in output and n not in optional]
-    if missing:
+    try:
+        return TaskResult.from_json({**output, "task_id": task.id, "arm": arm, "part": task.part})
+    except (KeyError, TypeError, ValueError) as exc:
         raise ServerRunError(
-            f"the server's output lacks {', '.join(missing)}: is {GRAPH!r} the graph of "
+            f"the server's output is not an outcome ({exc}): is {GRAPH!r} the graph of "
             f"loop_agents.serving.eval_task? (got keys {sorted(map(str, output))})"
-        )
-    values: dict[str, Any] = {n: output[n] for n in names if n in output}
-    if "by_attempt" in values:
-        values["by_attempt"] = tuple(values["by_attempt"] or ())
-    for name in ("transcript", "learned"):
-        if name in values:
-            values[name] = tuple(values[name] or ())
-    return ArmOutcome(**values)
+        ) from None
 
 
 def server_runner(
@@ -97,7 +68,7 @@ def server_runner(
             the SDK reads them).
 
     Returns:
-        An async function ``(task, arm) -> ArmOutcome``.
+        An async function ``(task, arm) -> TaskResult``.
 
     Raises:
         ValueError: ``url`` is not an http(s) URL.
@@ -111,7 +82,7 @@ def server_runner(
     base = check_server_url(url)
     clients: list[Any] = []
 
-    async def run(task: Task, arm: str) -> ArmOutcome:
+    async def run(task: Task, arm: str) -> TaskResult:
         if not clients:  # made on first use, inside the event loop that runs the eval
             from langgraph_sdk import get_client
 
@@ -135,6 +106,6 @@ def server_runner(
             on_completion="delete",
             raise_error=False,
         )
-        return _outcome(output)
+        return _outcome(output, task, arm)
 
     return run

@@ -43,6 +43,7 @@ __all__ = [
     "Task",
     "TaskFileError",
     "bundled_path",
+    "check_sandbox",
     "load_tasks",
     "parse_task",
     "read_tasks",
@@ -318,17 +319,18 @@ def _bundled_text(name: str) -> str:
 
 
 def load_tasks(
-    source: str | Path,
+    source: str | Path | Sequence[Task | Mapping[str, Any]],
     *,
     limit: int | None = None,
     ids: Sequence[str] | None = None,
 ) -> list[Task]:
-    """Read the tasks of a JSONL file or of a bundled set, optionally a subset.
+    """Read the tasks of a JSONL file or of a bundled set, or check given ones; a subset.
 
     Args:
         source: A path to a JSONL file, or the name of a bundled set (``"code"`` or
-            ``"instructions"``). A file of that name, when one exists, wins over the
-            bundled set.
+            ``"instructions"``); a file of that name, when one exists, wins over the
+            bundled set. Or the tasks themselves: `Task` objects, or mappings shaped as
+            a task file's lines (each checked as `parse_task` checks a line).
         limit: Keep the first ``limit`` tasks (after ``ids``).
         ids: Keep only these task ids (in file order).
 
@@ -336,15 +338,20 @@ def load_tasks(
         The tasks, validated.
 
     Raises:
-        TaskFileError: the file is malformed (line and field named), cannot be read,
-            or an id in ``ids`` is not in it.
+        TaskFileError: the file or a given mapping is malformed (line and field named),
+            cannot be read, an id repeats, or an id in ``ids`` is not in it.
+        TypeError: a given item that is neither a task nor a mapping.
         ValueError: ``limit`` is below 1.
 
     Example:
         ```python
         tasks = load_tasks("code", ids=["fizzbuzz", "rle"])
+        given = load_tasks([{"id": "t1", "kind": "instructions", "prompt": "Say hi.",
+                             "checks": [{"check": "word_count", "max": 3}]}])
         ```
     """
+    if not isinstance(source, str | Path):
+        return select_tasks(_given(source), limit=limit, ids=ids)
     path = Path(source)
     name = str(source)
     if path.is_file():
@@ -363,6 +370,28 @@ def load_tasks(
             f"the path of a JSONL task file or one of those names",
         )
     return select_tasks(read_tasks(text.splitlines(), source=name), limit=limit, ids=ids)
+
+
+def _given(source: object) -> list[Task]:
+    """Tasks given as objects or as mappings (task-file lines), checked; ids unique."""
+    if not isinstance(source, Sequence):
+        raise TypeError(
+            f"tasks must be a task file, a bundled set ({', '.join(BUNDLED_SETS)}) or a list "
+            f"of tasks; got {type(source).__name__}"
+        )
+    tasks: list[Task] = []
+    for number, item in enumerate(source, start=1):
+        if isinstance(item, Mapping):
+            item = parse_task(item, source="tasks", line=number)
+        elif not isinstance(item, CodeTask | InstructionsTask):
+            raise TypeError(
+                f"tasks[{number - 1}] is {type(item).__name__} {item!r:.60}; give a task "
+                f"(load_tasks, parse_task) or a mapping shaped as a line of a task file"
+            )
+        if any(task.id == item.id for task in tasks):
+            raise TaskFileError("tasks", number, "id", f"{item.id!r} is the id of another task")
+        tasks.append(item)
+    return tasks
 
 
 def select_tasks(
@@ -397,6 +426,28 @@ def select_tasks(
             )
         chosen = [t for t in tasks if t.id in set(wanted)]
     return chosen[:limit] if limit is not None else chosen
+
+
+def check_sandbox(tasks: Sequence[Task]) -> None:
+    """Refuse code tasks where the sandbox cannot run code (`loop_agents.sandbox`).
+
+    Every code answer and its tests run in the sandbox; checked once, so that an eval
+    stops before its first model call rather than fail every code pair with the same
+    message.
+
+    Raises:
+        IsolationUnavailable: code tasks, and no isolation works here; says why and what
+            to install.
+
+    Example:
+        ```python
+        check_sandbox(load_tasks("code"))
+        ```
+    """
+    if any(isinstance(task, CodeTask) for task in tasks):
+        from loop_agents.sandbox import make_limits, resolve_isolation
+
+        resolve_isolation(make_limits())
 
 
 def task_digest(task: Task) -> str:

@@ -56,7 +56,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Any, Self
+from typing import Any, Self
 
 import httpx
 import openai
@@ -89,9 +89,6 @@ from loop_agents.models.local_setup import (
 )
 from loop_agents.models.server_process import default_threads, free_port
 from loop_agents.models.settings import MAX_SEED, THREADS_VARIABLE, check_seed, parse_threads
-
-if TYPE_CHECKING:
-    from loop_agents.models.endpoints import Endpoint
 
 __all__ = [
     "CMAKE_ARGS",
@@ -230,7 +227,7 @@ class LocalModelPair(_Started):
 
 
 def server_failure(
-    servers: LocalModelServer | LocalModelPair | Endpoint | None,
+    servers: LocalModelServer | LocalModelPair | Any,
     error: BaseException | None = None,
     *,
     wait: float = 1.0,
@@ -246,7 +243,8 @@ def server_failure(
 
     Args:
         servers: What a command holds: a server, a pair, or an endpoint
-            (`loop_agents.models.endpoints.Endpoint`; other endpoints have no server).
+            (`loop_agents.models.endpoints.Endpoint`, read by its ``servers``; other
+            endpoints have no server), or ``None``.
         error: The exception a request to the server raised, if any.
         wait: Seconds to watch for an exit after a lost connection.
 

@@ -24,7 +24,6 @@ Example:
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from typing import Any, TypedDict, cast
 
@@ -33,7 +32,8 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
-from loop_agents.evals.arms import ARMS, ArmSettings, arun_arm
+from loop_agents.evals.arms import arun_arm
+from loop_agents.evals.settings import ARMS, ArmSettings
 from loop_agents.evals.tasks import TaskFileError, parse_task
 from loop_agents.models.settings import ModelSettings
 
@@ -53,7 +53,11 @@ class EvalTaskInput(TypedDict, total=False):
 
 
 class EvalTaskOutput(TypedDict, total=False):
-    """The arm's outcome on the task (see `loop_agents.evals.arms.ArmOutcome`)."""
+    """The arm's outcome on the task: its `loop_agents.evals.report.TaskResult`, but its keys.
+
+    The pair's keys (``task_id``, ``arm``, ``attempts``, ``part``) are left out: the eval
+    knows them.
+    """
 
     passed: bool
     iterations: int
@@ -106,10 +110,9 @@ async def run_task(state: EvalTaskState, config: RunnableConfig) -> EvalTaskOutp
         code_timeout=state.get("code_timeout", defaults.code_timeout),
     )
     outcome = await arun_arm(task, arm, model, settings=arm_settings, config=config)
-    output = dataclasses.asdict(outcome)
-    output["by_attempt"] = list(outcome.by_attempt)
-    output["transcript"] = [dict(entry) for entry in outcome.transcript]
-    output["learned"] = [dict(item) for item in outcome.learned]
+    output = outcome.to_json() | {"learned": [dict(item) for item in outcome.learned]}
+    for pair_key in ("task_id", "arm", "attempts", "part"):
+        del output[pair_key]
     return cast(EvalTaskOutput, output)
 
 
