@@ -232,7 +232,9 @@ async def test_song_lyrics_stream_with_subgraphs(client, model):
     ]
     assert loop_events[-1]["stop_reason"] == "accepted"
     assert loop_events[2]["score"] == 60
-    assert updates == ["invoke_agent", "evaluate", "invoke_agent", "evaluate"]
+    # each iteration: the composer, then the evaluate node, whose two checks (the form, then
+    # the reviewer, named evaluate as in the article) run as tasks of their own
+    assert updates == ["invoke_agent", "xiangjianhuan_form", "evaluate", "evaluate"] * 2
 
 
 async def test_configurable_loop_two_runs_on_one_thread(client, model):
