@@ -20,6 +20,7 @@ from loop_agents.cli.errors import UsageError
 from loop_agents.cli.inputs import check_utf8, text_argument
 
 if TYPE_CHECKING:
+    from loop_agents.models.endpoints import Endpoint
     from loop_agents.models.settings import Environment
 
 
@@ -58,25 +59,41 @@ def check_run(args: argparse.Namespace) -> None:
 
 
 def check_model_options(args: argparse.Namespace) -> None:
-    """The model options and settings, and the endpoint they name (nothing is started).
+    """The model options and settings, and the endpoint they name (`find_endpoint`).
 
     Afterwards ``args.environment`` holds the settings read (the environment over the
-    ``.env`` file or ``--env-file``) and ``args.endpoint`` the endpoint that the resolution
-    order finds (`loop_agents.models.endpoints.resolve_endpoint`): a malformed setting,
-    a ``--gguf`` that is not a GGUF file or a URL that is not one is reported here.
+    ``.env`` file or ``--env-file``) and ``args.endpoint`` the endpoint found.
+    """
+    args.endpoint = find_endpoint(args, seed=args.seed)
+
+
+def find_endpoint(args: argparse.Namespace, *, seed: int | None) -> Endpoint:
+    """The endpoint that the model options and settings name; nothing is started.
+
+    The resolution order is `loop_agents.models.endpoints.resolve_endpoint`'s: a
+    malformed setting, a ``--gguf`` that is not a GGUF file or a URL that is not one is
+    reported here.
+
+    Raises:
+        UsageError: a setting is malformed, two conflict, or no endpoint is found.
+
+    Example:
+        ```python
+        endpoint = find_endpoint(args, seed=args.seed)
+        ```
     """
     from loop_agents.models.endpoints import resolve_endpoint
     from loop_agents.models.settings import SettingsError
 
     try:
-        args.endpoint = resolve_endpoint(
+        return resolve_endpoint(
             model=args.model,
             base_url=args.base_url,
             gguf=args.gguf,
             structured_output=args.structured_output,
             max_tokens=args.max_tokens,
             threads=args.threads,
-            seed=args.seed,
+            seed=seed,
             environment=_environment(args),
         )
     except SettingsError as exc:

@@ -7,6 +7,7 @@ import asyncio
 import secrets
 import sys
 
+from loop_agents.cli.arguments import find_endpoint
 from loop_agents.cli.errors import UsageError
 from loop_agents.cli.parser import PROG
 from loop_agents.evals.command import EvalEndpoint, EvalUsageError, eval_options, run_eval_command
@@ -44,9 +45,8 @@ def eval_(args: argparse.Namespace) -> int:
         options = eval_options(args)
     except EvalUsageError as exc:
         raise UsageError(str(exc)) from exc
-    from loop_agents.models.endpoints import resolve_endpoint
     from loop_agents.models.local_model import MAX_SEED, LocalModelError
-    from loop_agents.models.settings import Environment, SettingsError
+    from loop_agents.models.settings import SettingsError
 
     try:
         if options.settings.server is not None:
@@ -55,16 +55,7 @@ def eval_(args: argparse.Namespace) -> int:
                     "--server runs the tasks on the server's own model: drop --base-url/--gguf"
                 )
             return asyncio.run(run_eval_command(options, None))
-        endpoint = resolve_endpoint(
-            model=args.model,
-            base_url=args.base_url,
-            gguf=args.gguf,
-            structured_output=args.structured_output,
-            max_tokens=args.max_tokens,
-            threads=args.threads,
-            seed=options.seed,
-            environment=Environment.read(args.env_file),
-        )
+        endpoint = find_endpoint(args, seed=options.seed)
         if endpoint.spec.kind == "local" and endpoint.seed is None:
             # a fresh server repeats llama.cpp's fixed seed: runs would not be samples
             endpoint.seed = secrets.randbelow(MAX_SEED + 1)
