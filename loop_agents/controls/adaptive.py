@@ -31,8 +31,7 @@ attempt could be sent) returning the messages to send.
 
 Example:
     ```python
-    from langgraph.store.memory import InMemoryStore
-    from loop_agents.controls import Adaptive
+        from loop_agents.controls import Adaptive
 
     store = InMemoryStore()
     loop = create_loop_agent(model, tests, 3, controls=[Adaptive(seed=7)], store=store)
@@ -52,7 +51,6 @@ from langchain_core.messages import AIMessage, AnyMessage, BaseMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_config, get_store
 from langgraph.store.base import BaseStore
-from langgraph.store.memory import InMemoryStore
 
 from loop_agents.controls.restart import Requirements, feedback_points, requirements_message
 from loop_agents.loop.agents import describe
@@ -235,8 +233,7 @@ class Adaptive(LoopControl):
                 f"{type(requirements).__name__} {requirements!r:.40}"
             )
         self.requirements: Requirements = requirements or feedback_points
-        self._memory = InMemoryStore()
-        self._lock = threading.Lock()
+        self._memory = _Memory()
 
     # -- what the agent is sent -----------------------------------------------------------
 
@@ -270,45 +267,65 @@ class Adaptive(LoopControl):
 
     # -- learning from the verdict --------------------------------------------------------
 
-    def after_verdict(self, outcome: Outcome) -> Generator[Call, Measured[Any], Outcome]:
-        """Count the retry's verdict, then choose the next retry's kind (when there is one)."""
+    def after_verdict(self, outcome: Outcome) -> Outcome | Generator[Call, Measured[Any], Outcome]:
+        """Count the retry's verdict, then choose the next retry's kind (when there is one).
+
+        In the object's own memory (no store) this is plain work, no call; with a store,
+        its reads and writes are calls the loop makes with ``invoke`` or ``ainvoke``.
+        """
         earlier = list(outcome.records)
         previous: Strategy = dict(earlier[-1].get("strategy") or {}) if earlier else {}  # type: ignore[assignment]
         chose = previous.get("next")
-        strategy: Strategy = {}
-        if chose is None:
-            strategy["kind"] = "first"
-            loop_id = previous.get("loop") or uuid.uuid4().hex
-        else:
-            strategy["kind"] = chose["kind"]
-            strategy["estimates"] = chose["estimates"]
-            loop_id = previous.get("loop") or uuid.uuid4().hex
-        namespace = list(previous.get("namespace") or self._namespace(outcome))
-        strategy["namespace"] = namespace
+        strategy: Strategy = (
+            {"kind": "first"}
+            if chose is None
+            else {
+                "kind": chose["kind"],
+                "estimates": chose["estimates"],
+            }
+        )
+        loop_id = previous.get("loop") or uuid.uuid4().hex
+        namespace = tuple(previous.get("namespace") or self._namespace(outcome))
+        strategy["namespace"] = list(namespace)
         strategy["loop"] = loop_id
         written: dict[str, Any] | None = None
         if chose is not None:
-            success = _succeeded(outcome, earlier)
-            strategy["success"] = success
+            strategy["success"] = _succeeded(outcome, earlier)
             written = {
                 "key": f"{_thread_of()}:{loop_id}:{outcome.iteration}",
-                "value": {"kind": chose["kind"], "success": success},
+                "value": {"kind": chose["kind"], "success": strategy["success"]},
             }
-        choosing = not outcome.ends_loop()
-        if written is not None or choosing:
-            store = _store_of() or self._memory
-            request = {"namespace": tuple(namespace), "write": written, "read": choosing}
-            lock = self._lock if store is self._memory else None
-            measured = yield Call(
-                "adaptive",
-                lambda given, config: _learn(store, given, lock),
-                lambda given, config: _alearn(store, given, lock),
-                request,
-                RunnableConfig(),
-            )
-            if choosing:
-                strategy["next"] = self._choose(measured.value, namespace, outcome.iteration)
         outcome.extra["strategy"] = strategy
+        choosing = not outcome.ends_loop()
+        if written is None and not choosing:
+            return outcome
+        store = _store_of()
+        if store is None:  # the object's own memory: no I/O, nothing to make a call of
+            counts = self._memory.learn(namespace, written)
+            if choosing:
+                strategy["next"] = self._choose(counts, namespace, outcome.iteration)
+            return outcome
+        return self._learned(store, outcome, strategy, written, choosing)
+
+    def _learned(
+        self,
+        store: BaseStore,
+        outcome: Outcome,
+        strategy: Strategy,
+        written: dict[str, Any] | None,
+        choosing: bool,
+    ) -> Generator[Call, Measured[Any], Outcome]:
+        namespace = tuple(strategy["namespace"])
+        request = {"namespace": namespace, "write": written, "read": choosing}
+        measured = yield Call(
+            "adaptive",
+            lambda given, config: _learn(store, given),
+            lambda given, config: _alearn(store, given),
+            request,
+            RunnableConfig(),
+        )
+        if choosing:
+            strategy["next"] = self._choose(measured.value, namespace, outcome.iteration)
         return outcome
 
     def _namespace(self, outcome: Outcome) -> tuple[str, ...]:
@@ -341,19 +358,51 @@ class Adaptive(LoopControl):
         return {"kind": best, "estimates": estimates}
 
 
+class Repair(LoopControl):
+    """Every retry is a repair: the answer in view with its feedback (seed 001's loop).
+
+    A loop without a control that chooses the kind of retry (`Adaptive`, `Restart`) learns
+    it (`Adaptive`); this control keeps the plain loop instead.
+
+    Example:
+        ```python
+        loop = create_loop_agent(agent, judge, 3, controls=[Repair()])
+        ```
+
+    """
+
+    name = "repair"
+    stage = Stage.STRATEGY
+    claims = frozenset({"retry_kind"})
+
+
+DEFAULT_SEED = 0
+"""The seed of the `Adaptive` a loop gets by default: its choices are reproducible."""
+
+
+def with_a_strategy(controls: Sequence[LoopControl]) -> list[LoopControl]:
+    """``controls``, with a default `Adaptive` when none chooses the kind of retry.
+
+    Example:
+        ```python
+        [type(c).__name__ for c in with_a_strategy([Plateau(2)])]  # ['Plateau', 'Adaptive']
+        assert with_a_strategy([Repair()])[0].name == "repair"
+        ```
+
+    """
+    if any("retry_kind" in control.claims for control in controls):
+        return list(controls)
+    return [*controls, Adaptive(seed=DEFAULT_SEED)]
+
+
 # -- the learning's store -------------------------------------------------------------------
 
 SEARCH_PAGE = 500
 """Items read per store search while counting the retries of a namespace."""
 
 
-def _learn(
-    store: BaseStore, request: Mapping[str, Any], lock: threading.Lock | None
-) -> dict[str, list[int]]:
+def _learn(store: BaseStore, request: Mapping[str, Any]) -> dict[str, list[int]]:
     """Write the judged retry (if any), then count every kind's successes and failures."""
-    if lock is not None:
-        with lock:
-            return _learn(store, request, None)
     namespace = request["namespace"]
     written = request["write"]
     if written is not None:
@@ -368,11 +417,7 @@ def _learn(
             return _counts(items)
 
 
-async def _alearn(
-    store: BaseStore, request: Mapping[str, Any], lock: threading.Lock | None
-) -> dict[str, list[int]]:
-    if lock is not None:  # the object's own in-memory store: no I/O, no await needed
-        return _learn(store, request, lock)
+async def _alearn(store: BaseStore, request: Mapping[str, Any]) -> dict[str, list[int]]:
     namespace = request["namespace"]
     written = request["write"]
     if written is not None:
@@ -385,6 +430,32 @@ async def _alearn(
         items.extend(page)
         if len(page) < SEARCH_PAGE:
             return _counts(items)
+
+
+class _Memory:
+    """What an `Adaptive` learns without a store: each namespace's retries and tallies.
+
+    A retry is kept by its key, so one judged again (a resumed loop) counts once; the
+    tallies are kept up to date, so choosing never re-counts every retry.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._seen: dict[tuple[str, ...], dict[str, tuple[str, bool]]] = {}
+        self._tallies: dict[tuple[str, ...], dict[str, list[int]]] = {}
+
+    def learn(
+        self, namespace: tuple[str, ...], written: Mapping[str, Any] | None
+    ) -> dict[str, list[int]]:
+        """Count ``written`` (a judged retry) once; return the namespace's tallies."""
+        with self._lock:
+            seen = self._seen.setdefault(namespace, {})
+            tallies = self._tallies.setdefault(namespace, {})
+            if written is not None and written["key"] not in seen:
+                kind, success = written["value"]["kind"], bool(written["value"]["success"])
+                seen[written["key"]] = (kind, success)
+                tallies.setdefault(kind, [0, 0])[0 if success else 1] += 1
+            return {kind: list(counts) for kind, counts in tallies.items()}
 
 
 def _counts(items: Sequence[Any]) -> dict[str, list[int]]:
@@ -521,13 +592,16 @@ def _checked_prior(
 
 __all__ = [
     "BUILTIN_KINDS",
+    "DEFAULT_SEED",
     "Adaptive",
     "Choice",
     "Estimate",
+    "Repair",
     "Retry",
     "RetryKind",
     "Strategy",
     "fresh",
     "informed",
     "repair",
+    "with_a_strategy",
 ]
