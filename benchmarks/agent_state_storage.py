@@ -96,18 +96,18 @@ async def _run_once(kind: str, iterations: int, select: str, db: str) -> dict[st
     from langchain_core.messages import HumanMessage
 
     from loop_agents import create_loop_agent
-    from loop_agents.controls import AnswerSelection
     from tests.file_agents import file_agent, files_after
 
+    options: dict[str, Any]
+    try:  # the tree's package: controls
+        from loop_agents.controls import AnswerSelection
+    except ImportError:  # the package at `BEFORE`: keyword options, which its factory took
+        options = {"select": select}
+    else:
+        options = {"controls": [AnswerSelection(cast(Any, select))]}
     config: Any = {"configurable": {"thread_id": "bench"}}
     async with _saver(kind, db) as saver:
-        loop = create_loop_agent(
-            file_agent(),
-            _never,
-            iterations,
-            checkpointer=saver,
-            controls=[AnswerSelection(cast(Any, select))],
-        )
+        loop = create_loop_agent(file_agent(), _never, iterations, checkpointer=saver, **options)
         result = await loop.ainvoke({"messages": [HumanMessage(REQUEST)]}, config)
     expected = files_after(iterations if select == "last" else 2)
     if result["agent_state"] != {"files": expected}:

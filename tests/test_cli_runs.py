@@ -254,7 +254,9 @@ def test_runs_lists_and_show_replays_the_saved_runs(tmp_path):
 
     table = loop_agents("runs", env=env, cwd=tmp_path).stdout
     lines = table.splitlines()
-    assert any(second_id in line and "Name a colour." in line and "1/3" in line for line in lines)
+    assert any(
+        second_id in line and "Name a colour." in line and "1/3" in line for line in lines
+    ), table
     assert any(
         first_result["run_id"] in line and "accepted" in line and "86" in line for line in lines
     )

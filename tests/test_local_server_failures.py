@@ -262,6 +262,9 @@ def test_one_function_says_whether_a_request_failed_because_its_server_died(
     """What `eval` holds (the endpoint) and the request's exception: the dead server is named."""
     monkeypatch.setenv("FAKE_LLAMA_MODE", mode)
     monkeypatch.setenv("FAKE_LLAMA_ONLY_SEED", "6")  # the judge's process: the agent has 5
+    # the check for the extra runs in this process, where the fake is not on the path (the
+    # fixture puts it on the servers' PYTHONPATH): the fake server stands for the extra
+    monkeypatch.setattr(local_model, "missing_parts", lambda: [])
     environment = Environment({"LOOP_AGENTS_OLLAMA_URL": "off"})
     with resolve_endpoint(gguf=fake_llama, seed=5, environment=environment) as endpoint:
         assert endpoint.server_failure() is None
