@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 from langchain_openai import ChatOpenAI
 
+from loop_agents.evals.tasks import Task, parse_task
 from tests.scripted_openai import Fail, Reply, ScriptedOpenAI, Structured
 
 Responder = Callable[[dict[str, Any]], "Reply | httpx.Response"]
@@ -66,3 +67,18 @@ def after_feedback(body: dict[str, Any]) -> bool:
 def verdict(score: float, feedback: str = "Revise it.") -> Structured:
     """A judge's verdict."""
     return Structured({"feedback": feedback, "score": score})
+
+
+def ok_tasks(count: int) -> list[Task]:
+    """Tasks answered right by 'OK' (uppercase, one word) and wrong by anything else."""
+    return [
+        parse_task(
+            {
+                "id": f"t{i}",
+                "kind": "instructions",
+                "prompt": f"Task {i}: reply OK in capitals.",
+                "checks": [{"check": "case", "case": "upper"}, {"check": "word_count", "max": 1}],
+            }
+        )
+        for i in range(count)
+    ]
