@@ -242,6 +242,33 @@ def test_the_published_files_still_load_and_have_no_retry_kinds(name: str) -> No
     assert "Retry kinds chosen" not in page.text
 
 
+@pytest.mark.parametrize(
+    ("name", "passed", "chosen"),
+    [
+        (
+            "qwen-1.5b-adaptive-code.json",
+            {"single": 26, "loop": 27, "resample": 29, "adaptive": 30, "informed-resample": 31},
+            {"repair": 7, "fresh": 6, "informed": 19},
+        ),
+        (
+            "qwen-1.5b-adaptive-instructions.json",
+            {"single": 13, "loop": 16, "resample": 18, "adaptive": 20, "informed-resample": 22},
+            {"repair": 11, "fresh": 5, "informed": 22},
+        ),
+    ],
+)
+def test_the_published_adaptive_runs_give_the_figures_in_benchmarks_md(
+    name: str, passed: dict[str, int], chosen: dict[str, int]
+) -> None:
+    path = ROOT / "benchmarks" / "effectiveness" / name
+    report = report_from_json(path)
+    assert {arm: summary.passed for arm, summary in report.arms.items()} == passed
+    assert report.retry_kinds["adaptive"].to_json()["chosen"] == chosen
+    assert f"| adaptive | {passed['adaptive']}/" in (ROOT / "BENCHMARKS.md").read_text()
+    page = Page(eval_page(json.loads(path.read_text(encoding="utf-8"))))
+    assert "Retry kinds chosen" in page.text
+
+
 @pytest.mark.parametrize("model", list(MODELS))
 async def test_on_a_noisy_model_it_pays_for_learning_and_stays_near_the_better_fixed_arm(
     model: str,
