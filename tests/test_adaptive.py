@@ -358,3 +358,23 @@ def test_the_default_lets_a_model_that_uses_feedback_succeed() -> None:
         assert result["stop_reason"] == "accepted", (i, kinds_of(result))
         chosen += kinds_of(result)[1:]
     assert {"repair", "fresh", "informed"} <= set(chosen)
+
+
+def test_without_a_store_the_memory_of_judged_retries_is_bounded():
+    """A process that runs default loops for a long time keeps a bounded memory; the
+    tallies still count every retry once."""
+    from loop_agents.controls.adaptive import MEMORY_KEYS, _Memory
+
+    memory = _Memory()
+    namespace = ("loop_agents", "adaptive", "m", "e")
+    for n in range(MEMORY_KEYS + 50):
+        counts = memory.learn(
+            namespace, {"key": f"t:{n}", "value": {"kind": "repair", "success": n % 2 == 0}}
+        )
+    assert counts == {"repair": [(MEMORY_KEYS + 50) // 2, (MEMORY_KEYS + 50) // 2]}
+    assert len(memory._seen[namespace]) == MEMORY_KEYS
+    # a recent retry judged again (a resumed loop) still counts once
+    again = memory.learn(
+        namespace, {"key": f"t:{MEMORY_KEYS + 49}", "value": {"kind": "repair", "success": True}}
+    )
+    assert again == counts

@@ -43,8 +43,10 @@ from __future__ import annotations
 import random
 import threading
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Generator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, TypeAlias, TypedDict
 
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage
@@ -72,7 +74,8 @@ class Retry:
         earlier: The thread's turns before the request, as the user saw them.
         pending: Messages added to the conversation since the latest feedback.
         feedback: The evaluator's feedback so far, oldest first (raw texts).
-        points: What must hold: the points the feedback named (``requirements=``).
+        requirements: The function that lists the points a feedback text names
+            (``Adaptive(requirements=)``).
 
     """
 
@@ -82,7 +85,15 @@ class Retry:
     earlier: list[AnyMessage]
     pending: list[AnyMessage]
     feedback: list[str]
-    points: list[str]
+    requirements: Requirements = field(default=feedback_points, repr=False)
+
+    @cached_property
+    def points(self) -> list[str]:
+        """What must hold: the points the feedback named, each once, in order.
+
+        Computed when a kind first reads it (the informed kinds), not for every retry.
+        """
+        return _points(self.requirements, self.feedback)
 
 
 RetryKind: TypeAlias = Callable[[Retry], Sequence[BaseMessage]]
@@ -245,18 +256,19 @@ class Adaptive(LoopControl):
         chosen = (records[-1].get("strategy") or {}).get("next")
         if not chosen or chosen["kind"] not in self.kinds:
             return messages
+        build = self.kinds[chosen["kind"]]
+        if build is repair:  # what the controls before chose: nothing to rebuild
+            return messages
         view = loop_history(turn.state, turn.opened, turn.messages)
-        feedback = list(view["feedback"])
         retry = Retry(
             iteration=turn.iteration,
             messages=messages,
             request=list(view["request"]),
             earlier=without_rejected_attempts(view["earlier"]),
             pending=list(view["pending"]),
-            feedback=feedback,
-            points=_points(self.requirements, feedback),
+            feedback=list(view["feedback"]),
+            requirements=self.requirements,
         )
-        build = self.kinds[chosen["kind"]]
         built = build(retry)
         if isinstance(built, str) or not isinstance(built, Sequence):
             raise TypeError(
@@ -432,16 +444,21 @@ async def _alearn(store: BaseStore, request: Mapping[str, Any]) -> dict[str, lis
             return _counts(items)
 
 
+MEMORY_KEYS = 10_000
+"""Judged retries per namespace whose keys an `Adaptive` without a store remembers."""
+
+
 class _Memory:
     """What an `Adaptive` learns without a store: each namespace's retries and tallies.
 
-    A retry is kept by its key, so one judged again (a resumed loop) counts once; the
-    tallies are kept up to date, so choosing never re-counts every retry.
+    The keys of the latest `MEMORY_KEYS` retries of a namespace are kept, so one judged
+    again (a resumed loop) counts once, and a process that runs loops for months keeps a
+    bounded memory; the tallies are kept up to date, so choosing never re-counts.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._seen: dict[tuple[str, ...], dict[str, tuple[str, bool]]] = {}
+        self._seen: dict[tuple[str, ...], OrderedDict[str, None]] = {}
         self._tallies: dict[tuple[str, ...], dict[str, list[int]]] = {}
 
     def learn(
@@ -449,11 +466,13 @@ class _Memory:
     ) -> dict[str, list[int]]:
         """Count ``written`` (a judged retry) once; return the namespace's tallies."""
         with self._lock:
-            seen = self._seen.setdefault(namespace, {})
+            seen = self._seen.setdefault(namespace, OrderedDict())
             tallies = self._tallies.setdefault(namespace, {})
             if written is not None and written["key"] not in seen:
                 kind, success = written["value"]["kind"], bool(written["value"]["success"])
-                seen[written["key"]] = (kind, success)
+                seen[written["key"]] = None
+                if len(seen) > MEMORY_KEYS:
+                    seen.popitem(last=False)
                 tallies.setdefault(kind, [0, 0])[0 if success else 1] += 1
             return {kind: list(counts) for kind, counts in tallies.items()}
 
