@@ -236,6 +236,8 @@ def test_bad_options_are_refused_naming_the_option() -> None:
         Adaptive(seed="7")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="namespace"):
         Adaptive(namespace="mine")
+    with pytest.raises(TypeError, match="without periods"):
+        Adaptive(namespace=["mine", "gpt-5.4"])
     assert Adaptive().prior["repair"] == REPAIR_PRIOR
 
 
@@ -378,3 +380,19 @@ def test_without_a_store_the_memory_of_judged_retries_is_bounded():
         namespace, {"key": f"t:{MEMORY_KEYS + 49}", "value": {"kind": "repair", "success": True}}
     )
     assert again == counts
+
+
+def test_a_model_name_with_periods_makes_a_label_langgraph_server_s_store_takes() -> None:
+    """LangGraph Server's store refuses a namespace label with a period; model names
+    have them (gpt-5.4-mini): each becomes an underscore."""
+
+    def named(messages: list[Any]) -> AIMessage:
+        return AIMessage("ok", response_metadata={"model_name": "gpt-5.4-mini"})
+
+    def never(context: Any) -> dict[str, Any]:
+        return {"stop": False, "feedback": "Again."}
+
+    store = InMemoryStore()
+    create_loop_agent(named, never, 3, store=store).invoke({"messages": [HumanMessage(REQUEST)]})
+    (label,) = {item.namespace for item in store.search(("loop_agents", "adaptive"))}
+    assert label == ("loop_agents", "adaptive", "gpt-5_4-mini", "never")

@@ -17,7 +17,8 @@ What it learns lasts beyond one loop. It is kept in the loop's LangGraph store w
 loop has one (``create_loop_agent(..., store=InMemoryStore())``, a SQLite or PostgreSQL
 store; ``create_agent(..., store=...)`` for `LoopMiddleware`), under the namespace
 ``("loop_agents", "adaptive", <model>, <evaluator>)``: the model as the answers name it
-(``response_metadata["model_name"]``) and the evaluator's name. Without a store it is
+(``response_metadata["model_name"]``) and the evaluator's name (a period in either made
+an underscore: LangGraph Server's store refuses periods). Without a store it is
 kept in the `Adaptive` object, for the loops that share it in this process. Each judged
 retry is one item whose key names the thread, the loop and the iteration, so a resumed
 loop that judges a retry again writes the same item: every retry counts exactly once.
@@ -231,11 +232,12 @@ class Adaptive(LoopControl):
             isinstance(namespace, str)
             or not isinstance(namespace, Sequence)
             or not namespace
-            or not all(isinstance(part, str) and part for part in namespace)
+            or not all(isinstance(part, str) and part and "." not in part for part in namespace)
         ):
             raise TypeError(
-                f"Adaptive(namespace=) must be a non-empty list of non-empty strings (a "
-                f"LangGraph store namespace); got {namespace!r:.60}"
+                f"Adaptive(namespace=) must be a non-empty list of non-empty strings "
+                f"without periods (a LangGraph store namespace: LangGraph Server's store "
+                f"refuses a label with a period); got {namespace!r:.60}"
             )
         self.namespace = tuple(namespace) if namespace is not None else None
         if requirements is not None and not callable(requirements):
@@ -344,7 +346,7 @@ class Adaptive(LoopControl):
         if self.namespace is not None:
             return self.namespace
         evaluator = outcome.evaluator or "evaluator"
-        return ("loop_agents", "adaptive", _model_of(outcome), evaluator)
+        return ("loop_agents", "adaptive", _label(_model_of(outcome)), _label(evaluator))
 
     def _choose(
         self, counts: Mapping[str, Sequence[int]], namespace: Sequence[str], iteration: int
@@ -531,6 +533,15 @@ def _model_of(outcome: Outcome) -> str:
             if isinstance(name, str) and name.strip():
                 return name.strip()
     return "unknown model"
+
+
+def _label(name: str) -> str:
+    """``name`` as a store namespace label: a period becomes an underscore.
+
+    LangGraph Server's store refuses a label with a period (``gpt-5.4-mini`` is kept
+    under ``gpt-5_4-mini``).
+    """
+    return name.replace(".", "_")
 
 
 def _points(requirements: Requirements, feedback: Sequence[str]) -> list[str]:
