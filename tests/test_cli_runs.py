@@ -252,7 +252,8 @@ def test_runs_lists_and_show_replays_the_saved_runs(tmp_path):
     ]
     assert all(r["started_at"] for r in listed)
 
-    table = loop_agents("runs", env=env, cwd=tmp_path).stdout
+    # on an 80-column screen the ids stay whole (they are what `show` takes): the task gives way
+    table = loop_agents("runs", env=env | {"COLUMNS": "80"}, cwd=tmp_path).stdout
     lines = table.splitlines()
     assert any(
         second_id in line and "Name a colour." in line and "1/3" in line for line in lines

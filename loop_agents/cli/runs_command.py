@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 from datetime import datetime
+from typing import Literal
 
 from rich import box
 from rich.table import Table
@@ -46,23 +47,28 @@ def runs(args: argparse.Namespace) -> int:
         return 0
     console = command_console()
     table = Table(box=box.SIMPLE_HEAD if console.is_terminal else box.ASCII)
-    table.add_column("id", no_wrap=True)
-    table.add_column("started", no_wrap=True)
-    table.add_column("task", no_wrap=True, overflow="ellipsis")
-    table.add_column("iterations", justify="right", no_wrap=True)
-    table.add_column("stop reason", no_wrap=True)
-    table.add_column("best score", justify="right", no_wrap=True)
-    for run in saved:
-        title = run.title
-        if len(title) > TITLE_WIDTH:
-            title = title[: TITLE_WIDTH - 1] + "…"
-        table.add_row(
+    rows = [
+        (
             run.run_id,
             run.started,
-            title,
+            run.title if len(run.title) <= TITLE_WIDTH else run.title[: TITLE_WIDTH - 1] + "…",
             f"{run.iterations}/{run.max_iterations}",
             run.stop_reason or run.state,
             format_score(run.best_score),
         )
+        for run in saved
+    ]
+    # on a narrow screen only the task gives way: the id (what `show` and `resume` take)
+    # and the figures are never cut
+    headers = ("id", "started", "task", "iterations", "stop reason", "best score")
+    for column, header in enumerate(headers):
+        if header == "task":
+            table.add_column(header, no_wrap=True, overflow="ellipsis")
+            continue
+        widest = max(len(row[column]) for row in rows)
+        justify: Literal["left", "right"] = "right" if column in (3, 5) else "left"
+        table.add_column(header, justify=justify, no_wrap=True, min_width=widest)
+    for row in rows:
+        table.add_row(*row)
     console.print(table)
     return 0
