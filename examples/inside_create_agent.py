@@ -43,7 +43,6 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from loop_agents import LoopMiddleware, all_of, text_rule
 from loop_agents.loop.events import is_loop_event
-from loop_agents.loop.feedback import is_feedback
 from loop_agents.models.settings import ModelSettings, SettingsError
 
 TASK = (
@@ -95,15 +94,17 @@ prose = text_rule(
     name="prose",
     description="Plain sentences: no code, no JSON, no tool call written as text.",
 )
+SHORTER = f"keep it to {MAX_WORDS} at most."
+NAME_THE_VERSION = "Name the version: 0.2."
 short = text_rule(
     lambda text: len(text.split()) <= MAX_WORDS,
-    lambda text: f"{len(text.split())} words; keep it to {MAX_WORDS} at most.",
+    lambda text: f"{len(text.split())} words; {SHORTER}",
     name="short",
     description=f"At most {MAX_WORDS} words.",
 )
 names_the_version = text_rule(
     lambda text: "0.2" in text,
-    "Name the version: 0.2.",
+    NAME_THE_VERSION,
     name="names_the_version",
     description="Names the version, 0.2.",
 )
@@ -127,13 +128,21 @@ NO_VERSION = "loop_agents now runs its loop inside create_agent, as middleware."
 GOOD = "loop_agents 0.2 is out: the loop now runs inside create_agent, as middleware."
 
 
+DRAFTS = [LONG, NO_VERSION, GOOD]
+
+
 def offline_announcer(messages: Sequence[AnyMessage]) -> AIMessage:
-    """A stand-in for a model: counts its draft's words, then gets it right on review."""
-    reviews = [m for m in messages if is_feedback(m)]
-    draft = [LONG, NO_VERSION, GOOD][min(len(reviews), 2)]
+    """A stand-in for a model: counts its draft's words, and heeds what it has been told.
+
+    It reads the rules' feedback wherever the loop puts it, as a model would: in a review
+    of its last answer, or in the points a new request lists. Told to be shorter, it drops
+    the long draft; told to name the version too, it writes the good one.
+    """
+    told = " ".join(m.text for m in messages if m.type == "human")
+    draft = GOOD if NAME_THE_VERSION in told else NO_VERSION if SHORTER in told else LONG
     if isinstance(messages[-1], ToolMessage):
         return AIMessage(draft)
-    call = {"name": "word_count", "args": {"text": draft}, "id": f"count-{len(reviews)}"}
+    call = {"name": "word_count", "args": {"text": draft}, "id": f"count-{DRAFTS.index(draft)}"}
     return AIMessage("", tool_calls=[call])
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 from langchain_openai import ChatOpenAI
 
+from loop_agents.evals.tasks import InstructionsTask, parse_task
 from tests.scripted_openai import Fail, Reply, ScriptedOpenAI, Structured
 
 Responder = Callable[[dict[str, Any]], "Reply | httpx.Response"]
@@ -66,3 +67,20 @@ def after_feedback(body: dict[str, Any]) -> bool:
 def verdict(score: float, feedback: str = "Revise it.") -> Structured:
     """A judge's verdict."""
     return Structured({"feedback": feedback, "score": score})
+
+
+def ok_tasks(count: int, prefix: str = "t") -> list[InstructionsTask]:
+    """Tasks answered right by 'OK' (uppercase, one word) and wrong by anything else."""
+    checks = [{"check": "case", "case": "upper"}, {"check": "word_count", "max": 1}]
+    tasks = [
+        parse_task(
+            {
+                "id": f"{prefix}{i}",
+                "kind": "instructions",
+                "prompt": f"Task {i}: reply OK in capitals.",
+                "checks": checks,
+            }
+        )
+        for i in range(count)
+    ]
+    return [task for task in tasks if isinstance(task, InstructionsTask)]

@@ -40,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from langchain_core.messages import AnyMessage, HumanMessage
 
 from loop_agents import LoopContext, LoopEvaluation, create_loop_agent
+from loop_agents.controls import Repair
 from loop_agents.loop import storage
 from loop_agents.loop.storage import storage_of
 from tests.durable_helpers import frequent_snapshot_keys
@@ -116,7 +117,12 @@ def main() -> None:
         async def run() -> None:
             async with async_saver(args.saver, args.db) as saver:
                 loop = create_loop_agent(
-                    agent, evaluate, 10, checkpointer=saver, storage=args.storage
+                    agent,
+                    evaluate,
+                    10,
+                    checkpointer=saver,
+                    storage=args.storage,
+                    controls=[Repair()],
                 )
                 if args.mode == "start":
                     async for update in loop.astream(
@@ -130,7 +136,9 @@ def main() -> None:
         asyncio.run(run())
         return
     with sync_saver(args.saver, args.db) as saver:
-        loop = create_loop_agent(agent, evaluate, 10, checkpointer=saver, storage=args.storage)
+        loop = create_loop_agent(
+            agent, evaluate, 10, checkpointer=saver, storage=args.storage, controls=[Repair()]
+        )
         if args.mode == "start":
             for update in loop.stream(
                 request, CONFIG, stream_mode="updates", durability=args.durability

@@ -12,7 +12,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
 
 from loop_agents import LoopContext, LoopEvaluation, LoopMiddleware, create_loop_agent
-from loop_agents.controls import Adaptive, LoopControl, Outcome, Retry
+from loop_agents.controls import Adaptive, LoopControl, Outcome, Repair, Restart, Retry
 from loop_agents.controls.adaptive import REPAIR_PRIOR
 from loop_agents.controls.restart import REQUIREMENTS_HEADER
 from loop_agents.loop.feedback import is_feedback
@@ -236,4 +236,163 @@ def test_bad_options_are_refused_naming_the_option() -> None:
         Adaptive(seed="7")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="namespace"):
         Adaptive(namespace="mine")
+    with pytest.raises(TypeError, match="without periods"):
+        Adaptive(namespace=["mine", "gpt-5.4"])
     assert Adaptive().prior["repair"] == REPAIR_PRIOR
+
+
+# -- the default: a loop without a control that claims retry_kind gets Adaptive(seed=0) ------
+
+
+POINT = "f(2) must return 4"
+
+
+def reads_feedback(name: str) -> Any:
+    """A model that uses feedback wherever it is told it: in a review (a repair) or in the
+    points a new request lists (an informed sample); a fresh sample tells it nothing."""
+
+    def answer(messages: Sequence[AnyMessage]) -> AIMessage:
+        told = any(POINT in m.text for m in messages if m.type == "human")
+        return AIMessage("right" if told else "wrong", response_metadata={"model_name": name})
+
+    return answer
+
+
+def without_loop_id(records: Sequence[Any]) -> list[dict[str, Any]]:
+    """The records' strategies, without the loop's random id."""
+    return [{k: v for k, v in r["strategy"].items() if k != "loop"} for r in records]
+
+
+def test_both_hosts_get_an_adaptive_with_seed_0_by_default() -> None:
+    def run(controls: list[LoopControl]) -> list[dict[str, Any]]:
+        loop = create_loop_agent(Fresh(), right, 4, controls=controls)
+        return without_loop_id(loop.invoke({"messages": [HumanMessage(REQUEST)]})["records"])
+
+    default = run([])
+    assert default[0]["kind"] == "first"
+    assert len(default) >= 2
+    assert all("next" in s for s in default[:-1])
+    assert default == run([Adaptive(seed=0)])  # the same choices as Adaptive(seed=0)
+
+    def inside(middleware: LoopMiddleware) -> list[dict[str, Any]]:
+        agent = create_agent(FakeChat.of("wrong", "wrong", "right"), middleware=[middleware])
+        return without_loop_id(agent.invoke({"messages": [HumanMessage(REQUEST)]})["loop_records"])
+
+    middleware = LoopMiddleware(right, 3)
+    (chooser,) = [c for c in middleware.nodes.controls if "retry_kind" in c.claims]
+    assert isinstance(chooser, Adaptive)
+    assert chooser.seed == 0
+    records = inside(middleware)
+    assert records[0]["kind"] == "first"
+    assert len(records) >= 2
+    assert records == inside(LoopMiddleware(right, 3, controls=[Adaptive(seed=0)]))
+
+
+def test_repair_keeps_the_seed_loop_every_retry_sees_the_answer_and_its_feedback() -> None:
+    seen: list[list[AnyMessage]] = []
+
+    def agent(messages: list[AnyMessage]) -> str:
+        seen.append(list(messages))
+        return f"answer {len(seen)}"
+
+    def evaluate(context: LoopContext) -> LoopEvaluation:
+        return {"stop": False, "feedback": f"- {POINT} (attempt {context['iteration']})"}
+
+    # on these parts the default does not repair every time: Repair() is what makes it so
+    default = create_loop_agent(agent, evaluate, 4).invoke({"messages": [HumanMessage(REQUEST)]})
+    assert kinds_of(default)[1:] != ["repair"] * 3
+    seen.clear()
+    result = create_loop_agent(agent, evaluate, 4, controls=[Repair()]).invoke(
+        {"messages": [HumanMessage(REQUEST)]}
+    )
+    assert result["stop_reason"] == "max_iterations"
+    assert all("strategy" not in r for r in result["records"])
+    for i, sent in enumerate(seen[1:], start=1):
+        assert [m.type for m in sent] == ["human", *["ai", "human"] * i]
+        assert sent[-2].text == f"answer {i}"  # its earlier answer
+        assert is_feedback(sent[-1])
+        assert f"(attempt {i})" in sent[-1].text  # and that answer's feedback
+
+    model = FakeChat.of("a", "b", "c")
+    inside = create_agent(model, middleware=[LoopMiddleware(evaluate, 3, controls=[Repair()])])
+    records = inside.invoke({"messages": [HumanMessage(REQUEST)]})["loop_records"]
+    assert all("strategy" not in r for r in records)
+    assert [[m.text for m in call if m.type == "ai"] for call in model.calls] == [
+        [],
+        ["a"],
+        ["a", "b"],
+    ]
+    assert all(is_feedback(call[-1]) for call in model.calls[1:])
+
+
+def test_a_control_that_claims_retry_kind_is_not_doubled() -> None:
+    # Restart: no Adaptive is added (its records carry no strategy); the loop builds
+    result = create_loop_agent(Fresh(), right, 3, controls=[Restart()]).invoke(
+        {"messages": [HumanMessage(REQUEST)]}
+    )
+    assert all("strategy" not in r for r in result["records"])
+    # an Adaptive of your own is the only one: the one that runs, and learns
+    mine = Adaptive(seed=5)
+    for _ in range(2):
+        loop = create_loop_agent(anchored, right, 3, controls=[mine])
+        result = loop.invoke({"messages": [HumanMessage(REQUEST)]})
+    estimates = result["records"][0]["strategy"]["next"]["estimates"]
+    assert sum(e["successes"] + e["failures"] for e in estimates.values()) == 2  # the 1st loop's
+    for given in (Restart(), mine, Repair()):
+        middleware = LoopMiddleware(right, 3, controls=[given])
+        claiming = [c for c in middleware.nodes.controls if "retry_kind" in c.claims]
+        assert claiming == [given]
+
+
+def test_the_default_lets_a_model_that_uses_feedback_succeed() -> None:
+    # one loop, twenty threads and requests: what the default learns is kept between them
+    loop = create_loop_agent(reads_feedback("m"), right, 4, checkpointer=InMemorySaver())
+    for i in range(20):
+        config: Any = {"configurable": {"thread_id": f"t{i}"}}
+        result = loop.invoke({"messages": [HumanMessage(f"Write f{i}.")]}, config)
+        assert result["stop_reason"] == "accepted", i
+    # twenty models (twenty namespaces, twenty sets of draws), each on a loop of its own:
+    # a fresh sample may come first, and the loop still gets there within 4 attempts
+    chosen: list[str] = []
+    for i in range(20):
+        loop = create_loop_agent(reads_feedback(f"model-{i}"), right, 4)
+        result = loop.invoke({"messages": [HumanMessage(f"Write f{i}.")]})
+        assert result["stop_reason"] == "accepted", (i, kinds_of(result))
+        chosen += kinds_of(result)[1:]
+    assert {"repair", "fresh", "informed"} <= set(chosen)
+
+
+def test_without_a_store_the_memory_of_judged_retries_is_bounded():
+    """A process that runs default loops for a long time keeps a bounded memory; the
+    tallies still count every retry once."""
+    from loop_agents.controls.adaptive import MEMORY_KEYS, _Memory
+
+    memory = _Memory()
+    namespace = ("loop_agents", "adaptive", "m", "e")
+    for n in range(MEMORY_KEYS + 50):
+        counts = memory.learn(
+            namespace, {"key": f"t:{n}", "value": {"kind": "repair", "success": n % 2 == 0}}
+        )
+    assert counts == {"repair": [(MEMORY_KEYS + 50) // 2, (MEMORY_KEYS + 50) // 2]}
+    assert len(memory._seen[namespace]) == MEMORY_KEYS
+    # a recent retry judged again (a resumed loop) still counts once
+    again = memory.learn(
+        namespace, {"key": f"t:{MEMORY_KEYS + 49}", "value": {"kind": "repair", "success": True}}
+    )
+    assert again == counts
+
+
+def test_a_model_name_with_periods_makes_a_label_langgraph_server_s_store_takes() -> None:
+    """LangGraph Server's store refuses a namespace label with a period; model names
+    have them (gpt-5.4-mini): each becomes an underscore."""
+
+    def named(messages: list[Any]) -> AIMessage:
+        return AIMessage("ok", response_metadata={"model_name": "gpt-5.4-mini"})
+
+    def never(context: Any) -> dict[str, Any]:
+        return {"stop": False, "feedback": "Again."}
+
+    store = InMemoryStore()
+    create_loop_agent(named, never, 3, store=store).invoke({"messages": [HumanMessage(REQUEST)]})
+    (label,) = {item.namespace for item in store.search(("loop_agents", "adaptive"))}
+    assert label == ("loop_agents", "adaptive", "gpt-5_4-mini", "never")

@@ -10,6 +10,7 @@ from langchain_openai import ChatOpenAI
 
 from loop_agents import LoopContext, LoopEvaluation, UnknownPriceError, create_loop_agent
 from loop_agents.cli.results import token_totals
+from loop_agents.controls import Repair
 from loop_agents.controls.budgets import Budgets, PriceTable, check_prices
 from loop_agents.evaluators import llm_judge
 from loop_agents.loop.state import IterationRecord
@@ -150,6 +151,8 @@ def wire_loop(
     )
     judge_model = ChatOpenAI(model="judge-m", api_key="sk-test", http_client=server.client())
     judge = llm_judge(judge_model, RUBRIC, threshold=90)
+    # repairs unless a test says otherwise: each retry extends the conversation before it
+    options.setdefault("controls", [Repair()])
     return create_loop_agent(agent, judge, iterations, **options)
 
 
@@ -226,7 +229,7 @@ def test_a_cost_budget_counts_a_server_s_cache_reads_at_the_cached_rate():
     )
 
 
-def test_the_default_loop_keeps_what_each_role_was_sent_before_cacheable():
+def test_a_repair_loop_keeps_what_each_role_was_sent_before_cacheable():
     """Agent (history "full", fenced feedback) and judge over 4 iterations, on the wire.
 
     From iteration 2 on, at least 90% of what the role was sent before is read from the
@@ -259,3 +262,17 @@ def test_the_prefix_cache_is_kept_per_model_unless_asked_otherwise():
     assert shared._cached_tokens(other) == tokens(prompt_text(other))
     assert apart._cached_tokens(other) == 0
     assert apart._cached_tokens(body) == tokens(prompt_text(body))
+
+
+def test_the_default_loop_keeps_the_judge_s_prefix_cacheable_whatever_the_retry():
+    """The default `Adaptive` may retry by a fresh sample (the request alone) or an informed
+    one (the request with the points): the agent's prompt then starts anew, and only the
+    judge's schema, rubric and request stay cached (a repair keeps the agent's too, above)."""
+    server = ScriptedOpenAI(script(4), prefix_cache=True)
+    result = wire_loop(server, 4, controls=[]).invoke({"messages": [REQUEST]})
+    records = result["records"]
+    assert len(records) == 4
+    judge_calls = server.requests[1::2]
+    for n in range(1, 4):
+        fixed = {**judge_calls[n], "messages": judge_calls[n]["messages"][:-1]}
+        assert records[n]["evaluator_cached_tokens"] >= 0.9 * tokens(prompt_text(fixed))

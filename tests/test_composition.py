@@ -14,6 +14,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 
 from loop_agents import LoopContext, LoopEvaluation, StopReason, create_loop_agent
+from loop_agents.controls import Repair
 from loop_agents.loop.events import is_loop_event
 from loop_agents.loop.feedback import is_feedback
 from loop_agents.loop.records import record_answer
@@ -397,10 +398,16 @@ def nested_loops(
     outer_judge = (
         until(outer_accepts, "outer feedback") if outer_accepts else never("outer feedback")
     )
+    # repairs: each retry sees the answer and its feedback, which the assertions follow
     inner = create_loop_agent(
-        inner_chat, inner_judge, inner_max, name="inner", output_mode="last_message"
+        inner_chat,
+        inner_judge,
+        inner_max,
+        name="inner",
+        output_mode="last_message",
+        controls=[Repair()],
     )
-    outer = create_loop_agent(inner, outer_judge, outer_max, name="outer")
+    outer = create_loop_agent(inner, outer_judge, outer_max, name="outer", controls=[Repair()])
     return inner_chat, inner_judge, outer_judge, outer
 
 
@@ -569,7 +576,7 @@ async def test_abatch_runs_independent_loops_with_bounded_concurrency():
         answers = sum(1 for m in messages if m.type == "ai")
         return f"{messages[0].text} / attempt {answers + 1}"
 
-    loop = create_loop_agent(agent, until(2))
+    loop = create_loop_agent(agent, until(2), controls=[Repair()])
     requests = [f"request {i}" for i in range(6)]
     results = await loop.abatch(
         [{"messages": [HumanMessage(r)]} for r in requests], config={"max_concurrency": 2}

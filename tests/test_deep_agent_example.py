@@ -29,7 +29,12 @@ RIGHT = (
 
 
 def scripted(messages: list[AnyMessage]) -> AIMessage:
-    reviews = [m for m in messages if is_feedback(m)]
+    """Writes a wrong file; told that the tests failed, edits it, as a model that reads would.
+
+    It is told in a review (a repair) or in the points a new request lists (an informed
+    fresh sample): the default `Adaptive` may send either.
+    """
+    reviews = [m for m in messages if is_feedback(m) or "FAILED test_" in m.text]
     done = {"content": "write /solution.py", "status": "completed"}
     if isinstance(messages[-1], ToolMessage):
         return AIMessage("Done.")

@@ -23,24 +23,21 @@ from loop_agents.evals.report import render_report
 from loop_agents.evals.sampling import was_cut_off
 from loop_agents.evals.settings import ArmSettings
 from loop_agents.evals.tasks import InstructionsTask, parse_task
-from tests.eval_models import ReactiveOpenAI, after_feedback, is_judge, user_text, verdict
+from tests.eval_models import (
+    ReactiveOpenAI,
+    after_feedback,
+    is_judge,
+    ok_tasks,
+    user_text,
+    verdict,
+)
 from tests.fakes import FakeChat, review
 from tests.scripted_openai import Cut
 
 
 def shout_tasks(count: int) -> list[InstructionsTask]:
     """Tasks answered right by 'OK' (uppercase) and wrong by 'ok'."""
-    return [
-        parse_task(
-            {
-                "id": f"shout-{i}",
-                "kind": "instructions",
-                "prompt": f"Task {i}: reply OK in capitals.",
-                "checks": [{"check": "case", "case": "upper"}, {"check": "word_count", "max": 1}],
-            }
-        )
-        for i in range(count)
-    ]
+    return ok_tasks(count, prefix="shout-")
 
 
 def right_only_after_feedback(body):

@@ -10,6 +10,7 @@ from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage
 from markdown_it import MarkdownIt
 
 from loop_agents import LoopContext, LoopEvaluation, create_loop_agent
+from loop_agents.controls import Repair
 from loop_agents.loop.feedback import (
     DEFAULT_FEEDBACK_FORMAT,
     PLAIN_FEEDBACK,
@@ -49,8 +50,9 @@ def saying(*feedback: str):
 
 
 def run(*feedback: str, **options: Any) -> tuple[Recorder, Any]:
+    """The seed's loop (every retry a repair: the agent is sent the feedback), run once."""
     agent = Recorder()
-    loop = create_loop_agent(agent, saying(*feedback), 5, **options)
+    loop = create_loop_agent(agent, saying(*feedback), 5, controls=[Repair()], **options)
     return agent, loop.invoke({"messages": [HumanMessage(REQUEST)]})
 
 
@@ -145,7 +147,7 @@ def test_every_feedback_turn_of_a_loop_is_fenced_and_still_marked():
 
 def test_async_loop_fences_the_same():
     agent = Recorder()
-    loop = create_loop_agent(agent, saying(INJECTION), 5)
+    loop = create_loop_agent(agent, saying(INJECTION), 5, controls=[Repair()])
     asyncio.run(loop.ainvoke({"messages": [HumanMessage(REQUEST)]}))
     sync_agent, _ = run(INJECTION)
     assert [m.text for m in agent.sent[1]] == [m.text for m in sync_agent.sent[1]]

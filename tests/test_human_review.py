@@ -26,7 +26,14 @@ from loop_agents import (
 from loop_agents.evaluators.human import parse_review
 from loop_agents.loop.checkpoints import checkpointed
 from loop_agents.loop.feedback import is_feedback
-from tests.durable_helpers import REQUEST, AsyncCountingAgent, CountingAgent, answers, thread
+from tests.durable_helpers import (
+    REQUEST,
+    AsyncCountingAgent,
+    CountingAgent,
+    answers,
+    repair_loop,
+    thread,
+)
 from tests.fakes import review
 from tests.scripted_openai import ScriptedOpenAI, Structured
 
@@ -219,7 +226,8 @@ def test_malformed_answer_is_an_error_and_the_loop_stays_paused(saver, answer, m
 def test_judge_first_person_only_when_the_judge_accepts(saver):
     agent = CountingAgent()
     judge = CountingJudge(reject=2)
-    loop = create_loop_agent(agent, human_review(judge), 6, checkpointer=saver)
+    # every retry a repair: the agent reads its iteration from the answers it is sent
+    loop = repair_loop(agent, human_review(judge), 6, checkpointer=saver)
     config = thread("judge-first")
 
     paused = loop.invoke({"messages": [REQUEST]}, config)
@@ -314,7 +322,8 @@ def test_llm_judge_then_person_calls_the_judge_model_once_per_answer(saver, comp
         "all_of(judge, person)": lambda: all_of(judge, human_review()),
     }[compose]()
     agent = CountingAgent()
-    loop = create_loop_agent(agent, evaluator, 5, checkpointer=saver)
+    # every retry a repair: the agent reads its iteration from the answers it is sent
+    loop = repair_loop(agent, evaluator, 5, checkpointer=saver)
     config = thread("llm-judge")
 
     paused = loop.invoke({"messages": [REQUEST]}, config)  # 1: judge rejects; 2: person

@@ -35,7 +35,7 @@ from loop_agents import (
     ThreadBusyError,
     create_loop_agent,
 )
-from loop_agents.controls import AgentErrors, AnswerSelection, Candidates, Retries
+from loop_agents.controls import AgentErrors, AnswerSelection, Candidates, Repair, Retries
 from loop_agents.loop.events import is_loop_event
 from loop_agents.loop.feedback import feedback_text, is_feedback
 from loop_agents.loop.protocol import AgentCall
@@ -57,7 +57,12 @@ def looped(model: Any, evaluator: Any, max_iterations: int = 5, **options: Any) 
 
 
 def comparable(records: list[Any]) -> list[dict[str, Any]]:
-    return [{k: v for k, v in r.items() if k not in TIMING} for r in records]
+    """The records without their timings, and without the loop's random id in a strategy."""
+    kept = [{k: v for k, v in r.items() if k not in TIMING} for r in records]
+    for record in kept:
+        if "strategy" in record:
+            record["strategy"] = {k: v for k, v in record["strategy"].items() if k != "loop"}
+    return kept
 
 
 # -- the same loop ------------------------------------------------------------------------
@@ -175,7 +180,8 @@ def test_an_attempt_with_tool_calls_is_judged_on_its_final_answer():
         return {"stop": False, "feedback": "Shorter."}
 
     model = FakeChat.of(drafter)
-    result = looped(model, evaluate, tools=[word_count]).invoke({"messages": [REQUEST]})
+    agent = looped(model, evaluate, tools=[word_count], controls=[Repair()])  # the seed's loop
+    result = agent.invoke({"messages": [REQUEST]})
     assert seen == [("draft 1", 1), ("draft 2", 2)]
     assert [r["answer"].text for r in result["loop_records"]] == ["draft 1", "draft 2"]
     # the second attempt's model calls saw the first attempt, its tool traffic and the review
@@ -208,7 +214,15 @@ def test_with_response_format_the_evaluator_sees_it_and_best_restores_it():
         score = {1: 40.0, 2: 90.0, 3: 60.0}[context["iteration"]]
         return {"stop": False, "score": score, "feedback": "Again."}
 
-    agent = looped(FakeChat.of(haiku_writer), evaluate, 3, select="best", response_format=Haiku)
+    # the seed's loop: every retry a repair, so the writer counts the reviews it was sent
+    agent = looped(
+        FakeChat.of(haiku_writer),
+        evaluate,
+        3,
+        controls=[Repair()],
+        select="best",
+        response_format=Haiku,
+    )
     result = agent.invoke({"messages": [REQUEST]})
     assert [h.title for h in shown] == ["take 1", "take 2", "take 3"]
     assert isinstance(shown[0], Haiku)

@@ -26,6 +26,7 @@ from tests.durable_helpers import (
     CountingEvaluator,
     answers,
     iteration_of,
+    repair_loop,
     thread,
     transcript,
 )
@@ -66,10 +67,13 @@ class FlakyAgent(CountingAgent):
 
 # -- retries --------------------------------------------------------------------------
 
+# The fakes here read their iteration from the answers they are sent (`iteration_of`), which
+# only a repair sends: a loop that goes past its first iteration is built with `Repair()`.
+
 
 def test_transient_agent_error_is_retried():
     agent = FlakyAgent(2, [Transient("reset"), Transient("reset again")])
-    loop = create_loop_agent(
+    loop = repair_loop(
         agent, CountingEvaluator(3), agent_retry_policy=quick(max_attempts=3, retry_on=Transient)
     )
     result = loop.invoke({"messages": [REQUEST]})
@@ -79,7 +83,7 @@ def test_transient_agent_error_is_retried():
 
 def test_hand_built_rate_limit_error_is_retried_by_the_default_policy():
     agent = FlakyAgent(1, [rate_limit_error()])
-    loop = create_loop_agent(agent, CountingEvaluator(2), agent_retry_policy=quick())
+    loop = repair_loop(agent, CountingEvaluator(2), agent_retry_policy=quick())
     result = loop.invoke({"messages": [REQUEST]})
     assert agent.calls == [1, 1, 2]
     assert result["stop_reason"] == "accepted"
@@ -98,7 +102,7 @@ def test_errors_outside_retry_on_are_not_retried():
 def test_exhausted_retries_raise_and_the_loop_resumes(saver):
     agent = FlakyAgent(2, [Transient("1"), Transient("2"), Transient("3")])
     evaluator = CountingEvaluator(3)
-    loop = create_loop_agent(
+    loop = repair_loop(
         agent,
         evaluator,
         checkpointer=saver,
@@ -125,7 +129,7 @@ def test_evaluator_retry_policy():
         return {"stop": context["iteration"] >= 3, "feedback": f"feedback {context['iteration']}"}
 
     agent = CountingAgent()
-    loop = create_loop_agent(
+    loop = repair_loop(
         agent,
         evaluate,
         evaluator_retry_policy=[quick(retry_on=ValueError), quick(retry_on=Transient)],
@@ -216,9 +220,7 @@ class HangingAgent:
 
 async def test_agent_timeout_names_node_iteration_and_limit_and_the_loop_resumes(async_saver):
     agent = HangingAgent(2)
-    loop = create_loop_agent(
-        agent, CountingEvaluator(3), checkpointer=async_saver, agent_timeout=0.05
-    )
+    loop = repair_loop(agent, CountingEvaluator(3), checkpointer=async_saver, agent_timeout=0.05)
     config = thread("agent-timeout")
 
     with pytest.raises(LoopTimeoutError) as caught:
@@ -251,7 +253,7 @@ async def test_evaluator_timeout(async_saver):
         return {"stop": context["iteration"] >= 3, "feedback": f"feedback {context['iteration']}"}
 
     agent = HangingAgent()
-    loop = create_loop_agent(
+    loop = repair_loop(
         agent, evaluate, checkpointer=async_saver, evaluator_timeout=timedelta(milliseconds=50)
     )
     config = thread("evaluator-timeout")
@@ -300,7 +302,7 @@ async def test_a_timeout_error_raised_by_the_agent_itself_is_not_a_loop_timeout(
 
 async def test_fast_calls_are_unaffected_by_the_limit():
     agent = HangingAgent()
-    loop = create_loop_agent(agent, CountingEvaluator(3), agent_timeout=30, evaluator_timeout=30)
+    loop = repair_loop(agent, CountingEvaluator(3), agent_timeout=30, evaluator_timeout=30)
     result = await loop.ainvoke({"messages": [REQUEST]})
     assert texts(result["messages"]) == transcript(3)
 
@@ -362,7 +364,7 @@ async def test_an_evaluator_that_swallows_cancellation_is_abandoned_at_the_deadl
     how, caplog, async_saver
 ):
     stubborn = Stubborn(how, 1)
-    loop = create_loop_agent(
+    loop = repair_loop(
         CountingAgent(), stubborn.evaluator, checkpointer=async_saver, evaluator_timeout=0.1
     )
     config = thread(f"stubborn-evaluator-{how}")
@@ -388,7 +390,7 @@ async def test_an_evaluator_that_swallows_cancellation_is_abandoned_at_the_deadl
 @pytest.mark.parametrize("how", ["sleeps-on", "loops"])
 async def test_an_agent_that_swallows_cancellation_is_abandoned_and_retried(how, caplog):
     stubborn = Stubborn(how, 1)
-    loop = create_loop_agent(
+    loop = repair_loop(
         stubborn.agent, CountingEvaluator(2), agent_timeout=0.1,
         agent_retry_policy=quick(max_attempts=2),
     )  # fmt: skip
@@ -441,9 +443,7 @@ class SlowSync:
 
 def test_sync_invoke_honours_the_evaluator_timeout_and_resumes(saver, caplog):
     slow = SlowSync(2)
-    loop = create_loop_agent(
-        CountingAgent(), slow.evaluator, checkpointer=saver, evaluator_timeout=0.1
-    )
+    loop = repair_loop(CountingAgent(), slow.evaluator, checkpointer=saver, evaluator_timeout=0.1)
     config = thread("sync-evaluator")
     started = time.monotonic()
     with caplog.at_level(logging.WARNING, logger="loop_agents"):
@@ -462,7 +462,7 @@ def test_sync_invoke_honours_the_evaluator_timeout_and_resumes(saver, caplog):
 
 def test_sync_invoke_honours_the_agent_timeout_with_retries():
     slow = SlowSync(1)
-    loop = create_loop_agent(
+    loop = repair_loop(
         slow.agent, CountingEvaluator(2), agent_timeout=0.1,
         agent_retry_policy=quick(max_attempts=2),
     )  # fmt: skip

@@ -20,6 +20,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from loop_agents import create_loop_agent
+from loop_agents.controls import Repair
 from loop_agents.loop.checkpoints import checkpoint_before_iteration
 from loop_agents.loop.records import record_answer
 from loop_agents.loop.storage import storage_of
@@ -101,10 +102,10 @@ def old_saver(saver, fixture_copy):
     return saver
 
 
-def new_loop(saver, *, storage="auto", agent=None):
+def new_loop(saver, *, storage="auto", agent=None, controls=()):
     return create_loop_agent(
         agent or CountingAgent(), CountingEvaluator(accept_at=3), 5, checkpointer=saver,
-        storage=storage, feedback_format=FIXTURE_FEEDBACK_FORMAT,
+        storage=storage, feedback_format=FIXTURE_FEEDBACK_FORMAT, controls=list(controls),
     )  # fmt: skip
 
 
@@ -156,7 +157,8 @@ def test_an_old_failed_thread_resumes_with_the_new_layout(old_saver, storage):
 
 
 def test_a_new_run_on_an_old_thread(old_saver):
-    loop = new_loop(old_saver)
+    # every retry a repair: the fake agent reads its iteration from the answers it is sent
+    loop = new_loop(old_saver, controls=[Repair()])
     result = loop.invoke({"messages": [HumanMessage(SNOW)]}, thread("finished"))
     assert texts(result["messages"]) == [
         *transcript(3),

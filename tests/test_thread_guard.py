@@ -26,7 +26,14 @@ from langgraph.types import Command
 
 from loop_agents import ThreadBusyError, create_loop_agent, human_review
 from loop_agents.runtime.thread_locking import athread_guard, is_held, thread_guard
-from tests.durable_helpers import REQUEST, CountingEvaluator, iteration_of, thread, transcript
+from tests.durable_helpers import (
+    REQUEST,
+    CountingEvaluator,
+    iteration_of,
+    repair_loop,
+    thread,
+    transcript,
+)
 from tests.fakes import FakeChat, texts
 
 WAIT = 30  # seconds: only ever reached when something is broken
@@ -89,7 +96,7 @@ def run_in_thread(target: Any) -> tuple[threading.Thread, dict[str, Any]]:
 
 def test_a_second_run_on_a_busy_thread_fails_before_any_model_call(saver):
     agent = GateAgent()
-    first = create_loop_agent(agent, CountingEvaluator(2), checkpointer=saver)
+    first = repair_loop(agent, CountingEvaluator(2), checkpointer=saver)
     config = thread("busy")
     worker, outcome = run_in_thread(lambda: first.invoke({"messages": [REQUEST]}, config))
     assert agent.entered.wait(WAIT)
@@ -121,7 +128,7 @@ def test_a_second_run_on_a_busy_thread_fails_before_any_model_call(saver):
 
 async def test_a_second_task_on_a_busy_thread_fails_before_any_model_call(async_saver):
     agent = AsyncGateAgent()
-    first = create_loop_agent(agent, CountingEvaluator(2), checkpointer=async_saver)
+    first = repair_loop(agent, CountingEvaluator(2), checkpointer=async_saver)
     config = thread("busy-async")
     running = asyncio.create_task(first.ainvoke({"messages": [REQUEST]}, config))
     await asyncio.wait_for(agent.entered.wait(), WAIT)
@@ -195,7 +202,7 @@ def test_resuming_a_review_while_another_resume_runs_is_rejected():
 
 def test_wait_queues_the_second_run_after_the_first(saver):
     agent = GateAgent()
-    first = create_loop_agent(agent, CountingEvaluator(2), checkpointer=saver)
+    first = repair_loop(agent, CountingEvaluator(2), checkpointer=saver)
     config = thread("queue")
     worker, outcome = run_in_thread(lambda: first.invoke({"messages": [REQUEST]}, config))
     assert agent.entered.wait(WAIT)

@@ -26,7 +26,7 @@ either host: ``create_loop_agent(agent, evaluator, 5, controls=[...])`` or
 A new control is one module here, with its tests; nothing else changes.
 """
 
-from loop_agents.controls.adaptive import Adaptive, Retry
+from loop_agents.controls.adaptive import Adaptive, Repair, Retry
 from loop_agents.controls.advice import Advice, Advisor, ScoreThreshold
 from loop_agents.controls.agent_errors import AgentErrors
 from loop_agents.controls.budgets import Budgets
@@ -76,6 +76,7 @@ __all__ = [
     "Outcome",
     "Plateau",
     "Progress",
+    "Repair",
     "Restart",
     "Retries",
     "Retry",

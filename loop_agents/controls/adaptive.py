@@ -17,7 +17,8 @@ What it learns lasts beyond one loop. It is kept in the loop's LangGraph store w
 loop has one (``create_loop_agent(..., store=InMemoryStore())``, a SQLite or PostgreSQL
 store; ``create_agent(..., store=...)`` for `LoopMiddleware`), under the namespace
 ``("loop_agents", "adaptive", <model>, <evaluator>)``: the model as the answers name it
-(``response_metadata["model_name"]``) and the evaluator's name. Without a store it is
+(``response_metadata["model_name"]``) and the evaluator's name (a period in either made
+an underscore: LangGraph Server's store refuses periods). Without a store it is
 kept in the `Adaptive` object, for the loops that share it in this process. Each judged
 retry is one item whose key names the thread, the loop and the iteration, so a resumed
 loop that judges a retry again writes the same item: every retry counts exactly once.
@@ -31,8 +32,7 @@ attempt could be sent) returning the messages to send.
 
 Example:
     ```python
-    from langgraph.store.memory import InMemoryStore
-    from loop_agents.controls import Adaptive
+        from loop_agents.controls import Adaptive
 
     store = InMemoryStore()
     loop = create_loop_agent(model, tests, 3, controls=[Adaptive(seed=7)], store=store)
@@ -44,15 +44,16 @@ from __future__ import annotations
 import random
 import threading
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Generator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, TypeAlias, TypedDict
 
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_config, get_store
 from langgraph.store.base import BaseStore
-from langgraph.store.memory import InMemoryStore
 
 from loop_agents.controls.restart import Requirements, feedback_points, requirements_message
 from loop_agents.loop.agents import describe
@@ -74,7 +75,8 @@ class Retry:
         earlier: The thread's turns before the request, as the user saw them.
         pending: Messages added to the conversation since the latest feedback.
         feedback: The evaluator's feedback so far, oldest first (raw texts).
-        points: What must hold: the points the feedback named (``requirements=``).
+        requirements: The function that lists the points a feedback text names
+            (``Adaptive(requirements=)``).
 
     """
 
@@ -84,7 +86,15 @@ class Retry:
     earlier: list[AnyMessage]
     pending: list[AnyMessage]
     feedback: list[str]
-    points: list[str]
+    requirements: Requirements = field(default=feedback_points, repr=False)
+
+    @cached_property
+    def points(self) -> list[str]:
+        """What must hold: the points the feedback named, each once, in order.
+
+        Computed when a kind first reads it (the informed kinds), not for every retry.
+        """
+        return _points(self.requirements, self.feedback)
 
 
 RetryKind: TypeAlias = Callable[[Retry], Sequence[BaseMessage]]
@@ -222,11 +232,12 @@ class Adaptive(LoopControl):
             isinstance(namespace, str)
             or not isinstance(namespace, Sequence)
             or not namespace
-            or not all(isinstance(part, str) and part for part in namespace)
+            or not all(isinstance(part, str) and part and "." not in part for part in namespace)
         ):
             raise TypeError(
-                f"Adaptive(namespace=) must be a non-empty list of non-empty strings (a "
-                f"LangGraph store namespace); got {namespace!r:.60}"
+                f"Adaptive(namespace=) must be a non-empty list of non-empty strings "
+                f"without periods (a LangGraph store namespace: LangGraph Server's store "
+                f"refuses a label with a period); got {namespace!r:.60}"
             )
         self.namespace = tuple(namespace) if namespace is not None else None
         if requirements is not None and not callable(requirements):
@@ -235,8 +246,7 @@ class Adaptive(LoopControl):
                 f"{type(requirements).__name__} {requirements!r:.40}"
             )
         self.requirements: Requirements = requirements or feedback_points
-        self._memory = InMemoryStore()
-        self._lock = threading.Lock()
+        self._memory = _Memory()
 
     # -- what the agent is sent -----------------------------------------------------------
 
@@ -248,18 +258,19 @@ class Adaptive(LoopControl):
         chosen = (records[-1].get("strategy") or {}).get("next")
         if not chosen or chosen["kind"] not in self.kinds:
             return messages
+        build = self.kinds[chosen["kind"]]
+        if build is repair:  # what the controls before chose: nothing to rebuild
+            return messages
         view = loop_history(turn.state, turn.opened, turn.messages)
-        feedback = list(view["feedback"])
         retry = Retry(
             iteration=turn.iteration,
             messages=messages,
             request=list(view["request"]),
             earlier=without_rejected_attempts(view["earlier"]),
             pending=list(view["pending"]),
-            feedback=feedback,
-            points=_points(self.requirements, feedback),
+            feedback=list(view["feedback"]),
+            requirements=self.requirements,
         )
-        build = self.kinds[chosen["kind"]]
         built = build(retry)
         if isinstance(built, str) or not isinstance(built, Sequence):
             raise TypeError(
@@ -270,52 +281,72 @@ class Adaptive(LoopControl):
 
     # -- learning from the verdict --------------------------------------------------------
 
-    def after_verdict(self, outcome: Outcome) -> Generator[Call, Measured[Any], Outcome]:
-        """Count the retry's verdict, then choose the next retry's kind (when there is one)."""
+    def after_verdict(self, outcome: Outcome) -> Outcome | Generator[Call, Measured[Any], Outcome]:
+        """Count the retry's verdict, then choose the next retry's kind (when there is one).
+
+        In the object's own memory (no store) this is plain work, no call; with a store,
+        its reads and writes are calls the loop makes with ``invoke`` or ``ainvoke``.
+        """
         earlier = list(outcome.records)
         previous: Strategy = dict(earlier[-1].get("strategy") or {}) if earlier else {}  # type: ignore[assignment]
         chose = previous.get("next")
-        strategy: Strategy = {}
-        if chose is None:
-            strategy["kind"] = "first"
-            loop_id = previous.get("loop") or uuid.uuid4().hex
-        else:
-            strategy["kind"] = chose["kind"]
-            strategy["estimates"] = chose["estimates"]
-            loop_id = previous.get("loop") or uuid.uuid4().hex
-        namespace = list(previous.get("namespace") or self._namespace(outcome))
-        strategy["namespace"] = namespace
+        strategy: Strategy = (
+            {"kind": "first"}
+            if chose is None
+            else {
+                "kind": chose["kind"],
+                "estimates": chose["estimates"],
+            }
+        )
+        loop_id = previous.get("loop") or uuid.uuid4().hex
+        namespace = tuple(previous.get("namespace") or self._namespace(outcome))
+        strategy["namespace"] = list(namespace)
         strategy["loop"] = loop_id
         written: dict[str, Any] | None = None
         if chose is not None:
-            success = _succeeded(outcome, earlier)
-            strategy["success"] = success
+            strategy["success"] = _succeeded(outcome, earlier)
             written = {
                 "key": f"{_thread_of()}:{loop_id}:{outcome.iteration}",
-                "value": {"kind": chose["kind"], "success": success},
+                "value": {"kind": chose["kind"], "success": strategy["success"]},
             }
-        choosing = not outcome.ends_loop()
-        if written is not None or choosing:
-            store = _store_of() or self._memory
-            request = {"namespace": tuple(namespace), "write": written, "read": choosing}
-            lock = self._lock if store is self._memory else None
-            measured = yield Call(
-                "adaptive",
-                lambda given, config: _learn(store, given, lock),
-                lambda given, config: _alearn(store, given, lock),
-                request,
-                RunnableConfig(),
-            )
-            if choosing:
-                strategy["next"] = self._choose(measured.value, namespace, outcome.iteration)
         outcome.extra["strategy"] = strategy
+        choosing = not outcome.ends_loop()
+        if written is None and not choosing:
+            return outcome
+        store = _store_of()
+        if store is None:  # the object's own memory: no I/O, nothing to make a call of
+            counts = self._memory.learn(namespace, written)
+            if choosing:
+                strategy["next"] = self._choose(counts, namespace, outcome.iteration)
+            return outcome
+        return self._learned(store, outcome, strategy, written, choosing)
+
+    def _learned(
+        self,
+        store: BaseStore,
+        outcome: Outcome,
+        strategy: Strategy,
+        written: dict[str, Any] | None,
+        choosing: bool,
+    ) -> Generator[Call, Measured[Any], Outcome]:
+        namespace = tuple(strategy["namespace"])
+        request = {"namespace": namespace, "write": written, "read": choosing}
+        measured = yield Call(
+            "adaptive",
+            lambda given, config: _learn(store, given),
+            lambda given, config: _alearn(store, given),
+            request,
+            RunnableConfig(),
+        )
+        if choosing:
+            strategy["next"] = self._choose(measured.value, namespace, outcome.iteration)
         return outcome
 
     def _namespace(self, outcome: Outcome) -> tuple[str, ...]:
         if self.namespace is not None:
             return self.namespace
         evaluator = outcome.evaluator or "evaluator"
-        return ("loop_agents", "adaptive", _model_of(outcome), evaluator)
+        return ("loop_agents", "adaptive", _label(_model_of(outcome)), _label(evaluator))
 
     def _choose(
         self, counts: Mapping[str, Sequence[int]], namespace: Sequence[str], iteration: int
@@ -341,19 +372,51 @@ class Adaptive(LoopControl):
         return {"kind": best, "estimates": estimates}
 
 
+class Repair(LoopControl):
+    """Every retry is a repair: the answer in view with its feedback (seed 001's loop).
+
+    A loop without a control that chooses the kind of retry (`Adaptive`, `Restart`) learns
+    it (`Adaptive`); this control keeps the plain loop instead.
+
+    Example:
+        ```python
+        loop = create_loop_agent(agent, judge, 3, controls=[Repair()])
+        ```
+
+    """
+
+    name = "repair"
+    stage = Stage.STRATEGY
+    claims = frozenset({"retry_kind"})
+
+
+DEFAULT_SEED = 0
+"""The seed of the `Adaptive` a loop gets by default: its choices are reproducible."""
+
+
+def with_a_strategy(controls: Sequence[LoopControl]) -> list[LoopControl]:
+    """``controls``, with a default `Adaptive` when none chooses the kind of retry.
+
+    Example:
+        ```python
+        [type(c).__name__ for c in with_a_strategy([Plateau(2)])]  # ['Plateau', 'Adaptive']
+        assert with_a_strategy([Repair()])[0].name == "repair"
+        ```
+
+    """
+    if any("retry_kind" in control.claims for control in controls):
+        return list(controls)
+    return [*controls, Adaptive(seed=DEFAULT_SEED)]
+
+
 # -- the learning's store -------------------------------------------------------------------
 
 SEARCH_PAGE = 500
 """Items read per store search while counting the retries of a namespace."""
 
 
-def _learn(
-    store: BaseStore, request: Mapping[str, Any], lock: threading.Lock | None
-) -> dict[str, list[int]]:
+def _learn(store: BaseStore, request: Mapping[str, Any]) -> dict[str, list[int]]:
     """Write the judged retry (if any), then count every kind's successes and failures."""
-    if lock is not None:
-        with lock:
-            return _learn(store, request, None)
     namespace = request["namespace"]
     written = request["write"]
     if written is not None:
@@ -368,11 +431,7 @@ def _learn(
             return _counts(items)
 
 
-async def _alearn(
-    store: BaseStore, request: Mapping[str, Any], lock: threading.Lock | None
-) -> dict[str, list[int]]:
-    if lock is not None:  # the object's own in-memory store: no I/O, no await needed
-        return _learn(store, request, lock)
+async def _alearn(store: BaseStore, request: Mapping[str, Any]) -> dict[str, list[int]]:
     namespace = request["namespace"]
     written = request["write"]
     if written is not None:
@@ -385,6 +444,39 @@ async def _alearn(
         items.extend(page)
         if len(page) < SEARCH_PAGE:
             return _counts(items)
+
+
+MEMORY_KEYS = 10_000
+"""Judged retries per namespace whose keys an `Adaptive` without a store remembers."""
+
+
+class _Memory:
+    """What an `Adaptive` learns without a store: each namespace's retries and tallies.
+
+    The keys of the latest `MEMORY_KEYS` retries of a namespace are kept, so one judged
+    again (a resumed loop) counts once, and a process that runs loops for months keeps a
+    bounded memory; the tallies are kept up to date, so choosing never re-counts.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._seen: dict[tuple[str, ...], OrderedDict[str, None]] = {}
+        self._tallies: dict[tuple[str, ...], dict[str, list[int]]] = {}
+
+    def learn(
+        self, namespace: tuple[str, ...], written: Mapping[str, Any] | None
+    ) -> dict[str, list[int]]:
+        """Count ``written`` (a judged retry) once; return the namespace's tallies."""
+        with self._lock:
+            seen = self._seen.setdefault(namespace, OrderedDict())
+            tallies = self._tallies.setdefault(namespace, {})
+            if written is not None and written["key"] not in seen:
+                kind, success = written["value"]["kind"], bool(written["value"]["success"])
+                seen[written["key"]] = None
+                if len(seen) > MEMORY_KEYS:
+                    seen.popitem(last=False)
+                tallies.setdefault(kind, [0, 0])[0 if success else 1] += 1
+            return {kind: list(counts) for kind, counts in tallies.items()}
 
 
 def _counts(items: Sequence[Any]) -> dict[str, list[int]]:
@@ -441,6 +533,15 @@ def _model_of(outcome: Outcome) -> str:
             if isinstance(name, str) and name.strip():
                 return name.strip()
     return "unknown model"
+
+
+def _label(name: str) -> str:
+    """``name`` as a store namespace label: a period becomes an underscore.
+
+    LangGraph Server's store refuses a label with a period (``gpt-5.4-mini`` is kept
+    under ``gpt-5_4-mini``).
+    """
+    return name.replace(".", "_")
 
 
 def _points(requirements: Requirements, feedback: Sequence[str]) -> list[str]:
@@ -521,13 +622,16 @@ def _checked_prior(
 
 __all__ = [
     "BUILTIN_KINDS",
+    "DEFAULT_SEED",
     "Adaptive",
     "Choice",
     "Estimate",
+    "Repair",
     "Retry",
     "RetryKind",
     "Strategy",
     "fresh",
     "informed",
     "repair",
+    "with_a_strategy",
 ]

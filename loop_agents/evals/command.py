@@ -71,9 +71,10 @@ TASKS_NEED_SANDBOX = "the code tasks' answers run in the sandbox, which cannot r
 EVAL_DESCRIPTION = (
     "Measure whether a loop pays off for your tasks and your model: run every task "
     "under each arm with the same budget of K answers and compare the pass rates. "
-    "single: one answer. loop: up to K answers, the feedback from the visible tests or "
-    "checks. resample: up to K independent answers, the first that passes the visible "
-    "tests or checks (the compute-matched control). judge-loop: up to K answers, the "
+    "single: one answer. loop: up to K answers, each retry a repair (the answer and the "
+    "feedback from the visible tests or checks). resample: up to K independent "
+    "answers, the first that passes the visible tests or checks (the compute-matched "
+    "control). judge-loop: up to K answers, the "
     "feedback from an LLM judge only. loop-candidates (only with --arms): the loop with "
     "2 candidate answers per iteration for K/2 iterations (K even). restart (only with "
     "--arms): the loop, but after a repair that did not improve, a fresh sample told "
@@ -103,6 +104,8 @@ to run yours alone). SPEC is module:factory, a function (task, model, settings) 
 imported from the current folder, or loop / judge-loop followed by ,KEY=VALUE options:
 history=full|last_attempt|feedback_log, feedback=default|plain, candidates=N,
 select=last|best, patience=N, restart=on|N, first=K, stagnation=on, adaptive=on.
+Such a loop repairs every retry, as the loop arm does, unless restart= or adaptive=
+chooses what a retry is sent.
 
 TASKS is a JSONL file, one task per line, or a bundled set: code, instructions.
 With --out, each finished task and arm is also appended to NAME.journal.jsonl beside

@@ -2,12 +2,21 @@
 
 The built-in loops are such arms: ``loop`` is ``loop()``, ``judge-loop`` is
 ``loop(evaluator="judge")``, ``loop-candidates`` is ``loop(controls=[Candidates(2)])``,
-``restart`` is ``loop(controls=[Restart(requirements=requirement_points)])`` and
-``diverse-first`` is ``loop(controls=[DiverseFirst(2)])``. Yours run the same way: the
+``restart`` is ``loop(controls=[Restart(requirements=requirement_points)])``,
+``diverse-first`` is ``loop(controls=[DiverseFirst(2)])`` and ``adaptive`` is
+``loop(controls=[Adaptive(requirements=requirement_points)])``. Yours run the same way: the
 eval's model answers (at the arm's temperature, with the task kind's system message), the
 task's visible tests or checks judge each answer (`visible_checks`), or an LLM judge does
 (``evaluator="judge"``), and the budget is K answers: ``max_iterations`` is K, K/c with a
 ``Candidates(c)`` control, K - k + 1 with a ``DiverseFirst(k)`` control.
+
+An eval's loop repairs: every retry is sent the earlier answers and their feedback (the
+seed's loop). A loop arm none of whose controls chooses the kind of retry (``Restart``,
+``Adaptive``, any control that claims ``"retry_kind"``) gets a `Repair` control, where
+`create_loop_agent` alone would add its default ``Adaptive``: ``loop()`` is the built-in
+``loop``, and ``--arm NAME=loop,...`` the same loop with options. To choose the kind of
+retry, give the control (``adaptive=on``, ``controls=[Adaptive(...)]``): the eval then
+keeps what it learns across the tasks (`loop_agents.evals.learning`).
 
 For one release `loop` also takes `create_loop_agent`'s old option keywords
 (``history=``, ``select=``, ...), each turned into the control it stands for with a
@@ -34,7 +43,7 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemM
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from langgraph.store.memory import InMemoryStore
 
-from loop_agents.controls import Adaptive, Candidates, DiverseFirst, LoopControl
+from loop_agents.controls import Adaptive, Candidates, DiverseFirst, LoopControl, Repair
 from loop_agents.controls.candidates import best_candidate
 from loop_agents.controls.shorthands import controls_of_keywords
 from loop_agents.evals.arm_protocol import ArmRun, EvalArm, Ran, describe_value
@@ -113,7 +122,8 @@ class LoopArm(EvalArm):
             trial = cast(Any, lambda context: {"stop": True})
             trial.criteria = JUDGE_INSTRUCTIONS
         try:
-            self.controls = check_controls(controls)
+            given = check_controls(controls)
+            self.controls = given if _chooses_retry_kind(given) else [*given, Repair()]
             create_loop_agent(
                 GenericFakeChatModel(messages=iter(())), trial, 1, name="trial",
                 controls=self.controls,
@@ -127,11 +137,17 @@ class LoopArm(EvalArm):
         self.candidates = several[0] if several else 1
 
     def identity(self) -> dict[str, Any]:
-        """``{"kind": "loop", "evaluator": ..., "controls": [...]}`` (see `describe_value`)."""
+        """``{"kind": "loop", "evaluator": ..., "controls": [...]}`` (see `describe_value`).
+
+        A `Repair` control is left out: a loop arm without one chooses the kind of retry
+        with another control, so the rest tells the arms apart; and a loop arm described
+        before `Adaptive` became `create_loop_agent`'s default (every such arm repaired)
+        reads the same, so its journal resumes.
+        """
         return {
             "kind": "loop",
             "evaluator": self.evaluator,
-            "controls": describe_value(self.controls),
+            "controls": describe_value([c for c in self.controls if type(c) is not Repair]),
         }
 
     def max_iterations(self, iterations: int) -> int:
@@ -259,9 +275,11 @@ def loop(
             judge, as in ``judge-loop``).
         controls: The loop's controls (`loop_agents.controls`: ``History``,
             ``FeedbackStyle``, ``Candidates``, ``AnswerSelection``, ``Plateau``,
-            ``Restart``, ``DiverseFirst``, ``Stagnation``, ...), in order. The eval sets
-            the agent (its model), ``max_iterations`` (from K) and the loop's name,
-            storage and output.
+            ``Restart``, ``DiverseFirst``, ``Stagnation``, ``Adaptive``, ...), in order.
+            Without one that chooses the kind of retry (``Restart``, ``Adaptive``), a
+            `Repair` is added: every retry is a repair, as in the built-in ``loop``. The
+            eval sets the agent (its model), ``max_iterations`` (from K) and the loop's
+            name, storage and output.
         **deprecated: `create_loop_agent`'s old option keywords (``history=``,
             ``feedback_format=``, ``select=``, ...), for one release: each becomes the
             control it stands for, with a ``DeprecationWarning`` naming it.
@@ -290,6 +308,11 @@ def loop(
         except ValueError as exc:
             raise ValueError(f"loop(): {exc}") from None
     return LoopArm(evaluator=evaluator, controls=controls)
+
+
+def _chooses_retry_kind(controls: Sequence[LoopControl]) -> bool:
+    """Whether one of ``controls`` chooses the kind of retry (claims ``"retry_kind"``)."""
+    return any("retry_kind" in control.claims for control in controls)
 
 
 def _seeded(control: LoopControl, seed: int | None) -> LoopControl:

@@ -31,6 +31,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.store.base import BaseStore
 from langgraph.types import Checkpointer
 
+from loop_agents.controls.adaptive import with_a_strategy
 from loop_agents.controls.shorthands import controls_of_keywords
 from loop_agents.hosts.agent_step import AgentStep, routed
 from loop_agents.hosts.loop_agent import LoopAgent
@@ -210,7 +211,7 @@ def create_loop_agent(
         )
     mode = check_output_mode(output_mode)
     kept = [KeptAnswers()] if mode == "last_message" else []
-    parts = assemble_controls([*given, *kept], LoopSpec(agent, evaluator, cap))
+    parts = assemble_controls(with_a_strategy([*given, *kept]), LoopSpec(agent, evaluator, cap))
     core = LoopNodes(evaluator, cap, name=check_name(name), controls=parts)
     step = AgentStep(core, agent)
     layout = resolve_storage(check_storage(storage), checkpointer)

@@ -42,6 +42,7 @@ from langgraph.config import get_config
 from langgraph.runtime import Runtime
 from langgraph.types import Command, Overwrite
 
+from loop_agents.controls.adaptive import with_a_strategy
 from loop_agents.controls.shorthands import controls_of_keywords
 from loop_agents.hosts.middleware_state import (
     DEFAULT_STATE_KEYS,
@@ -170,7 +171,7 @@ class LoopMiddleware(AgentMiddleware[Any, Any, Any]):
         given = [*controls_of_keywords(deprecated, where="LoopMiddleware"), *_listed(controls)]
         cap = check_max_iterations(max_iterations)
         spec = LoopSpec(None, evaluator, cap, host="middleware")
-        parts = assemble_controls([AgentStopped(), KeptAnswers(), *given], spec)
+        parts = assemble_controls(with_a_strategy([AgentStopped(), KeptAnswers(), *given]), spec)
         for part in parts:
             _refuse_outside(part)
         self.state_keys, self._reduced = _check_state_keys(state_keys)
