@@ -123,5 +123,9 @@ def test_on_a_tool_calling_server_the_tool_runs_and_the_answer_is_accepted(tmp_p
     assert "the tool never ran" not in done.stdout
     assert done.stdout.rstrip().endswith(f"announcement (accepted): {GOOD}")
     assert "35 words; keep it to 30 at most." in done.stdout
+    # each draft's words, counted by the tool: the first attempt's, then the last's (a
+    # repair sends the first again with the second; a fresh sample does not)
+    tool_results = [m["content"] for m in server.requests[1]["messages"] if m["role"] == "tool"]
+    assert tool_results == ["35"]
     tool_results = [m["content"] for m in server.requests[-1]["messages"] if m["role"] == "tool"]
-    assert tool_results == ["35", "12"]  # each draft's words, counted by the tool
+    assert tool_results[-1] == "12"
