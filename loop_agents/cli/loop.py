@@ -17,6 +17,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer
 
 from loop_agents.cli.spec import RunSpec
+from loop_agents.controls import LoopControl, Repair
 from loop_agents.controls.selection import AnswerSelection
 from loop_agents.evaluators import all_of, command_check, llm_judge
 from loop_agents.evaluators.judge import judge_format_options
@@ -77,6 +78,16 @@ RunGraph = LoopAgent | CompiledStateGraph[Any, Any, Any, Any]
 """A run's graph: the loop around the agent (a `LoopAgent`) or the agent with the loop inside."""
 
 
+def run_controls(spec: RunSpec) -> list[LoopControl]:
+    """A run's controls: its answer selection, and every retry a repair.
+
+    A run is one loop with nothing kept between runs to learn from (`Adaptive`'s default
+    would draw its kinds from the prior alone), and the command says the feedback goes
+    back to the model: so its retries are repairs (`Repair`).
+    """
+    return [Repair(), AnswerSelection(spec.select)]
+
+
 def build_loop(spec: RunSpec, endpoint: Endpoint, *, checkpointer: Checkpointer) -> RunGraph:
     """The loop of ``spec`` on ``endpoint``, saving to ``checkpointer``.
 
@@ -91,7 +102,7 @@ def build_loop(spec: RunSpec, endpoint: Endpoint, *, checkpointer: Checkpointer)
             evaluator,
             spec.max_iterations,
             name=LOOP_NAME,
-            controls=[AnswerSelection(spec.select)],
+            controls=run_controls(spec),
         )
         graph: RunGraph = create_agent(
             model=endpoint.chat_model(),
@@ -106,7 +117,7 @@ def build_loop(spec: RunSpec, endpoint: Endpoint, *, checkpointer: Checkpointer)
         evaluator,
         spec.max_iterations,
         name=LOOP_NAME,
-        controls=[AnswerSelection(spec.select)],
+        controls=run_controls(spec),
         checkpointer=checkpointer,
     )
 
