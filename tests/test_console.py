@@ -503,7 +503,8 @@ def test_a_command_s_console_never_wraps_a_pipe(monkeypatch):
     out = io.StringIO()
     console = command_console()
     console.file = out
-    line = "[4/9] fizzbuzz / loop: passed (4 answers, 8 calls, 90.6 s) " * 4
+    # no trailing space: the lowest rich the package allows drops one at a line's end
+    line = ("[4/9] fizzbuzz / loop: passed (4 answers, 8 calls, 90.6 s) " * 4).rstrip()
     console.print(line, markup=False)
     assert out.getvalue() == line + "\n"  # longer than COLUMNS, and still one line
 
