@@ -396,3 +396,52 @@ def test_a_model_name_with_periods_makes_a_label_langgraph_server_s_store_takes(
     create_loop_agent(named, never, 3, store=store).invoke({"messages": [HumanMessage(REQUEST)]})
     (label,) = {item.namespace for item in store.search(("loop_agents", "adaptive"))}
     assert label == ("loop_agents", "adaptive", "gpt-5_4-mini", "never")
+
+
+@pytest.mark.slow  # 2,000 iterations: a few seconds
+def test_a_thousand_iterations_of_the_default_learn_the_same_with_a_store_or_without() -> None:
+    """The default `Adaptive` over 1,000 iterations of a loop that never accepts: each
+    judged retry is one store item, and the store and the object's memory count alike,
+    so the seeded choices are the same."""
+
+    def agent(messages: list[Any]) -> AIMessage:
+        return AIMessage("draft", response_metadata={"model_name": "m"})
+
+    def never(context: Any) -> dict[str, Any]:
+        return {"stop": False, "feedback": "Again.", "score": 1.0}
+
+    store = InMemoryStore()
+    runs = [
+        create_loop_agent(agent, never, 1000, store=s).invoke({"messages": [HumanMessage(REQUEST)]})
+        for s in (None, store)
+    ]
+    kinds = [[r["strategy"]["kind"] for r in run["records"]] for run in runs]
+    assert kinds[0] == kinds[1]
+    assert len(kinds[0]) == 1000
+    assert kinds[0][0] == "first"
+    # no retry beat the first score: every kind failed, so every kind kept being tried
+    assert {kind: kinds[0].count(kind) > 100 for kind in ("repair", "fresh", "informed")} == {
+        "repair": True,
+        "fresh": True,
+        "informed": True,
+    }
+    items = store.search(("loop_agents", "adaptive", "m", "never"), limit=2000)
+    assert len(items) == 999
+
+
+def test_a_graph_agent_sees_the_files_it_wrote_whatever_the_kind_of_retry() -> None:
+    """A fresh or informed retry changes the messages the agent is sent, not its state:
+    a deep agent's files (here a graph agent's) reach every attempt under the default."""
+    from tests.file_agents import file_agent
+
+    seen: list[dict[str, str]] = []
+
+    def never(context: Any) -> dict[str, Any]:
+        return {"stop": False, "feedback": "Add another file.", "score": 1.0}
+
+    result = create_loop_agent(file_agent(seen), never, 6).invoke(
+        {"messages": [HumanMessage("Write files.")]}
+    )
+    kinds = [record["strategy"]["kind"] for record in result["records"]]
+    assert {"fresh", "informed"} <= set(kinds)  # the default sent both kinds here
+    assert [len(files) for files in seen] == [0, 1, 2, 3, 4, 5]

@@ -272,6 +272,12 @@ def test_the_default_loop_keeps_the_judge_s_prefix_cacheable_whatever_the_retry(
     result = wire_loop(server, 4, controls=[]).invoke({"messages": [REQUEST]})
     records = result["records"]
     assert len(records) == 4
+    kinds = [record["strategy"]["kind"] for record in records]
+    assert kinds[0] == "first"
+    assert set(kinds[1:]) - {"repair"}  # not only repairs here
+    for n, kind in enumerate(kinds[1:], 1):
+        sent = server.requests[2 * n]["messages"]
+        assert any(m["role"] == "assistant" for m in sent) == (kind == "repair")
     judge_calls = server.requests[1::2]
     for n in range(1, 4):
         fixed = {**judge_calls[n], "messages": judge_calls[n]["messages"][:-1]}

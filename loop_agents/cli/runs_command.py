@@ -60,14 +60,20 @@ def runs(args: argparse.Namespace) -> int:
     ]
     # on a narrow screen only the task gives way: the id (what `show` and `resume` take)
     # and the figures are never cut
-    headers = ("id", "started", "task", "iterations", "stop reason", "best score")
-    for column, header in enumerate(headers):
+    columns: list[tuple[str, Literal["left", "right"]]] = [
+        ("id", "left"),
+        ("started", "left"),
+        ("task", "left"),
+        ("iterations", "right"),
+        ("stop reason", "left"),
+        ("best score", "right"),
+    ]
+    for index, (header, justify) in enumerate(columns):
         if header == "task":
             table.add_column(header, no_wrap=True, overflow="ellipsis")
-            continue
-        widest = max(len(row[column]) for row in rows)
-        justify: Literal["left", "right"] = "right" if column in (3, 5) else "left"
-        table.add_column(header, justify=justify, no_wrap=True, min_width=widest)
+        else:
+            widest = max(len(row[index]) for row in rows)
+            table.add_column(header, justify=justify, no_wrap=True, min_width=widest)
     for row in rows:
         table.add_row(*row)
     console.print(table)

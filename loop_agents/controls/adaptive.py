@@ -32,7 +32,8 @@ attempt could be sent) returning the messages to send.
 
 Example:
     ```python
-        from loop_agents.controls import Adaptive
+    from langgraph.store.memory import InMemoryStore
+    from loop_agents.controls import Adaptive
 
     store = InMemoryStore()
     loop = create_loop_agent(model, tests, 3, controls=[Adaptive(seed=7)], store=store)
