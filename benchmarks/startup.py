@@ -32,15 +32,15 @@ COMMANDS: dict[str, list[str]] = {
         "-c",
         "import langgraph.graph, langchain.agents, langchain_openai",
     ],
-    "loop-agents --help": [sys.executable, "-m", "loop_agents.cli", "--help"],
-    "loop-agents --version": [sys.executable, "-m", "loop_agents.cli", "--version"],
-    "loop-agents run --help": [sys.executable, "-m", "loop_agents.cli", "run", "--help"],
-    "loop-agents run x (no rubric: exit 2)": [sys.executable, "-m", "loop_agents.cli", "run", "x"],
+    "loop-agents --help": [sys.executable, "-m", "loop_agents_cli", "--help"],
+    "loop-agents --version": [sys.executable, "-m", "loop_agents_cli", "--version"],
+    "loop-agents run --help": [sys.executable, "-m", "loop_agents_cli", "run", "--help"],
+    "loop-agents run x (no rubric: exit 2)": [sys.executable, "-m", "loop_agents_cli", "run", "x"],
     "loop-agents run x --rubric r --threshold 150 (exit 2)": [
-        sys.executable, "-m", "loop_agents.cli", "run", "x", "--rubric", "r", "--threshold", "150",
+        sys.executable, "-m", "loop_agents_cli", "run", "x", "--rubric", "r", "--threshold", "150",
     ],
     "loop-agents show abcdef12 (not saved: exit 2)": [
-        sys.executable, "-m", "loop_agents.cli", "show", "abcdef12",
+        sys.executable, "-m", "loop_agents_cli", "show", "abcdef12",
     ],
 }  # fmt: skip
 COMMAND_ROWS = tuple(name for name in COMMANDS if name.startswith("loop-agents"))

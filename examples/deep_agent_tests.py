@@ -3,7 +3,7 @@
 A ``deepagents`` deep agent keeps the files it writes in its state. Inside a loop the
 files of one attempt are given back to the next, so after a failed test run the agent
 revises the file it wrote (``read_file``, ``edit_file``) instead of starting from nothing.
-The evaluator, `loop_agents.evaluators.files_check`, writes the attempt's files into an
+The evaluator, `loop_agents_checks.files_check`, writes the attempt's files into an
 empty folder in the sandbox, runs the tests there and feeds the failures back; a plan the
 agent keeps with ``write_todos`` must be finished too (`todos_complete`).
 
@@ -30,10 +30,11 @@ from dotenv import find_dotenv, load_dotenv
 from langchain.agents.middleware import TodoListMiddleware
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage
+from loop_agents_checks import files_check
+from loop_agents_cli.models.settings import ModelSettings, SettingsError
 
 from loop_agents import create_loop_agent
-from loop_agents.evaluators import all_of, files_check, todos_complete
-from loop_agents.models.settings import ModelSettings, SettingsError
+from loop_agents.evaluators import all_of, todos_complete
 
 TASK = (
     "Write /solution.py with a function slugify(title) that lowercases the title, keeps "

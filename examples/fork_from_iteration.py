@@ -11,7 +11,7 @@ copywriter is that model; otherwise (or with ``--offline``) a small function pla
 the first line says which. The editor is scripted so that every run takes the same path.
 
 Run it with ``python examples/fork_from_iteration.py [--offline] [--db PATH]`` (SQLite
-support comes with the package).
+support is an extra: ``pip install "loop-agents[sqlite]"``).
 """
 
 from __future__ import annotations
@@ -28,13 +28,13 @@ from langchain_core.messages import AnyMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
+from loop_agents_cli.models.settings import ModelSettings, SettingsError
 
 from loop_agents import LoopContext, LoopEvaluation, create_loop_agent
 from loop_agents.loop.agents import AgentLike
 from loop_agents.loop.checkpoints import checkpoint_before_iteration
 from loop_agents.loop.feedback import feedback_text
 from loop_agents.loop.state import LoopInput, LoopOutput
-from loop_agents.models.settings import ModelSettings, SettingsError
 
 REQUEST = "Write a one-line slogan for a neighbourhood bakery. Reply with the slogan only."
 EDITS = ["Make it shorter.", "Mention fresh bread."]

@@ -7,7 +7,7 @@ at most three times; the best-scored draft is the answer. Settings come from ``.
 ``----Agent----``, each review under ``----Evaluator----``, a status line per iteration,
 then the summary, the verdict and the selected draft (as ``loop-agents demo`` prints them).
 
-The demo's code lives in `loop_agents.demos.song_lyrics` (so that the ``loop-agents demo
+The demo's code lives in `loop_agents_cli.demos.song_lyrics` (so that the ``loop-agents demo
 song-lyrics`` command can run it too); this program runs it with the settings of ``.env``.
 
 Run it with ``make demo``, ``python examples/song_lyrics.py`` or ``loop-agents demo song-lyrics``.
@@ -21,9 +21,8 @@ import sys
 
 import httpx
 from dotenv import find_dotenv, load_dotenv
-
-from loop_agents.demos import song_lyrics as demo
-from loop_agents.demos.song_lyrics import (
+from loop_agents_cli.demos import song_lyrics as demo
+from loop_agents_cli.demos.song_lyrics import (
     MAX_ITERATIONS,
     PASS_SCORE,
     DemoFailed,
@@ -31,9 +30,10 @@ from loop_agents.demos.song_lyrics import (
     build_loop,
     verdict,
 )
+from loop_agents_cli.models.local_model import LocalModelError
+from loop_agents_cli.models.settings import SEED_VARIABLE, ModelSettings, SettingsError, parse_seed
+
 from loop_agents.loop.state import LoopOutput
-from loop_agents.models.local_model import LocalModelError
-from loop_agents.models.settings import SEED_VARIABLE, ModelSettings, SettingsError, parse_seed
 
 __all__ = ["MAX_ITERATIONS", "PASS_SCORE", "Review", "build_loop", "main", "run", "verdict"]
 

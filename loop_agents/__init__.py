@@ -15,33 +15,21 @@ Example:
     ```
 
 The public names below are imported from here; the controls from `loop_agents.controls`.
-The modules that hold them are arranged in layers, one folder each, lowest first. A module
-imports only from its own layer and from the layers listed before it, never from a later
-one, and never from this package's public names (``tests/test_layers.py`` checks both,
-and that no import cycle exists); ``docs/architecture.md`` draws them:
+The package is in layers, one folder each, lowest first; a module imports only from its
+own layer and those before it (``tests/repository/test_layers.py`` checks it, and that no
+import cycle exists; ``docs/architecture.md`` draws them):
 
-1. ``sandbox``: running untrusted code: limits, killing every process it started, no
-   secret of the caller readable.
-2. ``models``: where the model is: endpoint settings and resolution, the bundled local
-   server, HTTP transports.
-3. ``runtime``: running calls reliably, whatever the loop: programs written once for
-   ``invoke`` and ``ainvoke``, time limits, token counting, one run at a time on a thread.
-4. ``loop``: the loop's core, written once for both hosts: its state, the control
-   protocol, the two steps of an iteration (``open_turn``, ``evaluate``), records,
-   events, feedback, history policies, checkpoints and storage.
-5. ``controls``: the parts of a loop, one module each (history, candidates, advice,
-   budgets, selection, retries, strategies, ...), and the one table of their short names.
-6. ``hosts``: where the loop runs: `create_loop_agent` (a LangGraph graph) and
-   `LoopMiddleware` (inside ``create_agent``).
-7. ``evaluators``: every evaluator: the LLM judge, rules, combinators, command checks,
-   human review, code review and the code runner, the openevals adapter.
-8. ``console``: rendering a loop for people: live in a terminal, or as an HTML page.
-9. ``demos``: the Song-lyrics demo, its prompts and the 相见欢 form.
-10. ``evals``: task sets, arms, the eval runner and its report.
-11. ``serving``: LangGraph Server entry points, configurable loops, loop-as-tool.
-12. ``cli``: the ``loop-agents`` command.
+1. ``runtime``: running calls reliably: programs written once for ``invoke`` and
+   ``ainvoke``, time limits, token counting, one run at a time on a thread.
+2. ``loop``: the loop's core, written once for both hosts: its state, the control
+   protocol, the two steps of an iteration, records, events, feedback, history, storage.
+3. ``controls``: the parts of a loop, one module each.
+4. ``hosts``: `create_loop_agent` (a LangGraph graph) and `LoopMiddleware` (inside
+   ``create_agent``).
+5. ``evaluators``: the LLM judge, rules, combinators, human review, the openevals adapters.
 
-Only ``__init__.py`` (this module) and ``_version.py`` sit beside the layers.
+The command, the eval and the evaluators that run code are distributions of their own
+(``loop-agents-cli``, ``loop-agents-evals``, ``loop-agents-checks``), built on this one.
 """
 
 import importlib
@@ -59,9 +47,6 @@ if TYPE_CHECKING:
     from loop_agents.evaluators import (
         JudgeError,
         all_of,
-        code_runner,
-        command_check,
-        files_check,
         from_openevals,
         llm_judge,
         panel,
@@ -101,11 +86,8 @@ _LAZY: dict[str, str] = {
     "AgentFinished": "loop_agents.loop.events",
     "all_of": "loop_agents.evaluators",
     "CandidatesJudged": "loop_agents.loop.events",
-    "code_runner": "loop_agents.evaluators",
-    "command_check": "loop_agents.evaluators",
     "create_loop_agent": "loop_agents.hosts.graph",
     "EvaluationFinished": "loop_agents.loop.events",
-    "files_check": "loop_agents.evaluators",
     "from_openevals": "loop_agents.evaluators",
     "HistoryCompacted": "loop_agents.loop.events",
     "human_review": "loop_agents.evaluators.human",
@@ -160,10 +142,7 @@ __all__ = [
     "ThreadBusyError",
     "UnknownPriceError",
     "all_of",
-    "code_runner",
-    "command_check",
     "create_loop_agent",
-    "files_check",
     "from_openevals",
     "human_review",
     "llm_judge",

@@ -4,4 +4,4 @@
 ``loop_agents.__version__`` and ``loop-agents --version`` all show this string.
 """
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"

@@ -38,7 +38,7 @@ FORBIDDEN_PARTS = {
     ".env",
 }
 """No path in a distribution may have one of these as a folder or file name."""
-ENTRY_POINT = "loop-agents = loop_agents.cli:main"
+ENTRY_POINT = "loop-agents = loop_agents_cli:main"
 
 
 def source_version(root: Path = ROOT) -> str:
@@ -70,7 +70,7 @@ def expected_package_files(root: Path = ROOT) -> set[str]:
 
     Example:
         ```python
-        assert "loop_agents/evals/data/code.jsonl" in expected_package_files()
+        assert "libs/evals/loop_agents_evals/data/code.jsonl" in expected_package_files()
         ```
     """
     found = set()

@@ -4,7 +4,7 @@
 #   private cluster with initdb/pg_ctl on a free loopback port). Debian's `postgresql`
 #   package puts them in /usr/lib/postgresql/VERSION/bin.
 # - A C++ compiler, for building llama.cpp (the `local` extra, installed by `make local`).
-# - bubblewrap (`bwrap`), the sandbox the code runner prefers (loop_agents.sandbox); the
+# - bubblewrap (`bwrap`), the sandbox the code runner prefers (loop_agents_checks.sandbox); the
 #   sandbox tests of the bwrap isolation must run on CI (tests/test_sandbox.py).
 # - Chromium, which draws the report pages headless in tests/test_html_browser.py (and makes
 #   the documentation's screenshot, scripts/screenshot_eval_report.py).

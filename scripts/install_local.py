@@ -8,7 +8,7 @@
    flags, ``CFLAGS`` and ``CXXFLAGS`` unset), with a progress line every 15 s
    (``build_progress.py``), then ``pip check``;
 2. checks the installed llama-cpp-python's build record (``python -m
-   loop_agents.models.llama_build --json``): pip's wheel cache does not look at
+   loop_agents_cli.models.llama_build --json``): pip's wheel cache does not look at
    ``CMAKE_ARGS``, so pip may have installed a wheel it cached from a build with other
    flags, or left alone one that was installed already;
 3. when it is not the project's build, reinstalls llama-cpp-python alone at the locked
@@ -67,9 +67,9 @@ def locked_requirement(requirements: Path, name: str = DISTRIBUTION) -> str:
 
 
 def check(python: str) -> dict[str, Any]:
-    """The build check of ``python``'s environment (``loop_agents.models.llama_build``)."""
+    """The build check of ``python``'s environment (``loop_agents_cli.models.llama_build``)."""
     proc = subprocess.run(
-        [python, "-m", "loop_agents.models.llama_build", "--json"],
+        [python, "-m", "loop_agents_cli.models.llama_build", "--json"],
         capture_output=True,
         text=True,
         check=False,
@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     what, python = args.what, args.python
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from loop_agents.models.llama_build import build_cache_dir, build_environment
+    from loop_agents_cli.models.llama_build import build_cache_dir, build_environment
 
     env = build_environment()
     started = time.time()

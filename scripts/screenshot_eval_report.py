@@ -33,7 +33,7 @@ def main() -> int:
         return 1
     with tempfile.TemporaryDirectory() as folder:
         page = Path(folder) / "eval.html"
-        command = [sys.executable, "-m", "loop_agents.cli", "eval", "instructions"]
+        command = [sys.executable, "-m", "loop_agents_cli", "eval", "instructions"]
         subprocess.run([*command, "--from", str(EXAMPLE), "--report", str(page)], check=True)
         subprocess.run(
             [

@@ -13,7 +13,7 @@ from typing import Any
 
 from tests.conftest import env_without_model_settings
 
-COMMAND = [sys.executable, "-m", "loop_agents.cli"]
+COMMAND = [sys.executable, "-m", "loop_agents_cli"]
 CLOSED_PORT_URL = "http://127.0.0.1:9"
 """Nothing listens on the discard port: "no Ollama here"."""
 

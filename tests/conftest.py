@@ -5,7 +5,7 @@ import pytest
 
 # checkpointer fixtures (saver, async_saver, postgres_server, postgres_url), and the fake
 # llama.cpp server of the bundled model's tests (fake_llama)
-pytest_plugins = ["tests.savers", "tests.fake_llama"]
+pytest_plugins = ["tests.savers"]
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"

@@ -28,7 +28,7 @@ from loop_agents.loop.agents import encodable
 from loop_agents.loop.feedback import fenced
 from loop_agents.loop.protocol import LoopControl, Outcome, Stage
 from loop_agents.runtime._function_runnable import FunctionRunnable
-from loop_agents.runtime._numbers import describe_number, finite_float
+from loop_agents.runtime.numbers import describe_number, finite_float
 from loop_agents.runtime.steps import Call, Measured
 
 ADVISOR_INSTRUCTIONS = (

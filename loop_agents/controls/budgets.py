@@ -48,7 +48,7 @@ from typing import NotRequired, TypeAlias, TypedDict
 
 from loop_agents.loop.protocol import LoopControl, Progress, Stage
 from loop_agents.loop.state import IterationRecord
-from loop_agents.runtime._numbers import describe_number, finite_float
+from loop_agents.runtime.numbers import describe_number, finite_float
 from loop_agents.runtime.usage import CallUsage
 
 ANY_MODEL = "*"

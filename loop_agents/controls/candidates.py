@@ -45,7 +45,7 @@ from langchain_core.runnables import Runnable
 from loop_agents.loop.agents import AgentCaller, AgentLike, describe
 from loop_agents.loop.protocol import AgentCall, LoopControl, LoopSpec, Outcome, Stage
 from loop_agents.loop.state import LoopEvaluation
-from loop_agents.runtime._numbers import describe_number, finite_float
+from loop_agents.runtime.numbers import describe_number, finite_float
 
 MAX_CANDIDATES = 64
 """The most candidates per iteration `Candidates` accepts."""

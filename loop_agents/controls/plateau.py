@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from loop_agents.loop.protocol import LoopControl, Progress, Stage
 from loop_agents.loop.state import IterationRecord
-from loop_agents.runtime._numbers import describe_number, finite_float
+from loop_agents.runtime.numbers import describe_number, finite_float
 
 
 def plateaued(records: Sequence[IterationRecord], *, patience: int, min_delta: float) -> bool:

@@ -21,7 +21,7 @@ from typing import Literal, TypeAlias, cast
 from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import get_executor_for_config
 
-from loop_agents.evaluators._base import (
+from loop_agents.evaluators.base import (
     check_name,
     format_score,
     make_evaluator,
@@ -103,7 +103,8 @@ def all_of(*evaluators: Evaluator, name: str = "all_of") -> LoopEvaluatorRunnabl
 
     Example:
         ```python
-        from loop_agents import all_of, code_runner, llm_judge
+        from loop_agents import all_of, llm_judge
+        from loop_agents_checks import code_runner
 
         evaluator = all_of(code_runner("63245986"), llm_judge(model, rubric, threshold=75))
         ```

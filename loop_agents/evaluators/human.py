@@ -34,7 +34,7 @@ from loop_agents.loop.checkpoints import checkpointed, in_graph_run
 from loop_agents.loop.evaluation import Evaluator, LoopEvaluatorRunnable, criteria_of
 from loop_agents.loop.input_checks import HOW_TO_ANSWER
 from loop_agents.loop.state import LoopContext, LoopEvaluation
-from loop_agents.runtime._numbers import describe_number, finite_float
+from loop_agents.runtime.numbers import describe_number, finite_float
 
 REVIEW_KIND: Literal["loop_agents.human_review"] = "loop_agents.human_review"
 """The ``kind`` of every `ReviewRequest`, for clients that handle several interrupts."""

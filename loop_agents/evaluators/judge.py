@@ -21,7 +21,7 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from pydantic import BaseModel
 
 from loop_agents.evaluators import text_verdict
-from loop_agents.evaluators._base import (
+from loop_agents.evaluators.base import (
     check_name,
     format_score,
     make_evaluator,
@@ -30,7 +30,7 @@ from loop_agents.evaluators.verdict_schema import default_schema, schema_fields,
 from loop_agents.loop.agents import encodable
 from loop_agents.loop.evaluation import LoopEvaluatorRunnable
 from loop_agents.loop.state import LoopContext, LoopEvaluation
-from loop_agents.runtime._numbers import describe_number, finite_float
+from loop_agents.runtime.numbers import describe_number, finite_float
 
 StructuredOutput = Literal["native", "text"]
 """How the verdict is asked for: ``"native"`` (the model's structured output, with

@@ -35,12 +35,12 @@ from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import run_in_executor
 
-from loop_agents.evaluators._base import format_score, make_evaluator, merge_feedback
+from loop_agents.evaluators.base import format_score, make_evaluator, merge_feedback
 from loop_agents.loop.agents import describe, is_async_callable
 from loop_agents.loop.evaluation import LoopEvaluatorRunnable
 from loop_agents.loop.state import LoopContext, LoopEvaluation
-from loop_agents.runtime._numbers import describe_number, finite_float
-from loop_agents.runtime._sync_bridge import run_coroutine
+from loop_agents.runtime.numbers import describe_number, finite_float
+from loop_agents.runtime.sync_bridge import run_coroutine
 
 __all__ = ["from_openevals"]
 

@@ -49,7 +49,7 @@ from langchain_core.messages import convert_to_messages as _convert
 from loop_agents.loop.agents import describe
 from loop_agents.loop.evaluation import Evaluator, EvaluatorCaller
 from loop_agents.loop.state import LoopContext, LoopEvaluation
-from loop_agents.runtime._sync_bridge import run_coroutine
+from loop_agents.runtime.sync_bridge import run_coroutine
 
 __all__ = ["ScoreKind", "as_openevals", "as_openevals_async", "loop_context"]
 

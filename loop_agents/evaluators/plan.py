@@ -21,7 +21,7 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
-from loop_agents.evaluators._base import make_evaluator
+from loop_agents.evaluators.base import make_evaluator
 from loop_agents.loop.evaluation import LoopEvaluatorRunnable
 from loop_agents.loop.state import LoopContext, LoopEvaluation
 

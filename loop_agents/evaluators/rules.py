@@ -14,7 +14,7 @@ from typing import Any, TypeAlias, cast
 from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import run_in_executor
 
-from loop_agents.evaluators._base import check_name, make_evaluator
+from loop_agents.evaluators.base import check_name, make_evaluator
 from loop_agents.loop.agents import describe, is_async_callable
 from loop_agents.loop.evaluation import LoopEvaluatorRunnable
 from loop_agents.loop.state import LoopContext, LoopEvaluation

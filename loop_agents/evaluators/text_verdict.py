@@ -47,7 +47,7 @@ from collections.abc import Sequence
 
 from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage, SystemMessage
 
-from loop_agents.evaluators._base import format_score
+from loop_agents.evaluators.base import format_score
 
 TEXT_FORM = "Score: <one number from {low} to {high}>\nFeedback: <{feedback}>"
 """The form the judge is asked for (filled with the scale)."""

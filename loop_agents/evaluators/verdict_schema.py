@@ -2,7 +2,7 @@
 
 A judge's score must lie on its scale. Saying so in the schema (``minimum`` and
 ``maximum`` on the score field) lets a server that constrains its output while it
-generates (llama.cpp's grammars, through `loop_agents.models.llama_cpp_http`) keep the
+generates (llama.cpp's grammars, through `loop_agents_cli.models.llama_cpp_http`) keep the
 score on the scale; a server that does not constrain reads the bounds as a hint, and the
 judge still checks every score and asks again when one is off the scale.
 """
@@ -16,7 +16,7 @@ from typing import Any, get_type_hints
 from langchain_core.utils.function_calling import convert_to_openai_function
 from pydantic import BaseModel
 
-from loop_agents.evaluators._base import format_score
+from loop_agents.evaluators.base import format_score
 
 _NESTED = ("parameters", "schema")
 """Where an OpenAI tool or response-format dict keeps its JSON schema."""

@@ -23,7 +23,7 @@ and the thread is the parent run's to guard (see `thread_guard`). A parent's
 nor writes its own back to it, unless it was built with ``share_agent_state=True``
 (`without_parent_keys`, `for_parent`). Run by LangGraph
 Server, the thread is guarded by the server's ``multitask_strategy``; serve
-`LoopAgent.graph` (see `loop_agents.serving`).
+`LoopAgent.graph` (see `loop_agents_cli.serving`).
 """
 
 from __future__ import annotations

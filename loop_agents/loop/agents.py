@@ -29,8 +29,8 @@ from langgraph.pregel import Pregel
 from langgraph.pregel.protocol import PregelProtocol
 
 from loop_agents.loop.agent_state import input_keys, output_state
-from loop_agents.runtime._sync_bridge import run_coroutine
 from loop_agents.runtime._worker_threads import in_worker_thread
+from loop_agents.runtime.sync_bridge import run_coroutine
 from loop_agents.runtime.usage import usage_of_metadata
 
 AgentFunction: TypeAlias = Callable[[list[AnyMessage]], Any]

@@ -10,8 +10,8 @@ from langchain_core.runnables import Runnable, RunnableBinding, RunnableConfig, 
 
 from loop_agents.loop.agents import check_one_argument, describe, is_async_callable
 from loop_agents.loop.state import LoopContext, LoopEvaluation
-from loop_agents.runtime._numbers import describe_number, finite_float
 from loop_agents.runtime._worker_threads import in_worker_thread
+from loop_agents.runtime.numbers import describe_number, finite_float
 
 Evaluator: TypeAlias = (
     Callable[[LoopContext], LoopEvaluation]

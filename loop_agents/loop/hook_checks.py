@@ -25,7 +25,7 @@ from langchain_core.messages import AnyMessage, BaseMessage
 
 from loop_agents.loop.protocol import AgentCall, Attempt, LoopControl, Outcome
 from loop_agents.loop.state import IterationRecord
-from loop_agents.runtime._numbers import finite_float
+from loop_agents.runtime.numbers import finite_float
 
 __all__ = [
     "checked_around",

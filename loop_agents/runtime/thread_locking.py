@@ -32,13 +32,13 @@ from typing import Any, Literal, get_args
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from loop_agents.runtime._numbers import describe_number, finite_float
 from loop_agents.runtime._process_locks import (
     AsyncProcessLock,
     ProcessLock,
     aprocess_lock,
     process_lock,
 )
+from loop_agents.runtime.numbers import describe_number, finite_float
 
 ConcurrentRuns = Literal["reject", "wait"]
 """What a run does when another run holds its thread.

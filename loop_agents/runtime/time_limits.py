@@ -35,8 +35,8 @@ from typing import Any, Literal
 from langgraph.errors import NodeTimeoutError
 from langgraph.types import RetryPolicy
 
-from loop_agents.runtime._numbers import describe_number, finite_float
 from loop_agents.runtime._worker_threads import WORKERS, WorkerThreads
+from loop_agents.runtime.numbers import describe_number, finite_float
 from loop_agents.runtime.steps import Call, RetryPolicies
 
 NodeName = Literal["invoke_agent", "evaluate"]

@@ -1,0 +1,70 @@
+"""The rich ``Console`` a command prints on: the terminal's, or one that never wraps a line.
+
+In a terminal rich fits the output to the window, with colour. In a pipe, a file or a CI
+log there is no window: rich would break every line at 80 columns, in the middle of a
+value ("90.6" at the end of one line, "s" at the start of the next) and of a table's
+title. `command_console` keeps the terminal's behaviour and, elsewhere, never breaks a
+line of text; tables are laid out at ``COLUMNS`` characters when it is set, else at
+`PIPE_WIDTH`, so that a row stays on one line.
+
+```python
+from loop_agents_cli.console.output import command_console
+
+command_console().print("a long line that a pipe receives whole ...")
+```
+"""
+
+from __future__ import annotations
+
+import os
+
+from rich.console import Console
+
+PIPE_WIDTH = 200
+"""The width tables are laid out at outside a terminal when ``COLUMNS`` is not set."""
+
+
+def command_console(*, stderr: bool = False) -> Console:
+    """The console for a command's output on stdout (or ``stderr``).
+
+    In a terminal (or with ``FORCE_COLOR`` set): rich's own, as wide as the window. Not
+    in a terminal: text is never wrapped (``soft_wrap``), and tables are laid out at
+    ``COLUMNS`` characters when it is set, else at `PIPE_WIDTH`.
+
+    Example:
+        ```python
+        console = command_console()
+        console.print("iteration 1 of 3 · 0.0s elapsed", style="dim")
+        ```
+    """
+    console = Console(stderr=stderr)
+    if console.is_terminal:
+        return console
+    columns = os.environ.get("COLUMNS", "").strip()
+    width = int(columns) if columns.isdigit() and int(columns) > 0 else PIPE_WIDTH
+    return Console(stderr=stderr, soft_wrap=True, width=width)
+
+
+def section_header(title: str) -> str:
+    """The header line of a section, as in the article: ``----Agent----`` with 20 dashes."""
+    return f"{'-' * 20}{title}{'-' * 20}"
+
+
+def format_seconds(seconds: float) -> str:
+    """``"4.2s"`` below a minute, ``"2m 05s"`` above."""
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes}m {rest:02d}s"
+
+
+def format_cost(cost: float | None) -> str:
+    """A cost in the price table's currency: ``0.0123``, ``1.25``; ``-`` when unknown."""
+    if cost is None:
+        return "-"
+    return f"{cost:.4f}" if cost < 1 else f"{cost:.2f}"
+
+
+def format_score(score: float | None) -> str:
+    """A score without a useless ``.0``; ``"-"`` when there is none."""
+    return "-" if score is None else f"{score:g}"

@@ -1,0 +1,99 @@
+"""``loop-agents demo NAME``: run a demo on the model the endpoint resolution finds.
+
+The demo runs as ``run`` does (`loop_agents_cli.session.stream_loop`) and ends as the
+example program does: the summary, the verdict and the selected draft (the best-scored).
+A small model's text is shown tidied (`loop_agents_cli.console.tidy`), and a run on the
+bundled model ends with the commands that run it on a stronger one. A failure mid-run (a
+server that cannot be reached, a reviewer that never gives a valid review) exits 1 with
+the summary so far, the best draft and a one-line error, never a traceback; Ctrl-C exits
+130 within a bound (`loop_agents_cli.interrupt`). A demo is not saved, so there is
+nothing to resume.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from langchain_core.messages import HumanMessage
+from langgraph.checkpoint.memory import InMemorySaver
+
+from loop_agents_cli.console.loop_console import LoopConsole
+from loop_agents_cli.demos import song_lyrics
+from loop_agents_cli.demos.prompts import prompt
+from loop_agents_cli.errors import UsageError
+from loop_agents_cli.interrupt import CtrlC, run_interruptible
+from loop_agents_cli.models.endpoints import Endpoint
+from loop_agents_cli.models.local_model import LocalModelError, banner
+from loop_agents_cli.models.settings import SettingsError
+from loop_agents_cli.parser import PROG
+from loop_agents_cli.session import Outcome, stream_loop
+
+
+def demo(args: argparse.Namespace) -> int:
+    """Run the Song-lyrics demo, streamed to the console; return the exit status.
+
+    ``args`` holds what `loop_agents_cli.arguments.check_demo` found: the endpoint (not
+    started yet) and whether the form is checked.
+    """
+    endpoint: Endpoint = args.endpoint
+    view = LoopConsole(tidy=True)
+    try:
+        if _bundled_model(endpoint):  # not for a GGUF file of the user's (--gguf)
+            view.console.print(banner(), markup=False, highlight=False)
+        with endpoint:
+            view.console.print(endpoint.describe(), style="dim", markup=False, highlight=False)
+            ctrl_c = CtrlC(_interrupted)
+            outcome = run_interruptible(
+                _song_lyrics(endpoint, view, ctrl_c, form_check=args.form_check), ctrl_c, endpoint
+            )
+            if outcome is None:
+                return ctrl_c.exit_status
+    except (SettingsError, LocalModelError) as exc:
+        raise UsageError(str(exc)) from exc
+    return _report(outcome, view, endpoint)
+
+
+async def _song_lyrics(
+    endpoint: Endpoint, view: LoopConsole, ctrl_c: CtrlC, *, form_check: bool
+) -> Outcome:
+    ctrl_c.install()
+    _, client = endpoint.http_clients()
+    loop = song_lyrics.build_loop(
+        endpoint.settings,
+        judge_settings=endpoint.role_settings("judge"),
+        http_async_client=client,
+        form_check=form_check,
+        checkpointer=InMemorySaver(),
+    )
+    message = HumanMessage(content=prompt)
+    request: dict[str, Any] = {"init_messages": [message], "messages": [message]}
+    config: Any = {"configurable": {"thread_id": "demo"}}
+    return await stream_loop(loop, request, config, endpoint=endpoint, view=view)
+
+
+def _bundled_model(endpoint: Endpoint) -> bool:
+    """Whether the demo runs on the bundled 135M-parameter model."""
+    return endpoint.spec.kind == "local" and endpoint.spec.gguf is None
+
+
+def _report(outcome: Outcome, view: LoopConsole, endpoint: Endpoint) -> int:
+    tiny = _bundled_model(endpoint)
+    if outcome.error is None:
+        song_lyrics.report(outcome.values, view)
+        if tiny:  # how to run the same demo on a stronger model
+            view.console.print(song_lyrics.advice(offline=True), style="dim", markup=False)
+        return 0
+    failure = outcome.failure or "error"
+    view.failed(failure)
+    song_lyrics.report(outcome.values, view, stop_reason=failure)
+    print(f"{PROG}: error: {outcome.error}", file=sys.stderr, flush=True)
+    if endpoint.spec.kind == "local" and failure == "judge_invalid":
+        # the model's limits; a server that died or could not be reached is not
+        print(f"{PROG}: {song_lyrics.advice(offline=tiny)}", file=sys.stderr, flush=True)
+    return 1
+
+
+def _interrupted() -> None:
+    print(f"\n{PROG}: interrupted (a demo is not saved: nothing to resume)", file=sys.stderr)

@@ -1,0 +1,206 @@
+"""Ctrl-C during a run: the process ends within a bound, with every completed step on disk.
+
+`CtrlC` takes over SIGINT (and SIGTERM, e.g. from ``timeout``) while a run's event loop
+runs. The first Ctrl-C cancels the run (the model call in flight is abandoned; completed
+steps were already saved, since the loop runs with ``durability="sync"``) and starts a
+deadline: `DEADLINE_SECONDS` later the process ends with status 130 (143 after SIGTERM)
+whatever is still winding down (a library that does not let go of a cancelled request, a
+server that takes its time to stop, a machine so loaded that the interpreter's own exit
+is slow). A second Ctrl-C ends it at once. `CtrlC.report` says so once, by whichever
+path comes first; `stop_servers_now` kills the bundled llama.cpp server's processes
+without the graceful wait (after Ctrl-C nothing of theirs is needed).
+
+`ShieldedSqliteSaver` makes the saver's writes run to their end when the run is
+cancelled in the middle of one, so that a step that completed is never lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable, Coroutine, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+if TYPE_CHECKING:
+    from loop_agents_cli.models.endpoints import Endpoint
+
+GRACE_SECONDS = 0.5
+"""How long a cancelled run's checkpoint writes may take to finish (`ShieldedSqliteSaver`)."""
+
+DEADLINE_SECONDS = 1.0
+"""How long after the first Ctrl-C the process ends, whatever is still winding down."""
+
+T = TypeVar("T")
+
+EXIT_STATUS = 130
+"""128 + SIGINT, as shells report a command ended by Ctrl-C (143 = 128 + SIGTERM)."""
+
+
+class CtrlC:
+    """SIGINT handling for one run (install it from inside the run's event loop).
+
+    Args:
+        on_exit: Records and prints that the run was interrupted; called once, by
+            `report` (the run wound down) or by the deadline's exit, whichever is first.
+        deadline: Seconds between the first Ctrl-C and the end of the process.
+
+    Example:
+        ```python
+        ctrl_c = CtrlC(lambda: print("interrupted"))
+        ctrl_c.install()  # in the coroutine that runs the loop
+        ```
+    """
+
+    def __init__(self, on_exit: Callable[[], None], *, deadline: float = DEADLINE_SECONDS) -> None:
+        self.on_exit = on_exit
+        self.deadline = deadline
+        self.pressed = 0
+        self.exit_status = EXIT_STATUS
+        self._task: asyncio.Task[Any] | None = None
+        self._reported = False
+        self._lock = threading.Lock()
+
+    def install(self) -> None:
+        """Handle SIGINT and SIGTERM in the running loop.
+
+        A signal that is ignored stays ignored (as SIGINT is for ``cmd &`` in a script).
+        """
+        loop = asyncio.get_running_loop()
+        self._task = asyncio.current_task()
+        for number in (signal.SIGINT, signal.SIGTERM):
+            if signal.getsignal(number) is signal.SIG_IGN:
+                continue
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(number, self._pressed, number)
+
+    def _pressed(self, number: int = signal.SIGINT) -> None:
+        self.pressed += 1
+        if self.pressed > 1 or self._task is None:
+            self.exit_now()
+            return
+        self.exit_status = 128 + number
+        timer = threading.Timer(self.deadline, self.exit_now)
+        timer.daemon = True  # a thread of its own: it fires even if the event loop is stuck
+        timer.start()
+        self._task.cancel()
+
+    def report(self) -> None:
+        """Call ``on_exit``, unless it was called already."""
+        with self._lock:
+            if not self._reported:
+                self._reported = True
+                self.on_exit()
+
+    def exit_now(self) -> None:
+        """`report`, then end the process with `exit_status` (130 after Ctrl-C)."""
+        try:
+            self.report()
+        finally:
+            for stream in (sys.stdout, sys.stderr):
+                with contextlib.suppress(Exception):
+                    stream.flush()
+            os._exit(self.exit_status)
+
+
+def stop_servers_now(endpoint: Endpoint) -> None:
+    """Kill the bundled llama.cpp server's processes of ``endpoint`` without waiting.
+
+    A graceful stop lets a server finish the answer it is writing (seconds on a loaded
+    machine); after Ctrl-C that answer is abandoned anyway. Other endpoints start no
+    process: nothing happens.
+
+    Example:
+        ```python
+        stop_servers_now(endpoint)  # then endpoint.close() returns at once
+        ```
+    """
+    servers = endpoint.servers
+    for server in (servers.agent, servers.judge) if servers is not None else ():
+        if server.process is not None and server.process.poll() is None:
+            with contextlib.suppress(OSError):
+                server.process.kill()
+
+
+def run_interruptible(main: Coroutine[Any, Any, T], ctrl_c: CtrlC, endpoint: Endpoint) -> T | None:
+    """``asyncio.run(main)``; ``None`` after Ctrl-C, once it is reported and the servers killed.
+
+    ``main`` installs ``ctrl_c`` when it starts. Ctrl-C before that (a plain
+    ``KeyboardInterrupt``) is reported the same way.
+
+    Example:
+        ```python
+        outcome = run_interruptible(run_session(...), ctrl_c, endpoint)
+        if outcome is None:
+            return ctrl_c.exit_status
+        ```
+    """
+    try:
+        return asyncio.run(main)
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        ctrl_c.report()
+        stop_servers_now(endpoint)
+        return None
+
+
+class ShieldedSqliteSaver(AsyncSqliteSaver):
+    """LangGraph's ``AsyncSqliteSaver`` whose writes finish even if the run is cancelled.
+
+    A cancelled caller stops waiting, the write goes on; `drain` waits for the writes
+    still going (call it before the connection closes).
+
+    Example:
+        ```python
+        async with ShieldedSqliteSaver.from_conn_string("runs.sqlite") as saver:
+            try:
+                ...
+            finally:
+                await saver.drain()
+        ```
+    """
+
+    _pending: set[asyncio.Future[Any]]
+
+    async def _shielded(self, write: Any) -> Any:
+        if not hasattr(self, "_pending"):
+            self._pending = set()
+        future = asyncio.ensure_future(write)
+        self._pending.add(future)
+        future.add_done_callback(self._pending.discard)
+        return await asyncio.shield(future)
+
+    async def drain(self, timeout: float = GRACE_SECONDS) -> None:
+        """Wait (at most ``timeout`` seconds) for the writes that are still going."""
+        pending = list(getattr(self, "_pending", ()))
+        if pending:
+            await asyncio.wait(pending, timeout=timeout)
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Save a checkpoint; a cancellation waits for the write to end."""
+        saved: RunnableConfig = await self._shielded(
+            super().aput(config, checkpoint, metadata, new_versions)
+        )
+        return saved
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Save a task's writes; a cancellation waits for the write to end."""
+        await self._shielded(super().aput_writes(config, writes, task_id, task_path))

@@ -1,0 +1,398 @@
+"""Whether the installed llama.cpp is the project's build: its flags, read from its build record.
+
+llama-cpp-python compiles llama.cpp from source, and the flags matter: a default (native)
+build crashed on the first generated token on the project's machines. `CMAKE_ARGS` holds
+the project's flags. pip's wheel cache does not look at ``CMAKE_ARGS``: a wheel of the same
+version built earlier on the machine with other flags is installed without a word
+("Using cached ..."), and ``pip install --no-cache-dir`` leaves an installed one alone
+("already satisfied"). So the build leaves a record: the CMake file the flags include
+(`SERVER_ONLY_CMAKE`) writes ``llama_cpp/lib/loop_agents_build.json`` into the wheel, with
+the flags the build had, the compiler flags it took from the environment (``CFLAGS``,
+``CXXFLAGS``: the project's build has none), the SHA-256 of that CMake file and the time
+of the build. `check_build` compares it with the project's flags; ``make local`` rebuilds
+when they differ, and the bundled server's errors name the rebuild when a server cannot
+run. A record says how a build was made, not that its code runs on this CPU: when a
+matching build crashes, the build itself is the suspect, and ``make local REBUILD=1``
+(`rebuild_command` with ``from_source=True``) compiles it again with no cache at all.
+
+Only the standard library is used, and nothing of llama-cpp-python is imported.
+
+From the command line, ``python -m loop_agents_cli.models.llama_build`` says whether the
+installed build is the project's (exit status 0) or why not and how to rebuild (1).
+
+Example:
+    ```python
+    from loop_agents_cli.models.llama_build import check_build
+
+    build = check_build()
+    print(build.summary() if build.ok else build.problem)
+    ```
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib.metadata
+import importlib.util
+import json
+import os
+import shlex
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "CMAKE_ARGS",
+    "DISTRIBUTION",
+    "RECORD_NAME",
+    "SERVER_ONLY_CMAKE",
+    "BuildCheck",
+    "build_cache_dir",
+    "build_environment",
+    "build_prefix",
+    "check_build",
+    "main",
+    "project_flags",
+    "rebuild_command",
+]
+
+SERVER_ONLY_CMAKE = Path(__file__).resolve().with_name("llama_cpp_server_only.cmake")
+"""The CMake file the build includes: it leaves llama.cpp's common library out and writes the
+build record (see the file)."""
+
+CMAKE_ARGS = (
+    "-DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF "
+    "-DGGML_AMX_BF16=OFF -DGGML_OPENMP=OFF -DLLAVA_BUILD=OFF "
+    f"-DCMAKE_PROJECT_llama.cpp_INCLUDE={SERVER_ONLY_CMAKE}"
+)
+"""Build flags for llama-cpp-python: portable code (a default native build can crash on the
+first token), and only what the server loads (libllama and ggml: no multimodal library, no
+common library), which halves the compile time; the included CMake file records the build."""
+
+DISTRIBUTION = "llama-cpp-python"
+"""The PyPI package that builds llama.cpp."""
+
+RECORD_NAME = "loop_agents_build.json"
+"""The build record's file name, in ``llama_cpp/lib`` next to the libraries."""
+
+COMPILER_VARIABLES = ("CFLAGS", "CXXFLAGS")
+"""Environment variables whose compiler flags CMake adds to every compile of the build. The
+project's build has none: ``CFLAGS=-march=native`` makes code that another CPU cannot run."""
+
+CACHE_VARIABLE = "LOOP_AGENTS_BUILD_CACHE"
+"""The environment variable naming the pip cache that ``make local`` keeps its builds in."""
+
+_INCLUDE_FLAG = "CMAKE_PROJECT_llama.cpp_INCLUDE"
+_TRUE = {"ON", "YES", "TRUE", "Y", "1"}
+_FALSE = {"OFF", "NO", "FALSE", "N", "0", "", "IGNORE", "NOTFOUND"}
+
+
+def project_flags(cmake_args: str = CMAKE_ARGS) -> dict[str, str]:
+    """The ``-DNAME=VALUE`` settings of ``cmake_args`` (the included CMake file left out).
+
+    Example:
+        ```python
+        project_flags()["GGML_NATIVE"]  # 'OFF'
+        ```
+    """
+    flags: dict[str, str] = {}
+    for word in shlex.split(cmake_args):
+        if word.startswith("-D") and "=" in word:
+            name, _, value = word[2:].partition("=")
+            name = name.split(":", 1)[0]  # -DNAME:BOOL=OFF
+            if name != _INCLUDE_FLAG:
+                flags[name] = value
+    return flags
+
+
+def _same(built: str, wanted: str) -> bool:
+    """Whether two CMake values mean the same (``OFF`` and ``0`` do, for a bool)."""
+    b, w = built.strip().upper(), wanted.strip().upper()
+    for kind in (_TRUE, _FALSE):
+        if w in kind:
+            return b in kind
+    return built.strip() == wanted.strip()
+
+
+def _include_sha256() -> str:
+    return hashlib.sha256(SERVER_ONLY_CMAKE.read_bytes()).hexdigest()
+
+
+def build_cache_dir() -> Path:
+    """Where ``make local`` keeps the wheels it built with the project's flags (a pip cache).
+
+    ``LOOP_AGENTS_BUILD_CACHE`` if set, else ``loop_agents/pip`` in the user's cache folder
+    (``XDG_CACHE_HOME``, default ``~/.cache``). Only builds made with `CMAKE_ARGS` go in,
+    so a new virtual environment reuses one instead of compiling again; its wheels are
+    checked like any other (`check_build`) after they are installed.
+
+    Example:
+        ```python
+        print(build_cache_dir())  # /home/me/.cache/loop_agents/pip
+        ```
+    """
+    given = os.environ.get(CACHE_VARIABLE, "").strip()
+    if given:
+        return Path(given).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME", "").strip() or str(Path.home() / ".cache")
+    return Path(base) / "loop_agents" / "pip"
+
+
+@dataclass(frozen=True)
+class BuildCheck:
+    """What `check_build` found.
+
+    Attributes:
+        ok: The installed llama-cpp-python was built with the project's flags.
+        version: Its version, or ``None`` when it is not installed.
+        problem: Why it is not the project's build ("" when ``ok``).
+        built: When it was built (UTC), from its record; ``None`` without one.
+        record: The build record as read, or ``None``.
+        location: The record's path (where it is, or would be).
+
+    """
+
+    ok: bool
+    version: str | None
+    problem: str = ""
+    built: datetime | None = None
+    record: dict[str, Any] | None = field(default=None, compare=False)
+    location: Path | None = None
+
+    def summary(self) -> str:
+        """One line: the version and when it was built, or the problem.
+
+        Example:
+            ```python
+            check_build().summary()
+            # 'llama-cpp-python 0.3.36, built with the project's flags on 2025-12-05 07:43 UTC'
+            ```
+        """
+        if not self.ok:
+            return self.problem
+        when = f" on {self.built:%Y-%m-%d %H:%M} UTC" if self.built is not None else ""
+        return f"{DISTRIBUTION} {self.version}, built with the project's flags{when}"
+
+
+def _installed_package() -> tuple[str | None, Path | None]:
+    """llama-cpp-python's version and its ``llama_cpp`` folder, without importing it."""
+    importlib.invalidate_caches()
+    try:
+        version: str | None = importlib.metadata.version(DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:
+        version = None
+    try:
+        spec = importlib.util.find_spec("llama_cpp")
+    except (ImportError, ValueError):
+        spec = None
+    folder = Path(spec.origin).parent if spec is not None and spec.origin else None
+    return version, folder
+
+
+def check_build(cmake_args: str = CMAKE_ARGS) -> BuildCheck:
+    """Whether the installed llama-cpp-python was built with ``cmake_args`` (the project's).
+
+    It was if its build record (`RECORD_NAME`) names every flag of ``cmake_args`` with
+    the same value, was written by the current `SERVER_ONLY_CMAKE`, and says the build had
+    no `COMPILER_VARIABLES` set. A build without a record was made by another command, or
+    is a wheel pip cached from such a build: its flags are unknown, and it is not taken
+    for the project's.
+
+    Example:
+        ```python
+        build = check_build()
+        if not build.ok:
+            print(build.problem, "; rebuild with:", rebuild_command())
+        ```
+    """
+    version, folder = _installed_package()
+    if folder is None:
+        return BuildCheck(False, version, f"{DISTRIBUTION} is not installed")
+    name = f"{DISTRIBUTION} {version or '(version unknown)'}"
+    location = folder / "lib" / RECORD_NAME
+    try:
+        record = json.loads(location.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        problem = (
+            f"{name} has no record of its build flags ({location} is missing): it was built "
+            "by another command, or pip installed a wheel it had cached from such a build, "
+            "so its flags are unknown"
+        )
+        return BuildCheck(False, version, problem, location=location)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        problem = f"{name}'s build record {location} cannot be read: {exc}"
+        return BuildCheck(False, version, problem, location=location)
+    if not isinstance(record, dict) or not isinstance(record.get("flags"), dict):
+        problem = f"{name}'s build record {location} is not one the project wrote (no flags in it)"
+        return BuildCheck(False, version, problem, location=location)
+    problem = _record_problem(name, record, cmake_args)
+    return BuildCheck(
+        not problem, version, problem, _parse_time(record.get("built")), record, location
+    )
+
+
+def _record_problem(name: str, record: dict[str, Any], cmake_args: str) -> str:
+    """Why the build ``record`` tells of is not the project's; ``""`` when it is."""
+    recorded = {str(k): str(v) for k, v in record["flags"].items()}
+    differing = {
+        flag: value
+        for flag, value in project_flags(cmake_args).items()
+        if flag not in recorded or not _same(recorded[flag], value)
+    }
+    compiler = record.get("compiler_flags")
+    if differing:
+        built_with = ", ".join(
+            f"{flag}={recorded[flag]}" if flag in recorded else f"no {flag}" for flag in differing
+        )
+        wanted = ", ".join(f"{flag}={value}" for flag, value in differing.items())
+        return f"{name} was built with other flags: {built_with} (the project's: {wanted})"
+    if record.get("include_sha256") != _include_sha256():
+        return (
+            f"{name} was built with another version of {SERVER_ONLY_CMAKE.name} (an older "
+            "loop_agents), which may leave out or add parts"
+        )
+    if not isinstance(compiler, dict):
+        return f"{name}'s build record does not say which CFLAGS and CXXFLAGS it had"
+    if given := {k: str(compiler.get(k)) for k in COMPILER_VARIABLES if compiler.get(k)}:
+        return (
+            f"{name} was built with compiler flags from the environment: "
+            + ", ".join(f"{k}={v!r}" for k, v in given.items())
+            + " (the project's build has none: they can make code that this CPU cannot run)"
+        )
+    return ""
+
+
+def _parse_time(value: object) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    except ValueError:
+        return None
+
+
+def _checkout() -> Path | None:
+    """The source checkout this module runs from (with its Makefile), if it does."""
+    root = Path(__file__).resolve().parents[2]
+    if (root / "Makefile").is_file() and (root / "pyproject.toml").is_file():
+        return root
+    return None
+
+
+def build_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``environ`` (default ``os.environ``) for the project's build: no ``CFLAGS``, ``CXXFLAGS``.
+
+    `CMAKE_ARGS` is set, and the `COMPILER_VARIABLES` are left out.
+
+    Example:
+        ```python
+        env = build_environment({"CFLAGS": "-march=native", "PATH": "/usr/bin"})
+        assert env == {"PATH": "/usr/bin", "CMAKE_ARGS": CMAKE_ARGS}
+        ```
+    """
+    env = dict(os.environ if environ is None else environ)
+    for name in COMPILER_VARIABLES:
+        env.pop(name, None)
+    return env | {"CMAKE_ARGS": CMAKE_ARGS}
+
+
+def rebuild_command(
+    version: str | None = None, python: str | None = None, *, from_source: bool = False
+) -> str:
+    """The shell command that rebuilds llama-cpp-python here with the project's flags.
+
+    ``--force-reinstall --no-deps`` rebuilds an installed package (pip would otherwise
+    say "already satisfied"); ``--no-cache-dir`` keeps pip from taking a wheel it cached
+    from another build; ``CFLAGS`` and ``CXXFLAGS`` are emptied (`COMPILER_VARIABLES`).
+    From a source checkout whose ``.venv`` this is, ``make local`` does the same and
+    keeps the build for the next virtual environment.
+
+    Args:
+        version: The version to build; default the installed one.
+        python: The interpreter to install into; default the current one.
+        from_source: The installed build matches the project's flags and still fails
+            (it crashed): compile it again whatever its record says, with no cache, and
+            remove the cached wheels of that version (``make local REBUILD=1``, or ``pip
+            cache remove`` before the build), so that no later install takes them again.
+
+    Example:
+        ```python
+        print(rebuild_command("0.3.36"))
+        # CFLAGS= CXXFLAGS= CMAKE_ARGS="..." /repo/.venv/bin/python -m pip install ...
+        ```
+    """
+    interpreter = shlex.quote(python or sys.executable)
+    root = _checkout()
+    if root is not None and python is None and Path(sys.prefix).resolve() == root / ".venv":
+        return f"make -C {shlex.quote(str(root))} local" + (" REBUILD=1" if from_source else "")
+    version = version or _installed_package()[0]
+    requirement = f"{DISTRIBUTION}=={version}" if version else DISTRIBUTION
+    build = (
+        f"{build_prefix()} {interpreter} -m pip install --force-reinstall --no-deps "
+        f"--no-cache-dir {shlex.quote(requirement)}"
+    )
+    if not from_source:
+        return build
+    wheels = f"{DISTRIBUTION.replace('-', '_')}" + (f"-{version}" if version else "")
+    return f"{interpreter} -m pip cache remove {wheels}; {build}"
+
+
+def build_prefix() -> str:
+    """The shell words that set a pip command's environment for the project's build.
+
+    Example:
+        ```python
+        build_prefix()  # 'CFLAGS= CXXFLAGS= CMAKE_ARGS="-DGGML_NATIVE=OFF ..."'
+        ```
+    """
+    return " ".join(f"{name}=" for name in COMPILER_VARIABLES) + f' CMAKE_ARGS="{CMAKE_ARGS}"'
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m loop_agents_cli.models.llama_build``: is the installed build the project's?
+
+    Prints one line and returns 0 when it is; else prints why not and the command that
+    rebuilds it, and returns 1. ``--json`` prints the check as JSON instead (what ``make
+    local`` reads).
+
+    Example:
+        ```python
+        # $ python -m loop_agents_cli.models.llama_build
+        # llama-cpp-python 0.3.36, built with the project's flags on 2025-12-05 07:43 UTC
+        ```
+    """
+    parser = argparse.ArgumentParser(
+        prog="python -m loop_agents_cli.models.llama_build",
+        description="Say whether the installed llama-cpp-python was built with the "
+        "project's flags (its build record), and how to rebuild it when not.",
+    )
+    parser.add_argument("--json", action="store_true", help="print the check as JSON")
+    args = parser.parse_args(argv)
+    build = check_build()
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "ok": build.ok,
+                    "version": build.version,
+                    "problem": build.problem,
+                    "built": build.built.isoformat() if build.built else None,
+                    "summary": build.summary(),
+                    "rebuild": rebuild_command(build.version),
+                }
+            )
+        )
+    elif build.ok:
+        print(build.summary())
+    else:
+        verb = "Rebuild" if build.version else "Install"
+        print(f"llama_build: {build.problem}.\n{verb} it with:\n  {rebuild_command()}")
+    return 0 if build.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

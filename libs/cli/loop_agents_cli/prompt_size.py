@@ -1,0 +1,61 @@
+"""Whether a run's prompts fit the model's context, checked before the first model call.
+
+On a model whose context is known (the bundled llama.cpp server's), a task too long for
+it would only fail at the first call, with an error that says little, and a resume would
+fail the same way. `check_prompt_size` counts the tokens with the server's tokenizer
+first and says how much too long the task is.
+"""
+
+from __future__ import annotations
+
+from loop_agents_cli.errors import UsageError
+from loop_agents_cli.loop import JUDGE_INSTRUCTIONS
+from loop_agents_cli.models.endpoints import Endpoint
+from loop_agents_cli.models.llama_cpp_extras import (
+    TEMPLATE_TOKENS_FOR_REPLY,
+    TEMPLATE_TOKENS_PER_MESSAGE,
+)
+from loop_agents_cli.spec import RunSpec
+
+
+def check_prompt_size(spec: RunSpec, endpoint: Endpoint) -> None:
+    """Raise `UsageError` when the first iteration's prompts cannot fit the context.
+
+    The agent is sent its instructions and the task, and writes up to ``max_tokens``;
+    the judge is sent its instructions (with the rubric), the task and an answer of up to
+    ``max_tokens``, and writes up to ``max_tokens``. Nothing is checked when the
+    context is not known (a server at a URL) or the answers are not capped.
+
+    Example:
+        ```python
+        with endpoint:
+            check_prompt_size(spec, endpoint)
+        ```
+    """
+    window, cap = endpoint.context_window, endpoint.spec.max_tokens
+    if window is None or cap is None:
+        return
+    task = endpoint.count_tokens(spec.task)
+    if task is None:
+        return
+    around = endpoint.count_tokens(spec.system) or 0
+    around += 2 * TEMPLATE_TOKENS_PER_MESSAGE + TEMPLATE_TOKENS_FOR_REPLY + cap
+    if spec.rubric is not None:
+        judge = endpoint.count_tokens(JUDGE_INSTRUCTIONS.format(rubric=spec.rubric)) or 0
+        judge += 3 * TEMPLATE_TOKENS_PER_MESSAGE + TEMPLATE_TOKENS_FOR_REPLY + 2 * cap
+        around = max(around, judge)
+    room = window - around
+    if task <= room:
+        return
+    allowed = (
+        f"a task may have at most {room:,} tokens"
+        if room > 0
+        else "no task fits (the rubric or the instructions are too long themselves)"
+    )
+    raise UsageError(
+        f"the task is {task:,} tokens long, too long for the model's context of "
+        f"{window:,} tokens: with the instructions, the rubric and room for the answers "
+        f"({cap:,} tokens each, --max-tokens), {allowed}. Shorten it by about "
+        f"{task - max(room, 0):,} tokens, or use a model with a longer context "
+        f"(a model server with one: --base-url)"
+    )

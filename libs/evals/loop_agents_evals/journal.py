@@ -1,0 +1,288 @@
+r"""The resume file of an eval: one JSON line per finished task and arm, next to ``--out``.
+
+For ``--out results.json`` the journal is ``results.journal.jsonl``. Its first line
+records the settings that produced it: everything that changes an answer (K, every
+arm's temperature and the judge's, the token cap, the judge's method and threshold,
+the code timeout, the model and, for a GGUF file, its SHA-256); each further line is
+one `TaskResult` with the digest of its task, its per-attempt outcomes included. A re-run
+with the same ``--out`` reads it and skips every task and arm already there whose task
+is unchanged; a journal written with other settings is refused rather than mixed in.
+Each line is flushed to disk as soon as its task and arm finish, so a killed eval
+loses at most the pairs that were running. A last line cut short by a kill (anywhere,
+even inside a multi-byte character) is dropped from the file and its pair runs again;
+the lines before it are kept. Lone surrogates in a model's text (``"smile \ud83d"``)
+are written as JSON escapes, so the text reads back exactly.
+
+An arm of your own (a `loop(...)`, a factory) is declared by a line of its own before
+its first result: its name, what it is (`loop_agents_evals.arm_protocol.EvalArm.identity`:
+the loop's options, the factory's ``module:qualname``) and its temperature. A journal
+that declares an arm of that name as something else is refused; an arm added to an eval
+is declared when it first runs, so the pairs already there resume. (A reader that knows
+no declarations skips those lines: they are not results.)
+
+With ``same_first_answer`` each task's shared first answer is kept on a line of its own
+(the task's id and digest, and the message), so a resumed eval starts every remaining
+arm from the same one (`loop_agents_evals.sampling.FirstAnswers`).
+
+Example:
+    ```python
+    journal = Journal.open(journal_path(Path("results.json")), settings)
+    done = journal.lookup("t1", "loop", task_digest(task))
+    ```
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import IO, Any
+
+from langchain_core.messages import AIMessage
+from loop_agents_checks.sandbox.text_files import json_text
+
+from loop_agents_evals.report import TaskResult
+from loop_agents_evals.sampling import message_of_record, record_of_message
+
+__all__ = ["Journal", "JournalError", "journal_path"]
+
+_HEADER = "loop_agents_eval_journal"
+_VERSION = 1
+_ARM = "loop_agents_eval_arm"
+_FIRST = "loop_agents_eval_first_answer"
+
+
+class JournalError(ValueError):
+    """The journal cannot be used: other settings, not a journal, not writable."""
+
+
+def journal_path(out: Path) -> Path:
+    """Where the journal of ``--out PATH`` lives: ``PATH`` without its suffix + ``.journal.jsonl``.
+
+    Example:
+        ```python
+        assert journal_path(Path("runs/r.json")) == Path("runs/r.journal.jsonl")
+        ```
+    """
+    return out.with_name(f"{out.stem}.journal.jsonl")
+
+
+class Journal:
+    """Finished task/arm results on disk, read back when an eval resumes."""
+
+    def __init__(
+        self, path: Path, settings: Mapping[str, Any], file: IO[str], seed: int | None = None
+    ) -> None:
+        self.path = path
+        self.settings = dict(settings)
+        self._file = file
+        self._done: dict[tuple[str, str], tuple[str, TaskResult]] = {}
+        self._firsts: dict[tuple[str, str], AIMessage] = {}
+        self._seeds: dict[tuple[str, str], int | None] = {}
+        self.seed = seed
+        """The model's seed in this run, recorded with each result `append` writes."""
+
+    @classmethod
+    def open(
+        cls,
+        path: Path,
+        settings: Mapping[str, Any],
+        *,
+        arms: Mapping[str, Mapping[str, Any]] | None = None,
+        seed: int | None = None,
+    ) -> Journal:
+        """Open (or create) the journal at ``path`` for an eval with ``settings``.
+
+        Args:
+            path: The journal's file.
+            settings: Everything that changes an answer (the first line's).
+            arms: The eval's arms of your own: name -> what the arm is (its identity
+                and temperature), declared on a line of its own.
+            seed: The model's seed in this run (kept with each result it records; a
+                resumed eval may have results of other seeds).
+
+        Raises:
+            JournalError: the file is not a journal, was written with other settings,
+                declares an arm of the same name as something else, or cannot be read
+                or written; the message says what to do.
+
+        Example:
+            ```python
+            journal = Journal.open(Path("r.journal.jsonl"), {"iterations": 4})
+            journal.close()
+            ```
+        """
+        wanted = json.loads(json.dumps(dict(settings)))  # as it reads back from JSON
+        try:
+            raw = path.read_bytes() if path.exists() else b""
+        except OSError as exc:
+            raise JournalError(f"cannot read the eval journal {str(path)!r}: {exc}") from exc
+        # a killed eval may have cut its last line anywhere, even inside a character: only
+        # the lines that end with a newline were written whole
+        whole = raw.rfind(b"\n") + 1
+        lines = [_decoded(line) for line in raw[:whole].split(b"\n")[:-1]]
+        records: list[dict[str, Any]] = []
+        if lines:
+            header = _json_line(lines[0])
+            if not isinstance(header, dict) or header.get(_HEADER) != _VERSION:
+                raise JournalError(
+                    f"{str(path)!r} exists and is not an eval journal; move it away or give "
+                    f"--out another name"
+                )
+            found = header.get("settings")
+            if found != wanted:
+                raise JournalError(
+                    f"{str(path)!r} holds results of an eval with other settings "
+                    f"({_difference(found, wanted)}); delete it to start over, or give "
+                    f"--out another name"
+                )
+            records = [r for r in map(_json_line, lines[1:]) if isinstance(r, dict)]
+        elif raw and not _could_be_header(raw):
+            raise JournalError(
+                f"{str(path)!r} exists and is not an eval journal; move it away or give "
+                f"--out another name"
+            )
+        declared = {str(r[_ARM]): r.get("arm") for r in records if isinstance(r.get(_ARM), str)}
+        firsts = [r for r in records if isinstance(r.get(_FIRST), str)]
+        results = [r for r in records if _ARM not in r and _FIRST not in r]
+        new_arms = _check_arms(path, json.loads(json.dumps(dict(arms or {}))), declared, results)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if whole < len(raw):
+                os.truncate(path, whole)  # a torn last line: dropped, its pair runs again
+            file = path.open("a", encoding="utf-8")
+        except OSError as exc:
+            raise JournalError(f"cannot write the eval journal {str(path)!r}: {exc}") from exc
+        journal = cls(path, wanted, file, seed)
+        if not lines:
+            journal._write({_HEADER: _VERSION, "settings": wanted})
+        for name, arm in new_arms.items():
+            journal._write({_ARM: name, "arm": arm})
+        for record in firsts:
+            message = message_of_record(record.get("message"))
+            if message is not None and isinstance(record.get("task_digest"), str):
+                journal._firsts[(record[_FIRST], record["task_digest"])] = message
+        for record in results:
+            try:
+                result = TaskResult.from_json(record)
+                digest = str(record["task_digest"])
+            except (KeyError, TypeError, ValueError):
+                continue
+            journal._done[(result.task_id, result.arm)] = (digest, result)
+            seed = record.get("seed")
+            journal._seeds[(result.task_id, result.arm)] = (
+                seed if isinstance(seed, int) and not isinstance(seed, bool) else None
+            )
+        return journal
+
+    def lookup(self, task_id: str, arm: str, digest: str) -> TaskResult | None:
+        """The recorded result of this task and arm, if its task is unchanged."""
+        found = self._done.get((task_id, arm))
+        if found is None or found[0] != digest:
+            return None
+        return found[1]
+
+    def first_answers(self) -> dict[tuple[str, str], AIMessage]:
+        """The first answers kept (``same_first_answer``), by task id and task digest."""
+        return dict(self._firsts)
+
+    def keep_first(self, task_id: str, digest: str, message: AIMessage) -> None:
+        """Record a task's shared first answer, on disk at once."""
+        self._firsts[(task_id, digest)] = message
+        self._write({_FIRST: task_id, "task_digest": digest, "message": record_of_message(message)})
+
+    def seed_of(self, task_id: str, arm: str) -> int | None:
+        """The model's seed of the run that recorded this task and arm (``None``: not said)."""
+        return self._seeds.get((task_id, arm))
+
+    def append(self, result: TaskResult, digest: str) -> None:
+        """Record a finished task and arm, on disk at once, with this run's `seed`."""
+        self._done[(result.task_id, result.arm)] = (digest, result)
+        self._seeds[(result.task_id, result.arm)] = self.seed
+        seed = {} if self.seed is None else {"seed": self.seed}
+        self._write(result.to_json() | {"task_digest": digest} | seed)
+
+    def _write(self, record: Mapping[str, Any]) -> None:
+        self._file.write(json_text(record) + "\n")
+        self._file.flush()
+        os.fsync(self._file.fileno())
+
+    def close(self) -> None:
+        """Close the file."""
+        self._file.close()
+
+
+def _check_arms(
+    path: Path,
+    arms: Mapping[str, Any],
+    declared: Mapping[str, Any],
+    results: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """The arms of your own not declared yet; `JournalError` for one declared otherwise."""
+    new: dict[str, Any] = {}
+    ran = {r.get("arm") for r in results}
+    for name, arm in arms.items():
+        if name in declared:
+            found = declared[name]
+            if found != arm:
+                shown = _difference(found, arm) if isinstance(arm, dict) else "not the same"
+                raise JournalError(
+                    f"{str(path)!r} belongs to an eval with another arm named {name!r} "
+                    f"({shown}); "
+                    f"give this arm another name, delete the journal to start over, or give "
+                    f"--out another name"
+                )
+        elif name in ran:
+            raise JournalError(
+                f"{str(path)!r} holds results of an arm named {name!r} without saying what "
+                f"it was; give this arm another name, delete the journal to start over, or "
+                f"give --out another name"
+            )
+        else:
+            new[name] = arm
+    return new
+
+
+def _decoded(line: bytes) -> str | None:
+    """A line's text, or ``None`` when it is not UTF-8 (a damaged line is skipped)."""
+    try:
+        return line.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _json_line(line: str | None) -> Any:
+    try:
+        return None if line is None else json.loads(line)
+    except ValueError:
+        return None
+
+
+def _could_be_header(torn: bytes) -> bool:
+    """Whether ``torn``, a file's only line, cut before its end, is a journal's header."""
+    start = json.dumps({_HEADER: _VERSION}).encode()[:-1]  # '{"loop_agents_eval_journal": 1'
+    return torn.startswith(start) or start.startswith(torn)
+
+
+def _difference(found: object, wanted: Mapping[str, Any]) -> str:
+    """What differs, setting by setting (``temperatures.resample 1.0 there, 0.7 now``)."""
+    if not isinstance(found, dict):
+        return "unreadable settings"
+    return "; ".join(_differences(found, wanted, ""))
+
+
+def _differences(found: Mapping[str, Any], wanted: Mapping[str, Any], prefix: str) -> list[str]:
+    parts: list[str] = []
+    for key in sorted(set(found) | set(wanted)):
+        there, now = found.get(key), wanted.get(key)
+        if there == now:
+            continue
+        if isinstance(there, dict) and isinstance(now, dict):
+            parts += _differences(there, now, f"{prefix}{key}.")
+        elif isinstance(there, list) and isinstance(now, list) and len(there) == len(now):
+            then, later = ({str(n): item for n, item in enumerate(v)} for v in (there, now))
+            parts += _differences(then, later, f"{prefix}{key}.")  # controls.0.policy
+        else:
+            parts.append(f"{prefix}{key} {there!r} there, {now!r} now")
+    return parts

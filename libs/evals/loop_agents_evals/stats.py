@@ -1,0 +1,310 @@
+"""The statistics of an eval: Wilson intervals, paired comparisons of two arms, and rescues.
+
+The pass rate mixes two things: how often the first answer passes (the same for every
+arm that starts from one sample of the task) and what the arm does afterwards. `Rescues`
+counts the second part alone, from each result's per-attempt curve: of the tasks whose
+first answer failed, how many the arm's final answer passes (*rescued*); of those whose
+first answer passed, how many it does not (*broken*: a judge talked the model out of a
+right answer, or a loop kept going past one). With ``same_first_answer`` every arm starts
+from the same first answers, so the arms' rescues are counted on the same tasks.
+
+An arm whose loop chooses each retry's kind (an `Adaptive` control: repair, fresh
+sample, informed fresh sample) records the kind in its transcripts; `retry_kinds` counts
+the kinds it chose over the tasks in task order (did it move from one kind to another as
+it learned?) and how often each succeeded.
+
+Example:
+    ```python
+    low, high = wilson_interval(17, 30)  # about (0.39, 0.73)
+    result = paired_comparison({"a": True, "b": False}, {"a": True, "b": True})
+    assert (result.won, result.lost, result.tied) == (0, 1, 1)
+    for arm, found in rescues_of(report.results).items():
+        print(arm, f"{found.rescued}/{found.failed_first}", found.broken)
+    ```
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+__all__ = [
+    "KINDS",
+    "RETRY_KINDS_NOTE",
+    "Paired",
+    "Rescues",
+    "RetryKinds",
+    "paired_comparison",
+    "rescues_of",
+    "retry_kinds",
+    "sign_test",
+    "wilson_interval",
+]
+
+Z95 = 1.959963984540054
+"""The standard normal quantile of a two-sided 95% interval."""
+
+
+def wilson_interval(passed: int, total: int, *, z: float = Z95) -> tuple[float, float]:
+    """The Wilson score interval of a pass rate (95% by default).
+
+    Unlike the normal approximation it stays within [0, 1] and is sensible at 0 or
+    ``total`` passes and for small ``total``. With no tasks it is ``(0.0, 1.0)``.
+
+    Raises:
+        ValueError: ``passed`` is negative or above ``total``.
+
+    Example:
+        ```python
+        low, high = wilson_interval(0, 10)  # (0.0, 0.278)
+        ```
+    """
+    if not 0 <= passed <= total:
+        raise ValueError(f"passed must be from 0 to total; got {passed} of {total}")
+    if total == 0:
+        return 0.0, 1.0
+    p = passed / total
+    z2 = z * z
+    centre = (p + z2 / (2 * total)) / (1 + z2 / total)
+    half = z * math.sqrt(p * (1 - p) / total + z2 / (4 * total * total)) / (1 + z2 / total)
+    low = 0.0 if passed == 0 else max(0.0, centre - half)
+    high = 1.0 if passed == total else min(1.0, centre + half)
+    return low, high
+
+
+def sign_test(won: int, lost: int) -> float:
+    """The two-sided exact sign (McNemar) test p-value of ``won`` against ``lost``.
+
+    Ties carry no information and are left out. 1.0 when there are no discordant tasks.
+
+    Example:
+        ```python
+        assert sign_test(8, 0) < 0.01
+        ```
+    """
+    n = won + lost
+    if n == 0:
+        return 1.0
+    k = min(won, lost)
+    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2**n
+    return float(min(1.0, 2 * tail))
+
+
+@dataclass(frozen=True)
+class Paired:
+    """Two arms compared task by task, on the tasks both have a result for.
+
+    Attributes:
+        arm: The arm being compared.
+        baseline: The arm it is compared against.
+        won: Tasks ``arm`` passed and ``baseline`` failed.
+        lost: Tasks ``arm`` failed and ``baseline`` passed.
+        tied: Tasks both passed or both failed.
+        p_value: The exact sign test of ``won`` against ``lost`` (two-sided).
+    """
+
+    arm: str
+    baseline: str
+    won: int
+    lost: int
+    tied: int
+    p_value: float
+
+
+def paired_comparison(
+    arm: Mapping[str, bool],
+    baseline: Mapping[str, bool],
+    *,
+    names: tuple[str, str] = ("arm", "baseline"),
+) -> Paired:
+    """Compare two arms' results (task id -> passed) on the tasks they share.
+
+    Example:
+        ```python
+        paired = paired_comparison(loop, single, names=("loop", "single"))
+        ```
+    """
+    shared = arm.keys() & baseline.keys()
+    won = sum(1 for t in shared if arm[t] and not baseline[t])
+    lost = sum(1 for t in shared if baseline[t] and not arm[t])
+    return Paired(names[0], names[1], won, lost, len(shared) - won - lost, sign_test(won, lost))
+
+
+class Curve(Protocol):
+    """What `rescues_of` reads of a result (a `loop_agents_evals.report.TaskResult`)."""
+
+    @property
+    def arm(self) -> str:
+        """The arm."""
+
+    @property
+    def passed(self) -> bool:
+        """Whether its final answer passed."""
+
+    @property
+    def by_attempt(self) -> tuple[bool, ...]:
+        """Whether the answer after step 1, 2, ... passes."""
+
+
+@dataclass(frozen=True)
+class Rescues:
+    """One arm's results after its first answer.
+
+    Attributes:
+        arm: The arm.
+        failed_first: Tasks whose first answer failed.
+        rescued: Of those, the tasks whose final answer passes.
+        passed_first: Tasks whose first answer passed.
+        broken: Of those, the tasks whose final answer fails.
+    """
+
+    arm: str
+    failed_first: int
+    rescued: int
+    passed_first: int
+    broken: int
+
+    @property
+    def rescue_rate(self) -> float:
+        """The share of failed first answers the arm rescued (0 when none failed)."""
+        return self.rescued / self.failed_first if self.failed_first else 0.0
+
+
+def rescues_of(results: Iterable[Curve]) -> dict[str, Rescues]:
+    """`Rescues` per arm, for the arms whose results record more than one step.
+
+    Results without a per-attempt curve (an opaque agent, a file written before curves
+    were kept) and one-answer arms (``single``) are left out.
+
+    Example:
+        ```python
+        rescues_of(report.results)["loop"].rescued
+        ```
+    """
+    counts: dict[str, list[int]] = {}
+    for result in results:
+        if len(result.by_attempt) < 2:
+            continue
+        found = counts.setdefault(result.arm, [0, 0, 0, 0])
+        if result.by_attempt[0]:
+            found[2] += 1
+            found[3] += not result.passed
+        else:
+            found[0] += 1
+            found[1] += result.passed
+    return {arm: Rescues(arm, *found) for arm, found in counts.items()}
+
+
+KINDS = ("repair", "fresh", "informed")
+"""`Adaptive`'s built-in kinds of retry, in the order the tables show them."""
+
+RETRY_KINDS_NOTE = (
+    "Retries (answers after the first) by the kind the arm chose, over its tasks in task "
+    "order: repair (the answer and its feedback), fresh (the task again), informed (the "
+    "task and what must hold); succeeded: accepted by the visible tests or checks, or a "
+    "better score (what the arm learns from); passed: passes the final grading."
+)
+"""What the tables of `RetryKinds` (the console's and the page's) show, said under them."""
+
+
+@dataclass(frozen=True)
+class RetryKinds:
+    """Which kinds of retry an arm chose over the tasks, in task order (an `Adaptive` loop).
+
+    Read from its transcripts: each answer after the first whose entry says which kind it
+    was (``strategy.kind``) and whether it succeeded as the control counts it
+    (``strategy.success``: its evaluator accepted it, or its score beat the loop's best
+    so far) and whether it passes the final grading (``passed``).
+
+    Attributes:
+        arm: The arm.
+        kinds: The kinds: repair, fresh and informed, then any other chosen.
+        quarters: The arm's tasks in task order, cut into (up to) four parts: for each,
+            its first and last task's position (from 1) and the retries of each kind.
+        chosen: Retries of each kind over all the tasks.
+        succeeded: Of those, the ones that succeeded as the control counts it.
+        passed: Of those, the ones that pass the final grading.
+    """
+
+    arm: str
+    kinds: tuple[str, ...]
+    quarters: tuple[tuple[int, int, dict[str, int]], ...]
+    chosen: dict[str, int]
+    succeeded: dict[str, int]
+    passed: dict[str, int]
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON of ``retry_kinds`` in ``--out``.
+
+        ``{"arm", "kinds", "quarters": [{"tasks": [first, last], "chosen": {KIND: n}}],
+        "chosen", "succeeded", "passed"}`` (tasks counted from 1, in task order).
+        """
+        return {
+            "arm": self.arm,
+            "kinds": list(self.kinds),
+            "quarters": [
+                {"tasks": [first, last], "chosen": dict(counts)}
+                for first, last, counts in self.quarters
+            ],
+            "chosen": dict(self.chosen),
+            "succeeded": dict(self.succeeded),
+            "passed": dict(self.passed),
+        }
+
+
+def _kind(entry: object) -> tuple[str, bool, bool] | None:
+    """An entry's retry kind, whether it succeeded and whether it passed; ``None``: none."""
+    if not isinstance(entry, Mapping):
+        return None
+    strategy = entry.get("strategy")
+    if not isinstance(strategy, Mapping):
+        return None
+    kind = strategy.get("kind")
+    if not isinstance(kind, str) or not kind or kind == "first":
+        return None
+    return kind, strategy.get("success") is True, entry.get("passed") is True
+
+
+def retry_kinds(rows: Iterable[tuple[str, object]]) -> dict[str, RetryKinds]:
+    """`RetryKinds` per arm, from ``(arm, transcript)`` rows in task order.
+
+    Only the arms with at least one retry whose kind is recorded are given; a file
+    written before kinds were recorded has none.
+
+    Example:
+        ```python
+        kinds = retry_kinds((r.arm, r.transcript) for r in report.results)
+        print(kinds["adaptive"].quarters)
+        ```
+    """
+    per_arm: dict[str, list[list[tuple[str, bool, bool]]]] = {}
+    for arm, transcript in rows:
+        entries = transcript if isinstance(transcript, list | tuple) else ()
+        per_arm.setdefault(arm, []).append([k for k in map(_kind, entries) if k is not None])
+    found: dict[str, RetryKinds] = {}
+    for arm, tasks in per_arm.items():
+        seen = [kind for retries in tasks for kind, _, _ in retries]
+        if not seen:
+            continue
+        kinds = KINDS + tuple(dict.fromkeys(k for k in seen if k not in KINDS))
+        count = len(tasks)
+        parts = min(4, count)
+        bounds = [round(i * count / parts) for i in range(parts + 1)]
+        quarters = []
+        for start, end in itertools.pairwise(bounds):
+            counts = dict.fromkeys(kinds, 0)
+            for retries in tasks[start:end]:
+                for kind, _, _ in retries:
+                    counts[kind] += 1
+            quarters.append((start + 1, end, counts))
+        chosen, succeeded, passed = (dict.fromkeys(kinds, 0) for _ in range(3))
+        for retries in tasks:
+            for kind, success, graded in retries:
+                chosen[kind] += 1
+                succeeded[kind] += success
+                passed[kind] += graded
+        found[arm] = RetryKinds(arm, kinds, tuple(quarters), chosen, succeeded, passed)
+    return found
