@@ -19,15 +19,21 @@ LOCK_ALL := requirements/all.txt
 LOCK_DEV := requirements/dev.txt
 LOCK_LOWEST := requirements/lowest.txt
 
+## The distributions: the library at the top, the rest in libs/ (each with its own
+## pyproject.toml and tests). Every environment installs all of them, editable.
+LIBS := libs/checks libs/cli libs/evals
+PROJECTS := pyproject.toml $(addsuffix /pyproject.toml,$(LIBS))
+EDITABLE := -e . $(addprefix -e ,$(LIBS))
+
 ## The dependencies' install prints a line every 15 s (the package pip is at, the time
 ## so far); its full log is kept in $(VENV)/install.log.
-$(VENV)/.installed-dev: $(LOCK_DEV) pyproject.toml loop_agents/_version.py
+$(VENV)/.installed-dev: $(LOCK_DEV) $(PROJECTS) loop_agents/_version.py
 	@echo "make venv: creating the virtual environment $(VENV)"
 	$(PYTHON) -m venv $(VENV)
 	@$(PYTHON) scripts/build_progress.py --what "make venv" --requirements $(LOCK_DEV) \
 		--expect "installing the locked dependencies: about 2 minutes" \
 		--log $(VENV)/install.log -- $(PY) -m pip install --progress-bar off --no-deps -r $(LOCK_DEV)
-	$(PY) -m pip install --quiet --no-deps -e .
+	$(PY) -m pip install --quiet --no-deps $(EDITABLE)
 	$(PY) -m pip check
 	touch $@
 
@@ -93,11 +99,11 @@ test-fast: venv
 ## pyproject.toml allows (requirements/lowest.txt), in a virtual environment of their own
 ## ($(LOWEST_VENV), made anew when the lock changes); CI runs it
 LOWEST_VENV ?= .venv-lowest
-$(LOWEST_VENV)/.installed: $(LOCK_LOWEST) pyproject.toml loop_agents/_version.py
+$(LOWEST_VENV)/.installed: $(LOCK_LOWEST) $(PROJECTS) loop_agents/_version.py
 	rm -rf $(LOWEST_VENV)
 	$(PYTHON) -m venv $(LOWEST_VENV)
 	$(LOWEST_VENV)/bin/python -m pip install --quiet --no-deps -r $(LOCK_LOWEST)
-	$(LOWEST_VENV)/bin/python -m pip install --quiet --no-deps -e .
+	$(LOWEST_VENV)/bin/python -m pip install --quiet --no-deps $(EDITABLE)
 	$(LOWEST_VENV)/bin/python -m pip check
 	touch $@
 
