@@ -72,7 +72,20 @@ PORT ?= 2024
 serve: venv
 	LANGGRAPH_CLI_NO_ANALYTICS=1 $(VENV)/bin/langgraph dev --no-browser --host 127.0.0.1 --port $(PORT)
 
-## test: run the whole test suite, the real-server tests included. Installs, when missing:
+## The test suites, each run by pytest from its own folder with its own settings: the
+## library's (tests/unit_tests, tests/integration_tests and tests/examples, from the top),
+## each distribution's in libs/ (libs/*/tests), and the repository's own checks
+## (tests/repository: the docs, the lock, the distributions, the layers, the benchmarks).
+## A suite that fails does not stop the others; the target fails at the end.
+## $(call run_suites,PYTHON,PYTEST OPTIONS)
+define run_suites
+status=0; for suite in . $(LIBS); do \
+	echo "== $$suite"; (cd $$suite && $(CURDIR)/$(1) -m pytest $(2)) || status=1; done; \
+echo "== tests/repository"; $(1) -m pytest tests/repository $(2) || status=1; \
+exit $$status
+endef
+
+## test: run every test, the real-server tests included. Installs, when missing:
 ## PostgreSQL's server, a C++ compiler, bubblewrap and Chromium (apt-get, as root:
 ## scripts/install-test-servers.sh), and the offline model (`make local`: llama.cpp built
 ## from source, about 2 minutes the first time). BROWSER_TESTS=no leaves Chromium out: not
@@ -85,18 +98,18 @@ NO_BROWSER := $(filter no,$(BROWSER_TESTS))
 test: venv
 	scripts/install-test-servers.sh postgresql g++ bubblewrap $(if $(NO_BROWSER),,chromium)
 	$(MAKE) --no-print-directory local
-	$(PY) -m pytest -m "not slow" -n $(TEST_WORKERS)
-	$(PY) -m pytest -m "slow$(if $(NO_BROWSER), and not browser)"
+	@$(call run_suites,$(PY),-m "not slow" -n $(TEST_WORKERS))
+	@$(call run_suites,$(PY),-m "slow$(if $(NO_BROWSER), and not browser)")
 
 ## test-fast: the offline tests only (no real servers), in parallel; the skipped ones are
 ## listed with their reasons at the end (-rs). Installs bubblewrap (apt-get, when missing),
 ## the sandbox the code runner's tests run in.
 test-fast: venv
 	scripts/install-test-servers.sh bubblewrap
-	$(PY) -m pytest -m "not slow" -n $(TEST_WORKERS) -rs
+	@$(call run_suites,$(PY),-m "not slow" -n $(TEST_WORKERS) -rs)
 
-## test-lowest: the offline tests on the lowest versions of the dependencies that
-## pyproject.toml allows (requirements/lowest.txt), in a virtual environment of their own
+## test-lowest: the offline tests on the lowest versions of the dependencies that the
+## distributions allow (requirements/lowest.txt), in a virtual environment of their own
 ## ($(LOWEST_VENV), made anew when the lock changes); CI runs it
 LOWEST_VENV ?= .venv-lowest
 $(LOWEST_VENV)/.installed: $(LOCK_LOWEST) $(PROJECTS) loop_agents/_version.py
@@ -108,14 +121,16 @@ $(LOWEST_VENV)/.installed: $(LOCK_LOWEST) $(PROJECTS) loop_agents/_version.py
 	touch $@
 
 test-lowest: $(LOWEST_VENV)/.installed
-	$(LOWEST_VENV)/bin/python -m pytest -m "not slow" -n $(TEST_WORKERS)
+	@$(call run_suites,$(LOWEST_VENV)/bin/python,-m "not slow" -n $(TEST_WORKERS))
 
-## dist: build the sdist and the wheel into dist/ (the wheel from the sdist) and check them:
-## twine's strict check, and scripts/check_dist.py (the wheel holds exactly the package's
-## files: every module, py.typed and the data files; no tests, no caches)
+## dist: build the sdist and the wheel of every distribution into dist/ (each wheel from
+## its sdist) and check them: twine's strict check, and scripts/check_dist.py (each wheel
+## holds exactly its package's files: every module, py.typed and the data files; no tests,
+## no caches)
 dist: venv
 	rm -rf dist
 	$(PY) -m build --outdir dist .
+	@for lib in $(LIBS); do echo "$(PY) -m build --outdir dist $$lib"; $(PY) -m build --outdir dist $$lib || exit 1; done
 	$(PY) -m twine check --strict dist/*
 	$(PY) scripts/check_dist.py dist
 
@@ -124,11 +139,13 @@ dist: venv
 ## CPython 3.11 on Linux x86_64. A new extra needs no change here: --all-extras takes it.
 LOCK_TARGET := --python-version 3.11 --python-platform x86_64-manylinux_2_28
 LOCK_HEADER := make lock  (CPython 3.11 on Linux x86_64: $(LOCK_TARGET))
-LOCK_OPTIONS := $(LOCK_TARGET) --generate-hashes --custom-compile-command "$(LOCK_HEADER)" --quiet
+## the distributions themselves are installed from the clone, never from the lock
+NO_EMIT := $(foreach name,loop-agents loop-agents-checks loop-agents-cli loop-agents-evals,--no-emit-package $(name))
+LOCK_OPTIONS := $(LOCK_TARGET) --generate-hashes $(NO_EMIT) --custom-compile-command "$(LOCK_HEADER)" --quiet
 lock: venv
-	$(VENV)/bin/uv pip compile pyproject.toml --all-extras --upgrade $(LOCK_OPTIONS) -o $(LOCK_ALL)
-	$(VENV)/bin/uv pip compile pyproject.toml --extra dev -c $(LOCK_ALL) $(LOCK_OPTIONS) -o $(LOCK_DEV)
-	$(VENV)/bin/uv pip compile pyproject.toml --extra dev --resolution lowest-direct --upgrade \
+	$(VENV)/bin/uv pip compile $(PROJECTS) --all-extras --upgrade $(LOCK_OPTIONS) -o $(LOCK_ALL)
+	$(VENV)/bin/uv pip compile $(PROJECTS) --extra dev -c $(LOCK_ALL) $(LOCK_OPTIONS) -o $(LOCK_DEV)
+	$(VENV)/bin/uv pip compile $(PROJECTS) --extra dev --resolution lowest-direct --upgrade \
 		$(LOCK_OPTIONS) -o $(LOCK_LOWEST)
 
 ## bench: the benchmarks (overhead, concurrency, context economy, scaling; a few minutes);

@@ -26,9 +26,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from loop_agents_evals import EvalSettings, arun_eval
-
 from loop_agents.controls.restart import REQUIREMENTS_HEADER
+from loop_agents_evals import EvalSettings, arun_eval
 from tests.eval_models import ReactiveOpenAI, ok_tasks
 
 ARMS = ("single", "loop", "resample", "adaptive")

@@ -33,16 +33,16 @@ from typing import Any, Literal
 import httpx
 from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig, RunnableLambda
-from loop_agents_cli.demos import song_lyrics
-from loop_agents_cli.demos.prompts import composer_system_message, prompt
-from loop_agents_cli.models import local_model
-from loop_agents_cli.models.llama_cpp_http import LlamaCppTransport
-from loop_agents_cli.models.local_model import LocalModelPair, LocalModelServer, Role
 
 from benchmarks.measure import table
 from loop_agents import create_loop_agent
 from loop_agents.controls import Repair
 from loop_agents.loop.state import LoopContext, LoopEvaluation
+from loop_agents_cli.demos import song_lyrics
+from loop_agents_cli.demos.prompts import composer_system_message, prompt
+from loop_agents_cli.models import local_model
+from loop_agents_cli.models.llama_cpp_http import LlamaCppTransport
+from loop_agents_cli.models.local_model import LocalModelPair, LocalModelServer, Role
 
 ITERATIONS = 3
 THREADS = (1, 2)

@@ -27,12 +27,12 @@ from dotenv import find_dotenv, load_dotenv
 from langchain.agents import create_agent
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessageChunk, HumanMessage, SystemMessage
-from loop_agents_checks.code_runner import CodeRunner, code_runner
-from loop_agents_cli.models import local_model
-from loop_agents_cli.models.settings import ModelSettings, SettingsError
 
 from loop_agents import create_loop_agent
 from loop_agents.loop.state import LoopOutput
+from loop_agents_checks.code_runner import CodeRunner, code_runner
+from loop_agents_cli.models import local_model
+from loop_agents_cli.models.settings import ModelSettings, SettingsError
 
 TASK = "What is the 39th Fibonacci number?"
 ANSWER = "63245986"

@@ -30,11 +30,11 @@ from dotenv import find_dotenv, load_dotenv
 from langchain.agents.middleware import TodoListMiddleware
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage
-from loop_agents_checks import files_check
-from loop_agents_cli.models.settings import ModelSettings, SettingsError
 
 from loop_agents import create_loop_agent
 from loop_agents.evaluators import all_of, todos_complete
+from loop_agents_checks import files_check
+from loop_agents_cli.models.settings import ModelSettings, SettingsError
 
 TASK = (
     "Write /solution.py with a function slugify(title) that lowercases the title, keeps "

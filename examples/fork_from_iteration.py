@@ -28,13 +28,13 @@ from langchain_core.messages import AnyMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
-from loop_agents_cli.models.settings import ModelSettings, SettingsError
 
 from loop_agents import LoopContext, LoopEvaluation, create_loop_agent
 from loop_agents.loop.agents import AgentLike
 from loop_agents.loop.checkpoints import checkpoint_before_iteration
 from loop_agents.loop.feedback import feedback_text
 from loop_agents.loop.state import LoopInput, LoopOutput
+from loop_agents_cli.models.settings import ModelSettings, SettingsError
 
 REQUEST = "Write a one-line slogan for a neighbourhood bakery. Reply with the slogan only."
 EDITS = ["Make it shorter.", "Mention fresh bread."]

@@ -40,10 +40,10 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMes
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.tools import tool
 from langgraph.checkpoint.sqlite import SqliteSaver
-from loop_agents_cli.models.settings import ModelSettings, SettingsError
 
 from loop_agents import LoopMiddleware, all_of, text_rule
 from loop_agents.loop.events import is_loop_event
+from loop_agents_cli.models.settings import ModelSettings, SettingsError
 
 TASK = (
     "Announce loop_agents 0.2 to its users: the loop now also runs inside create_agent, "

@@ -21,6 +21,8 @@ import sys
 
 import httpx
 from dotenv import find_dotenv, load_dotenv
+
+from loop_agents.loop.state import LoopOutput
 from loop_agents_cli.demos import song_lyrics as demo
 from loop_agents_cli.demos.song_lyrics import (
     MAX_ITERATIONS,
@@ -32,8 +34,6 @@ from loop_agents_cli.demos.song_lyrics import (
 )
 from loop_agents_cli.models.local_model import LocalModelError
 from loop_agents_cli.models.settings import SEED_VARIABLE, ModelSettings, SettingsError, parse_seed
-
-from loop_agents.loop.state import LoopOutput
 
 __all__ = ["MAX_ITERATIONS", "PASS_SCORE", "Review", "build_loop", "main", "run", "verdict"]
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import httpx
 from langchain_openai import ChatOpenAI
-from loop_agents_evals.tasks import InstructionsTask, parse_task
 
+from loop_agents_evals.tasks import InstructionsTask, parse_task
 from tests.scripted_openai import Fail, Reply, ScriptedOpenAI, Structured
 
 Responder = Callable[[dict[str, Any]], "Reply | httpx.Response"]

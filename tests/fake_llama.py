@@ -21,6 +21,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+
 from loop_agents_cli.models.local_setup import _SERVER_EXTRA_MODULES
 
 FAKE_SERVER = textwrap.dedent(

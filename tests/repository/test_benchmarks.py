@@ -244,10 +244,9 @@ def test_the_cache_benchmark_counts_only_what_a_role_has_not_seen_as_new():
 
 
 def test_the_cache_benchmark_is_skipped_with_a_reason_without_the_local_extra(monkeypatch):
-    from loop_agents_cli.models import local_model
-
     from benchmarks import cache
     from benchmarks.__main__ import QUICK, run
+    from loop_agents_cli.models import local_model
 
     monkeypatch.setattr(local_model, "missing_parts", lambda: ["llama-cpp-python"])
     assert "missing: llama-cpp-python" in (cache.skip_reason() or "")

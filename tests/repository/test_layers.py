@@ -1,7 +1,8 @@
 """The tree is the architecture: every module in a layer, imports only downward, no cycle.
 
-The layers and their order are the numbered list in ``loop_agents/__init__.py``'s
-docstring. Every import of a ``loop_agents`` module counts for the layer rule, also one
+The library's layers and their order are the numbered list in ``loop_agents/__init__.py``'s
+docstring. The distributions of ``libs/`` are built on the library's public names only,
+import only the distributions they depend on, and have no import cycle either. Every import of a ``loop_agents`` module counts for the layer rule, also one
 inside a function or under ``TYPE_CHECKING``: the rule is about what a layer may know.
 For cycles, the imports that run count (module level and inside functions); one under
 ``TYPE_CHECKING`` never runs, so a type-only reference back is not a cycle.
@@ -11,6 +12,8 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +23,20 @@ import pytest
 import loop_agents
 
 PACKAGE = Path(loop_agents.__file__).resolve().parent
+ROOT = PACKAGE.parent
+SIBLINGS = {
+    "loop_agents_checks": (ROOT / "libs" / "checks" / "loop_agents_checks", {"loop_agents"}),
+    "loop_agents_cli": (
+        ROOT / "libs" / "cli" / "loop_agents_cli",
+        {"loop_agents", "loop_agents_checks"},
+    ),
+    "loop_agents_evals": (
+        ROOT / "libs" / "evals" / "loop_agents_evals",
+        {"loop_agents", "loop_agents_checks", "loop_agents_cli"},
+    ),
+}
+"""Each distribution of libs/: its package folder, and the packages it may import (its
+pyproject.toml's dependencies)."""
 ROOT_MODULES = {"loop_agents", "loop_agents._version"}
 """The modules beside the layers: the public API (above every layer) and the version
 (below every layer: anything may read it, it imports nothing)."""
@@ -64,8 +81,8 @@ def _resolve(name: str, modules: Mapping[str, str]) -> str:
     return name
 
 
-def imports_of(modules: Mapping[str, str]) -> Iterator[Import]:
-    """Every import of one of ``modules`` (name -> source) by another."""
+def imports_of(modules: Mapping[str, str], root: str = "loop_agents") -> Iterator[Import]:
+    """Every import of one of ``modules`` (name -> source, all in package ``root``) by another."""
     for source, text in modules.items():
         tree = ast.parse(text)
         type_only = _type_checking_lines(tree)
@@ -87,12 +104,10 @@ def imports_of(modules: Mapping[str, str]) -> Iterator[Import]:
                     for alias in node.names
                 ]
             for target in targets:
-                if target.split(".")[0] != "loop_agents":
+                if target.split(".")[0] != root:
                     continue
                 resolved = _resolve(target, modules)
-                if resolved == source or (
-                    resolved != "loop_agents" and source.startswith(f"{resolved}.")
-                ):
+                if resolved == source or (resolved != root and source.startswith(f"{resolved}.")):
                     continue  # a package of its own (not the public API): imported already
                 yield Import(source, resolved, node.lineno, node.lineno not in type_only)
 
@@ -123,10 +138,10 @@ def layer_violations(modules: Mapping[str, str], layers: list[str]) -> list[str]
     return problems
 
 
-def import_cycles(modules: Mapping[str, str]) -> list[list[str]]:
+def import_cycles(modules: Mapping[str, str], root: str = "loop_agents") -> list[list[str]]:
     """The import cycles among ``modules`` (imports that run), each as its modules."""
     graph: dict[str, set[str]] = {name: set() for name in modules}
-    for found in imports_of(modules):
+    for found in imports_of(modules, root):
         if found.runs:
             graph[found.source].add(found.target)
     # Tarjan's strongly connected components, iteratively
@@ -170,10 +185,10 @@ def import_cycles(modules: Mapping[str, str]) -> list[list[str]]:
     return cycles
 
 
-def package_modules() -> dict[str, str]:
+def package_modules(package: Path = PACKAGE) -> dict[str, str]:
     return {
-        module_name(path, PACKAGE): path.read_text(encoding="utf-8")
-        for path in sorted(PACKAGE.rglob("*.py"))
+        module_name(path, package): path.read_text(encoding="utf-8")
+        for path in sorted(package.rglob("*.py"))
     }
 
 
@@ -184,7 +199,7 @@ LAYERS = documented_layers(loop_agents.__doc__ or "")
 
 
 def test_the_docstring_lists_the_layers_and_each_is_a_documented_folder():
-    assert len(LAYERS) == len(set(LAYERS)) >= 9, LAYERS
+    assert len(LAYERS) == len(set(LAYERS)) >= 5, LAYERS
     assert LAYERS.index("loop") < LAYERS.index("evaluators")  # evaluators build on the loop
     for layer in LAYERS:
         init = PACKAGE / layer / "__init__.py"
@@ -231,6 +246,84 @@ def test_the_core_knows_nothing_of_its_hosts_or_of_particular_controls():
 def test_no_two_modules_import_each_other():
     pairs = {(f.source, f.target) for f in imports_of(package_modules())}  # type-only too
     assert sorted((a, b) for a, b in pairs if (b, a) in pairs and a < b) == []
+
+
+# -- the distributions of libs/ -----------------------------------------------------------
+
+
+def external_imports(package: Path) -> Iterator[tuple[str, int, str, list[str]]]:
+    """Every import in ``package`` of another top-level package: (file, line, module, names)."""
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    yield str(path.relative_to(ROOT)), node.lineno, alias.name, []
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [alias.name for alias in node.names]
+                yield str(path.relative_to(ROOT)), node.lineno, node.module, names
+
+
+@pytest.mark.parametrize("sibling", sorted(SIBLINGS))
+def test_a_distribution_of_libs_uses_only_the_library_s_public_names(sibling):
+    folder, _ = SIBLINGS[sibling]
+    private = [
+        f"{where}:{line}: {module} {names}"
+        for where, line, module, names in external_imports(folder)
+        if module.split(".")[0] == "loop_agents"
+        and (
+            any(part.startswith("_") for part in module.split("."))
+            or any(name.startswith("_") for name in names)
+        )
+    ]
+    assert not private, f"{sibling} imports private names of loop_agents: {private}"
+
+
+@pytest.mark.parametrize("sibling", sorted(SIBLINGS))
+def test_a_distribution_of_libs_imports_only_what_it_depends_on(sibling):
+    folder, allowed = SIBLINGS[sibling]
+    ours = {"loop_agents", *SIBLINGS}
+    stray = [
+        f"{where}:{line}: {module}"
+        for where, line, module, _ in external_imports(folder)
+        if module.split(".")[0] in ours - allowed - {sibling}
+    ]
+    assert not stray, f"{sibling} imports distributions it does not depend on: {stray}"
+
+
+@pytest.mark.parametrize("sibling", sorted(SIBLINGS))
+def test_a_distribution_of_libs_has_no_import_cycle(sibling):
+    folder, _ = SIBLINGS[sibling]
+    assert import_cycles(package_modules(folder), sibling) == []
+
+
+def test_the_library_imports_no_distribution_of_libs():
+    stray = [
+        f"{where}:{line}: {module}"
+        for where, line, module, _ in external_imports(PACKAGE)
+        if module.split(".")[0] in SIBLINGS
+    ]
+    assert not stray
+
+
+def test_the_library_s_front_door_loads_none_of_the_breadth():
+    # what a LangChain user who wants the loop imports loads nothing of the siblings, nor
+    # what only the command, the demo or the evals need, beyond what LangGraph and
+    # LangChain load themselves (langgraph.runtime imports httpx, which loads rich when it
+    # is installed); tests/repository/test_wheel.py checks it with the library alone
+    program = (
+        "import sys\n"
+        "heavy = ('loop_agents_cli', 'loop_agents_evals', 'loop_agents_checks', 'rich',\n"
+        "         'aiosqlite', 'openai', 'langchain_openai', 'dotenv')\n"
+        "def loaded(): return {m for m in sys.modules if m.split('.')[0] in heavy}\n"
+        "import langgraph.graph, langchain.agents, langchain_core.runnables\n"
+        "before = loaded()\n"
+        "from loop_agents import LoopMiddleware, create_loop_agent, llm_judge, rule\n"
+        "print(sorted(loaded() - before))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert done.stdout.strip() == "[]", done.stdout
 
 
 # -- the checks themselves, on made-up trees -----------------------------------------------

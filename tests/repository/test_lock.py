@@ -1,11 +1,14 @@
-"""The lock (requirements/*.txt) agrees with pyproject.toml, and the version has one source.
+"""The lock (requirements/*.txt) agrees with the distributions' pyproject.toml files.
 
-- ``all.txt`` pins every requirement of every extra at a version pyproject.toml allows;
-- ``dev.txt`` is the ``dev`` extra at exactly ``all.txt``'s versions;
-- ``lowest.txt`` pins each direct requirement of the package and its ``dev`` extra at its
-  declared lower bound, so ``make test-lowest`` tests the bounds pyproject.toml states.
+- ``all.txt`` pins every requirement of every distribution and extra at an allowed version;
+- ``dev.txt`` is every distribution's requirements and the library's ``dev`` extra, at
+  exactly ``all.txt``'s versions;
+- ``lowest.txt`` pins each direct requirement of the distributions and the ``dev`` extra at
+  its declared lower bound, so ``make test-lowest`` tests the bounds the projects state.
 
-A failure here means pyproject.toml changed without ``make lock``.
+The distributions themselves are never in the lock: they are installed from the clone. A
+failure here means a pyproject.toml changed without ``make lock``. The library's version
+has one source (``loop_agents/_version.py``).
 """
 
 from __future__ import annotations
@@ -23,31 +26,44 @@ from packaging.version import Version
 import loop_agents
 from loop_agents._version import __version__
 from tests.conftest import ROOT
-from tests.dist_helpers import lock_pins, normalize
+from tests.repository.dist_helpers import lock_pins, normalize
 
 LOCKS = ROOT / "requirements"
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+PROJECTS = [
+    tomllib.loads((folder / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    for folder in (ROOT, *sorted((ROOT / "libs").iterdir()))
+    if (folder / "pyproject.toml").is_file()
+]
+OURS = {normalize(project["name"]) for project in PROJECTS}
 TARGET = {"python_version": "3.11", "python_full_version": "3.11.7", "sys_platform": "linux"}
 FIX = "pyproject.toml changed without the lock: run `make lock`"
 
 
-def requirements(*extras: str, follow: bool = True) -> list[Requirement]:
-    """The package's requirements plus those of ``extras`` (self-references followed)."""
-    found = [Requirement(text) for text in PROJECT["dependencies"]]
-    todo, seen = list(extras), set()
-    while todo:
-        extra = todo.pop()
-        if extra in seen:
-            continue
-        seen.add(extra)
-        for text in PROJECT["optional-dependencies"][extra]:
-            requirement = Requirement(text)
-            if normalize(requirement.name) == "loop-agents":
-                if follow:
+def requirements(*extras: str, every_extra: bool = False) -> list[Requirement]:
+    """Every distribution's requirements plus those of ``extras`` (of any distribution that
+    has them; every extra with ``every_extra``), the distributions themselves left out."""
+    found = []
+    for project in PROJECTS:
+        found += [Requirement(text) for text in project["dependencies"]]
+        optional = project.get("optional-dependencies", {})
+        todo, seen = list(optional) if every_extra else [e for e in extras if e in optional], set()
+        while todo:
+            extra = todo.pop()
+            if extra in seen:
+                continue
+            seen.add(extra)
+            for text in optional[extra]:
+                requirement = Requirement(text)
+                if normalize(requirement.name) == normalize(project["name"]):
                     todo.extend(requirement.extras)
-            else:
-                found.append(requirement)
-    return [r for r in found if r.marker is None or r.marker.evaluate(TARGET)]
+                else:
+                    found.append(requirement)
+    return [
+        r
+        for r in found
+        if normalize(r.name) not in OURS and (r.marker is None or r.marker.evaluate(TARGET))
+    ]
 
 
 def lower_bound(requirement: Requirement) -> Version:
@@ -58,8 +74,8 @@ def lower_bound(requirement: Requirement) -> Version:
 
 def test_every_extra_is_locked_at_an_allowed_version():
     pins = lock_pins(LOCKS / "all.txt")
-    extras = list(PROJECT["optional-dependencies"])
-    for requirement in requirements(*extras):
+    assert not OURS & set(pins), "the distributions are installed from the clone, not locked"
+    for requirement in requirements(every_extra=True):
         name = normalize(requirement.name)
         assert name in pins, f"{requirement.name} is not in requirements/all.txt: {FIX}"
         assert requirement.specifier.contains(pins[name], prereleases=True), (
@@ -102,7 +118,7 @@ def test_every_pin_has_hashes_and_the_lock_says_how_to_refresh_it(lock):
 
 def test_the_version_has_one_source():
     assert loop_agents.__version__ == __version__
-    assert importlib.metadata.version("loop_agents") == __version__, (
+    assert importlib.metadata.version("loop-agents") == __version__, (
         "the installed metadata is stale: reinstall (make venv)"
     )
     assert "version" in PROJECT["dynamic"]

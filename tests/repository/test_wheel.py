@@ -1,12 +1,13 @@
-"""The built wheel on its own, as a user of ``pip install loop_agents`` gets it.
+"""The built wheels on their own, as users of ``pip install loop-agents`` (and the rest) get them.
 
-The sdist and the wheel are built with ``python -m build`` (the wheel from the sdist, as
-``make dist`` does), the wheel is installed into a fresh virtual environment (its
-dependencies at the lock's versions, ``requirements/all.txt``), and everything runs there
-from a folder outside the repository, against a scripted OpenAI-compatible server on
-loopback, with no model setting of this machine (Ollama looked for on a closed port, runs
-saved in a temporary home). Nothing of the source tree is on that environment's path, so a
-module or a data file missing from the wheel fails these tests.
+Every distribution's sdist and wheel are built with ``python -m build`` (each wheel from its
+sdist, as ``make dist`` does). The library's wheel alone is installed into one fresh virtual
+environment (``pip install loop-agents``: its four dependencies and nothing of the command),
+and all four wheels into another; everything runs there from a folder outside the
+repository, the dependencies at the lock's versions (``requirements/all.txt``), against a
+scripted OpenAI-compatible server on loopback, with no model setting of this machine (Ollama
+looked for on a closed port, runs saved in a temporary home). Nothing of the source tree is
+on those environments' paths, so a module or a data file missing from a wheel fails here.
 """
 
 from __future__ import annotations
@@ -25,14 +26,15 @@ import loop_agents
 from loop_agents._version import __version__
 from tests.cli_helpers import cli_env
 from tests.conftest import ROOT
-from tests.dist_helpers import check_dist, locked_constraints
 from tests.eval_models import ReactiveOpenAI, user_text
 from tests.fakes import CI_1, CI_2
+from tests.repository.dist_helpers import check_dist, locked_constraints
 from tests.scripted_openai import ScriptedOpenAI, Structured
 
 pytestmark = pytest.mark.slow
 
-WHEEL = f"loop_agents-{__version__}-py3-none-any.whl"
+LIBRARY = f"loop_agents-{__version__}-py3-none-any.whl"
+SEED_DEPENDENCIES = {"langgraph", "langchain", "langchain-openai", "python-dotenv"}
 
 
 @dataclass(frozen=True)
@@ -72,20 +74,20 @@ class Installed:
 @pytest.fixture(scope="module")
 def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("dist")
-    built = subprocess.run(
-        [sys.executable, "-m", "build", "--outdir", str(out), str(ROOT)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+    for folder in (ROOT, *(ROOT / "libs" / name for name in ("checks", "cli", "evals"))):
+        built = subprocess.run(
+            [sys.executable, "-m", "build", "--outdir", str(out), str(folder)],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+        assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
     return out
 
 
-@pytest.fixture(scope="module")
-def installed(dist: Path, tmp_path_factory: pytest.TempPathFactory) -> Installed:
-    base = tmp_path_factory.mktemp("wheel-install")
+def install(wheels: list[Path], base: Path) -> Installed:
+    """A fresh virtual environment in ``base`` with ``wheels``, dependencies as locked."""
     env_dir = base / "venv"
     venv.create(env_dir, with_pip=True, clear=True)
     constraints = base / "constraints.txt"
@@ -93,7 +95,7 @@ def installed(dist: Path, tmp_path_factory: pytest.TempPathFactory) -> Installed
     pip = subprocess.run(
         [
             *(str(env_dir / "bin" / "python"), "-m", "pip", "install", "--quiet"),
-            *("-c", str(constraints), str(dist / WHEEL)),
+            *("-c", str(constraints), *map(str, wheels)),
         ],
         capture_output=True,
         text=True,
@@ -108,8 +110,51 @@ def installed(dist: Path, tmp_path_factory: pytest.TempPathFactory) -> Installed
     return Installed(env_dir, outside)
 
 
+@pytest.fixture(scope="module")
+def library(dist: Path, tmp_path_factory: pytest.TempPathFactory) -> Installed:
+    """``pip install loop-agents``: the library alone."""
+    return install([dist / LIBRARY], tmp_path_factory.mktemp("library-install"))
+
+
+@pytest.fixture(scope="module")
+def installed(dist: Path, tmp_path_factory: pytest.TempPathFactory) -> Installed:
+    """Every distribution's wheel."""
+    return install(sorted(dist.glob("*.whl")), tmp_path_factory.mktemp("wheel-install"))
+
+
 def test_the_wheel_holds_the_package_and_nothing_else(dist):
     assert check_dist(dist) == []
+
+
+def test_the_library_alone_has_the_seed_s_dependencies_and_no_command(library):
+    script = (
+        "import json, re\n"
+        "from importlib.metadata import requires\n"
+        "print(json.dumps(sorted({re.split(r'[<>=\\[; ]', r, maxsplit=1)[0]\n"
+        "    for r in requires('loop-agents') if 'extra ==' not in r})))\n"
+    )
+    done = library.run(str(library.bin / "python"), "-c", script, env=library.env())
+    assert done.returncode == 0, done.stderr
+    assert set(json.loads(done.stdout)) == SEED_DEPENDENCIES
+    assert not (library.bin / "loop-agents").exists()
+    check = library.run(str(library.bin / "python"), "-m", "pip", "check", env=library.env())
+    assert check.returncode == 0, check.stdout
+
+
+def test_the_library_s_front_door_loads_none_of_the_breadth(library):
+    script = (
+        "import sys\n"
+        "from loop_agents import LoopMiddleware, create_loop_agent, llm_judge, rule\n"
+        "heavy = ('rich', 'aiosqlite', 'openai', 'langchain_openai', 'dotenv')\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & set(heavy)))\n"
+    )
+    done = library.run(str(library.bin / "python"), "-c", script, env=library.env())
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+def test_the_library_imports_from_its_wheel_with_every_public_name(library):
+    test_the_package_imports_from_the_wheel_with_every_public_name(library)
 
 
 def test_the_package_imports_from_the_wheel_with_every_public_name(installed):
@@ -161,7 +206,7 @@ def test_the_song_lyrics_demo_runs_from_the_wheel(installed):
 def bundled_code_answers() -> dict[str, tuple[str, bool]]:
     """Each bundled code task's prompt -> an answer and whether it must pass: the reference
     solution for every other task, the typical wrong solution for the rest."""
-    data = ROOT / "loop_agents" / "evals" / "data"
+    data = ROOT / "libs" / "evals" / "loop_agents_evals" / "data"
     tasks = [json.loads(line) for line in (data / "code.jsonl").read_text().splitlines()]
     rows = {
         row["id"]: row

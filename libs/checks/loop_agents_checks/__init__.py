@@ -1,4 +1,4 @@
-"""Evaluators that run code, and the sandbox they run it in (the ``loop-agents-checks`` distribution).
+"""Evaluators that run code, and the sandbox they run it in: ``loop-agents-checks``.
 
 - `command_check`: a shell command judges each answer (exit status 0 accepts; the end of
   its output is the feedback), e.g. the project's tests.

@@ -12,6 +12,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+
 from loop_agents_checks.sandbox import arun_python, available_isolations, make_limits, run_python
 
 MODES = ("bwrap", "unshare", "process")

@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 from langchain.agents.middleware import TodoListMiddleware
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
-from loop_agents_checks import files_check
-from loop_agents_checks.agent_files import file_texts
 
 from loop_agents import create_loop_agent
 from loop_agents.controls import Repair
 from loop_agents.evaluators import all_of, todos_complete
 from loop_agents.loop.feedback import is_feedback
+from loop_agents_checks import files_check
+from loop_agents_checks.agent_files import file_texts
 from tests.fakes import FakeChat
 
 TESTS = """

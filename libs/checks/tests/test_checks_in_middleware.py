@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from langchain.agents import create_agent
 from langchain_core.messages import HumanMessage
-from loop_agents_checks import command_check
 
 from loop_agents import LoopMiddleware
+from loop_agents_checks import command_check
 from tests.fakes import FakeChat
 
 REQUEST = HumanMessage("What is six times seven? Answer with the number.")

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
+from sandbox_helpers import marker, processes_with
+
 from loop_agents_checks.code_runner import (
     CodeRunner,
     arun_python,
@@ -21,7 +23,6 @@ from loop_agents_checks.code_runner import (
     run_python,
 )
 from loop_agents_checks.sandbox import GRACE_SECONDS
-from sandbox_helpers import marker, processes_with
 
 
 @pytest.fixture(params=["sync", "async"])

@@ -9,10 +9,10 @@ import sys
 import coder_reviewer
 import pytest
 from langchain_core.messages import HumanMessage
-from loop_agents_checks.code_runner import code_runner
 
 from loop_agents import create_loop_agent
 from loop_agents.loop.feedback import is_feedback
+from loop_agents_checks.code_runner import code_runner
 from tests.conftest import ROOT, env_without_model_settings
 from tests.fakes import FakeChat, review
 

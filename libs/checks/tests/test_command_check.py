@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
-from loop_agents_checks import command_check
-from loop_agents_checks.command import answer_for_check, command_problem, without_secrets
 
 from loop_agents import all_of, create_loop_agent
 from loop_agents.loop.state import LoopContext
+from loop_agents_checks import command_check
+from loop_agents_checks.command import answer_for_check, command_problem, without_secrets
 from tests.cli_helpers import cli_env, loop_agents
 from tests.fakes import FakeChat, review
 from tests.scripted_openai import ScriptedOpenAI, Structured

@@ -8,9 +8,9 @@ import sys
 import deep_agent_tests
 import pytest
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
-from loop_agents_cli.models import local_model
 
 from loop_agents.loop.feedback import is_feedback
+from loop_agents_cli.models import local_model
 from tests.conftest import ROOT, env_without_model_settings
 from tests.fakes import FakeChat
 from tests.scripted_openai import Calls, Fail, ScriptedOpenAI

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
-from loop_agents_checks import files_check
 
 from loop_agents import LoopContext, LoopEvaluation, LoopMiddleware, all_of, todos_complete
 from loop_agents.controls import Repair
 from loop_agents.loop.feedback import is_feedback
+from loop_agents_checks import files_check
 from tests.fakes import FakeChat
 
 # -- create_deep_agent ------------------------------------------------------------------------

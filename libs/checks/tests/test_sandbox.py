@@ -19,6 +19,8 @@ import time
 import uuid
 
 import pytest
+from sandbox_helpers import MODES, marker, processes_with, python_for, run_either
+
 from loop_agents_checks.sandbox import (
     GRACE_SECONDS,
     IsolationUnavailable,
@@ -28,8 +30,6 @@ from loop_agents_checks.sandbox import (
     resolve_isolation,
     run_python,
 )
-from sandbox_helpers import MODES, marker, processes_with, python_for, run_either
-
 from tests.conftest import ROOT
 
 # A run may take its time limit, the grace, and a little for starting the interpreter on

@@ -18,10 +18,10 @@ import uuid
 from pathlib import Path
 
 import pytest
-from loop_agents_checks.sandbox import available_isolations, make_limits
 from sandbox_helpers import CANDIDATE_PYTHONS, marker, processes_with
 from test_sandbox import BOUNDED_BOMB, COLLECT, ESCAPES, _searched
 
+from loop_agents_checks.sandbox import available_isolations, make_limits
 from tests.conftest import ROOT
 
 # Runs each scenario in each isolation and prints what happened, as JSON. It imports only

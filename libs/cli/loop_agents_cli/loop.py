@@ -15,7 +15,6 @@ from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AnyMessage
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer
-from loop_agents_checks import command_check
 
 from loop_agents.controls import LoopControl, Repair
 from loop_agents.controls.selection import AnswerSelection
@@ -26,6 +25,7 @@ from loop_agents.hosts.loop_agent import LoopAgent
 from loop_agents.hosts.middleware import LoopMiddleware
 from loop_agents.loop.evaluation import Evaluator
 from loop_agents.loop.state import LoopContext, LoopEvaluation
+from loop_agents_checks import command_check
 from loop_agents_cli.models.endpoints import Endpoint
 from loop_agents_cli.spec import RunSpec
 

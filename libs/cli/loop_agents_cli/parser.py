@@ -18,7 +18,7 @@ from pathlib import Path
 PROG = "loop-agents"
 
 STRUCTURED_OUTPUT_METHODS = ("json_schema", "function_calling", "json_mode", "text")
-"""The values of ``--structured-output`` (`loop_agents_cli.models.settings.StructuredOutputMethod`)."""
+"""The values of ``--structured-output`` (`loop_agents_cli.models.settings`)."""
 
 DEMOS = ("song-lyrics",)
 
@@ -361,7 +361,17 @@ def plugin_commands() -> list[Command]:
     """
     found: dict[str, Command] = {}
     for point in entry_points(group=PLUGIN_GROUP):
-        command = point.load()
+        try:
+            command = point.load()
+        except Exception as exc:  # a broken distribution must not break the other commands
+            found[point.name] = Command(
+                point.name,
+                f"(cannot load: {type(exc).__name__})",
+                f"The {point.name} command's distribution failed to load: {exc}",
+                _any_arguments,
+                "loop_agents_cli.parser:not_installed",
+            )
+            continue
         if isinstance(command, Command) and command.name not in found:
             found[command.name] = command
     for name, (distribution, summary) in OPTIONAL.items():
@@ -385,12 +395,18 @@ def not_installed(args: argparse.Namespace) -> int:
     """The handler of a subcommand whose distribution is not installed: say which."""
     import sys
 
-    distribution = OPTIONAL[args.command][0]
-    print(
-        f"{PROG} {args.command}: error: this command comes with {distribution}, which is not "
-        f"installed; from a clone: pip install -e libs/{args.command}s",
-        file=sys.stderr,
-    )
+    if args.command in OPTIONAL and not any(
+        point.name == args.command for point in entry_points(group=PLUGIN_GROUP)
+    ):
+        distribution = OPTIONAL[args.command][0]
+        print(
+            f"{PROG} {args.command}: error: this command comes with {distribution}, which is "
+            f"not installed; from a clone: pip install -e libs/{args.command}s",
+            file=sys.stderr,
+        )
+        return 2
+    point = next(p for p in entry_points(group=PLUGIN_GROUP) if p.name == args.command)
+    point.load()  # raises the error that kept the command from loading, with its traceback
     return 2
 
 

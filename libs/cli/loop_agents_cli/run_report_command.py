@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from loop_agents_checks.sandbox.text_files import utf8_text
-
 from loop_agents_cli.errors import UsageError
 from loop_agents_cli.store import SavedRun
 

@@ -7,7 +7,6 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_openai import ChatOpenAI
-from loop_agents_cli.results import token_totals
 
 from loop_agents import LoopContext, LoopEvaluation, UnknownPriceError, create_loop_agent
 from loop_agents.controls import Repair
@@ -15,6 +14,7 @@ from loop_agents.controls.budgets import Budgets, PriceTable, check_prices
 from loop_agents.evaluators import llm_judge
 from loop_agents.loop.state import IterationRecord
 from loop_agents.runtime.usage import CallUsage, usage_of_metadata
+from loop_agents_cli.results import token_totals
 from tests.fakes import FakeChat
 from tests.scripted_openai import CHARS_PER_TOKEN, ScriptedOpenAI, Structured, prompt_text, tokens
 

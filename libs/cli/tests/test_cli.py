@@ -16,12 +16,12 @@ import sys
 import textwrap
 from pathlib import Path
 
-import loop_agents_cli as cli
 import pytest
+
+import loop_agents_cli as cli
 from loop_agents_cli.console.loop_console import section_header
 from loop_agents_cli.models import local_model
 from loop_agents_cli.models.local_setup import _SERVER_EXTRA_MODULES
-
 from tests.cli_helpers import CLOSED_PORT_URL, clear_model_settings, cli_env, loop_agents
 from tests.conftest import ROOT
 from tests.fakes import CI_1, CI_2, review

@@ -12,8 +12,8 @@ import os
 import signal
 
 import pytest
-from loop_agents_cli.console.loop_console import section_header
 
+from loop_agents_cli.console.loop_console import section_header
 from tests.cli_helpers import CLOSED_PORT_URL, Running, cli_env, loop_agents
 from tests.fakes import CI_1
 from tests.scripted_openai import Drop, Hang, Raw, ScriptedOpenAI, Structured

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 
-import loop_agents_cli as cli
 import pytest
 
+import loop_agents_cli as cli
 from tests.cli_helpers import CLOSED_PORT_URL, clear_model_settings
 from tests.scripted_openai import Fail, ScriptedOpenAI, Structured
 

@@ -7,9 +7,9 @@ import os
 import subprocess
 import sys
 
-import loop_agents_cli as cli
 import pytest
 
+import loop_agents_cli as cli
 from tests.cli_helpers import CLOSED_PORT_URL, clear_model_settings
 
 

@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from loop_agents_cli.console.loop_console import section_header
 
+from loop_agents_cli.console.loop_console import section_header
 from tests.cli_helpers import Running, cli_env, loop_agents
 from tests.fakes import review
 from tests.scripted_openai import Fail, Hang, ScriptedOpenAI, Structured

@@ -6,6 +6,7 @@ import pytest
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
+
 from loop_agents_cli.models.settings import ModelSettings, SettingsError
 from loop_agents_cli.serving import graphs as serve
 from loop_agents_cli.serving.configurable import (
@@ -14,7 +15,6 @@ from loop_agents_cli.serving.configurable import (
     configurable_loop,
     loop_settings,
 )
-
 from tests.fakes import review
 from tests.scripted_openai import ScriptedOpenAI, Structured
 

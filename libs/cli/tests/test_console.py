@@ -9,11 +9,11 @@ from typing import Any
 from langchain_core.messages import AIMessageChunk, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command, interrupt
-from loop_agents_cli.console import LoopConsole, astream_to_console, stream_to_console
-from loop_agents_cli.console.loop_console import format_seconds, section_header
 from rich.console import Console
 
 from loop_agents import LoopContext, LoopEvaluation, create_loop_agent
+from loop_agents_cli.console import LoopConsole, astream_to_console, stream_to_console
+from loop_agents_cli.console.loop_console import format_seconds, section_header
 from tests.fakes import FakeChat
 
 REQUEST = HumanMessage("Write a haiku about rain.")

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import io
 
-from loop_agents_cli.console import LoopConsole
 from rich.console import Console
 
 from loop_agents import create_loop_agent
+from loop_agents_cli.console import LoopConsole
 from tests.fakes import FakeChat
 from tests.unit_tests.controls.test_budgets import PRICES, REQUEST, answer, judged_by
 

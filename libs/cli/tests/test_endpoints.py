@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+
 from loop_agents_cli.errors import UsageError
 from loop_agents_cli.models import local_model, ollama
 from loop_agents_cli.models.endpoints import (
@@ -20,7 +21,6 @@ from loop_agents_cli.models.llama_cpp_http import LlamaCppTransport
 from loop_agents_cli.models.settings import Environment, SettingsError
 from loop_agents_cli.spec import RunSpec
 from loop_agents_cli.store import RunStore, store_home
-
 from tests.scripted_openai import ScriptedOpenAI
 
 NO_OLLAMA = {"LOOP_AGENTS_OLLAMA_URL": "off"}
@@ -296,6 +296,7 @@ def test_a_server_on_this_machine_may_take_its_time_before_the_first_chunk():
     """A loopback server computes on this machine: reading a long prompt on a busy CPU can
     take longer than langchain-openai's 120 s wait for the first streamed chunk."""
     from langchain_openai import ChatOpenAI
+
     from loop_agents_cli.models.settings import ModelSettings
 
     if "stream_chunk_timeout" not in ChatOpenAI.model_fields:

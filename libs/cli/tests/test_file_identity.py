@@ -7,6 +7,7 @@ import json
 import os
 
 import pytest
+
 from loop_agents_cli.models import file_identity
 from loop_agents_cli.models.file_identity import default_cache_path, file_digest
 

@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+
 from loop_agents_cli.models import llama_build
 from loop_agents_cli.models.llama_build import (
     CMAKE_ARGS,
@@ -31,7 +32,6 @@ from loop_agents_cli.models.llama_build import (
     project_flags,
     rebuild_command,
 )
-
 from tests.conftest import ROOT
 
 HANG = 600

@@ -13,6 +13,7 @@ import httpx
 import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
 from langchain_openai import ChatOpenAI
+
 from loop_agents_cli.models.llama_cpp_extras import (
     TEMPLATE_TOKENS_FOR_REPLY,
     TEMPLATE_TOKENS_PER_MESSAGE,

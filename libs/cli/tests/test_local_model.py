@@ -26,6 +26,9 @@ import httpx
 import pytest
 import song_lyrics
 from langchain_core.messages import AIMessageChunk, HumanMessage
+from prompts import prompt
+
+from loop_agents.loop.records import record_answer
 from loop_agents_cli.console.loop_console import section_header
 from loop_agents_cli.models import local_model, local_setup
 from loop_agents_cli.models.llama_cpp_http import (
@@ -45,9 +48,6 @@ from loop_agents_cli.models.local_model import (
     free_port,
 )
 from loop_agents_cli.models.settings import ModelSettings
-from prompts import prompt
-
-from loop_agents.loop.records import record_answer
 from tests.cli_helpers import loop_agents as run_command
 from tests.conftest import ROOT, env_without_model_settings
 from tests.fakes import review

@@ -27,6 +27,7 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
+
 from loop_agents_cli.models import llama_build, local_model, local_server, server_process
 from loop_agents_cli.models.endpoints import resolve_endpoint
 from loop_agents_cli.models.llama_build import BuildCheck
@@ -45,7 +46,6 @@ from loop_agents_cli.models.server_process import (
     serves_port,
 )
 from loop_agents_cli.models.settings import Environment
-
 from tests.cli_helpers import COMMAND
 from tests.conftest import ROOT, env_without_model_settings
 

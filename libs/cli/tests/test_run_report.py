@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from loop_agents_cli import main
 from loop_agents_cli.console.run_page import run_page
-
 from tests.html_pages import Page, charts, marks, title
 from tests.scripted_openai import ScriptedOpenAI, Structured
 

@@ -18,8 +18,8 @@ from typing import Any
 import httpx
 import pytest
 from langgraph_sdk import get_client
-from loop_agents_cli.demos.prompts import prompt
 
+from loop_agents_cli.demos.prompts import prompt
 from tests.fakes import CI_1, CI_2, review
 from tests.langgraph_server import STARTUP_SECONDS, free_port, langgraph_cli, served_config, stop
 from tests.scripted_openai import Reply, ScriptedOpenAI, Structured

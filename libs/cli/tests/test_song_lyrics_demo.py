@@ -10,13 +10,13 @@ import sys
 import pytest
 import song_lyrics
 from langchain_core.messages import HumanMessage
-from loop_agents_cli.console.loop_console import section_header
-from loop_agents_cli.models.settings import ModelSettings
 from prompts import composer_system_message, prompt, reviewer_system_message
 
 from loop_agents import JudgeError
 from loop_agents.loop.feedback import is_feedback
 from loop_agents.loop.records import record_answer
+from loop_agents_cli.console.loop_console import section_header
+from loop_agents_cli.models.settings import ModelSettings
 from tests.conftest import ROOT, env_without_model_settings
 from tests.fakes import CI_1, CI_2, review
 from tests.scripted_openai import ScriptedOpenAI, Structured

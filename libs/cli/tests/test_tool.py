@@ -13,11 +13,11 @@ from langchain_core.messages import (
     ToolMessage,
 )
 from langchain_core.runnables import RunnableLambda
-from loop_agents_cli.models.settings import ModelSettings
-from loop_agents_cli.serving.tool import loop_as_tool
 
 from loop_agents import LoopContext, LoopEvaluation, create_loop_agent
 from loop_agents.loop.events import is_loop_event
+from loop_agents_cli.models.settings import ModelSettings
+from loop_agents_cli.serving.tool import loop_as_tool
 from tests.fakes import FakeChat
 from tests.scripted_openai import ScriptedOpenAI, Structured
 

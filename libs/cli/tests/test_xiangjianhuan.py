@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
+
+from loop_agents import LoopContext
 from loop_agents_cli.demos import song_lyrics
 from loop_agents_cli.demos.prompts import prompt
 from loop_agents_cli.demos.xiangjianhuan import check_xiangjianhuan, xiangjianhuan_form
 from loop_agents_cli.models.settings import ModelSettings, SettingsError
-
-from loop_agents import LoopContext
 from tests.scripted_openai import ScriptedOpenAI, Structured
 
 REQUEST = HumanMessage("Write.")

@@ -39,7 +39,6 @@ from dataclasses import dataclass
 
 from loop_agents_checks.code_review import extract_python_blocks, unclosed_python_block
 from loop_agents_checks.sandbox import arun_python
-
 from loop_agents_evals.settings import CODE_TIMEOUT
 
 __all__ = ["CodeReport", "TestOutcome", "arun_tests", "code_feedback", "extract_code"]

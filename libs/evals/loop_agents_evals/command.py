@@ -34,9 +34,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from loop_agents_cli.console.html_page import check_report_path
 from loop_agents_cli.parser import ENDPOINTS, Command, model_options
-
-from loop_agents_evals.report_command import add_report_arguments, check_report_path
+from loop_agents_evals.report_command import add_report_arguments
 from loop_agents_evals.settings import (
     ARMS,
     ARMS_TEXT,
@@ -588,7 +588,6 @@ async def run_eval_command(
         ```
     """
     from loop_agents_cli.console.output import command_console
-
     from loop_agents_evals.factory_arm import ArmFactoryError
     from loop_agents_evals.journal import JournalError
     from loop_agents_evals.report import render_report

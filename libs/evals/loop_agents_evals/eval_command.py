@@ -10,7 +10,6 @@ import sys
 from loop_agents_cli.arguments import find_endpoint
 from loop_agents_cli.errors import UsageError
 from loop_agents_cli.parser import PROG
-
 from loop_agents_evals.command import EvalEndpoint, EvalUsageError, eval_options, run_eval_command
 
 

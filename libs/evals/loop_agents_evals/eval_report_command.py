@@ -46,11 +46,8 @@ def run_options_given(args: argparse.Namespace) -> list[str]:
 
 def draw_again(args: argparse.Namespace) -> int:
     """Print the tables, or draw the page, of the eval whose JSON is ``args.from_json``."""
-    from loop_agents_evals.report_command import (
-        check_report_path,
-        draw_from_json,
-        report_from_json,
-    )
+    from loop_agents_cli.console.html_page import check_report_path
+    from loop_agents_evals.report_command import draw_from_json, report_from_json
     from loop_agents_evals.tasks import load_tasks
 
     source: Path = args.from_json

@@ -31,8 +31,8 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
-from loop_agents_cli.models.settings import ModelSettings
 
+from loop_agents_cli.models.settings import ModelSettings
 from loop_agents_evals.arms import arun_arm
 from loop_agents_evals.settings import ARMS, ArmSettings
 from loop_agents_evals.tasks import TaskFileError, parse_task

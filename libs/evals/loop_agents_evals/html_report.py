@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from loop_agents.runtime.numbers import finite_float
 from loop_agents_checks.sandbox.text_files import utf8_text
 from loop_agents_cli.console.html_page import (
     Html,
@@ -48,8 +49,6 @@ from loop_agents_cli.console.svg_charts import (
     percent,
     scatter,
 )
-
-from loop_agents.runtime.numbers import finite_float
 from loop_agents_evals.report import seed_text
 from loop_agents_evals.stats import RETRY_KINDS_NOTE, retry_kinds
 from loop_agents_evals.tasks import Task

@@ -40,8 +40,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from langchain_core.messages import AIMessage
-from loop_agents_checks.sandbox.text_files import json_text
 
+from loop_agents_checks.sandbox.text_files import json_text
 from loop_agents_evals.report import TaskResult
 from loop_agents_evals.sampling import message_of_record, record_of_message
 

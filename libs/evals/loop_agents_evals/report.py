@@ -17,11 +17,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from loop_agents_cli.console.output import command_console
 from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from loop_agents_cli.console.output import command_console
 from loop_agents_evals.settings import ARMS, BASELINES
 from loop_agents_evals.stats import (
     RETRY_KINDS_NOTE,

@@ -37,9 +37,9 @@ from pathlib import Path
 from typing import Any, TypeAlias
 
 from langchain_core.language_models import BaseChatModel
-from loop_agents_checks.sandbox.text_files import json_text
 
 from loop_agents.runtime.sync_bridge import background_loop
+from loop_agents_checks.sandbox.text_files import json_text
 from loop_agents_evals.arm_protocol import EvalArm
 from loop_agents_evals.arms import (
     ArmLike,

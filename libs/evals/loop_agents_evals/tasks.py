@@ -303,7 +303,7 @@ def bundled_path(name: str) -> Path:
 
     Example:
         ```python
-        print(bundled_path("instructions"))  # ..libs/evals/loop_agents_evals/data/instructions.jsonl
+        print(bundled_path("instructions"))  # .../loop_agents_evals/data/instructions.jsonl
         ```
     """
     return Path(str(resources.files("loop_agents_evals").joinpath("data", f"{name}.jsonl")))

@@ -21,6 +21,7 @@ from importlib.resources import files
 from typing import Any
 
 import pytest
+
 from loop_agents_checks.sandbox import RunResult, arun_python
 
 TASK_KEYS = {"id", "kind", "prompt", "entry_point", "tests", "hidden_tests", "part"}

@@ -13,6 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
+
+from benchmarks.adaptive import MODELS, measure
+from loop_agents.controls import Adaptive
+from loop_agents.controls.restart import REQUIREMENTS_HEADER
 from loop_agents_evals import EvalSettings, arun_eval, eval_page, loop
 from loop_agents_evals.arm_specs import parse_arm_spec
 from loop_agents_evals.arms import BUILTIN_ARMS
@@ -20,11 +25,6 @@ from loop_agents_evals.grading import requirement_points
 from loop_agents_evals.journal import journal_path
 from loop_agents_evals.report import render_report
 from loop_agents_evals.report_command import report_from_json
-from rich.console import Console
-
-from benchmarks.adaptive import MODELS, measure
-from loop_agents.controls import Adaptive
-from loop_agents.controls.restart import REQUIREMENTS_HEADER
 from tests.conftest import ROOT
 from tests.eval_models import ReactiveOpenAI, after_feedback, ok_tasks
 from tests.html_pages import Page

@@ -11,11 +11,11 @@ import sys
 import textwrap
 
 import pytest
-from loop_agents_cli import main as loop_agents_main
-from loop_agents_evals import loop
 from test_eval_command import task_file
 
 from loop_agents.controls import FeedbackStyle, History
+from loop_agents_cli import main as loop_agents_main
+from loop_agents_evals import loop
 from tests.conftest import ROOT
 from tests.eval_models import ReactiveOpenAI
 

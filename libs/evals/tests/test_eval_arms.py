@@ -15,6 +15,7 @@ import re
 
 import pytest
 from langchain_core.messages import AIMessage
+
 from loop_agents_evals import EvalSettings, arun_arm, arun_eval
 from loop_agents_evals.checks import run_checks
 from loop_agents_evals.grading import CUT_OFF_FEEDBACK
@@ -22,7 +23,6 @@ from loop_agents_evals.report import render_report
 from loop_agents_evals.sampling import was_cut_off
 from loop_agents_evals.settings import ArmSettings
 from loop_agents_evals.tasks import InstructionsTask, parse_task
-
 from tests.eval_models import (
     ReactiveOpenAI,
     after_feedback,
@@ -413,6 +413,7 @@ async def test_the_console_report_states_temperatures_the_cap_and_the_curves():
 
 def test_a_temperature_is_set_within_the_models_own_rules():
     from langchain_openai import ChatOpenAI
+
     from loop_agents_evals.sampling import at_temperature
 
     server = ReactiveOpenAI(lambda body: "x")
@@ -431,8 +432,9 @@ def test_a_temperature_is_set_within_the_models_own_rules():
 
 
 def test_one_temperature_for_every_arm_is_said_once_in_the_title():
-    from loop_agents_evals.report import TaskResult, build_report
     from rich.console import Console
+
+    from loop_agents_evals.report import TaskResult, build_report
 
     results = [TaskResult("t", arm, True, 1, 1) for arm in ("single", "loop")]
     settings = {"iterations": 2, "temperatures": {"single": 0.5, "loop": 0.5}, "max_tokens": 9}
@@ -446,8 +448,9 @@ def test_one_temperature_for_every_arm_is_said_once_in_the_title():
 
 
 def test_an_arms_name_is_never_cut_in_the_table():
-    from loop_agents_evals.report import TaskResult, build_report
     from rich.console import Console
+
+    from loop_agents_evals.report import TaskResult, build_report
 
     arms = ["loop", "loop-candidates"]
     results = [TaskResult("t", arm, False, 4, 4, 2300, 300, cut_off=3) for arm in arms]
@@ -458,8 +461,9 @@ def test_an_arms_name_is_never_cut_in_the_table():
 
 
 def test_a_table_too_wide_for_the_terminal_is_split_and_nothing_is_cut():
-    from loop_agents_evals.report import TaskResult, build_report
     from rich.console import Console
+
+    from loop_agents_evals.report import TaskResult, build_report
 
     arms = ["single", "informed-resample-2"]
     results = [TaskResult("t", arm, True, 2, 3, 98765, 4321, cut_off=1) for arm in arms]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from loop_agents_evals.grading import grader_for
 from loop_agents_evals.tasks import InstructionsTask, bundled_path, load_tasks
 

@@ -4,6 +4,7 @@ says what to fix, and a malformed check is refused naming its field."""
 from __future__ import annotations
 
 import pytest
+
 from loop_agents_evals.checks import (
     CHECKS,
     Check,

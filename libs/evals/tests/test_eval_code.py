@@ -5,13 +5,13 @@ pass by printing, exiting or hanging."""
 from __future__ import annotations
 
 import pytest
+
 from loop_agents_checks.code_review import unclosed_python_block
 from loop_agents_evals.arms import arun_arm
 from loop_agents_evals.code_tests import agrade_code, arun_tests, code_feedback, extract_code
 from loop_agents_evals.grading import grader_for, request_text
 from loop_agents_evals.settings import ArmSettings
 from loop_agents_evals.tasks import parse_task
-
 from tests.eval_models import ReactiveOpenAI, after_feedback
 
 TASK = parse_task(
@@ -186,7 +186,6 @@ async def test_the_loop_tells_a_cut_off_code_answer_to_send_the_code_only():
     from loop_agents_evals import arun_arm
     from loop_agents_evals.grading import CUT_OFF_FEEDBACK
     from loop_agents_evals.settings import ArmSettings
-
     from tests.eval_models import ReactiveOpenAI, after_feedback
     from tests.scripted_openai import Cut
 

@@ -16,9 +16,9 @@ from typing import Any
 
 import httpx
 import pytest
+
 from loop_agents_cli import main as loop_agents_main
 from loop_agents_evals.journal import journal_path
-
 from tests.conftest import ROOT, env_without_model_settings
 from tests.eval_models import ReactiveOpenAI, after_feedback
 from tests.fakes import FakeChat
@@ -285,10 +285,11 @@ def test_help_lists_the_arms_and_the_bundled_sets():
 def test_the_progress_lines_count_answers_and_calls_in_good_english():
     import io
 
+    from rich.console import Console
+
     from loop_agents_evals.command import _ProgressView
     from loop_agents_evals.report import TaskResult
     from loop_agents_evals.runner import EvalProgress
-    from rich.console import Console
 
     out = io.StringIO()
     view = _ProgressView(Console(file=out, force_terminal=False, width=200))

@@ -11,21 +11,6 @@ import warnings
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableLambda
-from loop_agents_evals import (
-    EvalSettings,
-    JournalError,
-    arun_eval,
-    eval_page,
-    loop,
-    render_report,
-    task_messages,
-    visible_checks,
-)
-from loop_agents_evals.arm_protocol import describe_value
-from loop_agents_evals.arms import BUILTIN_ARMS
-from loop_agents_evals.factory_arm import ArmFactoryError
-from loop_agents_evals.journal import journal_path
-from loop_agents_evals.tasks import parse_task
 
 from loop_agents import create_loop_agent
 from loop_agents.controls import (
@@ -41,6 +26,21 @@ from loop_agents.controls import (
     Stagnation,
 )
 from loop_agents.loop.feedback import feedback_message
+from loop_agents_evals import (
+    EvalSettings,
+    JournalError,
+    arun_eval,
+    eval_page,
+    loop,
+    render_report,
+    task_messages,
+    visible_checks,
+)
+from loop_agents_evals.arm_protocol import describe_value
+from loop_agents_evals.arms import BUILTIN_ARMS
+from loop_agents_evals.factory_arm import ArmFactoryError
+from loop_agents_evals.journal import journal_path
+from loop_agents_evals.tasks import parse_task
 from tests.eval_models import ReactiveOpenAI
 from tests.fakes import FakeChat
 from tests.html_pages import Page

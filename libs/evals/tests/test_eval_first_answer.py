@@ -9,15 +9,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
+
+from loop_agents.controls import Restart
+from loop_agents.controls.restart import REQUIREMENTS_HEADER
 from loop_agents_cli.app import main
 from loop_agents_evals import EvalSettings, arun_eval, loop
 from loop_agents_evals.journal import journal_path
 from loop_agents_evals.report import render_report
 from loop_agents_evals.tasks import parse_task
-from rich.console import Console
-
-from loop_agents.controls import Restart
-from loop_agents.controls.restart import REQUIREMENTS_HEADER
 from tests.eval_models import ReactiveOpenAI
 
 TASK = {

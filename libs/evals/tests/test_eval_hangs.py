@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 from langchain_core.runnables import RunnableLambda
+from test_eval_command import HANG, task_file
+
 from loop_agents_evals import arun_eval, run_eval
 from loop_agents_evals.journal import journal_path
 from loop_agents_evals.tasks import parse_task
-from test_eval_command import HANG, task_file
-
 from tests.conftest import env_without_model_settings
 from tests.eval_models import ReactiveOpenAI
 from tests.fakes import FakeChat

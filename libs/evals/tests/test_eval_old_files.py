@@ -9,11 +9,10 @@ import json
 import shutil
 from pathlib import Path
 
+from loop_agents.controls import History
 from loop_agents_evals import arun_eval, eval_page, loop
 from loop_agents_evals.journal import journal_path
 from loop_agents_evals.tasks import parse_task
-
-from loop_agents.controls import History
 from tests.eval_models import ReactiveOpenAI, after_feedback
 from tests.html_pages import Page
 

@@ -11,13 +11,13 @@ from io import StringIO
 
 import httpx
 import pytest
+from rich.console import Console
+
 from loop_agents_evals import EvalSettings, JournalError, arun_eval, run_eval
 from loop_agents_evals.journal import journal_path
 from loop_agents_evals.report import render_report
 from loop_agents_evals.stats import sign_test, wilson_interval
 from loop_agents_evals.tasks import TaskFileError, parse_task
-from rich.console import Console
-
 from tests.eval_models import ReactiveOpenAI, after_feedback, user_text
 from tests.fakes import FakeChat
 

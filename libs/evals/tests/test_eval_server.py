@@ -13,9 +13,9 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+
 from loop_agents_evals import EvalSettings, arun_eval
 from loop_agents_evals.tasks import parse_task
-
 from tests.conftest import env_without_model_settings
 from tests.eval_models import ReactiveOpenAI, after_feedback, is_judge, user_text, verdict
 from tests.langgraph_server import STARTUP_SECONDS, free_port, langgraph_cli, served_config, stop

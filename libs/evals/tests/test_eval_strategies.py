@@ -6,12 +6,12 @@ import json
 from pathlib import Path
 
 import pytest
+
+from loop_agents.controls.restart import REQUIREMENTS_HEADER
 from loop_agents_evals import arun_eval
 from loop_agents_evals.grading import requirement_points
 from loop_agents_evals.journal import journal_path
 from loop_agents_evals.tasks import parse_task
-
-from loop_agents.controls.restart import REQUIREMENTS_HEADER
 from tests.eval_models import ReactiveOpenAI
 
 TASK = {

@@ -10,7 +10,6 @@ import typing
 
 from loop_agents_evals.eval_task import EvalTaskOutput, build_eval_graph
 from loop_agents_evals.report import TaskResult
-
 from tests.conftest import env_without_model_settings
 from tests.eval_models import ReactiveOpenAI, after_feedback
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from loop_agents_evals.tasks import (
     CodeTask,
     InstructionsTask,

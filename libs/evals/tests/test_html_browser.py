@@ -17,10 +17,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from loop_agents_cli.console.run_page import run_page
 from loop_agents_evals.html_report import ARM_COLORS, eval_page
 from loop_agents_evals.tasks import load_tasks
-
 from tests.conftest import ROOT
 from tests.html_pages import Page, png_pixels
 

@@ -10,11 +10,11 @@ import json
 import math
 
 import pytest
+
 from loop_agents_cli import main
 from loop_agents_cli.console.svg_charts import SCALE_LIMIT, nice_ticks
 from loop_agents_evals.html_report import EvalFileError, eval_page, read_eval_json
 from loop_agents_evals.tasks import load_tasks
-
 from tests.conftest import ROOT
 from tests.eval_models import ReactiveOpenAI, after_feedback
 from tests.html_pages import Page, charts, marks, title

@@ -14,6 +14,7 @@ import re
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
+
 from loop_agents_checks.agent_files import files_check
 from loop_agents_checks.command import command_check
 from loop_agents_checks.sandbox.text_files import json_text, utf8_text, write_utf8
@@ -21,7 +22,6 @@ from loop_agents_cli import main
 from loop_agents_evals import arun_eval
 from loop_agents_evals.journal import journal_path
 from loop_agents_evals.tasks import parse_task
-
 from tests.cli_helpers import cli_env, loop_agents
 from tests.eval_models import ReactiveOpenAI, user_text
 from tests.scripted_openai import ScriptedOpenAI

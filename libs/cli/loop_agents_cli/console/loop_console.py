@@ -24,7 +24,6 @@ from langchain_core.messages import AIMessageChunk
 from langchain_core.runnables import RunnableConfig
 from langgraph.pregel.protocol import PregelProtocol
 from langgraph.types import StreamMode
-from loop_agents_checks.sandbox.text_files import utf8_text
 from rich import box
 from rich.console import Console, RenderableType
 from rich.status import Status
@@ -44,6 +43,7 @@ from loop_agents.loop.events import (
 )
 from loop_agents.loop.state import StopReason
 from loop_agents.loop.tracing import candidate_of, iteration_of, role_of
+from loop_agents_checks.sandbox.text_files import utf8_text
 from loop_agents_cli.console.output import (
     command_console,
     format_cost,

@@ -37,8 +37,8 @@ Example (two roles):
         judge = pair.judge.chat_model(temperature=0)
     ```
 
-From the command line, ``python -m loop_agents_cli.models.local_model`` serves until Ctrl-C and prints
-the base URL and the ``.env`` settings that point the examples at it.
+From the command line, ``python -m loop_agents_cli.models.local_model`` serves until
+Ctrl-C and prints the base URL and the ``.env`` settings that point the examples at it.
 
 This module holds the pair, `server_failure` (did a request fail because its server died?)
 and the command line; one server is `loop_agents_cli.models.local_server.LocalModelServer`, the

@@ -76,7 +76,8 @@ def install_command(python: str | None = None) -> str:
         ```python
         print(install_command())
         # CFLAGS= CXXFLAGS= CMAKE_ARGS="-DGGML_NATIVE=OFF ..." /repo/.venv/bin/python -m pip
-        #     install -e '/repo[local]' && /repo/.venv/bin/python -m loop_agents_cli.models.llama_build
+        #     install -e '/repo/libs/cli[local]'
+        # /repo/.venv/bin/python -m loop_agents_cli.models.llama_build
         ```
     """
     interpreter = shlex.quote(python or sys.executable)
