@@ -31,7 +31,7 @@ def served_config(folder: Path) -> Path:
     for graph_id, spec in config["graphs"].items():
         path, _, variable = spec.partition(":")
         config["graphs"][graph_id] = f"{(ROOT / path).resolve()}:{variable}"
-    config["dependencies"] = [str(ROOT)]
+    config["dependencies"] = [str((ROOT / path).resolve()) for path in config["dependencies"]]
     config.pop("env", None)  # the test sets the environment; a developer's .env stays out
     target = folder / "langgraph.json"
     target.write_text(json.dumps(config), encoding="utf-8")

@@ -51,7 +51,9 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGES = sorted([ROOT / "README.md", *(ROOT / "docs").rglob("*.md")])
+PAGES = sorted(
+    [ROOT / "README.md", *(ROOT / "libs").glob("*/README.md"), *(ROOT / "docs").rglob("*.md")]
+)
 BLOCK_SECONDS = 60
 """The most one block may take; the pages' blocks take well under a second each."""
 
@@ -402,8 +404,8 @@ def test_the_readme_names_everything_make_test_installs_and_how_to_skip_the_brow
     assert "and not browser" in makefile  # what BROWSER_TESTS=no runs
     collected = subprocess.run(
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
-         "-m", "not browser", str(ROOT / "tests" / "test_html_browser.py")],
-        capture_output=True, text=True, timeout=120, check=False, cwd=ROOT,
+         "-m", "not browser", "tests/test_html_browser.py"],
+        capture_output=True, text=True, timeout=120, check=False, cwd=ROOT / "libs" / "evals",
     )  # fmt: skip
     assert "deselected" in collected.stdout, collected.stdout
     assert "test_html_browser.py::" not in collected.stdout  # every browser test is left out
