@@ -3,7 +3,7 @@
 As root the runner gives each program a user of its own; a regular user's runs take other
 paths (the caller's own user in a new user namespace, or in ``"process"`` the supervisor
 killing the tree). When the tests run as root, this file runs a caller as an unprivileged
-user to cover those paths; as a regular user `tests/test_sandbox.py` covers them already.
+user to cover those paths; as a regular user `libs/checks/tests/test_sandbox.py` covers them already.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ record into the wheel (`loop_agents_cli.models.llama_build`); ``make local``
 project's flags when it is not the project's build. Here: the record as CMake writes it
 (a small CMake project that includes the file as llama-cpp-python's build does), the
 check, and the installer's decisions with a stand-in for pip. The real ``make local``
-with a poisoned pip cache is ``tests/test_make_local.py``.
+with a poisoned pip cache is ``libs/cli/tests/test_make_local.py``.
 """
 
 from __future__ import annotations

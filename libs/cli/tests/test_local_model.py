@@ -1007,7 +1007,7 @@ def test_make_local_builds_with_the_flags_the_install_command_names():
     makefile = (ROOT / "Makefile").read_text()
     recipe = makefile[makefile.index("\nlocal: venv\n") :].split("\n\n")[0]
     # `make local` runs the installer that sets CMAKE_ARGS from the package, checks the
-    # build and reinstalls it when it is not the project's (tests/test_llama_build.py)
+    # build and reinstalls it when it is not the project's (libs/cli/tests/test_llama_build.py)
     assert "$(PY) scripts/install_local.py" in recipe
     assert "--requirements $(LOCK_ALL)" in recipe
     assert local_model.CMAKE_ARGS == llama_build.CMAKE_ARGS

@@ -128,7 +128,7 @@ async def test_demo_cap_and_token_limit(capsys):
 def test_demo_without_endpoint_exits_with_instructions(tmp_path):
     # no endpoint and no `local` extra: a llama_cpp package without its server shadows
     # the real one (if installed), so the demo must name the one install command; the
-    # run on the installed local model is tests/test_local_model.py (slow)
+    # run on the installed local model is libs/cli/tests/test_local_model.py (slow)
     shadow = tmp_path / "shadow" / "llama_cpp"
     shadow.mkdir(parents=True)
     (shadow / "__init__.py").write_text("")

@@ -52,7 +52,7 @@ async def test_the_eval_grades_the_bundled_code_references_as_their_tests_say():
     """The eval's own grading (its harness, the code taken from a Markdown answer) agrees
     with the code set: each reference passes both test sources, each wrong solution fails
     the hidden tests, and passes the visible ones exactly in the part ``traps``
-    (tests/test_code_tasks.py checks the set itself)."""
+    (libs/evals/tests/test_code_tasks.py checks the set itself)."""
     import asyncio
 
     tasks = load_tasks("code")

@@ -1,6 +1,6 @@
 """The served ``eval_task`` graph in process: its output is the whole outcome (a
 `TaskResult` but for the pair's keys), so nothing an arm reports is lost on the way back
-from a LangGraph server (the server's own run is in tests/test_eval_server.py)."""
+from a LangGraph server (the server's own run is in libs/evals/tests/test_eval_server.py)."""
 
 from __future__ import annotations
 

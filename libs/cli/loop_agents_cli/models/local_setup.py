@@ -81,13 +81,12 @@ def install_command(python: str | None = None) -> str:
         ```
     """
     interpreter = shlex.quote(python or sys.executable)
-    root = (
-        Path(__file__).resolve().parents[2]
-    )  # a source checkout: libs/cli/loop_agents_cli/models/ is 2 down
-    if (root / "pyproject.toml").is_file() and (root / "loop_agents").is_dir():
+    # a source checkout: the distribution's folder (libs/cli) is two above this module's
+    root = Path(__file__).resolve().parents[2]
+    if (root / "pyproject.toml").is_file() and (root / "loop_agents_cli").is_dir():
         target = f"-e {shlex.quote(f'{root}[{EXTRA}]')}"
     else:
-        target = shlex.quote(f"loop_agents[{EXTRA}]")
+        target = shlex.quote(f"loop-agents-cli[{EXTRA}]")
     # then the check: pip may have taken a wheel it cached from a build with other flags
     check = f"{interpreter} -m loop_agents_cli.models.llama_build"
     return f"{build_prefix()} {interpreter} -m pip install {target} && {check}"
