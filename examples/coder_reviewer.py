@@ -1,7 +1,7 @@
 """Seed 004's coder / reviewer / runner loop: the evaluator is a program, not a model.
 
 A coder (a ``create_agent`` agent) writes Python for "What is the 39th Fibonacci number?".
-The evaluator, `loop_agents_checks.code_runner.code_runner`, first reviews the answer by rules
+The evaluator, `loop_agents_checks.python_runner.code_runner`, first reviews the answer by rules
 (exactly one Python code block, which prints its result), then runs the code with a time
 limit, a memory limit and an output limit in an empty temporary folder, and feeds the error
 or the output back to the coder. The loop stops when the output contains the number 63245986
@@ -30,7 +30,7 @@ from langchain_core.messages import AIMessageChunk, HumanMessage, SystemMessage
 
 from loop_agents import create_loop_agent
 from loop_agents.loop.state import LoopOutput
-from loop_agents_checks.code_runner import CodeRunner, code_runner
+from loop_agents_checks.python_runner import CodeRunner, code_runner
 from loop_agents_cli.models import local_model
 from loop_agents_cli.models.settings import ModelSettings, SettingsError
 

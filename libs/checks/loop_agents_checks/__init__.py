@@ -26,13 +26,13 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from loop_agents_checks.agent_files import files_check
-    from loop_agents_checks.code_runner import CodeRunner, code_runner
+    from loop_agents_checks.python_runner import CodeRunner, code_runner
     from loop_agents_checks.command import command_check
 
 # imported on first use, so that `loop_agents_checks.sandbox` alone loads no LangChain
 _LAZY = {
-    "CodeRunner": "loop_agents_checks.code_runner",
-    "code_runner": "loop_agents_checks.code_runner",
+    "CodeRunner": "loop_agents_checks.python_runner",
+    "code_runner": "loop_agents_checks.python_runner",
     "command_check": "loop_agents_checks.command",
     "files_check": "loop_agents_checks.agent_files",
 }

@@ -2,7 +2,7 @@ r"""Reviewing the code in an answer by rules, before anything runs.
 
 `extract_python_blocks` finds the Python code blocks of a Markdown answer; `review_code`
 checks that there is exactly one, that it parses and that it prints its result. Used by
-`loop_agents_checks.code_runner.code_runner`.
+`loop_agents_checks.python_runner.code_runner`.
 
 Example:
     ```python

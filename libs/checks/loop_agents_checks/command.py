@@ -10,7 +10,7 @@ The command runs with your permissions under the sandbox's supervisor
 (`loop_agents_checks.sandbox.supervised`): every process it starts, also one that moved to a new
 session (``setsid``), is killed when the command ends or overruns its time limit, and its
 output is read through a pipe keeping a bounded head and tail. It is not a sandbox: a
-check that runs the model's code runs it as you (see `loop_agents_checks.code_runner`
+check that runs the model's code runs it as you (see `loop_agents_checks.python_runner`
 for a sandboxed runner).
 Secrets in the environment (variables named like ``*_API_KEY``, ``*_TOKEN``,
 ``*_SECRET``, ``*_PASSWORD``) are not passed to it unless ``env`` is given.

@@ -12,7 +12,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from sandbox_helpers import marker, processes_with
 
-from loop_agents_checks.code_runner import (
+from loop_agents_checks.python_runner import (
     CodeRunner,
     arun_python,
     code_runner,

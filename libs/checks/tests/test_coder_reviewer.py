@@ -12,11 +12,11 @@ from langchain_core.messages import HumanMessage
 
 from loop_agents import create_loop_agent
 from loop_agents.loop.feedback import is_feedback
-from loop_agents_checks.code_runner import code_runner
+from loop_agents_checks.python_runner import code_runner
 from tests.conftest import ROOT, env_without_model_settings
 from tests.fakes import FakeChat, review
 
-code_runner_module = importlib.import_module("loop_agents_checks.code_runner")
+code_runner_module = importlib.import_module("loop_agents_checks.python_runner")
 
 TWO_BLOCKS = """\
 First the function:

@@ -13,7 +13,7 @@ read or write, ...), is in `loop_agents_checks.sandbox`.
 Example:
     ```python
     from loop_agents import create_loop_agent
-    from loop_agents_checks.code_runner import code_runner
+    from loop_agents_checks.python_runner import code_runner
 
     loop = create_loop_agent(coder, code_runner("63245986", timeout=10), max_iterations=5)
     ```
@@ -338,7 +338,7 @@ def code_runner(
     Example:
         ```python
         from loop_agents import create_loop_agent
-        from loop_agents_checks.code_runner import code_runner
+        from loop_agents_checks.python_runner import code_runner
 
         runner = code_runner("63245986", timeout=10)  # prints exactly 63245986
         lenient = code_runner(r"\b63245986\b", match="regex")  # "fib(39) = 63245986"
