@@ -1,14 +1,7 @@
-"""Several evaluators as one: ``all_of`` (a chain of gates) and ``panel`` (a jury).
-
-- `all_of` runs its evaluators in order; the first that asks to continue decides and
-  the rest are skipped, so cheap rule checks go first and an LLM judge last.
-- `panel` runs its evaluators at the same time (``asyncio.gather`` under ``ainvoke``,
-  worker threads under ``invoke``) and combines their verdicts: every one must accept
-  (``"all"``), or their scores combine (``"min"``, ``"mean"``) against a threshold.
+"""Several evaluators as one: `all_of` (a chain of gates) and `panel` (a jury).
 
 Both validate each member's verdict (naming the member on error), label the members'
-feedback with their names, and report the members that decided in ``decided_by``,
-which the loop records per iteration.
+feedback with their names and report the members that decided in ``decided_by``.
 """
 
 from __future__ import annotations
@@ -40,8 +33,7 @@ from loop_agents.loop.state import LoopContext, LoopEvaluation
 Combine: TypeAlias = (
     Literal["all", "min", "mean"] | Callable[[Mapping[str, LoopEvaluation]], LoopEvaluation]
 )
-"""How a panel combines its verdicts: a rule's name, or a function of the verdicts by
-member name (in member order) returning the combined `LoopEvaluation`."""
+"""A panel's rule, or a function of the verdicts by member name returning the verdict."""
 
 _Members: TypeAlias = list[tuple[str, EvaluatorCaller]]
 
@@ -63,7 +55,7 @@ def _joined(
     deciding: Sequence[tuple[str, LoopEvaluation]],
     scored: Sequence[tuple[str, LoopEvaluation]],
 ) -> LoopEvaluation:
-    """One verdict from several: the deciders' feedback, the lowest score of ``scored``."""
+    # one verdict from several: the deciders' feedback, the lowest score of ``scored``
     combined: LoopEvaluation = {
         "stop": stop,
         "feedback": merge_feedback((n, v.get("feedback", "")) for n, v in deciding),
@@ -75,40 +67,18 @@ def _joined(
     return combined
 
 
-def _accept_all(verdicts: Sequence[tuple[str, LoopEvaluation]]) -> LoopEvaluation:
-    """Everyone accepted: stop, with their feedback and the lowest score they gave."""
-    return _joined(True, verdicts, verdicts)
-
-
 def all_of(*evaluators: Evaluator, name: str = "all_of") -> LoopEvaluatorRunnable:
-    """Run evaluators in order; the first that asks to continue decides.
+    """Run evaluators in order; the first that asks to continue decides, the rest are skipped.
 
-    Later evaluators are skipped once one asks to continue, so put cheap checks first
-    (a rule, a form check) and expensive ones last (an LLM judge): a draft that fails a
-    rule costs no judge call. When every evaluator accepts, the answer is accepted with
-    the lowest score any of them gave (if any) and all their feedback.
-
-    Args:
-        *evaluators: Evaluators (functions, async functions or runnables, ready-made
-            ones included), in the order they run.
-        name: The combined evaluator's name.
-
-    Returns:
-        A runnable evaluator (async members need the loop's ``ainvoke``). Its
-        ``criteria`` are the members', each under the member's name.
-
-    Raises:
-        ValueError: no evaluators were given.
-        TypeError: a member is not callable.
+    Put cheap checks first and an LLM judge last. When all accept, the answer is accepted
+    with the lowest score any gave and all their feedback. The ``criteria`` are the
+    members', each under its name. Raises `ValueError` for no evaluators, `TypeError` for
+    a member that is not callable.
 
     Example:
         ```python
-        from loop_agents import all_of, llm_judge
-        from loop_agents_checks import code_runner
-
         evaluator = all_of(code_runner("63245986"), llm_judge(model, rubric, threshold=75))
         ```
-
     """
     # Each member runs as a checkpointed task: when the node runs again (a human review
     # in a later member was answered, or a later member failed and the loop resumed),
@@ -125,7 +95,7 @@ def all_of(*evaluators: Evaluator, name: str = "all_of") -> LoopEvaluatorRunnabl
             if not verdict["stop"]:
                 return {**verdict, "decided_by": _decided_by(member, verdict)}
             passed.append((member, verdict))
-        return _accept_all(passed)
+        return _joined(True, passed, passed)
 
     async def aevaluate(context: LoopContext, config: RunnableConfig) -> LoopEvaluation:
         passed: list[tuple[str, LoopEvaluation]] = []
@@ -134,7 +104,7 @@ def all_of(*evaluators: Evaluator, name: str = "all_of") -> LoopEvaluatorRunnabl
             if not verdict["stop"]:
                 return {**verdict, "decided_by": _decided_by(member, verdict)}
             passed.append((member, verdict))
-        return _accept_all(passed)
+        return _joined(True, passed, passed)
 
     criteria = combined_criteria(
         [(member, evaluator) for (member, _), evaluator in zip(members, evaluators, strict=True)]
@@ -187,7 +157,7 @@ def _combine(
         assert threshold is not None  # checked when the panel was built
         return _combine_scores(verdicts, combine, threshold, panel_name)
     if all(v["stop"] for _, v in verdicts):
-        return _accept_all(verdicts)
+        return _joined(True, verdicts, verdicts)
     failing = [(n, v) for n, v in verdicts if not v["stop"]]
     return _joined(False, failing, verdicts)
 
@@ -198,43 +168,17 @@ def panel(
     threshold: float | None = None,
     name: str = "panel",
 ) -> LoopEvaluatorRunnable:
-    """Run evaluators concurrently and combine their verdicts.
+    """Run evaluators at the same time and combine their verdicts.
 
-    Under the loop's ``ainvoke`` the members run together with ``asyncio.gather`` (sync
-    members in worker threads); under ``invoke`` they run in a thread pool. If one
-    fails, the error propagates (unfinished async members are cancelled).
-
-    Args:
-        *evaluators: The members (functions, async functions or runnables).
-        combine: ``"all"`` (default): accept when every member accepts; the feedback
-            is that of the members that asked to continue. ``"min"`` / ``"mean"``:
-            combine the members' scores and accept when the result reaches
-            ``threshold`` (every member must give a score); the feedback is every
-            member's, with a line showing the combined score. Or a function of the
-            verdicts by member name returning the combined `LoopEvaluation`.
-        threshold: The combined score needed to accept; required with ``"min"`` and
-            ``"mean"``, not used otherwise.
-        name: The panel's name.
-
-    Returns:
-        A runnable evaluator whose ``decided_by`` names the members that decided.
-
-    Raises:
-        ValueError: no evaluators, an unknown ``combine``, or a missing or stray
-            ``threshold``.
+    ``combine``: ``"all"`` (every member accepts; the feedback of those that did not),
+    ``"min"`` or ``"mean"`` of the members' scores against ``threshold`` (required then),
+    or a function of the verdicts by member name. A member's error propagates; unfinished
+    async members are cancelled.
 
     Example:
         ```python
-        from loop_agents import llm_judge, panel
-
-        jury = panel(
-            llm_judge(model_a, rubric, threshold=75, name="judge_a"),
-            llm_judge(model_b, rubric, threshold=75, name="judge_b"),
-            combine="mean",
-            threshold=75,
-        )
+        jury = panel(judge_a, judge_b, combine="mean", threshold=75)
         ```
-
     """
     members = _members("panel", evaluators)
     label = check_name(name, "panel")

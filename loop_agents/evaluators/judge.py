@@ -57,12 +57,11 @@ _BUILT_IN_FIELDS = frozenset({"feedback", "score", "threshold", "low", "high"})
 
 
 def judge_format_options(judge_format: str) -> dict[str, Any]:
-    """The `llm_judge` keywords for a `JudgeFormat`.
+    """The `llm_judge` keywords for a `JudgeFormat` (``method=``, or the text form).
 
     Example:
         ```python
-        judge_format_options("text")  # {'structured_output': 'text'}
-        judge_format_options("json_mode")  # {'method': 'json_mode'}
+        judge = llm_judge(model, rubric, threshold=75, **judge_format_options("json_mode"))
         ```
     """
     if judge_format == "text":
@@ -117,7 +116,7 @@ class _Shown(float):
 class _Judge:
     """The judge's state and both call paths; `llm_judge` wraps it in a runnable."""
 
-    def __init__(self, model: BaseChatModel, schema: dict[str, Any] | type, **options: Any):
+    def __init__(self, model: BaseChatModel, schema: dict[str, Any] | type, **options: Any) -> None:
         self.model, self.schema = model, schema
         self.instructions: SystemMessage = options["instructions"]
         self.threshold: float = options["threshold"]
@@ -146,8 +145,6 @@ class _Judge:
                 self.schema, method=method, include_raw=True
             )
         return self.runnables[method]
-
-    # -- calls ---------------------------------------------------------------------
 
     def invoke(self, context: LoopContext, config: RunnableConfig) -> LoopEvaluation:
         problems: list[str] = []
@@ -227,8 +224,6 @@ class _Judge:
             stacklevel=2,
         )
 
-    # -- the prompt ----------------------------------------------------------------
-
     def prompt(
         self, context: LoopContext, problems: Sequence[str], method: JudgeMethod
     ) -> list[AnyMessage]:
@@ -258,8 +253,6 @@ class _Judge:
                 )
             )
         return encodable(messages)
-
-    # -- reading the verdict -------------------------------------------------------
 
     def read(self, out: Any, problems: list[str], context: LoopContext) -> dict[str, Any] | None:
         """The verdict as a dict with a float score, or ``None`` (problem recorded)."""
@@ -402,26 +395,18 @@ def _check_scale(scale: object, threshold: object) -> tuple[float, float, float]
 
 
 def _check_model(model: object, text_form: bool, schema: object, keys: tuple[str, str]) -> None:
-    if not text_form:
-        if not callable(getattr(model, "with_structured_output", None)):
-            raise TypeError(
-                f"model must be a chat model with with_structured_output (e.g. ChatOpenAI); "
-                f"got {type(model).__name__}"
-            )
-        return
-    if not (callable(getattr(model, "invoke", None)) and callable(getattr(model, "ainvoke", None))):
+    needed = ("invoke", "ainvoke") if text_form else ("with_structured_output",)
+    if not all(callable(getattr(model, method, None)) for method in needed):
         raise TypeError(
-            f"model must be a chat model (with invoke and ainvoke); got {type(model).__name__}"
+            f"model must be a chat model with {' and '.join(needed)} (e.g. ChatOpenAI); got "
+            f"{type(model).__name__}"
         )
-    if schema is not None:
+    if text_form and (schema is not None or keys != ("score", "feedback")):
         raise ValueError(
-            "structured_output='text' reads a fixed form ('Score: N', 'Feedback: ...') and "
-            "takes no schema; drop schema= or use structured_output='native'"
-        )
-    if keys != ("score", "feedback"):
-        raise ValueError(
-            "structured_output='text' has the fields 'score' and 'feedback' only; drop "
-            "score_key=/feedback_key= (use {score} and {feedback} in the template)"
+            "structured_output='text' reads a fixed form ('Score: N', 'Feedback: ...'): it "
+            "takes no schema and has the fields 'score' and 'feedback' only (use {score} and "
+            "{feedback} in the template); drop schema=, score_key= and feedback_key=, or use "
+            "structured_output='native'"
         )
 
 
@@ -499,8 +484,7 @@ def llm_judge(
 
     Raises:
         TypeError: ``model`` cannot be used, or an option has the wrong type.
-        ValueError: the threshold is off the scale, the schema lacks a field, the
-            template names unknown fields, or an option is unknown.
+        ValueError: an option off the scale, unknown, or not fitting the others.
 
     Example:
         ```python

@@ -1,27 +1,7 @@
-"""`from_openevals`: any openevals evaluator as a loop evaluator.
+"""`from_openevals`: any openevals evaluator (or a function like one) as a loop evaluator.
 
-openevals (``pip install "loop_agents[openevals]"``) ships evaluators that are plain
-functions called as ``evaluator(inputs=..., outputs=..., reference_outputs=...)`` and
-returning an ``EvaluatorResult`` (``{"key", "score", "comment", ...}``) or a list of
-them: ``exact_match``, ``create_llm_as_judge(...)``, the code evaluators
-(``create_pyright_evaluator()``, ``create_mypy_evaluator()``), their async variants
-(``exact_match_async``, ``create_async_llm_as_judge(...)``), and any function of yours
-written the same way. `from_openevals` calls one after each answer:
-
-- ``inputs`` is the text of the loop's request (its user messages, joined by blank
-  lines), ``outputs`` the latest answer's text, ``reference_outputs`` what you give (a
-  value, or a function of the `LoopContext` returning one); any other keyword is passed
-  on as it is (e.g. a variable of your judge's prompt).
-- A boolean score is the verdict; a number accepts the answer when it is at or above
-  ``threshold`` (numbers need one: the evaluator's own scale, e.g. 0.8 for a
-  ``continuous=True`` judge's 0-1 score). The number is recorded as the iteration's
-  ``score``.
-- The result's ``comment`` (a judge's reasoning, a type checker's errors) is the
-  feedback; when it is empty, a sentence naming the evaluator and its score is sent.
-- A list of results (a judge with a schema of several scores) accepts the answer only
-  when **every** result does; the feedback is the comments of those that did not, each
-  under its key, and the score the lowest number among them.
-
+It is called with ``inputs`` (the request's text), ``outputs`` (the answer's text) and
+``reference_outputs``; its result's score decides. How results are read: docs/evaluators.md.
 This module never imports openevals: it calls what it is given.
 """
 
@@ -44,8 +24,7 @@ from loop_agents.runtime.sync_bridge import run_coroutine
 
 __all__ = ["from_openevals"]
 
-_PASSED_ON = ("inputs", "outputs")
-"""The keywords `from_openevals` fills in itself."""
+_PASSED_ON = ("inputs", "outputs")  # the keywords from_openevals fills in itself
 
 
 def _label(evaluator: object) -> str:
@@ -53,8 +32,7 @@ def _label(evaluator: object) -> str:
     return "openevals" if name.startswith("_") or name == "<lambda>" else name
 
 
-def _requires_reference(evaluator: object) -> bool:
-    """Whether ``evaluator`` has a ``reference_outputs`` parameter without a default."""
+def _requires_reference(evaluator: object) -> bool:  # reference_outputs without a default
     try:
         parameters = inspect.signature(cast(Callable[..., Any], evaluator)).parameters
     except (TypeError, ValueError):  # a signature that cannot be read: find out at the call
@@ -99,8 +77,7 @@ def _check(
     return label, number
 
 
-def _request(context: LoopContext) -> str:
-    """The text of the loop's request: its user messages (else every message), joined."""
+def _request(context: LoopContext) -> str:  # the user messages (else every one), joined
     messages = context["init_messages"]
     asked: list[BaseMessage] = [m for m in messages if isinstance(m, HumanMessage)]
     asked = asked or list(messages)
@@ -114,42 +91,17 @@ def from_openevals(
     threshold: float | None = None,
     **kwargs: Any,
 ) -> LoopEvaluatorRunnable:
-    """Use an openevals evaluator as the loop's evaluator.
+    """An openevals evaluator (sync or async) as the loop's evaluator.
 
-    Args:
-        evaluator: An openevals evaluator, sync or async: ``exact_match``,
-            ``create_llm_as_judge(...)``, ``create_async_llm_as_judge(...)``, a code
-            evaluator, or a function of yours called the same way.
-        reference_outputs: The reference answer passed to the evaluator, or a function
-            of the `LoopContext` returning it (``None``: none is given).
-        threshold: For numeric scores: the lowest score that accepts the answer, on
-            the evaluator's own scale. Not used for boolean scores.
-        **kwargs: Passed to the evaluator as they are on every call.
-
-    Returns:
-        A runnable evaluator (sync and async) named after the evaluator. Its
-        ``criteria`` is ``None``; set ``evaluator.criteria = "..."`` to show the agent
-        what it is judged by (``create_loop_agent(..., controls=[Criteria()])``).
-
-    Raises:
-        TypeError: ``evaluator`` is not an evaluator (a factory such as
-            ``create_llm_as_judge`` itself, not called), ``threshold`` is not a
-            number, or ``inputs``/``outputs`` are given.
-        ValueError: the evaluator needs ``reference_outputs`` and none was given.
-
-    When the loop runs, a result that is not an ``EvaluatorResult``, a score that is
-    neither a boolean nor a finite number, and a numeric score without ``threshold``
-    raise ``TypeError``/``ValueError`` naming the evaluator and the fix.
+    ``reference_outputs`` is a value or a function of the `LoopContext`; ``threshold``
+    the lowest numeric score that accepts, on the evaluator's own scale (a boolean score
+    needs none); ``kwargs`` are passed on at every call. A factory passed uncalled, a
+    missing reference, a non-numeric threshold or ``inputs=``/``outputs=`` are refused
+    here; a result of the wrong shape when the loop runs, naming the evaluator.
 
     Example:
         ```python
-        from openevals.exact import exact_match
-
-        from loop_agents import create_loop_agent
-        from loop_agents.evaluators import from_openevals
-
-        evaluator = from_openevals(exact_match, reference_outputs="Paris")
-        loop = create_loop_agent(agent, evaluator, max_iterations=3)
+        loop = create_loop_agent(agent, from_openevals(exact_match, reference_outputs="Paris"), 3)
         ```
     """
     label, cutoff = _check(evaluator, reference_outputs, threshold, kwargs)
@@ -187,7 +139,7 @@ async def _awaited(awaitable: Awaitable[Any]) -> Any:
 
 
 def _score(label: str, result: object, threshold: float | None) -> tuple[str, bool, float | None]:
-    """One result's key, whether it passes, and its number (``None`` for a boolean)."""
+    # one result's key, whether it passes, and its number (None for a boolean)
     if not isinstance(result, Mapping) or "score" not in result:
         raise TypeError(
             f"the openevals evaluator {label!r} returned {result!r:.80}; expected an "
@@ -223,12 +175,11 @@ def _failed_sentence(key: str, number: float | None, threshold: float | None) ->
 
 
 def verdict(label: str, result: object, threshold: float | None) -> LoopEvaluation:
-    """The `LoopEvaluation` of an openevals result (or list of results).
+    """The `LoopEvaluation` of an openevals result, or of a list of them (all must pass).
 
     Example:
         ```python
         verdict("exact_match", {"key": "exact_match", "score": False, "comment": None}, None)
-        # {'stop': False, 'feedback': "The answer did not pass the check 'exact_match'; ..."}
         ```
     """
     results = list(result) if isinstance(result, list | tuple) else [result]

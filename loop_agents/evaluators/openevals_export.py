@@ -1,39 +1,9 @@
 """`as_openevals`: any loop evaluator as an openevals / LangSmith evaluator.
 
-The reverse of `from_openevals`. openevals evaluators, and the evaluators LangSmith's
-``evaluate``/``aevaluate`` take, are functions called with keyword-only ``inputs``,
-``outputs`` and ``reference_outputs`` that return an ``EvaluatorResult``:
-``{"key", "score", "comment", "metadata"}``. `as_openevals(evaluator)` is such a function
-(`as_openevals_async` its async twin, as openevals pairs ``exact_match`` with
-``exact_match_async``); it builds a `LoopContext` from its arguments, calls the loop
-evaluator once and reads its `LoopEvaluation`:
-
-- ``inputs`` is the request: a text, a message, a list of messages (LangChain messages
-  or OpenAI-style ``{"role", "content"}`` dicts), or a mapping with ``messages``; any
-  other mapping is one user message, its only text value, or else its JSON.
-  It becomes ``init_messages``.
-- ``outputs`` holds the answer: a text, an ``AIMessage``, or a mapping (a graph's
-  output, as LangSmith passes a target's): its ``messages`` (the last AI message is
-  the answer; the list is the conversation), else its ``last_response``, else its
-  ``output`` or ``answer`` entry, else its only text value. The mapping's other keys
-  are the attempt's ``agent_state`` (a deep agent's ``files``, ``create_agent``'s
-  ``structured_response``), or its ``agent_state`` entry when it has one (a loop's
-  output).
-- ``reference_outputs`` is accepted and not used: a loop evaluator judges without a
-  reference (use openevals' own evaluators, e.g. ``exact_match``, to compare with one).
-- The evaluator sees iteration 1 and no earlier feedback.
-
-The result: ``key`` (the evaluator's name in snake case, or ``key=``), ``score`` (the
-verdict, ``True`` when the evaluator accepts the answer; with ``score="number"`` the
-evaluator's own score), ``comment`` (its feedback, ``None`` when it gave none) and
-``metadata`` (``loop_stop``, ``loop_score`` and ``decided_by`` where given).
-
-Example:
-    ```python
-    from langsmith.evaluation import evaluate
-
-    results = evaluate(target, data="my-dataset", evaluators=[as_openevals(my_rule)])
-    ```
+The reverse of `from_openevals`: a function of keyword-only ``inputs``, ``outputs`` and
+``reference_outputs`` returning ``{"key", "score", "comment", "metadata"}``; it builds a
+`LoopContext` (iteration 1, no earlier feedback) and calls the loop evaluator once. How
+inputs and outputs are read, and what the result holds: docs/evaluators.md.
 """
 
 from __future__ import annotations
@@ -71,7 +41,6 @@ def _messages(value: object, where: str) -> list[AnyMessage]:
 
 
 def _request(inputs: object) -> list[AnyMessage]:
-    """``inputs`` as the request's messages."""
     if inputs is None:
         return []
     if isinstance(inputs, str):
@@ -91,7 +60,7 @@ def _request(inputs: object) -> list[AnyMessage]:
 
 
 def _answer(outputs: Mapping[str, Any]) -> tuple[AIMessage | None, str | None]:
-    """The answer of an output mapping, and the key it was found under."""
+    # the answer of an output mapping, and the key it was found under
     for key in _ANSWER_KEYS:
         value = outputs.get(key)
         if isinstance(value, str):
@@ -108,8 +77,7 @@ def _answer(outputs: Mapping[str, Any]) -> tuple[AIMessage | None, str | None]:
 def loop_context(inputs: object, outputs: object) -> LoopContext:
     """The `LoopContext` an `as_openevals` evaluator gives the loop evaluator.
 
-    Raises:
-        ValueError: ``outputs`` holds no answer (the message says what to return).
+    Raises `ValueError` when ``outputs`` holds no answer, saying what to return.
 
     Example:
         ```python
@@ -213,27 +181,11 @@ def _result(key: str, evaluation: LoopEvaluation, score: ScoreKind, where: str) 
 def as_openevals(
     evaluator: Evaluator, *, key: str | None = None, score: ScoreKind = "verdict"
 ) -> Callable[..., dict[str, Any]]:
-    """A loop evaluator as an openevals / LangSmith evaluator (see the module docstring).
+    """A loop evaluator as an openevals / LangSmith evaluator.
 
-    Args:
-        evaluator: A loop evaluator: a function (sync or async) of `LoopContext`
-            returning a `LoopEvaluation`, or any evaluator of `loop_agents.evaluators`.
-        key: The result's ``key`` (the feedback's name in LangSmith); default: the
-            evaluator's name in snake case.
-        score: ``"verdict"`` (the default): the score is ``True`` when the evaluator
-            accepts the answer, else ``False``; ``"number"``: the evaluator's own score
-            (a verdict without one is an error).
-
-    Returns:
-        ``evaluate(*, inputs=None, outputs, reference_outputs=None, **kwargs)``
-        returning ``{"key", "score", "comment", "metadata"}``. An async loop evaluator
-        is run to completion (not from inside a running event loop: use
-        `as_openevals_async` there).
-
-    Raises:
-        TypeError: ``evaluator`` cannot be called with a `LoopContext`, or ``key`` is
-            not a string.
-        ValueError: ``score`` is neither ``"verdict"`` nor ``"number"``.
+    ``key`` defaults to the evaluator's name in snake case; ``score`` is ``"verdict"``
+    (``True`` when the evaluator accepts) or ``"number"`` (its own score). An async loop
+    evaluator is run to completion (inside a running event loop use `as_openevals_async`).
 
     Example:
         ```python
@@ -247,13 +199,9 @@ def as_openevals(
     label, caller = _check(evaluator, key, score)
 
     def evaluate(
-        *,
-        inputs: Any = None,
-        outputs: Any,
-        reference_outputs: Any = None,
-        **kwargs: Any,
+        *, inputs: Any = None, outputs: Any, reference_outputs: Any = None, **kwargs: Any
     ) -> dict[str, Any]:
-        context = loop_context(inputs, outputs)
+        context = loop_context(inputs, outputs)  # reference_outputs is not used
         if caller.is_async:
             verdict = run_coroutine(caller.ainvoke(context, {}))
         else:
@@ -267,9 +215,7 @@ def as_openevals(
 def as_openevals_async(
     evaluator: Evaluator, *, key: str | None = None, score: ScoreKind = "verdict"
 ) -> Callable[..., Awaitable[dict[str, Any]]]:
-    """The async form of `as_openevals` (for ``aevaluate`` and async code).
-
-    A sync loop evaluator runs in a worker thread.
+    """The async form of `as_openevals`; a sync loop evaluator runs in a worker thread.
 
     Example:
         ```python
@@ -280,13 +226,9 @@ def as_openevals_async(
     label, caller = _check(evaluator, key, score)
 
     async def evaluate(
-        *,
-        inputs: Any = None,
-        outputs: Any,
-        reference_outputs: Any = None,
-        **kwargs: Any,
+        *, inputs: Any = None, outputs: Any, reference_outputs: Any = None, **kwargs: Any
     ) -> dict[str, Any]:
-        context = loop_context(inputs, outputs)
+        context = loop_context(inputs, outputs)  # reference_outputs is not used
         verdict = await caller.ainvoke(context, {})
         return _result(label, verdict, score, caller.where(1))
 

@@ -1,9 +1,4 @@
-"""Rule checks as evaluators: a function of the context, or a predicate on the answer text.
-
-A rule either passes (``stop=True``: accept, or in ``all_of`` go on to the next check) or
-fails with feedback that tells the agent what to fix. Rules cost no model call, so they
-go first in an ``all_of`` chain.
-"""
+"""Rule checks as evaluators: a function of the context, or a predicate on the answer text."""
 
 from __future__ import annotations
 
@@ -25,7 +20,6 @@ RuleResult: TypeAlias = tuple[bool, str]
 RuleCheck: TypeAlias = (
     Callable[[LoopContext], RuleResult] | Callable[[LoopContext], Awaitable[RuleResult]]
 )
-"""A sync or async function of the `LoopContext` returning ``(ok, feedback)``."""
 
 
 def _verdict(name: str, result: object) -> LoopEvaluation:
@@ -67,39 +61,21 @@ def _docstring(func: object) -> str | None:
 def rule(
     check: RuleCheck, *, name: str | None = None, description: str | None = None
 ) -> LoopEvaluatorRunnable:
-    """Turn a check ``(LoopContext) -> (ok, feedback)`` into an evaluator.
+    """An evaluator from a check ``(LoopContext) -> (ok, feedback)``, sync or async.
 
-    When the check passes the evaluator says stop (accept, or in ``all_of`` go on to
-    the next evaluator); when it fails its feedback goes back to the agent. A sync check
-    works with both ``invoke`` and ``ainvoke`` of the loop (in ``ainvoke`` it runs in a
-    worker thread); an async check needs ``ainvoke``.
-
-    Args:
-        check: A sync or async function of the `LoopContext` returning ``(ok, feedback)``.
-        name: The evaluator's name (default: the function's name).
-        description: What the rule requires, for the agent: the evaluator's
-            ``criteria`` (shown with ``create_loop_agent(..., controls=[Criteria()])``).
-            Default: the first paragraph of the check's docstring, if it has one.
-
-    Returns:
-        A runnable evaluator.
-
-    Raises:
-        TypeError: ``check`` is not callable, or ``description`` is not a text.
+    A passing check says stop (accept, or in ``all_of`` go on); a failing one sends its
+    feedback to the agent. A sync check works under ``invoke`` and ``ainvoke``; an async
+    one needs ``ainvoke``. ``name`` defaults to the function's; ``description`` (the
+    ``criteria`` shown with ``Criteria()``) to the first paragraph of its docstring.
 
     Example:
         ```python
-        from loop_agents import LoopContext, rule
-
-
         def cites_a_source(context: LoopContext) -> tuple[bool, str]:
             ok = "http" in context["last_response"].text
             return ok, "" if ok else "Cite at least one source by its URL."
 
-
         loop = create_loop_agent(writer, rule(cites_a_source), max_iterations=3)
         ```
-
     """
     if not callable(check):
         raise TypeError(f"check must be a function of a LoopContext; got {check!r:.80}")
@@ -143,36 +119,15 @@ def text_rule(
     name: str | None = None,
     description: str | None = None,
 ) -> LoopEvaluatorRunnable:
-    """Turn a predicate on the answer's text into an evaluator.
+    """An evaluator from a predicate on the answer's text (``True``: it passes).
 
-    Args:
-        predicate: A function of the latest answer's text; ``True`` means the answer
-            passes.
-        feedback: What the agent is told when the predicate fails: a text, or a
-            function of the answer's text returning one.
-        name: The evaluator's name (default: the predicate's name).
-        description: What the rule requires, for the agent (the evaluator's
-            ``criteria``). Default: the predicate's docstring, else ``feedback`` when
-            it is a fixed text.
-
-    Returns:
-        A runnable evaluator.
-
-    Raises:
-        TypeError: ``predicate`` is not callable, ``feedback`` is neither a text nor
-            a function, or ``description`` is not a text.
+    ``feedback`` is a text or a function of the answer's text. ``description`` defaults
+    to the predicate's docstring, else a fixed ``feedback``.
 
     Example:
         ```python
-        from loop_agents import text_rule
-
-        short = text_rule(
-            lambda text: len(text) <= 280,
-            lambda text: f"{len(text)} characters; keep it to 280.",
-            name="fits_a_post",
-        )
+        short = text_rule(lambda text: len(text) <= 280, "Keep it to 280 characters.")
         ```
-
     """
     if not callable(predicate):
         raise TypeError(f"predicate must be a function of the answer text; got {predicate!r:.80}")
