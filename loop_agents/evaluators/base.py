@@ -32,7 +32,7 @@ def check_name(name: object, default: str) -> str:
     if name is None:
         return default
     if not isinstance(name, str) or not name.strip():
-        raise TypeError(f"name must be a non-empty string; got {name!r}")
+        raise TypeError(f"name must be a non-empty string; got {type(name).__name__} {name!r}")
     return name
 
 

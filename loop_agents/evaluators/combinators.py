@@ -14,13 +14,7 @@ from typing import Literal, TypeAlias, cast
 from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import get_executor_for_config
 
-from loop_agents.evaluators.base import (
-    check_name,
-    format_score,
-    make_evaluator,
-    merge_feedback,
-    unique_names,
-)
+from loop_agents.evaluators import base
 from loop_agents.loop.checkpoints import checkpointed_caller
 from loop_agents.loop.evaluation import (
     Evaluator,
@@ -35,31 +29,30 @@ Combine: TypeAlias = (
 )
 """A panel's rule, or a function of the verdicts by member name returning the verdict."""
 
-_Members: TypeAlias = list[tuple[str, EvaluatorCaller]]
+_Verdicts: TypeAlias = Sequence[tuple[str, LoopEvaluation]]
 
 
-def _members(kind: str, evaluators: Sequence[Evaluator]) -> _Members:
+def _members(kind: str, evaluators: Sequence[Evaluator]) -> list[tuple[str, EvaluatorCaller]]:
     if not evaluators:
         raise ValueError(f"{kind}() needs at least one evaluator; got none")
-    # raises TypeError for non-callables
-    callers = [EvaluatorCaller(e, member_of=kind) for e in evaluators]
-    return list(zip(unique_names(evaluators), callers, strict=True))
+    callers = [EvaluatorCaller(e, member_of=kind) for e in evaluators]  # TypeError if not one
+    return list(zip(base.unique_names(evaluators), callers, strict=True))
 
 
-def _decided_by(name: str, evaluation: LoopEvaluation) -> list[str]:
-    return evaluation.get("decided_by") or [name]
+def _criteria(members: Sequence[tuple[str, object]], evaluators: Sequence[Evaluator]) -> str | None:
+    return combined_criteria([(m, e) for (m, _), e in zip(members, evaluators, strict=True)])
 
 
-def _joined(
-    stop: bool,
-    deciding: Sequence[tuple[str, LoopEvaluation]],
-    scored: Sequence[tuple[str, LoopEvaluation]],
-) -> LoopEvaluation:
+def _decided_by(verdicts: _Verdicts) -> list[str]:
+    return [name for n, v in verdicts for name in (v.get("decided_by") or [n])]
+
+
+def _joined(stop: bool, deciding: _Verdicts, scored: _Verdicts) -> LoopEvaluation:
     # one verdict from several: the deciders' feedback, the lowest score of ``scored``
     combined: LoopEvaluation = {
         "stop": stop,
-        "feedback": merge_feedback((n, v.get("feedback", "")) for n, v in deciding),
-        "decided_by": [name for n, v in deciding for name in _decided_by(n, v)],
+        "feedback": base.merge_feedback((n, v.get("feedback", "")) for n, v in deciding),
+        "decided_by": _decided_by(deciding),
     }
     scores = [v["score"] for _, v in scored if "score" in v]
     if scores:
@@ -92,31 +85,28 @@ def all_of(*evaluators: Evaluator, name: str = "all_of") -> LoopEvaluatorRunnabl
         passed: list[tuple[str, LoopEvaluation]] = []
         for member, caller in members:
             verdict = caller.invoke(context, config)
-            if not verdict["stop"]:
-                return {**verdict, "decided_by": _decided_by(member, verdict)}
             passed.append((member, verdict))
+            if not verdict["stop"]:
+                return {**verdict, "decided_by": _decided_by(passed[-1:])}
         return _joined(True, passed, passed)
 
     async def aevaluate(context: LoopContext, config: RunnableConfig) -> LoopEvaluation:
         passed: list[tuple[str, LoopEvaluation]] = []
         for member, caller in members:
             verdict = await caller.ainvoke(context, config)
-            if not verdict["stop"]:
-                return {**verdict, "decided_by": _decided_by(member, verdict)}
             passed.append((member, verdict))
+            if not verdict["stop"]:
+                return {**verdict, "decided_by": _decided_by(passed[-1:])}
         return _joined(True, passed, passed)
 
-    criteria = combined_criteria(
-        [(member, evaluator) for (member, _), evaluator in zip(members, evaluators, strict=True)]
+    criteria = _criteria(members, evaluators)
+    return base.make_evaluator(
+        base.check_name(name, "all_of"), evaluate, aevaluate, criteria=criteria
     )
-    return make_evaluator(check_name(name, "all_of"), evaluate, aevaluate, criteria=criteria)
 
 
 def _combine_scores(
-    verdicts: Sequence[tuple[str, LoopEvaluation]],
-    combine: Literal["min", "mean"],
-    threshold: float,
-    panel_name: str,
+    verdicts: _Verdicts, combine: Literal["min", "mean"], threshold: float, panel_name: str
 ) -> LoopEvaluation:
     unscored = [n for n, v in verdicts if "score" not in v]
     if unscored:
@@ -126,27 +116,23 @@ def _combine_scores(
         )
     scores = {n: v["score"] for n, v in verdicts}
     value = min(scores.values()) if combine == "min" else statistics.fmean(scores.values())
-    stop = value >= threshold
-    shown = ", ".join(f"{n} {format_score(s)}" for n, s in scores.items())
+    shown = ", ".join(f"{n} {base.format_score(s)}" for n, s in scores.items())
     line = (
-        f"Panel score ({combine} of {shown}): {format_score(round(value, 2))}, "
-        f"threshold {format_score(threshold)}."
+        f"Panel score ({combine} of {shown}): {base.format_score(round(value, 2))}, "
+        f"threshold {base.format_score(threshold)}."
     )
-    feedback = merge_feedback((n, v.get("feedback", "")) for n, v in verdicts)
+    feedback = base.merge_feedback((n, v.get("feedback", "")) for n, v in verdicts)
     deciders = [n for n, s in scores.items() if s == value] if combine == "min" else list(scores)
     return {
-        "stop": stop,
+        "stop": value >= threshold,
         "feedback": f"{feedback}\n\n{line}" if feedback else line,
         "score": value,
-        "decided_by": [name for n, v in verdicts if n in deciders for name in _decided_by(n, v)],
+        "decided_by": _decided_by([(n, v) for n, v in verdicts if n in deciders]),
     }
 
 
 def _combine(
-    verdicts: Sequence[tuple[str, LoopEvaluation]],
-    combine: Combine,
-    threshold: float | None,
-    panel_name: str,
+    verdicts: _Verdicts, combine: Combine, threshold: float | None, panel_name: str
 ) -> LoopEvaluation:
     if callable(combine):
         custom = combine(dict(verdicts))  # validated by whoever calls the panel
@@ -156,10 +142,8 @@ def _combine(
     if combine != "all":
         assert threshold is not None  # checked when the panel was built
         return _combine_scores(verdicts, combine, threshold, panel_name)
-    if all(v["stop"] for _, v in verdicts):
-        return _joined(True, verdicts, verdicts)
     failing = [(n, v) for n, v in verdicts if not v["stop"]]
-    return _joined(False, failing, verdicts)
+    return _joined(not failing, failing or verdicts, verdicts)
 
 
 def panel(
@@ -181,7 +165,8 @@ def panel(
         ```
     """
     members = _members("panel", evaluators)
-    label = check_name(name, "panel")
+    names = [n for n, _ in members]
+    label = base.check_name(name, "panel")
     if not callable(combine) and combine not in ("all", "min", "mean"):
         raise ValueError(
             f"combine must be 'all', 'min', 'mean' or a function of the verdicts; got {combine!r}"
@@ -202,9 +187,7 @@ def panel(
         with get_executor_for_config(config) as executor:
             futures = [executor.submit(caller.invoke, context, config) for _, caller in members]
             verdicts = [f.result() for f in futures]
-        return _combine(
-            list(zip([n for n, _ in members], verdicts, strict=True)), combine, threshold, label
-        )
+        return _combine(list(zip(names, verdicts, strict=True)), combine, threshold, label)
 
     async def aevaluate(context: LoopContext, config: RunnableConfig) -> LoopEvaluation:
         tasks = [asyncio.ensure_future(caller.ainvoke(context, config)) for _, caller in members]
@@ -214,11 +197,6 @@ def panel(
             for task in tasks:
                 task.cancel()
             raise
-        return _combine(
-            list(zip([n for n, _ in members], verdicts, strict=True)), combine, threshold, label
-        )
+        return _combine(list(zip(names, verdicts, strict=True)), combine, threshold, label)
 
-    criteria = combined_criteria(
-        [(member, evaluator) for (member, _), evaluator in zip(members, evaluators, strict=True)]
-    )
-    return make_evaluator(label, evaluate, aevaluate, criteria=criteria)
+    return base.make_evaluator(label, evaluate, aevaluate, criteria=_criteria(members, evaluators))

@@ -17,9 +17,10 @@ from langgraph.errors import is_invalid_resume
 from langgraph.types import interrupt
 from pydantic import PlainValidator, ValidationError, WithJsonSchema
 
+from loop_agents.evaluators.base import check_name, make_evaluator
 from loop_agents.loop.agents import describe
 from loop_agents.loop.checkpoints import checkpointed, in_graph_run
-from loop_agents.loop.evaluation import Evaluator, LoopEvaluatorRunnable, criteria_of
+from loop_agents.loop.evaluation import Evaluator, criteria_of
 from loop_agents.loop.input_checks import HOW_TO_ANSWER
 from loop_agents.loop.state import LoopContext, LoopEvaluation
 from loop_agents.runtime.numbers import describe_number, finite_float
@@ -217,41 +218,27 @@ def human_review(
 
     Example:
         ```python
-        from langgraph.checkpoint.memory import InMemorySaver
-        from langgraph.types import Command
-
         loop = create_loop_agent(agent, human_review(), 5, checkpointer=InMemorySaver())
-        config = {"configurable": {"thread_id": "review-1"}}
-        paused = loop.invoke({"messages": [HumanMessage("Draft the release note.")]}, config)
-        print(paused["__interrupt__"][0].value["answer"])
+        paused = loop.invoke({"messages": [HumanMessage("Draft the note.")]}, config)
         loop.invoke(Command(resume="Mention the new CLI."), config)  # another attempt
-        result = loop.invoke(Command(resume=True), config)  # accepted
         ```
-
     """
-    if not isinstance(name, str) or not name.strip():
-        raise TypeError(f"name must be a non-empty string; got {type(name).__name__} {name!r}")
-    first = checkpointed(judge, name=f"{name}.judge") if judge is not None else None
-    judge_name = describe(judge) if judge is not None else ""
+    label = check_name(name, "human_review")
+    first = checkpointed(judge, name=f"{label}.judge") if judge is not None else None
+
+    def decide(context: LoopContext, verdict: LoopEvaluation | None) -> LoopEvaluation:
+        if verdict is not None and not verdict["stop"]:  # the judge asked for changes
+            return {**verdict, "decided_by": verdict.get("decided_by") or [describe(judge)]}
+        return _ask(context, verdict, label)
 
     def review(context: LoopContext, config: RunnableConfig) -> LoopEvaluation:
-        _check_can_pause(name)
-        verdict: LoopEvaluation | None = None
-        if first is not None:
-            verdict = first.invoke(context, config)
-            if not verdict["stop"]:
-                return {**verdict, "decided_by": verdict.get("decided_by") or [judge_name]}
-        return _ask(context, verdict, name)
+        _check_can_pause(label)
+        return decide(context, first.invoke(context, config) if first is not None else None)
 
     async def areview(context: LoopContext, config: RunnableConfig) -> LoopEvaluation:
-        _check_can_pause(name)
-        verdict: LoopEvaluation | None = None
-        if first is not None:
-            verdict = await first.ainvoke(context, config)
-            if not verdict["stop"]:
-                return {**verdict, "decided_by": verdict.get("decided_by") or [judge_name]}
-        return _ask(context, verdict, name)
+        _check_can_pause(label)
+        verdict = await first.ainvoke(context, config) if first is not None else None
+        return decide(context, verdict)
 
-    evaluator = LoopEvaluatorRunnable(review, afunc=areview, name=name)
-    evaluator.criteria = criteria_of(judge) if judge is not None else None
-    return evaluator
+    criteria = criteria_of(judge) if judge is not None else None
+    return make_evaluator(label, review, areview, criteria=criteria)

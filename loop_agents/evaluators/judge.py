@@ -44,11 +44,10 @@ REFUSALS = (
     "not supported by xgrammar",
     "does not support tools",
 )
-"""How servers word a refusal of a structured-output method (lower case, matched in the
-error's text): llama-cpp-python's server (HTTP 500) and vLLM before 0.5.5 (HTTP 400) refuse
-``json_schema`` with pydantic's literal error; vLLM's xgrammar backend refuses a schema it
-cannot enforce, as a response format or as tool parameters (HTTP 400); Ollama refuses tools
-to a model whose template has none (HTTP 400, ``"<model> does not support tools"``)."""
+"""How servers refuse a structured-output method (matched in the error's text, lower case):
+llama-cpp-python (HTTP 500) and vLLM before 0.5.5 (400) refuse ``json_schema``; vLLM's
+xgrammar refuses a schema it cannot enforce, in a response format or tool (400); Ollama
+refuses tools to a model whose template has none (400, ``<model> does not support tools``)."""
 
 DEFAULT_TEMPLATE = "{feedback}\n\nScore: {score}"
 """The default feedback text: the judge's comments, then a score line."""
@@ -64,21 +63,14 @@ def judge_format_options(judge_format: str) -> dict[str, Any]:
         judge = llm_judge(model, rubric, threshold=75, **judge_format_options("json_mode"))
         ```
     """
-    if judge_format == "text":
-        return {"structured_output": "text"}
-    if judge_format not in METHODS:
-        raise ValueError(
-            f"a judge's format must be one of {', '.join(get_args(JudgeFormat))}; got "
-            f"{judge_format!r}"
-        )
-    return {"method": judge_format}
+    if judge_format not in get_args(JudgeFormat):
+        formats = ", ".join(get_args(JudgeFormat))
+        raise ValueError(f"a judge's format must be one of {formats}; got {judge_format!r}")
+    return {"structured_output": "text"} if judge_format == "text" else {"method": judge_format}
 
 
 class JudgeError(RuntimeError):
-    """An LLM judge gave no usable verdict (``problems``: what was wrong with each attempt).
-
-    ``iteration`` is the loop iteration being judged (``None`` when not known).
-    """
+    """No usable verdict: ``problems`` says why, per attempt; ``iteration`` may be ``None``."""
 
     def __init__(
         self, message: str, problems: Sequence[str], *, iteration: int | None = None
@@ -93,7 +85,6 @@ def refusal(error: BaseException) -> str | None:
 
     Example:
         ```python
-        refusal(openai.InternalServerError(...))  # "Error code: 500 - ... 'json_schema'"
         refusal(ValueError("Input should be 'text' or 'json_object'"))  # None: no status
         ```
     """
@@ -101,6 +92,10 @@ def refusal(error: BaseException) -> str | None:
         return None
     text = str(error)
     return text if any(words in text.lower() for words in REFUSALS) else None
+
+
+class _Unusable(ValueError):
+    """What is wrong with a verdict (it is asked for again, saying so)."""
 
 
 class _Shown(float):
@@ -159,9 +154,10 @@ class _Judge:
                     if not self.switch(method, error, context):
                         raise
             self.warn_once(method)
-            verdict = self.read(out, problems, context)
-            if verdict is not None:
-                return self.evaluation(verdict)
+            try:
+                return self.evaluation(self.read(out, context))
+            except (_Unusable, text_verdict.TextVerdictError) as problem:
+                problems.append(str(problem))
         raise self.error(context, problems)
 
     async def ainvoke(self, context: LoopContext, config: RunnableConfig) -> LoopEvaluation:
@@ -177,17 +173,16 @@ class _Judge:
                     if not self.switch(method, error, context):
                         raise
             self.warn_once(method)
-            verdict = self.read(out, problems, context)
-            if verdict is not None:
-                return self.evaluation(verdict)
+            try:
+                return self.evaluation(self.read(out, context))
+            except (_Unusable, text_verdict.TextVerdictError) as problem:
+                problems.append(str(problem))
         raise self.error(context, problems)
 
     def switch(self, method: JudgeMethod, error: Exception, context: LoopContext) -> bool:
-        """Go on with the next method when ``error`` is the server refusing ``method``.
+        """Take the next method when ``error`` refuses ``method`` (`JudgeError` if none is left).
 
-        Returns ``False`` for any other error (the caller re-raises it): an unrelated
-        server error is never retried here. Raises `JudgeError` when every method was
-        refused.
+        ``False`` for any other error, which the caller raises: it is never retried here.
         """
         words = None if self.text_form else refusal(error)
         if words is None:
@@ -254,78 +249,55 @@ class _Judge:
             )
         return encodable(messages)
 
-    def read(self, out: Any, problems: list[str], context: LoopContext) -> dict[str, Any] | None:
-        """The verdict as a dict with a float score, or ``None`` (problem recorded)."""
-        if self.text_form:
-            return self.read_text(out, problems, context)
-        raw = out.get("raw") if isinstance(out, Mapping) else None
-        parsed = out.get("parsed") if isinstance(out, Mapping) else out
-        error = out.get("parsing_error") if isinstance(out, Mapping) else None
+    def read(self, out: Any, context: LoopContext) -> dict[str, Any]:
+        """The verdict, its score a float on the scale; raises `_Unusable` saying why not."""
+        if self.text_form:  # a line that repeats one of the judged answer's is not read
+            shown = context["messages"] if self.whole_conversation else [context["last_response"]]
+            judged = [m.text for m in shown if isinstance(m, AIMessage)]
+            text = text_verdict.reply_text(out)
+            score, feedback = text_verdict.parse_text_verdict(
+                text, (self.low, self.high), judged=judged
+            )
+            return self.checked({self.feedback_key: feedback, self.score_key: score})
+        raw, parsed, error = out["raw"], out["parsed"], out["parsing_error"]
         if error is not None:
             first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
-            problem = f"the reply did not parse ({first_line}); it was {_excerpt(raw)}"
-        elif parsed is None:
-            problem = f"the reply held no verdict; it was {_excerpt(raw)}"
-        else:
-            if isinstance(parsed, BaseModel):
-                parsed = parsed.model_dump()
-            if not isinstance(parsed, Mapping):
-                problem = f"the verdict is {type(parsed).__name__} {parsed!r:.60}, not an object"
-            else:
-                verdict = {str(k): v for k, v in parsed.items()}
-                problem = self.check(verdict) or ""
-                if not problem:
-                    return verdict
-        problems.append(problem)
-        return None
+            raise _Unusable(f"the reply did not parse ({first_line}); it was {_excerpt(raw)}")
+        if parsed is None:
+            raise _Unusable(f"the reply held no verdict; it was {_excerpt(raw)}")
+        parsed = parsed.model_dump() if isinstance(parsed, BaseModel) else parsed
+        if not isinstance(parsed, Mapping):
+            raise _Unusable(f"the verdict is {type(parsed).__name__} {parsed!r:.60}, not an object")
+        return self.checked({str(k): v for k, v in parsed.items()})
 
-    def read_text(
-        self, out: Any, problems: list[str], context: LoopContext
-    ) -> dict[str, Any] | None:
-        """The text form's verdict; a line repeating the judged answer's is not read."""
-        shown = context["messages"] if self.whole_conversation else [context["last_response"]]
-        judged = [m.text for m in shown if isinstance(m, AIMessage)]
-        try:
-            score, feedback = text_verdict.parse_text_verdict(
-                text_verdict.reply_text(out), (self.low, self.high), judged=judged
-            )
-        except text_verdict.TextVerdictError as exc:
-            problems.append(str(exc))
-            return None
-        verdict: dict[str, Any] = {self.feedback_key: feedback, self.score_key: score}
-        problem = self.check(verdict)
-        if problem is not None:
-            problems.append(problem)
-            return None
-        return verdict
-
-    def check(self, verdict: dict[str, Any]) -> str | None:
-        """Validate ``verdict`` in place (the score becomes a float); say what is wrong."""
-        if self.score_key not in verdict:
-            return f"the verdict has no '{self.score_key}' (fields: {sorted(verdict)})"
-        score = verdict[self.score_key]
+    def checked(self, verdict: dict[str, Any]) -> dict[str, Any]:
+        """``verdict`` with its score a float; raises `_Unusable` saying what is wrong."""
+        key = self.score_key
+        if key not in verdict:
+            raise _Unusable(f"the verdict has no '{key}' (fields: {sorted(verdict)})")
+        score = verdict[key]
         if isinstance(score, str):
             try:
                 score = float(score.strip())
             except ValueError:
-                return f"'{self.score_key}' is {score!r}, not a number"
+                raise _Unusable(f"'{key}' is {score!r}, not a number") from None
         if isinstance(score, bool) or not isinstance(score, int | float):
-            return f"'{self.score_key}' is {score!r:.60} ({type(score).__name__}), not a number"
+            raise _Unusable(f"'{key}' is {score!r:.60} ({type(score).__name__}), not a number")
         number = finite_float(score)
         if number is None:
-            return f"'{self.score_key}' is {describe_number(score)}, not a finite number"
+            raise _Unusable(f"'{key}' is {describe_number(score)}, not a finite number")
         if not self.low <= score <= self.high:
             # the exact value: 100.0000001 must not read as "100"
             low, high = format_score(self.low), format_score(self.high)
-            return (
-                f"the {self.score_key} {describe_number(score)} is outside the scale "
-                f"{low}-{high} (out of range: it must be from {low} to {high})"
+            raise _Unusable(
+                f"the {key} {describe_number(score)} is outside the scale {low}-{high} (out of "
+                f"range: it must be from {low} to {high})"
             )
-        feedback = verdict.get(self.feedback_key)
-        if not isinstance(feedback, str):
-            return f"'{self.feedback_key}' is {feedback!r:.40}, not a text"
-        verdict[self.score_key] = number
-        return None
+        if not isinstance(verdict.get(self.feedback_key), str):
+            raise _Unusable(
+                f"'{self.feedback_key}' is {verdict.get(self.feedback_key)!r:.40}, not a text"
+            )
+        return {**verdict, key: number}
 
     def evaluation(self, verdict: dict[str, Any]) -> LoopEvaluation:
         score = float(verdict[self.score_key])
@@ -461,30 +433,22 @@ def llm_judge(
     when the server refuses them all, `JudgeError` names what to set.
 
     Args:
-        model: The judge, a chat model (``with_structured_output`` unless the text form).
-        instructions: The judge's system prompt: the rubric.
+        model: The judge, a chat model.
+        instructions: The judge's system prompt: the rubric (also the ``criteria``).
         threshold: The score at or above which the answer is accepted.
         scale: The ``(low, high)`` range scores must fall in.
         schema: A TypedDict, pydantic class or JSON schema with ``score_key`` and
-            ``feedback_key`` (more fields may be used in ``template``). Default:
-            ``feedback`` and ``score``.
+            ``feedback_key`` (its other fields may be used in ``template``).
         method: ``"json_schema"``, ``"function_calling"`` or ``"json_mode"``.
-        template: A ``str.format`` template with the verdict's fields and ``{feedback}``,
+        template: A ``str.format`` template of the verdict's fields and ``{feedback}``,
             ``{score}``, ``{threshold}``, ``{low}``, ``{high}``.
         whole_conversation: Show the judge the whole conversation.
         retries: How many times an unusable verdict is asked for again (>= 0).
         score_key: The schema field holding the score.
         feedback_key: The schema field holding the comments.
         name: The evaluator's name in records, traces and combinators.
-        structured_output: ``"native"``, or ``"text"``: ask for ``Score: N`` and
-            ``Feedback: ...`` as plain text (any chat model; no schema or keys).
-
-    Returns:
-        A runnable evaluator whose ``criteria`` is the text of ``instructions``.
-
-    Raises:
-        TypeError: ``model`` cannot be used, or an option has the wrong type.
-        ValueError: an option off the scale, unknown, or not fitting the others.
+        structured_output: ``"native"``, or ``"text"``: ``Score: N`` and ``Feedback: ...``
+            as plain text, from any chat model (no schema or keys).
 
     Example:
         ```python

@@ -42,37 +42,28 @@ def todos_complete(
     return make_evaluator(name, evaluate, aevaluate, criteria=criteria)
 
 
-def open_items(todos: object) -> list[tuple[str, str]]:
-    """The ``(content, status)`` of a plan's items that are not completed.
-
-    Raises `ValueError` when ``todos`` is not a list of items with a ``content``.
-    """
-    if not isinstance(todos, Sequence) or isinstance(todos, str):
-        raise ValueError(f"the plan is {type(todos).__name__}, not a list of items")
-    items: list[tuple[str, str]] = []
-    for item in todos:
-        if not isinstance(item, Mapping) or not isinstance(item.get("content"), str):
-            raise ValueError(f"a plan item has no 'content' text: {item!r:.80}")
-        status = str(item.get("status") or "pending")
-        if status != "completed":
-            items.append((item["content"], status))
-    return items
-
-
 def _verdict(todos: Any, require_plan: bool) -> LoopEvaluation:
     if not todos:
         if not require_plan:
             return {"stop": True, "score": 1.0}
         feedback = "Make a plan first: write the steps as a todo list, then do them."
         return {"stop": False, "feedback": feedback, "score": 0.0}
-    try:
-        left = open_items(todos)
-    except ValueError as error:
-        return {"stop": False, "feedback": f"The plan cannot be read: {error}.", "score": 0.0}
+    problem = None
+    if not isinstance(todos, Sequence) or isinstance(todos, str):
+        problem = f"the plan is {type(todos).__name__}, not a list of items"
+    else:
+        odd = [
+            i for i in todos if not (isinstance(i, Mapping) and isinstance(i.get("content"), str))
+        ]
+        problem = f"a plan item has no 'content' text: {odd[0]!r:.80}" if odd else None
+    if problem is not None:
+        return {"stop": False, "feedback": f"The plan cannot be read: {problem}.", "score": 0.0}
+    status = [(item["content"], str(item.get("status") or "pending")) for item in todos]
+    left = [(content, state) for content, state in status if state != "completed"]
     if not left:
         return {"stop": True, "score": 1.0}
     done = len(todos) - len(left)
-    listed = "\n".join(f"- {content} ({status})" for content, status in left)
+    listed = "\n".join(f"- {content} ({state})" for content, state in left)
     feedback = (
         f"{done} of {len(todos)} items of your plan are completed. Not done yet:\n{listed}\n"
         f"Carry on with them, and mark each completed when it is."
