@@ -101,7 +101,10 @@ def kind(request: dict[str, Any]) -> str:
     return (request.get("response_format") or {}).get("type", "text")
 
 
-VERDICTS = [Structured({"feedback": "Vivid.", "score": 82}), Structured({"feedback": "Flat.", "score": 40})]
+VERDICTS = [
+    Structured({"feedback": "Vivid.", "score": 82}),
+    Structured({"feedback": "Flat.", "score": 40}),
+]
 
 SERVERS = {
     "llama.cpp": (lambda: ScriptedOpenAI(list(VERDICTS), llama_cpp=True), "json_schema",
@@ -153,17 +156,20 @@ def test_json_mode_is_told_the_schema_in_the_prompt():
 @pytest.mark.parametrize("call", ["invoke", "ainvoke"])
 async def test_a_judge_in_a_loop_on_llama_cpp_switches_once(call):
     server = ScriptedOpenAI(
-        [Structured({"feedback": "More rain.", "score": 55}), Structured({"feedback": "Yes.", "score": 91})],
+        [
+            Structured({"feedback": "More rain.", "score": 55}),
+            Structured({"feedback": "Yes.", "score": 91}),
+        ],
         llama_cpp=True,
     )
     loop = create_loop_agent(
-        FakeChat.of("dry haiku", "wet haiku"), llm_judge(judge_model(server), "Score.", threshold=75), 3
+        FakeChat.of("dry haiku", "wet haiku"),
+        llm_judge(judge_model(server), "Score.", threshold=75),
+        3,
     )
+    inputs = {"messages": [REQUEST]}
     with pytest.warns(UserWarning, match="Input should be 'text' or 'json_object'") as caught:
-        if call == "invoke":
-            result = loop.invoke({"messages": [REQUEST]})
-        else:
-            result = await loop.ainvoke({"messages": [REQUEST]})
+        result = loop.invoke(inputs) if call == "invoke" else await loop.ainvoke(inputs)
     assert len([w for w in caught if "llm_judge" in str(w.message)]) == 1
     assert result["stop_reason"] == "accepted"
     assert [r["score"] for r in result["records"]] == [55.0, 91.0]
@@ -200,12 +206,18 @@ async def test_an_unrelated_server_error_is_raised_and_not_retried(call):
 
 def test_refusal_reads_only_http_errors_with_the_servers_words():
     server = ScriptedOpenAI([Fail(500, "scripted server error")], llama_cpp=True)
-    client = openai.OpenAI(api_key="k", base_url="https://scripted.invalid", http_client=server.client(), max_retries=0)
+    client = openai.OpenAI(
+        api_key="k", base_url="https://scripted.invalid", http_client=server.client(), max_retries=0
+    )
     errors = []
-    for response_format in ({"type": "json_schema", "json_schema": {"name": "V", "schema": {}}}, None):
+    for response_format in (
+        {"type": "json_schema", "json_schema": {"name": "V", "schema": {}}},
+        None,
+    ):
         try:
             client.chat.completions.create(
-                model="m", messages=[{"role": "user", "content": "hi"}],
+                model="m",
+                messages=[{"role": "user", "content": "hi"}],
                 **({"response_format": response_format} if response_format else {}),
             )
         except openai.InternalServerError as error:
