@@ -129,7 +129,6 @@ def answer_problem(produced: Sequence[Any]) -> str | None:
         refusal = AIMessage("", additional_kwargs={"refusal": "I can't help with that."})
         answer_problem([refusal])  # "the model refused: I can't help with that."
         ```
-
     """
     answer = next((m for m in reversed(produced) if isinstance(m, AIMessage)), None)
     if answer is None:
@@ -152,7 +151,6 @@ def error_text(error: BaseException) -> str:
         ```python
         error_text(ToolException("no such file"))  # 'ToolException: no such file'
         ```
-
     """
     text = str(error).strip() or "(no message)"
     if len(text) > MAX_ERROR_CHARS:
@@ -161,14 +159,7 @@ def error_text(error: BaseException) -> str:
 
 
 def failure_feedback(problem: str) -> str:
-    """The feedback the agent reads after a failed attempt.
-
-    Example:
-        ```python
-        failure_feedback("the model refused: no")
-        ```
-
-    """
+    """The feedback the agent reads after a failed attempt (``problem`` says what failed)."""
     return (
         f"Your previous attempt failed and produced no usable answer: {problem}\n"
         f"Answer the request again, avoiding this error."
@@ -177,12 +168,8 @@ def failure_feedback(problem: str) -> str:
 
 def failures_in_a_row(records: Sequence[IterationRecord]) -> int:
     """How many of the last ``records`` in a row are failed agent calls."""
-    count = 0
-    for record in reversed(records):
-        if "error" not in record:
-            break
-        count += 1
-    return count
+    answered = [i for i, record in enumerate(records) if "error" not in record]
+    return len(records) - 1 - answered[-1] if answered else len(records)
 
 
 class AgentErrors(LoopControl):
@@ -198,7 +185,6 @@ class AgentErrors(LoopControl):
         ```python
         loop = create_loop_agent(agent, judge, 5, controls=[AgentErrors(max_agent_errors=2)])
         ```
-
     """
 
     name = "agent_errors"
@@ -279,11 +265,9 @@ class AgentErrors(LoopControl):
 
     def stop_reason(self, progress: Progress) -> str | None:
         """``"agent_errors"`` after ``max_agent_errors`` failures in a row."""
-        if self.max_agent_errors is not None and (
-            failures_in_a_row(progress.records) >= self.max_agent_errors
-        ):
-            return "agent_errors"
-        return None
+        limit = self.max_agent_errors
+        failed = limit is not None and failures_in_a_row(progress.records) >= limit
+        return "agent_errors" if failed else None
 
     def agent_calls_at_most(self, max_iterations: int) -> int:
         """Failed attempts that do not count add agent calls."""

@@ -47,9 +47,8 @@ Prices: TypeAlias = Mapping[str, Price]
 class UnknownPriceError(ValueError):
     """A model call cannot be priced, and the loop has a ``cost_budget``.
 
-    ``model`` is the response's model name (``""`` when it gave none); ``unmetered``
-    says it is priced but reported no token usage; ``cached`` that it read cached
-    prompt tokens and its price has no ``cached_input`` rate.
+    ``model`` is the response's model name (``""``: none); ``unmetered``: it reported no
+    token usage; ``cached``: it read cached prompt tokens and has no ``cached_input`` rate.
     """
 
     def __init__(
@@ -83,13 +82,7 @@ class UnknownPriceError(ValueError):
 
 
 def check_prices(prices: object) -> dict[str, Price] | None:
-    """Validate ``prices=``; return a clean copy (``None`` when not given).
-
-    Example:
-        ```python
-        check_prices({"gpt-5.4-mini": {"input": 0.25, "output": 2.0}})
-        ```
-    """
+    """Validate ``prices=`` (see `Price`); return a clean copy (``None`` when not given)."""
     if prices is None:
         return None
     example = "{'gpt-5.4-mini': {'input': 0.25, 'output': 2.0}}"
@@ -204,7 +197,7 @@ def requests_used(records: Sequence[IterationRecord]) -> int:
 
     Example:
         ```python
-        print(requests_used(result["records"]))
+        calls = requests_used(result["records"])
         ```
     """
     return sum(int(r.get("requests", 0)) for r in records)
@@ -273,18 +266,6 @@ def _check_time_budget(time_budget: object) -> float | None:
     return seconds
 
 
-def _check_token_budget(token_budget: object) -> int | None:
-    if token_budget is None:
-        return None
-    if isinstance(token_budget, bool) or not isinstance(token_budget, int):
-        raise TypeError(
-            f"token_budget must be an int >= 1 (None means no budget); got {token_budget!r}"
-        )
-    if token_budget < 1:
-        raise ValueError(f"token_budget must be >= 1 (None means no budget); got {token_budget}")
-    return token_budget
-
-
 class Budgets(LoopControl):
     """Stop before tokens, time, model calls or money run out; price every call.
 
@@ -316,7 +297,17 @@ class Budgets(LoopControl):
         prices: Prices | None = None,
     ) -> None:
         """Check the budgets and the prices."""
-        self.token_budget = _check_token_budget(token_budget)
+        if token_budget is not None and (
+            isinstance(token_budget, bool) or not isinstance(token_budget, int)
+        ):
+            raise TypeError(
+                f"token_budget must be an int >= 1 (None means no budget); got {token_budget!r}"
+            )
+        if token_budget is not None and token_budget < 1:
+            raise ValueError(
+                f"token_budget must be >= 1 (None means no budget); got {token_budget}"
+            )
+        self.token_budget = token_budget
         self.time_budget = _check_time_budget(time_budget)
         self.request_budget = check_budget("request_budget", request_budget, integer=True)
         self.cost_budget = check_budget("cost_budget", cost_budget, integer=False)
