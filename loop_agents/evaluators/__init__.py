@@ -14,8 +14,7 @@ Example:
 from loop_agents.evaluators.combinators import Combine, all_of, panel
 from loop_agents.evaluators.human import human_review
 from loop_agents.evaluators.judge import DEFAULT_TEMPLATE, JudgeError, JudgeMethod, llm_judge
-from loop_agents.evaluators.openevals_adapter import from_openevals
-from loop_agents.evaluators.openevals_export import as_openevals, as_openevals_async
+from loop_agents.evaluators.openevals import as_openevals, as_openevals_async, from_openevals
 from loop_agents.evaluators.plan import todos_complete
 from loop_agents.evaluators.rules import RuleCheck, RuleResult, rule, text_rule
 

@@ -103,16 +103,21 @@ def _parse_mapping(value: Mapping[Any, Any]) -> LoopEvaluation:
             f"the review answer has unknown keys {unknown}; a mapping may have 'approve', "
             f"'feedback' and 'score'. {HOW_TO_ANSWER}"
         )
-    approve = value.get("approve", False)
-    if not isinstance(approve, bool):
-        raise InvalidReviewError(
-            f"the review answer's 'approve' is {_describe(approve)}; it must be True or False"
-        )
-    feedback = value.get("feedback")
-    if feedback is not None and not isinstance(feedback, str):
-        raise InvalidReviewError(
-            f"the review answer's 'feedback' is {_describe(feedback)}; it must be a string"
-        )
+    approve, feedback, score = (
+        value.get("approve", False),
+        value.get("feedback"),
+        value.get("score"),
+    )
+    number = None if score is None else finite_float(score)
+    for key, given, fits, must in (
+        ("approve", approve, isinstance(approve, bool), "True or False"),
+        ("feedback", feedback, feedback is None or isinstance(feedback, str), "a string"),
+        ("score", score, score is None or number is not None, "a finite number"),
+    ):
+        if not fits:
+            huge_int = key == "score" and isinstance(given, int) and not isinstance(given, bool)
+            shown = describe_number(given) if huge_int else _describe(given)
+            raise InvalidReviewError(f"the review answer's {key!r} is {shown}; it must be {must}")
     if not approve and not (feedback and feedback.strip()):
         raise InvalidReviewError(
             f"the review answer {dict(value)!r:.120} neither approves nor gives feedback; "
@@ -121,15 +126,7 @@ def _parse_mapping(value: Mapping[Any, Any]) -> LoopEvaluation:
     evaluation: LoopEvaluation = {"stop": approve}
     if feedback:
         evaluation["feedback"] = feedback
-    score = value.get("score")
-    if score is not None:
-        number = finite_float(score)
-        if number is None:
-            huge_int = isinstance(score, int) and not isinstance(score, bool)
-            shown = describe_number(score) if huge_int else _describe(score)
-            raise InvalidReviewError(
-                f"the review answer's 'score' is {shown}; it must be a finite number"
-            )
+    if number is not None:
         evaluation["score"] = number
     return evaluation
 

@@ -19,13 +19,7 @@ _NESTED = ("parameters", "schema")  # where an OpenAI tool or response format ha
 
 
 def default_schema(scale: tuple[float, float]) -> dict[str, Any]:
-    """The default verdict's JSON schema: ``feedback`` first, then ``score`` on ``scale``.
-
-    Example:
-        ```python
-        default_schema((0, 100))["properties"]["score"]["maximum"]  # 100
-        ```
-    """
+    """The default verdict's JSON schema: ``feedback`` first, then ``score`` on ``scale``."""
     low, high = scale
     score = f"The answer's score, from {format_score(low)} (worst) to {format_score(high)} (best)."
     return {
@@ -49,13 +43,7 @@ def default_schema(scale: tuple[float, float]) -> dict[str, Any]:
 
 
 def schema_fields(schema: object) -> set[str]:
-    """The top-level field names of a TypedDict, pydantic model or JSON-schema dict.
-
-    Example:
-        ```python
-        schema_fields(default_schema((0, 100)))  # {'feedback', 'score'}
-        ```
-    """
+    """The top-level field names of a TypedDict, pydantic model or JSON-schema dict."""
     if isinstance(schema, Mapping):
         for nested in _NESTED:
             if isinstance(schema.get(nested), Mapping):
