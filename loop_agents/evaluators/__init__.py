@@ -1,22 +1,14 @@
 """Ready-made evaluators and ways to combine them (docs/evaluators.md, docs/judges.md).
 
-`llm_judge`, `rule` and `text_rule`, `todos_complete`, `all_of` and `panel`,
-`human_review`, and the openevals adapters both ways (`from_openevals`, `as_openevals`,
-`as_openevals_async`). Each is a ``Runnable`` with a sync and an async path. Evaluators
-that run code are the ``loop-agents-checks`` distribution (`loop_agents_checks`).
-
-Example:
-    ```python
-    evaluator = all_of(text_rule(lambda text: len(text) < 400, "Keep it short."), judge)
-    ```
+Each is a ``Runnable`` with a sync and an async path. Evaluators that run code are the
+``loop-agents-checks`` distribution (`loop_agents_checks`).
 """
 
 from loop_agents.evaluators.combinators import Combine, all_of, panel
 from loop_agents.evaluators.human import human_review
 from loop_agents.evaluators.judge import DEFAULT_TEMPLATE, JudgeError, JudgeMethod, llm_judge
 from loop_agents.evaluators.openevals import as_openevals, as_openevals_async, from_openevals
-from loop_agents.evaluators.plan import todos_complete
-from loop_agents.evaluators.rules import RuleCheck, RuleResult, rule, text_rule
+from loop_agents.evaluators.rules import RuleCheck, RuleResult, rule, text_rule, todos_complete
 
 __all__ = [
     "DEFAULT_TEMPLATE",

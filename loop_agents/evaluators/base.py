@@ -18,10 +18,7 @@ def make_evaluator(
     *,
     criteria: str | None = None,
 ) -> LoopEvaluatorRunnable:
-    """One evaluator named ``name``: ``func`` under ``invoke``, ``afunc`` under ``ainvoke``.
-
-    ``criteria`` is kept on the runnable (see `LoopEvaluatorRunnable`).
-    """
+    """An evaluator: ``func`` under ``invoke``, ``afunc`` under ``ainvoke``, with ``criteria``."""
     evaluator = LoopEvaluatorRunnable(func, afunc=afunc, name=name)
     evaluator.criteria = criteria
     return evaluator

@@ -63,10 +63,8 @@ def _joined(stop: bool, deciding: _Verdicts, scored: _Verdicts) -> LoopEvaluatio
 def all_of(*evaluators: Evaluator, name: str = "all_of") -> LoopEvaluatorRunnable:
     """Run evaluators in order; the first that asks to continue decides, the rest are skipped.
 
-    Put cheap checks first and an LLM judge last. When all accept, the answer is accepted
-    with the lowest score any gave and all their feedback. The ``criteria`` are the
-    members', each under its name. Raises `ValueError` for no evaluators, `TypeError` for
-    a member that is not callable.
+    Put cheap checks first, an LLM judge last. When all accept: the lowest score any gave
+    and all their feedback. ``criteria``: the members', each under its name.
 
     Example:
         ```python

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal, get_args
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.utils.function_calling import convert_to_json_schema
 from pydantic import BaseModel
@@ -81,13 +81,7 @@ class JudgeError(RuntimeError):
 
 
 def refusal(error: BaseException) -> str | None:
-    """The server's words when ``error`` (an HTTP error) refuses a structured-output method.
-
-    Example:
-        ```python
-        refusal(ValueError("Input should be 'text' or 'json_object'"))  # None: no status
-        ```
-    """
+    """The server's words when ``error`` (an HTTP error) refuses a structured-output method."""
     if not isinstance(getattr(error, "status_code", None), int):
         return None
     text = str(error)
@@ -193,7 +187,7 @@ class _Judge:
                 return True
             left = [m for m in (self.configured, *METHODS) if m not in self.refused]
             if not left:
-                said = "; ".join(f"{m}: {_clip(w)}" for m, w in self.refused.items())
+                said = "; ".join(f"{m}: {w:.300}" for m, w in self.refused.items())
                 raise JudgeError(
                     f"llm_judge {self.name!r}: the server refused every structured-output "
                     f"method ({said}). Use llm_judge(..., structured_output='text') (a "
@@ -210,7 +204,7 @@ class _Judge:
             if self.warned or method == self.configured:
                 return
             self.warned = True
-        said = "; ".join(f"{m} ({_clip(w)})" for m, w in self.refused.items())
+        said = "; ".join(f"{m} ({w:.300})" for m, w in self.refused.items())
         warnings.warn(
             f"llm_judge {self.name!r}: the server refused {said}; the judge now uses "
             f'method="{method}". Set llm_judge(..., method="{method}") to skip the refused '
@@ -223,10 +217,8 @@ class _Judge:
         self, context: LoopContext, problems: Sequence[str], method: JudgeMethod
     ) -> list[AnyMessage]:
         """Instructions, then the request and the answer (or the whole conversation)."""
-        if self.whole_conversation:
-            shown = list(context["messages"])
-        else:
-            shown = [*context["init_messages"], context["last_response"]]
+        request = [*context["init_messages"], context["last_response"]]
+        shown = list(context["messages"]) if self.whole_conversation else request
         if self.text_form:
             scale = (self.low, self.high)
             return encodable(text_verdict.text_prompt(self.instructions, shown, problems, scale))
@@ -254,7 +246,9 @@ class _Judge:
         if self.text_form:  # a line that repeats one of the judged answer's is not read
             shown = context["messages"] if self.whole_conversation else [context["last_response"]]
             judged = [m.text for m in shown if isinstance(m, AIMessage)]
-            text = text_verdict.reply_text(out)
+            text = out.text if isinstance(out, BaseMessage) else out
+            if not isinstance(text, str):
+                raise _Unusable(f"the reply is {type(out).__name__} {out!r:.60}, not a text")
             score, feedback = text_verdict.parse_text_verdict(
                 text, (self.low, self.high), judged=judged
             )
@@ -314,10 +308,11 @@ class _Judge:
 
     def error(self, context: LoopContext, problems: Sequence[str]) -> JudgeError:
         attempts = "; ".join(f"attempt {i}: {p}" for i, p in enumerate(problems, 1))
-        if self.text_form:
-            hint = "check the model can follow the text form ('Score: N', 'Feedback: ...')"
-        else:
-            hint = "check `method` suits the server (llama.cpp needs 'function_calling')"
+        hint = (
+            "check the model can follow the text form ('Score: N', 'Feedback: ...')"
+            if self.text_form
+            else "check `method` suits the server (llama.cpp needs 'function_calling')"
+        )
         return JudgeError(
             f"llm_judge {self.name!r} gave no usable verdict at iteration "
             f"{context['iteration']} after {len(problems)} attempts ({attempts}). Expected "
@@ -327,10 +322,6 @@ class _Judge:
             problems,
             iteration=context["iteration"],
         )
-
-
-def _clip(text: str) -> str:
-    return text if len(text) <= 300 else text[:300] + " ..."
 
 
 def _excerpt(raw: object) -> str:
@@ -477,11 +468,8 @@ def llm_judge(
         )
     if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
         raise ValueError(f"retries must be an int >= 0; got {retries!r}")
-    chosen: dict[str, Any] | type
-    if schema is None:
-        chosen = default_schema((low, high))
-    else:
-        chosen = dict(schema) if isinstance(schema, Mapping) else schema
+    given = dict(schema) if isinstance(schema, Mapping) else schema
+    chosen = default_schema((low, high)) if given is None else given
     fields = schema_fields(chosen)
     missing = [key for key in (score_key, feedback_key) if key not in fields]
     if missing:

@@ -37,15 +37,6 @@ def _label(evaluator: object) -> str:
     return "openevals" if name.startswith("_") or name == "<lambda>" else name
 
 
-def _requires_reference(evaluator: object) -> bool:  # reference_outputs without a default
-    try:
-        parameters = inspect.signature(cast(Callable[..., Any], evaluator)).parameters
-    except (TypeError, ValueError):  # a signature that cannot be read: find out at the call
-        return False
-    found = parameters.get("reference_outputs")
-    return found is not None and found.default is inspect.Parameter.empty
-
-
 def _check_from(
     evaluator: object, reference_outputs: object, threshold: object, kwargs: Mapping[str, Any]
 ) -> tuple[str, float | None]:
@@ -66,7 +57,11 @@ def _check_from(
             f"from_openevals passes {' and '.join(taken)} itself (the request and the "
             f"answer); do not give {', '.join(f'{k}=' for k in taken)}"
         )
-    if reference_outputs is None and _requires_reference(evaluator):
+    try:
+        needed = inspect.signature(evaluator).parameters.get("reference_outputs")
+    except (TypeError, ValueError):  # a signature that cannot be read: find out at the call
+        needed = None
+    if reference_outputs is None and needed and needed.default is inspect.Parameter.empty:
         raise ValueError(
             f"the openevals evaluator {label!r} compares the answer with a reference: give "
             f"from_openevals({label}, reference_outputs=...)"
@@ -128,13 +123,11 @@ def from_openevals(
         return verdict(label, result, cutoff)
 
     async def aevaluate(context: LoopContext, config: RunnableConfig) -> LoopEvaluation:
-        if is_async:
-            result = await evaluator(**arguments(context))
-        else:
-            result = await run_in_executor(config, evaluator, **arguments(context))
-            if inspect.isawaitable(result):
-                result = await result
-        return verdict(label, result, cutoff)
+        given = arguments(context)
+        result = (
+            evaluator(**given) if is_async else await run_in_executor(config, evaluator, **given)
+        )
+        return verdict(label, await result if inspect.isawaitable(result) else result, cutoff)
 
     return make_evaluator(label, evaluate, aevaluate)
 
@@ -246,18 +239,14 @@ def _request(inputs: object) -> list[AnyMessage]:
 
 
 def _answer(outputs: Mapping[str, Any]) -> tuple[AIMessage | None, str | None]:
-    # the answer of an output mapping, and the key it was found under
-    for key in _ANSWER_KEYS:
-        value = outputs.get(key)
-        if isinstance(value, str):
-            return AIMessage(value), key
-        if isinstance(value, AIMessage):
-            return value, key
-    texts = [(k, v) for k, v in outputs.items() if isinstance(v, str | AIMessage)]
-    if len(texts) == 1:
-        key, value = texts[0]
-        return (AIMessage(value) if isinstance(value, str) else value), str(key)
-    return None, None
+    # the answer of an output mapping (a named one, else its only text), and its key
+    named = [(k, outputs[k]) for k in _ANSWER_KEYS if isinstance(outputs.get(k), str | AIMessage)]
+    texts = [(str(k), v) for k, v in outputs.items() if isinstance(v, str | AIMessage)]
+    found = named[:1] or (texts if len(texts) == 1 else [])
+    if not found:
+        return None, None
+    key, value = found[0]
+    return (AIMessage(value) if isinstance(value, str) else value), key
 
 
 def loop_context(inputs: object, outputs: object) -> LoopContext:
@@ -267,9 +256,7 @@ def loop_context(inputs: object, outputs: object) -> LoopContext:
 
     Example:
         ```python
-        context = loop_context("Say hi.", {"messages": [HumanMessage("Say hi."),
-                                                        AIMessage("Hi!")]})
-        assert context["last_response"].text == "Hi!"
+        context = loop_context("Say hi.", {"output": "Hi!"})  # last_response: AIMessage("Hi!")
         ```
     """
     request = _request(inputs)
@@ -368,11 +355,8 @@ def as_openevals(
 
     Example:
         ```python
-        from loop_agents.evaluators import as_openevals, text_rule
-
         short = as_openevals(text_rule(lambda text: len(text) < 80, "Keep it short."))
-        print(short(inputs="Say hi.", outputs="Hi!"))
-        # {'key': ..., 'score': True, 'comment': None, 'metadata': {'loop_stop': True}}
+        short(inputs="Say hi.", outputs="Hi!")  # {..., 'score': True, 'comment': None, ...}
         ```
     """
     label, caller = _check_as(evaluator, key, score)
@@ -398,8 +382,7 @@ def as_openevals_async(
 
     Example:
         ```python
-        results = await aevaluate(target, data="my-dataset",
-                                  evaluators=[as_openevals_async(my_judge)])
+        results = await aevaluate(target, data="my-data", evaluators=[as_openevals_async(judge)])
         ```
     """
     label, caller = _check_as(evaluator, key, score)

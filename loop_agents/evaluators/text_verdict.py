@@ -11,7 +11,7 @@ import math
 import re
 from collections.abc import Sequence
 
-from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import AnyMessage, HumanMessage, SystemMessage
 
 from loop_agents.evaluators.base import format_score
 
@@ -53,15 +53,6 @@ def text_prompt(
     return [system, *shown, HumanMessage(content=ask)]
 
 
-def reply_text(reply: object) -> str:
-    """The text of a model's reply (a message or a string)."""
-    if isinstance(reply, BaseMessage):
-        return reply.text
-    if isinstance(reply, str):
-        return reply
-    raise TextVerdictError(f"the reply is {type(reply).__name__} {reply!r:.60}, not a text")
-
-
 def parse_text_verdict(
     text: str, scale: tuple[float, float], *, judged: Sequence[str] = ()
 ) -> tuple[float, str]:
@@ -75,7 +66,10 @@ def parse_text_verdict(
         parse_text_verdict("Score: 85/100\nFeedback: Vivid.", (0, 100))  # (85.0, "Vivid.")
         ```
     """
-    lines = _unwrapped(text).splitlines()
+    # without a leading think block, and a fence around it all
+    unwrapped = _THINK.sub("", text, count=1).strip()
+    wrapped = _WRAPPED.match(unwrapped)
+    lines = (wrapped["body"].strip() if wrapped else unwrapped).splitlines()
     if not lines:
         raise TextVerdictError("the reply is empty")
     echoed, fenced = _labelled_lines(judged), _fenced(lines)
@@ -118,12 +112,6 @@ _NAMES = {"score": "Score:", "feedback": "Feedback:"}
 _FENCE = re.compile(r"^ {0,3}(?P<fence>`{3,}|~{3,})")
 _THINK = re.compile(r"^\s*<think>.*?</think>", re.IGNORECASE | re.DOTALL)
 _WRAPPED = re.compile(r"^```(?:text|plain|plaintext)?[ \t]*\n(?P<body>.*)\n```$", re.DOTALL)
-
-
-def _unwrapped(text: str) -> str:  # without a leading think block and a fence around it all
-    text = _THINK.sub("", text, count=1).strip()
-    match = _WRAPPED.match(text)
-    return match["body"].strip() if match else text
 
 
 def _score(given: str, scale: tuple[float, float]) -> float:
@@ -180,7 +168,8 @@ def _missing(name: str, text: str, quoted: Sequence[str], echoed: frozenset[str]
     label = _NAMES[name]
     own = [q for q in quoted if q.lower().lstrip("*").startswith(name)]
     if not own:
-        return f"the reply has no '{label}' line; it was {_short(text)}"
+        shown = repr(text.strip()[:80]) if text.strip() else "empty"
+        return f"the reply has no '{label}' line; it was {shown}"
     if any(m is not None and _canonical(m) in echoed for m in map(_LABEL.match, own)):
         return (
             f"the reply has no '{label}' line of its own: its {own[0]!r:.60} repeats a line of "
@@ -192,7 +181,3 @@ def _missing(name: str, text: str, quoted: Sequence[str], echoed: frozenset[str]
         f"the reply has no '{label}' line of its own: its {own[0]!r:.60} is inside a code "
         f"fence (quoted text); write the verdict outside any fence"
     )
-
-
-def _short(text: str) -> str:
-    return repr(text.strip()[:80]) if text.strip() else "empty"

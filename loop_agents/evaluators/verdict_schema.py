@@ -22,21 +22,15 @@ def default_schema(scale: tuple[float, float]) -> dict[str, Any]:
     """The default verdict's JSON schema: ``feedback`` first, then ``score`` on ``scale``."""
     low, high = scale
     score = f"The answer's score, from {format_score(low)} (worst) to {format_score(high)} (best)."
+    feedback = "What is good and, concretely, what to improve."
+    bounds = {"minimum": _plain(low), "maximum": _plain(high)}
     return {
         "title": "Verdict",
         "description": "The judgement of the latest answer.",
         "type": "object",
         "properties": {
-            "feedback": {
-                "type": "string",
-                "description": "What is good and, concretely, what to improve.",
-            },
-            "score": {
-                "type": "number",
-                "description": score,
-                "minimum": _plain(low),
-                "maximum": _plain(high),
-            },
+            "feedback": {"type": "string", "description": feedback},
+            "score": {"type": "number", "description": score, **bounds},
         },
         "required": ["feedback", "score"],
     }
@@ -68,12 +62,6 @@ def with_scale(
     A TypedDict becomes the equivalent OpenAI function dict; a dict is copied. A score
     that is not a number or has bounds already is left alone, and so is a pydantic model
     (give it ``Field(ge=..., le=...)``).
-
-    Example:
-        ```python
-        with_scale(Review, "score", (0, 100))["parameters"]["properties"]["score"]
-        # {'type': 'integer', 'minimum': 0, 'maximum': 100}
-        ```
     """
     if isinstance(schema, type):
         if issubclass(schema, BaseModel) or not hasattr(schema, "__annotations__"):
