@@ -18,7 +18,8 @@ Options make it behave like particular servers:
 - ``usage_when_asked=True``: a stream carries its token usage only when the request
   asks for it (``stream_options.include_usage``), as OpenAI's API does;
 - ``llama_cpp=True``: like llama-cpp-python's server, ``response_format`` of type
-  ``json_schema`` fails with HTTP 500, a streamed tool call repeats its id, type
+  ``json_schema`` is refused with HTTP 500 and `LLAMA_CPP_REFUSAL` (before any reply of
+  the script is used), a streamed tool call repeats its id, type
   and name in every chunk of its arguments, and ``POST /extras/tokenize/count`` counts
   a text's tokens (here: one per 4 characters, at least 1; never recorded as a request);
 - ``ollama_models=[...]``: answers Ollama's model list at ``GET /api/tags``;
@@ -143,6 +144,23 @@ class Unfinished:
 Reply = str | Structured | Calls | Fail | Hang | Drop | Raw | Cut | Unfinished
 
 USAGE = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
+
+LLAMA_CPP_REFUSAL = {
+    "error": {
+        "message": (
+            "[{'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), 'msg': "
+            "\"Input should be 'text' or 'json_object'\", 'input': 'json_schema', 'ctx': "
+            "{'expected': \"'text' or 'json_object'\"}}]"
+        ),
+        "type": "internal_server_error",
+        "param": None,
+        "code": None,
+    }
+}
+"""llama-cpp-python 0.3.36's answer (HTTP 500) to ``response_format`` of type ``json_schema``:
+its request model allows ``'text'`` or ``'json_object'`` only; FastAPI's validation error
+reaches its route handler, which wraps any exception's text as an ``internal_server_error``
+(``llama_cpp/server/errors.py``)."""
 
 CHARS_PER_TOKEN = 4
 """The prefix cache's tokens: chunks of this many characters of `prompt_text`."""
@@ -389,15 +407,13 @@ class ScriptedOpenAI:
             if self.record_to is not None:
                 with self.record_to.open("a", encoding="utf-8") as log:
                     log.write(json.dumps(body) + "\n")
+            if self.llama_cpp and (body.get("response_format") or {}).get("type") == "json_schema":
+                return _json(500, LLAMA_CPP_REFUSAL)  # refused before the model is asked
             reply = self._next_reply(body)
             completion_id = f"chatcmpl-{next(self._ids)}"
             cached = self._cached_tokens(body)
         if reply is None:
             return _json(500, {"error": {"message": "script exhausted"}})
-        if self.llama_cpp and (body.get("response_format") or {}).get("type") == "json_schema":
-            return _json(
-                500, {"error": {"message": "response_format json_schema is not supported"}}
-            )
         if isinstance(reply, Fail):
             return _json(reply.status, {"error": {"message": reply.message}})
         if isinstance(reply, Raw):

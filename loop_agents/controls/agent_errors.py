@@ -1,28 +1,8 @@
 """Errors as feedback: an agent failure the model caused becomes feedback for the next attempt.
 
-With ``create_loop_agent(..., controls=[AgentErrors()])`` a failure of the agent call
-that the *model* caused does not end the loop: it is recorded (an `IterationRecord`
-with ``error`` and no answer) and its description goes to the agent as feedback,
-fenced like any other, so the next attempt can avoid it. Model-caused failures
-(`is_model_error`, `answer_problem`):
-
-- a structured-output answer that does not validate: pydantic's ``ValidationError``,
-  LangChain's ``OutputParserException``, ``create_agent``'s ``StructuredOutputError``;
-- a tool error that reached the loop (LangChain's ``ToolException``);
-- a refusal: an answer whose ``additional_kwargs`` or content blocks carry a
-  ``refusal`` (OpenAI's structured outputs);
-- an answer with malformed tool calls (``invalid_tool_calls``).
-
-Infrastructure errors (`is_transient_error`: the loop's `LoopTimeoutError`, rate
-limits, connection errors and timeouts, HTTP 429 and 5xx) are never fed back: they
-propagate to the call's retry policy (`default_retry_policy` retries exactly these),
-and a retried call does not use up an iteration. Every other error (a bug in your
-agent, a wrong configuration) ends the loop as before.
-
-``count_failed_attempts`` (default ``True``) says whether a failed attempt counts
-toward ``max_iterations``; ``max_agent_errors`` (default 3) ends the loop with
-``stop_reason="agent_errors"`` after that many failures in a row, so a model that
-always fails cannot loop forever.
+With `AgentErrors` a model-caused failure (`is_model_error`, `answer_problem`) is recorded
+and fed back; infrastructure errors (`is_transient_error`) go to the retry policy
+(`default_retry_policy`); any other error ends the loop. See docs/loop-control.md.
 """
 
 from __future__ import annotations
@@ -31,6 +11,7 @@ from collections.abc import Generator, Sequence
 from dataclasses import replace
 from typing import Any, Literal, TypeAlias
 
+from langchain.agents.structured_output import StructuredOutputError
 from langchain_core.exceptions import OutputParserException
 from langchain_core.messages import AIMessage
 from langchain_core.tools import ToolException
@@ -42,8 +23,7 @@ from loop_agents.loop.state import IterationRecord
 from loop_agents.runtime.time_limits import LoopTimeoutError
 
 OnAgentError: TypeAlias = Literal["raise", "feedback"]
-"""`AgentErrors`' ``on_agent_error``: feed a model-caused agent error back to the agent
-(``"feedback"``, the default) or end the loop on it (``"raise"``)."""
+"""`AgentErrors`' ``on_agent_error``: ``"feedback"`` (the default) or ``"raise"``."""
 
 MAX_ERROR_CHARS = 2000
 """The most characters of an error's text kept in its record and feedback."""
@@ -60,47 +40,19 @@ _TRANSIENT_NAMES = frozenset(
 )
 
 
-def check_on_agent_error(value: object) -> OnAgentError:
-    """Return ``value`` if it is ``"raise"`` or ``"feedback"``, else raise `ValueError`."""
-    if value == "raise" or value == "feedback":
-        return value
-    raise ValueError(
-        f"on_agent_error must be 'raise' (an agent error ends the loop) or 'feedback' (an "
-        f"error the model caused becomes feedback for the next attempt); got {value!r:.40}"
-    )
-
-
-def _structured_output_errors() -> tuple[type[BaseException], ...]:
-    try:
-        from langchain.agents.structured_output import StructuredOutputError
-    except ImportError:  # pragma: no cover - langchain is a dependency
-        return ()
-    return (StructuredOutputError,)
-
-
 def is_model_error(error: BaseException) -> bool:
     """Whether ``error`` is one the model caused (fed back by `AgentErrors`).
 
+    Output that does not validate (pydantic, LangChain's parsers, ``create_agent``'s
+    structured output) or a tool error.
+
     Example:
         ```python
-        from pydantic import BaseModel, ValidationError
-
-        try:
-            BaseModel.model_validate(42)
-        except ValidationError as error:
-            assert is_model_error(error)
+        assert is_model_error(ToolException("no such file"))
         ```
-
     """
-    if is_transient_error(error):
-        return False
-    model_caused = (
-        OutputParserException,
-        ValidationError,
-        ToolException,
-        *_structured_output_errors(),
-    )
-    return isinstance(error, model_caused)
+    model_caused = (OutputParserException, ValidationError, ToolException, StructuredOutputError)
+    return isinstance(error, model_caused) and not is_transient_error(error)
 
 
 def _status_of(error: BaseException) -> int | None:
@@ -115,20 +67,14 @@ def _status_of(error: BaseException) -> int | None:
 def is_transient_error(error: BaseException) -> bool:
     """Whether ``error`` is an infrastructure failure worth retrying.
 
-    True for the loop's `LoopTimeoutError`, httpx transport errors (connection,
-    read/write timeouts), OpenAI-style ``RateLimitError``, ``APIConnectionError``,
-    ``APITimeoutError``, ``InternalServerError`` (and same-named errors of other
-    SDKs), any error carrying an HTTP status 429 or 5xx, and ``ConnectionError`` /
-    ``TimeoutError``.
+    The loop's `LoopTimeoutError`, httpx transport errors, ``ConnectionError`` and
+    ``TimeoutError``, an HTTP status 429 or 5xx, and errors named as OpenAI's rate-limit,
+    connection, timeout and server errors (of any SDK).
 
     Example:
         ```python
-        import httpx
-
         assert is_transient_error(httpx.ConnectError("refused"))
-        assert not is_transient_error(ValueError("bad input"))
         ```
-
     """
     import httpx
 
@@ -143,26 +89,15 @@ def is_transient_error(error: BaseException) -> bool:
 def default_retry_policy(
     max_attempts: int = 4, *, initial_interval: float = 1.0, max_interval: float = 30.0
 ) -> RetryPolicy:
-    """A retry policy for infrastructure errors only (`is_transient_error`).
+    """A LangGraph ``RetryPolicy`` for infrastructure errors only (`is_transient_error`).
 
-    The recommended ``Retries(agent_retry_policy=...)`` (and ``evaluator_retry_policy``)
-    with `AgentErrors`: rate limits, timeouts and server errors are retried
-    with exponential backoff and jitter (the retried call does not use up an
-    iteration), while model-caused errors become feedback and bugs end the loop.
-
-    Args:
-        max_attempts: Attempts in all, the first included (>= 1).
-        initial_interval: Seconds before the first retry.
-        max_interval: The longest wait between two attempts, in seconds.
+    ``max_attempts`` counts the first; the waits grow from ``initial_interval`` to at most
+    ``max_interval`` seconds, with jitter. The recommended policy with `AgentErrors`.
 
     Example:
         ```python
-        loop = create_loop_agent(
-            agent, judge, 5,
-            controls=[AgentErrors(), Retries(agent_retry_policy=default_retry_policy())],
-        )
+        retries = Retries(agent_retry_policy=default_retry_policy())
         ```
-
     """
     if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
         raise ValueError(f"max_attempts must be an int >= 1; got {max_attempts!r}")
@@ -170,12 +105,8 @@ def default_retry_policy(
         initial_interval=initial_interval,
         max_interval=max_interval,
         max_attempts=max_attempts,
-        retry_on=_retry_on,
+        retry_on=is_transient_error,
     )
-
-
-def _retry_on(error: Exception) -> bool:
-    return is_transient_error(error)
 
 
 def _refusal(answer: AIMessage) -> str | None:
@@ -191,17 +122,13 @@ def _refusal(answer: AIMessage) -> str | None:
 
 
 def answer_problem(produced: Sequence[Any]) -> str | None:
-    """What makes the agent's answer a model-caused failure, or ``None`` when it is fine.
-
-    The answer (the last AI message) fails when the model refused or its tool calls
-    are malformed.
+    """Why the agent's answer (its last AI message) failed: a refusal or malformed tool calls.
 
     Example:
         ```python
         refusal = AIMessage("", additional_kwargs={"refusal": "I can't help with that."})
         answer_problem([refusal])  # "the model refused: I can't help with that."
         ```
-
     """
     answer = next((m for m in reversed(produced) if isinstance(m, AIMessage)), None)
     if answer is None:
@@ -218,13 +145,12 @@ def answer_problem(produced: Sequence[Any]) -> str | None:
 
 
 def error_text(error: BaseException) -> str:
-    """A short description of ``error`` for its record and the agent's feedback.
+    """``error`` in at most `MAX_ERROR_CHARS`, for its record and the agent's feedback.
 
     Example:
         ```python
         error_text(ToolException("no such file"))  # 'ToolException: no such file'
         ```
-
     """
     text = str(error).strip() or "(no message)"
     if len(text) > MAX_ERROR_CHARS:
@@ -233,14 +159,7 @@ def error_text(error: BaseException) -> str:
 
 
 def failure_feedback(problem: str) -> str:
-    """The feedback the agent reads after a failed attempt.
-
-    Example:
-        ```python
-        failure_feedback("the model refused: no")
-        ```
-
-    """
+    """The feedback the agent reads after a failed attempt (``problem`` says what failed)."""
     return (
         f"Your previous attempt failed and produced no usable answer: {problem}\n"
         f"Answer the request again, avoiding this error."
@@ -248,44 +167,24 @@ def failure_feedback(problem: str) -> str:
 
 
 def failures_in_a_row(records: Sequence[IterationRecord]) -> int:
-    """How many of the last ``records`` in a row are failed agent calls.
-
-    Example:
-        ```python
-        failures_in_a_row(result["records"])  # 0 when the last attempt answered
-        ```
-
-    """
-    count = 0
-    for record in reversed(records):
-        if "error" not in record:
-            break
-        count += 1
-    return count
+    """How many of the last ``records`` in a row are failed agent calls."""
+    answered = [i for i, record in enumerate(records) if "error" not in record]
+    return len(records) - 1 - answered[-1] if answered else len(records)
 
 
 class AgentErrors(LoopControl):
     """Errors as feedback: a failed attempt the model caused is fed back, not raised.
 
-    See the module docstring.
-
     Args:
-        on_agent_error: ``"feedback"`` (the default) or ``"raise"`` (an agent error
-            ends the loop, as without the control).
-        count_failed_attempts: Whether a failed attempt counts toward
-            ``max_iterations``.
+        on_agent_error: ``"feedback"`` (the default) or ``"raise"`` (as without it).
+        count_failed_attempts: Whether a failed attempt counts toward ``max_iterations``.
         max_agent_errors: Failed attempts in a row that end the loop
             (``stop_reason="agent_errors"``), or ``None``.
-
-    Raises:
-        TypeError: an option of the wrong type.
-        ValueError: options that do not fit together.
 
     Example:
         ```python
         loop = create_loop_agent(agent, judge, 5, controls=[AgentErrors(max_agent_errors=2)])
         ```
-
     """
 
     name = "agent_errors"
@@ -299,7 +198,13 @@ class AgentErrors(LoopControl):
         max_agent_errors: int | None = 3,
     ) -> None:
         """Check the options."""
-        self.mode = check_on_agent_error(on_agent_error)
+        if on_agent_error not in ("raise", "feedback"):
+            raise ValueError(
+                f"on_agent_error must be 'raise' (an agent error ends the loop) or 'feedback' "
+                f"(an error the model caused becomes feedback for the next attempt); got "
+                f"{on_agent_error!r:.40}"
+            )
+        self.mode = on_agent_error
         if max_agent_errors is not None and (
             isinstance(max_agent_errors, bool) or not isinstance(max_agent_errors, int)
         ):
@@ -360,11 +265,9 @@ class AgentErrors(LoopControl):
 
     def stop_reason(self, progress: Progress) -> str | None:
         """``"agent_errors"`` after ``max_agent_errors`` failures in a row."""
-        if self.max_agent_errors is not None and (
-            failures_in_a_row(progress.records) >= self.max_agent_errors
-        ):
-            return "agent_errors"
-        return None
+        limit = self.max_agent_errors
+        failed = limit is not None and failures_in_a_row(progress.records) >= limit
+        return "agent_errors" if failed else None
 
     def agent_calls_at_most(self, max_iterations: int) -> int:
         """Failed attempts that do not count add agent calls."""

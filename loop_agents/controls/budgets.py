@@ -1,40 +1,8 @@
 """Budgets: `Budgets`, the control of the token, time, request and cost budgets and prices.
 
-``token_budget``, ``time_budget``, ``request_budget``, ``cost_budget`` and ``prices``.
-
-A loop counts every chat-model (or LLM) call LangChain sees while it runs: the agent's
-(each candidate's), the evaluator's (an LLM judge's), the advisor's and a history
-policy's (a ``compacting`` summary). Each `IterationRecord` holds the iteration's
-``requests`` and, when ``prices`` are given, its ``cost``: the tokens of each call
-priced by the model that answered it (``response_metadata["model_name"]``).
-
-``prices`` maps model names to prices per million tokens, in any one currency::
-
-    prices = {
-        "gpt-5.4-mini": {"input": 0.25, "output": 2.0},
-        "gpt-5.4": {"input": 1.25, "output": 10.0},
-        "*": {"input": 1.0, "output": 4.0},  # any other model (optional)
-    }
-
-A response's model name is looked up exactly, then by the longest price key it starts
-with (``"gpt-5.4-mini-2026-01-15"`` is priced as ``"gpt-5.4-mini"``), then as ``"*"``.
-A call whose model is in none of them has no price, and neither has a call whose
-response reported no token usage (a streaming call to a server that does not send it;
-free models, priced 0, aside): its iteration's ``cost`` is ``None``, and with a
-``cost_budget`` the loop raises `UnknownPriceError` at once (a budget cannot be kept on
-calls it cannot price). A call that names no model (plain functions, some custom or
-fake models) is priced as ``"*"``. A call whose response reports cached prompt tokens
-(``usage_metadata["input_token_details"]["cache_read"]``) is priced at ``cached_input``
-for those tokens; when its model's price has no ``cached_input`` rate, the call cannot be
-priced either (never at the full input price): its cost is ``None``, and with a
-``cost_budget`` the loop raises `UnknownPriceError`. A model that reports no cache
-details is priced at ``input`` for every prompt token.
-
-Both budgets are checked after each evaluation (see `Budgets`). The loop
-stops when a budget is used up, or when the next iteration, if it costs what the latest
-one did, would go over it. Iterations of the same shape (same calls) therefore never go
-over the budget; an iteration that costs more than the one before it (a longer answer,
-a judge that retried) can, and it completes.
+Every chat-model call LangChain sees while the loop runs is counted (agent, evaluator,
+advisor, history policy); with ``prices`` each record has its ``cost``. How calls are
+priced and when a budget stops the loop: docs/loop-control.md and docs/stopping.md.
 """
 
 from __future__ import annotations
@@ -44,7 +12,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import NotRequired, TypeAlias, TypedDict
+from typing import NotRequired, TypeAlias, TypedDict, cast
 
 from loop_agents.loop.protocol import LoopControl, Progress, Stage
 from loop_agents.loop.state import IterationRecord
@@ -61,14 +29,10 @@ MOST_REQUESTS = 10**15
 
 
 class Price(TypedDict):
-    """What one model costs, per million tokens, in the price table's currency.
+    """What one model costs per million tokens, in the price table's currency.
 
-    Attributes:
-        input: The price of a million prompt tokens.
-        output: The price of a million completion tokens.
-        cached_input: The price of a million prompt tokens read from the server's
-            prompt cache (optional; needed once a server reports cached tokens).
-
+    ``cached_input`` prices prompt tokens read from the server's prompt cache (needed
+    once a server reports cached tokens).
     """
 
     input: float
@@ -83,22 +47,14 @@ Prices: TypeAlias = Mapping[str, Price]
 class UnknownPriceError(ValueError):
     """A model call cannot be priced, and the loop has a ``cost_budget``.
 
-    A call cannot be priced when its model is not in ``prices``, or when its response
-    reported no token usage (``unmetered``: a streaming call to a server that does not
-    send usage, a model that never reports it).
-
-    Attributes:
-        model: The model name the response gave (``""`` when it gave none).
-        unmetered: Whether the model is priced but its response reported no usage.
-
+    ``model`` is the response's model name (``""``: none); ``unmetered``: it reported no
+    token usage; ``cached``: it read cached prompt tokens and has no ``cached_input`` rate.
     """
 
     def __init__(
         self, model: str, known: Sequence[str], *, unmetered: bool = False, cached: bool = False
     ) -> None:
-        self.model = model
-        self.unmetered = unmetered
-        self.cached = cached
+        self.model, self.unmetered, self.cached = model, unmetered, cached
         shown = repr(model) if model else "a model that gave no name"
         if cached:
             message = (
@@ -126,18 +82,7 @@ class UnknownPriceError(ValueError):
 
 
 def check_prices(prices: object) -> dict[str, Price] | None:
-    """Validate ``prices=``; return a clean copy (``None`` when not given).
-
-    Raises:
-        TypeError: not a mapping of names to ``{"input": ..., "output": ...}``.
-        ValueError: a price is negative, not finite, or has other keys.
-
-    Example:
-        ```python
-        check_prices({"gpt-5.4-mini": {"input": 0.25, "output": 2.0}})
-        ```
-
-    """
+    """Validate ``prices=`` (see `Price`); return a clean copy (``None`` when not given)."""
     if prices is None:
         return None
     example = "{'gpt-5.4-mini': {'input': 0.25, 'output': 2.0}}"
@@ -158,7 +103,6 @@ def check_prices(prices: object) -> dict[str, Price] | None:
                 f"1M completion tokens>}}, with an optional 'cached_input' (per 1M prompt "
                 f"tokens read from the server's prompt cache); got {price!r:.80}"
             )
-        numbers: dict[str, float] = {}
         for key, value in price.items():
             number = None if isinstance(value, bool) else finite_float(value)
             if number is None or number < 0:
@@ -166,10 +110,7 @@ def check_prices(prices: object) -> dict[str, Price] | None:
                     f"prices[{name!r}][{key!r}] must be a finite number >= 0 (the price of "
                     f"a million tokens); got {describe_number(value)}"
                 )
-            numbers[key] = number
-        clean[name] = {"input": numbers["input"], "output": numbers["output"]}
-        if "cached_input" in numbers:
-            clean[name]["cached_input"] = numbers["cached_input"]
+        clean[name] = cast(Price, {key: finite_float(value) for key, value in price.items()})
     return clean
 
 
@@ -191,12 +132,12 @@ def check_budget(name: str, value: object, *, integer: bool) -> float | None:
                 f"budget); got {describe_number(value)}"
             )
         return float(value)
-    number = None if isinstance(value, bool) else finite_float(value)
     if not isinstance(value, int | float) or isinstance(value, bool):
         raise TypeError(
             f"{name} must be a number > 0 (in the currency of prices=; None means no "
             f"budget); got {type(value).__name__} {value!r:.40}"
         )
+    number = finite_float(value)
     if number is None or number <= 0:
         raise ValueError(f"{name} must be a finite number > 0; got {describe_number(value)}")
     return number
@@ -211,7 +152,6 @@ class PriceTable:
         table = PriceTable({"m": {"input": 1.0, "output": 2.0}}, strict=True)
         table.cost(CallUsage(models={"m": (1_000_000, 500_000, 0)}))  # 2.0
         ```
-
     """
 
     prices: Mapping[str, Price]
@@ -229,9 +169,8 @@ class PriceTable:
     def cost(self, usage: CallUsage) -> float | None:
         """What the calls in ``usage`` cost (``None`` when one cannot be priced).
 
-        Raises:
-            UnknownPriceError: a call cannot be priced and the table is strict.
-
+        Cached prompt tokens are priced at ``cached_input``, never at the full input
+        price. Raises `UnknownPriceError` for a call that cannot be priced when strict.
         """
         total = 0.0
         for model, (tokens_in, tokens_out, cached) in usage.models.items():
@@ -248,12 +187,8 @@ class PriceTable:
                         model, list(self.prices), unmetered=unmetered, cached=no_cached_rate
                     )
                 return None
-            cached_rate = price.get("cached_input", 0.0)
-            total += (
-                (tokens_in - cached) * price["input"]
-                + cached * cached_rate
-                + tokens_out * price["output"]
-            ) / MILLION
+            paid_in = (tokens_in - cached) * price["input"] + cached * price.get("cached_input", 0)
+            total += (paid_in + tokens_out * price["output"]) / MILLION
         return total
 
 
@@ -262,10 +197,8 @@ def requests_used(records: Sequence[IterationRecord]) -> int:
 
     Example:
         ```python
-        result = loop.invoke({"messages": [HumanMessage("...")]})
-        print(requests_used(result["records"]))
+        calls = requests_used(result["records"])
         ```
-
     """
     return sum(int(r.get("requests", 0)) for r in records)
 
@@ -275,39 +208,11 @@ def cost_of(records: Sequence[IterationRecord]) -> float | None:
 
     Example:
         ```python
-        loop = create_loop_agent(agent, judge, 5, controls=[Budgets(prices=PRICES)])
-        result = loop.invoke({"messages": [HumanMessage("...")]})
         print(f"{cost_of(result['records']):.4f}")
         ```
-
     """
-    total = 0.0
-    for record in records:
-        cost = record.get("cost")
-        if cost is None:
-            return None
-        total += cost
-    return total
-
-
-def over_budget(used: float, latest: float, budget: float | None) -> bool:
-    """Whether a budget is used up, or the next iteration costing ``latest`` would pass it."""
-    if budget is None:
-        return False
-    return used >= budget or used + latest > budget * (1 + 1e-12)
-
-
-def budget_reason_values(records: Sequence[IterationRecord]) -> tuple[int, int, float, float]:
-    """``(requests used, latest iteration's requests, cost used, latest cost)``.
-
-    Unknown costs count as 0 here: a loop with a cost budget never has them (an unpriced
-    call raises `UnknownPriceError`).
-    """
-    latest = records[-1] if records else None
-    latest_requests = int(latest.get("requests", 0)) if latest else 0
-    latest_cost = (latest.get("cost") or 0.0) if latest else 0.0
-    spent = sum((r.get("cost") or 0.0) for r in records)
-    return requests_used(records), latest_requests, spent, latest_cost
+    costs = [record.get("cost") for record in records]
+    return None if None in costs else sum((c for c in costs if c is not None), 0.0)
 
 
 def tokens_used(records: Sequence[IterationRecord]) -> int:
@@ -315,10 +220,8 @@ def tokens_used(records: Sequence[IterationRecord]) -> int:
 
     Example:
         ```python
-        result = loop.invoke({"messages": [HumanMessage("...")]})
         print(tokens_used(result["records"]))
         ```
-
     """
     return sum(
         r["input_tokens"]
@@ -338,8 +241,12 @@ def wall_clock() -> float:
     return time.time()
 
 
-def check_time_budget(time_budget: object) -> float | None:
-    """Validate ``time_budget=``: seconds (or a ``timedelta``) > 0, or ``None``."""
+def _over(used: float, latest: float, budget: float | None) -> bool:
+    """Whether a budget is used up, or the next iteration costing ``latest`` would pass it."""
+    return budget is not None and (used >= budget or used + latest > budget * (1 + 1e-12))
+
+
+def _check_time_budget(time_budget: object) -> float | None:
     if time_budget is None:
         return None
     if isinstance(time_budget, timedelta):
@@ -359,46 +266,21 @@ def check_time_budget(time_budget: object) -> float | None:
     return seconds
 
 
-def check_token_budget(token_budget: object) -> int | None:
-    """Validate ``token_budget=``: an int >= 1, or ``None``."""
-    if token_budget is None:
-        return None
-    if isinstance(token_budget, bool) or not isinstance(token_budget, int):
-        raise TypeError(
-            f"token_budget must be an int >= 1 (None means no budget); got {token_budget!r}"
-        )
-    if token_budget < 1:
-        raise ValueError(f"token_budget must be >= 1 (None means no budget); got {token_budget}")
-    return token_budget
-
-
 class Budgets(LoopControl):
     """Stop before tokens, time, model calls or money run out; price every call.
 
-    Checked after each evaluation, in this order: ``token_budget`` (tokens of this
-    loop's model calls), ``request_budget`` (its model calls), ``cost_budget`` (their
-    cost by ``prices``), ``time_budget`` (wall-clock seconds since the loop's first agent
-    call; kept in the state, so a resumed loop counts from its original start). The
-    iteration that crosses a budget finishes; the request and cost budgets also look one
-    iteration ahead (see the module docstring).
-
-    Args:
-        token_budget: Tokens after which the loop stops (``"token_budget"``).
-        time_budget: Seconds (or a ``timedelta``) after which it stops (``"time_budget"``).
-        request_budget: Model calls after which it stops (``"request_budget"``).
-        cost_budget: Cost after which it stops (``"cost_budget"``); needs ``prices``.
-        prices: Prices per million tokens by model name; records then carry ``cost``.
-
-    Raises:
-        TypeError: an option of the wrong type.
-        ValueError: an option out of range, or a cost budget without prices.
+    Checked after each evaluation, in this order: ``token_budget`` (tokens of this loop's
+    model calls), ``request_budget`` (its model calls), ``cost_budget`` (their cost by
+    ``prices``, which it needs), ``time_budget`` (seconds or a ``timedelta`` since the
+    loop's first agent call, kept in the state). The stop reason is the budget's name.
+    The iteration that crosses a budget finishes; the request and cost budgets also stop
+    the loop when the next iteration, costing what the latest did, would pass them.
 
     Example:
         ```python
         budgets = Budgets(cost_budget=0.05, prices={"*": {"input": 0.25, "output": 2.0}})
         loop = create_loop_agent(agent, judge, 10, controls=[budgets])
         ```
-
     """
 
     name = "budgets"
@@ -415,8 +297,18 @@ class Budgets(LoopControl):
         prices: Prices | None = None,
     ) -> None:
         """Check the budgets and the prices."""
-        self.token_budget = check_token_budget(token_budget)
-        self.time_budget = check_time_budget(time_budget)
+        if token_budget is not None and (
+            isinstance(token_budget, bool) or not isinstance(token_budget, int)
+        ):
+            raise TypeError(
+                f"token_budget must be an int >= 1 (None means no budget); got {token_budget!r}"
+            )
+        if token_budget is not None and token_budget < 1:
+            raise ValueError(
+                f"token_budget must be >= 1 (None means no budget); got {token_budget}"
+            )
+        self.token_budget = token_budget
+        self.time_budget = _check_time_budget(time_budget)
         self.request_budget = check_budget("request_budget", request_budget, integer=True)
         self.cost_budget = check_budget("cost_budget", cost_budget, integer=False)
         table = check_prices(prices)
@@ -425,9 +317,8 @@ class Budgets(LoopControl):
                 "cost_budget needs prices= to price the model calls, e.g. "
                 "prices={'gpt-5.4-mini': {'input': 0.25, 'output': 2.0}} (per million tokens)"
             )
-        self.prices = (
-            PriceTable(table, strict=self.cost_budget is not None) if table is not None else None
-        )
+        strict = self.cost_budget is not None
+        self.prices = PriceTable(table, strict=strict) if table is not None else None
 
     def pricing(self) -> PriceTable | None:
         """The prices of the model calls (records then carry their ``cost``)."""
@@ -438,10 +329,13 @@ class Budgets(LoopControl):
         records = progress.records
         if self.token_budget is not None and tokens_used(records) >= self.token_budget:
             return "token_budget"
-        requests, latest_requests, cost, latest_cost = budget_reason_values(records)
-        if over_budget(requests, latest_requests, self.request_budget):
+        latest = records[-1] if records else None
+        latest_requests = int(latest.get("requests", 0)) if latest else 0
+        if _over(requests_used(records), latest_requests, self.request_budget):
             return "request_budget"
-        if over_budget(cost, latest_cost, self.cost_budget):
+        # unknown costs count as 0: a loop with a cost budget has none (they raise)
+        spent = sum((r.get("cost") or 0.0) for r in records)
+        if _over(spent, (latest.get("cost") or 0.0) if latest else 0.0, self.cost_budget):
             return "cost_budget"
         if (
             self.time_budget is not None

@@ -1,36 +1,7 @@
-"""Candidates per iteration: k independent answers, each judged, the best one kept.
+"""Candidates per iteration: k answers at once, each judged, the best one kept (`Candidates`).
 
-With ``create_loop_agent(..., controls=[Candidates(k)])`` (k > 1) each iteration calls the agent k
-times on the same messages, at the same time (``asyncio.gather`` under ``ainvoke``,
-worker threads under ``invoke``). Each call is a run of its own: a fresh ``run_id``,
-the name ``"iteration N: agent (candidate i)"``, the tag ``loop_candidate:i`` and
-``loop_candidate`` in its metadata (its tokens on the ``messages`` stream carry it).
-With ``Candidates(k, temperature=...)`` (chat-model agents only) each candidate's model is
-given that temperature (one number for all, or one per candidate). A chat-model agent's
-candidates after the first never answer from an LLM cache (``set_llm_cache``, or the
-model's ``cache=``), which would give each the first one's answer: they are copies of the
-model with ``cache=False``. An agent that is a graph or a function calls its models
-itself; give those models ``cache=False`` when a cache is set.
-
-The evaluator then judges every candidate (concurrently too), each with a
-`LoopContext` whose ``last_response`` is that candidate's answer, whose ``messages``
-end with it and whose ``candidate`` is its number. `best_candidate` picks the
-iteration's answer: the highest score; on a tie, or when no candidate has a score,
-an accepted one before one that was not, then the lowest number. Only that answer
-(with its tool traffic) enters ``messages`` and goes back to the agent; every
-candidate's answer, verdict and usage is kept in the iteration's record
-(``record["candidates"]``, the non-selected answers under ``answer``), so storage
-stays linear. Budgets count every candidate's calls. With ``max_iterations=1`` this
-is best-of-N.
-
-Each candidate's agent call is a LangGraph task of its own, and so is each candidate's
-evaluation: with a checkpointer, a candidate that fails is, once the loop is resumed,
-run again alone (the others' answers and verdicts are read back from the checkpoint, not
-paid for twice), and ``Retries(agent_retry_policy=...)`` retries one candidate without
-running the others again. A candidate whose call fails with a model-caused error
-(with `AgentErrors`) is recorded with its error and not judged; when every
-candidate fails, the iteration is a failed attempt. Any other error of one candidate ends
-the node once the other candidates have finished.
+Only the selected answer enters ``messages``; every candidate is in the iteration's record.
+Runs, streaming, temperatures, caches, retries and resumes: docs/loop-control.md.
 """
 
 from __future__ import annotations
@@ -40,7 +11,6 @@ from collections.abc import Generator, Sequence
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.runnables import Runnable
 
 from loop_agents.loop.agents import AgentCaller, AgentLike, describe
 from loop_agents.loop.protocol import AgentCall, LoopControl, LoopSpec, Outcome, Stage
@@ -52,14 +22,7 @@ MAX_CANDIDATES = 64
 
 
 def check_candidates(candidates: object, where: str = "Candidates(candidates=)") -> int:
-    """Validate a number of answers per iteration: an int from 1 to `MAX_CANDIDATES`.
-
-    Example:
-        ```python
-        check_candidates(4)  # 4
-        ```
-
-    """
+    """Validate a number of answers per iteration: an int from 1 to `MAX_CANDIDATES`."""
     if isinstance(candidates, bool) or not isinstance(candidates, int):
         raise TypeError(
             f"{where} must be an int (answers per iteration); got "
@@ -76,20 +39,10 @@ def check_candidates(candidates: object, where: str = "Candidates(candidates=)")
 def check_candidate_temperature(
     temperature: object, candidates: int, agent: object, where: str = "Candidates"
 ) -> list[float] | None:
-    """Validate a candidates' temperature: one per candidate, or ``None``.
+    """The temperature of each candidate (one number for all, or one each), or ``None``.
 
-    Args:
-        temperature: A number for every candidate, or one number per candidate.
-        candidates: How many candidates.
-        agent: The loop's agent (``None``: not known yet; only the values are checked).
-        where: The control, for messages (``"Candidates"``, ``"DiverseFirst"``).
-
-    Raises:
-        TypeError: not a number or a sequence of numbers, or the agent is not a chat
-            model (a graph or a function has no temperature to set).
-        ValueError: a temperature is negative or not finite, or a sequence's length is
-            not ``candidates``.
-
+    ``agent`` is the loop's (``None``: not known yet): a temperature needs a chat model.
+    ``where`` names the control in messages (``"Candidates"``, ``"DiverseFirst"``).
     """
     if temperature is None:
         return None
@@ -126,40 +79,29 @@ def check_candidate_temperature(
     return checked
 
 
-def with_temperature(model: BaseChatModel, temperature: float) -> Runnable[Any, Any]:
-    """``model`` answering at ``temperature``: a copy when it has the field, else bound."""
-    if "temperature" in type(model).model_fields:
-        return model.model_copy(update={"temperature": temperature})
-    return model.bind(temperature=temperature)
-
-
-def without_cache(model: BaseChatModel) -> BaseChatModel:
-    """A copy of ``model`` that never answers from an LLM cache (``cache=False``)."""
-    return model.model_copy(update={"cache": False})
-
-
 def candidate_agents(
     agent: AgentLike, candidates: int, temperatures: list[float] | None
 ) -> list[AgentLike]:
     """The agent of each candidate: the same one, or the model at each temperature.
 
-    A chat model's candidates after the first never read an LLM cache (a cache would
-    give each of them the first one's answer to the same prompt): each is a copy of the
-    model with ``cache=False``.
+    A chat model's candidates after the first are copies with ``cache=False``: an LLM cache
+    would give each the first one's answer.
     """
     if not isinstance(agent, BaseChatModel):
         return [agent] * candidates
-    models: list[BaseChatModel] = [agent] + [without_cache(agent) for _ in range(candidates - 1)]
+    models = [agent] + [agent.model_copy(update={"cache": False}) for _ in range(candidates - 1)]
     if temperatures is None:
         return list(models)
-    return [with_temperature(model, t) for model, t in zip(models, temperatures, strict=True)]
+    if "temperature" in type(agent).model_fields:  # a copy when it has the field, else bound
+        return [
+            m.model_copy(update={"temperature": t})
+            for m, t in zip(models, temperatures, strict=True)
+        ]
+    return [m.bind(temperature=t) for m, t in zip(models, temperatures, strict=True)]
 
 
 def best_candidate(verdicts: Sequence[tuple[int, LoopEvaluation]]) -> int:
-    """The number of the best candidate among ``(number, verdict)`` pairs.
-
-    The highest score wins; on a tie, or when no candidate has a score, an accepted
-    candidate goes before one that was not, then the lowest number.
+    """The best of ``(number, verdict)`` pairs: the highest score, then accepted, then first.
 
     Example:
         ```python
@@ -181,15 +123,8 @@ def best_candidate(verdicts: Sequence[tuple[int, LoopEvaluation]]) -> int:
 class Candidates(LoopControl):
     """k answers per iteration, each judged, the best one kept: ``Candidates(k)``.
 
-    Args:
-        candidates: Answers per iteration (2 to `MAX_CANDIDATES`; 1 is the plain loop).
-        temperature: With a chat-model agent: the temperature of every candidate (a
-            number) or of each (k numbers).
-
-    Raises:
-        TypeError: an option of the wrong type, or a temperature for an agent that is
-            not a chat model.
-        ValueError: an option out of range.
+    ``candidates`` is from 1 (the plain loop) to `MAX_CANDIDATES`; ``temperature``, with a
+    chat-model agent, that of every candidate (a number) or of each (k numbers).
 
     Example:
         ```python

@@ -1,21 +1,8 @@
-"""Criteria up front: the evaluator's criteria in the agent's first prompt.
+"""Criteria up front: the evaluator's criteria in the agent's first prompt (`Criteria`).
 
-Every ready-made evaluator says what it checks in one attribute, ``criteria`` (a text,
-or ``None`` when it has nothing to say): `llm_judge` its instructions (the rubric),
-`rule` and `text_rule` their ``description`` (default: the check's docstring, or a
-text rule's fixed feedback), `command_check` its command, `xiangjianhuan_form` the
-form, and `all_of` / `panel` their members' criteria, each under the member's name.
-A function of yours may carry one too (``evaluate.criteria = "..."``). `criteria_of`
-reads it.
-
-With ``create_loop_agent(..., controls=[Criteria()])`` the criteria are shown to the agent
-before its first attempt, so that the first answer already aims at them (as Microsoft
-Agent Framework's ``with_judge`` does): when a loop starts, one user message holding
-them (fenced, marked with `CRITERIA_KEY`) is added after the request, and it is part
-of the loop's request (``init_messages``): every history policy sends it, every
-iteration, and it is never added twice. ``Criteria("...")`` gives the text yourself
-(instead of the evaluator's). A later loop on the same thread does not repeat
-criteria the conversation already holds.
+When a loop starts, one marked user message after the request shows the agent what its
+answers will be judged by; it is part of the request (``init_messages``) and added once a
+thread. What each evaluator states: docs/judges.md; the control: docs/loop-control.md.
 """
 
 from __future__ import annotations
@@ -34,8 +21,7 @@ CRITERIA_KEY = "loop_agents_criteria"
 """The ``additional_kwargs`` key that marks the criteria message."""
 
 CRITERIA_SOURCE = "loop_criteria"
-"""The ``name`` and ``lc_source`` of the criteria message (an injected message, see
-`loop_agents.loop.feedback.injected`)."""
+"""The ``name`` and ``lc_source`` of the criteria message (see `injected`)."""
 
 CRITERIA_FORMAT = (
     "Your answer will be judged by these criteria, quoted between the {fence} lines:"
@@ -45,17 +31,7 @@ CRITERIA_FORMAT = (
 
 
 def check_criteria_text(criteria: object) -> str | None:
-    """Validate a criteria text: a non-empty string, or ``None`` (the evaluator's).
-
-    Raises:
-        TypeError: anything else.
-
-    Example:
-        ```python
-        check_criteria_text("At most 280 characters.")  # the text
-        ```
-
-    """
+    """Validate a criteria text: a non-empty string, or ``None`` (the evaluator's)."""
     if criteria is not None and (not isinstance(criteria, str) or not criteria.strip()):
         raise TypeError(
             f"Criteria(text=) must be a non-empty text (what the answer is judged by) or None "
@@ -69,9 +45,8 @@ def criteria_note(text: str) -> str:
 
     Example:
         ```python
-        print(criteria_note("At most 280 characters."))
+        message = HumanMessage(criteria_note("At most 280 characters."))
         ```
-
     """
     return CRITERIA_FORMAT.format(fence=fence_for(text), criteria=text)
 
@@ -79,15 +54,8 @@ def criteria_note(text: str) -> str:
 def criteria_message(text: str, request_ids: Sequence[str | None] = ()) -> HumanMessage:
     """The marked user message that shows ``text`` to the agent.
 
-    Its id is derived from the text and the request's ids, so building it again for the
-    same loop (a node run again) gives the same message.
-
-    Example:
-        ```python
-        message = criteria_message("At most 280 characters.")
-        assert is_criteria(message)
-        ```
-
+    Its id comes from the text and the request's ids: built again for the same loop (a
+    node run again), it is the same message.
     """
     key = f"loop_agents:criteria:{list(request_ids)!r}:{text}"
     message = HumanMessage(
@@ -105,7 +73,6 @@ def is_criteria(message: BaseMessage) -> bool:
         ```python
         shown = [m for m in result["messages"] if is_criteria(m)]
         ```
-
     """
     return isinstance(message, HumanMessage) and isinstance(
         message.additional_kwargs.get(CRITERIA_KEY), str
@@ -113,19 +80,10 @@ def is_criteria(message: BaseMessage) -> bool:
 
 
 class Criteria(LoopControl):
-    """The criteria in the agent's first prompt: what its answers will be judged by.
+    """The criteria in the agent's first prompt: ``text``, or the evaluator's own.
 
-    When a loop starts, a marked user message after the request shows the agent the
-    criteria: ``text``, or the evaluator's own (its ``criteria`` attribute: an
-    ``llm_judge``'s instructions, a rule's description, ...).
-
-    Args:
-        text: The criteria to show; ``None`` (the default): the evaluator's.
-
-    Raises:
-        TypeError: a text that is not a non-empty string.
-        ValueError: (when the loop is built) no text, and an evaluator that states no
-            criteria.
+    Raises `TypeError` for a text that is not a non-empty string; `ValueError` when the
+    loop is built, given no text and an evaluator that states no criteria.
 
     Example:
         ```python

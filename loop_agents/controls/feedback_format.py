@@ -1,11 +1,7 @@
 """How the feedback is put to the agent: `FeedbackStyle`, the loop's feedback format.
 
-The loop's default puts the evaluator's feedback to the agent as a review of its previous
-answer, fenced so the feedback cannot pose as instructions (`loop_agents.loop.feedback`).
-``FeedbackStyle(format)`` changes every feedback turn, and the ``"feedback_log"`` history
-policy's quotes: a template with ``{feedback}``, ``{iteration}`` and ``{fence}``, or a
-function ``(text, iteration) -> str | HumanMessage``; ``FeedbackStyle("{feedback}")``
-(`loop_agents.loop.feedback.PLAIN_FEEDBACK`) sends the evaluator's text as it is.
+The default is a fenced review of the previous answer (`loop_agents.loop.feedback`);
+docs/feedback.md has the templates, functions and ``FeedbackStyle("{feedback}")``.
 """
 
 from __future__ import annotations
@@ -15,14 +11,10 @@ from loop_agents.loop.protocol import LoopControl, Stage
 
 
 class FeedbackStyle(LoopControl):
-    """How every feedback turn is written: the message the agent reads after a verdict.
+    """How every feedback turn is written (and ``"feedback_log"``'s quotes).
 
-    Args:
-        feedback_format: A template or a function (see `FeedbackFormat`).
-
-    Raises:
-        TypeError: a format of the wrong kind.
-        ValueError: a template without ``{feedback}``.
+    ``feedback_format`` is a template with ``{feedback}`` (and ``{iteration}``,
+    ``{fence}``) or a function ``(text, iteration) -> str | HumanMessage``.
 
     Example:
         ```python

@@ -1,11 +1,7 @@
 """What the agent is sent: `History`, the control of the history policy.
 
-At the start of each iteration `History` splits the conversation (`loop_history`),
-applies the policy (a built-in, a function of the user's or a `StatefulHistory`, whose
-``select``/``aselect`` run as the loop runs, as a LangGraph task of their own when the
-node makes other paid calls), checks what a user-defined policy chose (the request is
-kept, tool calls stay with their results) and keeps what a stateful policy remembers
-(its ``history_memory``). The policies themselves are in `loop_agents.loop.history`.
+A policy of the user's is checked (the request is kept, tool calls stay with their
+results); a stateful one's memory is kept. The policies are in `loop_agents.loop.history`.
 """
 
 from __future__ import annotations
@@ -33,16 +29,10 @@ from loop_agents.runtime.steps import Call, Measured
 
 
 class History(LoopControl):
-    """What the agent is sent each iteration (see `HistoryPolicy`).
+    """What the agent is sent each iteration (see `HistoryPolicy` and docs/history.md).
 
-    Args:
-        history: ``"full"`` (everything), ``"last_attempt"``, ``"feedback_log"`` (which
-            quotes the feedback in the loop's feedback format: see `FeedbackStyle`), a
-            function of `LoopHistory`, or a `StatefulHistory` such as ``compacting(...)``.
-
-    Raises:
-        TypeError: a policy of the wrong kind.
-        ValueError: an unknown policy name.
+    ``history`` is ``"full"``, ``"last_attempt"``, ``"feedback_log"``, a function of
+    `LoopHistory` or a `StatefulHistory` such as ``compacting(...)``.
 
     Example:
         ```python
@@ -99,8 +89,7 @@ class History(LoopControl):
         return sent
 
 
-def _plain_choice(choice: object, where: str) -> dict[str, Any]:
-    """A `HistoryChoice` as plain data (a task's result), after checking its types."""
+def _plain_choice(choice: object, where: str) -> dict[str, Any]:  # a task's result, checked
     if not isinstance(choice, HistoryChoice):
         raise TypeError(
             f"{where} returned {type(choice).__name__} {choice!r:.60}; expected "
@@ -115,7 +104,7 @@ def _plain_choice(choice: object, where: str) -> dict[str, Any]:
 
 
 def checked_call(policy: HistoryFunction, view: LoopHistory) -> list[AnyMessage]:
-    """Call a history function of the user's and check what it returned (`check_sent`)."""
+    """Call a history function of the user's; check what it returned (`check_sent`)."""
     name = describe(policy)
     where = f"history function {name!r} at iteration {view['iteration']}"
     result: Any = policy(view)
@@ -128,13 +117,10 @@ def checked_call(policy: HistoryFunction, view: LoopHistory) -> list[AnyMessage]
 
 
 def check_sent(result: object, view: LoopHistory, where: str) -> list[AnyMessage]:
-    """Check what a history policy chose to send; return it as a list.
+    """What a history policy chose to send, as a list, once checked.
 
-    Raises:
-        TypeError: not a list of messages.
-        ValueError: the request is left out, or a tool call is sent without its result
-            (or a result without its call).
-
+    Raises `TypeError` for anything but a list of messages, `ValueError` when the request
+    is left out or a tool call is sent without its result (or the other way round).
     """
     if isinstance(result, str | bytes) or not isinstance(result, Sequence):
         raise TypeError(
@@ -151,8 +137,9 @@ def check_sent(result: object, view: LoopHistory, where: str) -> list[AnyMessage
     sent_ids = {id(m) for m in sent} | {m.id for m in sent if m.id is not None}
     missing = [m for m in view["request"] if id(m) not in sent_ids and m.id not in sent_ids]
     if missing:
+        shown = ", ".join(f"{m.type} {m.text[:40]!r}" for m in missing)
         raise ValueError(
-            f"{where} left out the loop's request ({_preview(missing)}); the request is "
+            f"{where} left out the loop's request ({shown}); the request is "
             f"always sent: include history['request'] in what the function returns"
         )
     _check_tool_pairs(view["messages"], sent, where)
@@ -162,37 +149,23 @@ def check_sent(result: object, view: LoopHistory, where: str) -> list[AnyMessage
 def _check_tool_pairs(
     conversation: Sequence[BaseMessage], sent: Sequence[BaseMessage], where: str
 ) -> None:
-    """Raise `ValueError` when ``sent`` holds a tool call or a tool result without the other.
-
-    Only pairs present in the conversation count: an AI message whose tool call has no
-    result anywhere (e.g. a structured answer given as a tool call) may be sent alone.
-    """
-    calls_in = _tool_call_ids(conversation)
-    results_in = _tool_result_ids(conversation)
-    paired = calls_in & results_in
-    calls, results = _tool_call_ids(sent) & paired, _tool_result_ids(sent) & paired
-    if calls - results:
-        call = sorted(calls - results)[0]
-        raise ValueError(
-            f"{where} sends the tool call {call!r} without its tool result; keep a tool "
-            f"call and its result together (send both or neither)"
-        )
-    if results - calls:
-        result = sorted(results - calls)[0]
-        raise ValueError(
-            f"{where} sends the tool result {result!r} without the AI message that called "
-            f"the tool; keep a tool call and its result together (send both or neither)"
-        )
+    # only pairs of the conversation count: a tool call with no result anywhere (e.g. a
+    # structured answer given as a tool call) may be sent alone
+    calls_in, results_in = _tool_ids(conversation)
+    calls, results = (ids & calls_in & results_in for ids in _tool_ids(sent))
+    alone = [
+        (calls - results, "the tool call {!r} without its tool result"),
+        (results - calls, "the tool result {!r} without the AI message that called the tool"),
+    ]
+    for ids, what in alone:
+        if ids:
+            raise ValueError(
+                f"{where} sends {what.format(sorted(ids)[0])}; keep a tool call and its result "
+                f"together (send both or neither)"
+            )
 
 
-def _tool_call_ids(messages: Sequence[BaseMessage]) -> set[str]:
-    ids = (call["id"] for m in messages if isinstance(m, AIMessage) for call in m.tool_calls)
-    return {i for i in ids if i}
-
-
-def _tool_result_ids(messages: Sequence[BaseMessage]) -> set[str]:
-    return {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
-
-
-def _preview(messages: Sequence[BaseMessage]) -> str:
-    return ", ".join(f"{m.type} {m.text[:40]!r}" for m in messages)
+def _tool_ids(messages: Sequence[BaseMessage]) -> tuple[set[str], set[str]]:
+    """The ids of the tool calls and of the tool results in ``messages``."""
+    calls = {c["id"] for m in messages if isinstance(m, AIMessage) for c in m.tool_calls}
+    return {i for i in calls if i}, {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}

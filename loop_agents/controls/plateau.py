@@ -10,20 +10,15 @@ from loop_agents.runtime.numbers import describe_number, finite_float
 
 
 def plateaued(records: Sequence[IterationRecord], *, patience: int, min_delta: float) -> bool:
-    """Tell whether the scores in ``records`` stopped improving.
+    """Whether the last ``patience`` iterations after the first scored one brought no gain.
 
-    A scored iteration improves when its score exceeds the best earlier score by at
-    least ``min_delta`` (and is higher at all, so ``min_delta=0`` asks for any gain);
-    the first scored iteration sets the baseline. Iterations without a score do not
-    count before the baseline and count as no improvement after it. The loop has
-    plateaued when the last ``patience`` counted iterations brought no improvement.
+    A gain beats the best earlier score by at least ``min_delta`` (and at all); an
+    unscored iteration after the first scored one is no gain (docs/stopping.md).
 
     Example:
         ```python
-        records = [...]  # scores 70, 72, 71
-        plateaued(records, patience=2, min_delta=5)  # True: 72 and 71 gain < 5 on 70
+        plateaued(records, patience=2, min_delta=5)  # scores 70, 72, 71: True
         ```
-
     """
     best: float | None = None
     without_gain = 0
@@ -42,16 +37,9 @@ def plateaued(records: Sequence[IterationRecord], *, patience: int, min_delta: f
 
 
 class Plateau(LoopControl):
-    """Stop with reason ``"plateau"`` when the scores stop improving.
+    """Stop with reason ``"plateau"`` after ``patience`` iterations without a gain.
 
-    Args:
-        patience: Scored iterations in a row without improving the best score by at
-            least ``min_delta`` before the loop stops.
-        min_delta: The least gain that counts as an improvement (default 0: any gain).
-
-    Raises:
-        TypeError: an option of the wrong type.
-        ValueError: an option out of range.
+    ``min_delta`` is the least gain that counts (default 0: any gain); see `plateaued`.
 
     Example:
         ```python

@@ -1,11 +1,8 @@
-"""Retries and time limits of the calls: `Retries`.
+"""Retries and time limits of the calls: `Retries` (docs/reliability.md).
 
-Retries are LangGraph's own ``RetryPolicy``: on the node that makes the call, or, when
-the node makes several paid calls as LangGraph tasks (several candidates), on each task,
-so that a retry of one candidate never runs the others again. A time limit applies to
-each agent call and each evaluation: at its deadline the loop stops waiting for the call
-and raises `LoopTimeoutError` (see `loop_agents.runtime.time_limits` for what happens to
-a call that does not stop).
+Retries are LangGraph's ``RetryPolicy``, on the node or on each task of a node that makes
+several paid calls (one candidate is retried alone). At a time limit the loop stops waiting
+and raises `LoopTimeoutError` (`loop_agents.runtime.time_limits`).
 """
 
 from __future__ import annotations
@@ -20,16 +17,8 @@ from loop_agents.runtime.time_limits import check_retry_policy, check_timeout
 class Retries(LoopControl):
     """Retry policies and time limits of the agent calls and the evaluations.
 
-    Args:
-        agent_retry_policy: LangGraph's ``RetryPolicy`` (or a sequence of them, the
-            first whose ``retry_on`` matches applies) for each agent call.
-        evaluator_retry_policy: The same for each evaluation.
-        agent_timeout: A limit, in seconds or as a ``timedelta``, on each agent call.
-        evaluator_timeout: The same for each evaluation.
-
-    Raises:
-        TypeError: a policy or a limit of the wrong type.
-        ValueError: a limit that is not a positive, finite number of seconds.
+    A policy is a LangGraph ``RetryPolicy`` or several (the first whose ``retry_on``
+    matches applies); a limit is seconds or a ``timedelta``.
 
     Example:
         ```python

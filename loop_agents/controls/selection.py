@@ -1,12 +1,7 @@
-"""Which attempt is the loop's answer: `AnswerSelection`.
+"""Which attempt is the loop's answer: `AnswerSelection` (docs/stopping.md).
 
-With ``AnswerSelection("best")`` the loop's answer is the attempt with the highest score (the later
-one on a tie); attempts without a score are not candidates, and when no attempt has a
-score the last one is chosen. When the chosen attempt is not the last, a copy of it with
-a fresh id is appended to ``messages`` and becomes ``last_response``, so the conversation
-ends with the loop's answer while every attempt stays in the history. The copy is marked
-(see `selected_iteration_of`) and carries no ``usage_metadata``: its tokens were counted
-once, when it was first produced.
+A best attempt that is not the last is appended again to ``messages`` (a marked copy,
+without ``usage_metadata``), so the conversation ends with the loop's answer.
 """
 
 from __future__ import annotations
@@ -21,11 +16,7 @@ from loop_agents.loop.state import IterationRecord
 class AnswerSelection(LoopControl):
     """Which attempt is the loop's answer: ``"last"`` (as without the control) or ``"best"``.
 
-    Args:
-        select: ``"last"`` or ``"best"``.
-
-    Raises:
-        ValueError: anything else.
+    ``"best"``: the highest score (the later on a tie; the last when none has a score).
 
     Example:
         ```python

@@ -1,19 +1,8 @@
 """Stop when the agent repeats itself: `Stagnation`, a stop rule for identical answers.
 
-An agent that answers with an answer it already gave, after being told what was wrong
-with it, will not do better on the next try with the same feedback: the loop stops with
-reason ``"stagnation"`` and spends no more of its budget. Each record keeps a short
-digest of its answer (``answer_digest``, 16 hex digits of the SHA-256 of `answer_key` of
-its text), so the rule reads the records only and a resumed loop decides the same.
-
-Example:
-    ```python
-    from loop_agents.controls import Stagnation
-
-    loop = create_loop_agent(model, tests, 5, controls=[Stagnation()])
-    result = loop.invoke({"messages": [HumanMessage("Write is_prime(n).")]})
-    print(result["stop_reason"])  # "stagnation" when an answer came back unchanged
-    ```
+An answer given again after its feedback will not do better with the same feedback. Each
+record keeps a digest of its answer (``answer_digest``), so the rule reads only records and
+a resumed loop decides the same (docs/strategies.md).
 """
 
 from __future__ import annotations
@@ -42,12 +31,7 @@ def answer_digest(text: str, key: AnswerKey = answer_key) -> str:
 class Stagnation(LoopControl):
     """Stop with reason ``"stagnation"`` when the latest answer repeats an earlier one.
 
-    Args:
-        key: What makes two answers the same (default `answer_key`: the text with
-            whitespace made single spaces).
-
-    Raises:
-        TypeError: ``key`` is not callable.
+    ``key`` makes two answers the same (default `answer_key`: whitespace made single).
 
     Example:
         ```python
@@ -78,17 +62,13 @@ class Stagnation(LoopControl):
                     f"control 'stagnation': key {describe(self.key)!r} returned "
                     f"{type(key).__name__} {key!r:.40}; it must return a str"
                 )
-            outcome.extra[DIGEST_KEY] = answer_digest(key, _as_it_is)
+            outcome.extra[DIGEST_KEY] = answer_digest(key, str)
         return outcome
 
     def stop_reason(self, progress: Progress) -> str | None:
         """``"stagnation"`` when the latest answer's digest is an earlier answer's."""
-        latest = progress.latest.get("answer_digest")
+        latest = progress.latest.get(DIGEST_KEY)
         if latest is None:
             return None
-        earlier = {r.get("answer_digest") for r in progress.records[:-1]}
+        earlier = {r.get(DIGEST_KEY) for r in progress.records[:-1]}
         return "stagnation" if latest in earlier else None
-
-
-def _as_it_is(text: str) -> str:
-    return text

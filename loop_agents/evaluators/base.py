@@ -10,21 +10,15 @@ from loop_agents.loop.agents import describe
 from loop_agents.loop.evaluation import LoopEvaluatorRunnable
 from loop_agents.loop.state import LoopContext, LoopEvaluation
 
-SyncBody = Callable[[LoopContext, RunnableConfig], LoopEvaluation]
-AsyncBody = Callable[[LoopContext, RunnableConfig], Awaitable[LoopEvaluation]]
-
 
 def make_evaluator(
-    name: str, func: SyncBody, afunc: AsyncBody, *, criteria: str | None = None
+    name: str,
+    func: Callable[[LoopContext, RunnableConfig], LoopEvaluation],
+    afunc: Callable[[LoopContext, RunnableConfig], Awaitable[LoopEvaluation]],
+    *,
+    criteria: str | None = None,
 ) -> LoopEvaluatorRunnable:
-    """Bind a sync and an async implementation into one evaluator runnable.
-
-    The loop calls a runnable evaluator with ``invoke`` when it runs with
-    ``invoke``/``stream`` and with ``ainvoke`` when it runs with ``ainvoke``/``astream``,
-    so the evaluator works both ways; each call is a run named ``name`` in traces, and
-    whatever it calls with the given config is that run's child. ``criteria`` is kept
-    on the runnable (see `LoopEvaluatorRunnable`).
-    """
+    """An evaluator: ``func`` under ``invoke``, ``afunc`` under ``ainvoke``, with ``criteria``."""
     evaluator = LoopEvaluatorRunnable(func, afunc=afunc, name=name)
     evaluator.criteria = criteria
     return evaluator
@@ -35,19 +29,12 @@ def check_name(name: object, default: str) -> str:
     if name is None:
         return default
     if not isinstance(name, str) or not name.strip():
-        raise TypeError(f"name must be a non-empty string; got {name!r}")
+        raise TypeError(f"name must be a non-empty string; got {type(name).__name__} {name!r}")
     return name
 
 
 def unique_names(members: Sequence[object]) -> list[str]:
-    """Names for ``members``: their own names, numbered when several share one.
-
-    Example:
-        ```python
-        unique_names([judge, judge, check])  # ['llm_judge', 'llm_judge#2', 'check']
-        ```
-
-    """
+    """The members' names, numbered when several share one: ``['llm_judge', 'llm_judge#2']``."""
     names: list[str] = []
     for member in members:
         base = describe(member)

@@ -1,20 +1,8 @@
 """A person as the loop's judge: `human_review` pauses the loop until someone answers.
 
-The evaluator calls LangGraph's ``interrupt()`` with a `ReviewRequest` (the request, the
-latest answer, the iteration and the earlier feedback). The run returns with the request
-under ``__interrupt__``; the loop's checkpoint waits, in memory or in a database, until
-the run is resumed with ``Command(resume=...)``. The accepted answers:
-
-- ``True`` or ``{"approve": True}``: accept the answer; the loop ends.
-- ``"feedback text"`` or ``{"feedback": "..."}``: ask for another attempt with that
-  feedback (``{"approve": False, "feedback": "..."}`` is the same).
-- ``"score"`` may be added to a mapping (a number); ``"feedback"`` may be added to an
-  approval (it is recorded, the agent does not see it).
-
-Anything else raises `InvalidReviewError` from the resuming call and leaves the loop
-paused at the same point: resume again with a valid answer. ``Command(resume=None)``
-(which LangGraph itself cannot run) is refused before the run starts, with a
-`LoopInputError` listing these forms (see `loop_agents.loop.input_checks`).
+The evaluator calls LangGraph's ``interrupt()`` with a `ReviewRequest`; the loop waits in
+its checkpoint until ``Command(resume=...)`` brings an answer that `parse_review` accepts.
+The request, the accepted answers and what a malformed one does: docs/durability.md.
 """
 
 from __future__ import annotations
@@ -29,29 +17,22 @@ from langgraph.errors import is_invalid_resume
 from langgraph.types import interrupt
 from pydantic import PlainValidator, ValidationError, WithJsonSchema
 
+from loop_agents.evaluators.base import check_name, make_evaluator
 from loop_agents.loop.agents import describe
 from loop_agents.loop.checkpoints import checkpointed, in_graph_run
-from loop_agents.loop.evaluation import Evaluator, LoopEvaluatorRunnable, criteria_of
+from loop_agents.loop.evaluation import Evaluator, criteria_of
 from loop_agents.loop.input_checks import HOW_TO_ANSWER
 from loop_agents.loop.state import LoopContext, LoopEvaluation
 from loop_agents.runtime.numbers import describe_number, finite_float
 
 REVIEW_KIND: Literal["loop_agents.human_review"] = "loop_agents.human_review"
-"""The ``kind`` of every `ReviewRequest`, for clients that handle several interrupts."""
 
 
 class ReviewRequest(TypedDict):
     """What the reviewer is shown: the value of the loop's interrupt.
 
-    Attributes:
-        kind: Always ``"loop_agents.human_review"``.
-        request: The text of the messages the loop started from.
-        answer: The text of the agent's latest answer.
-        iteration: The iteration of that answer (1 for the first).
-        feedback: The feedback given on earlier answers, oldest first.
-        judge: The verdict of the judge that ran before the person, or ``None``.
-        instructions: How to answer.
-
+    The request's and the answer's texts, the answer's iteration, earlier feedback, the
+    verdict of the judge that ran first (or ``None``) and how to answer.
     """
 
     kind: Literal["loop_agents.human_review"]
@@ -64,14 +45,10 @@ class ReviewRequest(TypedDict):
 
 
 class ReviewDecision(TypedDict, total=False):
-    """The mapping form of a reviewer's answer.
+    """A reviewer's answer as a mapping.
 
-    Attributes:
-        approve: ``True`` accepts the answer; ``False`` (or leaving it out) asks for
-            another attempt, which needs ``feedback``.
-        feedback: What to improve; with ``approve=True`` a note that is only recorded.
-        score: An optional number for the answer's quality.
-
+    ``approve`` (else another attempt, which needs ``feedback``), ``feedback`` (with an
+    approval, a note only recorded), ``score``.
     """
 
     approve: bool
@@ -88,18 +65,10 @@ def _describe(value: object) -> str:
 
 
 def parse_review(value: object) -> LoopEvaluation:
-    """Turn a reviewer's answer into the `LoopEvaluation` it stands for.
+    """The `LoopEvaluation` a reviewer's answer stands for.
 
-    Args:
-        value: ``True``, a non-empty feedback string, or a `ReviewDecision` mapping.
-
-    Returns:
-        ``{"stop": True, ...}`` for an approval, ``{"stop": False, "feedback": ...}``
-        for a revision request; ``score`` when one was given.
-
-    Raises:
-        InvalidReviewError: ``value`` is none of the accepted shapes; the message says
-            what was given and what is accepted.
+    ``True``, a feedback text or a `ReviewDecision`; anything else raises
+    `InvalidReviewError` saying what is accepted.
 
     Example:
         ```python
@@ -134,16 +103,21 @@ def _parse_mapping(value: Mapping[Any, Any]) -> LoopEvaluation:
             f"the review answer has unknown keys {unknown}; a mapping may have 'approve', "
             f"'feedback' and 'score'. {HOW_TO_ANSWER}"
         )
-    approve = value.get("approve", False)
-    if not isinstance(approve, bool):
-        raise InvalidReviewError(
-            f"the review answer's 'approve' is {_describe(approve)}; it must be True or False"
-        )
-    feedback = value.get("feedback")
-    if feedback is not None and not isinstance(feedback, str):
-        raise InvalidReviewError(
-            f"the review answer's 'feedback' is {_describe(feedback)}; it must be a string"
-        )
+    approve, feedback, score = (
+        value.get("approve", False),
+        value.get("feedback"),
+        value.get("score"),
+    )
+    number = None if score is None else finite_float(score)
+    for key, given, fits, must in (
+        ("approve", approve, isinstance(approve, bool), "True or False"),
+        ("feedback", feedback, feedback is None or isinstance(feedback, str), "a string"),
+        ("score", score, score is None or number is not None, "a finite number"),
+    ):
+        if not fits:
+            huge_int = key == "score" and isinstance(given, int) and not isinstance(given, bool)
+            shown = describe_number(given) if huge_int else _describe(given)
+            raise InvalidReviewError(f"the review answer's {key!r} is {shown}; it must be {must}")
     if not approve and not (feedback and feedback.strip()):
         raise InvalidReviewError(
             f"the review answer {dict(value)!r:.120} neither approves nor gives feedback; "
@@ -152,15 +126,7 @@ def _parse_mapping(value: Mapping[Any, Any]) -> LoopEvaluation:
     evaluation: LoopEvaluation = {"stop": approve}
     if feedback:
         evaluation["feedback"] = feedback
-    score = value.get("score")
-    if score is not None:
-        number = finite_float(score)
-        if number is None:
-            huge_int = isinstance(score, int) and not isinstance(score, bool)
-            shown = describe_number(score) if huge_int else _describe(score)
-            raise InvalidReviewError(
-                f"the review answer's 'score' is {shown}; it must be a finite number"
-            )
+    if number is not None:
         evaluation["score"] = number
     return evaluation
 
@@ -183,15 +149,13 @@ RESPONSE_SCHEMA: dict[str, Any] = {
         },
     ],
 }
-"""The JSON schema of the accepted answers, shown to clients with the interrupt."""
-
+# The interrupt's response_schema: LangGraph validates the answer with parse_review before
+# it is saved, so a malformed answer leaves the interrupt unanswered.
 ReviewAnswer = Annotated[Any, PlainValidator(parse_review), WithJsonSchema(RESPONSE_SCHEMA)]
-"""The interrupt's ``response_schema``: LangGraph validates the answer with `parse_review`
-before it is saved, so a malformed answer leaves the interrupt unanswered."""
 
 
 def review_request(context: LoopContext, judge: LoopEvaluation | None) -> ReviewRequest:
-    """Build what the reviewer is shown for ``context``."""
+    """What the reviewer is shown for ``context``."""
     return {
         "kind": REVIEW_KIND,
         "request": "\n\n".join(m.text for m in context["init_messages"]),
@@ -244,65 +208,34 @@ def human_review(
 ) -> Runnable[Any, Any]:
     """An evaluator that asks a person: the loop pauses until they approve or give feedback.
 
-    Each evaluation calls LangGraph's ``interrupt()`` with a `ReviewRequest`; the run
-    returns with it under ``__interrupt__`` and the loop waits in its checkpoint. Resume
-    with ``loop.invoke(Command(resume=answer), config)``: ``True`` (or
-    ``{"approve": True}``) accepts, a feedback string (or ``{"feedback": "..."}``) asks
-    for another attempt. A malformed answer raises `InvalidReviewError` and leaves the
-    loop paused. The loop needs a checkpointer.
-
-    With a ``judge``, the judge evaluates first and the person is asked only when the
-    judge accepts; the judge's verdict is shown to them. The judge runs as a LangGraph
-    task (see `checkpointed`): when LangGraph runs the node again on resume, the
-    judge's saved verdict is used and the judge is not called twice. The verdict's
-    ``decided_by`` names the judge when it asked for changes, ``name`` when the person
-    decided.
-
-    Args:
-        judge: An evaluator to run before the person (e.g. an LLM judge); ``None`` to
-            ask the person about every answer.
-        name: The evaluator's name (in records and traces).
-
-    Returns:
-        An evaluator for `create_loop_agent` (works with ``invoke`` and ``ainvoke``).
+    Resume with ``Command(resume=answer)``: ``True`` accepts, a feedback text asks for
+    another attempt; a malformed answer raises `InvalidReviewError` and the loop stays
+    paused. The loop needs a checkpointer. A ``judge`` evaluates first (as a LangGraph
+    task, so it is not called again on resume); the person is asked only when it accepts.
 
     Example:
         ```python
-        from langgraph.checkpoint.memory import InMemorySaver
-        from langgraph.types import Command
-
         loop = create_loop_agent(agent, human_review(), 5, checkpointer=InMemorySaver())
-        config = {"configurable": {"thread_id": "review-1"}}
-        paused = loop.invoke({"messages": [HumanMessage("Draft the release note.")]}, config)
-        print(paused["__interrupt__"][0].value["answer"])
+        paused = loop.invoke({"messages": [HumanMessage("Draft the note.")]}, config)
         loop.invoke(Command(resume="Mention the new CLI."), config)  # another attempt
-        result = loop.invoke(Command(resume=True), config)  # accepted
         ```
-
     """
-    if not isinstance(name, str) or not name.strip():
-        raise TypeError(f"name must be a non-empty string; got {type(name).__name__} {name!r}")
-    first = checkpointed(judge, name=f"{name}.judge") if judge is not None else None
-    judge_name = describe(judge) if judge is not None else ""
+    label = check_name(name, "human_review")
+    first = checkpointed(judge, name=f"{label}.judge") if judge is not None else None
+
+    def decide(context: LoopContext, verdict: LoopEvaluation | None) -> LoopEvaluation:
+        if verdict is not None and not verdict["stop"]:  # the judge asked for changes
+            return {**verdict, "decided_by": verdict.get("decided_by") or [describe(judge)]}
+        return _ask(context, verdict, label)
 
     def review(context: LoopContext, config: RunnableConfig) -> LoopEvaluation:
-        _check_can_pause(name)
-        verdict: LoopEvaluation | None = None
-        if first is not None:
-            verdict = first.invoke(context, config)
-            if not verdict["stop"]:
-                return {**verdict, "decided_by": verdict.get("decided_by") or [judge_name]}
-        return _ask(context, verdict, name)
+        _check_can_pause(label)
+        return decide(context, first.invoke(context, config) if first is not None else None)
 
     async def areview(context: LoopContext, config: RunnableConfig) -> LoopEvaluation:
-        _check_can_pause(name)
-        verdict: LoopEvaluation | None = None
-        if first is not None:
-            verdict = await first.ainvoke(context, config)
-            if not verdict["stop"]:
-                return {**verdict, "decided_by": verdict.get("decided_by") or [judge_name]}
-        return _ask(context, verdict, name)
+        _check_can_pause(label)
+        verdict = await first.ainvoke(context, config) if first is not None else None
+        return decide(context, verdict)
 
-    evaluator = LoopEvaluatorRunnable(review, afunc=areview, name=name)
-    evaluator.criteria = criteria_of(judge) if judge is not None else None
-    return evaluator
+    criteria = criteria_of(judge) if judge is not None else None
+    return make_evaluator(label, review, areview, criteria=criteria)

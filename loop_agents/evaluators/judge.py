@@ -1,31 +1,27 @@
 """`llm_judge`: a chat model scores the answer; below the threshold its comments go back.
 
-The seed's reviewer as one call: the judge model is asked, through structured output,
-for a verdict with a ``feedback`` text and a ``score`` on a fixed scale. A verdict that
-does not parse, lacks a field or scores outside the scale is asked for again (telling
-the model what was wrong) a bounded number of times, then raises `JudgeError`: a broken
-judge never passes an answer. With ``structured_output="text"`` the verdict is asked for
-as plain text instead (``Score: N`` and ``Feedback: ...``, see
-`loop_agents.evaluators.text_verdict`), for models without tool calling.
+The verdict (``feedback`` and a ``score`` on a fixed scale) is asked for through structured
+output, or as plain text (`loop_agents.evaluators.text_verdict`). An unusable verdict is
+asked for again, then raises `JudgeError`: a broken judge never passes an answer.
 """
 
 from __future__ import annotations
 
+import json
 import string
+import threading
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, get_args
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.utils.function_calling import convert_to_json_schema
 from pydantic import BaseModel
 
 from loop_agents.evaluators import text_verdict
-from loop_agents.evaluators.base import (
-    check_name,
-    format_score,
-    make_evaluator,
-)
+from loop_agents.evaluators.base import check_name, format_score, make_evaluator
 from loop_agents.evaluators.verdict_schema import default_schema, schema_fields, with_scale
 from loop_agents.loop.agents import encodable
 from loop_agents.loop.evaluation import LoopEvaluatorRunnable
@@ -33,38 +29,25 @@ from loop_agents.loop.state import LoopContext, LoopEvaluation
 from loop_agents.runtime.numbers import describe_number, finite_float
 
 StructuredOutput = Literal["native", "text"]
-"""How the verdict is asked for: ``"native"`` (the model's structured output, with
-`JudgeMethod`) or ``"text"`` (a fixed text form, for models without tool calling)."""
+"""``"native"`` (the model's structured output, with a `JudgeMethod`) or ``"text"``."""
 
 JudgeMethod = Literal["json_schema", "function_calling", "json_mode"]
-"""How structured output is requested: ``json_schema`` (OpenAI), ``function_calling``
-(servers that only do tool calls, such as llama.cpp's) or ``json_mode``."""
+"""How structured output is requested (``with_structured_output(method=...)``)."""
 
 JudgeFormat = Literal["json_schema", "function_calling", "json_mode", "text"]
-"""How a judge made from settings asks for its verdict: a `JudgeMethod` of structured
-output, or ``"text"`` (``structured_output="text"``: ``Score: N`` and ``Feedback: ...``)."""
+"""A `JudgeMethod`, or ``"text"`` for ``structured_output="text"``."""
 
+METHODS: tuple[JudgeMethod, ...] = get_args(JudgeMethod)
 
-def judge_format_options(judge_format: str) -> dict[str, Any]:
-    """The `llm_judge` keywords for a `JudgeFormat` (``method=``, or the text form).
-
-    Example:
-        ```python
-        judge_format_options("text")  # {'structured_output': 'text'}
-        judge_format_options("function_calling")  # {'method': 'function_calling'}
-        judge = llm_judge(model, rubric, threshold=80, **judge_format_options(fmt))
-        ```
-
-    """
-    if judge_format == "text":
-        return {"structured_output": "text"}
-    if judge_format not in get_args(JudgeMethod):
-        raise ValueError(
-            f"a judge's format must be one of {', '.join(get_args(JudgeFormat))}; got "
-            f"{judge_format!r}"
-        )
-    return {"method": judge_format}
-
+REFUSALS = (
+    "input should be 'text' or 'json_object'",
+    "not supported by xgrammar",
+    "does not support tools",
+)
+"""How servers refuse a structured-output method (matched in the error's text, lower case):
+llama-cpp-python (HTTP 500) and vLLM before 0.5.5 (400) refuse ``json_schema``; vLLM's
+xgrammar refuses a schema it cannot enforce, in a response format or tool (400); Ollama
+refuses tools to a model whose template has none (400, ``<model> does not support tools``)."""
 
 DEFAULT_TEMPLATE = "{feedback}\n\nScore: {score}"
 """The default feedback text: the judge's comments, then a score line."""
@@ -72,15 +55,22 @@ DEFAULT_TEMPLATE = "{feedback}\n\nScore: {score}"
 _BUILT_IN_FIELDS = frozenset({"feedback", "score", "threshold", "low", "high"})
 
 
-class JudgeError(RuntimeError):
-    """An LLM judge gave no usable verdict within its retries.
+def judge_format_options(judge_format: str) -> dict[str, Any]:
+    """The `llm_judge` keywords for a `JudgeFormat` (``method=``, or the text form).
 
-    Attributes:
-        problems: What was wrong with each attempt, in order.
-        iteration: The loop's iteration whose answer was being judged (``None`` when
-            not known).
-
+    Example:
+        ```python
+        judge = llm_judge(model, rubric, threshold=75, **judge_format_options("json_mode"))
+        ```
     """
+    if judge_format not in get_args(JudgeFormat):
+        formats = ", ".join(get_args(JudgeFormat))
+        raise ValueError(f"a judge's format must be one of {formats}; got {judge_format!r}")
+    return {"structured_output": "text"} if judge_format == "text" else {"method": judge_format}
+
+
+class JudgeError(RuntimeError):
+    """No usable verdict: ``problems`` says why, per attempt; ``iteration`` may be ``None``."""
 
     def __init__(
         self, message: str, problems: Sequence[str], *, iteration: int | None = None
@@ -88,6 +78,18 @@ class JudgeError(RuntimeError):
         super().__init__(message)
         self.problems = list(problems)
         self.iteration = iteration
+
+
+def refusal(error: BaseException) -> str | None:
+    """The server's words when ``error`` (an HTTP error) refuses a structured-output method."""
+    if not isinstance(getattr(error, "status_code", None), int):
+        return None
+    text = str(error)
+    return text if any(words in text.lower() for words in REFUSALS) else None
+
+
+class _Unusable(ValueError):
+    """What is wrong with a verdict (it is asked for again, saying so)."""
 
 
 class _Shown(float):
@@ -103,175 +105,193 @@ class _Shown(float):
 class _Judge:
     """The judge's state and both call paths; `llm_judge` wraps it in a runnable."""
 
-    def __init__(
-        self,
-        model: BaseChatModel,
-        instructions: SystemMessage,
-        *,
-        threshold: float,
-        scale: tuple[float, float],
-        schema: dict[str, Any] | type,
-        method: JudgeMethod,
-        template: str,
-        whole_conversation: bool,
-        retries: int,
-        score_key: str,
-        feedback_key: str,
-        name: str,
-        text_form: bool = False,
-    ) -> None:
-        self.text_form = text_form
-        self.structured: Runnable[Any, Any] = (
-            model
-            if text_form
-            else model.with_structured_output(schema, method=method, include_raw=True)
-        )
-        self.instructions = instructions
-        self.threshold = threshold
-        self.low, self.high = scale
-        self.template = template
-        self.whole_conversation = whole_conversation
-        self.retries = retries
-        self.score_key = score_key
-        self.feedback_key = feedback_key
-        self.name = name
+    def __init__(self, model: BaseChatModel, schema: dict[str, Any] | type, **options: Any) -> None:
+        self.model, self.schema = model, schema
+        self.instructions: SystemMessage = options["instructions"]
+        self.threshold: float = options["threshold"]
+        self.low, self.high = options["scale"]
+        self.template: str = options["template"]
+        self.whole_conversation: bool = options["whole_conversation"]
+        self.retries: int = options["retries"]
+        self.score_key: str = options["score_key"]
+        self.feedback_key: str = options["feedback_key"]
+        self.name: str = options["name"]
+        self.text_form: bool = options["text_form"]
+        self.method: JudgeMethod = options["method"]
+        self.configured = self.method
+        # a method the server refused is not asked again (its words, by method)
+        self.refused: dict[str, str] = {}
+        self.runnables: dict[str, Runnable[Any, Any]] = {}
+        self.warned = False
+        self.lock = threading.Lock()
+        self.runnable(self.method)  # a model without structured output fails here
 
-    # -- calls ---------------------------------------------------------------------
+    def runnable(self, method: JudgeMethod) -> Runnable[Any, Any]:
+        if self.text_form:
+            return self.model
+        if method not in self.runnables:
+            self.runnables[method] = self.model.with_structured_output(
+                self.schema, method=method, include_raw=True
+            )
+        return self.runnables[method]
 
     def invoke(self, context: LoopContext, config: RunnableConfig) -> LoopEvaluation:
         problems: list[str] = []
         for _ in range(self.retries + 1):
-            out = self.structured.invoke(encodable(self.prompt(context, problems)), config)
-            verdict = self.read(out, problems, context)
-            if verdict is not None:
-                return self.evaluation(verdict)
+            while True:
+                method = self.method
+                try:
+                    messages = self.prompt(context, problems, method)
+                    out = self.runnable(method).invoke(messages, config)
+                    break
+                except Exception as error:
+                    if not self.switch(method, error, context):
+                        raise
+            self.warn_once(method)
+            try:
+                return self.evaluation(self.read(out, context))
+            except (_Unusable, text_verdict.TextVerdictError) as problem:
+                problems.append(str(problem))
         raise self.error(context, problems)
 
     async def ainvoke(self, context: LoopContext, config: RunnableConfig) -> LoopEvaluation:
         problems: list[str] = []
         for _ in range(self.retries + 1):
-            out = await self.structured.ainvoke(encodable(self.prompt(context, problems)), config)
-            verdict = self.read(out, problems, context)
-            if verdict is not None:
-                return self.evaluation(verdict)
+            while True:
+                method = self.method
+                try:
+                    messages = self.prompt(context, problems, method)
+                    out = await self.runnable(method).ainvoke(messages, config)
+                    break
+                except Exception as error:
+                    if not self.switch(method, error, context):
+                        raise
+            self.warn_once(method)
+            try:
+                return self.evaluation(self.read(out, context))
+            except (_Unusable, text_verdict.TextVerdictError) as problem:
+                problems.append(str(problem))
         raise self.error(context, problems)
 
-    # -- the prompt ----------------------------------------------------------------
+    def switch(self, method: JudgeMethod, error: Exception, context: LoopContext) -> bool:
+        """Take the next method when ``error`` refuses ``method`` (`JudgeError` if none is left).
 
-    def prompt(self, context: LoopContext, problems: Sequence[str]) -> list[AnyMessage]:
+        ``False`` for any other error, which the caller raises: it is never retried here.
+        """
+        words = None if self.text_form else refusal(error)
+        if words is None:
+            return False
+        with self.lock:
+            self.refused.setdefault(method, words)
+            if self.method != method:  # another call switched already
+                return True
+            left = [m for m in (self.configured, *METHODS) if m not in self.refused]
+            if not left:
+                said = "; ".join(f"{m}: {w:.300}" for m, w in self.refused.items())
+                raise JudgeError(
+                    f"llm_judge {self.name!r}: the server refused every structured-output "
+                    f"method ({said}). Use llm_judge(..., structured_output='text') (a "
+                    f"'Score: N' / 'Feedback: ...' reply), or a model or server that takes "
+                    f"method='json_schema', 'function_calling' or 'json_mode'.",
+                    list(self.refused.values()),
+                    iteration=context["iteration"],
+                ) from error
+            self.method = left[0]
+        return True
+
+    def warn_once(self, method: JudgeMethod) -> None:
+        with self.lock:
+            if self.warned or method == self.configured:
+                return
+            self.warned = True
+        said = "; ".join(f"{m} ({w:.300})" for m, w in self.refused.items())
+        warnings.warn(
+            f"llm_judge {self.name!r}: the server refused {said}; the judge now uses "
+            f'method="{method}". Set llm_judge(..., method="{method}") to skip the refused '
+            f"requests.",
+            UserWarning,
+            stacklevel=2,
+        )
+
+    def prompt(
+        self, context: LoopContext, problems: Sequence[str], method: JudgeMethod
+    ) -> list[AnyMessage]:
         """Instructions, then the request and the answer (or the whole conversation)."""
-        if self.whole_conversation:
-            shown = list(context["messages"])
-        else:
-            shown = [*context["init_messages"], context["last_response"]]
+        request = [*context["init_messages"], context["last_response"]]
+        shown = list(context["messages"]) if self.whole_conversation else request
         if self.text_form:
-            return text_verdict.text_prompt(
-                self.instructions, shown, problems, (self.low, self.high)
-            )
+            scale = (self.low, self.high)
+            return encodable(text_verdict.text_prompt(self.instructions, shown, problems, scale))
         messages: list[AnyMessage] = [self.instructions, *shown]
+        if method == "json_mode":  # no schema is sent with the request: say it here
+            try:
+                schema = convert_to_json_schema(self.schema)
+            except ValueError:
+                schema = dict(self.schema) if isinstance(self.schema, Mapping) else {}
+            ask = f"Reply with only a JSON object of this JSON schema:\n{json.dumps(schema)}"
+            messages.append(HumanMessage(ask))
         if problems:
             messages.append(
                 HumanMessage(
-                    content=(
-                        f"Your verdict could not be used: {problems[-1]}. Judge the answer "
-                        f"again and reply with '{self.feedback_key}' (text) and "
-                        f"'{self.score_key}' (a number from {format_score(self.low)} to "
-                        f"{format_score(self.high)})."
-                    )
+                    f"Your verdict could not be used: {problems[-1]}. Judge the answer "
+                    f"again and reply with '{self.feedback_key}' (text) and "
+                    f"'{self.score_key}' (a number from {format_score(self.low)} to "
+                    f"{format_score(self.high)})."
                 )
             )
-        return messages
+        return encodable(messages)
 
-    # -- reading the verdict -------------------------------------------------------
-
-    def answers_shown(self, context: LoopContext | None) -> list[str]:
-        """The texts of the answers the judge is shown (where an injected verdict would be)."""
-        if context is None:
-            return []
-        if self.whole_conversation:
-            shown: list[Any] = list(context.get("messages") or [])
-        else:
-            shown = [context.get("last_response")]
-        return [m.text for m in shown if isinstance(m, AIMessage)]
-
-    def read(
-        self, out: Any, problems: list[str], context: LoopContext | None = None
-    ) -> dict[str, Any] | None:
-        """The verdict as a dict with a float score, or ``None`` (problem recorded)."""
-        if self.text_form:
-            return self.read_text(out, problems, self.answers_shown(context))
-        raw = out.get("raw") if isinstance(out, Mapping) else None
-        parsed = out.get("parsed") if isinstance(out, Mapping) else out
-        error = out.get("parsing_error") if isinstance(out, Mapping) else None
-        problem: str | None = None
-        if error is not None:
-            first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
-            problem = f"the reply did not parse ({first_line}); it was {_excerpt(raw)}"
-        elif parsed is None:
-            problem = f"the reply held no verdict; it was {_excerpt(raw)}"
-        else:
-            if isinstance(parsed, BaseModel):
-                parsed = parsed.model_dump()
-            if not isinstance(parsed, Mapping):
-                problem = f"the verdict is {type(parsed).__name__} {parsed!r:.60}, not an object"
-            else:
-                verdict = {str(k): v for k, v in parsed.items()}
-                problem = self.check(verdict)
-                if problem is None:
-                    return verdict
-        problems.append(problem)
-        return None
-
-    def read_text(
-        self, out: Any, problems: list[str], judged: Sequence[str] = ()
-    ) -> dict[str, Any] | None:
-        """The text form's verdict (`text_verdict.parse_text_verdict`), or ``None``.
-
-        ``judged`` are the texts of the answers shown: a reply's line that repeats one of
-        their ``Score:``/``Feedback:`` lines is an echo of the answer, not the verdict.
-        """
-        try:
-            text = text_verdict.reply_text(out)
+    def read(self, out: Any, context: LoopContext) -> dict[str, Any]:
+        """The verdict, its score a float on the scale; raises `_Unusable` saying why not."""
+        if self.text_form:  # a line that repeats one of the judged answer's is not read
+            shown = context["messages"] if self.whole_conversation else [context["last_response"]]
+            judged = [m.text for m in shown if isinstance(m, AIMessage)]
+            text = out.text if isinstance(out, BaseMessage) else out
+            if not isinstance(text, str):
+                raise _Unusable(f"the reply is {type(out).__name__} {out!r:.60}, not a text")
             score, feedback = text_verdict.parse_text_verdict(
                 text, (self.low, self.high), judged=judged
             )
-        except text_verdict.TextVerdictError as exc:
-            problems.append(str(exc))
-            return None
-        verdict: dict[str, Any] = {self.feedback_key: feedback, self.score_key: score}
-        problem = self.check(verdict)
-        if problem is not None:
-            problems.append(problem)
-            return None
-        return verdict
+            return self.checked({self.feedback_key: feedback, self.score_key: score})
+        raw, parsed, error = out["raw"], out["parsed"], out["parsing_error"]
+        if error is not None:
+            first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
+            raise _Unusable(f"the reply did not parse ({first_line}); it was {_excerpt(raw)}")
+        if parsed is None:
+            raise _Unusable(f"the reply held no verdict; it was {_excerpt(raw)}")
+        parsed = parsed.model_dump() if isinstance(parsed, BaseModel) else parsed
+        if not isinstance(parsed, Mapping):
+            raise _Unusable(f"the verdict is {type(parsed).__name__} {parsed!r:.60}, not an object")
+        return self.checked({str(k): v for k, v in parsed.items()})
 
-    def check(self, verdict: dict[str, Any]) -> str | None:
-        """Validate ``verdict`` in place (the score becomes a float); say what is wrong."""
-        if self.score_key not in verdict:
-            return f"the verdict has no '{self.score_key}' (fields: {sorted(verdict)})"
-        score = verdict[self.score_key]
+    def checked(self, verdict: dict[str, Any]) -> dict[str, Any]:
+        """``verdict`` with its score a float; raises `_Unusable` saying what is wrong."""
+        key = self.score_key
+        if key not in verdict:
+            raise _Unusable(f"the verdict has no '{key}' (fields: {sorted(verdict)})")
+        score = verdict[key]
         if isinstance(score, str):
             try:
                 score = float(score.strip())
             except ValueError:
-                return f"'{self.score_key}' is {score!r}, not a number"
+                raise _Unusable(f"'{key}' is {score!r}, not a number") from None
         if isinstance(score, bool) or not isinstance(score, int | float):
-            return f"'{self.score_key}' is {score!r:.60} ({type(score).__name__}), not a number"
+            raise _Unusable(f"'{key}' is {score!r:.60} ({type(score).__name__}), not a number")
         number = finite_float(score)
         if number is None:
-            return f"'{self.score_key}' is {describe_number(score)}, not a finite number"
+            raise _Unusable(f"'{key}' is {describe_number(score)}, not a finite number")
         if not self.low <= score <= self.high:
             # the exact value: 100.0000001 must not read as "100"
             low, high = format_score(self.low), format_score(self.high)
-            return (
-                f"the {self.score_key} {describe_number(score)} is outside the scale "
-                f"{low}-{high} (out of range: it must be from {low} to {high})"
+            raise _Unusable(
+                f"the {key} {describe_number(score)} is outside the scale {low}-{high} (out of "
+                f"range: it must be from {low} to {high})"
             )
-        feedback = verdict.get(self.feedback_key)
-        if not isinstance(feedback, str):
-            return f"'{self.feedback_key}' is {feedback!r:.40}, not a text"
-        verdict[self.score_key] = number
-        return None
+        if not isinstance(verdict.get(self.feedback_key), str):
+            raise _Unusable(
+                f"'{self.feedback_key}' is {verdict.get(self.feedback_key)!r:.40}, not a text"
+            )
+        return {**verdict, key: number}
 
     def evaluation(self, verdict: dict[str, Any]) -> LoopEvaluation:
         score = float(verdict[self.score_key])
@@ -283,28 +303,25 @@ class _Judge:
             "low": _Shown(self.low),
             "high": _Shown(self.high),
         }
-        return {
-            "stop": score >= self.threshold,
-            "feedback": self.template.format_map(values).strip(),
-            "score": score,
-        }
+        feedback = self.template.format_map(values).strip()
+        return {"stop": score >= self.threshold, "feedback": feedback, "score": score}
 
     def error(self, context: LoopContext, problems: Sequence[str]) -> JudgeError:
         attempts = "; ".join(f"attempt {i}: {p}" for i, p in enumerate(problems, 1))
+        hint = (
+            "check the model can follow the text form ('Score: N', 'Feedback: ...')"
+            if self.text_form
+            else "check `method` suits the server (llama.cpp needs 'function_calling')"
+        )
         return JudgeError(
             f"llm_judge {self.name!r} gave no usable verdict at iteration "
             f"{context['iteration']} after {len(problems)} attempts ({attempts}). Expected "
             f"'{self.feedback_key}' and '{self.score_key}' from {format_score(self.low)} to "
-            f"{format_score(self.high)}; make the scale clear in the instructions, "
-            f"{self.hint()}, or raise `retries`.",
+            f"{format_score(self.high)}; make the scale clear in the instructions, {hint}, "
+            f"or raise `retries`.",
             problems,
             iteration=context["iteration"],
         )
-
-    def hint(self) -> str:
-        if self.text_form:
-            return "check the model can follow the text form ('Score: N', 'Feedback: ...')"
-        return "check `method` suits the server (llama.cpp needs 'function_calling')"
 
 
 def _excerpt(raw: object) -> str:
@@ -340,20 +357,19 @@ def _check_scale(scale: object, threshold: object) -> tuple[float, float, float]
     return low, high, float(threshold)
 
 
-def _check_text_form(model: object, schema: object, score_key: str, feedback_key: str) -> None:
-    if not (callable(getattr(model, "invoke", None)) and callable(getattr(model, "ainvoke", None))):
+def _check_model(model: object, text_form: bool, schema: object, keys: tuple[str, str]) -> None:
+    needed = ("invoke", "ainvoke") if text_form else ("with_structured_output",)
+    if not all(callable(getattr(model, method, None)) for method in needed):
         raise TypeError(
-            f"model must be a chat model (with invoke and ainvoke); got {type(model).__name__}"
+            f"model must be a chat model with {' and '.join(needed)} (e.g. ChatOpenAI); got "
+            f"{type(model).__name__}"
         )
-    if schema is not None:
+    if text_form and (schema is not None or keys != ("score", "feedback")):
         raise ValueError(
-            "structured_output='text' reads a fixed form ('Score: N', 'Feedback: ...') and "
-            "takes no schema; drop schema= or use structured_output='native'"
-        )
-    if (score_key, feedback_key) != ("score", "feedback"):
-        raise ValueError(
-            "structured_output='text' has the fields 'score' and 'feedback' only; drop "
-            "score_key=/feedback_key= (use {score} and {feedback} in the template)"
+            "structured_output='text' reads a fixed form ('Score: N', 'Feedback: ...'): it "
+            "takes no schema and has the fields 'score' and 'feedback' only (use {score} and "
+            "{feedback} in the template); drop schema=, score_key= and feedback_key=, or use "
+            "structured_output='native'"
         )
 
 
@@ -396,75 +412,40 @@ def llm_judge(
 ) -> LoopEvaluatorRunnable:
     r"""An evaluator that asks a chat model for a score and feedback on each answer.
 
-    The judge is sent ``instructions`` as a system message, then the original request
-    and the latest answer (as in the seed), or with ``whole_conversation=True`` the whole
-    conversation. Its reply is read through structured output into ``schema``; the
-    answer is accepted when the score reaches ``threshold``. The feedback sent back to
-    the agent is ``template`` filled in with the verdict.
+    The judge is sent ``instructions`` (system), then the request and the latest answer
+    (or, with ``whole_conversation=True``, every message). The answer is accepted when the
+    score reaches ``threshold``; the feedback is ``template`` filled with the verdict. A
+    verdict that does not parse, lacks a field or is off ``scale`` is asked for again
+    (saying what was wrong) up to ``retries`` times, then `JudgeError` is raised.
 
-    A reply that does not parse, lacks a field or scores outside ``scale`` is asked for
-    again (the model is told what was wrong) up to ``retries`` times; then `JudgeError`
-    is raised. The evaluator works with both ``invoke`` and ``ainvoke`` of the loop.
-
-    With ``structured_output="text"`` no structured output is used: the judge is asked
-    to reply ``Score: N`` and ``Feedback: ...`` (the form is appended to the
-    instructions and repeated after the answer), and the reply is parsed strictly (see
-    `loop_agents.evaluators.text_verdict` for exactly what is accepted), with the same
-    re-asking and `JudgeError`. Any chat model works, also one without tool calling or
-    JSON output (Ollama's small models, SmolLM2 on llama.cpp).
+    When the server refuses ``method`` (`REFUSALS`: llama.cpp's, vLLM's and Ollama's
+    words), the judge moves to the next of ``json_schema``, ``function_calling``,
+    ``json_mode`` for the rest of its life, warning once with the method it now uses;
+    when the server refuses them all, `JudgeError` names what to set.
 
     Args:
-        model: The judge, a chat model with ``with_structured_output`` (e.g.
-            ``ChatOpenAI``).
-        instructions: The judge's system prompt: the rubric.
+        model: The judge, a chat model.
+        instructions: The judge's system prompt: the rubric (also the ``criteria``).
         threshold: The score at or above which the answer is accepted.
-        scale: The ``(low, high)`` range scores must fall in (default 0-100).
-        schema: The verdict's schema: a TypedDict or pydantic class or a JSON-schema
-            dict with ``score_key`` and ``feedback_key`` fields (more fields may be
-            used in ``template``). Default: ``feedback`` and ``score``, described with
-            the scale.
-        method: How structured output is requested: ``"json_schema"`` (OpenAI's
-            default), ``"function_calling"`` (llama.cpp's server and others that only
-            do tool calls) or ``"json_mode"``.
-        template: The feedback text, a ``str.format`` template with the verdict's
-            fields and ``{feedback}``, ``{score}``, ``{threshold}``, ``{low}``, ``{high}``.
-            Default ``"{feedback}\n\nScore: {score}"``; the seed's Chinese form is
-            ``"{feedback}\n\n综合得分：{score}"``.
-        whole_conversation: Show the judge every message of the conversation (earlier
-            attempts and feedback included) instead of the request and latest answer.
+        scale: The ``(low, high)`` range scores must fall in.
+        schema: A TypedDict, pydantic class or JSON schema with ``score_key`` and
+            ``feedback_key`` (its other fields may be used in ``template``).
+        method: ``"json_schema"``, ``"function_calling"`` or ``"json_mode"``.
+        template: A ``str.format`` template of the verdict's fields and ``{feedback}``,
+            ``{score}``, ``{threshold}``, ``{low}``, ``{high}``.
+        whole_conversation: Show the judge the whole conversation.
         retries: How many times an unusable verdict is asked for again (>= 0).
         score_key: The schema field holding the score.
         feedback_key: The schema field holding the comments.
         name: The evaluator's name in records, traces and combinators.
-        structured_output: ``"native"`` (the default): the model's structured output,
-            requested with ``method``. ``"text"``: the fixed text form; ``schema``,
-            ``score_key`` and ``feedback_key`` do not apply and ``method`` is not used.
-
-    Returns:
-        A runnable evaluator for `create_loop_agent`, ``all_of`` or ``panel``. Its
-        ``criteria`` attribute is the text of ``instructions`` (shown to the agent
-        with ``create_loop_agent(..., controls=[Criteria()])``).
-
-    Raises:
-        TypeError: ``model`` has no ``with_structured_output`` (``invoke`` for the
-            text form) or an option has the wrong type.
-        ValueError: the threshold is off the scale, the schema lacks the score or
-            feedback field, the template names unknown fields, ``structured_output``
-            is unknown, or the text form is given a schema or field names.
+        structured_output: ``"native"``, or ``"text"``: ``Score: N`` and ``Feedback: ...``
+            as plain text, from any chat model (no schema or keys).
 
     Example:
         ```python
-        from langchain_openai import ChatOpenAI
-        from loop_agents import create_loop_agent, llm_judge
-
-        judge = llm_judge(
-            ChatOpenAI(model="gpt-5.4-mini"),
-            "Score the haiku from 0 to 100: form, imagery, surprise.",
-            threshold=75,
-        )
+        judge = llm_judge(ChatOpenAI(model="gpt-5.4-mini"), "Score the haiku 0-100.", threshold=75)
         loop = create_loop_agent(poet, judge, max_iterations=3)
         ```
-
     """
     if structured_output not in ("native", "text"):
         raise ValueError(
@@ -473,13 +454,7 @@ def llm_judge(
             f"{structured_output!r}"
         )
     text_form = structured_output == "text"
-    if text_form:
-        _check_text_form(model, schema, score_key, feedback_key)
-    elif not callable(getattr(model, "with_structured_output", None)):
-        raise TypeError(
-            f"model must be a chat model with with_structured_output (e.g. ChatOpenAI); got "
-            f"{type(model).__name__}"
-        )
+    _check_model(model, text_form, schema, (score_key, feedback_key))
     if isinstance(instructions, str):
         instructions = SystemMessage(content=instructions)
     elif not isinstance(instructions, SystemMessage):
@@ -487,21 +462,15 @@ def llm_judge(
             f"instructions must be a string or a SystemMessage; got {type(instructions).__name__}"
         )
     low, high, threshold = _check_scale(scale, threshold)
-    if method not in ("json_schema", "function_calling", "json_mode"):
+    if method not in METHODS:
         raise ValueError(
             f"method must be 'json_schema', 'function_calling' or 'json_mode'; got {method!r}"
         )
     if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
         raise ValueError(f"retries must be an int >= 0; got {retries!r}")
-    chosen_schema: dict[str, Any] | type
-    if schema is None:
-        chosen_schema = default_schema((low, high))
-    elif isinstance(schema, Mapping):
-        chosen_schema = dict(schema)
-    else:
-        chosen_schema = schema
-    fields = schema_fields(chosen_schema)
-    chosen_schema = with_scale(chosen_schema, score_key, (low, high))
+    given = dict(schema) if isinstance(schema, Mapping) else schema
+    chosen = default_schema((low, high)) if given is None else given
+    fields = schema_fields(chosen)
     missing = [key for key in (score_key, feedback_key) if key not in fields]
     if missing:
         raise ValueError(
@@ -510,10 +479,10 @@ def llm_judge(
         )
     judge = _Judge(
         model,
-        instructions,
+        with_scale(chosen, score_key, (low, high)),
+        instructions=instructions,
         threshold=threshold,
         scale=(low, high),
-        schema=chosen_schema,
         method=method,
         template=_check_template(template, fields),
         whole_conversation=bool(whole_conversation),
@@ -523,6 +492,5 @@ def llm_judge(
         name=check_name(name, "llm_judge"),
         text_form=text_form,
     )
-    return make_evaluator(
-        judge.name, judge.invoke, judge.ainvoke, criteria=instructions.text.strip() or None
-    )
+    criteria = instructions.text.strip() or None
+    return make_evaluator(judge.name, judge.invoke, judge.ainvoke, criteria=criteria)

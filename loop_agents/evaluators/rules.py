@@ -1,15 +1,14 @@
-"""Rule checks as evaluators: a function of the context, or a predicate on the answer text.
+"""Rule checks as evaluators: a check of the context, a predicate on the answer's text.
 
-A rule either passes (``stop=True``: accept, or in ``all_of`` go on to the next check) or
-fails with feedback that tells the agent what to fix. Rules cost no model call, so they
-go first in an ``all_of`` chain.
+And `todos_complete`, which goes on while the agent's own plan (its ``todos``, kept by
+LangChain's ``TodoListMiddleware``) has open items (docs/evaluators.md).
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeAlias, cast
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, TypeAlias
 
 from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import run_in_executor
@@ -25,7 +24,6 @@ RuleResult: TypeAlias = tuple[bool, str]
 RuleCheck: TypeAlias = (
     Callable[[LoopContext], RuleResult] | Callable[[LoopContext], Awaitable[RuleResult]]
 )
-"""A sync or async function of the `LoopContext` returning ``(ok, feedback)``."""
 
 
 def _verdict(name: str, result: object) -> LoopEvaluation:
@@ -67,39 +65,21 @@ def _docstring(func: object) -> str | None:
 def rule(
     check: RuleCheck, *, name: str | None = None, description: str | None = None
 ) -> LoopEvaluatorRunnable:
-    """Turn a check ``(LoopContext) -> (ok, feedback)`` into an evaluator.
+    """An evaluator from a check ``(LoopContext) -> (ok, feedback)``, sync or async.
 
-    When the check passes the evaluator says stop (accept, or in ``all_of`` go on to
-    the next evaluator); when it fails its feedback goes back to the agent. A sync check
-    works with both ``invoke`` and ``ainvoke`` of the loop (in ``ainvoke`` it runs in a
-    worker thread); an async check needs ``ainvoke``.
-
-    Args:
-        check: A sync or async function of the `LoopContext` returning ``(ok, feedback)``.
-        name: The evaluator's name (default: the function's name).
-        description: What the rule requires, for the agent: the evaluator's
-            ``criteria`` (shown with ``create_loop_agent(..., controls=[Criteria()])``).
-            Default: the first paragraph of the check's docstring, if it has one.
-
-    Returns:
-        A runnable evaluator.
-
-    Raises:
-        TypeError: ``check`` is not callable, or ``description`` is not a text.
+    A passing check says stop (accept, or in ``all_of`` go on); a failing one sends its
+    feedback to the agent. A sync check works under ``invoke`` and ``ainvoke``; an async
+    one needs ``ainvoke``. ``name`` defaults to the function's; ``description`` (the
+    ``criteria`` shown with ``Criteria()``) to the first paragraph of its docstring.
 
     Example:
         ```python
-        from loop_agents import LoopContext, rule
-
-
         def cites_a_source(context: LoopContext) -> tuple[bool, str]:
             ok = "http" in context["last_response"].text
             return ok, "" if ok else "Cite at least one source by its URL."
 
-
         loop = create_loop_agent(writer, rule(cites_a_source), max_iterations=3)
         ```
-
     """
     if not callable(check):
         raise TypeError(f"check must be a function of a LoopContext; got {check!r:.80}")
@@ -108,30 +88,19 @@ def rule(
     is_async = is_async_callable(check)
 
     def evaluate(context: LoopContext, config: RunnableConfig) -> LoopEvaluation:
-        if is_async:
+        result: Any = None if is_async else check(context)
+        if is_async or inspect.isawaitable(result):  # a sync check returning one is async too
+            if callable(getattr(result, "close", None)):
+                result.close()
             raise TypeError(
                 f"rule {label!r} is async; run the loop with ainvoke()/astream() instead of "
                 f"invoke()/stream()"
             )
-        result: Any = check(context)
-        if inspect.isawaitable(result):
-            close = getattr(result, "close", None)
-            if callable(close):
-                close()
-            raise TypeError(
-                f"rule {label!r} returned an awaitable; run the loop with ainvoke()/astream()"
-            )
         return _verdict(label, result)
 
     async def aevaluate(context: LoopContext, config: RunnableConfig) -> LoopEvaluation:
-        if is_async:
-            result = await cast(Callable[[LoopContext], Awaitable[RuleResult]], check)(context)
-        else:
-            func = cast(Callable[[LoopContext], Any], check)
-            result = await run_in_executor(config, func, context)
-            if inspect.isawaitable(result):
-                result = await result
-        return _verdict(label, result)
+        result: Any = check(context) if is_async else await run_in_executor(config, check, context)
+        return _verdict(label, await result if inspect.isawaitable(result) else result)
 
     return make_evaluator(label, evaluate, aevaluate, criteria=criteria)
 
@@ -143,36 +112,15 @@ def text_rule(
     name: str | None = None,
     description: str | None = None,
 ) -> LoopEvaluatorRunnable:
-    """Turn a predicate on the answer's text into an evaluator.
+    """An evaluator from a predicate on the answer's text (``True``: it passes).
 
-    Args:
-        predicate: A function of the latest answer's text; ``True`` means the answer
-            passes.
-        feedback: What the agent is told when the predicate fails: a text, or a
-            function of the answer's text returning one.
-        name: The evaluator's name (default: the predicate's name).
-        description: What the rule requires, for the agent (the evaluator's
-            ``criteria``). Default: the predicate's docstring, else ``feedback`` when
-            it is a fixed text.
-
-    Returns:
-        A runnable evaluator.
-
-    Raises:
-        TypeError: ``predicate`` is not callable, ``feedback`` is neither a text nor
-            a function, or ``description`` is not a text.
+    ``feedback`` is a text or a function of the answer's text. ``description`` defaults
+    to the predicate's docstring, else a fixed ``feedback``.
 
     Example:
         ```python
-        from loop_agents import text_rule
-
-        short = text_rule(
-            lambda text: len(text) <= 280,
-            lambda text: f"{len(text)} characters; keep it to 280.",
-            name="fits_a_post",
-        )
+        short = text_rule(lambda text: len(text) <= 280, "Keep it to 280 characters.")
         ```
-
     """
     if not callable(predicate):
         raise TypeError(f"predicate must be a function of the answer text; got {predicate!r:.80}")
@@ -203,3 +151,58 @@ def text_rule(
     evaluator = rule(check, name=label)
     evaluator.criteria = criteria
     return evaluator
+
+
+def todos_complete(
+    *, todos_key: str = "todos", require_plan: bool = False, name: str = "todos_complete"
+) -> LoopEvaluatorRunnable:
+    """Accept when every item of the agent's plan (its state's ``todos``) is completed.
+
+    Otherwise the feedback lists the open items; the score is the share completed. An
+    attempt without a plan is accepted, unless ``require_plan=True``.
+
+    Example:
+        ```python
+        loop = create_loop_agent(create_deep_agent(model=model), todos_complete(), 5)
+        ```
+    """
+    if not isinstance(todos_key, str) or not todos_key:
+        raise TypeError(f"todos_key must be a non-empty string; got {todos_key!r}")
+
+    def evaluate(context: LoopContext, config: RunnableConfig) -> LoopEvaluation:
+        return _plan_verdict((context.get("agent_state") or {}).get(todos_key), require_plan)
+
+    async def aevaluate(context: LoopContext, config: RunnableConfig) -> LoopEvaluation:
+        return evaluate(context, config)
+
+    criteria = "Every item of your plan (your todo list) is completed."
+    return make_evaluator(name, evaluate, aevaluate, criteria=criteria)
+
+
+def _plan_verdict(todos: Any, require_plan: bool) -> LoopEvaluation:
+    if not todos:
+        if not require_plan:
+            return {"stop": True, "score": 1.0}
+        feedback = "Make a plan first: write the steps as a todo list, then do them."
+        return {"stop": False, "feedback": feedback, "score": 0.0}
+    problem = None
+    if not isinstance(todos, Sequence) or isinstance(todos, str):
+        problem = f"the plan is {type(todos).__name__}, not a list of items"
+    else:
+        odd = [
+            i for i in todos if not (isinstance(i, Mapping) and isinstance(i.get("content"), str))
+        ]
+        problem = f"a plan item has no 'content' text: {odd[0]!r:.80}" if odd else None
+    if problem is not None:
+        return {"stop": False, "feedback": f"The plan cannot be read: {problem}.", "score": 0.0}
+    status = [(item["content"], str(item.get("status") or "pending")) for item in todos]
+    left = [(content, state) for content, state in status if state != "completed"]
+    if not left:
+        return {"stop": True, "score": 1.0}
+    done = len(todos) - len(left)
+    listed = "\n".join(f"- {content} ({state})" for content, state in left)
+    feedback = (
+        f"{done} of {len(todos)} items of your plan are completed. Not done yet:\n{listed}\n"
+        f"Carry on with them, and mark each completed when it is."
+    )
+    return {"stop": False, "feedback": feedback, "score": done / len(todos)}

@@ -1,42 +1,8 @@
 """The text form of an LLM judge's verdict: ``Score: N`` and ``Feedback: ...``, parsed strictly.
 
-For judge models without tool calling or JSON output (Ollama's small models, llama.cpp
-without grammar support, SmolLM2): ``llm_judge(..., structured_output="text")`` asks for
-
-```
-Score: 85
-Feedback: Vivid imagery; the last line breaks the 5-7-5 form.
-```
-
-and reads the reply with `parse_text_verdict`. What is accepted, exactly:
-
-- two labelled parts, ``Score:`` and ``Feedback:``, each once, in either order, each
-  label at the start of a line; the reply starts with one of them (after whitespace);
-- around that, only: one leading ``<think>...</think>`` block (a reasoning model's),
-  and one code fence wrapping the whole verdict (```` ``` ```` or ```` ```text ````);
-- labels in any letter case, optionally in Markdown bold (``**Score:**``,
-  ``**Score**:``), with spaces around the colon;
-- after ``Score:`` one plain decimal number (optional sign, at most 15 digits before
-  and 15 after the point) and nothing else but: surrounding spaces, ``/H`` where ``H``
-  is the top of the scale (``85/100`` on 0-100; ``8/10`` there is rejected), and one
-  trailing period (``Score: 85.``);
-- the feedback is everything after ``Feedback:`` up to the score line or the end of the
-  reply (several lines allowed), stripped; it must not be empty;
-- the score must lie on the scale (``low <= score <= high``).
-
-A line that *quotes* is never taken as a label, so a verdict cannot come from the text
-being judged: a line inside a code fence within the reply (the judge quoting code), and a
-line that repeats a label line of the answer being judged as the parser reads it (case,
-spaces, bold marks and a final period aside: ``score:100`` repeats ``**Score:** 100.``;
-``judged=``; the judge echoing an answer that carries its own ``Score: 100``). A reply whose only
-``Score:`` line is such a line has no score of its own and is rejected (the judge is asked
-again, told why); one that quotes the answer's line and gives its own score is read by its
-own. An honest score that happens to match the answer's line word for word is rejected
-too: the judge is told to write it in another form (``Score: 100/100``).
-
-Anything else is rejected with a message saying what was wrong (a preamble, a missing
-or repeated label, ``inf``, ``nan``, ``1e400``, a 400-digit number, ``85%``, words, text
-after a final score line, an off-scale score); the judge then asks again.
+For judge models without tool calling or JSON output (``llm_judge(...,
+structured_output="text")``). Exactly what `parse_text_verdict` accepts, and why a line
+that quotes the judged answer is never read as the verdict: docs/judges.md.
 """
 
 from __future__ import annotations
@@ -45,13 +11,11 @@ import math
 import re
 from collections.abc import Sequence
 
-from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import AnyMessage, HumanMessage, SystemMessage
 
 from loop_agents.evaluators.base import format_score
 
 TEXT_FORM = "Score: <one number from {low} to {high}>\nFeedback: <{feedback}>"
-"""The form the judge is asked for (filled with the scale)."""
-
 FEEDBACK_HINT = "what is good and, concretely, what to improve"
 
 _LABEL = re.compile(
@@ -66,96 +30,46 @@ class TextVerdictError(ValueError):
     """A judge's text reply is not in the form `parse_text_verdict` accepts."""
 
 
-def text_form(scale: tuple[float, float]) -> str:
-    """The two lines the judge is asked to write, for ``scale``.
-
-    Example:
-        ```python
-        print(text_form((0, 100)))
-        # Score: <one number from 0 to 100>
-        # Feedback: <what is good and, concretely, what to improve>
-        ```
-
-    """
-    low, high = (format_score(v) for v in scale)
-    return TEXT_FORM.format(low=low, high=high, feedback=FEEDBACK_HINT)
-
-
-def text_instructions(instructions: SystemMessage, scale: tuple[float, float]) -> SystemMessage:
-    """The judge's system message with the reply form appended.
-
-    Example:
-        ```python
-        system = text_instructions(SystemMessage("Score the haiku."), (0, 100))
-        ```
-
-    """
-    form = f"Reply in exactly this form, these two parts and nothing else:\n{text_form(scale)}"
-    if isinstance(instructions.content, str):
-        return SystemMessage(content=f"{instructions.content}\n\n{form}")
-    return SystemMessage(content=[*instructions.content, {"type": "text", "text": form}])
-
-
 def text_prompt(
     instructions: SystemMessage,
     shown: Sequence[AnyMessage],
     problems: Sequence[str],
     scale: tuple[float, float],
 ) -> list[AnyMessage]:
-    """The judge's messages: instructions with the form, what is judged, the request.
+    """Instructions with the form appended, what is judged, then a request for the verdict.
 
-    The last message asks for the verdict in the form; after an unusable reply it says
-    first what was wrong with it.
-
-    Example:
-        ```python
-        messages = text_prompt(system, [request, answer], [], (0, 100))
-        ```
-
+    After an unusable reply the request says first what was wrong with it.
     """
-    ask = f"Judge the answer above. Reply in exactly this form:\n{text_form(scale)}"
+    low, high = (format_score(v) for v in scale)
+    form = TEXT_FORM.format(low=low, high=high, feedback=FEEDBACK_HINT)
+    rule = f"Reply in exactly this form, these two parts and nothing else:\n{form}"
+    if isinstance(instructions.content, str):
+        system = SystemMessage(content=f"{instructions.content}\n\n{rule}")
+    else:
+        system = SystemMessage(content=[*instructions.content, {"type": "text", "text": rule}])
+    ask = f"Judge the answer above. Reply in exactly this form:\n{form}"
     if problems:
         ask = f"Your previous reply could not be used: {problems[-1]}. {ask}"
-    return [text_instructions(instructions, scale), *shown, HumanMessage(content=ask)]
-
-
-def reply_text(reply: object) -> str:
-    """The text of a model's reply (a message or a string)."""
-    if isinstance(reply, BaseMessage):
-        return reply.text
-    if isinstance(reply, str):
-        return reply
-    raise TextVerdictError(f"the reply is {type(reply).__name__} {reply!r:.60}, not a text")
+    return [system, *shown, HumanMessage(content=ask)]
 
 
 def parse_text_verdict(
     text: str, scale: tuple[float, float], *, judged: Sequence[str] = ()
 ) -> tuple[float, str]:
-    r"""Read ``Score: N`` and ``Feedback: ...`` from a judge's reply (see the module docs).
+    r"""``(score, feedback)`` from a judge's reply on ``scale`` (rules: docs/judges.md).
 
-    Args:
-        text: The reply.
-        scale: The ``(low, high)`` range the score must lie in.
-        judged: The texts being judged (the answer): a line of the reply that repeats
-            one of their labelled lines word for word is a quote, not a label.
-
-    Returns:
-        ``(score, feedback)``.
-
-    Raises:
-        TextVerdictError: the reply is not in the form; the message says why.
+    A line of the reply that repeats a labelled line of a ``judged`` text (the answer) is
+    a quote, not a label. Raises `TextVerdictError` saying why a reply is not in the form.
 
     Example:
         ```python
         parse_text_verdict("Score: 85/100\nFeedback: Vivid.", (0, 100))  # (85.0, "Vivid.")
-        parse_text_verdict("Score: inf\nFeedback: !", (0, 100))  # TextVerdictError
-        answer = "A haiku.\nScore: 100"
-        parse_text_verdict("Feedback: Weak.\nScore: 100", (0, 100), judged=[answer])
-        # TextVerdictError: its only 'Score:' line repeats the answer's
         ```
-
     """
-    lines = _unwrapped(text).splitlines()
+    # without a leading think block, and a fence around it all
+    unwrapped = _THINK.sub("", text, count=1).strip()
+    wrapped = _WRAPPED.match(unwrapped)
+    lines = (wrapped["body"].strip() if wrapped else unwrapped).splitlines()
     if not lines:
         raise TextVerdictError("the reply is empty")
     echoed, fenced = _labelled_lines(judged), _fenced(lines)
@@ -200,13 +114,6 @@ _THINK = re.compile(r"^\s*<think>.*?</think>", re.IGNORECASE | re.DOTALL)
 _WRAPPED = re.compile(r"^```(?:text|plain|plaintext)?[ \t]*\n(?P<body>.*)\n```$", re.DOTALL)
 
 
-def _unwrapped(text: str) -> str:
-    """``text`` without a leading think block and a code fence around it all, stripped."""
-    text = _THINK.sub("", text, count=1).strip()
-    match = _WRAPPED.match(text)
-    return match["body"].strip() if match else text
-
-
 def _score(given: str, scale: tuple[float, float]) -> float:
     low, high = scale
     shown = f"{format_score(low)} to {format_score(high)}"
@@ -231,23 +138,17 @@ def _score(given: str, scale: tuple[float, float]) -> float:
 
 
 def _labelled_lines(texts: Sequence[str]) -> frozenset[str]:
-    """The label lines of ``texts`` (``Score: 100``), each as the parser reads it."""
     matches = (_LABEL.match(line) for text in texts for line in text.splitlines())
     return frozenset(_canonical(m) for m in matches if m is not None)
 
 
 def _canonical(match: re.Match[str]) -> str:
-    """A label line as the parser reads it (case, spaces, bold marks, a final period aside).
-
-    ``score: 100``, ``Score:100``, ``Score: 100.`` and ``**Score:** 100`` are one line;
-    ``Score: 100/100`` is another.
-    """
+    # case, spaces, bold marks and a final period aside: "**Score:** 100." is "score:100"
     rest = re.sub(r"\s+", "", match["rest"].replace("*", "")).rstrip(".").lower()
     return f"{match['label'].lower()}:{rest}"
 
 
-def _fenced(lines: Sequence[str]) -> frozenset[int]:
-    """The indexes of the lines inside code fences (the fence lines included)."""
+def _fenced(lines: Sequence[str]) -> frozenset[int]:  # lines in code fences, fences included
     inside: set[int] = set()
     fence: str | None = None
     for i, line in enumerate(lines):
@@ -264,11 +165,11 @@ def _fenced(lines: Sequence[str]) -> frozenset[int]:
 
 
 def _missing(name: str, text: str, quoted: Sequence[str], echoed: frozenset[str]) -> str:
-    """Why the reply has no ``name`` label: none at all, or only quoted ones."""
     label = _NAMES[name]
     own = [q for q in quoted if q.lower().lstrip("*").startswith(name)]
     if not own:
-        return f"the reply has no '{label}' line; it was {_short(text)}"
+        shown = repr(text.strip()[:80]) if text.strip() else "empty"
+        return f"the reply has no '{label}' line; it was {shown}"
     if any(m is not None and _canonical(m) in echoed for m in map(_LABEL.match, own)):
         return (
             f"the reply has no '{label}' line of its own: its {own[0]!r:.60} repeats a line of "
@@ -280,7 +181,3 @@ def _missing(name: str, text: str, quoted: Sequence[str], echoed: frozenset[str]
         f"the reply has no '{label}' line of its own: its {own[0]!r:.60} is inside a code "
         f"fence (quoted text); write the verdict outside any fence"
     )
-
-
-def _short(text: str) -> str:
-    return repr(text.strip()[:80]) if text.strip() else "empty"

@@ -1,10 +1,7 @@
 """The schema of an LLM judge's verdict, with the score's scale written into it.
 
-A judge's score must lie on its scale. Saying so in the schema (``minimum`` and
-``maximum`` on the score field) lets a server that constrains its output while it
-generates (llama.cpp's grammars, through `loop_agents_cli.models.llama_cpp_http`) keep the
-score on the scale; a server that does not constrain reads the bounds as a hint, and the
-judge still checks every score and asks again when one is off the scale.
+``minimum`` and ``maximum`` on the score let a server that constrains its output (llama.cpp's
+grammars) keep the score on the scale; elsewhere they are a hint, and the judge checks anyway.
 """
 
 from __future__ import annotations
@@ -18,57 +15,35 @@ from pydantic import BaseModel
 
 from loop_agents.evaluators.base import format_score
 
-_NESTED = ("parameters", "schema")
-"""Where an OpenAI tool or response-format dict keeps its JSON schema."""
+_NESTED = ("parameters", "schema")  # where an OpenAI tool or response format has its schema
 
 
 def default_schema(scale: tuple[float, float]) -> dict[str, Any]:
-    """The JSON schema of the default verdict: ``feedback`` first, then ``score`` on ``scale``.
-
-    Example:
-        ```python
-        default_schema((0, 100))["properties"]["score"]["maximum"]  # 100
-        ```
-    """
+    """The default verdict's JSON schema: ``feedback`` first, then ``score`` on ``scale``."""
     low, high = scale
+    score = f"The answer's score, from {format_score(low)} (worst) to {format_score(high)} (best)."
+    feedback = "What is good and, concretely, what to improve."
+    bounds = {"minimum": _plain(low), "maximum": _plain(high)}
     return {
         "title": "Verdict",
         "description": "The judgement of the latest answer.",
         "type": "object",
         "properties": {
-            "feedback": {
-                "type": "string",
-                "description": "What is good and, concretely, what to improve.",
-            },
-            "score": {
-                "type": "number",
-                "description": (
-                    f"The answer's score, from {format_score(low)} (worst) to "
-                    f"{format_score(high)} (best)."
-                ),
-                "minimum": _plain(low),
-                "maximum": _plain(high),
-            },
+            "feedback": {"type": "string", "description": feedback},
+            "score": {"type": "number", "description": score, **bounds},
         },
         "required": ["feedback", "score"],
     }
 
 
 def schema_fields(schema: object) -> set[str]:
-    """The top-level field names of a verdict schema (TypedDict, pydantic or JSON schema).
-
-    Example:
-        ```python
-        schema_fields(default_schema((0, 100)))  # {'feedback', 'score'}
-        ```
-    """
+    """The top-level field names of a TypedDict, pydantic model or JSON-schema dict."""
     if isinstance(schema, Mapping):
-        for nested in _NESTED:  # OpenAI tool / response_format shapes
+        for nested in _NESTED:
             if isinstance(schema.get(nested), Mapping):
                 return schema_fields(schema[nested])
-        properties = schema.get("properties")
-        if isinstance(properties, Mapping):
-            return set(map(str, properties))
+        if isinstance(schema.get("properties"), Mapping):
+            return set(map(str, schema["properties"]))
     elif isinstance(schema, type) and issubclass(schema, BaseModel):
         return set(schema.model_fields)
     elif isinstance(schema, type) and hasattr(schema, "__annotations__"):
@@ -84,21 +59,9 @@ def with_scale(
 ) -> dict[str, Any] | type:
     """``schema`` with ``minimum`` and ``maximum`` of ``scale`` on its score field.
 
-    A TypedDict becomes the equivalent OpenAI function dict (same name, description and
-    fields; the parsed verdict is a dict either way); a JSON-schema dict is copied. A
-    score field that is not a number (or has bounds already) is left as it is, and so
-    is a pydantic model (give it ``Field(ge=..., le=...)``: its schema then has the
-    bounds, and pydantic checks them).
-
-    Example:
-        ```python
-        class Review(TypedDict):
-            score: int
-            feedback: str
-
-        with_scale(Review, "score", (0, 100))["parameters"]["properties"]["score"]
-        # {'type': 'integer', 'minimum': 0, 'maximum': 100}
-        ```
+    A TypedDict becomes the equivalent OpenAI function dict; a dict is copied. A score
+    that is not a number or has bounds already is left alone, and so is a pydantic model
+    (give it ``Field(ge=..., le=...)``).
     """
     if isinstance(schema, type):
         if issubclass(schema, BaseModel) or not hasattr(schema, "__annotations__"):
@@ -106,20 +69,15 @@ def with_scale(
         bounded: dict[str, Any] = dict(convert_to_openai_function(schema))
     else:
         bounded = copy.deepcopy(dict(schema))
-    properties = _properties(bounded)
-    field = properties.get(score_key) if properties is not None else None
+    inner = bounded
+    while nested := [inner[k] for k in _NESTED if isinstance(inner.get(k), dict)]:
+        inner = nested[0]
+    properties = inner.get("properties")
+    field = properties.get(score_key) if isinstance(properties, dict) else None
     if isinstance(field, dict) and field.get("type", "number") in ("number", "integer"):
         field.setdefault("minimum", _plain(scale[0]))
         field.setdefault("maximum", _plain(scale[1]))
     return bounded
-
-
-def _properties(schema: dict[str, Any]) -> dict[str, Any] | None:
-    for nested in _NESTED:
-        if isinstance(schema.get(nested), dict):
-            return _properties(schema[nested])
-    properties = schema.get("properties")
-    return properties if isinstance(properties, dict) else None
 
 
 def _plain(value: float) -> int | float:

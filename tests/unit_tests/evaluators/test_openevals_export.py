@@ -24,7 +24,7 @@ from loop_agents.evaluators import (
     rule,
     text_rule,
 )
-from loop_agents.evaluators.openevals_export import loop_context
+from loop_agents.evaluators.openevals import loop_context
 
 openevals_exact = pytest.importorskip("openevals.exact")
 
