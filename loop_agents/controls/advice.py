@@ -17,7 +17,6 @@ Either way the agent reads it fenced like any other feedback (``feedback_format`
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Generator, Sequence
 from typing import Any
 
@@ -226,28 +225,6 @@ class Advice(LoopControl):
             verdict.feedback = text
             verdict.feedback_from = "advisor"
         return outcome
-
-
-def ScoreThreshold(threshold: float | None = None) -> Advice:
-    """Deprecated: `Advice` (``Advice(threshold)``); this name goes in loop_agents 0.3."""
-    warnings.warn(
-        "ScoreThreshold(threshold) is now Advice(threshold): one control for what a score "
-        "decides and the advice a verdict left out; ScoreThreshold goes in loop_agents 0.3",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return Advice(threshold)
-
-
-def Advisor(model: Runnable[Any, Any] | None = None, *, threshold: float | None = None) -> Advice:
-    """Deprecated: `Advice` (``Advice(threshold, model=...)``); this name goes in 0.3."""
-    warnings.warn(
-        "Advisor(model) is now Advice(threshold, model=model): one control for what a score "
-        "decides and the advice a verdict left out; Advisor goes in loop_agents 0.3",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return Advice(threshold, model=model)
 
 
 def _ainvoke_with(model: Runnable[Any, Any]) -> Any:
