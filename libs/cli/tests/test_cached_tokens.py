@@ -10,7 +10,7 @@ from langchain_openai import ChatOpenAI
 from loop_agents_cli.results import token_totals
 
 from loop_agents import LoopContext, LoopEvaluation, UnknownPriceError, create_loop_agent
-from loop_agents.controls import Repair
+from loop_agents.controls import Budgets, Repair
 from loop_agents.controls.budgets import Budgets, PriceTable, check_prices
 from loop_agents.evaluators import llm_judge
 from loop_agents.loop.state import IterationRecord
@@ -94,8 +94,7 @@ def test_the_cost_budget_uses_the_cached_rate():
         FakeChat.of(*answers),
         never,
         50,
-        prices=prices(cached_input=0.1),
-        cost_budget=0.0045,
+        controls=[Budgets(cost_budget=0.0045, prices=prices(cached_input=0.1))],
     )
     result = loop.invoke({"messages": [REQUEST]})
     costs = [r["cost"] for r in result["records"]]
@@ -108,7 +107,10 @@ def test_the_cost_budget_uses_the_cached_rate():
 
 def test_a_cost_budget_refuses_a_cache_read_it_cannot_price():
     loop = create_loop_agent(
-        FakeChat.of(cached_answer("draft", 1000, 900)), never, 5, prices=prices(), cost_budget=1.0
+        FakeChat.of(cached_answer("draft", 1000, 900)),
+        never,
+        5,
+        controls=[Budgets(cost_budget=1.0, prices=prices())],
     )
     with pytest.raises(UnknownPriceError, match="cached_input"):
         loop.invoke({"messages": [REQUEST]})
