@@ -157,7 +157,12 @@ def _settings_of(settings: EvalSettings | None) -> EvalSettings:
 
 def _check_keywords(options: Mapping[str, Any]) -> None:
     """Refuse a keyword `run_eval` does not take, naming those it takes."""
-    for key in options:
+    for key, value in options.items():
+        if key in _SETTINGS:  # a keyword until 0.3
+            raise TypeError(
+                f"run_eval() got an unexpected keyword argument {key!r}: removed in "
+                f"loop_agents 0.3; pass settings=EvalSettings({key}={value!r:.60})"
+            )
         if key not in (*_KEYWORDS, "settings", "progress"):
             raise TypeError(
                 f"run_eval() got an unexpected keyword argument {key!r}"

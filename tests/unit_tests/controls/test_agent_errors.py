@@ -234,7 +234,9 @@ def test_classification_and_option_errors():
     with pytest.raises(ValueError, match="on_agent_error must be 'raise'"):
         create_loop_agent(agent, accept, controls=[AgentErrors("ignore")])  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="count_failed_attempts=False applies"):
-        create_loop_agent(agent, accept, controls=[AgentErrors("raise", count_failed_attempts=False)])
+        create_loop_agent(
+            agent, accept, controls=[AgentErrors("raise", count_failed_attempts=False)]
+        )
     with pytest.raises(ValueError, match="loop forever"):
         create_loop_agent(
             agent,

@@ -12,7 +12,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from loop_agents import LoopContext, LoopEvaluation, create_loop_agent, llm_judge
 from loop_agents.controls import AnswerSelection, Budgets, Plateau, budgets
-from loop_agents.controls.budgets import Budgets, tokens_used
+from loop_agents.controls.budgets import tokens_used
 from loop_agents.controls.plateau import plateaued
 from loop_agents.loop import turns
 from loop_agents.loop.feedback import is_feedback
@@ -351,6 +351,8 @@ def test_control_errors_name_the_control_and_its_parameter():
         Budgets(time_budget=0)
     with pytest.raises(TypeError, match="time_budget must be seconds"):
         Budgets(time_budget="1h")  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match=r"removed in loop_agents 0.3; pass controls=\[Plateau\(N, min_delta=2\)\]"):
+    with pytest.raises(
+        TypeError, match=r"removed in loop_agents 0.3; pass controls=\[Plateau\(N, min_delta=2\)\]"
+    ):
         create_loop_agent(agent, evaluate, min_delta=2)
     assert Budgets(time_budget=timedelta(minutes=2)).time_budget == 120.0

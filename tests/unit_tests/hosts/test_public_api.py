@@ -67,11 +67,11 @@ def test_the_names_marked_as_moved_are_gone():
 def test_the_names_deprecated_in_0_2_are_gone():
     import loop_agents.controls as controls
 
-    with pytest.raises(ModuleNotFoundError, match="loop_agents.loop.controls"):
+    with pytest.raises(ModuleNotFoundError, match=r"loop_agents\.loop\.controls"):
         importlib.import_module("loop_agents.loop.controls")
     for name in ("ScoreThreshold", "Advisor"):  # Advice(threshold, model=...)
         assert not hasattr(controls, name)
-    with pytest.raises(ModuleNotFoundError, match="loop_agents.controls.shorthands"):
+    with pytest.raises(ModuleNotFoundError, match=r"loop_agents\.controls\.shorthands"):
         importlib.import_module("loop_agents.controls.shorthands")
 
 
