@@ -60,16 +60,6 @@ _TRANSIENT_NAMES = frozenset(
 )
 
 
-def check_on_agent_error(value: object) -> OnAgentError:
-    """Return ``value`` if it is ``"raise"`` or ``"feedback"``, else raise `ValueError`."""
-    if value == "raise" or value == "feedback":
-        return value
-    raise ValueError(
-        f"on_agent_error must be 'raise' (an agent error ends the loop) or 'feedback' (an "
-        f"error the model caused becomes feedback for the next attempt); got {value!r:.40}"
-    )
-
-
 def _structured_output_errors() -> tuple[type[BaseException], ...]:
     try:
         from langchain.agents.structured_output import StructuredOutputError
@@ -299,7 +289,13 @@ class AgentErrors(LoopControl):
         max_agent_errors: int | None = 3,
     ) -> None:
         """Check the options."""
-        self.mode = check_on_agent_error(on_agent_error)
+        if on_agent_error not in ("raise", "feedback"):
+            raise ValueError(
+                f"on_agent_error must be 'raise' (an agent error ends the loop) or 'feedback' (an "
+                f"error the model caused becomes feedback for the next attempt); got "
+                f"{on_agent_error!r:.40}"
+            )
+        self.mode = on_agent_error
         if max_agent_errors is not None and (
             isinstance(max_agent_errors, bool) or not isinstance(max_agent_errors, int)
         ):
