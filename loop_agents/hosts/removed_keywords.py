@@ -2,17 +2,9 @@
 
 `create_loop_agent` and `LoopMiddleware` took keyword options (``select="best"``,
 ``patience=2``, ...) until loop_agents 0.3; now each is a control in ``controls=[...]``.
-A caller who still passes one gets Python's ``TypeError`` with the control to pass.
-
-Example:
-    ```python
-    @refuse_removed_keywords
-    def build(agent: object, *, controls: Sequence[LoopControl] = ()) -> object: ...
-
-    build(agent, select="best")
-    # TypeError: build() got an unexpected keyword argument 'select': removed in
-    # loop_agents 0.3; pass controls=[AnswerSelection('best')]
-    ```
+A caller who still passes one gets Python's ``TypeError`` with the control to pass:
+``create_loop_agent() got an unexpected keyword argument 'select': removed in loop_agents
+0.3; pass controls=[AnswerSelection('best')]``.
 """
 
 from __future__ import annotations
