@@ -5,7 +5,7 @@ in plain sentences, in at most 30 words, naming its version. Three rules check e
 answer (the first rejects what is plainly no announcement: code, JSON, a tool call
 written as text); while one fails, ``LoopMiddleware`` gives the agent the rules' feedback
 as a user turn and the model runs again, inside the same agent graph. The agent is shown
-the rules before its first try (``show_criteria=True``), its state is checkpointed
+the rules before its first try (a ``Criteria()`` control), its state is checkpointed
 (SQLite), and the program prints the loop's events as they stream, then each iteration's
 record from the agent's output (``loop_records``) and the announcement, saying whether it
 was accepted and whether the model ever called its tool.
@@ -42,6 +42,7 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from loop_agents import LoopMiddleware, all_of, text_rule
+from loop_agents.controls import Criteria
 from loop_agents.loop.events import is_loop_event
 from loop_agents_cli.models.settings import ModelSettings, SettingsError
 
@@ -113,7 +114,7 @@ names_the_version = text_rule(
 def build_agent(model: BaseChatModel, checkpointer: Any = None) -> Any:
     """The announcer: a create_agent agent whose answers the two rules check."""
     rules = all_of(prose, short, names_the_version)
-    loop = LoopMiddleware(rules, max_iterations=4, show_criteria=True)
+    loop = LoopMiddleware(rules, max_iterations=4, controls=[Criteria()])
     return create_agent(
         model, [word_count], system_prompt=SYSTEM, middleware=[loop], checkpointer=checkpointer
     )

@@ -19,15 +19,13 @@ either host: ``create_loop_agent(agent, evaluator, 5, controls=[...])`` or
 - `plateau`: `Plateau` (stop when the scores stop improving);
 - `stagnation`: `Stagnation` (stop when an answer repeats an earlier one);
 - `selection`: `AnswerSelection` (which attempt is the answer);
-- `retries`: `Retries` (retry policies and time limits of the calls);
-- `shorthands`: the one table of short names for controls (the former keyword options,
-  the command's options, the eval's arm keys).
+- `retries`: `Retries` (retry policies and time limits of the calls).
 
 A new control is one module here, with its tests; nothing else changes.
 """
 
 from loop_agents.controls.adaptive import Adaptive, Repair, Retry
-from loop_agents.controls.advice import Advice, Advisor, ScoreThreshold
+from loop_agents.controls.advice import Advice
 from loop_agents.controls.agent_errors import AgentErrors
 from loop_agents.controls.budgets import Budgets
 from loop_agents.controls.candidates import Candidates
@@ -57,7 +55,6 @@ from loop_agents.runtime.steps import Call, Measured
 __all__ = [
     "Adaptive",
     "Advice",
-    "Advisor",
     "AgentCall",
     "AgentErrors",
     "AnswerSelection",
@@ -80,7 +77,6 @@ __all__ = [
     "Restart",
     "Retries",
     "Retry",
-    "ScoreThreshold",
     "Stage",
     "Stagnation",
     "Turn",

@@ -17,7 +17,6 @@ Either way the agent reads it fenced like any other feedback (``feedback_format`
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Generator, Sequence
 from typing import Any
 
@@ -66,26 +65,6 @@ def default_advice(score: float | None, threshold: float | None) -> str:
     )
 
 
-def check_advisor(advisor: object) -> Runnable[list[BaseMessage], object] | None:
-    """Validate ``advisor=``: ``None`` or a chat model (any Runnable of messages).
-
-    Raises:
-        TypeError: anything else.
-
-    Example:
-        ```python
-        check_advisor(ChatOpenAI(model="gpt-5.4-mini"))
-        ```
-
-    """
-    if advisor is None or isinstance(advisor, Runnable):
-        return advisor
-    raise TypeError(
-        f"advisor must be a chat model (e.g. ChatOpenAI(model=...)) or another Runnable "
-        f"of a list of messages, or None; got {type(advisor).__name__} {advisor!r:.60}"
-    )
-
-
 def advisor_prompt(
     request: Sequence[AnyMessage],
     answer: AIMessage,
@@ -131,19 +110,6 @@ def advice_text(reply: object) -> str:
     )
 
 
-def check_threshold(threshold: object) -> float | None:
-    """Validate ``threshold=``: a finite number, or ``None``."""
-    if threshold is None:
-        return None
-    number = None if isinstance(threshold, bool) else finite_float(threshold)
-    if number is None:
-        raise TypeError(
-            f"threshold must be a finite number (the score at which a score-only verdict "
-            f"accepts) or None; got {describe_number(threshold)}"
-        )
-    return number
-
-
 class Advice(LoopControl):
     """What a verdict without a decision or without feedback means: a score decides, advice.
 
@@ -181,8 +147,20 @@ class Advice(LoopControl):
         self, threshold: float | None = None, *, model: Runnable[Any, Any] | None = None
     ) -> None:
         """Check the threshold and the advisor."""
-        self.threshold = check_threshold(threshold)
-        self.model = check_advisor(model)
+        number = None if isinstance(threshold, bool) else finite_float(threshold)
+        if threshold is not None and number is None:
+            raise TypeError(
+                f"threshold must be a finite number (the score at which a score-only verdict "
+                f"accepts) or None; got {describe_number(threshold)}"
+            )
+        if model is not None and not isinstance(model, Runnable):
+            raise TypeError(
+                f"advisor must be a chat model (e.g. ChatOpenAI(model=...)) or another "
+                f"Runnable of a list of messages, or None; got {type(model).__name__} "
+                f"{model!r:.60}"
+            )
+        self.threshold = number
+        self.model = model
         self.calls_models = self.model is not None
         self._run: FunctionRunnable[list[BaseMessage], Any] | None = None
         if self.model is not None:
@@ -226,28 +204,6 @@ class Advice(LoopControl):
             verdict.feedback = text
             verdict.feedback_from = "advisor"
         return outcome
-
-
-def ScoreThreshold(threshold: float | None = None) -> Advice:
-    """Deprecated: `Advice` (``Advice(threshold)``); this name goes in loop_agents 0.3."""
-    warnings.warn(
-        "ScoreThreshold(threshold) is now Advice(threshold): one control for what a score "
-        "decides and the advice a verdict left out; ScoreThreshold goes in loop_agents 0.3",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return Advice(threshold)
-
-
-def Advisor(model: Runnable[Any, Any] | None = None, *, threshold: float | None = None) -> Advice:
-    """Deprecated: `Advice` (``Advice(threshold, model=...)``); this name goes in 0.3."""
-    warnings.warn(
-        "Advisor(model) is now Advice(threshold, model=model): one control for what a score "
-        "decides and the advice a verdict left out; Advisor goes in loop_agents 0.3",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return Advice(threshold, model=model)
 
 
 def _ainvoke_with(model: Runnable[Any, Any]) -> Any:

@@ -159,6 +159,8 @@ class Candidates(LoopControl):
 
     def around_agent(self, call: AgentCall) -> Generator[Any, Any, Any]:
         """Make the k calls at once; return their attempts."""
+        if self.k == 1:  # one call, as without the control (a list of one is not the same)
+            return (yield call.but(agent=self.agents[0]) if self.agents else call)
         calls = [
             call.but(candidate=number, agent=self.agents[number - 1] if self.agents else None)
             for number in range(1, self.k + 1)

@@ -30,16 +30,6 @@ CRITERIA_FORMAT = (
 """The text of the criteria message."""
 
 
-def check_criteria_text(criteria: object) -> str | None:
-    """Validate a criteria text: a non-empty string, or ``None`` (the evaluator's)."""
-    if criteria is not None and (not isinstance(criteria, str) or not criteria.strip()):
-        raise TypeError(
-            f"Criteria(text=) must be a non-empty text (what the answer is judged by) or None "
-            f"(the evaluator's criteria); got {type(criteria).__name__} {criteria!r:.40}"
-        )
-    return criteria.strip() if isinstance(criteria, str) else None
-
-
 def criteria_note(text: str) -> str:
     """The criteria ``text`` as the agent reads it: a short preamble and the fenced text.
 
@@ -99,7 +89,12 @@ class Criteria(LoopControl):
 
     def __init__(self, text: str | None = None) -> None:
         """Check the text."""
-        self.text = check_criteria_text(text)
+        if text is not None and (not isinstance(text, str) or not text.strip()):
+            raise TypeError(
+                f"Criteria(text=) must be a non-empty text (what the answer is judged by) or "
+                f"None (the evaluator's criteria); got {type(text).__name__} {text!r:.40}"
+            )
+        self.text = text.strip() if isinstance(text, str) else None
 
     def bind(self, loop: LoopSpec) -> Criteria:
         """The criteria to show: ``text``, or the evaluator's (an error when it has none)."""

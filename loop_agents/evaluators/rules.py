@@ -52,7 +52,7 @@ def _description(description: object, default: str | None) -> str | None:
     if not isinstance(description, str) or not description.strip():
         raise TypeError(
             f"description must be a non-empty text (what the rule checks, shown to the "
-            f"agent with show_criteria=True) or None; got {description!r:.60}"
+            f"agent by a Criteria() control) or None; got {description!r:.60}"
         )
     return description.strip()
 

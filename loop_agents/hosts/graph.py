@@ -32,9 +32,9 @@ from langgraph.store.base import BaseStore
 from langgraph.types import Checkpointer
 
 from loop_agents.controls.adaptive import with_a_strategy
-from loop_agents.controls.shorthands import controls_of_keywords
 from loop_agents.hosts.agent_step import AgentStep, routed
 from loop_agents.hosts.loop_agent import LoopAgent
+from loop_agents.hosts.removed_keywords import refuse_removed_keywords
 from loop_agents.loop.agents import AgentLike
 from loop_agents.loop.evaluation import Evaluator
 from loop_agents.loop.nodes import (
@@ -74,6 +74,7 @@ agent short. Under a caller's lower explicit limit the loop ends cleanly with
 ``stop_reason="recursion_limit"``."""
 
 
+@refuse_removed_keywords
 def create_loop_agent(
     agent: AgentLike,
     evaluator: Evaluator,
@@ -88,7 +89,6 @@ def create_loop_agent(
     concurrent_runs: ConcurrentRuns = "reject",
     busy_timeout: float | timedelta | None = None,
     share_agent_state: bool = False,
-    **deprecated: Any,
 ) -> LoopAgent:
     """Build a loop agent: call ``agent``, let ``evaluator`` judge, repeat until accepted.
 
@@ -156,10 +156,6 @@ def create_loop_agent(
             ``agent_state`` as the agent's starting state and write the selected
             iteration's back to it (``False``, the default: a parent's ``agent_state``
             stays the parent's). See docs/composition.md.
-        **deprecated: The keyword options of earlier releases (``select=``,
-            ``patience=``, ``history=``, ...), each the shorthand of a control: accepted
-            in this release with a `DeprecationWarning` naming the control to pass
-            instead (`loop_agents.controls.shorthands`).
 
     Returns:
         A `LoopAgent`: the compiled ``StateGraph`` (``loop.graph``; nest the loop,
@@ -202,7 +198,7 @@ def create_loop_agent(
         ```
 
     """
-    given = [*controls_of_keywords(deprecated, where="create_loop_agent"), *_listed(controls)]
+    given = _listed(controls)
     cap = check_max_iterations(max_iterations)
     if store is not None and not isinstance(store, BaseStore):
         raise TypeError(

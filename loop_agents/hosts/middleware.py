@@ -43,7 +43,6 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command, Overwrite
 
 from loop_agents.controls.adaptive import with_a_strategy
-from loop_agents.controls.shorthands import controls_of_keywords
 from loop_agents.hosts.middleware_state import (
     DEFAULT_STATE_KEYS,
     LOOP_KEYS,
@@ -60,6 +59,7 @@ from loop_agents.hosts.middleware_state import (
     loop_view,
     stopped_reason,
 )
+from loop_agents.hosts.removed_keywords import refuse_removed_keywords
 from loop_agents.loop.agents import encodable
 from loop_agents.loop.evaluation import Evaluator
 from loop_agents.loop.nodes import (
@@ -129,9 +129,6 @@ class LoopMiddleware(AgentMiddleware[Any, Any, Any]):
             as LangGraph delta channels (linear growth); ``"full"``: whole, for a
             checkpointer that keeps only the latest checkpoint. (A middleware is built
             before its agent's checkpointer is known, so ``"auto"`` means delta.)
-        **deprecated: The keyword options of earlier releases (``select=``,
-            ``history=``, ...): accepted in this release with a `DeprecationWarning`
-            naming the control to pass instead.
 
     Raises:
         TypeError: an option of the wrong type, or an evaluator or control that is not
@@ -155,6 +152,7 @@ class LoopMiddleware(AgentMiddleware[Any, Any, Any]):
 
     state_schema = loop_agent_state("delta")
 
+    @refuse_removed_keywords
     def __init__(
         self,
         evaluator: Evaluator,
@@ -164,11 +162,10 @@ class LoopMiddleware(AgentMiddleware[Any, Any, Any]):
         name: str = "loop_agent",
         state_keys: Sequence[str] = DEFAULT_STATE_KEYS,
         storage: Storage = "auto",
-        **deprecated: Any,
     ) -> None:
         """Check every option and assemble the loop's controls (before any model call)."""
         super().__init__()
-        given = [*controls_of_keywords(deprecated, where="LoopMiddleware"), *_listed(controls)]
+        given = _listed(controls)
         cap = check_max_iterations(max_iterations)
         spec = LoopSpec(None, evaluator, cap, host="middleware")
         parts = assemble_controls(with_a_strategy([AgentStopped(), KeptAnswers(), *given]), spec)

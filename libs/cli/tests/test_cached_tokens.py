@@ -9,8 +9,8 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langchain_openai import ChatOpenAI
 
 from loop_agents import LoopContext, LoopEvaluation, UnknownPriceError, create_loop_agent
-from loop_agents.controls import Repair
-from loop_agents.controls.budgets import Budgets, PriceTable, check_prices
+from loop_agents.controls import Budgets, Repair
+from loop_agents.controls.budgets import PriceTable, check_prices
 from loop_agents.evaluators import llm_judge
 from loop_agents.loop.state import IterationRecord
 from loop_agents.runtime.usage import CallUsage, usage_of_metadata
@@ -94,8 +94,7 @@ def test_the_cost_budget_uses_the_cached_rate():
         FakeChat.of(*answers),
         never,
         50,
-        prices=prices(cached_input=0.1),
-        cost_budget=0.0045,
+        controls=[Budgets(cost_budget=0.0045, prices=prices(cached_input=0.1))],
     )
     result = loop.invoke({"messages": [REQUEST]})
     costs = [r["cost"] for r in result["records"]]
@@ -108,7 +107,10 @@ def test_the_cost_budget_uses_the_cached_rate():
 
 def test_a_cost_budget_refuses_a_cache_read_it_cannot_price():
     loop = create_loop_agent(
-        FakeChat.of(cached_answer("draft", 1000, 900)), never, 5, prices=prices(), cost_budget=1.0
+        FakeChat.of(cached_answer("draft", 1000, 900)),
+        never,
+        5,
+        controls=[Budgets(cost_budget=1.0, prices=prices())],
     )
     with pytest.raises(UnknownPriceError, match="cached_input"):
         loop.invoke({"messages": [REQUEST]})
@@ -177,7 +179,9 @@ def priced(record: IterationRecord, *, cached_rate: bool = True) -> float:
 @pytest.mark.parametrize("streaming", [False, True])
 def test_a_server_s_prefix_cache_reaches_the_records_and_the_cost(streaming):
     server = ScriptedOpenAI(script(3), prefix_cache=True)
-    loop = wire_loop(server, 3, streaming=streaming, prices=WIRE_PRICES)
+    loop = wire_loop(
+        server, 3, streaming=streaming, controls=[Repair(), Budgets(prices=WIRE_PRICES)]
+    )
     result = loop.invoke({"messages": [REQUEST]})
     assert [bool(r.get("stream")) for r in server.requests[0::2]] == [streaming] * 3
     records = result["records"]
@@ -211,16 +215,16 @@ def test_a_server_s_prefix_cache_reaches_the_records_and_the_cost(streaming):
 
 def test_a_cost_budget_counts_a_server_s_cache_reads_at_the_cached_rate():
     server = ScriptedOpenAI(script(3), prefix_cache=True)
-    first, second, _ = wire_loop(server, 3, prices=WIRE_PRICES).invoke({"messages": [REQUEST]})[
-        "records"
-    ]
+    first, second, _ = wire_loop(
+        server, 3, controls=[Repair(), Budgets(prices=WIRE_PRICES)]
+    ).invoke({"messages": [REQUEST]})["records"]
     # the budget lets a third iteration start only at the cached rate: after iteration 2
     # the loop stops when what it spent plus iteration 2's cost would pass the budget
     budget = (first["cost"] + 2 * second["cost"]) * (1 + 1e-9)
     uncached = [priced(r, cached_rate=False) for r in (first, second)]
     assert uncached[0] + 2 * uncached[1] > budget
     again = ScriptedOpenAI(script(6), prefix_cache=True)
-    loop = wire_loop(again, 6, prices=WIRE_PRICES, cost_budget=budget)
+    loop = wire_loop(again, 6, controls=[Repair(), Budgets(prices=WIRE_PRICES, cost_budget=budget)])
     result = loop.invoke({"messages": [REQUEST]})
     assert result["iteration"] == 3
     assert result["stop_reason"] == "cost_budget"

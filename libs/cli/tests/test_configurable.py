@@ -15,6 +15,8 @@ from loop_agents_cli.serving.configurable import (
     configurable_loop,
     loop_settings,
 )
+
+from loop_agents.controls import Budgets
 from tests.fakes import review
 from tests.scripted_openai import ScriptedOpenAI, Structured
 
@@ -202,7 +204,7 @@ def test_show_criteria_puts_the_run_s_rubric_in_the_agent_s_prompt():
     from loop_agents.controls.criteria import criteria_note
 
     server, model = scripted("Pipely", Structured({"feedback": "Good.", "score": 90}))
-    loop = configurable_loop(model, show_criteria=True, request_budget=10)
+    loop = configurable_loop(model, show_criteria=True, controls=[Budgets(request_budget=10)])
     loop.invoke({"messages": [REQUEST]}, context={"task": TASK, "rubric": RUBRIC})
     system = server.requests[0]["messages"][0]
     assert system == {"role": "system", "content": f"{TASK}\n\n{criteria_note(RUBRIC)}"}

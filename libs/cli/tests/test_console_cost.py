@@ -8,6 +8,7 @@ from rich.console import Console
 
 from loop_agents import create_loop_agent
 from loop_agents_cli.console import LoopConsole
+from loop_agents.controls import Budgets
 from tests.fakes import FakeChat
 from tests.unit_tests.controls.test_budgets import PRICES, REQUEST, answer, judged_by
 
@@ -16,7 +17,7 @@ def test_the_console_shows_cost_when_prices_are_known():
     agent = FakeChat.of(answer("a", "agent-model", (10, 5)))
     judge = FakeChat.of(answer("v", "judge-model", (100, 20)))
     evaluate, _ = judged_by(judge)
-    loop = create_loop_agent(agent, evaluate, 2, prices=PRICES)
+    loop = create_loop_agent(agent, evaluate, 2, controls=[Budgets(prices=PRICES)])
     out = io.StringIO()
     view = LoopConsole(Console(file=out, width=120))
     for mode, payload in loop.stream({"messages": [REQUEST]}, stream_mode=["messages", "custom"]):

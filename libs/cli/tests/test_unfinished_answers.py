@@ -26,6 +26,10 @@ from loop_agents_cli.models.endpoints import resolve_endpoint
 from loop_agents_cli.models.llama_cpp_http import IncompleteAnswerError
 from loop_agents_cli.models.local_model import LocalModelServer
 from loop_agents_cli.models.settings import Environment, ModelSettings
+
+from loop_agents import LoopContext, LoopEvaluation, create_loop_agent
+from loop_agents.controls import Retries
+from loop_agents.controls.agent_errors import default_retry_policy, is_transient_error
 from tests.scripted_openai import ScriptedOpenAI, Unfinished
 
 HANG = 600
@@ -120,7 +124,7 @@ def test_the_loop_retries_an_unfinished_stream_and_the_judge_never_sees_it():
             model,
             _judge_seeing(judged),
             2,
-            agent_retry_policy=default_retry_policy(initial_interval=0.01),
+            controls=[Retries(agent_retry_policy=default_retry_policy(initial_interval=0.01))],
         )
         result = loop.invoke({"messages": [HumanMessage("Say hello.")]})
     assert judged == ["Hello."]

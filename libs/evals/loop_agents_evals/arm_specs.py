@@ -10,8 +10,8 @@ SPEC is one of:
   task's visible tests or checks (``loop``) or an LLM judge (``judge-loop``), e.g.
   ``--arm fresh=loop,history=feedback_log,feedback=plain,restart=on``.
 
-The loop options are the keys of the core's table of control shorthands
-(`loop_agents.controls.shorthands`, the same as the command's options): ``history``
+The loop options are the keys of the command's table of controls by short name
+(`loop_agents_cli.control_options`): ``history``
 (``full``, ``last_attempt``, ``feedback_log``: `History`), ``feedback`` (``default``: the
 review, fenced; ``plain``: the evaluator's text as it is: `FeedbackStyle`),
 ``candidates`` (N >= 2 answers per iteration: `Candidates`), ``select`` (``last``,
@@ -25,7 +25,7 @@ every retry, as the built-in ``loop`` does (`loop` adds a `Repair` control).
 
 Every error is a `ValueError` naming the option and the fix (with the closest name for a
 mistyped key), raised before any model is called; a factory's spec and a loop's base are
-checked before LangChain or LangGraph is imported (a loop's keys need the core's table).
+checked before LangChain or LangGraph is imported (a loop's keys need the table).
 
 Example:
     ```python
@@ -130,8 +130,9 @@ def load_factory(text: str) -> Any:
 
 
 def _loop(base: str, options: list[str]) -> Any:
-    """The loop of ``KEY=VALUE`` options, each the control the core's table gives its key."""
-    from loop_agents.controls.shorthands import KEYS, control_of_key
+    """The loop of ``KEY=VALUE`` options, each the control `KEYS` gives its key."""
+    from loop_agents_cli.control_options import KEYS, control_of_key
+
     from loop_agents_evals.grading import requirement_points
     from loop_agents_evals.loop_arm import loop
 

@@ -18,10 +18,6 @@ seed's loop). A loop arm none of whose controls chooses the kind of retry (``Res
 retry, give the control (``adaptive=on``, ``controls=[Adaptive(...)]``): the eval then
 keeps what it learns across the tasks (`loop_agents_evals.learning`).
 
-For one release `loop` also takes `create_loop_agent`'s old option keywords
-(``history=``, ``select=``, ...), each turned into the control it stands for with a
-``DeprecationWarning`` that names it.
-
 Example:
     ```python
     report = await arun_eval("code", model, arms={
@@ -45,9 +41,9 @@ from langgraph.store.memory import InMemoryStore
 
 from loop_agents.controls import Adaptive, Candidates, DiverseFirst, LoopControl, Repair
 from loop_agents.controls.candidates import best_candidate
-from loop_agents.controls.shorthands import controls_of_keywords
 from loop_agents.evaluators.judge import JudgeError, judge_format_options, llm_judge
 from loop_agents.hosts.graph import create_loop_agent
+from loop_agents.hosts.removed_keywords import removed_keyword_hint
 from loop_agents.loop.protocol import check_controls
 from loop_agents.loop.state import IterationRecord, LoopContext, LoopEvaluation, LoopOutput
 from loop_agents_evals.arm_protocol import ArmRun, EvalArm, Ran, describe_value
@@ -265,7 +261,7 @@ def loop(
     *,
     evaluator: LoopEvaluatorKind = "tests",
     controls: Sequence[LoopControl] = (),
-    **deprecated: Any,
+    **refused: Any,
 ) -> LoopArm:
     """An arm that is a `create_loop_agent` loop made of these controls.
 
@@ -280,9 +276,9 @@ def loop(
             `Repair` is added: every retry is a repair, as in the built-in ``loop``. The
             eval sets the agent (its model), ``max_iterations`` (from K) and the loop's
             name, storage and output.
-        **deprecated: `create_loop_agent`'s old option keywords (``history=``,
-            ``feedback_format=``, ``select=``, ...), for one release: each becomes the
-            control it stands for, with a ``DeprecationWarning`` naming it.
+        **refused: None taken: `create_loop_agent`'s keywords that the eval sets
+            itself are refused with the reason (``max_iterations=``: K sets it), the
+            keyword options removed in 0.3 (``history=``, ...) with the control to pass.
 
     Returns:
         A `LoopArm`, for ``arun_eval(..., arms={"name": loop(...)})``.
@@ -299,14 +295,13 @@ def loop(
                              Stagnation()])
         ```
     """
-    refused = [option for option in deprecated if option in _REFUSED]
-    if refused:
-        raise TypeError(f"loop() does not take {refused[0]}=: {_REFUSED[refused[0]]}")
-    if deprecated:  # each named in a DeprecationWarning, at the caller's line
-        try:
-            controls = [*controls_of_keywords(deprecated, where="loop"), *controls]
-        except ValueError as exc:
-            raise ValueError(f"loop(): {exc}") from None
+    for option, value in refused.items():
+        if option in _REFUSED:
+            raise TypeError(f"loop() does not take {option}=: {_REFUSED[option]}")
+        hint = removed_keyword_hint(option, value)
+        raise TypeError(
+            f"loop() got an unexpected keyword argument {option!r}" + (f": {hint}" if hint else "")
+        )
     return LoopArm(evaluator=evaluator, controls=controls)
 
 

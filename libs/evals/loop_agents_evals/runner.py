@@ -29,7 +29,6 @@ import dataclasses
 import math
 import os
 import threading
-import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -149,24 +148,28 @@ _KEYWORDS = ("arms", "iterations", "concurrency", "limit", "out", "retries", "pa
 _SETTINGS = tuple(f.name for f in dataclasses.fields(EvalSettings))
 
 
-def _settings_of(settings: EvalSettings | None, old: Mapping[str, Any]) -> EvalSettings:
-    """``settings``, with the options given the old way (as keywords) put in it, each warned."""
+def _settings_of(settings: EvalSettings | None) -> EvalSettings:
+    """``settings``, or the default settings."""
     if settings is not None and not isinstance(settings, EvalSettings):
         raise TypeError(f"settings must be an EvalSettings(...); got {type(settings).__name__}")
-    for key, value in old.items():
-        if key not in _SETTINGS:
+    return settings or EvalSettings()
+
+
+def _check_keywords(options: Mapping[str, Any]) -> None:
+    """Refuse a keyword `run_eval` does not take, naming those it takes."""
+    for key, value in options.items():
+        if key in _SETTINGS:  # a keyword until 0.3
+            raise TypeError(
+                f"run_eval() got an unexpected keyword argument {key!r}: removed in "
+                f"loop_agents 0.3; pass settings=EvalSettings({key}={value!r:.60})"
+            )
+        if key not in (*_KEYWORDS, "settings", "progress"):
             raise TypeError(
                 f"run_eval() got an unexpected keyword argument {key!r}"
                 f"{did_you_mean(key, (*_KEYWORDS, *_SETTINGS))}; its keywords are "
                 f"{', '.join(_KEYWORDS)}, settings=EvalSettings(...) (holding "
                 f"{', '.join(_SETTINGS)}) and progress"
             )
-        warnings.warn(
-            f"{key}= is deprecated: pass settings=EvalSettings({key}={value!r:.60})",
-            DeprecationWarning,
-            stacklevel=3,
-        )
-    return dataclasses.replace(settings or EvalSettings(), **old)
 
 
 def describe_model(model: object) -> str:
@@ -394,7 +397,6 @@ async def arun_eval(
     pair_timeout: float | None = PAIR_TIMEOUT,
     settings: EvalSettings | None = None,
     progress: ProgressCallback | None = None,
-    **deprecated: Any,
 ) -> EvalReport:
     """Run every task under every arm and compare the arms (async form of `run_eval`).
 
@@ -427,9 +429,6 @@ async def arun_eval(
             subset of tasks, the code timeout, a LangGraph server, the model's name,
             digest and seed, the same first answer, the retry delay).
         progress: Called with an `EvalProgress` at the start and after every pair.
-        **deprecated: `EvalSettings`' fields given as keywords, as before it existed
-            (``temperature=1.0``); accepted for one release, each with a
-            ``DeprecationWarning`` naming the setting to use instead.
 
     Returns:
         An `EvalReport`.
@@ -454,7 +453,7 @@ async def arun_eval(
                                  settings=EvalSettings(temperature=0.7))
         ```
     """
-    settings = _settings_of(settings, deprecated)
+    settings = _settings_of(settings)
     check_count("concurrency", concurrency, 1)
     check_count("retries", retries, 0)
     if pair_timeout is not None:
@@ -635,10 +634,8 @@ def run_eval(tasks: TaskSource, model: BaseChatModel | None = None, **options: A
         running = None
     if running is not None:
         raise RuntimeError("run_eval was called from a running event loop; use await arun_eval")
-    keywords = {k: v for k, v in options.items() if k in (*_KEYWORDS, "settings", "progress")}
-    old = {k: v for k, v in options.items() if k not in keywords}
-    settings = _settings_of(keywords.pop("settings", None), old)  # warned at the caller
-    coroutine = arun_eval(tasks, model, settings=settings, **keywords)
+    _check_keywords(options)
+    coroutine = arun_eval(tasks, model, **options)
     future = asyncio.run_coroutine_threadsafe(coroutine, background_loop())
     try:
         return future.result()

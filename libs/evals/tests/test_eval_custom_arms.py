@@ -6,7 +6,6 @@ the built-in arms are, on scripted OpenAI-compatible models."""
 from __future__ import annotations
 
 import json
-import warnings
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
@@ -369,35 +368,40 @@ async def test_a_bad_arm_is_refused_before_any_model_call(arms, options, error, 
 @pytest.mark.parametrize(
     ("options", "error", "phrase"),
     [
-        ({"histroy": "full"}, TypeError, r"argument 'histroy'; did you mean 'history'\?"),
+        (
+            {"histroy": "full"},
+            TypeError,
+            r"^loop\(\) got an unexpected keyword argument 'histroy'$",
+        ),
         ({"agent": object()}, TypeError, "does not take agent="),
         ({"max_iterations": 3}, TypeError, "the eval's budget K"),
         ({"output_mode": "last_message"}, TypeError, "does not take output_mode="),
         ({"candidate_temperature": 0.5}, TypeError, "every arm samples at the eval's"),
-        ({"history": "nope"}, ValueError, "loop\\(\\): history must be one of"),
+        (
+            {"history": "nope"},
+            TypeError,
+            r"'history': removed .* pass controls=\[History\('nope'\)\]",
+        ),
         ({"evaluator": "rules"}, ValueError, "must be 'tests'"),
-        ({"patience": 0}, ValueError, "loop\\(\\): "),
+        ({"patience": 0}, TypeError, r"'patience': removed in loop_agents 0.3; .*\[Plateau\(0\)\]"),
     ],
 )
 def test_loop_refuses_what_the_eval_sets_and_what_create_loop_agent_refuses(options, error, phrase):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)  # history=, patience=: see below
-        with pytest.raises(error, match=phrase):
-            loop(**options)
+    with pytest.raises(error, match=phrase):
+        loop(**options)
 
 
-def test_loop_s_old_option_keywords_become_controls_with_a_warning_naming_each():
-    with pytest.warns(DeprecationWarning, match="is deprecated: pass controls") as caught:
-        old = loop(history="feedback_log", select="best", controls=[Stagnation()])
-    assert [str(w.message) for w in caught] == [
-        "loop: history= is deprecated: pass controls=[History('feedback_log')] (the former "
-        "keyword options go in loop_agents 0.3)",
-        "loop: select= is deprecated: pass controls=[AnswerSelection('best')] (the former "
-        "keyword options go in loop_agents 0.3)",
-    ]
-    assert all(w.filename == __file__ for w in caught)  # the caller's line
-    new = loop(controls=[History("feedback_log"), AnswerSelection("best"), Stagnation()])
-    assert old.identity() == new.identity()  # the same arm: either resumes the other's eval
+def test_loop_s_old_option_keywords_are_refused_naming_the_control_each_became():
+    with pytest.raises(TypeError) as raised:
+        loop(history="feedback_log", controls=[Stagnation()])
+    assert str(raised.value) == (
+        "loop() got an unexpected keyword argument 'history': removed in loop_agents 0.3; "
+        "pass controls=[History('feedback_log')]"
+    )
+    with pytest.raises(TypeError, match=r"pass controls=\[AnswerSelection\('best'\)\]$"):
+        loop(select="best")
+    arm = loop(controls=[History("feedback_log"), AnswerSelection("best"), Stagnation()])
+    assert [type(c) for c in arm.controls] == [History, AnswerSelection, Stagnation, Repair]
     with pytest.raises(ValueError, match=r"loop\(\): controls .* cannot work together"):
         loop(controls=[Candidates(2), DiverseFirst(2)])
 

@@ -379,33 +379,35 @@ async def test_tasks_without_parts_have_no_part_table(tmp_path):
     assert report.to_json()["by_part"] == {}
 
 
-async def test_the_old_keyword_settings_still_work_one_release_with_a_warning(tmp_path):
+async def test_the_settings_given_as_keywords_before_0_3_are_refused(tmp_path):
     server = ReactiveOpenAI(feedback_helps)
-    with pytest.warns(DeprecationWarning, match="is deprecated: pass settings") as caught:
-        old = await arun_eval(
-            tasks(2), server.chat_model(), arms=["single"], temperature=0.5, task_ids=["t1"]
-        )
-    assert [str(w.message) for w in caught] == [
-        "temperature= is deprecated: pass settings=EvalSettings(temperature=0.5)",
-        "task_ids= is deprecated: pass settings=EvalSettings(task_ids=['t1'])",
-    ]
-    assert {w.filename for w in caught} == {__file__}  # the caller's line
-    new = await arun_eval(
+    with pytest.raises(
+        TypeError, match=r"^arun_eval\(\) got an unexpected keyword argument 'temperature'"
+    ):
+        await arun_eval(tasks(2), server.chat_model(), arms=["single"], temperature=0.5)
+    report = await arun_eval(
         tasks(2),
         server.chat_model(),
         arms=["single"],
         settings=EvalSettings(temperature=0.5, task_ids=["t1"]),
     )
-    assert old.settings == new.settings
-    assert [r.task_id for r in old.results] == ["t1"]
-    with pytest.raises(TypeError, match=r"'temprature' \(did you mean 'temperature'\?\)"):
+    assert report.settings["temperature"] == 0.5
+    assert [r.task_id for r in report.results] == ["t1"]
+    with pytest.raises(
+        TypeError, match=r"^arun_eval\(\) got an unexpected keyword argument 'temprature'"
+    ):
         await arun_eval(tasks(1), server.chat_model(), temprature=0.5)
 
 
-def test_the_sync_form_warns_at_its_caller_too():
-    with pytest.warns(DeprecationWarning, match="retry_delay= is deprecated") as caught:
+def test_the_sync_form_names_the_setting_a_keyword_belongs_in():
+    with pytest.raises(TypeError) as raised:
         run_eval(tasks(1), FakeChat.of("OK"), arms=["single"], retry_delay=0)
-    assert {w.filename for w in caught} == {__file__}
+    assert str(raised.value) == (
+        "run_eval() got an unexpected keyword argument 'retry_delay': removed in loop_agents "
+        "0.3; pass settings=EvalSettings(retry_delay=0)"
+    )
+    with pytest.raises(TypeError, match=r"'temprature' \(did you mean 'temperature'\?\)"):
+        run_eval(tasks(1), FakeChat.of("OK"), temprature=0.5)
 
 
 def test_tasks_may_be_given_as_the_mappings_of_a_task_file():

@@ -15,8 +15,8 @@ delta channels), all on the request `REQUEST`; the agent answers ``draft N for:
 
 - ``graph-paused`` (``create_loop_agent``, `human_review`): the person asked for
   another attempt (`REVIEW_FEEDBACK`) and the loop is paused again, at iteration 2.
-- ``graph-finished`` (``create_loop_agent``, `judge`, ``select="best"``,
-  ``patience=3``): the first draft was rejected (score 80), the second accepted
+- ``graph-finished`` (``create_loop_agent``, `judge`, ``AnswerSelection("best")``,
+  ``Plateau(3)``): the first draft was rejected (score 80), the second accepted
   (score 60), so the selected answer is iteration 1's (a copy of it ends the
   conversation).
 - ``middleware-paused`` and ``middleware-finished``: the same two with
@@ -60,6 +60,11 @@ from loop_agents import (  # noqa: E402
     human_review,
 )
 from tests.fakes import FakeChat  # noqa: E402
+
+try:  # where the controls are since 0.3
+    from loop_agents.controls import AnswerSelection, FeedbackStyle, Plateau
+except ImportError:  # the 0.2 release, which wrote the threads
+    from loop_agents.loop.controls import AnswerSelection, FeedbackStyle, Plateau
 
 RELEASE = "0.2.0"
 HERE = Path(__file__).parent
@@ -127,16 +132,16 @@ def build(thread_id: str, checkpointer: BaseCheckpointSaver[Any]) -> Any:
     """The loop of ``thread_id``, as it was built when the thread was saved."""
     paused = thread_id in PAUSED
     evaluator = human_review() if paused else judge
-    options: dict[str, Any] = {"feedback_format": FEEDBACK_FORMAT}
+    controls: list[Any] = [FeedbackStyle(FEEDBACK_FORMAT)]
     if not paused:
-        options["select"] = "best"
+        controls.append(AnswerSelection("best"))
     if form_of(thread_id) == "graph":
         if not paused:
-            options["patience"] = 3
+            controls.append(Plateau(3))
         return create_loop_agent(
-            writer, evaluator, MAX_ITERATIONS, checkpointer=checkpointer, **options
+            writer, evaluator, MAX_ITERATIONS, checkpointer=checkpointer, controls=controls
         )
-    middleware = LoopMiddleware(evaluator, MAX_ITERATIONS, **options)
+    middleware = LoopMiddleware(evaluator, MAX_ITERATIONS, controls=controls)
     return create_agent(FakeChat.of(draft), middleware=[middleware], checkpointer=checkpointer)
 
 

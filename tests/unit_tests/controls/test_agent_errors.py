@@ -9,6 +9,7 @@ from langchain_core.tools import ToolException
 from pydantic import BaseModel
 
 from loop_agents import LoopContext, LoopEvaluation, create_loop_agent
+from loop_agents.controls import AgentErrors, History, Retries
 from loop_agents.controls.agent_errors import (
     answer_problem,
     default_retry_policy,
@@ -53,7 +54,7 @@ async def test_a_validation_error_becomes_feedback(call):
     model = FakeChat.of('{"name": "Aurora", "version": "two"}', '{"name": "Aurora", "version": 2}')
     agent, aagent = json_agent(model)
     loop = create_loop_agent(
-        agent if call == "invoke" else aagent, accept, 3, on_agent_error="feedback"
+        agent if call == "invoke" else aagent, accept, 3, controls=[AgentErrors("feedback")]
     )
     inputs = {"messages": [REQUEST]}
     result = loop.invoke(inputs) if call == "invoke" else await loop.ainvoke(inputs)
@@ -102,7 +103,9 @@ def test_tool_errors_and_refusals_are_fed_back():
             raise item
         return item
 
-    loop = create_loop_agent(agent, accept, 5, on_agent_error="feedback", max_agent_errors=5)
+    loop = create_loop_agent(
+        agent, accept, 5, controls=[AgentErrors("feedback", max_agent_errors=5)]
+    )
     result = loop.invoke({"messages": [REQUEST]})
     errors = [r.get("error") for r in result["records"]]
     assert errors[0] == "ToolException: no such file: notes.txt"
@@ -128,8 +131,10 @@ def test_infrastructure_errors_are_retried_and_use_no_iteration():
         agent,
         accept,
         3,
-        on_agent_error="feedback",
-        agent_retry_policy=default_retry_policy(initial_interval=0.01),
+        controls=[
+            AgentErrors("feedback"),
+            Retries(agent_retry_policy=default_retry_policy(initial_interval=0.01)),
+        ],
     )
     result = loop.invoke({"messages": [REQUEST]})
     assert attempts == 3
@@ -141,14 +146,14 @@ def test_infrastructure_errors_and_bugs_are_never_feedback():
     def unreachable(messages: list[AnyMessage]) -> str:
         raise httpx.ConnectError("connection refused")
 
-    loop = create_loop_agent(unreachable, accept, 3, on_agent_error="feedback")
+    loop = create_loop_agent(unreachable, accept, 3, controls=[AgentErrors("feedback")])
     with pytest.raises(httpx.ConnectError):
         loop.invoke({"messages": [REQUEST]})
 
     def buggy(messages: list[AnyMessage]) -> str:
         return {}["missing"]
 
-    loop = create_loop_agent(buggy, accept, 3, on_agent_error="feedback")
+    loop = create_loop_agent(buggy, accept, 3, controls=[AgentErrors("feedback")])
     with pytest.raises(KeyError):
         loop.invoke({"messages": [REQUEST]})
     # and with the default, a model-caused error still ends the loop
@@ -171,7 +176,7 @@ def test_uncounted_failures_and_the_limit_in_a_row():
         return {"stop": False, "feedback": "more"}
 
     loop = create_loop_agent(
-        agent, again, 1, on_agent_error="feedback", count_failed_attempts=False
+        agent, again, 1, controls=[AgentErrors("feedback", count_failed_attempts=False)]
     )
     result = loop.invoke({"messages": [REQUEST]})
     assert (result["stop_reason"], result["iteration"]) == ("max_iterations", 3)
@@ -182,7 +187,7 @@ def test_uncounted_failures_and_the_limit_in_a_row():
         raise ToolException("broken tool")
 
     loop = create_loop_agent(
-        always_failing, again, 100, on_agent_error="feedback", max_agent_errors=4
+        always_failing, again, 100, controls=[AgentErrors("feedback", max_agent_errors=4)]
     )
     result = loop.invoke({"messages": [REQUEST]})
     assert (result["stop_reason"], result["iteration"]) == ("agent_errors", 4)
@@ -202,7 +207,9 @@ def test_a_failure_after_an_answer_keeps_the_answer_as_the_loop_s():
     def again(context: LoopContext) -> LoopEvaluation:
         return {"stop": False, "feedback": "more", "score": 3}
 
-    loop = create_loop_agent(agent, again, 2, on_agent_error="feedback", history="last_attempt")
+    loop = create_loop_agent(
+        agent, again, 2, controls=[History("last_attempt"), AgentErrors("feedback")]
+    )
     result = loop.invoke({"messages": [REQUEST]})
     assert result["stop_reason"] == "max_iterations"
     assert result["selected_iteration"] == 1
@@ -225,19 +232,19 @@ def test_classification_and_option_errors():
     assert answer_problem([blocks]) == "the model refused: No."
     agent = FakeChat.of("a")
     with pytest.raises(ValueError, match="on_agent_error must be 'raise'"):
-        create_loop_agent(agent, accept, on_agent_error="ignore")  # type: ignore[arg-type]
+        create_loop_agent(agent, accept, controls=[AgentErrors("ignore")])  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="count_failed_attempts=False applies"):
-        create_loop_agent(agent, accept, count_failed_attempts=False)
+        create_loop_agent(
+            agent, accept, controls=[AgentErrors("raise", count_failed_attempts=False)]
+        )
     with pytest.raises(ValueError, match="loop forever"):
         create_loop_agent(
             agent,
             accept,
-            on_agent_error="feedback",
-            count_failed_attempts=False,
-            max_agent_errors=None,
+            controls=[AgentErrors("feedback", count_failed_attempts=False, max_agent_errors=None)],
         )
     with pytest.raises(ValueError, match="max_agent_errors must be >= 1"):
-        create_loop_agent(agent, accept, on_agent_error="feedback", max_agent_errors=0)
+        create_loop_agent(agent, accept, controls=[AgentErrors("feedback", max_agent_errors=0)])
     with pytest.raises(ValueError, match="max_attempts must be an int >= 1"):
         default_retry_policy(0)
 
@@ -247,7 +254,7 @@ async def test_a_failed_attempt_is_an_agent_failed_event(call):
     model = FakeChat.of('{"name": "Aurora", "version": "two"}', '{"name": "Aurora", "version": 2}')
     agent, aagent = json_agent(model)
     loop = create_loop_agent(
-        agent if call == "stream" else aagent, accept, 3, on_agent_error="feedback"
+        agent if call == "stream" else aagent, accept, 3, controls=[AgentErrors("feedback")]
     )
     inputs = {"messages": [REQUEST]}
     if call == "stream":

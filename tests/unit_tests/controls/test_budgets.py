@@ -6,6 +6,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
 from loop_agents import LoopContext, LoopEvaluation, UnknownPriceError, create_loop_agent
+from loop_agents.controls import Budgets, Candidates
 from loop_agents.controls.budgets import cost_of, requests_used
 from tests.fakes import FakeChat
 
@@ -39,7 +40,10 @@ async def test_request_budget_stops_at_the_right_call(budget, iterations, call):
     agent, judge = FakeChat.of("a"), FakeChat.of("verdict")
     evaluate, aevaluate = judged_by(judge)
     loop = create_loop_agent(
-        agent, evaluate if call == "invoke" else aevaluate, 10, request_budget=budget
+        agent,
+        evaluate if call == "invoke" else aevaluate,
+        10,
+        controls=[Budgets(request_budget=budget)],
     )
     inputs = {"messages": [REQUEST]}
     result = loop.invoke(inputs) if call == "invoke" else await loop.ainvoke(inputs)
@@ -52,7 +56,9 @@ async def test_request_budget_stops_at_the_right_call(budget, iterations, call):
 def test_request_budget_counts_every_candidate():
     agent, judge = FakeChat.of("a"), FakeChat.of("verdict")
     evaluate, _ = judged_by(judge)
-    loop = create_loop_agent(agent, evaluate, 10, candidates=3, request_budget=12)
+    loop = create_loop_agent(
+        agent, evaluate, 10, controls=[Candidates(3), Budgets(request_budget=12)]
+    )
     result = loop.invoke({"messages": [REQUEST]})
     assert (result["stop_reason"], result["iteration"]) == ("request_budget", 2)
     assert len(agent.calls) == 6
@@ -71,7 +77,9 @@ def test_cost_budget_and_costs_in_records():
     agent = FakeChat.of(answer("a", "agent-model-2026-01", (10, 5)))
     judge = FakeChat.of(answer("v", "judge-model", (100, 20)))
     evaluate, _ = judged_by(judge)
-    loop = create_loop_agent(agent, evaluate, 10, prices=PRICES, cost_budget=0.30)
+    loop = create_loop_agent(
+        agent, evaluate, 10, controls=[Budgets(cost_budget=0.30, prices=PRICES)]
+    )
     result = loop.invoke({"messages": [REQUEST]})
     assert (result["stop_reason"], result["iteration"]) == ("cost_budget", 2)
     assert [r["cost"] for r in result["records"]] == pytest.approx([0.14, 0.14])
@@ -83,13 +91,17 @@ def test_without_prices_cost_is_none_and_an_unknown_model_is_an_error_with_a_bud
     result = create_loop_agent(agent, lambda c: {"stop": True}, 2).invoke({"messages": [REQUEST]})
     assert result["records"][0]["cost"] is None
     assert cost_of(result["records"]) is None
-    loop = create_loop_agent(agent, lambda c: {"stop": True}, 2, prices=PRICES)
+    loop = create_loop_agent(agent, lambda c: {"stop": True}, 2, controls=[Budgets(prices=PRICES)])
     assert loop.invoke({"messages": [REQUEST]})["records"][0]["cost"] is None
-    loop = create_loop_agent(agent, lambda c: {"stop": True}, 2, prices=PRICES, cost_budget=1)
+    loop = create_loop_agent(
+        agent, lambda c: {"stop": True}, 2, controls=[Budgets(cost_budget=1, prices=PRICES)]
+    )
     with pytest.raises(UnknownPriceError, match="'other-model' cannot be priced"):
         loop.invoke({"messages": [REQUEST]})
     starred = {**PRICES, "*": {"input": 0.0, "output": 0.0}}
-    loop = create_loop_agent(agent, lambda c: {"stop": True}, 2, prices=starred, cost_budget=1)
+    loop = create_loop_agent(
+        agent, lambda c: {"stop": True}, 2, controls=[Budgets(cost_budget=1, prices=starred)]
+    )
     assert loop.invoke({"messages": [REQUEST]})["records"][0]["cost"] == 0.0
 
 
@@ -100,19 +112,23 @@ def test_a_call_that_reports_no_usage_cannot_be_priced(call):
     silent = AIMessage("draft", response_metadata={"model_name": "agent-model"})
 
     ask_more = lambda c: {"stop": False, "feedback": "again"}  # noqa: E731
-    loop = create_loop_agent(FakeChat.of(silent), ask_more, 10, prices=PRICES, cost_budget=0.01)
+    loop = create_loop_agent(
+        FakeChat.of(silent), ask_more, 10, controls=[Budgets(cost_budget=0.01, prices=PRICES)]
+    )
     with pytest.raises(UnknownPriceError, match="reported no token usage") as raised:
         loop.invoke({"messages": [REQUEST]}) if call == "invoke" else list(
             loop.stream({"messages": [REQUEST]}, stream_mode="messages")
         )
     assert raised.value.unmetered
     assert raised.value.model == "agent-model"
-    result = create_loop_agent(FakeChat.of(silent), ask_more, 2, prices=PRICES).invoke(
-        {"messages": [REQUEST]}
-    )
+    result = create_loop_agent(
+        FakeChat.of(silent), ask_more, 2, controls=[Budgets(prices=PRICES)]
+    ).invoke({"messages": [REQUEST]})
     assert [r["cost"] for r in result["records"]] == [None, None]
     free = {"agent-model": {"input": 0.0, "output": 0.0}}
-    loop = create_loop_agent(FakeChat.of(silent), ask_more, 2, prices=free, cost_budget=1)
+    loop = create_loop_agent(
+        FakeChat.of(silent), ask_more, 2, controls=[Budgets(cost_budget=1, prices=free)]
+    )
     assert [r["cost"] for r in loop.invoke({"messages": [REQUEST]})["records"]] == [0.0, 0.0]
 
 
@@ -120,7 +136,10 @@ def test_a_call_that_reports_no_usage_cannot_be_priced(call):
 def test_usage_reported_while_streaming_is_priced(call):
     agent = FakeChat.of(answer("a", "agent-model", (10, 5)))
     loop = create_loop_agent(
-        agent, lambda c: {"stop": False, "feedback": "again"}, 10, prices=PRICES, cost_budget=0.05
+        agent,
+        lambda c: {"stop": False, "feedback": "again"},
+        10,
+        controls=[Budgets(cost_budget=0.05, prices=PRICES)],
     )
     inputs = {"messages": [REQUEST]}
     if call == "invoke":
@@ -139,22 +158,30 @@ def test_usage_reported_while_streaming_is_priced(call):
 def test_budget_option_errors():
     agent = FakeChat.of("a")
     with pytest.raises(TypeError, match="request_budget must be an int"):
-        create_loop_agent(agent, lambda c: {"stop": True}, request_budget=2.5)  # type: ignore[arg-type]
+        create_loop_agent(agent, lambda c: {"stop": True}, controls=[Budgets(request_budget=2.5)])  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="request_budget must be >= 1"):
-        create_loop_agent(agent, lambda c: {"stop": True}, request_budget=0)
+        create_loop_agent(agent, lambda c: {"stop": True}, controls=[Budgets(request_budget=0)])
     with pytest.raises(ValueError, match=r"request_budget must be at most .* 501 digits"):
-        create_loop_agent(agent, lambda c: {"stop": True}, request_budget=10**500)
+        create_loop_agent(
+            agent, lambda c: {"stop": True}, controls=[Budgets(request_budget=10**500)]
+        )
     with pytest.raises(ValueError, match="cost_budget needs prices="):
-        create_loop_agent(agent, lambda c: {"stop": True}, cost_budget=1.0)
+        create_loop_agent(agent, lambda c: {"stop": True}, controls=[Budgets(cost_budget=1.0)])
     with pytest.raises(ValueError, match="cost_budget must be a finite number > 0"):
-        create_loop_agent(agent, lambda c: {"stop": True}, cost_budget=-1, prices=PRICES)
+        create_loop_agent(
+            agent, lambda c: {"stop": True}, controls=[Budgets(cost_budget=-1, prices=PRICES)]
+        )
     with pytest.raises(TypeError, match="prices must be a non-empty mapping"):
-        create_loop_agent(agent, lambda c: {"stop": True}, prices=[])  # type: ignore[arg-type]
+        create_loop_agent(agent, lambda c: {"stop": True}, controls=[Budgets(prices=[])])  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"prices\['m'\] must be"):
-        create_loop_agent(agent, lambda c: {"stop": True}, prices={"m": {"in": 1}})  # type: ignore[dict-item]
+        create_loop_agent(
+            agent, lambda c: {"stop": True}, controls=[Budgets(prices={"m": {"in": 1}})]
+        )  # type: ignore[dict-item]
     with pytest.raises(ValueError, match=r"prices\['m'\]\['output'\] must be a finite number"):
         create_loop_agent(
-            agent, lambda c: {"stop": True}, prices={"m": {"input": 1, "output": float("inf")}}
+            agent,
+            lambda c: {"stop": True},
+            controls=[Budgets(prices={"m": {"input": 1, "output": float("inf")}})],
         )
 
 

@@ -11,7 +11,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 
 from loop_agents import LoopContext, LoopEvaluation, create_loop_agent
-from loop_agents.controls import Candidates, Repair
+from loop_agents.controls import AnswerSelection, Candidates, Repair
 from loop_agents.controls.candidates import best_candidate
 from loop_agents.loop.feedback import is_feedback
 from loop_agents.loop.records import record_answer
@@ -56,7 +56,7 @@ async def test_candidates_run_concurrently_and_the_best_is_kept():
         judging -= 1
         return by_length(context)
 
-    loop = create_loop_agent(varied, evaluate, 1, candidates=k)
+    loop = create_loop_agent(varied, evaluate, 1, controls=[Candidates(k)])
     result = await loop.ainvoke({"messages": [REQUEST]})
     assert peak == k
     assert evaluated_together == k  # the three evaluations overlapped too
@@ -84,7 +84,7 @@ def test_sync_candidates_run_in_threads():
         with lock:
             return next(answers)
 
-    loop = create_loop_agent(agent, by_length, 1, candidates=3)
+    loop = create_loop_agent(agent, by_length, 1, controls=[Candidates(3)])
     result = loop.invoke({"messages": [REQUEST]})
     assert result["last_response"].text == "three three"
     record = result["records"][0]
@@ -96,7 +96,7 @@ def test_sync_candidates_run_in_threads():
 
 def test_only_the_best_goes_back_to_the_agent_and_feedback_is_its_own():
     model = FakeChat.of("aa", "aaaa", "aaa", "aaaaaaaaaaaa", "b", "c")
-    loop = create_loop_agent(model, by_length, 3, controls=[Repair()], candidates=3)
+    loop = create_loop_agent(model, by_length, 3, controls=[Repair(), Candidates(3)])
     result = loop.invoke({"messages": [REQUEST]})
     assert result["stop_reason"] == "accepted"
     first, second = result["records"]
@@ -113,7 +113,7 @@ def test_only_the_best_goes_back_to_the_agent_and_feedback_is_its_own():
 def test_records_sum_every_candidate_s_tokens():
     usage = {"input_tokens": 10, "output_tokens": 2, "total_tokens": 12}
     model = FakeChat.of(AIMessage("one", usage_metadata=usage))
-    loop = create_loop_agent(model, by_length, 1, candidates=4)
+    loop = create_loop_agent(model, by_length, 1, controls=[Candidates(4)])
     record = loop.invoke({"messages": [REQUEST]})["records"][0]
     assert (record["input_tokens"], record["output_tokens"]) == (40, 8)
     assert record["requests"] == 4
@@ -125,7 +125,7 @@ def test_one_candidate_is_exactly_the_loop_without_the_option():
         model = FakeChat.of("a", "bb", "ccccccccccc")
         return create_loop_agent(model, by_length, 3, **options).invoke({"messages": [REQUEST]})
 
-    plain, one = run(), run(candidates=1)
+    plain, one = run(), run(controls=[Candidates(1)])
 
     def comparable(state: dict) -> dict:
         out = dict(state)
@@ -163,7 +163,7 @@ async def test_each_candidate_is_a_run_of_its_own_and_streams_with_its_number():
         seen.append(context)
         return {"stop": True, "score": len(context["last_response"].text)}
 
-    loop = create_loop_agent(model, evaluate, 1, candidates=2)
+    loop = create_loop_agent(model, evaluate, 1, controls=[Candidates(2)])
     tokens: dict[int | None, str] = {}
     events = []
     async for mode, chunk in loop.astream(
@@ -193,7 +193,7 @@ def test_candidate_calls_are_distinct_runs():
             runs.append((kwargs.get("name") or "", run_id, metadata or {}))
 
     model = FakeChat.of("a", "b", "c")
-    loop = create_loop_agent(model, by_length, 1, candidates=3)
+    loop = create_loop_agent(model, by_length, 1, controls=[Candidates(3)])
     loop.invoke({"messages": [REQUEST]}, {"callbacks": [Runs()]})
     agent_runs = [r for r in runs if r[0].startswith("iteration 1: agent")]
     assert sorted(r[0] for r in agent_runs) == [
@@ -219,7 +219,7 @@ def test_candidate_temperature_binds_each_model():
 
     model = Tempered.of("a")
     loop = create_loop_agent(
-        model, by_length, 1, candidates=3, candidate_temperature=[0.0, 0.5, 1.0]
+        model, by_length, 1, controls=[Candidates(3, temperature=[0.0, 0.5, 1.0])]
     )
     loop.invoke({"messages": [REQUEST]})
     assert sorted(t for t in temperatures if t is not None) == [0.0, 0.5, 1.0]
@@ -239,7 +239,7 @@ def test_candidate_errors_name_the_control_and_its_parameter():
         Candidates(2, temperature=-1)
     with pytest.raises(TypeError, match=r"Candidates\(temperature=\) sets a chat model's"):
         create_loop_agent(lambda m: "x", by_length, controls=[Candidates(2, temperature=0.5)])
-    with pytest.raises(ValueError, match="candidate_temperature applies with candidates"):
+    with pytest.raises(TypeError, match=r"pass controls=\[Candidates\(k, temperature=0.7\)\]"):
         create_loop_agent(model, by_length, candidate_temperature=0.7)
 
 
@@ -255,7 +255,9 @@ def test_a_loop_that_failed_in_the_evaluator_resumes_without_calling_the_agent_a
             raise error
         return by_length(context)
 
-    loop = create_loop_agent(model, flaky, 1, candidates=3, checkpointer=InMemorySaver())
+    loop = create_loop_agent(
+        model, flaky, 1, controls=[Candidates(3)], checkpointer=InMemorySaver()
+    )
     config = {"configurable": {"thread_id": "resume"}}
     with pytest.raises(RuntimeError, match="judge down"):
         loop.invoke({"messages": [REQUEST]}, config)
@@ -268,7 +270,7 @@ def test_a_loop_that_failed_in_the_evaluator_resumes_without_calling_the_agent_a
 
 def test_best_of_an_earlier_iteration_keeps_the_latest_candidates_answer():
     model = FakeChat.of("a" * 9, "a" * 8, "bb", "b")
-    loop = create_loop_agent(model, by_length, 2, candidates=2, select="best")
+    loop = create_loop_agent(model, by_length, 2, controls=[Candidates(2), AnswerSelection("best")])
     result = loop.invoke({"messages": [REQUEST]})
     assert (result["selected_iteration"], result["last_response"].text) == (1, "a" * 9)
     # the second iteration's selected answer is still in the conversation, before the copy
@@ -278,7 +280,9 @@ def test_best_of_an_earlier_iteration_keeps_the_latest_candidates_answer():
 
 def test_candidates_with_last_message_output():
     model = FakeChat.of("a", "bb", "ccccccccccc", "d")
-    loop = create_loop_agent(model, by_length, 3, candidates=2, output_mode="last_message")
+    loop = create_loop_agent(
+        model, by_length, 3, controls=[Candidates(2)], output_mode="last_message"
+    )
     result = loop.invoke({"messages": [REQUEST]})
     assert [m.text for m in result["messages"]] == ["Name the release.", "ccccccccccc"]
 
@@ -289,7 +293,7 @@ async def test_candidates_are_not_copies_from_an_llm_cache(call):
     # (before, a second run answered ["c", "c", "c"] from the cache with no model call)
     model = FakeChat.of("a", "bb", "ccc", "dddd", "eeeee", "ffffff")
     model.cache = InMemoryCache()
-    loop = create_loop_agent(model, by_length, 1, candidates=3)
+    loop = create_loop_agent(model, by_length, 1, controls=[Candidates(3)])
 
     async def run() -> None:
         inputs = {"messages": [REQUEST]}

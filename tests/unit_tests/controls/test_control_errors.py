@@ -19,7 +19,15 @@ from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from loop_agents import LoopContext, LoopEvaluation, create_loop_agent
-from loop_agents.controls import LoopControl
+from loop_agents.controls import (
+    Advice,
+    AgentErrors,
+    AnswerSelection,
+    Candidates,
+    History,
+    LoopControl,
+    Plateau,
+)
 from tests.fakes import FakeChat
 
 REQUEST = HumanMessage("Write a haiku about rain.")
@@ -132,7 +140,7 @@ CASES = [
 
 def build(control: LoopControl, agent: FakeChat, saver: Any) -> Any:
     return create_loop_agent(
-        agent, scored, 3, select="best", controls=[control], checkpointer=saver
+        agent, scored, 3, controls=[control, AnswerSelection("best")], checkpointer=saver
     )
 
 
@@ -162,7 +170,7 @@ def test_a_wrong_return_is_an_error_naming_the_control_and_the_thread_resumes(
 
 def test_the_string_score_is_caught_in_its_iteration_not_at_the_end():
     agent = FakeChat.of("haiku")
-    loop = create_loop_agent(agent, scored, 5, select="best", controls=[SetsTextScore()])
+    loop = create_loop_agent(agent, scored, 5, controls=[SetsTextScore(), AnswerSelection("best")])
     with pytest.raises(TypeError, match="control 'my_control': after_verdict"):
         loop.invoke({"messages": [REQUEST]})
     assert len(agent.calls) == 1
@@ -185,12 +193,14 @@ def test_the_loop_s_own_controls_pass_the_checks():
         FakeChat.of("a", "b", "c"),
         scored,
         3,
-        select="best",
-        candidates=2,
-        history="last_attempt",
-        patience=5,
-        on_agent_error="feedback",
-        threshold=50,
+        controls=[
+            History("last_attempt"),
+            Candidates(2),
+            AgentErrors("feedback"),
+            Advice(50),
+            Plateau(5),
+            AnswerSelection("best"),
+        ],
         checkpointer=InMemorySaver(),
     ).invoke({"messages": [REQUEST]}, {"configurable": {"thread_id": "own"}})
     assert result["stop_reason"] == "max_iterations"

@@ -16,7 +16,7 @@ from loop_agents import (
     rule,
     text_rule,
 )
-from loop_agents.controls import Criteria
+from loop_agents.controls import Criteria, History
 from loop_agents.controls.criteria import is_criteria
 from loop_agents.loop.evaluation import criteria_of
 from tests.fakes import FakeChat
@@ -57,7 +57,7 @@ def test_every_ready_made_evaluator_states_its_criteria():
 @pytest.mark.parametrize("call", ["invoke", "ainvoke"])
 async def test_criteria_reach_the_first_prompt_once(call):
     agent = FakeChat.of("x" * 50, "short one")
-    loop = create_loop_agent(agent, SHORT, 3, show_criteria=True)
+    loop = create_loop_agent(agent, SHORT, 3, controls=[Criteria()])
     inputs = {"messages": [REQUEST]}
     result = loop.invoke(inputs) if call == "invoke" else await loop.ainvoke(inputs)
     first_prompt = agent.calls[0]
@@ -76,8 +76,7 @@ def test_explicit_criteria_win_and_a_second_run_does_not_repeat_them():
         agent,
         SHORT,
         2,
-        show_criteria=True,
-        criteria="Short, and name v2.",
+        controls=[Criteria("Short, and name v2.")],
         checkpointer=InMemorySaver(),
     )
     config = {"configurable": {"thread_id": "t"}}
@@ -91,7 +90,7 @@ def test_explicit_criteria_win_and_a_second_run_does_not_repeat_them():
 
 def test_criteria_with_the_last_attempt_history_are_kept_in_the_request():
     agent = FakeChat.of("x" * 50, "y" * 50, "ok")
-    create_loop_agent(agent, SHORT, 3, show_criteria=True, history="last_attempt").invoke(
+    create_loop_agent(agent, SHORT, 3, controls=[Criteria(), History("last_attempt")]).invoke(
         {"messages": [REQUEST]}
     )
     assert all(any(is_criteria(m) for m in call) for call in agent.calls)
@@ -103,10 +102,11 @@ def test_criteria_errors_name_the_control():
         create_loop_agent(agent, lambda c: {"stop": True}, controls=[Criteria()])
     with pytest.raises(TypeError, match=r"Criteria\(text=\) must be a non-empty text"):
         Criteria("  ")
-    with pytest.raises(ValueError, match="only with show_criteria=True"):
+    # the keyword options of 0.2 name the control that replaces them
+    with pytest.raises(TypeError, match=r"'criteria': .* pass controls=\[Criteria\('x'\)\]"):
         create_loop_agent(agent, SHORT, criteria="x")
-    with pytest.raises(TypeError, match="show_criteria must be True or False"):
-        create_loop_agent(agent, SHORT, show_criteria="yes")
+    with pytest.raises(TypeError, match=r"'show_criteria': .* pass controls=\[Criteria\(\)\]"):
+        create_loop_agent(agent, SHORT, show_criteria=True)
 
 
 def test_a_resumed_loop_shows_the_criteria_once():
@@ -118,7 +118,7 @@ def test_a_resumed_loop_shows_the_criteria_once():
             raise answer
         return answer
 
-    loop = create_loop_agent(agent, SHORT, 2, show_criteria=True, checkpointer=InMemorySaver())
+    loop = create_loop_agent(agent, SHORT, 2, controls=[Criteria()], checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": "resume"}}
     with pytest.raises(RuntimeError, match="model down"):
         loop.invoke({"messages": [REQUEST]}, config)

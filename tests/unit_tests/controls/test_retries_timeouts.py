@@ -20,6 +20,7 @@ from langgraph.errors import NodeTimeoutError
 from langgraph.types import RetryPolicy
 
 from loop_agents import LoopContext, LoopEvaluation, LoopTimeoutError, create_loop_agent
+from loop_agents.controls import Retries
 from tests.durable_helpers import (
     REQUEST,
     CountingAgent,
@@ -74,7 +75,9 @@ class FlakyAgent(CountingAgent):
 def test_transient_agent_error_is_retried():
     agent = FlakyAgent(2, [Transient("reset"), Transient("reset again")])
     loop = repair_loop(
-        agent, CountingEvaluator(3), agent_retry_policy=quick(max_attempts=3, retry_on=Transient)
+        agent,
+        CountingEvaluator(3),
+        controls=[Retries(agent_retry_policy=quick(max_attempts=3, retry_on=Transient))],
     )
     result = loop.invoke({"messages": [REQUEST]})
     assert agent.calls == [1, 2, 2, 2, 3]
@@ -83,7 +86,7 @@ def test_transient_agent_error_is_retried():
 
 def test_hand_built_rate_limit_error_is_retried_by_the_default_policy():
     agent = FlakyAgent(1, [rate_limit_error()])
-    loop = repair_loop(agent, CountingEvaluator(2), agent_retry_policy=quick())
+    loop = repair_loop(agent, CountingEvaluator(2), controls=[Retries(agent_retry_policy=quick())])
     result = loop.invoke({"messages": [REQUEST]})
     assert agent.calls == [1, 1, 2]
     assert result["stop_reason"] == "accepted"
@@ -92,7 +95,9 @@ def test_hand_built_rate_limit_error_is_retried_by_the_default_policy():
 def test_errors_outside_retry_on_are_not_retried():
     agent = FlakyAgent(1, [ValueError("a bug, not a hiccup")])
     loop = create_loop_agent(
-        agent, CountingEvaluator(2), agent_retry_policy=quick(retry_on=Transient)
+        agent,
+        CountingEvaluator(2),
+        controls=[Retries(agent_retry_policy=quick(retry_on=Transient))],
     )
     with pytest.raises(ValueError, match="a bug"):
         loop.invoke({"messages": [REQUEST]})
@@ -106,7 +111,7 @@ def test_exhausted_retries_raise_and_the_loop_resumes(saver):
         agent,
         evaluator,
         checkpointer=saver,
-        agent_retry_policy=quick(max_attempts=2, retry_on=Transient),
+        controls=[Retries(agent_retry_policy=quick(max_attempts=2, retry_on=Transient))],
     )
     config = thread("exhausted")
     with pytest.raises(Transient, match="2"):
@@ -132,7 +137,9 @@ def test_evaluator_retry_policy():
     loop = repair_loop(
         agent,
         evaluate,
-        evaluator_retry_policy=[quick(retry_on=ValueError), quick(retry_on=Transient)],
+        controls=[
+            Retries(evaluator_retry_policy=[quick(retry_on=ValueError), quick(retry_on=Transient)])
+        ],
     )
     result = loop.invoke({"messages": [REQUEST]})
     assert calls == [1, 2, 2, 3]
@@ -170,7 +177,9 @@ def test_rate_limited_chat_openai_is_retried():
     loop = create_loop_agent(
         model,
         CountingEvaluator(2),
-        agent_retry_policy=quick(max_attempts=4, retry_on=openai.RateLimitError),
+        controls=[
+            Retries(agent_retry_policy=quick(max_attempts=4, retry_on=openai.RateLimitError))
+        ],
     )
     result = loop.invoke({"messages": [REQUEST]})
     assert answers(result["messages"]) == ["first draft", "second draft"]
@@ -187,7 +196,9 @@ async def test_rate_limited_chat_openai_is_retried_async():
         http_async_client=httpx.AsyncClient(transport=rate_limited_then(script, 1)),
     )
     loop = create_loop_agent(
-        model, CountingEvaluator(1), agent_retry_policy=quick(retry_on=openai.RateLimitError)
+        model,
+        CountingEvaluator(1),
+        controls=[Retries(agent_retry_policy=quick(retry_on=openai.RateLimitError))],
     )
     result = await loop.ainvoke({"messages": [REQUEST]})
     assert answers(result["messages"]) == ["only draft"]
@@ -220,7 +231,12 @@ class HangingAgent:
 
 async def test_agent_timeout_names_node_iteration_and_limit_and_the_loop_resumes(async_saver):
     agent = HangingAgent(2)
-    loop = repair_loop(agent, CountingEvaluator(3), checkpointer=async_saver, agent_timeout=0.05)
+    loop = repair_loop(
+        agent,
+        CountingEvaluator(3),
+        checkpointer=async_saver,
+        controls=[Retries(agent_timeout=0.05)],
+    )
     config = thread("agent-timeout")
 
     with pytest.raises(LoopTimeoutError) as caught:
@@ -254,7 +270,10 @@ async def test_evaluator_timeout(async_saver):
 
     agent = HangingAgent()
     loop = repair_loop(
-        agent, evaluate, checkpointer=async_saver, evaluator_timeout=timedelta(milliseconds=50)
+        agent,
+        evaluate,
+        checkpointer=async_saver,
+        controls=[Retries(evaluator_timeout=timedelta(milliseconds=50))],
     )
     config = thread("evaluator-timeout")
     with pytest.raises(
@@ -271,7 +290,9 @@ async def test_evaluator_timeout(async_saver):
 async def test_timeout_is_retried_by_the_default_retry_policy():
     agent = HangingAgent(1)
     loop = create_loop_agent(
-        agent, CountingEvaluator(1), agent_timeout=0.05, agent_retry_policy=quick(max_attempts=2)
+        agent,
+        CountingEvaluator(1),
+        controls=[Retries(agent_retry_policy=quick(max_attempts=2), agent_timeout=0.05)],
     )
     result = await loop.ainvoke({"messages": [REQUEST]})
     assert agent.calls == [1, 1]
@@ -282,7 +303,10 @@ async def test_timeout_is_retried_by_the_default_retry_policy():
 async def test_timeout_of_the_first_iteration_of_a_later_loop_names_iteration_1():
     agent = HangingAgent(3)  # the second loop's first call has two answers before it
     loop = create_loop_agent(
-        agent, CountingEvaluator(2), checkpointer=InMemorySaver(), agent_timeout=0.05
+        agent,
+        CountingEvaluator(2),
+        checkpointer=InMemorySaver(),
+        controls=[Retries(agent_timeout=0.05)],
     )
     config = thread("later-loop")
     await loop.ainvoke({"messages": [REQUEST]}, config)
@@ -294,7 +318,7 @@ async def test_a_timeout_error_raised_by_the_agent_itself_is_not_a_loop_timeout(
     async def agent(messages: list[AnyMessage]) -> str:
         raise TimeoutError("the agent's own socket timed out")
 
-    loop = create_loop_agent(agent, CountingEvaluator(1), agent_timeout=30)
+    loop = create_loop_agent(agent, CountingEvaluator(1), controls=[Retries(agent_timeout=30)])
     with pytest.raises(TimeoutError, match="own socket") as caught:
         await loop.ainvoke({"messages": [REQUEST]})
     assert not isinstance(caught.value, LoopTimeoutError)
@@ -302,7 +326,9 @@ async def test_a_timeout_error_raised_by_the_agent_itself_is_not_a_loop_timeout(
 
 async def test_fast_calls_are_unaffected_by_the_limit():
     agent = HangingAgent()
-    loop = repair_loop(agent, CountingEvaluator(3), agent_timeout=30, evaluator_timeout=30)
+    loop = repair_loop(
+        agent, CountingEvaluator(3), controls=[Retries(agent_timeout=30, evaluator_timeout=30)]
+    )
     result = await loop.ainvoke({"messages": [REQUEST]})
     assert texts(result["messages"]) == transcript(3)
 
@@ -365,7 +391,10 @@ async def test_an_evaluator_that_swallows_cancellation_is_abandoned_at_the_deadl
 ):
     stubborn = Stubborn(how, 1)
     loop = repair_loop(
-        CountingAgent(), stubborn.evaluator, checkpointer=async_saver, evaluator_timeout=0.1
+        CountingAgent(),
+        stubborn.evaluator,
+        checkpointer=async_saver,
+        controls=[Retries(evaluator_timeout=0.1)],
     )
     config = thread(f"stubborn-evaluator-{how}")
     started = time.monotonic()
@@ -391,8 +420,7 @@ async def test_an_evaluator_that_swallows_cancellation_is_abandoned_at_the_deadl
 async def test_an_agent_that_swallows_cancellation_is_abandoned_and_retried(how, caplog):
     stubborn = Stubborn(how, 1)
     loop = repair_loop(
-        stubborn.agent, CountingEvaluator(2), agent_timeout=0.1,
-        agent_retry_policy=quick(max_attempts=2),
+        stubborn.agent, CountingEvaluator(2), controls=[Retries(agent_retry_policy=quick(max_attempts=2), agent_timeout=0.1)],
     )  # fmt: skip
     started = time.monotonic()
     with caplog.at_level(logging.WARNING, logger="loop_agents"):
@@ -406,7 +434,7 @@ async def test_an_agent_that_swallows_cancellation_is_abandoned_and_retried(how,
 
 async def test_a_cooperative_call_is_cancelled_not_abandoned(caplog):
     agent = HangingAgent(1)
-    loop = create_loop_agent(agent, CountingEvaluator(1), agent_timeout=0.05)
+    loop = create_loop_agent(agent, CountingEvaluator(1), controls=[Retries(agent_timeout=0.05)])
     with caplog.at_level(logging.WARNING, logger="loop_agents"):
         with pytest.raises(LoopTimeoutError, match="and was cancelled") as caught:
             await loop.ainvoke({"messages": [REQUEST]})
@@ -443,7 +471,12 @@ class SlowSync:
 
 def test_sync_invoke_honours_the_evaluator_timeout_and_resumes(saver, caplog):
     slow = SlowSync(2)
-    loop = repair_loop(CountingAgent(), slow.evaluator, checkpointer=saver, evaluator_timeout=0.1)
+    loop = repair_loop(
+        CountingAgent(),
+        slow.evaluator,
+        checkpointer=saver,
+        controls=[Retries(evaluator_timeout=0.1)],
+    )
     config = thread("sync-evaluator")
     started = time.monotonic()
     with caplog.at_level(logging.WARNING, logger="loop_agents"):
@@ -463,8 +496,7 @@ def test_sync_invoke_honours_the_evaluator_timeout_and_resumes(saver, caplog):
 def test_sync_invoke_honours_the_agent_timeout_with_retries():
     slow = SlowSync(1)
     loop = repair_loop(
-        slow.agent, CountingEvaluator(2), agent_timeout=0.1,
-        agent_retry_policy=quick(max_attempts=2),
+        slow.agent, CountingEvaluator(2), controls=[Retries(agent_retry_policy=quick(max_attempts=2), agent_timeout=0.1)],
     )  # fmt: skip
     result = loop.invoke({"messages": [REQUEST]})
     assert slow.calls == [1, 1, 2]
@@ -474,8 +506,7 @@ def test_sync_invoke_honours_the_agent_timeout_with_retries():
 
 def test_sync_calls_under_a_limit_still_stream_tokens_and_events():
     loop = create_loop_agent(
-        FakeChat.of("rain on the roof"), CountingEvaluator(1), agent_timeout=30,
-        evaluator_timeout=30,
+        FakeChat.of("rain on the roof"), CountingEvaluator(1), controls=[Retries(agent_timeout=30, evaluator_timeout=30)],
     )  # fmt: skip
     modes: dict[str, int] = {}
     for mode, _chunk in loop.stream({"messages": [REQUEST]}, stream_mode=["messages", "custom"]):
@@ -488,7 +519,7 @@ def test_a_timeout_error_raised_by_a_sync_agent_itself_is_not_a_loop_timeout():
     def agent(messages: list[AnyMessage]) -> str:
         raise TimeoutError("the agent's own socket timed out")
 
-    loop = create_loop_agent(agent, CountingEvaluator(1), agent_timeout=30)
+    loop = create_loop_agent(agent, CountingEvaluator(1), controls=[Retries(agent_timeout=30)])
     with pytest.raises(TimeoutError, match="own socket") as caught:
         loop.invoke({"messages": [REQUEST]})
     assert not isinstance(caught.value, LoopTimeoutError)
@@ -542,7 +573,7 @@ def test_loop_timeout_error_pickles():
 )
 def test_bad_options(options, error, message):
     with pytest.raises(error, match=message):
-        create_loop_agent(CountingAgent(), CountingEvaluator(1), **options)
+        Retries(**options)
 
 
 @pytest.mark.parametrize("node", ["agent", "evaluator"])
@@ -560,9 +591,13 @@ async def test_a_sync_call_under_ainvoke_is_reported_abandoned_not_cancelled(nod
         return {"stop": True}
 
     if node == "agent":
-        loop = create_loop_agent(slow_agent, CountingEvaluator(1), agent_timeout=0.2)
+        loop = create_loop_agent(
+            slow_agent, CountingEvaluator(1), controls=[Retries(agent_timeout=0.2)]
+        )
     else:
-        loop = create_loop_agent(CountingAgent(), slow_evaluator, evaluator_timeout=0.2)
+        loop = create_loop_agent(
+            CountingAgent(), slow_evaluator, controls=[Retries(evaluator_timeout=0.2)]
+        )
     started = time.monotonic()
     try:
         with caplog.at_level(logging.WARNING, logger="loop_agents"):
@@ -584,7 +619,7 @@ async def test_a_result_that_comes_after_the_deadline_is_dropped():
         time.sleep(1.5)  # holds the event loop
         return {"stop": True}
 
-    loop = create_loop_agent(CountingAgent(), blocking, evaluator_timeout=0.2)
+    loop = create_loop_agent(CountingAgent(), blocking, controls=[Retries(evaluator_timeout=0.2)])
     with pytest.raises(LoopTimeoutError, match="node 'evaluate' timed out") as caught:
         await loop.ainvoke({"messages": [REQUEST]})
     assert not caught.value.abandoned

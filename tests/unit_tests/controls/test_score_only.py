@@ -7,6 +7,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, HumanMessage
 
 from loop_agents import InvalidEvaluationError, LoopContext, all_of, create_loop_agent, panel
+from loop_agents.controls import Advice
 from loop_agents.loop.feedback import feedback_text
 from tests.fakes import FakeChat, review
 
@@ -26,7 +27,7 @@ async def test_an_advisor_s_advice_reaches_the_agent(call):
     def score_only(context: LoopContext) -> dict:
         return {"score": len(context["last_response"].text)}
 
-    loop = create_loop_agent(agent, score_only, 3, threshold=10, advisor=advisor)
+    loop = create_loop_agent(agent, score_only, 3, controls=[Advice(10, model=advisor)])
     inputs = {"messages": [REQUEST]}
     result = loop.invoke(inputs) if call == "invoke" else await loop.ainvoke(inputs)
     assert result["stop_reason"] == "accepted"
@@ -55,7 +56,7 @@ def test_the_advisor_is_a_named_counted_run():
         def on_chain_start(self, serialized, inputs, **kwargs):
             names.append(kwargs.get("name") or "")
 
-    loop = create_loop_agent(FakeChat.of("x"), metric, 2, threshold=5, advisor=advisor)
+    loop = create_loop_agent(FakeChat.of("x"), metric, 2, controls=[Advice(5, model=advisor)])
     result = loop.invoke({"messages": [REQUEST]}, {"callbacks": [Names()]})
     assert "iteration 1: advisor" in names
     first, last = result["records"]
@@ -66,7 +67,9 @@ def test_the_advisor_is_a_named_counted_run():
 
 def test_a_bare_number_with_a_threshold_and_the_default_sentence():
     agent = FakeChat.of("abc", "abcdefgh")
-    result = create_loop_agent(agent, metric, 3, threshold=5).invoke({"messages": [REQUEST]})
+    result = create_loop_agent(agent, metric, 3, controls=[Advice(5)]).invoke(
+        {"messages": [REQUEST]}
+    )
     assert result["stop_reason"] == "accepted"
     first = result["records"][0]
     assert first["feedback"] == (
@@ -81,7 +84,7 @@ def test_a_given_stop_wins_over_the_threshold():
     def verdict(context: LoopContext) -> dict:
         return {"stop": False, "score": 99}
 
-    result = create_loop_agent(FakeChat.of("a"), verdict, 2, threshold=5).invoke(
+    result = create_loop_agent(FakeChat.of("a"), verdict, 2, controls=[Advice(5)]).invoke(
         {"messages": [REQUEST]}
     )
     assert result["stop_reason"] == "max_iterations"
@@ -109,20 +112,20 @@ def test_score_only_without_a_threshold_is_a_clear_error():
 
 def test_hostile_scores_are_still_rejected():
     for bad in (float("nan"), float("inf"), True):
-        loop = create_loop_agent(FakeChat.of("a"), lambda c, b=bad: b, 2, threshold=5)
+        loop = create_loop_agent(FakeChat.of("a"), lambda c, b=bad: b, 2, controls=[Advice(5)])
         with pytest.raises(InvalidEvaluationError):
             loop.invoke({"messages": [REQUEST]})
     with pytest.raises(TypeError, match="threshold must be a finite number"):
-        create_loop_agent(FakeChat.of("a"), metric, threshold=float("nan"))
+        create_loop_agent(FakeChat.of("a"), metric, controls=[Advice(float("nan"))])
     with pytest.raises(TypeError, match="advisor must be a chat model"):
-        create_loop_agent(FakeChat.of("a"), metric, advisor="gpt-5")  # type: ignore[arg-type]
+        create_loop_agent(FakeChat.of("a"), metric, controls=[Advice(model="gpt-5")])  # type: ignore[arg-type]
 
 
 async def test_the_advisor_s_tokens_stream_with_its_role():
     from loop_agents.loop.tracing import role_of
 
     advisor = FakeChat.of("Be bolder.")
-    loop = create_loop_agent(FakeChat.of("x"), metric, 2, threshold=5, advisor=advisor)
+    loop = create_loop_agent(FakeChat.of("x"), metric, 2, controls=[Advice(5, model=advisor)])
     advice = ""
     async for token, metadata in loop.astream({"messages": [REQUEST]}, stream_mode="messages"):
         if role_of(metadata) == "advisor":
@@ -133,7 +136,7 @@ async def test_the_advisor_s_tokens_stream_with_its_role():
 @pytest.mark.parametrize("call", ["invoke", "ainvoke"])
 async def test_an_empty_advice_keeps_the_default_sentence_and_says_so(call):
     advisor = FakeChat.of(AIMessage("   "))
-    loop = create_loop_agent(FakeChat.of("x"), metric, 2, threshold=5, advisor=advisor)
+    loop = create_loop_agent(FakeChat.of("x"), metric, 2, controls=[Advice(5, model=advisor)])
     inputs = {"messages": [REQUEST]}
     result = loop.invoke(inputs) if call == "invoke" else await loop.ainvoke(inputs)
     first = result["records"][0]
@@ -143,9 +146,11 @@ async def test_an_empty_advice_keeps_the_default_sentence_and_says_so(call):
 
 
 def test_a_bare_score_from_a_member_of_all_of_says_members_decide():
-    loop = create_loop_agent(FakeChat.of("x"), all_of(metric), 2, threshold=5)
+    loop = create_loop_agent(FakeChat.of("x"), all_of(metric), 2, controls=[Advice(5)])
     with pytest.raises(InvalidEvaluationError, match=r"as a member of all_of\(\) it must decide"):
         loop.invoke({"messages": [REQUEST]})
-    loop = create_loop_agent(FakeChat.of("x"), panel(lambda c: {"score": 3}), 2, threshold=5)
+    loop = create_loop_agent(
+        FakeChat.of("x"), panel(lambda c: {"score": 3}), 2, controls=[Advice(5)]
+    )
     with pytest.raises(InvalidEvaluationError, match=r"as a member of panel\(\) it must decide"):
         loop.invoke({"messages": [REQUEST]})

@@ -11,8 +11,8 @@ from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.memory import InMemorySaver
 
 from loop_agents import LoopContext, LoopEvaluation, create_loop_agent, llm_judge
-from loop_agents.controls import AnswerSelection, Plateau, budgets
-from loop_agents.controls.budgets import Budgets, tokens_used
+from loop_agents.controls import AnswerSelection, Budgets, Plateau, budgets
+from loop_agents.controls.budgets import tokens_used
 from loop_agents.controls.plateau import plateaued
 from loop_agents.loop import turns
 from loop_agents.loop.feedback import is_feedback
@@ -63,7 +63,7 @@ def record(iteration: int, score: float | None) -> dict:
 
 @pytest.mark.parametrize("call", ["invoke", "ainvoke"])
 async def test_best_of_chooses_iteration_2_of_3(call):
-    loop = create_loop_agent(numbered(), scored(60, 90, 70), 3, select="best")
+    loop = create_loop_agent(numbered(), scored(60, 90, 70), 3, controls=[AnswerSelection("best")])
     inputs = {"messages": [REQUEST]}
     result = loop.invoke(inputs) if call == "invoke" else await loop.ainvoke(inputs)
     assert result["stop_reason"] == "max_iterations"
@@ -87,9 +87,9 @@ async def test_best_of_chooses_iteration_2_of_3(call):
 
 
 def test_best_of_when_the_last_is_best_appends_nothing():
-    result = create_loop_agent(numbered(), scored(60, 70, 80), 3, select="best").invoke(
-        {"messages": [REQUEST]}
-    )
+    result = create_loop_agent(
+        numbered(), scored(60, 70, 80), 3, controls=[AnswerSelection("best")]
+    ).invoke({"messages": [REQUEST]})
     assert (result["selected_iteration"], result["selected_score"]) == (3, 80.0)
     assert [m.text for m in result["messages"] if isinstance(m, AIMessage)] == [
         "answer 1",
@@ -114,7 +114,11 @@ def test_last_selection_reports_the_last_attempt():
 
 def test_best_of_with_last_message_output():
     loop = create_loop_agent(
-        numbered(), scored(60, 90, 70), 3, select="best", output_mode="last_message"
+        numbered(),
+        scored(60, 90, 70),
+        3,
+        controls=[AnswerSelection("best")],
+        output_mode="last_message",
     )
     result = loop.invoke({"messages": [REQUEST]})
     assert [(m.type, m.text) for m in result["messages"]] == [
@@ -126,7 +130,11 @@ def test_best_of_with_last_message_output():
 def test_a_second_run_after_best_of_starts_from_the_chosen_answer():
     agent = numbered()
     loop = create_loop_agent(
-        agent, scored(60, 90, 70, 10, 20, 30), 3, select="best", checkpointer=InMemorySaver()
+        agent,
+        scored(60, 90, 70, 10, 20, 30),
+        3,
+        controls=[AnswerSelection("best")],
+        checkpointer=InMemorySaver(),
     )
     config = {"configurable": {"thread_id": "t"}}
     loop.invoke({"messages": [REQUEST]}, config)
@@ -143,7 +151,9 @@ def test_a_second_run_after_best_of_starts_from_the_chosen_answer():
 
 def test_plateau_after_patience():
     # 70, then 72 and 71: neither gains 5 on 70, so after two iterations without gain it stops
-    loop = create_loop_agent(numbered(), scored(70, 72, 71, 99), 10, patience=2, min_delta=5)
+    loop = create_loop_agent(
+        numbered(), scored(70, 72, 71, 99), 10, controls=[Plateau(2, min_delta=5)]
+    )
     result = loop.invoke({"messages": [REQUEST]})
     assert result["stop_reason"] == "plateau"
     assert result["iteration"] == 3
@@ -152,7 +162,9 @@ def test_plateau_after_patience():
 
 def test_plateau_counts_from_the_last_gain():
     # 50, 60 (gain), 60 (no gain), 65 (gain), 64, 63 -> stops at 6 with patience 2
-    loop = create_loop_agent(numbered(), scored(50, 60, 60, 65, 64, 63, 99), 10, patience=2)
+    loop = create_loop_agent(
+        numbered(), scored(50, 60, 60, 65, 64, 63, 99), 10, controls=[Plateau(2)]
+    )
     result = loop.invoke({"messages": [REQUEST]})
     assert (result["stop_reason"], result["iteration"]) == ("plateau", 6)
 
@@ -180,7 +192,9 @@ def test_token_budget_hit_mid_loop():
         "Score.",
         threshold=90,
     )
-    loop = create_loop_agent(numbered(tokens=(10, 5)), judge, 10, token_budget=80)
+    loop = create_loop_agent(
+        numbered(tokens=(10, 5)), judge, 10, controls=[Budgets(token_budget=80)]
+    )
     result = loop.invoke({"messages": [REQUEST]})
     assert result["stop_reason"] == "token_budget"
     assert result["iteration"] == 3  # 33, 66, 99 tokens: the third iteration crosses 80
@@ -213,14 +227,14 @@ async def test_evaluator_tokens_counted_without_config_passing():
         model.invoke("judge this")
         return {"stop": False, "feedback": "again"}
 
-    result = await create_loop_agent(numbered(), evaluate, 5, token_budget=200).ainvoke(
-        {"messages": [REQUEST]}
-    )
+    result = await create_loop_agent(
+        numbered(), evaluate, 5, controls=[Budgets(token_budget=200)]
+    ).ainvoke({"messages": [REQUEST]})
     assert (result["stop_reason"], result["iteration"]) == ("token_budget", 2)
     assert result["records"][0]["evaluator_input_tokens"] == 100
-    result = create_loop_agent(numbered(), sync_evaluate, 5, token_budget=200).invoke(
-        {"messages": [REQUEST]}
-    )
+    result = create_loop_agent(
+        numbered(), sync_evaluate, 5, controls=[Budgets(token_budget=200)]
+    ).invoke({"messages": [REQUEST]})
     assert (result["stop_reason"], result["iteration"]) == ("token_budget", 2)
 
 
@@ -238,7 +252,9 @@ def test_time_budget(clock):
         clock["t"] += 20  # each answer takes 20 s of the fake clock
         return "answer"
 
-    loop = create_loop_agent(slow_agent, scored(*[10] * 10), 10, time_budget=timedelta(seconds=50))
+    loop = create_loop_agent(
+        slow_agent, scored(*[10] * 10), 10, controls=[Budgets(time_budget=timedelta(seconds=50))]
+    )
     result = loop.invoke({"messages": [REQUEST]})
     assert (result["stop_reason"], result["iteration"]) == ("time_budget", 3)  # 20, 40, 60 s
 
@@ -252,7 +268,11 @@ def test_time_budget_survives_a_resume(clock):
         return "answer"
 
     loop = create_loop_agent(
-        flaky_agent, scored(*[10] * 10), 10, time_budget=100, checkpointer=InMemorySaver()
+        flaky_agent,
+        scored(*[10] * 10),
+        10,
+        controls=[Budgets(time_budget=100)],
+        checkpointer=InMemorySaver(),
     )
     config = {"configurable": {"thread_id": "resume"}}
     with pytest.raises(ConnectionError):
@@ -267,8 +287,7 @@ def test_a_new_loop_on_the_thread_restarts_budgets_and_selection(clock):
         numbered(tokens=(30, 30)),
         scored(60, 90, 10, 70, 80, 75),
         3,
-        select="best",
-        token_budget=150,
+        controls=[Budgets(token_budget=150), AnswerSelection("best")],
         checkpointer=InMemorySaver(),
     )
     config = {"configurable": {"thread_id": "again"}}
@@ -293,8 +312,8 @@ def test_a_new_loop_on_the_thread_restarts_budgets_and_selection(clock):
     [
         ({}, (10, 95), "accepted", 2),
         ({}, (10, 20, 30), "max_iterations", 3),
-        ({"patience": 1}, (10, 5, 99), "plateau", 2),
-        ({"token_budget": 1}, (10, 99), "token_budget", 1),
+        ({"controls": [Plateau(1)]}, (10, 5, 99), "plateau", 2),
+        ({"controls": [Budgets(token_budget=1)]}, (10, 99), "token_budget", 1),
     ],
 )
 def test_stop_reason_is_always_set(options, scores, reason, iterations):
@@ -332,6 +351,8 @@ def test_control_errors_name_the_control_and_its_parameter():
         Budgets(time_budget=0)
     with pytest.raises(TypeError, match="time_budget must be seconds"):
         Budgets(time_budget="1h")  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="min_delta=2 has no effect without patience"):
+    with pytest.raises(
+        TypeError, match=r"removed in loop_agents 0.3; pass controls=\[Plateau\(N, min_delta=2\)\]"
+    ):
         create_loop_agent(agent, evaluate, min_delta=2)
     assert Budgets(time_budget=timedelta(minutes=2)).time_budget == 120.0

@@ -14,7 +14,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 
 from loop_agents import LoopContext, LoopEvaluation, StopReason, create_loop_agent
-from loop_agents.controls import Repair
+from loop_agents.controls import AnswerSelection, Repair
 from loop_agents.loop.events import is_loop_event
 from loop_agents.loop.feedback import is_feedback
 from loop_agents.loop.records import record_answer
@@ -236,7 +236,9 @@ def test_last_message_with_best_of_selection_keeps_the_chosen_answer():
         score = {1: 40.0, 2: 90.0, 3: 60.0}[context["iteration"]]
         return {"stop": False, "feedback": f"scored {score}", "score": score}
 
-    loop = create_loop_agent(numbered(), judge, 3, select="best", output_mode="last_message")
+    loop = create_loop_agent(
+        numbered(), judge, 3, controls=[AnswerSelection("best")], output_mode="last_message"
+    )
     result = loop.invoke({"messages": [REQUEST]})
     assert texts(result["messages"]) == [("human", REQUEST.text), ("ai", "answer 2")]
 

@@ -1,4 +1,4 @@
-"""The two hosts take controls: small factories, one table of shorthands, same defaults."""
+"""The two hosts take controls: small factories, same defaults, the removed keywords named."""
 
 from __future__ import annotations
 
@@ -31,8 +31,8 @@ from loop_agents.controls import (
     Retries,
     Stagnation,
 )
-from loop_agents.controls.shorthands import KEYS, KEYWORDS, control_of_key
 from loop_agents.hosts import graph
+from loop_agents.hosts.removed_keywords import REMOVED_KEYWORDS
 from loop_agents.loop.nodes import LoopNodes
 from tests.fakes import FakeChat
 
@@ -43,6 +43,14 @@ def agent(messages):
 
 def judge(context):
     return {"score": 1.0, "feedback": "fine", "stop": True}
+
+
+def stated(context):
+    """`judge`, stating its criteria (for `Criteria()`)."""
+    return judge(context)
+
+
+stated.criteria = "Short."  # type: ignore[attr-defined]
 
 
 def keyword_options(function: Any) -> list[str]:
@@ -63,7 +71,7 @@ def test_the_factories_take_controls_and_a_few_structural_keywords():
 def test_both_forms_have_the_same_defaults():
     factory = inspect.signature(create_loop_agent).parameters
     middleware = inspect.signature(LoopMiddleware.__init__).parameters
-    for name in set(factory) & set(middleware) - {"evaluator", "deprecated"}:
+    for name in set(factory) & set(middleware) - {"evaluator"}:
         assert factory[name].default == middleware[name].default, name
     assert factory["max_iterations"].default == 100  # seed 001's default
 
@@ -197,7 +205,7 @@ def test_a_temperature_for_an_agent_that_has_none_is_refused_when_the_loop_is_bu
         (
             {"selct": "best"},
             TypeError,
-            "unexpected keyword argument 'selct'; did you mean 'select'",
+            r"^create_loop_agent\(\) got an unexpected keyword argument 'selct'$",
         ),
     ],
 )
@@ -206,78 +214,74 @@ def test_a_wrong_option_is_named_before_anything_runs(options, error, match):
         create_loop_agent(agent, judge, **options)
 
 
-# -- the former keywords: one release, each naming its control ---------------------------
+# -- the keyword options removed in 0.3: each names the control it became -------------------
 
 
 @pytest.mark.parametrize(
-    ("options", "shown", "kind"),
+    ("options", "shown", "control"),
     [
-        ({"select": "best"}, "AnswerSelection('best')", AnswerSelection),
-        ({"patience": 2, "min_delta": 5}, "Plateau(2, min_delta=5)", Plateau),
-        ({"history": "last_attempt"}, "History('last_attempt')", History),
-        ({"feedback_format": "{feedback}"}, "FeedbackStyle('{feedback}')", FeedbackStyle),
-        ({"candidates": 2}, "Candidates(2)", Candidates),
-        ({"threshold": 80}, "Advice(80)", Advice),
-        ({"show_criteria": True, "criteria": "Short."}, "Criteria('Short.')", Criteria),
-        ({"token_budget": 100}, "Budgets(token_budget=100)", Budgets),
-        ({"on_agent_error": "feedback"}, "AgentErrors('feedback')", AgentErrors),
-        ({"agent_timeout": 5}, "Retries(agent_timeout=5)", Retries),
+        ({"select": "best"}, "AnswerSelection('best')", lambda: AnswerSelection("best")),
+        ({"select": "last"}, "AnswerSelection('last')", lambda: AnswerSelection("last")),
+        ({"patience": 2}, "Plateau(2)", lambda: Plateau(2)),
+        ({"min_delta": 5}, "Plateau(N, min_delta=5)", lambda: Plateau(2, min_delta=5)),
+        ({"history": "last_attempt"}, "History('last_attempt')", lambda: History("last_attempt")),
+        ({"feedback_format": "{feedback}"}, "FeedbackStyle('{feedback}')", lambda: FeedbackStyle("{feedback}")),
+        ({"candidates": 2}, "Candidates(2)", lambda: Candidates(2)),
+        ({"candidate_temperature": 0.7}, "Candidates(k, temperature=0.7)", lambda: Candidates(2, temperature=0.7)),
+        ({"threshold": 80}, "Advice(80)", lambda: Advice(80)),
+        ({"advisor": None}, "Advice(model=None)", lambda: Advice(model=None)),
+        ({"show_criteria": True}, "Criteria()", lambda: Criteria()),
+        ({"criteria": "Short."}, "Criteria('Short.')", lambda: Criteria("Short.")),
+        ({"token_budget": 100}, "Budgets(token_budget=100)", lambda: Budgets(token_budget=100)),
+        ({"on_agent_error": "feedback"}, "AgentErrors('feedback')", lambda: AgentErrors("feedback")),
+        ({"max_agent_errors": 2}, "AgentErrors(max_agent_errors=2)", lambda: AgentErrors(max_agent_errors=2)),
+        ({"agent_timeout": 5}, "Retries(agent_timeout=5)", lambda: Retries(agent_timeout=5)),
     ],
-)
-def test_a_former_keyword_builds_its_control_and_says_which(options, shown, kind):
-    with pytest.warns(DeprecationWarning, match="deprecated") as caught:
-        loop = create_loop_agent(agent, judge, 3, **options)
-    names = ", ".join(f"{k}=" for k in options)
-    message = str(caught[0].message)
-    assert f"{names} " in message
-    assert f"pass controls=[{shown}]" in message
-    # and the default Adaptive (none of these controls claims retry_kind), in stage order
+)  # fmt: skip
+def test_a_removed_keyword_is_refused_with_the_control_it_became(options, shown, control):
+    (name,) = options
+    with pytest.raises(TypeError) as raised:
+        create_loop_agent(FakeChat.of("a"), judge, 3, **options)
+    assert str(raised.value) == (
+        f"create_loop_agent() got an unexpected keyword argument {name!r}: removed in "
+        f"loop_agents 0.3; pass controls=[{shown}]"
+    )
+    # and the control named builds the loop the keyword did (with the default Adaptive)
+    loop = create_loop_agent(FakeChat.of("a"), stated, 3, controls=[control()])
+    kind = type(control())
     assert [type(c) for c in controls_of(loop)] == sorted([kind, Adaptive], key=lambda k: k.stage)
 
 
-def test_a_former_keyword_at_its_default_builds_no_control_of_its_own_and_says_so():
-    with pytest.warns(
-        DeprecationWarning, match="select= is deprecated, and as given is the default"
-    ):
-        loop = create_loop_agent(agent, judge, 3, select="last")
-    assert [type(c) for c in controls_of(loop)] == [Adaptive]  # the default build's only one
-
-
-def test_the_middleware_takes_the_former_keywords_too():
-    with pytest.warns(DeprecationWarning, match=r"pass controls=\[AnswerSelection\('best'\)\]"):
-        middleware = LoopMiddleware(judge, 3, select="best")
+def test_the_middleware_refuses_the_removed_keywords_the_same_way():
+    with pytest.raises(TypeError) as raised:
+        LoopMiddleware(judge, 3, select="best")
+    assert str(raised.value) == (
+        "LoopMiddleware.__init__() got an unexpected keyword argument 'select': removed in "
+        "loop_agents 0.3; pass controls=[AnswerSelection('best')]"
+    )
+    middleware = LoopMiddleware(judge, 3, controls=[AnswerSelection("best")])
     create_agent(FakeChat.of("a"), middleware=[middleware])
 
 
-def test_controls_given_no_former_keyword_warn_nothing():
+def test_a_long_value_is_shortened_in_the_hint():
+    with pytest.raises(TypeError, match=r"pass controls=\[Criteria\('x{56}\.\.\.\)\]$"):
+        create_loop_agent(agent, judge, 3, criteria="x" * 500)
+
+
+def test_every_removed_keyword_names_a_control_of_loop_agents_controls():
+    import loop_agents.controls
+
+    for name, control in REMOVED_KEYWORDS.items():
+        assert control.split("(")[0] in loop_agents.controls.__all__, name
+        assert name not in keyword_options(create_loop_agent), name
+        assert name not in keyword_options(LoopMiddleware.__init__), name
+
+
+def test_controls_warn_nothing():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         create_loop_agent(agent, judge, 3, controls=[AnswerSelection("best"), Plateau(2)])
         LoopMiddleware(judge, 3, controls=[AnswerSelection("best")])
-
-
-def test_one_table_maps_keywords_and_keys_to_controls():
-    assert KEYWORDS["select"].control is AnswerSelection
-    assert KEYWORDS["candidate_temperature"].control is Candidates
-    assert set(KEYS) == {
-        "history",
-        "candidates",
-        "feedback",
-        "patience",
-        "select",
-        "restart",
-        "first",
-        "stagnation",
-        "adaptive",
-    }
-    assert isinstance(control_of_key("history", "feedback_log"), History)
-    assert control_of_key("restart", "0").max_repairs == 0  # type: ignore[attr-defined]
-    with pytest.raises(ValueError, match=r"'histroy' is not a key.*did you mean 'history'"):
-        control_of_key("histroy", "full")
-    with pytest.raises(ValueError, match=r"history='ful': give one of .*did you mean 'full'"):
-        control_of_key("history", "ful")
-    with pytest.raises(ValueError, match=r"first='100000': give a whole number from 2 to 64"):
-        control_of_key("first", "100000")
 
 
 def test_retries_as_a_control():

@@ -22,7 +22,7 @@ from loop_agents import (
     LoopState,
     create_loop_agent,
 )
-from loop_agents.controls import Repair
+from loop_agents.controls import AnswerSelection, Budgets, Candidates, History, Repair
 from loop_agents.loop.feedback import is_feedback
 from loop_agents.loop.records import record_answer
 from tests.fakes import FakeChat, review, texts
@@ -97,10 +97,12 @@ def test_each_node_reads_only_the_state_keys_it_uses():
     full = create_loop_agent(
         numbered_chat(),
         until(1),
-        history="last_attempt",
-        time_budget=60,
-        select="best",
-        candidates=2,
+        controls=[
+            History("last_attempt"),
+            Candidates(2),
+            Budgets(time_budget=60),
+            AnswerSelection("best"),
+        ],
         output_mode="last_message",
     )
     assert {"feedback", "records"} <= read_keys(full, "invoke_agent")

@@ -219,8 +219,7 @@ def test_with_response_format_the_evaluator_sees_it_and_best_restores_it():
         FakeChat.of(haiku_writer),
         evaluate,
         3,
-        controls=[Repair()],
-        select="best",
+        controls=[Repair(), AnswerSelection("best")],
         response_format=Haiku,
     )
     result = agent.invoke({"messages": [REQUEST]})
@@ -257,9 +256,9 @@ def test_select_best_ends_the_conversation_with_a_copy_of_the_best_answer():
         score = {1: 70.0, 2: 95.0, 3: 80.0}[context["iteration"]]
         return {"stop": False, "score": score, "feedback": "Better."}
 
-    result = looped(FakeChat.of("a", "b", "c"), evaluate, 3, select="best").invoke(
-        {"messages": [REQUEST]}
-    )
+    result = looped(
+        FakeChat.of("a", "b", "c"), evaluate, 3, controls=[AnswerSelection("best")]
+    ).invoke({"messages": [REQUEST]})
     assert [m.text for m in result["messages"] if m.type == "ai"] == ["a", "b", "c", "b"]
     assert selected_iteration_of(result["messages"][-1]) == 2
     assert (result["loop_selected_iteration"], result["loop_selected_score"]) == (2, 95.0)
@@ -356,10 +355,11 @@ def test_controls_that_need_the_agent_call_as_one_step_are_refused_at_constructi
     assert "inside one agent" in str(error.value)
 
 
-def test_a_former_keyword_of_such_a_control_is_refused_the_same_way():
-    with (
-        pytest.warns(DeprecationWarning, match=r"candidates= is deprecated.*Candidates\(3\)"),
-        pytest.raises(ValueError, match=r"control 'candidates'.*inside one agent"),
+def test_a_former_keyword_of_such_a_control_is_refused_with_the_control_it_became():
+    with pytest.raises(
+        TypeError,
+        match=r"^LoopMiddleware.__init__\(\) got an unexpected keyword argument 'candidates': "
+        r"removed in loop_agents 0.3; pass controls=\[Candidates\(3\)\]$",
     ):
         LoopMiddleware(CountingEvaluator(accept_at=1), 3, candidates=3)
 
@@ -382,12 +382,13 @@ def test_a_control_around_the_agent_call_is_refused_by_name():
     [
         ({"max_iterations": 0}, ValueError, "max_iterations must be >= 1"),
         ({"max_iterations": "3"}, TypeError, "max_iterations must be an int"),
-        ({"select": "first"}, ValueError, "select must be 'last'"),
+        ({"select": "first"}, TypeError, r"pass controls=\[AnswerSelection\('first'\)\]"),
         ({"state_keys": "files"}, TypeError, "state_keys must be a list"),
         ({"state_keys": ["loop_records"]}, ValueError, "state_keys may not hold 'loop_records'"),
         ({"storage": "shallow"}, ValueError, "storage must be one of 'auto', 'delta', 'full'"),
         ({"name": ""}, TypeError, "name must be a non-empty string"),
-        ({"cost_budget": 1.0}, ValueError, "cost_budget needs prices"),
+        ({"cost_budget": 1.0}, TypeError, r"pass controls=\[Budgets\(cost_budget=1.0\)\]"),
+        ({"selct": "best"}, TypeError, r"unexpected keyword argument 'selct'$"),
         ({"controls": [object()]}, TypeError, "controls must hold LoopControl"),
     ],
 )

@@ -13,6 +13,7 @@ from langchain_core.messages import AnyMessage, HumanMessage
 from langchain_core.messages.utils import count_tokens_approximately
 
 from loop_agents import LoopMiddleware, create_loop_agent
+from loop_agents.controls import History
 from loop_agents.loop.history.compaction import compacting
 from tests.fakes import FakeChat, texts
 from tests.unit_tests.loop.test_compaction import (
@@ -43,7 +44,7 @@ class Drafts:
 
 
 def inside(model: Any, policy: Any, **options: Any) -> Any:
-    middleware = [LoopMiddleware(never_satisfied, ITERATIONS, history=policy)]
+    middleware = [LoopMiddleware(never_satisfied, ITERATIONS, controls=[History(policy)])]
     return create_agent(model, middleware=middleware, **options)
 
 
@@ -57,7 +58,7 @@ def test_the_model_is_sent_what_compaction_chose_as_in_a_loop_around_the_agent()
         create_agent(around_model),
         never_satisfied,
         ITERATIONS,
-        history=compacting(around_summaries, max_tokens=BUDGET),
+        controls=[History(compacting(around_summaries, max_tokens=BUDGET))],
     )
     around.invoke({"messages": [HumanMessage(REQUEST)]})
     assert len(model.calls) == ITERATIONS

@@ -31,6 +31,7 @@ from loop_agents import (
     rule,
     text_rule,
 )
+from loop_agents.controls import Advice, Budgets, Criteria, FeedbackStyle, History, Plateau, Retries
 from loop_agents.controls.criteria import is_criteria
 from loop_agents.loop.feedback import is_feedback
 from loop_agents.loop.protocol import Progress
@@ -139,7 +140,7 @@ async def test_an_async_evaluator_under_ainvoke():
 
 
 def test_patience_stops_a_plateau():
-    result = looped(FakeChat.of("a"), scores(50, 60, 55, 58), patience=2).invoke(
+    result = looped(FakeChat.of("a"), scores(50, 60, 55, 58), controls=[Plateau(2)]).invoke(
         {"messages": [REQUEST]}
     )
     assert result["loop_stop_reason"] == "plateau"
@@ -148,12 +149,14 @@ def test_patience_stops_a_plateau():
 
 def test_the_token_and_request_budgets():
     model = FakeChat.of(metered("a"))
-    result = looped(model, scores(1, 2, 3, 4), token_budget=2000).invoke({"messages": [REQUEST]})
-    assert result["loop_stop_reason"] == "token_budget"
-    assert [r["input_tokens"] for r in result["loop_records"]] == [1000, 1000]
-    result = looped(FakeChat.of("a"), scores(1, 2, 3, 4), request_budget=3).invoke(
+    result = looped(model, scores(1, 2, 3, 4), controls=[Budgets(token_budget=2000)]).invoke(
         {"messages": [REQUEST]}
     )
+    assert result["loop_stop_reason"] == "token_budget"
+    assert [r["input_tokens"] for r in result["loop_records"]] == [1000, 1000]
+    result = looped(
+        FakeChat.of("a"), scores(1, 2, 3, 4), controls=[Budgets(request_budget=3)]
+    ).invoke({"messages": [REQUEST]})
     assert result["loop_stop_reason"] == "request_budget"
     assert result["loop_iteration"] == 3  # one model call each; the third reaches 3
 
@@ -161,16 +164,16 @@ def test_the_token_and_request_budgets():
 def test_the_cost_budget_prices_cached_tokens_at_their_own_rate():
     prices = {"mini": {"input": 1.0, "cached_input": 0.1, "output": 10.0}}
     model = FakeChat.of(metered("a", tokens=(1_000_000, 100_000, 800_000)))
-    result = looped(model, scores(1, 2, 3), cost_budget=2.5, prices=prices).invoke(
-        {"messages": [REQUEST]}
-    )
+    result = looped(
+        model, scores(1, 2, 3), controls=[Budgets(cost_budget=2.5, prices=prices)]
+    ).invoke({"messages": [REQUEST]})
     # 200k uncached at 1.0 + 800k cached at 0.1 + 100k out at 10.0 = 0.2 + 0.08 + 1.0
     assert [r["cost"] for r in result["loop_records"]] == [pytest.approx(1.28)]
     assert result["loop_stop_reason"] == "cost_budget"  # a second would pass 2.5
 
 
 def test_the_time_budget_counts_from_the_loop_s_start():
-    result = looped(FakeChat.of("a"), scores(1, 2, 3), time_budget=1e-9).invoke(
+    result = looped(FakeChat.of("a"), scores(1, 2, 3), controls=[Budgets(time_budget=1e-9)]).invoke(
         {"messages": [REQUEST]}
     )
     assert result["loop_stop_reason"] == "time_budget"
@@ -179,7 +182,9 @@ def test_the_time_budget_counts_from_the_loop_s_start():
 
 def test_feedback_format_template_and_function():
     result = looped(
-        FakeChat.of("a", "b"), CountingEvaluator(accept_at=2), feedback_format="Fix: {feedback}"
+        FakeChat.of("a", "b"),
+        CountingEvaluator(accept_at=2),
+        controls=[FeedbackStyle("Fix: {feedback}")],
     ).invoke({"messages": [REQUEST]})
     assert [m.text for m in result["messages"] if is_feedback(m)] == ["Fix: feedback 1"]
 
@@ -187,7 +192,7 @@ def test_feedback_format_template_and_function():
         return HumanMessage(f"Reviewer on attempt {iteration}: {text}")
 
     result = looped(
-        FakeChat.of("a", "b"), CountingEvaluator(accept_at=2), feedback_format=as_reviewer
+        FakeChat.of("a", "b"), CountingEvaluator(accept_at=2), controls=[FeedbackStyle(as_reviewer)]
     ).invoke({"messages": [REQUEST]})
     feedback = [m for m in result["messages"] if is_feedback(m)]
     assert [m.text for m in feedback] == ["Reviewer on attempt 1: feedback 1"]
@@ -197,13 +202,13 @@ def test_feedback_format_template_and_function():
 def test_show_criteria_puts_the_judge_s_criteria_before_the_first_attempt():
     model = FakeChat.of("a", "b")
     judge = text_rule(lambda text: text == "b", "Say b.", name="says_b", description="Say b.")
-    result = looped(model, judge, show_criteria=True).invoke({"messages": [REQUEST]})
+    result = looped(model, judge, controls=[Criteria()]).invoke({"messages": [REQUEST]})
     shown = [m for m in result["messages"] if is_criteria(m)]
     assert len(shown) == 1
     assert "Say b." in shown[0].text
     assert shown[0].name == "loop_criteria"
     assert texts(model.calls[0]) == [("human", REQUEST.text), ("human", shown[0].text)]
-    result = looped(FakeChat.of("a"), judge, show_criteria=True, criteria="Mine.").invoke(
+    result = looped(FakeChat.of("a"), judge, controls=[Criteria("Mine.")]).invoke(
         {"messages": [REQUEST]}
     )
     assert "Mine." in next(m for m in result["messages"] if is_criteria(m)).text
@@ -214,7 +219,7 @@ def test_threshold_decides_a_bare_score_and_an_advisor_writes_the_feedback():
         return {1: 30.0, 2: 80.0}[context["iteration"]]
 
     advisor = FakeChat.of("Add a second image.")
-    result = looped(FakeChat.of("a", "b"), metric, threshold=70, advisor=advisor).invoke(
+    result = looped(FakeChat.of("a", "b"), metric, controls=[Advice(70, model=advisor)]).invoke(
         {"messages": [REQUEST]}
     )
     assert [r["stop"] for r in result["loop_records"]] == [False, True]
@@ -252,9 +257,9 @@ def sent_texts(call: list[Any]) -> list[tuple[str, str]]:
 
 def test_history_last_attempt_sends_the_request_and_the_latest_attempt_only():
     model = FakeChat.of("a", "b", "c")
-    result = looped(model, CountingEvaluator(accept_at=3), history="last_attempt").invoke(
-        {"messages": [REQUEST]}
-    )
+    result = looped(
+        model, CountingEvaluator(accept_at=3), controls=[History("last_attempt")]
+    ).invoke({"messages": [REQUEST]})
     assert len(result["messages"]) == 6  # the agent's state keeps the whole conversation
     third = model.calls[2]
     assert [m.type for m in third] == ["human", "ai", "human"]
@@ -265,7 +270,7 @@ def test_history_last_attempt_sends_the_request_and_the_latest_attempt_only():
 
 def test_history_feedback_log_sends_the_request_and_one_log():
     model = FakeChat.of("a", "b", "c")
-    looped(model, CountingEvaluator(accept_at=3), history="feedback_log").invoke(
+    looped(model, CountingEvaluator(accept_at=3), controls=[History("feedback_log")]).invoke(
         {"messages": [REQUEST]}
     )
     third = model.calls[2]
@@ -279,7 +284,7 @@ def test_a_history_function_of_one_s_own():
         return list(history["request"])
 
     model = FakeChat.of("a", "b")
-    looped(model, CountingEvaluator(accept_at=2), history=request_only).invoke(
+    looped(model, CountingEvaluator(accept_at=2), controls=[History(request_only)]).invoke(
         {"messages": [REQUEST]}
     )
     assert texts(model.calls[1]) == [("human", REQUEST.text)]
@@ -290,7 +295,7 @@ async def test_evaluator_timeout_names_the_iteration():
         await asyncio.Event().wait()
         raise AssertionError("never")
 
-    agent = looped(FakeChat.of("a"), stuck, evaluator_timeout=0.05)
+    agent = looped(FakeChat.of("a"), stuck, controls=[Retries(evaluator_timeout=0.05)])
     with pytest.raises(LoopTimeoutError, match="iteration 1"):
         await agent.ainvoke({"messages": [REQUEST]})
 
@@ -299,7 +304,9 @@ def test_evaluator_retry_policy_retries_the_evaluation_alone():
     model = FakeChat.of("a", "b")
     evaluator = CountingEvaluator(accept_at=2, fail_at=1)
     policy = RetryPolicy(max_attempts=2, initial_interval=0.001, retry_on=Boom)
-    result = looped(model, evaluator, evaluator_retry_policy=policy).invoke({"messages": [REQUEST]})
+    result = looped(model, evaluator, controls=[Retries(evaluator_retry_policy=policy)]).invoke(
+        {"messages": [REQUEST]}
+    )
     assert result["loop_stop_reason"] == "accepted"
     assert evaluator.calls == [1, 1, 2]
     assert len(model.calls) == 2

@@ -51,7 +51,7 @@ async def test_beside_summarization_the_records_keep_the_answers_it_summarized_a
     summary = SummarizationMiddleware(
         FakeChat.of("SUMMARY"), trigger=("messages", 5), keep=("messages", 2)
     )
-    loop = LoopMiddleware(evaluate, 3, select="best")
+    loop = LoopMiddleware(evaluate, 3, controls=[AnswerSelection("best")])
     model = FakeChat.of("first", "second", "third")
     agent = create_agent(model, middleware=in_order(loop, summary, order))
     request = {"messages": [REQUEST]}

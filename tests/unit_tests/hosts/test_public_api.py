@@ -64,12 +64,15 @@ def test_the_names_marked_as_moved_are_gone():
             getattr(loop_agents, name)
 
 
-def test_the_old_controls_path_warns_and_works():
+def test_the_names_deprecated_in_0_2_are_gone():
     import loop_agents.controls as controls
-    import loop_agents.loop.controls as old
 
-    with pytest.warns(DeprecationWarning, match="import Restart from loop_agents.controls"):
-        assert old.Restart is controls.Restart  # type: ignore[attr-defined]
+    with pytest.raises(ModuleNotFoundError, match=r"loop_agents\.loop\.controls"):
+        importlib.import_module("loop_agents.loop.controls")
+    for name in ("ScoreThreshold", "Advisor"):  # Advice(threshold, model=...)
+        assert not hasattr(controls, name)
+    with pytest.raises(ModuleNotFoundError, match=r"loop_agents\.controls\.shorthands"):
+        importlib.import_module("loop_agents.controls.shorthands")
 
 
 def test_loop_middleware_is_a_top_level_name_and_a_langchain_middleware():

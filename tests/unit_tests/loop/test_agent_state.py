@@ -21,7 +21,7 @@ from langgraph.graph.message import add_messages
 from pydantic import BaseModel
 
 from loop_agents import LoopContext, LoopEvaluation, create_loop_agent
-from loop_agents.controls import Repair
+from loop_agents.controls import AnswerSelection, Repair
 from loop_agents.loop.agent_state import frozen, input_keys, thawed
 from loop_agents.loop.feedback import is_feedback
 from tests.fakes import FakeChat
@@ -93,9 +93,9 @@ def test_select_best_returns_the_best_iteration_s_files():
     def evaluate(context: LoopContext) -> LoopEvaluation:
         return {"stop": False, "score": next(scores), "feedback": "Try again."}
 
-    result = create_loop_agent(deep_agent(), evaluate, 3, select="best").invoke(
-        {"messages": [TASK]}
-    )
+    result = create_loop_agent(
+        deep_agent(), evaluate, 3, controls=[AnswerSelection("best")]
+    ).invoke({"messages": [TASK]})
     assert result["selected_iteration"] == 1
     assert "a - b" in solution(result["agent_state"])  # iteration 1's file, not the last
 

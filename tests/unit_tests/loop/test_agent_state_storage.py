@@ -21,6 +21,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from pydantic import BaseModel
 
 from loop_agents import LoopContext, LoopEvaluation, create_loop_agent
+from loop_agents.controls import AnswerSelection, Candidates
 from loop_agents.loop import storage as storage_module
 from loop_agents.loop.agent_state import CHANGES_MARK, applied, changes, selected_state, updated
 from loop_agents.loop.storage import storage_of
@@ -118,7 +119,9 @@ def test_the_bytes_grow_at_most_2_4_times_when_the_iterations_double(saver, sele
     stored = {}
     for iterations in (10, 20, 40):
         name = f"{select}-{iterations}"
-        loop = create_loop_agent(file_agent(), never, iterations, checkpointer=saver, select=select)
+        loop = create_loop_agent(
+            file_agent(), never, iterations, checkpointer=saver, controls=[AnswerSelection(select)]
+        )
         assert storage_of(loop) == "delta"
         result = loop.invoke({"messages": [REQUEST]}, thread(name), durability="sync")
         best = iterations if select == "last" else 2
@@ -145,8 +148,8 @@ def test_the_files_are_exact_after_a_failure_and_a_resume(saver, select, candida
     second_loop: list[bool] = []
     name = f"resume-{select}-{candidates}"
     loop = create_loop_agent(
-        file_agent(seen), fails_once_at_3, 5, checkpointer=saver, select=select,
-        candidates=candidates,
+        file_agent(seen), fails_once_at_3, 5, checkpointer=saver,
+        controls=[Candidates(candidates), AnswerSelection(select)],
     )  # fmt: skip
     with pytest.raises(RuntimeError, match="the evaluator failed"):
         loop.invoke({"messages": [REQUEST]}, thread(name))
@@ -174,7 +177,9 @@ def frequent_snapshots(monkeypatch):
 
 
 def test_snapshots_of_the_agent_state_read_back_exactly(saver, frequent_snapshots):
-    loop = create_loop_agent(file_agent(), never, 6, checkpointer=saver, select="best")
+    loop = create_loop_agent(
+        file_agent(), never, 6, checkpointer=saver, controls=[AnswerSelection("best")]
+    )
     result = loop.invoke({"messages": [REQUEST]}, thread("snapshots"))
     assert result["agent_state"] == {"files": files_after(2)}
     stored = [
@@ -188,10 +193,17 @@ def test_snapshots_of_the_agent_state_read_back_exactly(saver, frequent_snapshot
 
 
 def test_a_delta_thread_reads_with_full_storage_and_back(saver):
-    delta = create_loop_agent(file_agent(), never, 4, checkpointer=saver, select="best")
+    delta = create_loop_agent(
+        file_agent(), never, 4, checkpointer=saver, controls=[AnswerSelection("best")]
+    )
     delta.invoke({"messages": [REQUEST]}, thread("switch"))
     full = create_loop_agent(
-        file_agent(), never, 3, checkpointer=saver, select="best", storage="full"
+        file_agent(),
+        never,
+        3,
+        checkpointer=saver,
+        controls=[AnswerSelection("best")],
+        storage="full",
     )
     assert full.get_state(thread("switch")).values["agent_state"] == {"files": files_after(2)}
     result = full.invoke({"messages": [HumanMessage("Again.")]}, thread("switch"))
@@ -216,7 +228,9 @@ def old_saver(saver, tmp_path):
 
 def old_loop(saver: Any, seen: list[dict[str, str]] | None = None, **options: Any) -> Any:
     agent = file_agent(seen, sizes=SIZES)
-    return create_loop_agent(agent, never, 4, checkpointer=saver, select="best", **options)
+    return create_loop_agent(
+        agent, never, 4, checkpointer=saver, controls=[AnswerSelection("best")], **options
+    )
 
 
 def test_the_fixture_holds_the_earlier_layout():

@@ -10,7 +10,7 @@ from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage
 from markdown_it import MarkdownIt
 
 from loop_agents import LoopContext, LoopEvaluation, create_loop_agent
-from loop_agents.controls import Repair
+from loop_agents.controls import Criteria, FeedbackStyle, History, LoopControl, Repair
 from loop_agents.loop.feedback import (
     DEFAULT_FEEDBACK_FORMAT,
     PLAIN_FEEDBACK,
@@ -49,10 +49,10 @@ def saying(*feedback: str):
     return evaluate
 
 
-def run(*feedback: str, **options: Any) -> tuple[Recorder, Any]:
+def run(*feedback: str, controls: list[LoopControl] | None = None) -> tuple[Recorder, Any]:
     """The seed's loop (every retry a repair: the agent is sent the feedback), run once."""
     agent = Recorder()
-    loop = create_loop_agent(agent, saying(*feedback), 5, controls=[Repair()], **options)
+    loop = create_loop_agent(agent, saying(*feedback), 5, controls=[Repair(), *(controls or [])])
     return agent, loop.invoke({"messages": [HumanMessage(REQUEST)]})
 
 
@@ -157,19 +157,21 @@ def test_async_loop_fences_the_same():
 
 
 def test_plain_format_sends_the_text_as_it_is():
-    agent, result = run(INJECTION, feedback_format=PLAIN_FEEDBACK)
+    agent, result = run(INJECTION, controls=[FeedbackStyle(PLAIN_FEEDBACK)])
     assert agent.sent[1][-1].text == INJECTION
     assert is_feedback(agent.sent[1][-1])
     assert result["feedback"] == [INJECTION, ""]
 
 
 def test_a_template_with_the_iteration_and_the_fence():
-    agent, _ = run("Too long.", "Too short.", feedback_format="Reviewer {iteration}: {feedback}")
+    agent, _ = run(
+        "Too long.", "Too short.", controls=[FeedbackStyle("Reviewer {iteration}: {feedback}")]
+    )
     assert [s[-1].text for s in agent.sent[1:]] == [
         "Reviewer 1: Too long.",
         "Reviewer 2: Too short.",
     ]
-    fenced_agent, _ = run("a ``` b", feedback_format="<<{fence}\n{feedback}\n{fence}>>")
+    fenced_agent, _ = run("a ``` b", controls=[FeedbackStyle("<<{fence}\n{feedback}\n{fence}>>")])
     assert fenced_agent.sent[1][-1].text == "<<````\na ``` b\n````>>"
 
 
@@ -177,14 +179,14 @@ def test_a_function_returning_text_or_a_message():
     def as_text(text: str, iteration: int) -> str:
         return f"[{iteration}] {text.upper()}"
 
-    agent, _ = run("too long", feedback_format=as_text)
+    agent, _ = run("too long", controls=[FeedbackStyle(as_text)])
     assert agent.sent[1][-1].text == "[1] TOO LONG"
     assert is_feedback(agent.sent[1][-1])
 
     def as_message(text: str, iteration: int) -> HumanMessage:
         return HumanMessage(f"Note: {text}", name="editor", additional_kwargs={"x": 1})
 
-    agent, result = run("too long", feedback_format=as_message)
+    agent, result = run("too long", controls=[FeedbackStyle(as_message)])
     sent = agent.sent[1][-1]
     assert (sent.text, sent.name, sent.additional_kwargs["x"]) == ("Note: too long", "editor", 1)
     assert is_feedback(sent)
@@ -193,11 +195,13 @@ def test_a_function_returning_text_or_a_message():
 
 
 def test_feedback_log_uses_the_loops_format():
-    agent, _ = run("first", "second", history="feedback_log", feedback_format=PLAIN_FEEDBACK)
+    agent, _ = run(
+        "first", "second", controls=[History("feedback_log"), FeedbackStyle(PLAIN_FEEDBACK)]
+    )
     assert agent.sent[2][-1].text == (
         f"{FEEDBACK_LOG_HEADER}\n\nAttempt 1: first\n\nAttempt 2: second"
     )
-    agent, _ = run("first", "second", history="feedback_log")
+    agent, _ = run("first", "second", controls=[History("feedback_log")])
     log = agent.sent[2][-1]
     assert quoted(log.text) == [("review", "first\n"), ("review", "second\n")]
     assert log.text == feedback_log_message(["first", "second"]).text
@@ -216,7 +220,7 @@ def test_one_fence_for_the_whole_log_that_no_entry_can_close():
 
 
 def test_last_attempt_sends_the_stored_fenced_message():
-    agent, result = run(INJECTION, "second", history="last_attempt")
+    agent, result = run(INJECTION, "second", controls=[History("last_attempt")])
     stored = [m for m in result["messages"] if is_feedback(m)]
     assert agent.sent[2][-1].text == stored[1].text
     assert quoted(agent.sent[1][-1].text) == [("review", f"{INJECTION}\n")]
@@ -243,7 +247,7 @@ def test_the_default_format_is_the_documented_constant():
 )
 def test_bad_formats_are_rejected_when_the_loop_is_built(value: Any, error: type, match: str):
     with pytest.raises(error, match=match):
-        create_loop_agent(Recorder(), saying("x"), 3, feedback_format=value)
+        create_loop_agent(Recorder(), saying("x"), 3, controls=[FeedbackStyle(value)])
 
 
 def test_an_async_format_function_is_rejected():
@@ -251,7 +255,7 @@ def test_an_async_format_function_is_rejected():
         return text
 
     with pytest.raises(TypeError, match="feedback_format function 'fmt' is async"):
-        create_loop_agent(Recorder(), saying("x"), 3, feedback_format=fmt)
+        create_loop_agent(Recorder(), saying("x"), 3, controls=[FeedbackStyle(fmt)])
 
 
 @pytest.mark.parametrize(
@@ -265,7 +269,7 @@ def test_a_format_function_returning_the_wrong_thing(returned: Any, error: type,
     def fmt(text: str, iteration: int) -> Any:
         return returned
 
-    loop = create_loop_agent(Recorder(), saying("x"), 3, feedback_format=fmt)
+    loop = create_loop_agent(Recorder(), saying("x"), 3, controls=[FeedbackStyle(fmt)])
     with pytest.raises(error, match=match):
         loop.invoke({"messages": [HumanMessage(REQUEST)]})
 
@@ -275,7 +279,7 @@ def test_every_message_the_loop_adds_is_tagged_as_injected_as_langchain_tags_the
 
     from loop_agents.controls.criteria import is_criteria
 
-    agent, result = run("Too long.", "Name the date.", show_criteria=True, criteria="Short.")
+    agent, result = run("Too long.", "Name the date.", controls=[Criteria("Short.")])
     added = [m for m in result["messages"] if is_feedback(m) or is_criteria(m)]
     assert [m.name for m in added] == ["loop_criteria", "loop_feedback", "loop_feedback"]
     assert [get_notification_metadata(m) for m in added] == [

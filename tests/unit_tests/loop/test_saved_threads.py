@@ -4,7 +4,7 @@
 ``SqliteSaver`` (``make_threads.py`` next to it, whose agent, evaluators and loops are
 used here too): for each form of the loop, ``create_loop_agent`` and ``LoopMiddleware``
 inside ``create_agent``, a thread paused for a person at iteration 2 and a finished one
-(``select="best"``, the first answer rejected with the higher score). Each test opens a
+(``AnswerSelection("best")``, the first answer rejected with the higher score). Each test opens a
 copy of the file and compares the public results (the conversation's texts, the loop's
 iteration, stop reason, feedback, selection and records) with ``expected.json``, which
 the same script wrote.

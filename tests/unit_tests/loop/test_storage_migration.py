@@ -20,7 +20,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from loop_agents import create_loop_agent
-from loop_agents.controls import Repair
+from loop_agents.controls import FeedbackStyle, Repair
 from loop_agents.loop.checkpoints import checkpoint_before_iteration
 from loop_agents.loop.records import record_answer
 from loop_agents.loop.storage import storage_of
@@ -105,7 +105,7 @@ def old_saver(saver, fixture_copy):
 def new_loop(saver, *, storage="auto", agent=None, controls=()):
     return create_loop_agent(
         agent or CountingAgent(), CountingEvaluator(accept_at=3), 5, checkpointer=saver,
-        storage=storage, feedback_format=FIXTURE_FEEDBACK_FORMAT, controls=list(controls),
+        storage=storage, controls=[*list(controls), FeedbackStyle(FIXTURE_FEEDBACK_FORMAT)],
     )  # fmt: skip
 
 

@@ -13,6 +13,7 @@ from langgraph.graph import START, StateGraph
 from langgraph.graph.message import add_messages
 
 from loop_agents import LoopContext, LoopEvaluation, create_loop_agent
+from loop_agents.controls import AnswerSelection
 from loop_agents.evaluators import all_of, text_rule
 from loop_agents.loop.events import LOOP_EVENT_TYPES, is_loop_event
 from loop_agents.loop.tracing import iteration_config, iteration_of, role_of
@@ -206,7 +207,9 @@ def test_loop_finished_names_the_selected_answer():
         score = {1: 50, 2: 90, 3: 70}[context["iteration"]]
         return {"stop": False, "feedback": "again", "score": score}
 
-    loop = create_loop_agent(FakeChat.of(*ANSWERS), scores, max_iterations=3, select="best")
+    loop = create_loop_agent(
+        FakeChat.of(*ANSWERS), scores, max_iterations=3, controls=[AnswerSelection("best")]
+    )
     events = list(loop.stream({"messages": [REQUEST]}, stream_mode="custom"))
     finished = events[-1]
     assert (finished["stop_reason"], finished["iterations"]) == ("max_iterations", 3)

@@ -17,6 +17,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import RetryPolicy
 
 from loop_agents import LoopContext, LoopEvaluation, create_loop_agent
+from loop_agents.controls import Advice, Candidates, Retries
 from loop_agents.runtime.steps import Call, arun, run
 from tests.fakes import FakeChat
 
@@ -65,7 +66,9 @@ def test_a_failed_candidate_runs_again_alone_on_resume():
         judged.append(context["last_response"].text)
         return longest(context)
 
-    loop = create_loop_agent(agent, evaluate, 1, candidates=3, checkpointer=InMemorySaver())
+    loop = create_loop_agent(
+        agent, evaluate, 1, controls=[Candidates(3)], checkpointer=InMemorySaver()
+    )
     with pytest.raises(Boom):
         loop.invoke({"messages": [REQUEST]}, config("c"))
     assert sum(agent.calls.values()) == 3
@@ -78,7 +81,9 @@ def test_a_failed_candidate_runs_again_alone_on_resume():
 
 async def test_a_failed_candidate_runs_again_alone_on_resume_async():
     agent = Candidate(fail_on=2)
-    loop = create_loop_agent(agent, longest, 1, candidates=3, checkpointer=InMemorySaver())
+    loop = create_loop_agent(
+        agent, longest, 1, controls=[Candidates(3)], checkpointer=InMemorySaver()
+    )
     with pytest.raises(Boom):
         await loop.ainvoke({"messages": [REQUEST]}, config("a"))
     result = await loop.ainvoke(None, config("a"))
@@ -89,7 +94,9 @@ async def test_a_failed_candidate_runs_again_alone_on_resume_async():
 def test_a_retry_of_one_candidate_does_not_run_the_others_again():
     agent = Candidate(fail_on=2)
     retry = RetryPolicy(max_attempts=2, initial_interval=0.0, jitter=False, retry_on=Boom)
-    loop = create_loop_agent(agent, longest, 1, candidates=3, agent_retry_policy=retry)
+    loop = create_loop_agent(
+        agent, longest, 1, controls=[Candidates(3), Retries(agent_retry_policy=retry)]
+    )
     result = loop.invoke({"messages": [REQUEST]})
     assert sum(agent.calls.values()) == 4  # three calls and one retry
     assert result["records"][0]["candidate"] in (1, 2, 3)
@@ -107,7 +114,9 @@ def test_a_failed_candidate_judge_is_judged_again_alone():
         return longest(context)
 
     agent = Candidate()
-    loop = create_loop_agent(agent, flaky_judge, 1, candidates=3, checkpointer=InMemorySaver())
+    loop = create_loop_agent(
+        agent, flaky_judge, 1, controls=[Candidates(3)], checkpointer=InMemorySaver()
+    )
     with pytest.raises(Boom):
         loop.invoke({"messages": [REQUEST]}, config("j"))
     loop.invoke(None, config("j"))
@@ -138,7 +147,7 @@ async def test_an_advisor_failure_does_not_repeat_the_judge(call):
     advisor = FakeChat.of(advise)
     agent = FakeChat.of("abc", "abcdefghij")
     loop = create_loop_agent(
-        agent, counted_metric, 3, threshold=8, advisor=advisor, checkpointer=InMemorySaver()
+        agent, counted_metric, 3, controls=[Advice(8, model=advisor)], checkpointer=InMemorySaver()
     )
     if call == "ainvoke":
         with pytest.raises(Boom):

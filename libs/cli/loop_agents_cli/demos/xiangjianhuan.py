@@ -384,8 +384,8 @@ def xiangjianhuan_form(
     A draft with the form passes (``stop=True``: accepted, or in ``all_of`` handed on to
     the next evaluator, e.g. an LLM judge); otherwise the composer is told which phrase
     is wrong and how (see `check_xiangjianhuan`). Either way the verdict's score says how
-    near the draft is to the form (`FormReport.score`: 100 with it), so ``select="best"``
-    picks the nearest draft when none has the form.
+    near the draft is to the form (`FormReport.score`: 100 with it), so
+    ``AnswerSelection("best")`` picks the nearest draft when none has the form.
 
     Args:
         language: The language of the feedback: ``"zh"`` (default) or ``"en"``.

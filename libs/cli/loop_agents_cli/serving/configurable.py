@@ -31,12 +31,12 @@ from langgraph.runtime import get_runtime
 from langgraph.types import Checkpointer
 
 from loop_agents.controls.criteria import criteria_note
-from loop_agents.controls.shorthands import controls_of_keywords
 from loop_agents.evaluators import llm_judge
 from loop_agents.evaluators.human import human_review
 from loop_agents.evaluators.judge import JudgeFormat, judge_format_options
 from loop_agents.hosts.graph import create_loop_agent
 from loop_agents.hosts.loop_agent import LoopAgent
+from loop_agents.hosts.removed_keywords import refuse_removed_keywords
 from loop_agents.loop.output import OutputMode
 from loop_agents.loop.protocol import LoopControl
 from loop_agents.loop.state import LoopContext, LoopEvaluation
@@ -151,6 +151,7 @@ def _checked(settings: Mapping[str, Any]) -> LoopSettings:
     }
 
 
+@refuse_removed_keywords
 def configurable_loop(
     model: BaseChatModel,
     *,
@@ -163,7 +164,6 @@ def configurable_loop(
     output_mode: OutputMode = "full_state",
     show_criteria: bool = False,
     controls: Sequence[LoopControl] = (),
-    **deprecated: Any,
 ) -> LoopAgent:
     r"""Build a loop whose task, rubric, pass mark and human review are set per run.
 
@@ -189,8 +189,6 @@ def configurable_loop(
             agent's system prompt (after the ``task``), on every call of that run.
         controls: The loop's controls, as for `create_loop_agent` (e.g.
             ``[Candidates(2), Budgets(request_budget=10)]``).
-        **deprecated: The former keyword options (``candidates=``,
-            ``request_budget=``, ...), with a `DeprecationWarning` naming the control.
 
     Returns:
         The compiled loop.
@@ -250,5 +248,5 @@ def configurable_loop(
         name=name,
         checkpointer=checkpointer,
         output_mode=output_mode,
-        controls=[*controls_of_keywords(deprecated, where="configurable_loop"), *controls],
+        controls=controls,
     )
