@@ -10,7 +10,7 @@ from langchain_openai import ChatOpenAI
 
 from loop_agents import LoopContext, LoopEvaluation, UnknownPriceError, create_loop_agent
 from loop_agents.cli.results import token_totals
-from loop_agents.controls import Repair
+from loop_agents.controls import Adaptive
 from loop_agents.controls.budgets import Budgets, PriceTable, check_prices
 from loop_agents.evaluators import llm_judge
 from loop_agents.loop.state import IterationRecord
@@ -152,7 +152,6 @@ def wire_loop(
     judge_model = ChatOpenAI(model="judge-m", api_key="sk-test", http_client=server.client())
     judge = llm_judge(judge_model, RUBRIC, threshold=90)
     # repairs unless a test says otherwise: each retry extends the conversation before it
-    options.setdefault("controls", [Repair()])
     return create_loop_agent(agent, judge, iterations, **options)
 
 
@@ -264,12 +263,12 @@ def test_the_prefix_cache_is_kept_per_model_unless_asked_otherwise():
     assert apart._cached_tokens(body) == tokens(prompt_text(body))
 
 
-def test_the_default_loop_keeps_the_judge_s_prefix_cacheable_whatever_the_retry():
-    """The default `Adaptive` may retry by a fresh sample (the request alone) or an informed
-    one (the request with the points): the agent's prompt then starts anew, and only the
-    judge's schema, rubric and request stay cached (a repair keeps the agent's too, above)."""
+def test_an_adaptive_loop_keeps_the_judge_s_prefix_cacheable_whatever_the_retry():
+    """`Adaptive` may retry by a fresh sample (the request alone) or an informed one (the
+    request with the points): the agent's prompt then starts anew, and only the judge's
+    schema, rubric and request stay cached (a repair keeps the agent's too, above)."""
     server = ScriptedOpenAI(script(4), prefix_cache=True)
-    result = wire_loop(server, 4, controls=[]).invoke({"messages": [REQUEST]})
+    result = wire_loop(server, 4, controls=[Adaptive(seed=0)]).invoke({"messages": [REQUEST]})
     records = result["records"]
     assert len(records) == 4
     kinds = [record["strategy"]["kind"] for record in records]

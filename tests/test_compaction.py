@@ -23,7 +23,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import RetryPolicy
 
 from loop_agents import LoopContext, LoopEvaluation, create_loop_agent
-from loop_agents.controls import History, Repair
+from loop_agents.controls import History
 from loop_agents.controls.budgets import tokens_used
 from loop_agents.loop.feedback import is_feedback
 from loop_agents.loop.history.compaction import CompactingHistory, compacting
@@ -53,9 +53,7 @@ def summarizer(text: str = SUMMARY) -> FakeChat:
 
 def run(policy: Any, agent: Any = None, iterations: int = ITERATIONS) -> tuple[Any, Any]:
     agent = agent or long_answers()
-    loop = create_loop_agent(
-        agent, never_satisfied, iterations, controls=[Repair(), History(policy)]
-    )
+    loop = create_loop_agent(agent, never_satisfied, iterations, controls=[History(policy)])
     return agent, loop.invoke({"messages": [HumanMessage(REQUEST)]})
 
 
@@ -113,7 +111,6 @@ def test_async_run_sends_the_same_and_summarizes_the_same():
         never_satisfied,
         ITERATIONS,
         history=compacting(model, max_tokens=BUDGET),
-        controls=[Repair()],
     )
     asyncio.run(loop.ainvoke({"messages": [HumanMessage(REQUEST)]}))
     assert [texts(c) for c in agent.calls] == [texts(c) for c in sync_agent.calls]
@@ -158,7 +155,6 @@ def test_summary_calls_are_counted_named_and_reported():
         never_satisfied,
         ITERATIONS,
         history=compacting(model, max_tokens=BUDGET),
-        controls=[Repair()],
     )
     names = Names()
     events: list[dict[str, Any]] = []
@@ -213,7 +209,6 @@ def test_a_token_budget_counts_the_summaries():
         never_satisfied,
         ITERATIONS,
         history=compacting(model, max_tokens=BUDGET),
-        controls=[Repair()],
         token_budget=300,  # the fake agent reports no usage: only the summaries count
     )
     result = loop.invoke({"messages": [HumanMessage(REQUEST)]})
@@ -244,7 +239,6 @@ def test_tool_calls_are_summarized_and_sent_with_their_results():
         never_satisfied,
         8,
         history=compacting(model, max_tokens=BUDGET),
-        controls=[Repair()],
     )
     loop.invoke({"messages": [HumanMessage(REQUEST)]})
     assert max(count_tokens_approximately(s) for s in sent) <= BUDGET
@@ -283,9 +277,7 @@ def test_the_summary_survives_a_resume_with_a_new_policy_object(saver: Any):
     first_model = summarizer()
     agent = FailingOnce(fail_at=7)
     policy = compacting(first_model, max_tokens=BUDGET)
-    loop = create_loop_agent(
-        agent, never_satisfied, ITERATIONS, history=policy, controls=[Repair()], checkpointer=saver
-    )
+    loop = create_loop_agent(agent, never_satisfied, ITERATIONS, history=policy, checkpointer=saver)
     with pytest.raises(RuntimeError, match="the agent failed"):
         loop.invoke({"messages": [HumanMessage(REQUEST)]}, config)
     # iterations 4, 5, 6 summarized, and 7's summary was made before the agent failed
@@ -298,7 +290,7 @@ def test_the_summary_survives_a_resume_with_a_new_policy_object(saver: Any):
     second_model = summarizer()
     policy = compacting(second_model, max_tokens=BUDGET)
     again = create_loop_agent(
-        agent, never_satisfied, ITERATIONS, history=policy, controls=[Repair()], checkpointer=saver
+        agent, never_satisfied, ITERATIONS, history=policy, checkpointer=saver
     )
     result = again.invoke(None, config)
     assert result["iteration"] == ITERATIONS
@@ -318,7 +310,6 @@ async def test_the_summary_survives_an_async_resume(async_saver: Any):
         never_satisfied,
         ITERATIONS,
         history=policy,
-        controls=[Repair()],
         checkpointer=async_saver,
     )
     with pytest.raises(RuntimeError, match="the agent failed"):
@@ -330,7 +321,6 @@ async def test_the_summary_survives_an_async_resume(async_saver: Any):
         never_satisfied,
         ITERATIONS,
         history=policy,
-        controls=[Repair()],
         checkpointer=async_saver,
     )
     await again.ainvoke(None, config)
@@ -345,7 +335,6 @@ def test_a_retried_agent_call_reuses_the_summary():
         never_satisfied,
         ITERATIONS,
         history=compacting(model, max_tokens=BUDGET),
-        controls=[Repair()],
         agent_retry_policy=RetryPolicy(max_attempts=2, initial_interval=0.01, jitter=False),
     )
     loop.invoke({"messages": [HumanMessage(REQUEST)]})
@@ -363,7 +352,6 @@ def test_a_second_loop_on_the_thread_starts_without_the_first_loops_summary():
         never_satisfied,
         6,
         history=compacting(model, max_tokens=BUDGET),
-        controls=[Repair()],
         checkpointer=saver,
     )
     loop.invoke({"messages": [HumanMessage(REQUEST)]}, config)
@@ -403,7 +391,6 @@ def test_the_summarizer_gets_the_feedback_quoted_as_data():
         hostile,
         6,
         history=compacting(model, max_tokens=BUDGET),
-        controls=[Repair()],
     )
     loop.invoke({"messages": [HumanMessage(REQUEST)]})
     prompt = model.calls[0]
@@ -534,7 +521,6 @@ def test_a_stateful_policy_gets_its_memory_back_within_a_loop_only():
         never_satisfied,
         3,
         history=policy,
-        controls=[Repair()],
         checkpointer=InMemorySaver(),
     )
     config = {"configurable": {"thread_id": "memory"}}
@@ -567,9 +553,7 @@ class Returning(StatefulHistory):
     ],
 )
 def test_a_stateful_policys_choice_is_checked(result: Any, error: type, match: str):
-    loop = create_loop_agent(
-        long_answers(), never_satisfied, 3, history=Returning(result), controls=[Repair()]
-    )
+    loop = create_loop_agent(long_answers(), never_satisfied, 3, history=Returning(result))
     with pytest.raises(error, match=match):
         loop.invoke({"messages": [HumanMessage(REQUEST)]})
 
@@ -580,7 +564,7 @@ def test_a_create_agent_graph_is_sent_the_summary_and_the_state_keeps_the_whole_
     chat, model = long_answers(), summarizer()
     graph = create_agent(chat, [])
     loop = create_loop_agent(
-        graph, never_satisfied, 6, history=compacting(model, max_tokens=BUDGET), controls=[Repair()]
+        graph, never_satisfied, 6, history=compacting(model, max_tokens=BUDGET)
     )
     result = loop.invoke({"messages": [HumanMessage(REQUEST)]})
     assert max(count_tokens_approximately(c) for c in chat.calls) <= BUDGET

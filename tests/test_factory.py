@@ -88,12 +88,10 @@ def test_the_middleware_module_does_not_import_the_graph_compiler():
     assert out.stdout.strip() == "False"
 
 
-def test_defaults_build_one_adaptive_control_and_a_plain_compiled_graph():
+def test_defaults_build_no_control_and_a_plain_compiled_graph():
     loop = create_loop_agent(agent, judge, 3)
     assert isinstance(loop.graph, CompiledStateGraph)
-    (only,) = controls_of(loop)
-    assert isinstance(only, Adaptive)
-    assert only.seed == 0
+    assert controls_of(loop) == []  # the seed's loop: every retry a repair
     assert loop.invoke({"messages": [HumanMessage("Hi")]})["stop_reason"] == "accepted"
 
 
@@ -120,7 +118,6 @@ def test_controls_run_in_stage_order_whatever_the_order_given():
         History,
         Candidates,
         AgentErrors,
-        Adaptive,  # the default strategy: no control given claims retry_kind
         Budgets,
         Plateau,
         Stagnation,
@@ -231,8 +228,7 @@ def test_a_former_keyword_builds_its_control_and_says_which(options, shown, kind
     message = str(caught[0].message)
     assert f"{names} " in message
     assert f"pass controls=[{shown}]" in message
-    # and the default Adaptive (none of these controls claims retry_kind), in stage order
-    assert [type(c) for c in controls_of(loop)] == sorted([kind, Adaptive], key=lambda k: k.stage)
+    assert [type(c) for c in controls_of(loop)] == [kind]  # no other control is added
 
 
 def test_a_former_keyword_at_its_default_builds_no_control_of_its_own_and_says_so():
@@ -240,7 +236,7 @@ def test_a_former_keyword_at_its_default_builds_no_control_of_its_own_and_says_s
         DeprecationWarning, match="select= is deprecated, and as given is the default"
     ):
         loop = create_loop_agent(agent, judge, 3, select="last")
-    assert [type(c) for c in controls_of(loop)] == [Adaptive]  # the default build's only one
+    assert controls_of(loop) == []  # the default build has none
 
 
 def test_the_middleware_takes_the_former_keywords_too():

@@ -24,7 +24,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
 from loop_agents import LoopContext, LoopEvaluation, LoopMiddleware, all_of, todos_complete
-from loop_agents.controls import AnswerSelection, Repair
+from loop_agents.controls import AnswerSelection
 from loop_agents.loop.feedback import is_feedback
 from loop_agents.loop.records import selected_iteration_of
 from tests.durable_helpers import REQUEST, CountingEvaluator, thread
@@ -58,8 +58,10 @@ async def test_beside_summarization_the_records_keep_the_answers_it_summarized_a
     result = await agent.ainvoke(request) if call == "ainvoke" else agent.invoke(request)
     assert result["loop_stop_reason"] == "max_iterations"
     assert [r["answer"].text for r in result["loop_records"]] == ["first", "second", "third"]
-    # the third model call read the summary, not the first attempt
-    assert "SUMMARY" in model.calls[2][0].text
+    # the third model call read the task (the loop's request) and the summary, not the
+    # first attempt
+    assert model.calls[2][0].text == REQUEST.text
+    assert "SUMMARY" in model.calls[2][1].text
     assert "first" not in [m.text for m in result["messages"] if m.type == "ai"][:-1]
     # the best answer was summarized away; the loop's answer is still its copy
     final = result["messages"][-1]
@@ -116,7 +118,7 @@ def publisher(messages: list[AnyMessage]) -> AIMessage:
 @pytest.mark.parametrize("order", ORDERS)
 async def test_beside_human_in_the_loop_each_attempt_s_tool_call_waits_for_approval(order, call):
     approvals = HumanInTheLoopMiddleware(interrupt_on={"publish": True})
-    loop = LoopMiddleware(CountingEvaluator(accept_at=2), 3, controls=[Repair()])  # revises
+    loop = LoopMiddleware(CountingEvaluator(accept_at=2), 3)  # revises
     agent = create_agent(
         FakeChat.of(publisher),
         [publish],
@@ -271,7 +273,7 @@ def test_inside_a_deep_agent_files_are_judged_and_the_best_attempt_s_files_come_
         score = 100.0 if verdict["stop"] else 0.0
         return {"stop": False, "score": score, "feedback": verdict.get("feedback") or "More."}
 
-    loop = LoopMiddleware(passes_then_continues, 3, controls=[Repair()], select="best")
+    loop = LoopMiddleware(passes_then_continues, 3, select="best")
     agent = deepagents.create_deep_agent(model=FakeChat.of(coder), tools=[], middleware=[loop])
     result = agent.invoke({"messages": [HumanMessage("Write add(a, b) in /solution.py.")]})
     assert [r["score"] for r in result["loop_records"]] == [0.0, 100.0, 0.0]
@@ -287,7 +289,7 @@ async def test_a_deep_agent_s_plan_and_files_both_judged_with_all_of(call):
     from loop_agents import files_check
 
     judge = all_of(files_check(TESTS, timeout=30), todos_complete())
-    loop = LoopMiddleware(judge, 4, controls=[Repair()])  # the coder revises from the feedback
+    loop = LoopMiddleware(judge, 4)  # the coder revises from the feedback
     agent = deepagents.create_deep_agent(model=FakeChat.of(coder), tools=[], middleware=[loop])
     request = {"messages": [HumanMessage("Write add(a, b) in /solution.py.")]}
     result = await agent.ainvoke(request) if call == "ainvoke" else agent.invoke(request)

@@ -26,7 +26,6 @@ from tests.durable_helpers import (
     CountingEvaluator,
     answers,
     iteration_of,
-    repair_loop,
     thread,
     transcript,
 )
@@ -68,12 +67,12 @@ class FlakyAgent(CountingAgent):
 # -- retries --------------------------------------------------------------------------
 
 # The fakes here read their iteration from the answers they are sent (`iteration_of`), which
-# only a repair sends: a loop that goes past its first iteration is built with `Repair()`.
+# a repair (the default retry) sends.
 
 
 def test_transient_agent_error_is_retried():
     agent = FlakyAgent(2, [Transient("reset"), Transient("reset again")])
-    loop = repair_loop(
+    loop = create_loop_agent(
         agent, CountingEvaluator(3), agent_retry_policy=quick(max_attempts=3, retry_on=Transient)
     )
     result = loop.invoke({"messages": [REQUEST]})
@@ -83,7 +82,7 @@ def test_transient_agent_error_is_retried():
 
 def test_hand_built_rate_limit_error_is_retried_by_the_default_policy():
     agent = FlakyAgent(1, [rate_limit_error()])
-    loop = repair_loop(agent, CountingEvaluator(2), agent_retry_policy=quick())
+    loop = create_loop_agent(agent, CountingEvaluator(2), agent_retry_policy=quick())
     result = loop.invoke({"messages": [REQUEST]})
     assert agent.calls == [1, 1, 2]
     assert result["stop_reason"] == "accepted"
@@ -102,7 +101,7 @@ def test_errors_outside_retry_on_are_not_retried():
 def test_exhausted_retries_raise_and_the_loop_resumes(saver):
     agent = FlakyAgent(2, [Transient("1"), Transient("2"), Transient("3")])
     evaluator = CountingEvaluator(3)
-    loop = repair_loop(
+    loop = create_loop_agent(
         agent,
         evaluator,
         checkpointer=saver,
@@ -129,7 +128,7 @@ def test_evaluator_retry_policy():
         return {"stop": context["iteration"] >= 3, "feedback": f"feedback {context['iteration']}"}
 
     agent = CountingAgent()
-    loop = repair_loop(
+    loop = create_loop_agent(
         agent,
         evaluate,
         evaluator_retry_policy=[quick(retry_on=ValueError), quick(retry_on=Transient)],
@@ -220,7 +219,9 @@ class HangingAgent:
 
 async def test_agent_timeout_names_node_iteration_and_limit_and_the_loop_resumes(async_saver):
     agent = HangingAgent(2)
-    loop = repair_loop(agent, CountingEvaluator(3), checkpointer=async_saver, agent_timeout=0.05)
+    loop = create_loop_agent(
+        agent, CountingEvaluator(3), checkpointer=async_saver, agent_timeout=0.05
+    )
     config = thread("agent-timeout")
 
     with pytest.raises(LoopTimeoutError) as caught:
@@ -253,7 +254,7 @@ async def test_evaluator_timeout(async_saver):
         return {"stop": context["iteration"] >= 3, "feedback": f"feedback {context['iteration']}"}
 
     agent = HangingAgent()
-    loop = repair_loop(
+    loop = create_loop_agent(
         agent, evaluate, checkpointer=async_saver, evaluator_timeout=timedelta(milliseconds=50)
     )
     config = thread("evaluator-timeout")
@@ -302,7 +303,7 @@ async def test_a_timeout_error_raised_by_the_agent_itself_is_not_a_loop_timeout(
 
 async def test_fast_calls_are_unaffected_by_the_limit():
     agent = HangingAgent()
-    loop = repair_loop(agent, CountingEvaluator(3), agent_timeout=30, evaluator_timeout=30)
+    loop = create_loop_agent(agent, CountingEvaluator(3), agent_timeout=30, evaluator_timeout=30)
     result = await loop.ainvoke({"messages": [REQUEST]})
     assert texts(result["messages"]) == transcript(3)
 
@@ -364,7 +365,7 @@ async def test_an_evaluator_that_swallows_cancellation_is_abandoned_at_the_deadl
     how, caplog, async_saver
 ):
     stubborn = Stubborn(how, 1)
-    loop = repair_loop(
+    loop = create_loop_agent(
         CountingAgent(), stubborn.evaluator, checkpointer=async_saver, evaluator_timeout=0.1
     )
     config = thread(f"stubborn-evaluator-{how}")
@@ -390,7 +391,7 @@ async def test_an_evaluator_that_swallows_cancellation_is_abandoned_at_the_deadl
 @pytest.mark.parametrize("how", ["sleeps-on", "loops"])
 async def test_an_agent_that_swallows_cancellation_is_abandoned_and_retried(how, caplog):
     stubborn = Stubborn(how, 1)
-    loop = repair_loop(
+    loop = create_loop_agent(
         stubborn.agent, CountingEvaluator(2), agent_timeout=0.1,
         agent_retry_policy=quick(max_attempts=2),
     )  # fmt: skip
@@ -443,7 +444,9 @@ class SlowSync:
 
 def test_sync_invoke_honours_the_evaluator_timeout_and_resumes(saver, caplog):
     slow = SlowSync(2)
-    loop = repair_loop(CountingAgent(), slow.evaluator, checkpointer=saver, evaluator_timeout=0.1)
+    loop = create_loop_agent(
+        CountingAgent(), slow.evaluator, checkpointer=saver, evaluator_timeout=0.1
+    )
     config = thread("sync-evaluator")
     started = time.monotonic()
     with caplog.at_level(logging.WARNING, logger="loop_agents"):
@@ -462,7 +465,7 @@ def test_sync_invoke_honours_the_evaluator_timeout_and_resumes(saver, caplog):
 
 def test_sync_invoke_honours_the_agent_timeout_with_retries():
     slow = SlowSync(1)
-    loop = repair_loop(
+    loop = create_loop_agent(
         slow.agent, CountingEvaluator(2), agent_timeout=0.1,
         agent_retry_policy=quick(max_attempts=2),
     )  # fmt: skip

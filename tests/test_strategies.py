@@ -9,7 +9,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from loop_agents import LoopContext, LoopEvaluation, create_loop_agent
-from loop_agents.controls import DiverseFirst, Repair, Restart, Stagnation
+from loop_agents.controls import DiverseFirst, Restart, Stagnation
 from loop_agents.controls.restart import (
     REQUIREMENTS_HEADER,
     RESTART_KEY,
@@ -177,7 +177,7 @@ def test_diverse_first_makes_k_first_answers_then_repairs_the_best() -> None:
         text = context["last_response"].text
         return {"stop": False, "feedback": f"fix {text}", "score": scores[text]}
 
-    loop = create_loop_agent(model, evaluate, 2, controls=[DiverseFirst(2), Repair()])
+    loop = create_loop_agent(model, evaluate, 2, controls=[DiverseFirst(2)])
     result = loop.invoke({"messages": [HumanMessage(REQUEST)]})
     assert len(model.calls) == 3
     first = result["records"][0]

@@ -34,7 +34,6 @@ from langgraph.types import Checkpointer
 
 from loop_agents.console.loop_console import LoopConsole, astream_to_console
 from loop_agents.console.output import section_header
-from loop_agents.controls import Repair
 from loop_agents.controls.selection import AnswerSelection
 from loop_agents.demos.demo_settings import ReviewMethod, check_review_method
 from loop_agents.demos.demo_settings import (  # re-exported: the served graphs read it here
@@ -111,9 +110,8 @@ def build_loop(
         agent=composer(settings, http_async_client=http_async_client),
         evaluator=evaluator,
         max_iterations=MAX_ITERATIONS,
-        # the article's loop: the reviewer's comments go back to the composer (one run of
-        # the demo has nothing to learn from for the default Adaptive)
-        controls=[Repair(), AnswerSelection("best")],
+        # the article's loop: the reviewer's comments go back to the composer
+        controls=[AnswerSelection("best")],
         checkpointer=checkpointer,
     )
 

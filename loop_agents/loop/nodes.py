@@ -23,6 +23,7 @@ from __future__ import annotations
 import inspect
 import uuid
 from collections.abc import Callable, Generator, Sequence
+from dataclasses import replace
 from functools import partial
 from typing import Any, NamedTuple, TypeVar, cast
 
@@ -143,6 +144,7 @@ class LoopNodes:
         self.max_iterations = max_iterations
         self.controls = list(controls)
         self.shapers = [c for c in self.controls if overrides(c, "shape_input")]
+        self.retry_kinds = [c for c in self.controls if overrides(c, "retry_kind")]
         self.wrappers = [c for c in self.controls if overrides(c, "around_agent")]
         self.deciders = [c for c in self.controls if overrides(c, "after_verdict")]
         self.rules = [c for c in self.controls if overrides(c, "stop_reason")]
@@ -205,7 +207,7 @@ class LoopNodes:
                 "loop_init_ids",
                 "history_memory",
             }
-            if self.shapers:
+            if self.shapers or self.retry_kinds:
                 keys |= {"feedback", "records"}
             return frozenset(keys)
         keys = {
@@ -250,6 +252,8 @@ class LoopNodes:
             self.feedback_format,
             _config=partial(self.report.config, config, iteration),
         )
+        kinds = (control.retry_kind(turn) for control in self.retry_kinds)
+        turn = replace(turn, retry_kind=next((k for k in kinds if k is not None), "repair"))
         messages = history
         shaping = NO_USAGE
         for control in self.shapers:
