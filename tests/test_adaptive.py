@@ -473,33 +473,56 @@ def test_a_full_generation_starts_the_next() -> None:
 # -- stores: every LangGraph store, invoke and ainvoke; a failing one --------------------------
 
 
-@pytest.fixture(params=["memory", "sqlite", "async sqlite"])
-def any_store(request: pytest.FixtureRequest, tmp_path: Any) -> Any:
-    return request.param, tmp_path
+STORES = [
+    "memory",
+    "sqlite",
+    "async sqlite",
+    pytest.param("postgres", marks=pytest.mark.slow),
+    pytest.param("async postgres", marks=pytest.mark.slow),
+]
 
 
+@pytest.mark.parametrize("host", ["graph", "middleware"])
 @pytest.mark.parametrize("call", ["invoke", "ainvoke"])
-async def test_every_store_works_with_invoke_and_ainvoke(any_store, call) -> None:
-    kind, tmp_path = any_store
+@pytest.mark.parametrize("kind", STORES)
+async def test_every_store_works_with_invoke_and_ainvoke(kind, call, host, request, tmp_path):
     path = str(tmp_path / "store.sqlite")
     if kind == "memory":
-        await run_with_store(InMemoryStore(), call)
+        await run_with_store(InMemoryStore(), call, host)
     elif kind == "sqlite":  # no async methods: ainvoke uses its sync ones in a thread
         with SqliteStore.from_conn_string(path) as store:
             store.setup()
-            await run_with_store(store, call)
-    else:
+            await run_with_store(store, call, host)
+    elif kind == "async sqlite":
         async with AsyncSqliteStore.from_conn_string(path) as store:
             await store.setup()
-            await run_with_store(store, call)
+            await run_with_store(store, call, host)
+    elif kind == "postgres":
+        from langgraph.store.postgres import PostgresStore
+
+        with PostgresStore.from_conn_string(request.getfixturevalue("postgres_url")) as store:
+            store.setup()
+            await run_with_store(store, call, host)
+    else:
+        from langgraph.store.postgres.aio import AsyncPostgresStore
+
+        url = request.getfixturevalue("postgres_url")
+        async with AsyncPostgresStore.from_conn_string(url) as store:
+            await store.setup()
+            await run_with_store(store, call, host)
 
 
-async def run_with_store(store: Any, call: str) -> None:
+async def run_with_store(store: Any, call: str, host: str) -> None:
     """Two loops learning in ``store``: the second counts the first's retries."""
     for n in range(2):
-        loop = create_loop_agent(
-            anchored, never_right, 3, controls=[Adaptive(seed=n, store="graph")], store=store
-        )
+        adaptive = Adaptive(seed=n, store="graph")
+        if host == "graph":
+            loop: Any = create_loop_agent(
+                anchored, never_right, 3, controls=[adaptive], store=store
+            )
+        else:
+            middleware = LoopMiddleware(never_right, 3, controls=[adaptive])
+            loop = create_agent(FakeChat.of(anchored), middleware=[middleware], store=store)
         request = {"messages": [HumanMessage(REQUEST)]}
         with warnings.catch_warnings():
             warnings.simplefilter("error", RuntimeWarning)  # no store failure
@@ -507,8 +530,10 @@ async def run_with_store(store: Any, call: str) -> None:
                 result = await loop.ainvoke(request)
             else:  # a store made for async code is used from a thread of its own
                 result = await asyncio.to_thread(loop.invoke, request)
-        assert counted(result) == 2 * n  # the earlier loop's two retries
-        assert all("store_error" not in r["strategy"] for r in result["records"])
+        records = result["records" if host == "graph" else "loop_records"]
+        estimates = records[0]["strategy"]["next"]["estimates"]
+        assert sum(e["successes"] + e["failures"] for e in estimates.values()) == 2 * n
+        assert all("store_error" not in r["strategy"] for r in records)
 
 
 class FailingStore(InMemoryStore):
