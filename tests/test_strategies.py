@@ -417,3 +417,13 @@ def test_a_compacting_history_pays_for_no_summary_no_attempt_is_sent() -> None:
     for record, kind in zip(result["records"], kinds, strict=True):
         if kind != "repair":  # no summary was made for an attempt that is not sent one
             assert not record.get("history_output_tokens")
+
+
+def test_a_retry_kind_of_the_wrong_type_is_refused_naming_the_control() -> None:
+    class Odd(Restart):
+        def retry_kind(self, turn: Any) -> Any:
+            return 3 if turn.iteration > 1 else None
+
+    loop = create_loop_agent(FakeChat.of("a"), failing("no"), 2, controls=[Odd()])
+    with pytest.raises(TypeError, match=r"control 'restart': retry_kind returned 3; it must"):
+        loop.invoke({"messages": [HumanMessage(REQUEST)]})

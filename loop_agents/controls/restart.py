@@ -7,9 +7,10 @@ after an answer that repeats an earlier one, a repair that did not improve (a lo
 equal score, else the same feedback), or ``max_repairs`` repairs in a row. The next
 attempt then starts a new episode, a *fresh sample* sent the request and what the earlier
 attempts failed as a plain list of what must hold (`requirements_message`). Episodes are
-read again from the conversation and the records at every iteration, so a resumed loop
-makes the same choice. The kinds of retry `Adaptive` chooses among (`Retry`, `repair`,
-`fresh`, `informed`) are here too. The user guide is ``docs/strategies.md``.
+read again from the records at every iteration, so a resumed loop (or one whose
+conversation another middleware summarised) makes the same choice. The kinds of retry
+`Adaptive` chooses among (`Retry`, `repair`, `fresh`, `informed`) are here too. The user
+guide is ``docs/strategies.md``.
 
 Example:
     ```python

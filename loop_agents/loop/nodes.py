@@ -252,8 +252,16 @@ class LoopNodes:
             self.feedback_format,
             _config=partial(self.report.config, config, iteration),
         )
-        kinds = (control.retry_kind(turn) for control in self.retry_kinds)
-        turn = replace(turn, retry_kind=next((k for k in kinds if k is not None), "repair"))
+        for control in self.retry_kinds:
+            kind = control.retry_kind(turn)
+            if kind is not None and not isinstance(kind, str):
+                raise TypeError(
+                    f"control {control.describe()!r}: retry_kind returned {kind!r:.40}; it "
+                    f"must return the kind's name (a str, e.g. 'repair') or None"
+                )
+            if kind is not None:
+                turn = replace(turn, retry_kind=kind)
+                break
         messages = history
         shaping = NO_USAGE
         for control in self.shapers:
