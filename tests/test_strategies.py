@@ -287,12 +287,7 @@ async def test_by_default_the_second_call_sees_the_request_the_answer_and_its_re
     agent = {"sync function": sync_agent, "async function": async_agent, "chat model": model}
     loop = create_loop_agent(agent[kind], until_second, 3)
     request = {"messages": [HumanMessage(REQUEST)]}
-    if call == "ainvoke":
-        result = await loop.ainvoke(request)
-    elif kind == "async function":  # an async agent runs under ainvoke only
-        return
-    else:
-        result = loop.invoke(request)
+    result = await loop.ainvoke(request) if call == "ainvoke" else loop.invoke(request)
     second = (model.calls if kind == "chat model" else seen)[1]
     assert [m.type for m in second] == ["human", "ai", "human"]
     assert [second[0].text, second[1].text] == [REQUEST, "answer 1"]
