@@ -144,21 +144,11 @@ def points_of(
     points: dict[str, None] = {}
     for text in feedback:
         found = requirements(text)
-        if isinstance(found, str) or not isinstance(found, Sequence):
-            wrong = f"{type(found).__name__} {found!r:.40}"
-        else:
-            wrong = next(
-                (
-                    f"a list holding {type(p).__name__} {p!r:.40}"
-                    for p in found
-                    if type(p) is not str
-                ),
-                "",
-            )
-        if wrong:
+        listed = isinstance(found, Sequence) and not isinstance(found, str)
+        if not listed or not all(type(point) is str for point in found):
             raise TypeError(
                 f"control {control!r}: requirements {describe(requirements)!r} returned "
-                f"{wrong}; it must return a list of str"
+                f"{type(found).__name__} {found!r:.60}; it must return a list of str"
             )
         points.update((point.strip(), None) for point in found if point.strip())
     return list(points) or ["(the earlier answers failed without a stated reason)"]
