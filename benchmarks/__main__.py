@@ -107,12 +107,12 @@ async def run(parts: set[str], plan: Plan) -> str:
             "",
             "An instant fake chat model; the evaluator accepts the last allowed answer. CPU",
             "time of this process per iteration (median of interleaved runs). vs minimal:",
-            "for create_loop_agent (and with Repair()), the median over rounds of its time",
+            "for create_loop_agent (and with Adaptive()), the median over rounds of its time",
             "over the minimal loop's in the same round (for the others, the ratio of",
             "medians); best vs best:",
             "the fastest run over the minimal loop's fastest run. `create_loop_agent` is",
-            "the default loop, which learns which kind of retry pays (`Adaptive`); with",
-            "`Repair()` every retry is a repair, as in the minimal loop.",
+            "the default loop, every retry a repair as in the minimal loop; with `Adaptive()`",
+            "it learns which kind of retry pays.",
             "",
             overhead.overhead_table(results),
         )
@@ -121,12 +121,6 @@ async def run(parts: set[str], plan: Plan) -> str:
                 f"1. overhead at {result.iterations} iterations: {result.ratio:.2f}x the "
                 f"minimal LangGraph loop (target <= 1.03x): {_verdict(result.ratio <= 1.03)}"
             )
-            if result.repair_ratio is not None:
-                targets.append(
-                    f"1. overhead of the Repair() loop (the minimal loop's behaviour) at "
-                    f"{result.iterations} iterations: {result.repair_ratio:.2f}x (target <= "
-                    f"1.03x): {_verdict(result.repair_ratio <= 1.03)}"
-                )
     if "concurrency" in parts:
         loads = await concurrency.measure(loops=plan.loops, rounds=plan.concurrency_rounds)
         emit(

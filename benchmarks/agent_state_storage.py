@@ -99,12 +99,12 @@ async def _run_once(kind: str, iterations: int, select: str, db: str) -> dict[st
     from tests.file_agents import file_agent, files_after
 
     options: dict[str, Any]
-    try:  # the tree's package: controls; repairs, as the package at `BEFORE` made
-        from loop_agents.controls import AnswerSelection, Repair
+    try:  # the tree's package: controls; it repairs, as the package at `BEFORE` did
+        from loop_agents.controls import AnswerSelection
     except ImportError:  # the package at `BEFORE`: keyword options, which its factory took
         options = {"select": select}
     else:
-        options = {"controls": [Repair(), AnswerSelection(cast(Any, select))]}
+        options = {"controls": [AnswerSelection(cast(Any, select))]}
     config: Any = {"configurable": {"thread_id": "bench"}}
     async with _saver(kind, db) as saver:
         loop = create_loop_agent(file_agent(), _never, iterations, checkpointer=saver, **options)

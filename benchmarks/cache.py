@@ -36,7 +36,6 @@ from langchain_core.runnables import RunnableConfig, RunnableLambda
 
 from benchmarks.measure import table
 from loop_agents import create_loop_agent
-from loop_agents.controls import Repair
 from loop_agents.loop.state import LoopContext, LoopEvaluation
 from loop_agents_cli.demos import song_lyrics
 from loop_agents_cli.demos.prompts import composer_system_message, prompt
@@ -226,8 +225,7 @@ async def run_loop(arrangement: Arrangement, threads: int) -> LoopRun:
                 servers["agent"].settings(max_tokens=cap), http_async_client=agent_client
             ),
             RunnableLambda(never_accept, name="review, never accepted"),
-            ITERATIONS,
-            controls=[Repair()],  # every retry extends the conversation the cache holds
+            ITERATIONS,  # a repair loop: every retry extends the conversation the cache holds
         )
         result: Any = await loop.ainvoke({"messages": [HumanMessage(prompt)]})
         await agent_client.aclose()

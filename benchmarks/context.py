@@ -37,7 +37,7 @@ from langchain_core.messages import BaseMessage, HumanMessage
 from benchmarks.contenders import FakeChat, FakeJudgeChat, message_chars
 from benchmarks.measure import table
 from loop_agents import create_loop_agent, llm_judge
-from loop_agents.controls import FeedbackStyle, History, Repair
+from loop_agents.controls import FeedbackStyle, History
 from loop_agents.loop.feedback import DEFAULT_FEEDBACK_FORMAT, PLAIN_FEEDBACK, FeedbackFormat
 from loop_agents.loop.history.compaction import compacting
 from loop_agents.loop.history.policies import HistoryPolicy, LoopHistory
@@ -128,7 +128,7 @@ def run_loop(
         agent,
         judge,
         ITERATIONS,
-        controls=[Repair(), History(history), FeedbackStyle(feedback_format)],
+        controls=[History(history), FeedbackStyle(feedback_format)],
     )
     loop.invoke({"messages": [HumanMessage("Request: ".ljust(shape.request, "z"))]})
     return Run(agent, judge_model)

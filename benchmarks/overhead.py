@@ -20,14 +20,15 @@ from benchmarks.contenders import (
 )
 from benchmarks.measure import Samples, interleaved, paired_ratio, table
 from loop_agents import create_loop_agent
-from loop_agents.controls import History, Repair
+from loop_agents.controls import Adaptive, History
 
 OURS = "create_loop_agent"
 MINIMAL = "minimal LangGraph loop"
 PLAIN = "plain async loop"
 OURS_LAST = 'create_loop_agent, History("last_attempt")'
-OURS_REPAIR = "create_loop_agent, Repair()"
-"""The seed's loop, every retry a repair: what the minimal loop does (the default learns)."""
+OURS_ADAPTIVE = "create_loop_agent, Adaptive()"
+"""The loop that learns which kind of retry pays (an opt-in control; the default repairs,
+as the minimal loop does)."""
 
 
 def contenders(
@@ -50,8 +51,8 @@ def contenders(
     if with_history_policy:
         last = create_loop_agent(model, evaluator, iterations, controls=[History("last_attempt")])
         runs[OURS_LAST] = lambda: last.ainvoke({"messages": request()})
-        repairs = create_loop_agent(model, evaluator, iterations, controls=[Repair()])
-        runs[OURS_REPAIR] = lambda: repairs.ainvoke({"messages": request()})
+        adaptive = create_loop_agent(model, evaluator, iterations, controls=[Adaptive(seed=0)])
+        runs[OURS_ADAPTIVE] = lambda: adaptive.ainvoke({"messages": request()})
     return runs
 
 
@@ -62,7 +63,7 @@ class Overhead:
     iterations: int
     samples: dict[str, Samples]
     ratio: float  # create_loop_agent / minimal LangGraph loop, CPU, median of paired rounds
-    repair_ratio: float | None = None  # the same for the Repair() loop, when measured
+    adaptive_ratio: float | None = None  # the same for the Adaptive() loop, when measured
 
     def best_ratio(self, name: str) -> float:
         """``name``'s fastest run over the minimal loop's fastest (contention only adds)."""
@@ -80,8 +81,8 @@ async def measure(iterations: int, rounds: int, *, with_history_policy: bool = F
     samples = await interleaved(
         contenders(iterations, with_history_policy=with_history_policy), rounds
     )
-    repairs = paired_ratio(samples, OURS_REPAIR, MINIMAL) if OURS_REPAIR in samples else None
-    return Overhead(iterations, samples, paired_ratio(samples, OURS, MINIMAL), repairs)
+    adaptive = paired_ratio(samples, OURS_ADAPTIVE, MINIMAL) if OURS_ADAPTIVE in samples else None
+    return Overhead(iterations, samples, paired_ratio(samples, OURS, MINIMAL), adaptive)
 
 
 def overhead_table(results: list[Overhead]) -> str:
@@ -89,7 +90,7 @@ def overhead_table(results: list[Overhead]) -> str:
     rows = []
     for result in results:
         for name in result.samples:
-            paired = {OURS: result.ratio, OURS_REPAIR: result.repair_ratio}.get(name)
+            paired = {OURS: result.ratio, OURS_ADAPTIVE: result.adaptive_ratio}.get(name)
             ratio = (
                 paired
                 if paired is not None

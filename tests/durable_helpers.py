@@ -9,8 +9,7 @@ from typing import Any
 
 from langchain_core.messages import AnyMessage, HumanMessage
 
-from loop_agents import LoopAgent, LoopContext, LoopEvaluation, create_loop_agent
-from loop_agents.controls import Repair
+from loop_agents import LoopContext, LoopEvaluation
 from loop_agents.loop.feedback import DEFAULT_FEEDBACK_FORMAT
 from tests.fakes import review
 
@@ -30,17 +29,9 @@ def answers(messages: list[AnyMessage]) -> list[str]:
 
 
 def iteration_of(messages: list[AnyMessage]) -> int:
-    """The iteration a call is for: one more than the answers the agent was sent.
-
-    Only a repair sends the agent its earlier answers: build loops whose agent relies on
-    this with `Repair()` (`repair_loop`), as the default may send the request alone.
-    """
+    """The iteration a call is for: one more than the answers the agent was sent (a loop
+    repairs by default: every retry is sent the earlier answers)."""
     return sum(1 for m in messages if m.type == "ai") + 1
-
-
-def repair_loop(*args: Any, controls: list[Any] | None = None, **kwargs: Any) -> LoopAgent:
-    """`create_loop_agent` with `Repair()` (every retry a repair: what `iteration_of` reads)."""
-    return create_loop_agent(*args, controls=[*(controls or []), Repair()], **kwargs)
 
 
 @dataclass

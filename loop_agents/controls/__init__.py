@@ -12,9 +12,11 @@ either host: ``create_loop_agent(agent, evaluator, 5, controls=[...])`` or
 - `agent_errors`: `AgentErrors` (a failed attempt the model caused is fed back);
 - `advice`: `Advice` (a score decides at a threshold; an advisor writes missing feedback);
 - `feedback_format`: `FeedbackStyle` (how feedback is put to the agent);
-- `restart`: `Restart` (a fresh sample when repairing stops paying);
-- `adaptive`: `Adaptive` (learns from the verdicts which kind of retry pays: a repair, a
-  fresh sample, or a fresh sample told what must hold);
+- `restart`: `Restart` (a fresh sample when repairing stops paying), and the kinds of
+  retry (`Retry`: a repair, a fresh sample, a fresh sample told what must hold);
+- `adaptive`: `Adaptive` (learns from the verdicts which kind of retry pays). Without a
+  control that chooses the kind of retry, every retry is a repair (seed 001's loop);
+  `Repair()` is kept one release as a deprecated no-op;
 - `budgets`: `Budgets` (tokens, time, requests, cost; prices);
 - `plateau`: `Plateau` (stop when the scores stop improving);
 - `stagnation`: `Stagnation` (stop when an answer repeats an earlier one);
@@ -24,7 +26,7 @@ either host: ``create_loop_agent(agent, evaluator, 5, controls=[...])`` or
 A new control is one module here, with its tests; nothing else changes.
 """
 
-from loop_agents.controls.adaptive import Adaptive, Repair, Retry
+from loop_agents.controls.adaptive import Adaptive, Repair
 from loop_agents.controls.advice import Advice
 from loop_agents.controls.agent_errors import AgentErrors
 from loop_agents.controls.budgets import Budgets
@@ -34,7 +36,7 @@ from loop_agents.controls.diverse_first import DiverseFirst
 from loop_agents.controls.feedback_format import FeedbackStyle
 from loop_agents.controls.history import History
 from loop_agents.controls.plateau import Plateau
-from loop_agents.controls.restart import Restart
+from loop_agents.controls.restart import Restart, Retry
 from loop_agents.controls.retries import Retries
 from loop_agents.controls.selection import AnswerSelection
 from loop_agents.controls.stagnation import Stagnation

@@ -58,7 +58,9 @@ class History(LoopControl):
     def shape_input(
         self, messages: list[AnyMessage], turn: Turn
     ) -> list[AnyMessage] | Generator[Call, Measured[Any], list[AnyMessage]]:
-        """The messages the policy chooses from the conversation."""
+        """The messages the policy chooses from the conversation (for a repair only)."""
+        if turn.retry_kind != "repair":  # the strategy builds what is sent: no summary to pay
+            return messages
         view = loop_history(turn.state, turn.opened, messages)
         if self.stateful is not None:
             return self._stateful_choice(view, turn)

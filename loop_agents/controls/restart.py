@@ -1,26 +1,16 @@
-"""Start afresh when repairing stops paying: `Restart`, and the answers' identity.
+"""Start afresh when repairing stops paying: `Restart`; what a fresh attempt is sent.
 
 Small models often cannot repair their own answer: shown it with a review, they send
-back the same program, or fix only a slip. Sampling anew does better at the same budget
-(Olausson et al., *Is Self-Repair a Silver Bullet for Code Generation?*, 2024). With
-`Restart` among a loop's controls, an attempt is a *repair* (the agent sees the answers
-of its current *episode* and their feedback, as usual) until repairing stops paying; then
-the next attempt starts a new episode: a *fresh sample* that is sent the request and what
-the earlier attempts failed, as a plain list of what must hold added to the request
-(`requirements_message`), and neither an earlier answer nor a review log whose layout a
-small model copies.
-
-A new episode starts at iteration n when attempt n - 1:
-
-- repeats an earlier answer of the loop (the same text, by `answer_key`); or
-- was a repair that did not improve on the attempt it repaired: a lower or equal score
-  when both have one, else the same feedback (the same failure); or
-- was the ``max_repairs``-th repair of its episode (when ``max_repairs`` is set).
-
-Episodes are read again from the conversation and the records at every iteration, so a
-resumed loop makes the same choice. Within an episode after the first, the agent is
-sent ``request with its requirements + the episode's attempts and their feedback``; the first
-episode is sent what the controls before this one chose (`History`).
+back the same program. With `Restart` among a loop's controls, an attempt is a *repair*
+(the answers of its current *episode* and their feedback) until repairing stops paying:
+after an answer that repeats an earlier one, a repair that did not improve (a lower or
+equal score, else the same feedback), or ``max_repairs`` repairs in a row. The next
+attempt then starts a new episode, a *fresh sample* sent the request and what the earlier
+attempts failed as a plain list of what must hold (`requirements_message`). Episodes are
+read again from the records at every iteration, so a resumed loop (or one whose
+conversation another middleware summarised) makes the same choice. The kinds of retry
+`Adaptive` chooses among (`Retry`, `repair`, `fresh`, `informed`) are here too. The user
+guide is ``docs/strategies.md``.
 
 Example:
     ```python
@@ -34,15 +24,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TypeAlias
 
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage
 
 from loop_agents.loop.agents import describe
 from loop_agents.loop.feedback import fenced
 from loop_agents.loop.history.policies import LoopHistory, loop_history, without_rejected_attempts
 from loop_agents.loop.protocol import LoopControl, Stage, Turn
-from loop_agents.loop.state import IterationRecord
+from loop_agents.loop.records import answer_id_of
 
 AnswerKey = Callable[[str], str]
 """Maps an answer's text to what makes two answers the same (`answer_key` by default)."""
@@ -136,6 +128,107 @@ def requirements_message(
         )
         return [*request[:-1], merged]
     return [*request, HumanMessage(listed, additional_kwargs={RESTART_KEY: True})]
+
+
+def points_of(
+    requirements: Requirements, feedback: Sequence[str], control: str = "restart"
+) -> list[str]:
+    """What must hold: the points ``requirements`` finds in each feedback text, each once.
+
+    Example:
+        ```python
+        assert points_of(feedback_points, ["- a", "Too long.", "- a"]) == ["a", "Too long."]
+        ```
+
+    """
+    points: dict[str, None] = {}
+    for text in feedback:
+        found = requirements(text)
+        listed = isinstance(found, Sequence) and not isinstance(found, str)
+        if not listed or not all(type(point) is str for point in found):
+            raise TypeError(
+                f"control {control!r}: requirements {describe(requirements)!r} returned "
+                f"{type(found).__name__} {found!r:.60}; it must return a list of str"
+            )
+        points.update((point.strip(), None) for point in found if point.strip())
+    return list(points) or ["(the earlier answers failed without a stated reason)"]
+
+
+def fresh_start(
+    turn: Turn, view: LoopHistory | None = None
+) -> tuple[list[AnyMessage], list[AnyMessage], list[AnyMessage]]:
+    """What an attempt that starts afresh keeps: ``(request, earlier, pending)``.
+
+    The request is the loop's own (``init_messages``), so a conversation another
+    middleware summarised still gives the task; the earlier turns (as the user saw them)
+    and the messages added since the latest feedback are kept while the request is still
+    in the conversation.
+
+    Example:
+        ```python
+        request, earlier, pending = fresh_start(turn)
+        ```
+
+    """
+    view = view or loop_history(turn.state, turn.opened, turn.messages)
+    request, shown = turn.request, view["request"]
+    if len(shown) == len(request) and all(
+        a.id == b.id or a.content == b.content for a, b in zip(shown, request, strict=True)
+    ):
+        return request, without_rejected_attempts(view["earlier"]), list(view["pending"])
+    return request, [], []
+
+
+@dataclass(frozen=True)
+class Retry:
+    """What an attempt after the first could be sent: the input of a `RetryKind`.
+
+    Attributes:
+        iteration: The attempt's iteration (2 or more).
+        messages: The conversation (for a repair, as the history policy sends it).
+        request: The loop's request (its ``init_messages``).
+        earlier: The thread's turns before the request, as the user saw them.
+        pending: Messages added to the conversation since the latest feedback.
+        feedback: The evaluator's feedback so far, oldest first (raw texts).
+        requirements: The function that lists the points a feedback text names.
+
+    """
+
+    iteration: int
+    messages: list[AnyMessage]
+    request: list[AnyMessage]
+    earlier: list[AnyMessage]
+    pending: list[AnyMessage]
+    feedback: list[str]
+    requirements: Requirements = field(default=feedback_points, repr=False)
+
+    @cached_property
+    def points(self) -> list[str]:
+        """What must hold: the points the feedback named, each once, in order."""
+        return points_of(self.requirements, self.feedback, "adaptive")
+
+
+RetryKind: TypeAlias = Callable[[Retry], Sequence[BaseMessage]]
+"""A kind of retry: a function of a `Retry` returning the messages the attempt is sent."""
+
+
+def repair(retry: Retry) -> list[AnyMessage]:
+    """A repair: the answers so far with their feedback (the seed's loop)."""
+    return list(retry.messages)
+
+
+def fresh(retry: Retry) -> list[AnyMessage]:
+    """A fresh sample: the request alone, no earlier answer of this loop."""
+    return [*retry.earlier, *retry.request, *retry.pending]
+
+
+def informed(retry: Retry) -> list[AnyMessage]:
+    """An informed fresh sample: the request with what must hold, fenced as data."""
+    return [*retry.earlier, *requirements_message(retry.points, retry.request), *retry.pending]
+
+
+BUILTIN_KINDS: dict[str, RetryKind] = {"repair": repair, "fresh": fresh, "informed": informed}
+"""The built-in kinds of retry, by name."""
 
 
 @dataclass(frozen=True)
@@ -234,36 +327,41 @@ class Restart(LoopControl):
         self.key: AnswerKey = key or answer_key
         self.requirements: Requirements = requirements or feedback_points
 
+    def retry_kind(self, turn: Turn) -> str | None:
+        """``"repair"`` in the first episode (what `History` sends), else ``"restart"``."""
+        if turn.new_loop or turn.iteration < 2:
+            return None
+        return "repair" if self._episode(turn)[0] == 1 else "restart"
+
     def shape_input(self, messages: list[AnyMessage], turn: Turn) -> list[AnyMessage]:
         """The episode's messages: ``messages`` in the first episode, else a fresh start."""
-        if turn.new_loop or turn.iteration < 2:
+        if turn.retry_kind == "repair" or turn.iteration < 2:
             return messages
-        view = loop_history(turn.state, turn.opened, turn.messages)
-        steps = self._steps(view, turn.records)
-        start = _episode_starts(steps, max_repairs=self.max_repairs)[-1]
+        start, steps = self._episode(turn)
         if start == 1:
             return messages
-        points = self._points([s.feedback for s in steps if s.iteration < start])
-        sent = [
-            *without_rejected_attempts(view["earlier"]),
-            *requirements_message(points, view["request"]),
-        ]
+        view = loop_history(turn.state, turn.opened, turn.messages)
+        request, earlier, pending = fresh_start(turn, view)
+        failed = [step.feedback for step in steps if step.iteration < start]
+        sent = [*earlier, *requirements_message(points_of(self.requirements, failed), request)]
         for attempt in view["attempts"]:
             if attempt["iteration"] >= start:
                 sent += [*attempt["messages"], attempt["feedback"]]
-        return [*sent, *view["pending"]]
+        return [*sent, *pending]
 
-    def _steps(self, view: LoopHistory, records: Sequence[IterationRecord]) -> list[_Step]:
-        scores = {r["iteration"]: r["score"] for r in records}
-        steps: list[_Step] = []
-        for attempt, feedback in zip(view["attempts"], view["feedback"], strict=True):
-            answer = next(
-                (m for m in reversed(attempt["messages"]) if isinstance(m, AIMessage)), None
-            )
+    def _episode(self, turn: Turn) -> tuple[int, list[_Step]]:
+        """The current episode's first iteration, and the attempts so far.
+
+        The attempts are read from the records, which a conversation another middleware
+        summarised keeps whole.
+        """
+        answers = {m.id: m for m in turn.messages if isinstance(m, AIMessage)}
+        steps = []
+        for record in turn.records:
+            answer = record.get("answer") or answers.get(answer_id_of(record))
             key = None if answer is None else self._key_of(answer.text)
-            number = attempt["iteration"]
-            steps.append(_Step(number, key, feedback, scores.get(number)))
-        return steps
+            steps.append(_Step(record["iteration"], key, record["feedback"], record["score"]))
+        return _episode_starts(steps, max_repairs=self.max_repairs)[-1], steps
 
     def _key_of(self, text: str) -> str:
         key = self.key(text)
@@ -273,24 +371,3 @@ class Restart(LoopControl):
                 f"{type(key).__name__} {key!r:.40}; it must return a str"
             )
         return key
-
-    def _points(self, feedback: Sequence[str]) -> list[str]:
-        points: dict[str, None] = {}
-        for text in feedback:
-            found = self.requirements(text)
-            if isinstance(found, str) or not isinstance(found, Sequence):
-                raise TypeError(
-                    f"control 'restart': requirements {describe(self.requirements)!r} "
-                    f"returned {type(found).__name__} {found!r:.40}; it must return a list "
-                    f"of str"
-                )
-            for point in found:
-                if not isinstance(point, str):
-                    raise TypeError(
-                        f"control 'restart': requirements {describe(self.requirements)!r} "
-                        f"returned a list holding {type(point).__name__} {point!r:.40}; "
-                        f"every point must be a str"
-                    )
-                if point.strip():
-                    points[point.strip()] = None
-        return list(points) or ["(the earlier answers failed without a stated reason)"]

@@ -31,7 +31,6 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.store.base import BaseStore
 from langgraph.types import Checkpointer
 
-from loop_agents.controls.adaptive import with_a_strategy
 from loop_agents.hosts.agent_step import AgentStep, routed
 from loop_agents.hosts.loop_agent import LoopAgent
 from loop_agents.hosts.removed_keywords import refuse_removed_keywords
@@ -134,8 +133,8 @@ def create_loop_agent(
             error (``invoke(None, config)``) and a second run on the same thread starts
             a new loop on the same conversation. Resume after a hard kill of the
             process is exact when the loop is run with ``durability="sync"``.
-        store: A LangGraph store, passed to the compiled graph (`Adaptive` keeps what it
-            learns there).
+        store: A LangGraph store, passed to the compiled graph (``Adaptive(store="graph")``
+            keeps what it learns there).
         output_mode: What the loop returns, to its caller or to a parent graph that
             has it as a node. ``"full_state"`` (the default): every key listed under
             Returns. ``"full_history"``: ``messages`` only, the whole transcript.
@@ -207,7 +206,7 @@ def create_loop_agent(
         )
     mode = check_output_mode(output_mode)
     kept = [KeptAnswers()] if mode == "last_message" else []
-    parts = assemble_controls(with_a_strategy([*given, *kept]), LoopSpec(agent, evaluator, cap))
+    parts = assemble_controls([*given, *kept], LoopSpec(agent, evaluator, cap))
     core = LoopNodes(evaluator, cap, name=check_name(name), controls=parts)
     step = AgentStep(core, agent)
     layout = resolve_storage(check_storage(storage), checkpointer)

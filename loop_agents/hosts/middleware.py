@@ -42,7 +42,6 @@ from langgraph.config import get_config
 from langgraph.runtime import Runtime
 from langgraph.types import Command, Overwrite
 
-from loop_agents.controls.adaptive import with_a_strategy
 from loop_agents.hosts.middleware_state import (
     DEFAULT_STATE_KEYS,
     LOOP_KEYS,
@@ -168,7 +167,7 @@ class LoopMiddleware(AgentMiddleware[Any, Any, Any]):
         given = _listed(controls)
         cap = check_max_iterations(max_iterations)
         spec = LoopSpec(None, evaluator, cap, host="middleware")
-        parts = assemble_controls(with_a_strategy([AgentStopped(), KeptAnswers(), *given]), spec)
+        parts = assemble_controls([AgentStopped(), KeptAnswers(), *given], spec)
         for part in parts:
             _refuse_outside(part)
         self.state_keys, self._reduced = _check_state_keys(state_keys)
@@ -430,14 +429,20 @@ def _sent(
 def _shaped(request: ModelRequest[Any], mark: AttemptMark) -> ModelRequest[Any]:
     """The request with what the history policy chose, then the attempt's own messages.
 
-    Every text is sent encodable (`encodable`: a lone surrogate in an earlier answer would
-    make the model client fail); the agent's state keeps the messages as they are.
+    The loop's request (``loop_init_messages``) is always sent: a message another
+    middleware took out of the conversation (a summary) is taken from there, and when
+    the whole conversation is sent without it, it comes first. Every text is sent
+    encodable (`encodable`: a lone surrogate in an earlier answer would make the model
+    client fail); the agent's state keeps the messages as they are.
     """
     sent = mark.get("sent")
+    task = cast(list[AnyMessage], request.state.get("loop_init_messages") or [])
     if sent is None:
-        messages = encodable(request.messages)
+        shown = {m.id for m in request.messages}
+        missing = [] if any(m.id in shown for m in task) else task
+        messages = encodable([*missing, *request.messages] if missing else request.messages)
         return request if messages is request.messages else request.override(messages=messages)
-    by_id = {m.id: m for m in request.messages if m.id is not None}
+    by_id = {m.id: m for m in [*task, *request.messages] if m.id is not None}
     chosen = [
         by_id[item] if isinstance(item, str) else item
         for item in sent

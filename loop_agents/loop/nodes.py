@@ -23,6 +23,7 @@ from __future__ import annotations
 import inspect
 import uuid
 from collections.abc import Callable, Generator, Sequence
+from dataclasses import replace
 from functools import partial
 from typing import Any, NamedTuple, TypeVar, cast
 
@@ -143,6 +144,7 @@ class LoopNodes:
         self.max_iterations = max_iterations
         self.controls = list(controls)
         self.shapers = [c for c in self.controls if overrides(c, "shape_input")]
+        self.retry_kinds = [c for c in self.controls if overrides(c, "retry_kind")]
         self.wrappers = [c for c in self.controls if overrides(c, "around_agent")]
         self.deciders = [c for c in self.controls if overrides(c, "after_verdict")]
         self.rules = [c for c in self.controls if overrides(c, "stop_reason")]
@@ -205,7 +207,7 @@ class LoopNodes:
                 "loop_init_ids",
                 "history_memory",
             }
-            if self.shapers:
+            if self.shapers or self.retry_kinds:
                 keys |= {"feedback", "records"}
             return frozenset(keys)
         keys = {
@@ -250,6 +252,16 @@ class LoopNodes:
             self.feedback_format,
             _config=partial(self.report.config, config, iteration),
         )
+        for control in self.retry_kinds:
+            kind = control.retry_kind(turn)
+            if kind is not None and not isinstance(kind, str):
+                raise TypeError(
+                    f"control {control.describe()!r}: retry_kind returned {kind!r:.40}; it "
+                    f"must return the kind's name (a str, e.g. 'repair') or None"
+                )
+            if kind is not None:
+                turn = replace(turn, retry_kind=kind)
+                break
         messages = history
         shaping = NO_USAGE
         for control in self.shapers:

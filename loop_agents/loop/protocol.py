@@ -10,6 +10,10 @@ first, then yours), whatever the order of the list.
 
 A control overrides the hooks it needs; the loop calls only the overridden ones:
 
+- `LoopControl.retry_kind` (*what kind of attempt*): a control that claims
+  ``"retry_kind"`` says what the attempt is (`Turn.retry_kind`): a ``"repair"`` is sent
+  what the history policy chooses; for any other kind the policy is skipped (and a
+  compacting one pays for no summary) and the control builds what is sent.
 - `LoopControl.shape_input` (*what the agent is sent*): given the messages the agent
   would be sent and the `Turn`, return the messages to send. Each control is given the
   previous one's choice.
@@ -149,6 +153,8 @@ class Turn:
             ``stop`` and selection, nor the keys only ``evaluate`` reads).
         opened: The state updates that open the iteration (``init_messages`` among them
             when a new loop starts on the thread); `add_to_request` adds to them.
+        retry_kind: What kind of attempt this is (`LoopControl.retry_kind`; ``"repair"``
+            when no control says).
 
     """
 
@@ -159,6 +165,7 @@ class Turn:
     state: LoopState
     opened: dict[str, Any]
     feedback_format: FeedbackFormat = DEFAULT_FEEDBACK_FORMAT
+    retry_kind: str = "repair"
     memory_kept: dict[str, Any] = field(default_factory=dict, repr=False)
     _config: Callable[[str], RunnableConfig] | None = field(default=None, repr=False)
 
@@ -528,6 +535,18 @@ class LoopControl:
     """Whether `around_agent` may yield a list of calls (several answers at once); the
     loop then retries each call on its own rather than the whole node."""
 
+    def retry_kind(self, turn: Turn) -> str | None:
+        """The attempt's kind, from a control that claims ``"retry_kind"`` (``None``: no say).
+
+        Example:
+            ```python
+            def retry_kind(self, turn):
+                return "fresh" if turn.iteration > 1 else None
+            ```
+
+        """
+        return None
+
     def shape_input(
         self, messages: list[AnyMessage], turn: Turn
     ) -> Sequence[BaseMessage] | Generator[Call | Fanout, Measured[Any], Sequence[BaseMessage]]:
@@ -631,7 +650,7 @@ class LoopControl:
         return self.name or type(self).__name__
 
 
-HOOKS = ("shape_input", "around_agent", "after_verdict", "stop_reason", "choose")
+HOOKS = ("retry_kind", "shape_input", "around_agent", "after_verdict", "stop_reason", "choose")
 """The hooks of `LoopControl`, in the order the loop reaches them."""
 
 

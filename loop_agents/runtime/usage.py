@@ -94,7 +94,7 @@ class TokenCounter(BaseCallbackHandler):
             if isinstance(message, AIMessage) and message.usage_metadata:
                 metered = True
                 tokens = usage_of_metadata(message.usage_metadata)
-            model = model or _message_model(message)
+            model = model or message_model(message)
         usage = (response.llm_output or {}).get("token_usage")
         if not metered and isinstance(usage, Mapping) and usage:
             # a completion model (or an older chat model) reports its usage here
@@ -267,7 +267,7 @@ def _model_name(response: LLMResult) -> str:
     return name if isinstance(name, str) else ""
 
 
-def _message_model(message: BaseMessage) -> str:
+def message_model(message: BaseMessage) -> str:
     """The model a response message names in its ``response_metadata`` (``""`` if none)."""
     metadata = message.response_metadata or {}
     name = metadata.get("model_name") or metadata.get("model")

@@ -40,7 +40,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from langchain_core.messages import AnyMessage, HumanMessage
 
 from loop_agents import LoopContext, LoopEvaluation, create_loop_agent
-from loop_agents.controls import Repair
 from loop_agents.loop import storage
 from loop_agents.loop.storage import storage_of
 from tests.durable_helpers import frequent_snapshot_keys
@@ -122,7 +121,6 @@ def main() -> None:
                     10,
                     checkpointer=saver,
                     storage=args.storage,
-                    controls=[Repair()],
                 )
                 if args.mode == "start":
                     async for update in loop.astream(
@@ -136,9 +134,7 @@ def main() -> None:
         asyncio.run(run())
         return
     with sync_saver(args.saver, args.db) as saver:
-        loop = create_loop_agent(
-            agent, evaluate, 10, checkpointer=saver, storage=args.storage, controls=[Repair()]
-        )
+        loop = create_loop_agent(agent, evaluate, 10, checkpointer=saver, storage=args.storage)
         if args.mode == "start":
             for update in loop.stream(
                 request, CONFIG, stream_mode="updates", durability=args.durability

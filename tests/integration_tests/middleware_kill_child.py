@@ -31,7 +31,6 @@ from langchain.agents import create_agent
 from langchain_core.messages import AnyMessage, HumanMessage
 
 from loop_agents import LoopContext, LoopEvaluation, LoopMiddleware
-from loop_agents.controls import Repair
 from tests.fakes import FakeChat
 from tests.integration_tests.kill_child import async_saver, sync_saver
 
@@ -85,7 +84,7 @@ def main() -> None:
             wait_for_kill()
 
     def build(saver: Any) -> Any:
-        loop = LoopMiddleware(evaluate, 10, storage=args.storage, controls=[Repair()])
+        loop = LoopMiddleware(evaluate, 10, storage=args.storage)
         return create_agent(FakeChat.of(answer), middleware=[loop], checkpointer=saver)
 
     def finish(result: dict[str, Any]) -> None:

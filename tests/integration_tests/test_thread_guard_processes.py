@@ -26,7 +26,6 @@ import pytest
 from langchain_core.messages import HumanMessage
 
 from loop_agents import ThreadBusyError, create_loop_agent
-from loop_agents.controls import Repair
 from tests.durable_helpers import REQUEST, CountingAgent, CountingEvaluator, thread, transcript
 from tests.fakes import FakeChat, texts
 from tests.integration_tests.thread_guard_child import BUSY_EXIT, async_saver, sync_saver
@@ -109,9 +108,7 @@ def test_a_run_in_another_process_holds_the_thread(database, child_async):
         # this process: rejected, its model never called
         model = FakeChat.of("intruder's answer")
         with sync_saver(kind, db) as saver:
-            loop = create_loop_agent(
-                model, CountingEvaluator(1), checkpointer=saver, controls=[Repair()]
-            )
+            loop = create_loop_agent(model, CountingEvaluator(1), checkpointer=saver)
             with pytest.raises(ThreadBusyError, match="thread 'shared' is busy") as caught:
                 loop.invoke({"messages": [HumanMessage("Overwrite it.")]}, thread("shared"))
             assert caught.value.holder == "another process"
@@ -127,9 +124,7 @@ def test_a_run_in_another_process_holds_the_thread(database, child_async):
         assert finish(child) == transcript(2)
 
     with sync_saver(kind, db) as saver:
-        loop = create_loop_agent(
-            model, CountingEvaluator(1), checkpointer=saver, controls=[Repair()]
-        )
+        loop = create_loop_agent(model, CountingEvaluator(1), checkpointer=saver)
         # the first run's work is intact in the database, and the thread is free again
         assert texts(loop.get_state(thread("shared")).values["messages"]) == transcript(2)
         result = loop.invoke({"messages": [HumanMessage("And now?")]}, thread("shared"))
@@ -142,9 +137,7 @@ async def test_an_async_run_here_is_rejected_too(database):
     with holding_child(database, "shared-async") as child:
         model = FakeChat.of("intruder's answer")
         async with async_saver(kind, db) as saver:
-            loop = create_loop_agent(
-                model, CountingEvaluator(1), checkpointer=saver, controls=[Repair()]
-            )
+            loop = create_loop_agent(model, CountingEvaluator(1), checkpointer=saver)
             with pytest.raises(ThreadBusyError) as caught:
                 await loop.ainvoke({"messages": [REQUEST]}, thread("shared-async"))
             assert caught.value.holder == "another process"
@@ -163,7 +156,6 @@ def test_a_waiting_run_goes_after_the_other_process(database):
             model,
             CountingEvaluator(1),
             checkpointer=saver,
-            controls=[Repair()],
             concurrent_runs="wait",
         )
         outcome: dict[str, Any] = {}
@@ -197,9 +189,7 @@ def test_a_killed_holder_leaves_the_thread_free_at_once(database, child_async):
     # at once: no waiting, the default concurrent_runs="reject"
     agent = CountingAgent()
     with sync_saver(kind, db) as saver:
-        loop = create_loop_agent(
-            agent, CountingEvaluator(2), checkpointer=saver, controls=[Repair()]
-        )
+        loop = create_loop_agent(agent, CountingEvaluator(2), checkpointer=saver)
         result = loop.invoke(None, thread("killed"))
     assert result["stop_reason"] == "accepted"
     assert agent.calls == [1, 2]  # the killed call is made again, then the next one
@@ -222,7 +212,5 @@ def test_a_hard_link_to_the_database_meets_the_holders_lock(tmp_path):
         assert other.stdout.strip() == "BUSY another process"
         assert finish(child) == transcript(2)
     with sync_saver(*database) as saver:
-        loop = create_loop_agent(
-            FakeChat.of("later"), CountingEvaluator(1), checkpointer=saver, controls=[Repair()]
-        )
+        loop = create_loop_agent(FakeChat.of("later"), CountingEvaluator(1), checkpointer=saver)
         assert texts(loop.get_state(thread("linked")).values["messages"]) == transcript(2)

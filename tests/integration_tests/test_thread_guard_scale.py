@@ -20,7 +20,6 @@ import pytest
 from langchain_core.messages import HumanMessage
 
 from loop_agents import create_loop_agent
-from loop_agents.controls import Repair
 from tests.durable_helpers import thread
 from tests.savers import PostgresCluster
 
@@ -82,9 +81,7 @@ async def test_a_thousand_loops_on_one_saver_of_a_small_server(small_server):
     url = f"{small_server}/{name}"
     async with AsyncPostgresSaver.from_conn_string(url) as saver:
         await saver.setup()
-        loop = create_loop_agent(
-            SlowAgent(), never_satisfied, ITERATIONS, checkpointer=saver, controls=[Repair()]
-        )
+        loop = create_loop_agent(SlowAgent(), never_satisfied, ITERATIONS, checkpointer=saver)
         done = asyncio.Event()
         watcher = asyncio.create_task(_peak_connections(url, done))
         try:

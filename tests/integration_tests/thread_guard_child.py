@@ -26,7 +26,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from langchain_core.messages import AnyMessage, HumanMessage
 
 from loop_agents import LoopContext, LoopEvaluation, ThreadBusyError, create_loop_agent
-from loop_agents.controls import Repair
 
 BUSY_EXIT = 3
 
@@ -88,17 +87,13 @@ def main() -> None:
 
             async def run() -> dict[str, Any]:
                 async with async_saver(args.saver, args.db) as saver:
-                    loop = create_loop_agent(
-                        answer, evaluate, 3, checkpointer=saver, controls=[Repair()]
-                    )
+                    loop = create_loop_agent(answer, evaluate, 3, checkpointer=saver)
                     return await loop.ainvoke(inputs, config, durability="sync")
 
             result = asyncio.run(run())
         else:
             with sync_saver(args.saver, args.db) as saver:
-                loop = create_loop_agent(
-                    answer, evaluate, 3, checkpointer=saver, controls=[Repair()]
-                )
+                loop = create_loop_agent(answer, evaluate, 3, checkpointer=saver)
                 result = loop.invoke(inputs, config, durability="sync")
     except ThreadBusyError as error:
         print("BUSY", error.holder, flush=True)

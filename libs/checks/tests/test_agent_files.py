@@ -7,7 +7,6 @@ from langchain.agents.middleware import TodoListMiddleware
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 
 from loop_agents import create_loop_agent
-from loop_agents.controls import Repair
 from loop_agents.evaluators import all_of, todos_complete
 from loop_agents.loop.feedback import is_feedback
 from loop_agents_checks import files_check
@@ -153,7 +152,7 @@ async def test_a_deep_agent_writes_code_until_its_tests_pass_and_its_plan_is_don
         model=FakeChat.of(planner_coder), tools=[], middleware=[TodoListMiddleware()]
     )
     evaluator = all_of(files_check(TESTS, timeout=20), todos_complete())
-    loop = create_loop_agent(agent, evaluator, 5, controls=[Repair()])  # it fixes what it is told
+    loop = create_loop_agent(agent, evaluator, 5)  # it fixes what it is told
     request = {"messages": [HumanMessage("Write add(a, b) in /solution.py.")]}
     result = await loop.ainvoke(request) if call == "ainvoke" else loop.invoke(request)
     assert result["stop_reason"] == "accepted"

@@ -6,7 +6,7 @@ import pytest
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 
 from loop_agents import LoopContext, LoopEvaluation, LoopMiddleware, all_of, todos_complete
-from loop_agents.controls import AnswerSelection, Repair
+from loop_agents.controls import AnswerSelection
 from loop_agents.loop.feedback import is_feedback
 from loop_agents_checks import files_check
 from tests.fakes import FakeChat
@@ -51,7 +51,7 @@ def test_inside_a_deep_agent_files_are_judged_and_the_best_attempt_s_files_come_
         score = 100.0 if verdict["stop"] else 0.0
         return {"stop": False, "score": score, "feedback": verdict.get("feedback") or "More."}
 
-    loop = LoopMiddleware(passes_then_continues, 3, controls=[Repair(), AnswerSelection("best")])
+    loop = LoopMiddleware(passes_then_continues, 3, controls=[AnswerSelection("best")])
     agent = deepagents.create_deep_agent(model=FakeChat.of(coder), tools=[], middleware=[loop])
     result = agent.invoke({"messages": [HumanMessage("Write add(a, b) in /solution.py.")]})
     assert [r["score"] for r in result["loop_records"]] == [0.0, 100.0, 0.0]
@@ -65,7 +65,7 @@ def test_inside_a_deep_agent_files_are_judged_and_the_best_attempt_s_files_come_
 async def test_a_deep_agent_s_plan_and_files_both_judged_with_all_of(call):
     deepagents = pytest.importorskip("deepagents")
     judge = all_of(files_check(TESTS, timeout=30), todos_complete())
-    loop = LoopMiddleware(judge, 4, controls=[Repair()])  # the coder revises from the feedback
+    loop = LoopMiddleware(judge, 4)  # the coder revises from the feedback
     agent = deepagents.create_deep_agent(model=FakeChat.of(coder), tools=[], middleware=[loop])
     request = {"messages": [HumanMessage("Write add(a, b) in /solution.py.")]}
     result = await agent.ainvoke(request) if call == "ainvoke" else agent.invoke(request)

@@ -16,7 +16,7 @@ from langchain_core.messages import AnyMessage
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer
 
-from loop_agents.controls import LoopControl, Repair
+from loop_agents.controls import LoopControl
 from loop_agents.controls.selection import AnswerSelection
 from loop_agents.evaluators import all_of, llm_judge
 from loop_agents.evaluators.judge import judge_format_options
@@ -80,13 +80,8 @@ RunGraph = LoopAgent | CompiledStateGraph[Any, Any, Any, Any]
 
 
 def run_controls(spec: RunSpec) -> list[LoopControl]:
-    """A run's controls: its answer selection, and every retry a repair.
-
-    A run is one loop with nothing kept between runs to learn from (`Adaptive`'s default
-    would draw its kinds from the prior alone), and the command says the feedback goes
-    back to the model: so its retries are repairs (`Repair`).
-    """
-    return [Repair(), AnswerSelection(spec.select)]
+    """A run's controls: its answer selection (every retry a repair, the default)."""
+    return [AnswerSelection(spec.select)]
 
 
 def build_loop(spec: RunSpec, endpoint: Endpoint, *, checkpointer: Checkpointer) -> RunGraph:

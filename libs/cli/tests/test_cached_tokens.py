@@ -9,7 +9,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langchain_openai import ChatOpenAI
 
 from loop_agents import LoopContext, LoopEvaluation, UnknownPriceError, create_loop_agent
-from loop_agents.controls import Budgets, Repair
+from loop_agents.controls import Adaptive, Budgets
 from loop_agents.controls.budgets import PriceTable, check_prices
 from loop_agents.evaluators import llm_judge
 from loop_agents.loop.state import IterationRecord
@@ -154,7 +154,6 @@ def wire_loop(
     judge_model = ChatOpenAI(model="judge-m", api_key="sk-test", http_client=server.client())
     judge = llm_judge(judge_model, RUBRIC, threshold=90)
     # repairs unless a test says otherwise: each retry extends the conversation before it
-    options.setdefault("controls", [Repair()])
     return create_loop_agent(agent, judge, iterations, **options)
 
 
@@ -180,7 +179,7 @@ def priced(record: IterationRecord, *, cached_rate: bool = True) -> float:
 def test_a_server_s_prefix_cache_reaches_the_records_and_the_cost(streaming):
     server = ScriptedOpenAI(script(3), prefix_cache=True)
     loop = wire_loop(
-        server, 3, streaming=streaming, controls=[Repair(), Budgets(prices=WIRE_PRICES)]
+        server, 3, streaming=streaming, controls=[Budgets(prices=WIRE_PRICES)]
     )
     result = loop.invoke({"messages": [REQUEST]})
     assert [bool(r.get("stream")) for r in server.requests[0::2]] == [streaming] * 3
@@ -216,7 +215,7 @@ def test_a_server_s_prefix_cache_reaches_the_records_and_the_cost(streaming):
 def test_a_cost_budget_counts_a_server_s_cache_reads_at_the_cached_rate():
     server = ScriptedOpenAI(script(3), prefix_cache=True)
     first, second, _ = wire_loop(
-        server, 3, controls=[Repair(), Budgets(prices=WIRE_PRICES)]
+        server, 3, controls=[Budgets(prices=WIRE_PRICES)]
     ).invoke({"messages": [REQUEST]})["records"]
     # the budget lets a third iteration start only at the cached rate: after iteration 2
     # the loop stops when what it spent plus iteration 2's cost would pass the budget
@@ -224,7 +223,7 @@ def test_a_cost_budget_counts_a_server_s_cache_reads_at_the_cached_rate():
     uncached = [priced(r, cached_rate=False) for r in (first, second)]
     assert uncached[0] + 2 * uncached[1] > budget
     again = ScriptedOpenAI(script(6), prefix_cache=True)
-    loop = wire_loop(again, 6, controls=[Repair(), Budgets(prices=WIRE_PRICES, cost_budget=budget)])
+    loop = wire_loop(again, 6, controls=[Budgets(prices=WIRE_PRICES, cost_budget=budget)])
     result = loop.invoke({"messages": [REQUEST]})
     assert result["iteration"] == 3
     assert result["stop_reason"] == "cost_budget"
@@ -268,12 +267,12 @@ def test_the_prefix_cache_is_kept_per_model_unless_asked_otherwise():
     assert apart._cached_tokens(body) == tokens(prompt_text(body))
 
 
-def test_the_default_loop_keeps_the_judge_s_prefix_cacheable_whatever_the_retry():
-    """The default `Adaptive` may retry by a fresh sample (the request alone) or an informed
-    one (the request with the points): the agent's prompt then starts anew, and only the
-    judge's schema, rubric and request stay cached (a repair keeps the agent's too, above)."""
+def test_an_adaptive_loop_keeps_the_judge_s_prefix_cacheable_whatever_the_retry():
+    """`Adaptive` may retry by a fresh sample (the request alone) or an informed one (the
+    request with the points): the agent's prompt then starts anew, and only the judge's
+    schema, rubric and request stay cached (a repair keeps the agent's too, above)."""
     server = ScriptedOpenAI(script(4), prefix_cache=True)
-    result = wire_loop(server, 4, controls=[]).invoke({"messages": [REQUEST]})
+    result = wire_loop(server, 4, controls=[Adaptive(seed=0)]).invoke({"messages": [REQUEST]})
     records = result["records"]
     assert len(records) == 4
     kinds = [record["strategy"]["kind"] for record in records]

@@ -21,7 +21,7 @@ most repairs in a row; a `Restart` control told what must hold), ``first`` (k >=
 (``on``: an `Adaptive` control told what must hold, as the built-in ``adaptive`` arm: it
 learns across the eval's tasks which kind of retry pays; not with ``restart``). The
 controls run in the table's order. Without ``restart`` or ``adaptive`` the loop repairs
-every retry, as the built-in ``loop`` does (`loop` adds a `Repair` control).
+every retry, as the built-in ``loop`` does (a loop's default).
 
 Every error is a `ValueError` naming the option and the fix (with the closest name for a
 mistyped key), raised before any model is called; a factory's spec and a loop's base are

@@ -4,9 +4,9 @@ The built-in arms (`BUILTIN_ARMS`, each an `EvalArm`):
 
 - ``single``: one answer.
 - ``loop``: `create_loop_agent` with the task's visible tests or checks as the
-  evaluator and a `Repair` control: up to K answers, each failure's feedback sent back
-  with the answer (and, for an answer cut off at the token cap, a sentence saying so):
-  every retry is a repair, not `create_loop_agent`'s default `Adaptive` choice.
+  evaluator: up to K answers, each failure's feedback sent back with the answer (and,
+  for an answer cut off at the token cap, a sentence saying so): every retry is a repair
+  (`create_loop_agent`'s default).
 - ``resample``: up to K independent answers, asked again with the same messages; the
   first that passes the visible tests or checks is the answer, else the last. The
   compute-matched control (``single`` and ``resample`` are `SampleArm`).
@@ -16,13 +16,13 @@ The built-in arms (`BUILTIN_ARMS`, each an `EvalArm`):
 - ``loop-candidates``: the ``loop`` with two candidate answers per iteration
   (a ``Candidates(2)`` control) for K/2 iterations: K answers in all (K must be even). Not run by
   default.
-- ``restart``: the ``loop`` with a `Restart` control (in place of its `Repair`):
+- ``restart``: the ``loop`` with a `Restart` control:
   after a repair that did not raise the share of visible tests or checks passed (or an
   answer identical to an earlier one), the next answer is a fresh sample sent the task
   and what the earlier answers failed, as a list of what must hold. Not run by default.
 - ``diverse-first``: the ``loop`` with a `DiverseFirst` control: two first answers at
   once, then repair of the better one: K answers in all (K >= 2). Not run by default.
-- ``adaptive``: the ``loop`` with an `Adaptive` control (in place of its `Repair`):
+- ``adaptive``: the ``loop`` with an `Adaptive` control:
   each answer after the first is a repair, a fresh sample or a fresh sample told what
   must hold, chosen by Thompson sampling from how each kind did on the eval's earlier
   tasks (`ArmLearning`, kept in the journal; see `loop_agents_evals.learning`). No
@@ -58,7 +58,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import merge_configs
 
-from loop_agents.controls import Adaptive, Candidates, DiverseFirst, Repair, Restart
+from loop_agents.controls import Adaptive, Candidates, DiverseFirst, Restart
 from loop_agents_evals.arm_protocol import ArmRun, EvalArm, Ran
 from loop_agents_evals.factory_arm import FactoryArm
 from loop_agents_evals.grading import (
@@ -151,14 +151,13 @@ class SampleArm(EvalArm):
 
 BUILTIN_ARMS: Mapping[Arm, EvalArm] = {
     "single": SampleArm(resample=False),
-    # the seed's repair loop: Repair() keeps create_loop_agent's default Adaptive out
-    "loop": LoopArm(controls=[Repair()]),
+    "loop": LoopArm(),  # the seed's repair loop: create_loop_agent's default
     "resample": SampleArm(resample=True),
-    "judge-loop": LoopArm(evaluator="judge", controls=[Repair()]),
-    "loop-candidates": LoopArm(controls=[Candidates(CANDIDATES), Repair()]),
+    "judge-loop": LoopArm(evaluator="judge"),
+    "loop-candidates": LoopArm(controls=[Candidates(CANDIDATES)]),
     "restart": LoopArm(controls=[Restart(requirements=requirement_points)]),
     # every first answer is the loop's agent's, system prompt included
-    "diverse-first": LoopArm(controls=[DiverseFirst(FIRST_ANSWERS), Repair()]),
+    "diverse-first": LoopArm(controls=[DiverseFirst(FIRST_ANSWERS)]),
     # learns across the eval's tasks; its seed is derived from the eval's (evals.learning)
     "adaptive": LoopArm(controls=[Adaptive(requirements=requirement_points)]),
 }

@@ -28,8 +28,8 @@ The factory keeps to the budget: a loop should get ``settings.iterations`` as it
 ``max_iterations`` (the report shows the answers each arm wrote). To judge answers by
 the task's visible tests or checks, as the built-in loops do, give the loop
 `visible_checks(task)`. The loop is the factory's own: without a control that chooses the
-kind of retry it has `create_loop_agent`'s default `Adaptive` (each retry's kind is read
-from its records); give it `Repair()` to repair every retry, as the built-in loops do.
+kind of retry every retry is a repair, as in the built-in loops; with an `Adaptive`
+control each retry's kind is read from its records.
 
 Example:
     ```python

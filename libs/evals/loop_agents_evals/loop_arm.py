@@ -11,12 +11,10 @@ task's visible tests or checks judge each answer (`visible_checks`), or an LLM j
 ``Candidates(c)`` control, K - k + 1 with a ``DiverseFirst(k)`` control.
 
 An eval's loop repairs: every retry is sent the earlier answers and their feedback (the
-seed's loop). A loop arm none of whose controls chooses the kind of retry (``Restart``,
-``Adaptive``, any control that claims ``"retry_kind"``) gets a `Repair` control, where
-`create_loop_agent` alone would add its default ``Adaptive``: ``loop()`` is the built-in
-``loop``, and ``--arm NAME=loop,...`` the same loop with options. To choose the kind of
-retry, give the control (``adaptive=on``, ``controls=[Adaptive(...)]``): the eval then
-keeps what it learns across the tasks (`loop_agents_evals.learning`).
+seed's loop, `create_loop_agent`'s default): ``loop()`` is the built-in ``loop``, and
+``--arm NAME=loop,...`` the same loop with options. To choose the kind of retry, give the
+control (``adaptive=on``, ``controls=[Adaptive(...)]``): the eval then keeps what it
+learns across the tasks in the task's store (`loop_agents_evals.learning`).
 
 Example:
     ```python
@@ -29,7 +27,6 @@ Example:
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, cast
 
@@ -119,7 +116,7 @@ class LoopArm(EvalArm):
             trial.criteria = JUDGE_INSTRUCTIONS
         try:
             given = check_controls(controls)
-            self.controls = given if _chooses_retry_kind(given) else [*given, Repair()]
+            self.controls = given
             create_loop_agent(
                 GenericFakeChatModel(messages=iter(())), trial, 1, name="trial",
                 controls=self.controls,
@@ -135,10 +132,9 @@ class LoopArm(EvalArm):
     def identity(self) -> dict[str, Any]:
         """``{"kind": "loop", "evaluator": ..., "controls": [...]}`` (see `describe_value`).
 
-        A `Repair` control is left out: a loop arm without one chooses the kind of retry
-        with another control, so the rest tells the arms apart; and a loop arm described
-        before `Adaptive` became `create_loop_agent`'s default (every such arm repaired)
-        reads the same, so its journal resumes.
+        A `Repair` control (deprecated: repair is the default) is left out, so an arm
+        given one reads as the same loop and a journal written when the built-in loops
+        held one resumes.
         """
         return {
             "kind": "loop",
@@ -272,8 +268,8 @@ def loop(
         controls: The loop's controls (`loop_agents.controls`: ``History``,
             ``FeedbackStyle``, ``Candidates``, ``AnswerSelection``, ``Plateau``,
             ``Restart``, ``DiverseFirst``, ``Stagnation``, ``Adaptive``, ...), in order.
-            Without one that chooses the kind of retry (``Restart``, ``Adaptive``), a
-            `Repair` is added: every retry is a repair, as in the built-in ``loop``. The
+            Without one that chooses the kind of retry (``Restart``, ``Adaptive``),
+            every retry is a repair, as in the built-in ``loop``. The
             eval sets the agent (its model), ``max_iterations`` (from K) and the loop's
             name, storage and output.
         **refused: None taken: `create_loop_agent`'s keywords that the eval sets
@@ -305,18 +301,21 @@ def loop(
     return LoopArm(evaluator=evaluator, controls=controls)
 
 
-def _chooses_retry_kind(controls: Sequence[LoopControl]) -> bool:
-    """Whether one of ``controls`` chooses the kind of retry (claims ``"retry_kind"``)."""
-    return any("retry_kind" in control.claims for control in controls)
-
-
 def _seeded(control: LoopControl, seed: int | None) -> LoopControl:
-    """An `Adaptive` control without a seed, given the eval's (a copy); others as they are."""
-    if seed is None or not isinstance(control, Adaptive) or control.seed is not None:
+    """An `Adaptive` control as a copy learning in the task's store (and the eval's seed).
+
+    The copy takes the eval's seed when the control has none; other controls are kept.
+    """
+    if not isinstance(control, Adaptive):
         return control
-    seeded = copy.copy(control)
-    seeded.seed = seed
-    return seeded
+    return Adaptive(
+        control.kinds,
+        prior=control.prior,
+        seed=seed if control.seed is None else control.seed,
+        namespace=control.namespace,
+        requirements=control.requirements,
+        store="graph",
+    )
 
 
 def _agent(

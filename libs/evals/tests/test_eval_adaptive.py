@@ -158,17 +158,19 @@ async def test_a_resumed_eval_restores_what_the_arm_learned(tmp_path: Path) -> N
     assert [line["task_id"] for line in kept] == ["t0", "t1", "t2"]
     learned = [item for line in kept for item in line.get("learned", [])]
     retries = sum(len(kinds_of_json(line)) for line in kept)
-    assert len(learned) == retries > 0
-    assert {tuple(item["namespace"]) for item in learned} == {tuple(NAMESPACE)}
-    assert all(set(item["value"]) == {"kind", "success"} for item in learned)
+    # one item per loop, its tallies by kind: [successes, failures]
+    assert {tuple(item["namespace"]) for item in learned} == {(*NAMESPACE, "loops", "0")}
+    assert all(set(item["value"]) == {"tallies"} for item in learned)
+    tallies = [pair for item in learned for pair in item["value"]["tallies"].values()]
+    assert sum(sum(pair) for pair in tallies) == retries > 0
 
     resumed = await run(ReactiveOpenAI(anchors()), 8, out=out)
     by_task = {r.task_id: r for r in resumed.results if r.arm == "adaptive"}
     estimates = next(e for e in by_task["t3"].transcript if "strategy" in e)["strategy"]
     counted = estimates["estimates"]
-    assert sum(e["successes"] + e["failures"] for e in counted.values()) == len(learned)
+    assert sum(e["successes"] + e["failures"] for e in counted.values()) == retries
     assert counted["fresh"]["successes"] == sum(
-        1 for i in learned if i["value"] == {"kind": "fresh", "success": True}
+        item["value"]["tallies"].get("fresh", [0, 0])[0] for item in learned
     )
     # the arm went on exactly as in the eval that was never stopped (the other arms'
     # answers on t3 differ: this model answers a task right from the second time it is

@@ -56,16 +56,14 @@ def test_a_loop_from_options_runs_and_is_the_python_loop(tmp_path, capsys):
 
 FACTORY = """
 from loop_agents import create_loop_agent
-from loop_agents.controls import FeedbackStyle, History, Repair
+from loop_agents.controls import FeedbackStyle, History
 from loop_agents_evals import visible_checks
 
 
 def make(task, model, settings):
-    # the feedback-log repair loop (as --arm fresh=loop,...): Repair() keeps the
-    # package's default Adaptive from choosing a fresh sample, which this model fails
+    # the feedback-log repair loop (as --arm fresh=loop,...)
     return create_loop_agent(model, visible_checks(task), settings.iterations,
-                             controls=[History("feedback_log"), FeedbackStyle("{feedback}"),
-                                       Repair()])
+                             controls=[History("feedback_log"), FeedbackStyle("{feedback}")])
 
 
 def model_only(task, model, settings):

@@ -176,11 +176,11 @@ async def test_another_arm_under_the_same_name_is_refused_and_a_new_arm_resumes(
 def loop_factory(task, model, settings):
     """An arm of one's own: a create_loop_agent loop judged by the task's visible checks.
 
-    A repair loop (`Repair`): the scripted model below is right only when it is shown its
-    answer, which the package's default `Adaptive` might not send.
+    A repair loop (the default): the scripted model below is right only when it is shown
+    its answer.
     """
     return create_loop_agent(
-        model, visible_checks(task), settings.iterations, controls=[Candidates(2), Repair()]
+        model, visible_checks(task), settings.iterations, controls=[Candidates(2)]
     )
 
 
@@ -215,30 +215,32 @@ async def test_a_factory_loop_is_read_attempt_by_attempt_from_its_records():
     assert first[0]["content"] == task_messages(shout_tasks(1)[0])[0].text
 
 
-def default_loop_factory(task, model, settings):
-    """A loop with the package's defaults: its `Adaptive` chooses each retry's kind."""
-    return create_loop_agent(model, visible_checks(task), settings.iterations)
+def adaptive_loop_factory(task, model, settings):
+    """A loop whose `Adaptive` chooses each retry's kind."""
+    return create_loop_agent(
+        model, visible_checks(task), settings.iterations, controls=[Adaptive(seed=0)]
+    )
 
 
-async def test_a_factory_loop_keeps_the_package_default_and_its_choices_are_read():
+async def test_a_factory_loop_with_adaptive_has_its_choices_read():
     server = ReactiveOpenAI(always("ok"))  # never passes: every answer after the first is a retry
     report = await arun_eval(
-        shout_tasks(2), server.chat_model(), arms={"mine": default_loop_factory}, iterations=3
+        shout_tasks(2), server.chat_model(), arms={"mine": adaptive_loop_factory}, iterations=3
     )
     assert report.arms["mine"].model_calls == 3
     for result in report.results:
         first, *retries = result.transcript
         assert (first["sent"], "strategy" in first) == ("first", False)
         assert len(retries) == 2
-        # what the factory built chose (its records say so): not the eval's repair loop
+        # what the factory built chose (its records say so)
         assert all(e["sent"] == e["strategy"]["kind"] for e in retries)
         assert {e["sent"] for e in retries} <= {"repair", "fresh", "informed"}
     assert set(report.retry_kinds) == {"mine"}
 
 
 def test_an_eval_loop_repairs_unless_a_control_chooses_the_kind_of_retry():
-    assert [type(c) for c in loop().controls] == [Repair]
-    assert [type(c) for c in loop(controls=FRESH_LOG).controls] == [History, FeedbackStyle, Repair]
+    assert loop().controls == []  # a loop repairs by default
+    assert [type(c) for c in loop(controls=FRESH_LOG).controls] == [History, FeedbackStyle]
     restart, adaptive = loop(controls=[Restart()]), loop(controls=[Adaptive()])
     assert [type(c) for c in restart.controls] == [Restart]
     assert ([type(c) for c in adaptive.controls], adaptive.learns) == ([Adaptive], True)
@@ -246,10 +248,11 @@ def test_an_eval_loop_repairs_unless_a_control_chooses_the_kind_of_retry():
     # the built-in loops are loop(...) arms: loop() is the built-in loop
     assert BUILTIN_ARMS["loop"].identity() == loop().identity()
     assert BUILTIN_ARMS["judge-loop"].identity() == loop(evaluator="judge").identity()
-    # Repair is left out of what the arm is: a loop arm declared in a journal before
-    # Adaptive became create_loop_agent's default (it repaired) resumes
+    # a Repair (deprecated) is left out of what the arm is: a journal written when the
+    # built-in loops held one resumes
     assert loop().identity()["controls"] == []
-    explicit = loop(controls=[*FRESH_LOG, Repair()]).identity()
+    with pytest.warns(DeprecationWarning, match="Repair"):
+        explicit = loop(controls=[*FRESH_LOG, Repair()]).identity()
     assert explicit == loop(controls=FRESH_LOG).identity()
     assert [c["type"] for c in explicit["controls"]] == [
         "loop_agents.controls.history:History",

@@ -27,7 +27,6 @@ from tests.durable_helpers import (
     CountingEvaluator,
     answers,
     iteration_of,
-    repair_loop,
     thread,
     transcript,
 )
@@ -69,12 +68,12 @@ class FlakyAgent(CountingAgent):
 # -- retries --------------------------------------------------------------------------
 
 # The fakes here read their iteration from the answers they are sent (`iteration_of`), which
-# only a repair sends: a loop that goes past its first iteration is built with `Repair()`.
+# a repair (the default retry) sends.
 
 
 def test_transient_agent_error_is_retried():
     agent = FlakyAgent(2, [Transient("reset"), Transient("reset again")])
-    loop = repair_loop(
+    loop = create_loop_agent(
         agent,
         CountingEvaluator(3),
         controls=[Retries(agent_retry_policy=quick(max_attempts=3, retry_on=Transient))],
@@ -86,7 +85,7 @@ def test_transient_agent_error_is_retried():
 
 def test_hand_built_rate_limit_error_is_retried_by_the_default_policy():
     agent = FlakyAgent(1, [rate_limit_error()])
-    loop = repair_loop(agent, CountingEvaluator(2), controls=[Retries(agent_retry_policy=quick())])
+    loop = create_loop_agent(agent, CountingEvaluator(2), controls=[Retries(agent_retry_policy=quick())])
     result = loop.invoke({"messages": [REQUEST]})
     assert agent.calls == [1, 1, 2]
     assert result["stop_reason"] == "accepted"
@@ -107,7 +106,7 @@ def test_errors_outside_retry_on_are_not_retried():
 def test_exhausted_retries_raise_and_the_loop_resumes(saver):
     agent = FlakyAgent(2, [Transient("1"), Transient("2"), Transient("3")])
     evaluator = CountingEvaluator(3)
-    loop = repair_loop(
+    loop = create_loop_agent(
         agent,
         evaluator,
         checkpointer=saver,
@@ -134,7 +133,7 @@ def test_evaluator_retry_policy():
         return {"stop": context["iteration"] >= 3, "feedback": f"feedback {context['iteration']}"}
 
     agent = CountingAgent()
-    loop = repair_loop(
+    loop = create_loop_agent(
         agent,
         evaluate,
         controls=[
@@ -231,7 +230,7 @@ class HangingAgent:
 
 async def test_agent_timeout_names_node_iteration_and_limit_and_the_loop_resumes(async_saver):
     agent = HangingAgent(2)
-    loop = repair_loop(
+    loop = create_loop_agent(
         agent,
         CountingEvaluator(3),
         checkpointer=async_saver,
@@ -269,7 +268,7 @@ async def test_evaluator_timeout(async_saver):
         return {"stop": context["iteration"] >= 3, "feedback": f"feedback {context['iteration']}"}
 
     agent = HangingAgent()
-    loop = repair_loop(
+    loop = create_loop_agent(
         agent,
         evaluate,
         checkpointer=async_saver,
@@ -326,7 +325,7 @@ async def test_a_timeout_error_raised_by_the_agent_itself_is_not_a_loop_timeout(
 
 async def test_fast_calls_are_unaffected_by_the_limit():
     agent = HangingAgent()
-    loop = repair_loop(
+    loop = create_loop_agent(
         agent, CountingEvaluator(3), controls=[Retries(agent_timeout=30, evaluator_timeout=30)]
     )
     result = await loop.ainvoke({"messages": [REQUEST]})
@@ -390,7 +389,7 @@ async def test_an_evaluator_that_swallows_cancellation_is_abandoned_at_the_deadl
     how, caplog, async_saver
 ):
     stubborn = Stubborn(how, 1)
-    loop = repair_loop(
+    loop = create_loop_agent(
         CountingAgent(),
         stubborn.evaluator,
         checkpointer=async_saver,
@@ -419,7 +418,7 @@ async def test_an_evaluator_that_swallows_cancellation_is_abandoned_at_the_deadl
 @pytest.mark.parametrize("how", ["sleeps-on", "loops"])
 async def test_an_agent_that_swallows_cancellation_is_abandoned_and_retried(how, caplog):
     stubborn = Stubborn(how, 1)
-    loop = repair_loop(
+    loop = create_loop_agent(
         stubborn.agent, CountingEvaluator(2), controls=[Retries(agent_retry_policy=quick(max_attempts=2), agent_timeout=0.1)],
     )  # fmt: skip
     started = time.monotonic()
@@ -471,7 +470,7 @@ class SlowSync:
 
 def test_sync_invoke_honours_the_evaluator_timeout_and_resumes(saver, caplog):
     slow = SlowSync(2)
-    loop = repair_loop(
+    loop = create_loop_agent(
         CountingAgent(),
         slow.evaluator,
         checkpointer=saver,
@@ -495,7 +494,7 @@ def test_sync_invoke_honours_the_evaluator_timeout_and_resumes(saver, caplog):
 
 def test_sync_invoke_honours_the_agent_timeout_with_retries():
     slow = SlowSync(1)
-    loop = repair_loop(
+    loop = create_loop_agent(
         slow.agent, CountingEvaluator(2), controls=[Retries(agent_retry_policy=quick(max_attempts=2), agent_timeout=0.1)],
     )  # fmt: skip
     result = loop.invoke({"messages": [REQUEST]})

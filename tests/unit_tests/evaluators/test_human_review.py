@@ -31,7 +31,6 @@ from tests.durable_helpers import (
     AsyncCountingAgent,
     CountingAgent,
     answers,
-    repair_loop,
     thread,
 )
 from tests.fakes import review
@@ -227,7 +226,7 @@ def test_judge_first_person_only_when_the_judge_accepts(saver):
     agent = CountingAgent()
     judge = CountingJudge(reject=2)
     # every retry a repair: the agent reads its iteration from the answers it is sent
-    loop = repair_loop(agent, human_review(judge), 6, checkpointer=saver)
+    loop = create_loop_agent(agent, human_review(judge), 6, checkpointer=saver)
     config = thread("judge-first")
 
     paused = loop.invoke({"messages": [REQUEST]}, config)
@@ -323,7 +322,7 @@ def test_llm_judge_then_person_calls_the_judge_model_once_per_answer(saver, comp
     }[compose]()
     agent = CountingAgent()
     # every retry a repair: the agent reads its iteration from the answers it is sent
-    loop = repair_loop(agent, evaluator, 5, checkpointer=saver)
+    loop = create_loop_agent(agent, evaluator, 5, checkpointer=saver)
     config = thread("llm-judge")
 
     paused = loop.invoke({"messages": [REQUEST]}, config)  # 1: judge rejects; 2: person

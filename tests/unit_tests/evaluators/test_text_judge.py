@@ -12,7 +12,6 @@ from langchain_openai import ChatOpenAI
 from pydantic import Field
 
 from loop_agents import JudgeError, create_loop_agent, llm_judge
-from loop_agents.controls import Repair
 from loop_agents.evaluators.text_verdict import TextVerdictError, parse_text_verdict
 from loop_agents.loop.feedback import feedback_text, is_feedback
 from tests.fakes import FakeChat
@@ -299,7 +298,7 @@ def test_in_a_loop_the_verdict_is_fed_back_fenced():
         "Score: 90\nFeedback: Good.",
     )
     agent = FakeChat.of("dry haiku", "wet haiku")
-    loop = create_loop_agent(agent, judge(model), 3, controls=[Repair()])
+    loop = create_loop_agent(agent, judge(model), 3)
     result = loop.invoke({"messages": [REQUEST]})
     assert result["stop_reason"] == "accepted"
     assert [r["score"] for r in result["records"]] == [30.0, 90.0]

@@ -14,7 +14,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 
 from loop_agents import LoopContext, LoopEvaluation, StopReason, create_loop_agent
-from loop_agents.controls import AnswerSelection, Repair
+from loop_agents.controls import AnswerSelection
 from loop_agents.loop.events import is_loop_event
 from loop_agents.loop.feedback import is_feedback
 from loop_agents.loop.records import record_answer
@@ -407,9 +407,8 @@ def nested_loops(
         inner_max,
         name="inner",
         output_mode="last_message",
-        controls=[Repair()],
     )
-    outer = create_loop_agent(inner, outer_judge, outer_max, name="outer", controls=[Repair()])
+    outer = create_loop_agent(inner, outer_judge, outer_max, name="outer")
     return inner_chat, inner_judge, outer_judge, outer
 
 
@@ -578,7 +577,7 @@ async def test_abatch_runs_independent_loops_with_bounded_concurrency():
         answers = sum(1 for m in messages if m.type == "ai")
         return f"{messages[0].text} / attempt {answers + 1}"
 
-    loop = create_loop_agent(agent, until(2), controls=[Repair()])
+    loop = create_loop_agent(agent, until(2))
     requests = [f"request {i}" for i in range(6)]
     results = await loop.abatch(
         [{"messages": [HumanMessage(r)]} for r in requests], config={"max_concurrency": 2}

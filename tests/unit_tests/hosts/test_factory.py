@@ -96,12 +96,10 @@ def test_the_middleware_module_does_not_import_the_graph_compiler():
     assert out.stdout.strip() == "False"
 
 
-def test_defaults_build_one_adaptive_control_and_a_plain_compiled_graph():
+def test_defaults_build_no_control_and_a_plain_compiled_graph():
     loop = create_loop_agent(agent, judge, 3)
     assert isinstance(loop.graph, CompiledStateGraph)
-    (only,) = controls_of(loop)
-    assert isinstance(only, Adaptive)
-    assert only.seed == 0
+    assert controls_of(loop) == []  # the seed's loop: every retry a repair
     assert loop.invoke({"messages": [HumanMessage("Hi")]})["stop_reason"] == "accepted"
 
 
@@ -128,7 +126,6 @@ def test_controls_run_in_stage_order_whatever_the_order_given():
         History,
         Candidates,
         AgentErrors,
-        Adaptive,  # the default strategy: no control given claims retry_kind
         Budgets,
         Plateau,
         Stagnation,
@@ -246,10 +243,9 @@ def test_a_removed_keyword_is_refused_with_the_control_it_became(options, shown,
         f"create_loop_agent() got an unexpected keyword argument {name!r}: removed in "
         f"loop_agents 0.3; pass controls=[{shown}]"
     )
-    # and the control named builds the loop the keyword did (with the default Adaptive)
+    # and the control named builds the loop the keyword did
     loop = create_loop_agent(FakeChat.of("a"), stated, 3, controls=[control()])
-    kind = type(control())
-    assert [type(c) for c in controls_of(loop)] == sorted([kind, Adaptive], key=lambda k: k.stage)
+    assert [type(c) for c in controls_of(loop)] == [type(control())]
 
 
 def test_the_middleware_refuses_the_removed_keywords_the_same_way():

@@ -22,7 +22,7 @@ from loop_agents import (
     LoopState,
     create_loop_agent,
 )
-from loop_agents.controls import AnswerSelection, Budgets, Candidates, History, Repair
+from loop_agents.controls import Adaptive, AnswerSelection, Budgets, Candidates, History
 from loop_agents.loop.feedback import is_feedback
 from loop_agents.loop.records import record_answer
 from tests.fakes import FakeChat, review, texts
@@ -75,7 +75,7 @@ def test_each_node_reads_only_the_state_keys_it_uses():
     def read_keys(loop: Any, node: str) -> set[str]:
         return set(get_type_hints(loop.graph.builder.nodes[node].input_schema))
 
-    plain = create_loop_agent(numbered_chat(), until(1), controls=[Repair()])  # the seed's loop
+    plain = create_loop_agent(numbered_chat(), until(1))  # the seed's loop
     assert read_keys(plain, "invoke_agent") == {
         "messages",
         "init_messages",
@@ -89,9 +89,9 @@ def test_each_node_reads_only_the_state_keys_it_uses():
     evaluate = read_keys(plain, "evaluate")
     assert {"messages", "feedback", "records", "agent_run", "remaining_steps"} <= evaluate
     assert not evaluate & {"stop", "selected_iteration", "started_at", "candidate_runs"}
-    # the default strategy (Adaptive) reads the records and feedback to build a retry
+    # a strategy (Adaptive) reads the records and feedback to build a retry
     assert {"feedback", "records"} <= read_keys(
-        create_loop_agent(numbered_chat(), until(1)), "invoke_agent"
+        create_loop_agent(numbered_chat(), until(1), controls=[Adaptive()]), "invoke_agent"
     )
     # controls that need more get it: history (Turn), time budget, best-of, candidates
     full = create_loop_agent(
@@ -145,7 +145,7 @@ def test_output_keys():
 
 def test_answers_appended_and_seen_by_next_call():
     chat = numbered_chat()
-    result = create_loop_agent(chat, until(3), controls=[Repair()]).invoke({"messages": [REQUEST]})
+    result = create_loop_agent(chat, until(3)).invoke({"messages": [REQUEST]})
     assert texts(result["messages"]) == [
         ("human", REQUEST.text),
         ("ai", "answer 1"),
@@ -275,7 +275,7 @@ def test_create_agent_graph_with_tool_calls():
         "final answer",
     )
     agent = create_agent(chat, [word_count], system_prompt="You count words.")
-    result = create_loop_agent(agent, until(2), controls=[Repair()]).invoke({"messages": [REQUEST]})
+    result = create_loop_agent(agent, until(2)).invoke({"messages": [REQUEST]})
     kinds = [type(m).__name__ for m in result["messages"]]
     assert kinds == [
         "HumanMessage",
@@ -310,7 +310,7 @@ def test_runnable_agent_gets_the_list():
         received.append(messages)
         return AIMessage(f"seen {len(messages)}")
 
-    loop = create_loop_agent(RunnableLambda(answer), until(2), controls=[Repair()])
+    loop = create_loop_agent(RunnableLambda(answer), until(2))
     result = loop.invoke({"messages": [REQUEST]})
     assert all(isinstance(r, list) for r in received)
     assert [m.text for m in result["messages"] if m.type == "ai"] == ["seen 1", "seen 3"]
@@ -349,7 +349,7 @@ async def test_async_function_agent():
         await asyncio.sleep(0)
         return f"async {len(messages)}"
 
-    loop = create_loop_agent(agent, until(2), controls=[Repair()])
+    loop = create_loop_agent(agent, until(2))
     result = await loop.ainvoke({"messages": [REQUEST]})
     assert [m.text for m in result["messages"] if m.type == "ai"] == ["async 1", "async 3"]
     # the sync methods run the async agent too

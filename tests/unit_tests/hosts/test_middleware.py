@@ -35,7 +35,7 @@ from loop_agents import (
     ThreadBusyError,
     create_loop_agent,
 )
-from loop_agents.controls import AgentErrors, AnswerSelection, Candidates, Repair, Retries
+from loop_agents.controls import AgentErrors, AnswerSelection, Candidates, Retries
 from loop_agents.loop.events import is_loop_event
 from loop_agents.loop.feedback import feedback_text, is_feedback
 from loop_agents.loop.protocol import AgentCall
@@ -180,7 +180,7 @@ def test_an_attempt_with_tool_calls_is_judged_on_its_final_answer():
         return {"stop": False, "feedback": "Shorter."}
 
     model = FakeChat.of(drafter)
-    agent = looped(model, evaluate, tools=[word_count], controls=[Repair()])  # the seed's loop
+    agent = looped(model, evaluate, tools=[word_count])  # the seed's loop
     result = agent.invoke({"messages": [REQUEST]})
     assert seen == [("draft 1", 1), ("draft 2", 2)]
     assert [r["answer"].text for r in result["loop_records"]] == ["draft 1", "draft 2"]
@@ -219,7 +219,7 @@ def test_with_response_format_the_evaluator_sees_it_and_best_restores_it():
         FakeChat.of(haiku_writer),
         evaluate,
         3,
-        controls=[Repair(), AnswerSelection("best")],
+        controls=[AnswerSelection("best")],
         response_format=Haiku,
     )
     result = agent.invoke({"messages": [REQUEST]})

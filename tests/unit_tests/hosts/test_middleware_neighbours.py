@@ -24,7 +24,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
 from loop_agents import LoopContext, LoopEvaluation, LoopMiddleware, todos_complete
-from loop_agents.controls import AnswerSelection, Repair
+from loop_agents.controls import AnswerSelection
 from loop_agents.loop.feedback import is_feedback
 from loop_agents.loop.records import selected_iteration_of
 from tests.durable_helpers import REQUEST, CountingEvaluator, thread
@@ -58,8 +58,10 @@ async def test_beside_summarization_the_records_keep_the_answers_it_summarized_a
     result = await agent.ainvoke(request) if call == "ainvoke" else agent.invoke(request)
     assert result["loop_stop_reason"] == "max_iterations"
     assert [r["answer"].text for r in result["loop_records"]] == ["first", "second", "third"]
-    # the third model call read the summary, not the first attempt
-    assert "SUMMARY" in model.calls[2][0].text
+    # the third model call read the task (the loop's request) and the summary, not the
+    # first attempt
+    assert model.calls[2][0].text == REQUEST.text
+    assert "SUMMARY" in model.calls[2][1].text
     assert "first" not in [m.text for m in result["messages"] if m.type == "ai"][:-1]
     # the best answer was summarized away; the loop's answer is still its copy
     final = result["messages"][-1]
@@ -116,7 +118,7 @@ def publisher(messages: list[AnyMessage]) -> AIMessage:
 @pytest.mark.parametrize("order", ORDERS)
 async def test_beside_human_in_the_loop_each_attempt_s_tool_call_waits_for_approval(order, call):
     approvals = HumanInTheLoopMiddleware(interrupt_on={"publish": True})
-    loop = LoopMiddleware(CountingEvaluator(accept_at=2), 3, controls=[Repair()])  # revises
+    loop = LoopMiddleware(CountingEvaluator(accept_at=2), 3)  # revises
     agent = create_agent(
         FakeChat.of(publisher),
         [publish],

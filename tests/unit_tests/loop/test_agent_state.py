@@ -21,7 +21,7 @@ from langgraph.graph.message import add_messages
 from pydantic import BaseModel
 
 from loop_agents import LoopContext, LoopEvaluation, create_loop_agent
-from loop_agents.controls import AnswerSelection, Repair
+from loop_agents.controls import AnswerSelection
 from loop_agents.loop.agent_state import frozen, input_keys, thawed
 from loop_agents.loop.feedback import is_feedback
 from tests.fakes import FakeChat
@@ -76,7 +76,7 @@ async def test_a_deep_agent_revises_the_file_it_wrote(call):
         seen.append(solution(context["agent_state"]))
         return passes_tests(context)
 
-    loop = create_loop_agent(deep_agent(), evaluate, 3, controls=[Repair()])  # edits after a review
+    loop = create_loop_agent(deep_agent(), evaluate, 3)  # edits after a review
     request = {"messages": [TASK]}
     result = await loop.ainvoke(request) if call == "ainvoke" else loop.invoke(request)
     assert result["stop_reason"] == "accepted"
@@ -125,7 +125,7 @@ def test_the_files_survive_a_failure_and_a_resume_exactly(tmp_path):
 
     config = {"configurable": {"thread_id": "deep"}}
     with SqliteSaver.from_conn_string(str(tmp_path / "loop.sqlite")) as saver:
-        loop = create_loop_agent(deep_agent(), evaluate, 3, controls=[Repair()], checkpointer=saver)
+        loop = create_loop_agent(deep_agent(), evaluate, 3, checkpointer=saver)
         with pytest.raises(RuntimeError):
             loop.invoke({"messages": [TASK]}, config)
         saved = loop.get_state(config).values["agent_state"]
@@ -249,7 +249,7 @@ def test_a_bad_agent_state_input_is_a_clear_error():
 
 def test_in_memory_checkpoints_keep_the_files():
     saver = InMemorySaver()
-    loop = create_loop_agent(deep_agent(), passes_tests, 3, controls=[Repair()], checkpointer=saver)
+    loop = create_loop_agent(deep_agent(), passes_tests, 3, checkpointer=saver)
     config = {"configurable": {"thread_id": "m"}}
     loop.invoke({"messages": [TASK]}, config)
     assert "a + b" in solution(loop.get_state(config).values["agent_state"])

@@ -23,7 +23,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import RetryPolicy
 
 from loop_agents import LoopContext, LoopEvaluation, create_loop_agent
-from loop_agents.controls import Budgets, History, Repair, Retries
+from loop_agents.controls import Budgets, History, Retries
 from loop_agents.controls.budgets import tokens_used
 from loop_agents.loop.feedback import is_feedback
 from loop_agents.loop.history.compaction import CompactingHistory, compacting
@@ -53,9 +53,7 @@ def summarizer(text: str = SUMMARY) -> FakeChat:
 
 def run(policy: Any, agent: Any = None, iterations: int = ITERATIONS) -> tuple[Any, Any]:
     agent = agent or long_answers()
-    loop = create_loop_agent(
-        agent, never_satisfied, iterations, controls=[Repair(), History(policy)]
-    )
+    loop = create_loop_agent(agent, never_satisfied, iterations, controls=[History(policy)])
     return agent, loop.invoke({"messages": [HumanMessage(REQUEST)]})
 
 
@@ -112,7 +110,7 @@ def test_async_run_sends_the_same_and_summarizes_the_same():
         agent,
         never_satisfied,
         ITERATIONS,
-        controls=[Repair(), History(compacting(model, max_tokens=BUDGET))],
+        controls=[History(compacting(model, max_tokens=BUDGET))],
     )
     asyncio.run(loop.ainvoke({"messages": [HumanMessage(REQUEST)]}))
     assert [texts(c) for c in agent.calls] == [texts(c) for c in sync_agent.calls]
@@ -156,7 +154,7 @@ def test_summary_calls_are_counted_named_and_reported():
         agent,
         never_satisfied,
         ITERATIONS,
-        controls=[Repair(), History(compacting(model, max_tokens=BUDGET))],
+        controls=[History(compacting(model, max_tokens=BUDGET))],
     )
     names = Names()
     events: list[dict[str, Any]] = []
@@ -211,7 +209,6 @@ def test_a_token_budget_counts_the_summaries():
         never_satisfied,
         ITERATIONS,
         controls=[
-            Repair(),
             History(compacting(model, max_tokens=BUDGET)),
             Budgets(token_budget=300),
         ],  # the fake agent reports no usage: only the summaries count
@@ -243,7 +240,7 @@ def test_tool_calls_are_summarized_and_sent_with_their_results():
         recording,
         never_satisfied,
         8,
-        controls=[Repair(), History(compacting(model, max_tokens=BUDGET))],
+        controls=[History(compacting(model, max_tokens=BUDGET))],
     )
     loop.invoke({"messages": [HumanMessage(REQUEST)]})
     assert max(count_tokens_approximately(s) for s in sent) <= BUDGET
@@ -283,7 +280,7 @@ def test_the_summary_survives_a_resume_with_a_new_policy_object(saver: Any):
     agent = FailingOnce(fail_at=7)
     policy = compacting(first_model, max_tokens=BUDGET)
     loop = create_loop_agent(
-        agent, never_satisfied, ITERATIONS, controls=[Repair(), History(policy)], checkpointer=saver
+        agent, never_satisfied, ITERATIONS, controls=[History(policy)], checkpointer=saver
     )
     with pytest.raises(RuntimeError, match="the agent failed"):
         loop.invoke({"messages": [HumanMessage(REQUEST)]}, config)
@@ -297,7 +294,7 @@ def test_the_summary_survives_a_resume_with_a_new_policy_object(saver: Any):
     second_model = summarizer()
     policy = compacting(second_model, max_tokens=BUDGET)
     again = create_loop_agent(
-        agent, never_satisfied, ITERATIONS, controls=[Repair(), History(policy)], checkpointer=saver
+        agent, never_satisfied, ITERATIONS, controls=[History(policy)], checkpointer=saver
     )
     result = again.invoke(None, config)
     assert result["iteration"] == ITERATIONS
@@ -316,7 +313,7 @@ async def test_the_summary_survives_an_async_resume(async_saver: Any):
         agent,
         never_satisfied,
         ITERATIONS,
-        controls=[Repair(), History(policy)],
+        controls=[History(policy)],
         checkpointer=async_saver,
     )
     with pytest.raises(RuntimeError, match="the agent failed"):
@@ -327,7 +324,7 @@ async def test_the_summary_survives_an_async_resume(async_saver: Any):
         agent,
         never_satisfied,
         ITERATIONS,
-        controls=[Repair(), History(policy)],
+        controls=[History(policy)],
         checkpointer=async_saver,
     )
     await again.ainvoke(None, config)
@@ -342,7 +339,6 @@ def test_a_retried_agent_call_reuses_the_summary():
         never_satisfied,
         ITERATIONS,
         controls=[
-            Repair(),
             History(compacting(model, max_tokens=BUDGET)),
             Retries(
                 agent_retry_policy=RetryPolicy(max_attempts=2, initial_interval=0.01, jitter=False)
@@ -363,7 +359,7 @@ def test_a_second_loop_on_the_thread_starts_without_the_first_loops_summary():
         long_answers(),
         never_satisfied,
         6,
-        controls=[Repair(), History(compacting(model, max_tokens=BUDGET))],
+        controls=[History(compacting(model, max_tokens=BUDGET))],
         checkpointer=saver,
     )
     loop.invoke({"messages": [HumanMessage(REQUEST)]}, config)
@@ -402,7 +398,7 @@ def test_the_summarizer_gets_the_feedback_quoted_as_data():
         long_answers(),
         hostile,
         6,
-        controls=[Repair(), History(compacting(model, max_tokens=BUDGET))],
+        controls=[History(compacting(model, max_tokens=BUDGET))],
     )
     loop.invoke({"messages": [HumanMessage(REQUEST)]})
     prompt = model.calls[0]
@@ -532,7 +528,7 @@ def test_a_stateful_policy_gets_its_memory_back_within_a_loop_only():
         long_answers(),
         never_satisfied,
         3,
-        controls=[Repair(), History(policy)],
+        controls=[History(policy)],
         checkpointer=InMemorySaver(),
     )
     config = {"configurable": {"thread_id": "memory"}}
@@ -566,7 +562,7 @@ class Returning(StatefulHistory):
 )
 def test_a_stateful_policys_choice_is_checked(result: Any, error: type, match: str):
     loop = create_loop_agent(
-        long_answers(), never_satisfied, 3, controls=[Repair(), History(Returning(result))]
+        long_answers(), never_satisfied, 3, controls=[History(Returning(result))]
     )
     with pytest.raises(error, match=match):
         loop.invoke({"messages": [HumanMessage(REQUEST)]})
@@ -581,7 +577,7 @@ def test_a_create_agent_graph_is_sent_the_summary_and_the_state_keeps_the_whole_
         graph,
         never_satisfied,
         6,
-        controls=[Repair(), History(compacting(model, max_tokens=BUDGET))],
+        controls=[History(compacting(model, max_tokens=BUDGET))],
     )
     result = loop.invoke({"messages": [HumanMessage(REQUEST)]})
     assert max(count_tokens_approximately(c) for c in chat.calls) <= BUDGET

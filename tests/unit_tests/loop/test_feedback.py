@@ -10,7 +10,7 @@ from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage
 from markdown_it import MarkdownIt
 
 from loop_agents import LoopContext, LoopEvaluation, create_loop_agent
-from loop_agents.controls import Criteria, FeedbackStyle, History, LoopControl, Repair
+from loop_agents.controls import Criteria, FeedbackStyle, History, LoopControl
 from loop_agents.loop.feedback import (
     DEFAULT_FEEDBACK_FORMAT,
     PLAIN_FEEDBACK,
@@ -52,7 +52,7 @@ def saying(*feedback: str):
 def run(*feedback: str, controls: list[LoopControl] | None = None) -> tuple[Recorder, Any]:
     """The seed's loop (every retry a repair: the agent is sent the feedback), run once."""
     agent = Recorder()
-    loop = create_loop_agent(agent, saying(*feedback), 5, controls=[Repair(), *(controls or [])])
+    loop = create_loop_agent(agent, saying(*feedback), 5, controls=[*(controls or [])])
     return agent, loop.invoke({"messages": [HumanMessage(REQUEST)]})
 
 
@@ -147,7 +147,7 @@ def test_every_feedback_turn_of_a_loop_is_fenced_and_still_marked():
 
 def test_async_loop_fences_the_same():
     agent = Recorder()
-    loop = create_loop_agent(agent, saying(INJECTION), 5, controls=[Repair()])
+    loop = create_loop_agent(agent, saying(INJECTION), 5)
     asyncio.run(loop.ainvoke({"messages": [HumanMessage(REQUEST)]}))
     sync_agent, _ = run(INJECTION)
     assert [m.text for m in agent.sent[1]] == [m.text for m in sync_agent.sent[1]]

@@ -20,7 +20,7 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from loop_agents import LoopContext, LoopEvaluation, create_loop_agent
-from loop_agents.controls import AnswerSelection, History, Repair
+from loop_agents.controls import AnswerSelection, History
 from loop_agents.loop.checkpoints import checkpoint_before_iteration
 from loop_agents.loop.feedback import feedback_message, is_feedback
 from loop_agents.loop.history.policies import (
@@ -77,7 +77,7 @@ def log(*feedback: str) -> tuple[str, str]:
 def run(history: Any, iterations: int = 3, agent: Recorder | None = None) -> tuple[Recorder, Any]:
     """The seed's loop (every retry a repair) under the history policy ``history``."""
     agent = agent or Recorder()
-    loop = create_loop_agent(agent, until(iterations), 5, controls=[Repair(), History(history)])
+    loop = create_loop_agent(agent, until(iterations), 5, controls=[History(history)])
     return agent, loop.invoke({"messages": [HumanMessage(REQUEST)]})
 
 
@@ -107,7 +107,7 @@ def test_full_sends_the_whole_conversation():
 def test_full_is_the_default():
     agent, _ = run("full")
     default_agent = Recorder()
-    loop = create_loop_agent(default_agent, until(3), 5, controls=[Repair()])
+    loop = create_loop_agent(default_agent, until(3), 5)
     loop.invoke({"messages": [HumanMessage(REQUEST)]})
     assert [texts(s) for s in default_agent.sent] == [texts(s) for s in agent.sent]
 
@@ -149,7 +149,7 @@ def test_feedback_log_sends_the_request_and_one_message_with_all_feedback():
 def test_the_request_may_be_several_messages():
     agent = Recorder()
     request = [SystemMessage("Be brief."), HumanMessage(REQUEST)]
-    loop = create_loop_agent(agent, until(3), 5, controls=[Repair(), History("last_attempt")])
+    loop = create_loop_agent(agent, until(3), 5, controls=[History("last_attempt")])
     loop.invoke({"messages": request})
     assert texts(agent.sent[2]) == [
         ("system", "Be brief."),
@@ -162,7 +162,7 @@ def test_the_request_may_be_several_messages():
 def test_seed_call_form_finds_the_request():
     agent = Recorder()
     message = HumanMessage(REQUEST)
-    loop = create_loop_agent(agent, until(3), 5, controls=[Repair(), History("last_attempt")])
+    loop = create_loop_agent(agent, until(3), 5, controls=[History("last_attempt")])
     loop.invoke({"init_messages": [message], "messages": [message]})
     assert texts(agent.sent[2]) == [
         ("human", REQUEST),
@@ -173,7 +173,7 @@ def test_seed_call_form_finds_the_request():
 
 def test_request_given_as_separate_equal_messages_is_found_by_content():
     agent = Recorder()
-    loop = create_loop_agent(agent, until(3), 5, controls=[Repair(), History("last_attempt")])
+    loop = create_loop_agent(agent, until(3), 5, controls=[History("last_attempt")])
     loop.invoke({"init_messages": [HumanMessage(REQUEST)], "messages": [HumanMessage(REQUEST)]})
     assert texts(agent.sent[2]) == [
         ("human", REQUEST),
@@ -184,7 +184,7 @@ def test_request_given_as_separate_equal_messages_is_found_by_content():
 
 def test_async_run_sends_the_same():
     agent = Recorder()
-    loop = create_loop_agent(agent, until(3), 5, controls=[Repair(), History("last_attempt")])
+    loop = create_loop_agent(agent, until(3), 5, controls=[History("last_attempt")])
     asyncio.run(loop.ainvoke({"messages": [HumanMessage(REQUEST)]}))
     sync_agent, _ = run("last_attempt")
     assert [texts(s) for s in agent.sent] == [texts(s) for s in sync_agent.sent]
@@ -197,7 +197,7 @@ def test_the_evaluator_still_sees_the_whole_conversation():
         seen.append(len(context["messages"]))
         return until(3)(context)
 
-    create_loop_agent(Recorder(), evaluate, 5, controls=[Repair(), History("feedback_log")]).invoke(
+    create_loop_agent(Recorder(), evaluate, 5, controls=[History("feedback_log")]).invoke(
         {"messages": [HumanMessage(REQUEST)]}
     )
     assert seen == [2, 4, 6]
@@ -251,7 +251,7 @@ def test_create_agent_with_tools_under_last_attempt():
         "final",
     )
     loop = create_loop_agent(
-        create_agent(chat, [word_count]), until(3), 5, controls=[Repair(), History("last_attempt")]
+        create_agent(chat, [word_count]), until(3), 5, controls=[History("last_attempt")]
     )
     result = loop.invoke({"messages": [HumanMessage(REQUEST)]})
     # model calls: it. 1 (2 calls: tool, answer), it. 2 (2 calls), it. 3 (1 call)
@@ -270,7 +270,7 @@ def test_create_agent_with_tools_under_last_attempt():
 def test_create_agent_under_feedback_log_does_not_store_the_log():
     chat = FakeChat.of("one", "two", "three")
     loop = create_loop_agent(
-        create_agent(chat, []), until(3), 5, controls=[Repair(), History("feedback_log")]
+        create_agent(chat, []), until(3), 5, controls=[History("feedback_log")]
     )
     result = loop.invoke({"messages": [HumanMessage(REQUEST)]})
     assert texts(chat.calls[2]) == [("human", REQUEST), log("feedback 1", "feedback 2")]
@@ -290,7 +290,7 @@ def test_create_agent_under_feedback_log_does_not_store_the_log():
 def two_runs(history: Any) -> tuple[Recorder, Any]:
     agent = Recorder()
     loop = create_loop_agent(
-        agent, until(3), 5, controls=[Repair(), History(history)], checkpointer=InMemorySaver()
+        agent, until(3), 5, controls=[History(history)], checkpointer=InMemorySaver()
     )
     config = {"configurable": {"thread_id": "t"}}
     loop.invoke({"messages": [HumanMessage(REQUEST)]}, config)
@@ -339,7 +339,7 @@ def test_second_run_after_best_of_selection_keeps_the_selected_answer():
         agent,
         evaluate,
         3,
-        controls=[Repair(), History("last_attempt"), AnswerSelection("best")],
+        controls=[History("last_attempt"), AnswerSelection("best")],
         checkpointer=InMemorySaver(),
     )
     config = {"configurable": {"thread_id": "t"}}
@@ -353,7 +353,7 @@ def test_a_message_added_before_a_forked_iteration_is_kept():
     agent = Recorder()
     saver = InMemorySaver()
     loop = create_loop_agent(
-        agent, until(3), 5, controls=[Repair(), History("last_attempt")], checkpointer=saver
+        agent, until(3), 5, controls=[History("last_attempt")], checkpointer=saver
     )
     config = {"configurable": {"thread_id": "t"}}
     loop.invoke({"messages": [HumanMessage(REQUEST)]}, config, durability="sync")
@@ -425,7 +425,7 @@ def test_function_policy_on_a_second_run_sees_the_earlier_turns():
 
     agent = Recorder()
     loop = create_loop_agent(
-        agent, until(2), 5, controls=[Repair(), History(spy)], checkpointer=InMemorySaver()
+        agent, until(2), 5, controls=[History(spy)], checkpointer=InMemorySaver()
     )
     config = {"configurable": {"thread_id": "t"}}
     loop.invoke({"messages": [HumanMessage(REQUEST)]}, config)
@@ -444,7 +444,7 @@ def test_function_policy_on_a_second_run_sees_the_earlier_turns():
 
 def rejected(history_function: Any, match: str, error: type[Exception] = ValueError) -> None:
     loop = create_loop_agent(
-        ToolRecorder(), until(3), 5, controls=[Repair(), History(history_function)]
+        ToolRecorder(), until(3), 5, controls=[History(history_function)]
     )
     with pytest.raises(error, match=match):
         loop.invoke({"messages": [HumanMessage(REQUEST)]})

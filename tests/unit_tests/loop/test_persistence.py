@@ -7,6 +7,7 @@ from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from loop_agents import create_loop_agent
+from loop_agents.controls import Adaptive
 from loop_agents.loop.checkpoints import acheckpoint_before_iteration, checkpoint_before_iteration
 from tests.durable_helpers import (
     REQUEST,
@@ -15,7 +16,6 @@ from tests.durable_helpers import (
     CountingAgent,
     CountingEvaluator,
     answers,
-    repair_loop,
     thread,
     transcript,
 )
@@ -32,7 +32,7 @@ ACCEPT_AT = 4
 def test_agent_failure_resumes_without_repeating_earlier_iterations(saver, k, durability):
     agent = CountingAgent(fail_at=k)
     evaluator = CountingEvaluator(accept_at=ACCEPT_AT)
-    loop = repair_loop(agent, evaluator, 10, checkpointer=saver)
+    loop = create_loop_agent(agent, evaluator, 10, checkpointer=saver)
     config = thread(f"agent-fails-{k}")
 
     with pytest.raises(Boom, match=f"agent failed at iteration {k}"):
@@ -58,7 +58,7 @@ def test_agent_failure_resumes_without_repeating_earlier_iterations(saver, k, du
 def test_evaluator_failure_resumes_without_calling_the_agent_again(saver, k, durability):
     agent = CountingAgent()
     evaluator = CountingEvaluator(accept_at=ACCEPT_AT, fail_at=k)
-    loop = repair_loop(agent, evaluator, 10, checkpointer=saver)
+    loop = create_loop_agent(agent, evaluator, 10, checkpointer=saver)
     config = thread(f"evaluator-fails-{k}")
 
     with pytest.raises(Boom, match=f"evaluator failed at iteration {k}"):
@@ -81,7 +81,7 @@ def test_evaluator_failure_resumes_without_calling_the_agent_again(saver, k, dur
 async def test_async_failures_resume(async_saver, k):
     agent = AsyncCountingAgent(fail_at=k)
     evaluator = CountingEvaluator(accept_at=ACCEPT_AT, fail_at=k + 1)
-    loop = repair_loop(agent, evaluator, 10, checkpointer=async_saver)
+    loop = create_loop_agent(agent, evaluator, 10, checkpointer=async_saver)
     config = thread("async-failures")
 
     with pytest.raises(Boom, match="agent failed"):
@@ -101,7 +101,7 @@ async def test_async_failures_resume(async_saver, k):
 def test_a_failure_in_a_later_loop_resumes_that_loop(saver, fail_at):
     """A second request on a thread starts a new loop; a failure in it resumes it."""
     agent = CountingAgent()
-    loop = repair_loop(agent, CountingEvaluator(accept_at=2), 10, checkpointer=saver)
+    loop = create_loop_agent(agent, CountingEvaluator(accept_at=2), 10, checkpointer=saver)
     config = thread("two-loops")
     loop.invoke({"messages": [REQUEST]}, config)
     agent.fail_at = fail_at  # the second loop's first (3) or second (4) agent call
@@ -119,12 +119,12 @@ def test_a_failure_in_a_later_loop_resumes_that_loop(saver, fail_at):
 def test_state_is_stored_in_the_saver(saver):
     """A new graph object on the same saver sees the loop's state (nothing kept in memory)."""
     config = thread("reopen")
-    first = repair_loop(CountingAgent(fail_at=2), CountingEvaluator(3), checkpointer=saver)
+    first = create_loop_agent(CountingAgent(fail_at=2), CountingEvaluator(3), checkpointer=saver)
     with pytest.raises(Boom):
         first.invoke({"messages": [REQUEST]}, config)
 
     agent = CountingAgent()
-    again = repair_loop(agent, CountingEvaluator(3), checkpointer=saver)
+    again = create_loop_agent(agent, CountingEvaluator(3), checkpointer=saver)
     result = again.invoke(None, config)
     assert agent.calls == [2, 3]
     assert texts(result["messages"]) == transcript(3)
@@ -135,7 +135,7 @@ def test_state_is_stored_in_the_saver(saver):
 
 def test_fork_from_iteration(saver):
     agent = CountingAgent()
-    loop = repair_loop(agent, CountingEvaluator(accept_at=3), 10, checkpointer=saver)
+    loop = create_loop_agent(agent, CountingEvaluator(accept_at=3), 10, checkpointer=saver)
     config = thread("fork")
     original = loop.invoke({"messages": [REQUEST]}, config)
     head = loop.get_state(config)
@@ -172,7 +172,7 @@ def test_fork_from_iteration(saver):
 
 def test_fork_replays_from_a_checkpoint_without_changes(saver):
     agent = CountingAgent()
-    loop = repair_loop(agent, CountingEvaluator(accept_at=3), 10, checkpointer=saver)
+    loop = create_loop_agent(agent, CountingEvaluator(accept_at=3), 10, checkpointer=saver)
     config = thread("replay")
     loop.invoke({"messages": [REQUEST]}, config)
     first = checkpoint_before_iteration(loop, config, 1)
@@ -184,7 +184,7 @@ def test_fork_replays_from_a_checkpoint_without_changes(saver):
 
 
 def test_checkpoint_before_iteration_looks_only_at_the_latest_loop(saver):
-    loop = repair_loop(CountingAgent(), CountingEvaluator(accept_at=3), checkpointer=saver)
+    loop = create_loop_agent(CountingAgent(), CountingEvaluator(accept_at=3), checkpointer=saver)
     config = thread("latest-loop")
     loop.invoke({"messages": [REQUEST]}, config)
     loop.invoke({"messages": [HumanMessage("Now one about snow.")]}, config)
@@ -212,7 +212,7 @@ def test_checkpoint_before_iteration_needs_a_thread():
 
 async def test_async_fork_from_iteration(async_saver):
     agent = AsyncCountingAgent()
-    loop = repair_loop(agent, CountingEvaluator(accept_at=3), 10, checkpointer=async_saver)
+    loop = create_loop_agent(agent, CountingEvaluator(accept_at=3), 10, checkpointer=async_saver)
     config = thread("async-fork")
     await loop.ainvoke({"messages": [REQUEST]}, config)
 
@@ -225,9 +225,9 @@ async def test_async_fork_from_iteration(async_saver):
     assert len({s.config["configurable"]["checkpoint_id"] for s in history}) == len(history)
 
 
-def test_the_default_strategy_resumes_without_repeating_earlier_iterations(saver):
-    """Without `Repair()` (the default chooses each retry's kind): a failure at iteration 2
-    resumes there, sends the agent the same kind of retry again, and the loop finishes."""
+def test_an_adaptive_strategy_resumes_without_repeating_earlier_iterations(saver):
+    """With `Adaptive` (each retry's kind chosen): a failure at iteration 2 resumes there,
+    sends the agent the same kind of retry again, and the loop finishes."""
     evaluator = CountingEvaluator(accept_at=3)
     sent: list[tuple[int, list[tuple[str, str]]]] = []
 
@@ -238,8 +238,8 @@ def test_the_default_strategy_resumes_without_repeating_earlier_iterations(saver
             raise Boom("agent failed at iteration 2")
         return f"answer {iteration}"
 
-    loop = create_loop_agent(agent, evaluator, 10, checkpointer=saver)
-    config = thread("default-strategy")
+    loop = create_loop_agent(agent, evaluator, 10, checkpointer=saver, controls=[Adaptive(seed=0)])
+    config = thread("adaptive-strategy")
     with pytest.raises(Boom, match="agent failed at iteration 2"):
         loop.invoke({"messages": [REQUEST]}, config)
     result = loop.invoke(None, config)

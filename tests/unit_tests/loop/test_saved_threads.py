@@ -1,4 +1,4 @@
-"""Threads saved by loop_agents 0.2 resume, finish and take a new turn; its state schemas hold.
+"""Threads saved by loop_agents 0.2 and by commit 6df4d16 resume, finish and take a new turn.
 
 ``tests/data/saved_threads_0_2/threads.sqlite`` was written by the 0.2 release with
 ``SqliteSaver`` (``make_threads.py`` next to it, whose agent, evaluators and loops are
@@ -8,6 +8,11 @@ inside ``create_agent``, a thread paused for a person at iteration 2 and a finis
 copy of the file and compares the public results (the conversation's texts, the loop's
 iteration, stop reason, feedback, selection and records) with ``expected.json``, which
 the same script wrote.
+
+``tests/data/saved_threads_6df4d16/threads.sqlite`` was written at commit 6df4d16, whose
+loops had a default ``Adaptive`` (its records carry ``strategy``): a paused and a finished
+thread of each form with that default, and a paused one of each form whose ``Adaptive``
+chose a fresh sample next. The current loop (which repairs by default) resumes them.
 
 The state schemas of both forms are held here as literal data (`GRAPH_CHANNELS`,
 `MIDDLEWARE_CHANNELS`): a checkpoint stores the values of these channels under these
@@ -37,6 +42,7 @@ from langgraph.types import Command
 
 from loop_agents import LoopMiddleware, create_loop_agent
 from tests.data.saved_threads_0_2 import make_threads as saved
+from tests.data.saved_threads_6df4d16 import make_threads as saved_6df
 from tests.durable_helpers import thread
 from tests.fakes import FakeChat
 
@@ -181,6 +187,105 @@ def test_a_new_turn_on_a_saved_thread_starts_a_new_loop(threads, thread_id):
     assert result["messages"][:old] == before["messages"]
     assert result["messages"][old] == ["human", saved.NEW_TURN]
     assert result["answer"] == f"draft 1 for: {saved.NEW_TURN}"
+
+
+# -- threads saved at 6df4d16 (a default Adaptive; records with strategy) ----------------
+
+EXPECTED_6DF: dict[str, Any] = json.loads(saved_6df.EXPECTED.read_text(encoding="utf-8"))
+FINISHED_6DF = tuple(t for t in saved_6df.THREADS if t not in saved_6df.PAUSED)
+
+
+@pytest.fixture
+def threads_6df(tmp_path: Path) -> Iterator[SqliteSaver]:
+    """A ``SqliteSaver`` on a copy of the threads saved at 6df4d16."""
+    path = tmp_path / "threads.sqlite"
+    shutil.copy(saved_6df.FIXTURE, path)
+    with SqliteSaver.from_conn_string(str(path)) as saver:
+        yield saver
+
+
+def test_the_6df4d16_fixture_holds_its_six_threads_with_their_strategies(threads_6df):
+    found = {c.config["configurable"]["thread_id"] for c in threads_6df.list(None)}
+    assert found == set(saved_6df.THREADS) == set(EXPECTED_6DF)
+    assert saved_6df.FIXTURE.stat().st_size < 400_000
+    for thread_id in saved_6df.THREADS:
+        state = saved_6df.build(thread_id, threads_6df).get_state(thread(thread_id))
+        form = saved_6df.form_of(thread_id)
+        assert saved_6df.summary(state.values, form) == EXPECTED_6DF[thread_id]["saved"]
+        assert saved_6df.strategies(state.values, form) == EXPECTED_6DF[thread_id]["strategies"]
+        chosen = EXPECTED_6DF[thread_id]["strategies"][0][1]
+        assert chosen == ("fresh" if thread_id in saved_6df.FRESH else "repair")
+
+
+@pytest.mark.parametrize("thread_id", saved_6df.PAUSED)
+def test_a_thread_paused_at_6df4d16_resumes_and_a_new_turn_starts_a_new_loop(
+    threads_6df, thread_id
+):
+    loop = saved_6df.build(thread_id, threads_6df)
+    form = saved_6df.form_of(thread_id)
+    state = loop.get_state(thread(thread_id))
+    review = saved_6df.review_request({"__interrupt__": state.interrupts})
+    assert review == EXPECTED_6DF[thread_id]["saved_review"]
+    assert review["iteration"] == 2
+
+    output = loop.invoke(Command(resume=True), thread(thread_id))
+    assert "__interrupt__" not in output
+    result = saved_6df.summary(output, form)
+    assert result["stop_reason"] == "accepted"
+    assert result["iteration"] == 2
+    assert result["feedback"] == [saved_6df.REVIEW_FEEDBACK, ""]
+    saved_messages = EXPECTED_6DF[thread_id]["saved"]["messages"]
+    assert result["messages"][: len(saved_messages)] == saved_messages
+    kinds = saved_6df.strategies(output, form)
+    if thread_id in saved_6df.FRESH:  # the kind chosen at 6df4d16 is what went, and says so
+        assert kinds == [["first", "fresh"], ["fresh", None]]
+        assert result["answer"] == f"draft 1 for: {saved_6df.REQUEST}"
+        records = output["loop_records" if form == "middleware" else "records"]
+        assert records[-1]["strategy"]["tallies"] == {"fresh": [1, 0]}
+    else:  # rebuilt without a strategy control: the saved strategy is read, none is added
+        assert kinds == [["first", "repair"], [None, None]]
+        assert result["answer"] == f"draft 2 for: {saved_6df.REQUEST}"
+
+    paused = loop.invoke({"messages": [HumanMessage(saved_6df.NEW_TURN)]}, thread(thread_id))
+    assert saved_6df.review_request(paused)["iteration"] == 1
+    output = loop.invoke(Command(resume=True), thread(thread_id))
+    turn = saved_6df.summary(output, form)
+    assert (turn["stop_reason"], turn["iteration"]) == ("accepted", 1)
+    assert turn["answer"] == f"draft 1 for: {saved_6df.NEW_TURN}"
+    assert turn["messages"][: len(result["messages"])] == result["messages"]
+
+
+@pytest.mark.parametrize("thread_id", FINISHED_6DF)
+def test_a_thread_finished_at_6df4d16_reads_as_saved_and_a_new_turn_repairs(threads_6df, thread_id):
+    loop = saved_6df.build(thread_id, threads_6df)
+    form = saved_6df.form_of(thread_id)
+    before = saved_6df.summary(loop.get_state(thread(thread_id)).values, form)
+    assert before == EXPECTED_6DF[thread_id]["saved"]
+    assert (before["stop_reason"], before["selected_iteration"]) == ("accepted", 1)
+
+    output = loop.invoke({"messages": [HumanMessage(saved_6df.NEW_TURN)]}, thread(thread_id))
+    result = saved_6df.summary(output, form)
+    assert result["stop_reason"] == "accepted"
+    assert result["init_messages"] == [["human", saved_6df.NEW_TURN]]
+    assert result["iteration"] == 2  # the retry repaired: it saw draft 1 and wrote draft 2
+    assert [m for m in result["messages"] if m[0] == "ai"][-2:] == [
+        ["ai", f"draft 2 for: {saved_6df.NEW_TURN}"],
+        ["ai", f"draft 1 for: {saved_6df.NEW_TURN}"],  # the best answer's copy
+    ]
+    assert result["messages"][: len(before["messages"])] == before["messages"]
+    assert saved_6df.strategies(output, form) == [[None, None], [None, None]]
+
+
+async def test_a_fresh_thread_paused_at_6df4d16_resumes_under_ainvoke(tmp_path):
+    path = tmp_path / "threads.sqlite"
+    shutil.copy(saved_6df.FIXTURE, path)
+    async with AsyncSqliteSaver.from_conn_string(str(path)) as saver:
+        for thread_id in ("graph-fresh-paused", "middleware-fresh-paused"):
+            loop = saved_6df.build(thread_id, saver)
+            output = await loop.ainvoke(Command(resume=True), thread(thread_id))
+            form = saved_6df.form_of(thread_id)
+            assert saved_6df.summary(output, form)["stop_reason"] == "accepted"
+            assert saved_6df.strategies(output, form) == [["first", "fresh"], ["fresh", None]]
 
 
 # -- the state schemas ------------------------------------------------------------------

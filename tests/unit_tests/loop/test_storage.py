@@ -39,7 +39,6 @@ from tests.durable_helpers import (
     CountingEvaluator,
     answers,
     frequent_snapshot_keys,
-    repair_loop,
     thread,
     transcript,
 )
@@ -227,7 +226,9 @@ def test_the_delta_schemas_have_the_public_schemas_keys(schema):
 
 def test_a_generic_saver_with_forced_delta_storage_works():
     saver = HistoryKeepingSaver()
-    loop = repair_loop(CountingAgent(), CountingEvaluator(3), checkpointer=saver, storage="delta")
+    loop = create_loop_agent(
+        CountingAgent(), CountingEvaluator(3), checkpointer=saver, storage="delta"
+    )
     result = loop.invoke({"messages": [REQUEST]}, thread("generic"))
     assert (
         texts(loop.get_state(thread("generic")).values["messages"])
@@ -275,10 +276,10 @@ def test_delta_storage_grows_linearly_with_the_iterations(tmp_path):
 def test_requests_given_without_ids_read_back_with_the_ids_the_loop_saw(tmp_path):
     path = str(tmp_path / "ids.sqlite")
     with SqliteSaver.from_conn_string(path) as saver:
-        loop = repair_loop(CountingAgent(), CountingEvaluator(2), checkpointer=saver)
+        loop = create_loop_agent(CountingAgent(), CountingEvaluator(2), checkpointer=saver)
         result = loop.invoke({"messages": [("user", "Write a haiku about rain.")]}, thread("ids"))
     with SqliteSaver.from_conn_string(path) as saver:  # a new connection: replayed writes
-        loop = repair_loop(CountingAgent(), CountingEvaluator(2), checkpointer=saver)
+        loop = create_loop_agent(CountingAgent(), CountingEvaluator(2), checkpointer=saver)
         values = loop.get_state(thread("ids")).values
         assert [m.id for m in values["messages"]] == [m.id for m in result["messages"]]
         assert values["loop_init_ids"] == [result["messages"][0].id]
@@ -290,9 +291,11 @@ def test_requests_given_without_ids_read_back_with_the_ids_the_loop_saw(tmp_path
 
 
 def test_a_delta_thread_loads_and_goes_on_with_full_storage(saver):
-    delta = repair_loop(CountingAgent(), CountingEvaluator(3), checkpointer=saver)
+    delta = create_loop_agent(CountingAgent(), CountingEvaluator(3), checkpointer=saver)
     delta.invoke({"messages": [REQUEST]}, thread("switch"))
-    full = repair_loop(CountingAgent(), CountingEvaluator(2), checkpointer=saver, storage="full")
+    full = create_loop_agent(
+        CountingAgent(), CountingEvaluator(2), checkpointer=saver, storage="full"
+    )
     assert texts(full.get_state(thread("switch")).values["messages"]) == transcript(3)
     result = full.invoke({"messages": [HumanMessage("Again.")]}, thread("switch"))
     assert texts(result["messages"])[:7] == [*transcript(3), ("human", "Again.")]
@@ -310,7 +313,7 @@ def frequent_snapshots(monkeypatch):
 def test_snapshots_and_the_writes_after_them_read_back_exactly(saver, frequent_snapshots):
     agent = CountingAgent(fail_at=4)
     evaluator = CountingEvaluator(accept_at=6, fail_at=3)
-    loop = repair_loop(agent, evaluator, 10, checkpointer=saver)
+    loop = create_loop_agent(agent, evaluator, 10, checkpointer=saver)
     assert storage_of(loop) == "delta"
     config = thread("snapshots")
     for _ in range(2):
@@ -344,7 +347,7 @@ class Parent(TypedDict, total=False):
 def test_a_nested_loop_resumes_from_the_parents_checkpointer(saver):
     agent = CountingAgent()
     evaluator = CountingEvaluator(accept_at=3, fail_at=2)
-    loop = repair_loop(agent, evaluator, 5, name="inner", output_mode="full_history")
+    loop = create_loop_agent(agent, evaluator, 5, name="inner", output_mode="full_history")
     assert storage_of(loop) == "delta"  # checkpointer=None: the parent's is used
     builder = StateGraph(Parent)
     builder.add_node("inner", loop)

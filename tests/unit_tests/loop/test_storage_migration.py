@@ -20,7 +20,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from loop_agents import create_loop_agent
-from loop_agents.controls import FeedbackStyle, Repair
+from loop_agents.controls import FeedbackStyle
 from loop_agents.loop.checkpoints import checkpoint_before_iteration
 from loop_agents.loop.records import record_answer
 from loop_agents.loop.storage import storage_of
@@ -158,7 +158,7 @@ def test_an_old_failed_thread_resumes_with_the_new_layout(old_saver, storage):
 
 def test_a_new_run_on_an_old_thread(old_saver):
     # every retry a repair: the fake agent reads its iteration from the answers it is sent
-    loop = new_loop(old_saver, controls=[Repair()])
+    loop = new_loop(old_saver)
     result = loop.invoke({"messages": [HumanMessage(SNOW)]}, thread("finished"))
     assert texts(result["messages"]) == [
         *transcript(3),

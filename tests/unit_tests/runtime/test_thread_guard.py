@@ -30,7 +30,6 @@ from tests.durable_helpers import (
     REQUEST,
     CountingEvaluator,
     iteration_of,
-    repair_loop,
     thread,
     transcript,
 )
@@ -96,7 +95,7 @@ def run_in_thread(target: Any) -> tuple[threading.Thread, dict[str, Any]]:
 
 def test_a_second_run_on_a_busy_thread_fails_before_any_model_call(saver):
     agent = GateAgent()
-    first = repair_loop(agent, CountingEvaluator(2), checkpointer=saver)
+    first = create_loop_agent(agent, CountingEvaluator(2), checkpointer=saver)
     config = thread("busy")
     worker, outcome = run_in_thread(lambda: first.invoke({"messages": [REQUEST]}, config))
     assert agent.entered.wait(WAIT)
@@ -128,7 +127,7 @@ def test_a_second_run_on_a_busy_thread_fails_before_any_model_call(saver):
 
 async def test_a_second_task_on_a_busy_thread_fails_before_any_model_call(async_saver):
     agent = AsyncGateAgent()
-    first = repair_loop(agent, CountingEvaluator(2), checkpointer=async_saver)
+    first = create_loop_agent(agent, CountingEvaluator(2), checkpointer=async_saver)
     config = thread("busy-async")
     running = asyncio.create_task(first.ainvoke({"messages": [REQUEST]}, config))
     await asyncio.wait_for(agent.entered.wait(), WAIT)
@@ -202,7 +201,7 @@ def test_resuming_a_review_while_another_resume_runs_is_rejected():
 
 def test_wait_queues_the_second_run_after_the_first(saver):
     agent = GateAgent()
-    first = repair_loop(agent, CountingEvaluator(2), checkpointer=saver)
+    first = create_loop_agent(agent, CountingEvaluator(2), checkpointer=saver)
     config = thread("queue")
     worker, outcome = run_in_thread(lambda: first.invoke({"messages": [REQUEST]}, config))
     assert agent.entered.wait(WAIT)

@@ -32,7 +32,6 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer
 
-from loop_agents.controls import Repair
 from loop_agents.controls.selection import AnswerSelection
 from loop_agents.evaluators import all_of, llm_judge
 from loop_agents.evaluators.judge import JudgeError
@@ -111,9 +110,8 @@ def build_loop(
         agent=composer(settings, http_async_client=http_async_client),
         evaluator=evaluator,
         max_iterations=MAX_ITERATIONS,
-        # the article's loop: the reviewer's comments go back to the composer (one run of
-        # the demo has nothing to learn from for the default Adaptive)
-        controls=[Repair(), AnswerSelection("best")],
+        # the article's loop: the reviewer's comments go back to the composer
+        controls=[AnswerSelection("best")],
         checkpointer=checkpointer,
     )
 
