@@ -1,53 +1,9 @@
-"""The control protocol: `LoopControl` and what its hooks are given.
+"""The control protocol: `LoopControl`, its hooks, and what they are given.
 
-A *control* is one small object that changes how the loop runs: what the agent is sent,
-how the agent is called, what a verdict means, when the loop stops, which attempt is the
-answer. Every option of `create_loop_agent` beyond the agent, the evaluator and the cap
-is one, given in ``controls=[...]`` (`History`, `Plateau`, ... from
-`loop_agents.controls`), and so are controls of your own. They are composed as
-``create_agent``'s middleware is, in the order of their `Stage` (the built-in ones
-first, then yours), whatever the order of the list.
-
-A control overrides the hooks it needs; the loop calls only the overridden ones:
-
-- `LoopControl.shape_input` (*what the agent is sent*): given the messages the agent
-  would be sent and the `Turn`, return the messages to send. Each control is given the
-  previous one's choice.
-- `LoopControl.around_agent` (*around the agent call*): a generator that yields the
-  `AgentCall` to make (changed or not) and receives the `Attempt`, like a
-  ``contextlib.contextmanager`` with a result: it may catch an error the call raised,
-  or yield a list of calls to make them at once (`Candidates`). The first control
-  is the outermost.
-- `LoopControl.after_verdict` (*after a verdict*): given the iteration's `Outcome`
-  (each attempt and its verdict), change it: decide by a score, write feedback, pick
-  the best candidate, price the calls.
-- `LoopControl.stop_reason` (*whether to stop*): given the `Progress`, return a stop
-  reason (a short string, e.g. ``"plateau"``) or ``None``. Rules are checked in order
-  after the evaluator's acceptance; the first reason given ends the loop.
-- `LoopControl.choose` (*which attempt wins*): given the loop's records when it ends,
-  return the record of its answer (or ``None`` to keep the choice made so far). The
-  last control that chooses wins.
-
-A hook that calls a model (``shape_input``, ``after_verdict``) is written as a generator
-that yields a `Call` and receives its `Measured` result; the loop makes the call with
-``invoke`` or ``ainvoke`` as the loop itself runs, and as a LangGraph task of its own, so
-its failure never repeats another call of the iteration. See `loop_agents.runtime.steps`.
-
-Example:
-    ```python
-    from loop_agents.controls import LoopControl
-
-
-    class StopOnSameScore(LoopControl):
-        \"\"\"Stop when two iterations in a row get the same score.\"\"\"
-
-        def stop_reason(self, progress):
-            scores = [r["score"] for r in progress.records[-2:]]
-            return "same_score" if len(scores) == 2 and scores[0] == scores[1] else None
-
-
-    loop = create_loop_agent(agent, evaluate, 5, controls=[StopOnSameScore()])
-    ```
+A control overrides the hooks it needs (``shape_input``, ``around_agent``,
+``after_verdict``, ``stop_reason``, ``choose``); the loop calls only those, in `Stage`
+order. A hook that calls a model yields a `Call` and receives its `Measured` result
+(`loop_agents.runtime.steps`). The guide is ``docs/loop-control.md``.
 """
 
 from __future__ import annotations
@@ -73,36 +29,26 @@ CallName: TypeAlias = Literal["agent", "evaluator"]
 
 
 class Stage(IntEnum):
-    """Where a control stands in the loop's order: every hook runs in stage order.
+    """Where a control stands in the loop's order (stable: one stage keeps the given order).
 
-    Controls are sorted by stage (stably: controls of one stage keep the order they were
-    given in), so a list of controls means the same in any order. A control of your own
-    stands at `CUSTOM`, after the built-in ones, unless it says otherwise.
+    ``CRITERIA`` (`Criteria`), ``HISTORY`` (`History`), ``CANDIDATES`` (`Candidates`,
+    `DiverseFirst`: outermost around the agent call), ``AGENT_ERRORS`` (`AgentErrors`),
+    ``VERDICT`` (`Advice`), ``FEEDBACK`` (`FeedbackStyle`), ``STRATEGY`` (`Restart`,
+    `Adaptive`), ``STOP`` (`Budgets`; `Plateau` at 710, `Stagnation` at 720), ``CHOICE``
+    (`AnswerSelection`), ``CALLS`` (`Retries`), ``CUSTOM`` (a control of your own).
     """
 
     CRITERIA = 100
-    """What the request holds (`Criteria` adds the criteria to it)."""
     HISTORY = 200
-    """What the agent is sent of the conversation (`History`)."""
     CANDIDATES = 300
-    """How many answers an iteration makes (`Candidates`, `DiverseFirst`): outermost
-    around the agent call."""
     AGENT_ERRORS = 400
-    """What a failed agent call becomes (`AgentErrors`): around each single call."""
     VERDICT = 500
-    """What a verdict means (`Advice`: a score decides, an advisor writes feedback)."""
     FEEDBACK = 600
-    """How the feedback is put to the agent (`FeedbackStyle`)."""
     STRATEGY = 650
-    """What kind of attempt comes next (`Restart`, `Adaptive`)."""
     STOP = 700
-    """Whether to stop (`Budgets`; `Plateau` at 710, `Stagnation` at 720)."""
     CHOICE = 800
-    """Which attempt is the answer (`AnswerSelection`)."""
     CALLS = 900
-    """How calls are retried and limited (`Retries`)."""
     CUSTOM = 1000
-    """The default of a control of your own."""
 
 
 @dataclass(frozen=True)
@@ -110,12 +56,10 @@ class LoopSpec:
     """The loop a control is bound to when the loop is built (`LoopControl.bind`).
 
     Attributes:
-        agent: The loop's agent; ``None`` inside ``create_agent`` (`LoopMiddleware`),
-            where an attempt is the agent's own steps.
+        agent: The loop's agent; ``None`` inside ``create_agent`` (`LoopMiddleware`).
         evaluator: The loop's evaluator.
         max_iterations: The loop's cap.
         host: ``"graph"`` (`create_loop_agent`) or ``"middleware"`` (`LoopMiddleware`).
-
     """
 
     agent: Any
@@ -139,17 +83,12 @@ class Turn:
     Attributes:
         iteration: The iteration about to run (1 for a loop's first).
         messages: The whole conversation so far: what the agent is sent by default.
-        agent_state: A graph agent's state keys beyond ``messages`` from its latest
-            attempt (``{}`` for other agents and before the first attempt).
+        agent_state: A graph agent's state beyond ``messages`` from its latest attempt.
         config: The run config of the ``invoke_agent`` node.
-        state: The loop's state before the iteration (read-only): the keys that
-            ``invoke_agent`` reads (``messages``, ``init_messages``, ``iteration``,
-            ``last_response``, ``feedback``, ``records``, ``stop_reason``,
-            ``agent_state`` and the history policy's memory; not the previous loop's
-            ``stop`` and selection, nor the keys only ``evaluate`` reads).
-        opened: The state updates that open the iteration (``init_messages`` among them
-            when a new loop starts on the thread); `add_to_request` adds to them.
-
+        state: The loop's state before the iteration (read-only; the keys
+            ``invoke_agent`` reads).
+        opened: The state updates that open the iteration (``init_messages`` when a
+            new loop starts); `add_to_request` adds to them.
     """
 
     iteration: int
@@ -189,11 +128,10 @@ class Turn:
         return [] if self.new_loop else list(self.state.get("records") or [])
 
     def add_to_request(self, message: AnyMessage) -> None:
-        """Make ``message`` part of a new loop's request (``init_messages``).
+        """Make ``message`` part of a new loop's request, sent on every iteration.
 
-        It is added to the conversation after the request and sent by every history
-        policy on every iteration of the loop, like the request itself. Only when the
-        iteration starts a loop (`new_loop`).
+        Raises:
+            ValueError: the iteration does not start a loop (`new_loop` is false).
         """
         if not self.new_loop:
             raise ValueError(
@@ -226,14 +164,11 @@ class AgentCall:
 
     Attributes:
         messages: The messages the agent is sent.
-        agent_state: The state keys given to a graph agent with the messages (its
-            input keys from its latest attempt: a deep agent's ``files``).
+        agent_state: The state keys given to a graph agent with the messages.
         iteration: The iteration's number.
-        candidate: With ``Candidates(k)``: which candidate (1 to k); ``None`` otherwise.
-        agent: The agent to call (a candidate may call a copy of it at another
-            temperature); ``None``: the loop's agent.
+        candidate: With ``Candidates(k)``: which candidate (1 to k); else ``None``.
+        agent: The agent to call; ``None``: the loop's agent.
         timeout: Seconds after which the call is abandoned (``None``: no limit).
-
     """
 
     messages: list[AnyMessage]
@@ -253,14 +188,12 @@ class Attempt:
     """What one agent call gave: its messages, or the error it failed with.
 
     Attributes:
-        produced: The messages the call produced, its answer last (``None`` when it
-            failed and the failure is fed back).
+        produced: The messages it produced, its answer last (``None`` when it failed).
         error: Why it failed (``None`` when it answered).
         agent_state: A graph agent's state keys beyond ``messages`` after the call.
         seconds: Wall-clock seconds of the call.
         usage: The model calls made during it.
         candidate: With ``Candidates(k)``, its number.
-
     """
 
     produced: list[AnyMessage] | None
@@ -307,15 +240,13 @@ class Verdict:
     """The evaluation of one attempt, as the loop reads it (changed by controls).
 
     Attributes:
-        stop: ``True`` to accept; ``None`` while only a score decides (a
-            `ScoreThreshold` control turns it into ``True``/``False``).
-        feedback: The feedback text (``None`` or ``""`` when the evaluator gave none).
+        stop: ``True`` to accept; ``None`` while only a score decides (`Advice`).
+        feedback: The feedback text (``None`` or ``""`` when there is none).
         score: The score, or ``None``.
         decided_by: The names of the evaluators that decided.
         feedback_from: Where the feedback came from.
         seconds: Wall-clock seconds of the evaluation.
         usage: The model calls it made.
-
     """
 
     stop: bool | None
@@ -344,22 +275,17 @@ class Outcome:
 
     Attributes:
         iteration: The iteration's number.
-        judged: Every attempt of the iteration and its verdict (one, or k with
-            ``Candidates(k)``).
-        selected: The index in ``judged`` of the iteration's answer (``None`` when no
-            attempt answered).
-        error: When no attempt answered: why (the iteration is a failed attempt).
+        judged: Every attempt of the iteration and its verdict.
+        selected: The index in ``judged`` of the iteration's answer (``None``: none).
+        error: When no attempt answered: why.
         failure_feedback: What the agent reads after a failed attempt.
         counted: Whether the iteration counts toward ``max_iterations``.
-        usage: Model calls beyond the agent's and the evaluator's, by role
-            (``"advisor"``, ``"history"``).
+        usage: Model calls beyond the agent's and evaluator's, by role (``"advisor"``).
         extra: Keys added to the iteration's record (``cost``).
-        message: The message the agent reads next when the loop goes on (set by the
-            feedback format; ``None``: the default fenced review).
+        message: The message the agent reads next (``None``: the fenced review).
         request: The loop's request (``init_messages``).
         records: The records of the loop's earlier iterations, oldest first.
         evaluator: The name of the loop's evaluator.
-
     """
 
     iteration: int
@@ -379,16 +305,10 @@ class Outcome:
 
     def config(self, role: str) -> RunnableConfig:
         """The run config for a model call a hook makes as ``role`` (e.g. ``"advisor"``)."""
-        if self._config is None:
-            return {}
-        return self._config(role)
+        return {} if self._config is None else self._config(role)
 
     def ends_loop(self) -> bool:
-        """Whether the loop would end with the outcome as it stands (acceptance, rules, cap).
-
-        A hook that writes feedback only the next attempt reads (an advisor) asks this
-        first, so it makes no call when the loop is about to end.
-        """
+        """Whether the loop would end with the outcome as it stands (acceptance, rules, cap)."""
         return True if self._ends is None else self._ends(self)
 
     @property
@@ -404,14 +324,12 @@ class Outcome:
     @property
     def answer(self) -> AIMessage | None:
         """The iteration's answer."""
-        attempt = self.attempt
-        return attempt.answer if attempt is not None else None
+        return None if self.attempt is None else self.attempt.answer
 
     @property
     def stop(self) -> bool | None:
         """The selected verdict's ``stop`` (``False`` for a failed iteration)."""
-        verdict = self.verdict
-        return False if verdict is None else verdict.stop
+        return False if self.verdict is None else self.verdict.stop
 
     @stop.setter
     def stop(self, value: bool | None) -> None:
@@ -420,8 +338,7 @@ class Outcome:
     @property
     def feedback(self) -> str | None:
         """The selected verdict's feedback."""
-        verdict = self.verdict
-        return None if verdict is None else verdict.feedback
+        return None if self.verdict is None else self.verdict.feedback
 
     @feedback.setter
     def feedback(self, value: str | None) -> None:
@@ -430,27 +347,24 @@ class Outcome:
     @property
     def score(self) -> float | None:
         """The selected verdict's score."""
-        verdict = self.verdict
-        return None if verdict is None else verdict.score
+        return None if self.verdict is None else self.verdict.score
 
     @property
     def feedback_from(self) -> FeedbackSource:
         """Where the selected verdict's feedback came from."""
-        verdict = self.verdict
-        return "agent_error" if verdict is None else verdict.feedback_from
+        return "agent_error" if self.verdict is None else self.verdict.feedback_from
 
     @feedback_from.setter
     def feedback_from(self, value: FeedbackSource) -> None:
         self._verdict().feedback_from = value
 
     def _verdict(self) -> Verdict:
-        verdict = self.verdict
-        if verdict is None:
+        if self.verdict is None:
             raise ValueError(
                 f"iteration {self.iteration} has no judged answer (every attempt failed); "
                 f"check outcome.selected before changing its verdict"
             )
-        return verdict
+        return self.verdict
 
     def add_usage(self, role: str, usage: CallUsage) -> None:
         """Count the model calls of ``role`` (e.g. ``"advisor"``) into the iteration."""
@@ -485,9 +399,7 @@ class Progress:
         records: This loop's records, the latest iteration's included.
         accepted: Whether the latest verdict accepted the answer.
         started_at: When the loop started (seconds since the epoch), if known.
-        out_of_steps: The graph's recursion limit leaves no room for another
-            iteration.
-
+        out_of_steps: The recursion limit leaves no room for another iteration.
     """
 
     iteration: int
@@ -502,44 +414,29 @@ class Progress:
         return self.records[-1]
 
 
-HookResult: TypeAlias = Any
-
-
 class LoopControl:
-    """A part of the loop; override the hooks you need (see the module docstring).
+    """A part of the loop; override the hooks you need (``docs/loop-control.md``).
 
     Attributes:
         name: The control's name, in errors (its class name when empty).
-
+        stage: Where it stands in the loop's order (`Stage`).
+        claims: What it takes on alone: two controls of a loop with one claim are
+            refused when the loop is built.
+        calls_models: A hook may yield a `Call` though it is not a generator function
+            (the node's paid calls then run as LangGraph tasks).
+        fans_out: `around_agent` may yield a list of calls (each is retried alone).
     """
 
     name: str = ""
     stage: int = Stage.CUSTOM
-    """Where the control stands in the loop's order (see `Stage`)."""
     claims: frozenset[str] = frozenset()
-    """What the control takes on alone: two controls of a loop that claim the same thing
-    (two ways of making several answers, two answer choosers, ...) are refused when the
-    loop is built."""
     calls_models: bool = False
-    """Whether a hook of this control may call models (yield a `Call`) even though it is
-    not itself a generator function; the loop then makes every paid call of that node a
-    LangGraph task."""
     fans_out: bool = False
-    """Whether `around_agent` may yield a list of calls (several answers at once); the
-    loop then retries each call on its own rather than the whole node."""
 
     def shape_input(
         self, messages: list[AnyMessage], turn: Turn
     ) -> Sequence[BaseMessage] | Generator[Call | Fanout, Measured[Any], Sequence[BaseMessage]]:
-        """What the agent is sent: ``messages`` (the previous controls' choice) or others.
-
-        Example:
-            ```python
-            def shape_input(self, messages, turn):
-                return [SystemMessage("Answer in French."), *messages]
-            ```
-
-        """
+        """What the agent is sent: ``messages`` (the previous controls' choice) or others."""
         return messages
 
     def around_agent(self, call: AgentCall) -> Generator[Any, Any, Any]:
@@ -551,7 +448,6 @@ class LoopControl:
                 attempt = yield call.but(timeout=60)
                 return attempt
             ```
-
         """
         attempt = yield call
         return attempt
@@ -559,17 +455,7 @@ class LoopControl:
     def after_verdict(
         self, outcome: Outcome
     ) -> Outcome | Generator[Call | Fanout, Measured[Any], Outcome]:
-        """After the verdicts of an iteration: change the `Outcome` and return it.
-
-        Example:
-            ```python
-            def after_verdict(self, outcome):
-                if outcome.score is not None and outcome.score > 100:
-                    outcome.stop = False
-                return outcome
-            ```
-
-        """
+        """After the verdicts of an iteration: change the `Outcome` and return it."""
         return outcome
 
     def stop_reason(self, progress: Progress) -> str | None:
@@ -580,21 +466,11 @@ class LoopControl:
             def stop_reason(self, progress):
                 return "too_long" if progress.iteration >= 3 else None
             ```
-
         """
         return None
 
     def choose(self, records: Sequence[IterationRecord]) -> IterationRecord | None:
-        """Which attempt wins when the loop ends: its record, or ``None`` to keep the choice.
-
-        Example:
-            ```python
-            def choose(self, records):
-                answered = [r for r in records if r["answer_id"] is not None]
-                return min(answered, key=lambda r: r["output_tokens"], default=None)
-            ```
-
-        """
+        """Which attempt wins when the loop ends: its record, or ``None`` to keep the choice."""
         return None
 
     def agent_calls_at_most(self, max_iterations: int) -> int:
@@ -602,12 +478,7 @@ class LoopControl:
         return max_iterations
 
     def bind(self, loop: LoopSpec) -> LoopControl:
-        """The control for ``loop``, when the loop is built: ``self``, or a bound copy.
-
-        A control that needs the loop's agent or evaluator (`Candidates` calls the agent,
-        `Criteria` reads the evaluator's criteria) checks them here, so a mismatch is an
-        error when the loop is built, naming the control and its parameter.
-        """
+        """The control for ``loop``, when the loop is built: ``self``, a bound copy, or an error."""
         return self
 
     def retry_policy(self, call: CallName) -> RetryPolicies | None:
@@ -631,12 +502,12 @@ class LoopControl:
         return self.name or type(self).__name__
 
 
-HOOKS = ("shape_input", "around_agent", "after_verdict", "stop_reason", "choose")
-"""The hooks of `LoopControl`, in the order the loop reaches them."""
-
-
 def check_controls(controls: object) -> list[LoopControl]:
-    """Validate ``controls=``: a sequence of `LoopControl` objects (or one)."""
+    """Validate ``controls=``: a sequence of `LoopControl` objects (or one).
+
+    Raises:
+        TypeError: anything else.
+    """
     if isinstance(controls, LoopControl):
         controls = [controls]
     if isinstance(controls, str | bytes) or not isinstance(controls, Sequence):
@@ -660,15 +531,14 @@ def assemble_controls(controls: object, loop: LoopSpec) -> list[LoopControl]:
 
     Raises:
         TypeError: ``controls`` is not a list of `LoopControl` objects.
-        ValueError: two controls claim the same part of the loop (see
-            `LoopControl.claims`), or a control cannot work with ``loop`` (its `bind`).
+        ValueError: two controls claim the same part of the loop, or a control cannot
+            work with ``loop`` (its `bind`).
 
     Example:
         ```python
         parts = assemble_controls([Plateau(2), History("last_attempt")], LoopSpec(agent, judge, 5))
         assert [p.name for p in parts] == ["history", "plateau"]
         ```
-
     """
     given = check_controls(controls)
     claimed: dict[str, LoopControl] = {}
