@@ -1,9 +1,8 @@
 """Calling the wrapped agent and pulling its answer out of whatever it returns.
 
-An agent may be a compiled graph with a ``messages`` key (e.g. ``create_agent``), a chat
-model, any other ``Runnable``, or a plain sync or async function. Graphs are given
-``{"messages": [...]}`` and the state keys they take beyond it from their previous
-attempt (`loop_agents.loop.agent_state`); everything else is given the list of messages.
+A compiled graph is given ``{"messages": [...]}`` and the state keys it takes beyond it
+(`loop_agents.loop.agent_state`); a chat model, another runnable or a function (sync or
+async) is given the list of messages.
 """
 
 from __future__ import annotations
@@ -68,23 +67,15 @@ def is_async_callable(func: object) -> bool:
 
 
 def check_one_argument(role: str, func: object, given: str, example: str) -> None:
-    """Raise `TypeError` unless ``func`` can be called with one positional argument.
+    """Raise `TypeError` unless ``func`` (not a class) takes one positional argument.
 
-    Classes are refused too: ``agent=dict`` is callable, but calling it builds a dict,
-    it answers nothing. A callable whose signature cannot be read (some built-ins) is
-    let through; it is found out at its first call.
-
-    Args:
-        role: ``"agent"`` or ``"evaluator"``, for the message.
-        func: The callable to check.
-        given: What the loop passes it, e.g. ``"the list of messages"``.
-        example: How such a function is written, e.g. ``"def agent(messages)"``.
+    ``given`` names what the loop passes (``"the list of messages"``), ``example`` how
+    such a function is written; a signature that cannot be read is let through.
 
     Example:
         ```python
         check_one_argument("agent", lambda messages: "hi", "the messages", "def agent(m)")
         ```
-
     """
     if isinstance(func, type):
         raise TypeError(
@@ -106,11 +97,7 @@ def check_one_argument(role: str, func: object, given: str, example: str) -> Non
 
 
 def check_agent(agent: object) -> None:
-    """Raise `TypeError` when ``agent`` is not something a loop can call.
-
-    Runnables (graphs, chat models) are taken as they are; a plain function must take
-    one positional argument, the list of messages (see `check_one_argument`).
-    """
+    """Raise `TypeError` unless ``agent`` is a runnable or a function of the messages."""
     if isinstance(agent, Runnable):
         return
     if callable(agent):
@@ -143,8 +130,8 @@ class AgentReply(NamedTuple):
     state: dict[str, Any]
 
 
-# LangGraph warns when a graph without a checkpointer is given a durability; the loop
-# gives one to the graph agents it runs without checkpoints, on purpose (see above)
+# LangGraph warns when a graph without a checkpointer is given a durability, which the loop
+# does on purpose (see `AgentCaller`)
 warnings.filterwarnings(
     "ignore",
     message=r"`durability` has no effect when no checkpointer is present\.",
@@ -153,15 +140,10 @@ warnings.filterwarnings(
 
 
 def without_own_checkpoints(agent: AgentLike) -> AgentLike:
-    """A graph agent that inherits the loop's checkpointer, made to keep no checkpoints.
+    """A graph agent that would inherit the loop's checkpointer, made to keep none.
 
-    Run inside a loop with a checkpointer, a compiled graph saves checkpoints of its own
-    at every step, each holding everything it was sent: the whole conversation, every
-    attempt, so a thread's storage would grow with the square of the iterations. The loop
-    saves what each attempt produced itself, so the agent runs without checkpoints of
-    its own (``checkpointer=False``; its steps still stream). An agent compiled with a
-    checkpointer of its own (a saver, or ``checkpointer=True`` to keep its state across
-    attempts and to pause on an ``interrupt`` inside an attempt) keeps it.
+    Its own checkpoints would hold the whole conversation at every step, while the loop
+    saves each attempt itself; an agent compiled with a checkpointer keeps it.
     """
     if isinstance(agent, Pregel) and agent.checkpointer is None:
         return cast(AgentLike, agent.copy(update={"checkpointer": False}))
@@ -174,9 +156,7 @@ class AgentCaller:
     Attributes:
         agent: The agent.
         name: Its name, for messages.
-        input_keys: A graph agent's input keys beyond ``messages`` (its state given
-            back on the next attempt; see `loop_agents.loop.agent_state`).
-
+        input_keys: A graph agent's input keys beyond ``messages``.
     """
 
     def __init__(self, agent: AgentLike) -> None:
@@ -303,27 +283,20 @@ async def _awaited(awaitable: Awaitable[Any]) -> Any:
     return await awaitable
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
-"""A lone surrogate: text Python holds (from bytes decoded with ``surrogateescape``, or a
-model's broken UTF-16) that no UTF-8 encoder accepts."""
-
-
+_SURROGATE = re.compile("[\ud800-\udfff]")  # text no UTF-8 encoder accepts
 Message = TypeVar("Message", bound=BaseMessage)
 
 
 def encodable(messages: Sequence[Message]) -> list[Message]:
-    """``messages`` as they can be sent to a model: lone surrogates replaced (U+FFFD).
+    """``messages`` as a model can be sent them: lone surrogates replaced by U+FFFD.
 
-    An answer may hold a lone surrogate; the next request that quotes it would fail in
-    an HTTP client (``UnicodeEncodeError``). What the loop stores stays as it was; only
-    what is sent is mended. The list itself is returned when nothing needs mending.
+    Only what is sent is mended (an HTTP client cannot encode a lone surrogate); the list
+    itself is returned when nothing needs mending.
 
     Example:
         ```python
-        sent = encodable([AIMessage("broken \udc80 text")])
-        assert sent[0].text == "broken \ufffd text"
+        assert encodable([AIMessage("broken \udc80 text")])[0].text == "broken \ufffd text"
         ```
-
     """
     mended: list[Message] | None = None
     for index, message in enumerate(messages):
@@ -353,10 +326,10 @@ def _mended(content: Any) -> Any:
 
 
 def with_fresh_ids(produced: list[AnyMessage], history: Sequence[AnyMessage]) -> list[AnyMessage]:
-    """Give a new id to every produced message whose id is already used.
+    """``produced`` with a new id for every message whose id is already used.
 
-    ``add_messages`` replaces a message that has the same id as an earlier one; caches
-    and some fake models reuse ids, and the loop must append, never overwrite.
+    ``add_messages`` replaces a message with an earlier one's id (caches and some fakes
+    reuse ids); the loop must append, never overwrite.
     """
     used: set[str | None] = set(map(attrgetter("id"), history))
     fresh: list[AnyMessage] = []
@@ -372,8 +345,7 @@ def answer_of(produced: Sequence[AnyMessage]) -> AIMessage:
     """The answer among the messages an agent produced: its last AI message.
 
     Raises:
-        ValueError: there is none (`AgentCaller` makes sure there is).
-
+        ValueError: there is none.
     """
     for message in reversed(produced):
         if isinstance(message, AIMessage):
