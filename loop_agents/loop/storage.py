@@ -206,7 +206,7 @@ def extend_list(state: Sequence[Any], writes: Sequence[Any]) -> list[Any]:
     return result
 
 
-_LISTS = DeltaChannel(extend_list, snapshot_frequency=LISTS_SNAPSHOT_EVERY)
+_LISTS: DeltaChannel[Any] = DeltaChannel(extend_list, snapshot_frequency=LISTS_SNAPSHOT_EVERY)
 DELTA_KEYS: dict[str, Any] = {
     "messages": Annotated[
         list[AnyMessage],
