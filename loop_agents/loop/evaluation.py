@@ -26,11 +26,7 @@ class InvalidEvaluationError(ValueError):
 
 
 def check_evaluator(evaluator: object) -> None:
-    """Raise `TypeError` when ``evaluator`` cannot be called with a `LoopContext`.
-
-    A class, or a function that cannot be called with one positional argument, is
-    rejected here, when the loop is built, rather than failing at the first evaluation.
-    """
+    """Raise `TypeError` when ``evaluator`` cannot be called with a `LoopContext`."""
     if isinstance(evaluator, Runnable):
         return
     if callable(evaluator):
@@ -63,13 +59,9 @@ def _check_score(where: str, score: object) -> float:
 class EvaluatorCaller:
     """Calls one evaluator, sync or async, and validates what it returns.
 
-    For the loop's own evaluator (``member_of=None``) a verdict may leave its decision
-    to the loop's controls: a bare score (a number from a metric function, or
-    ``{"score": 0.8}``) is read as undecided, and a verdict that asks to continue may
-    leave out its feedback; `undecided_error` and `missing_feedback_error` say what to
-    do when no control (`Advice`) decides or writes it. A member of a
-    combinator (``member_of="all_of"``, ``"panel"``) decides for itself: its verdict
-    must have ``stop``, and ``feedback`` when it asks to continue.
+    The loop's own evaluator (``member_of=None``) may leave the decision, or the
+    feedback, to the loop's controls (`Advice`); a combinator's member (``member_of=
+    "all_of"``) must decide itself.
     """
 
     def __init__(self, evaluator: Evaluator, *, member_of: str | None = None) -> None:
@@ -131,14 +123,10 @@ class EvaluatorCaller:
         )
 
     def validate(self, result: Any, iteration: int) -> LoopEvaluation:
-        """Check ``result`` is a `LoopEvaluation`; return a clean copy of it.
-
-        For the loop's own evaluator ``stop`` may be missing when a score is given (the
-        copy then has no ``stop``: the loop's controls decide).
+        """``result`` checked as a `LoopEvaluation` (a bare score has no ``stop``): a copy.
 
         Raises:
             InvalidEvaluationError: naming the evaluator, the iteration and the problem.
-
         """
         where = self.where(iteration)
         if isinstance(result, int | float) and not isinstance(result, bool):
@@ -216,29 +204,22 @@ def missing_feedback_error(where: str) -> InvalidEvaluationError:
 
 
 class LoopEvaluatorRunnable(RunnableLambda[LoopContext, LoopEvaluation]):
-    """A ready-made evaluator: a runnable with a sync and an async path, and its criteria.
+    """A ready-made evaluator: a runnable with sync and async paths, and its ``criteria``.
 
-    Attributes:
-        criteria: What the evaluator checks, as a text for the agent (``None`` when it
-            states nothing); shown before the first attempt with
-            ``create_loop_agent(..., controls=[Criteria()])``.
-
+    ``criteria`` is a text for the agent, shown by `Criteria` (``None``: it states none).
     """
 
     criteria: str | None = None
 
 
 def criteria_of(evaluator: object) -> str | None:
-    """The criteria ``evaluator`` states (its ``criteria`` attribute), or ``None``.
-
-    A runnable bound with ``with_config``/``bind`` is looked through.
+    """The criteria ``evaluator`` states (looking through ``with_config``), or ``None``.
 
     Example:
         ```python
         judge = llm_judge(model, "Score the haiku 0-100: form, imagery.", threshold=75)
         assert criteria_of(judge) == "Score the haiku 0-100: form, imagery."
         ```
-
     """
     seen = 0
     while seen < 10:
@@ -253,15 +234,7 @@ def criteria_of(evaluator: object) -> str | None:
 
 
 def combined_criteria(members: Sequence[tuple[str, object]]) -> str | None:
-    r"""The criteria of several evaluators: each member's under its name (``None`` if none).
-
-    Example:
-        ```python
-        combined_criteria([("short", short_rule), ("judge", judge)])
-        # '[short]\\nAt most 280 characters.\\n\\n[judge]\\nScore ...'
-        ```
-
-    """
+    """The criteria of several evaluators: each member's under its name (``None`` if none)."""
     parts = [(name, criteria_of(member)) for name, member in members]
     stated = [(name, text) for name, text in parts if text]
     if not stated:
