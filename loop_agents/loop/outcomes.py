@@ -1,10 +1,4 @@
-"""An iteration's record, built from its `Outcome`: the attempts, their verdicts, the calls.
-
-`attempts_of` reads back what the ``invoke_agent`` node left for ``evaluate`` (one
-answer, or the k candidates), `verdict_of` turns an evaluator's checked result into a
-`Verdict`, `check_decided` makes sure the controls left a decision and feedback, and
-`record_of` writes the `IterationRecord`.
-"""
+"""An iteration's record, built from its `Outcome`: the attempts, their verdicts, the calls."""
 
 from __future__ import annotations
 
@@ -14,6 +8,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, AnyMessage
 
 from loop_agents.loop.agent_state import restored
+from loop_agents.loop.agents import usage
 from loop_agents.loop.evaluation import missing_feedback_error, undecided_error
 from loop_agents.loop.protocol import NO_USAGE, Attempt, Judged, Outcome, Verdict
 from loop_agents.loop.state import (
@@ -47,8 +42,6 @@ def run_of(attempt: Attempt, history: CallUsage = NO_USAGE) -> AgentRun:
 
 def message_tokens(attempt: Attempt) -> tuple[int, int, int]:
     """The tokens the attempt's AI messages report (input, output, cached input)."""
-    from loop_agents.loop.agents import usage
-
     return usage(attempt.produced or [])
 
 
@@ -99,12 +92,7 @@ def verdict_of(evaluation: Mapping[str, Any], name: str) -> Verdict:
 
 
 def check_decided(outcome: Outcome, where: str) -> None:
-    """Raise when the controls left the selected verdict undecided, or without feedback.
-
-    Raises:
-        InvalidEvaluationError: naming the evaluator and what to pass to the loop.
-
-    """
+    """Raise `InvalidEvaluationError` when the controls left no decision or no feedback."""
     verdict = outcome.verdict
     if verdict is None:
         return
