@@ -30,7 +30,6 @@ from langgraph.pregel.protocol import PregelProtocol
 from loop_agents.loop.agent_state import input_keys, output_state
 from loop_agents.runtime._worker_threads import in_worker_thread
 from loop_agents.runtime.sync_bridge import run_coroutine
-from loop_agents.runtime.usage import usage_of_metadata
 
 AgentFunction: TypeAlias = Callable[[list[AnyMessage]], Any]
 """A plain function (sync or async) given the messages; returns an answer."""
@@ -71,11 +70,6 @@ def check_one_argument(role: str, func: object, given: str, example: str) -> Non
 
     ``given`` names what the loop passes (``"the list of messages"``), ``example`` how
     such a function is written; a signature that cannot be read is let through.
-
-    Example:
-        ```python
-        check_one_argument("agent", lambda messages: "hi", "the messages", "def agent(m)")
-        ```
     """
     if isinstance(func, type):
         raise TypeError(
@@ -109,11 +103,6 @@ def check_agent(agent: object) -> None:
         f"agent must be a compiled graph (e.g. create_agent(...)), a chat model, a Runnable "
         f"or a function of a list of messages; got {type(agent).__name__}: {agent!r:.80}"
     )
-
-
-def _takes_state(agent: object) -> bool:
-    """Graphs take ``{"messages": [...]}``; other runnables and functions take the list."""
-    return isinstance(agent, Pregel | PregelProtocol)
 
 
 class AgentInput(NamedTuple):
@@ -169,7 +158,7 @@ class AgentCaller:
         # fails waiting for a checkpoint it never saves: give it its own durability
         self._options: dict[str, Any] = {"durability": "async"} if self.agent is not agent else {}
         self.name = describe(agent)
-        self._takes_state = _takes_state(agent)
+        self._takes_state = isinstance(agent, Pregel | PregelProtocol)  # else: the list
         self.input_keys = input_keys(agent) if self._takes_state else frozenset()
         self._is_runnable = isinstance(agent, Runnable)
         self._is_async_function = not self._is_runnable and is_async_callable(agent)
@@ -180,9 +169,7 @@ class AgentCaller:
     def _input(self, given: AgentInput) -> Any:
         if not self._takes_state:
             return given.messages
-        if given.state:
-            return {**given.state, "messages": given.messages}
-        return {"messages": given.messages}
+        return {**given.state, "messages": given.messages}
 
     @staticmethod
     def _sent(given: AgentInput) -> AgentInput:
@@ -228,7 +215,6 @@ class AgentCaller:
 
         Raises:
             TypeError: when the result holds no answer (see `ACCEPTED`).
-
         """
         if isinstance(result, str):
             return [AIMessage(content=result)]
@@ -238,7 +224,10 @@ class AgentCaller:
             produced = _produced_by_call(sent, result["messages"], self.name)
         else:
             raise TypeError(f"agent {self.name!r} returned {_shape(result)}; expected {ACCEPTED}")
-        produced = [_as_message(m) for m in produced]
+        produced = [
+            cast(AnyMessage, message_chunk_to_message(m)) if isinstance(m, AIMessageChunk) else m
+            for m in produced
+        ]
         if not any(isinstance(m, AIMessage) for m in produced):
             kinds = ", ".join(type(m).__name__ for m in produced) or "no new messages"
             raise TypeError(
@@ -265,12 +254,6 @@ def _produced_by_call(
     ):
         return messages[len(sent) :]
     return [m for m in messages if m.id is None or sent_by_id.get(m.id) != m]
-
-
-def _as_message(message: AnyMessage) -> AnyMessage:
-    if isinstance(message, AIMessageChunk):
-        return cast(AnyMessage, message_chunk_to_message(message))
-    return message
 
 
 def _shape(result: Any) -> str:
@@ -351,13 +334,3 @@ def answer_of(produced: Sequence[AnyMessage]) -> AIMessage:
         if isinstance(message, AIMessage):
             return message
     raise ValueError("the agent produced no AIMessage answer")
-
-
-def usage(produced: Sequence[AnyMessage]) -> tuple[int, int, int]:
-    """Sum ``(input, output, cached input)`` tokens over the AI messages' ``usage_metadata``."""
-    total = (0, 0, 0)
-    for message in produced:
-        if isinstance(message, AIMessage) and message.usage_metadata:
-            counts = usage_of_metadata(message.usage_metadata)
-            total = (total[0] + counts[0], total[1] + counts[1], total[2] + counts[2])
-    return total

@@ -8,7 +8,6 @@ from typing import Any
 from langchain_core.messages import AIMessage, AnyMessage
 
 from loop_agents.loop.agent_state import restored
-from loop_agents.loop.agents import usage
 from loop_agents.loop.evaluation import missing_feedback_error, undecided_error
 from loop_agents.loop.protocol import NO_USAGE, Attempt, Judged, Outcome, Verdict
 from loop_agents.loop.state import (
@@ -18,7 +17,7 @@ from loop_agents.loop.state import (
     LoopContext,
     LoopState,
 )
-from loop_agents.runtime.usage import CallUsage
+from loop_agents.runtime.usage import CallUsage, usage_of_metadata
 
 EMPTY_RUN: AgentRun = {"seconds": 0.0, "input_tokens": 0, "output_tokens": 0}
 
@@ -42,7 +41,12 @@ def run_of(attempt: Attempt, history: CallUsage = NO_USAGE) -> AgentRun:
 
 def message_tokens(attempt: Attempt) -> tuple[int, int, int]:
     """The tokens the attempt's AI messages report (input, output, cached input)."""
-    return usage(attempt.produced or [])
+    total = (0, 0, 0)
+    for message in attempt.produced or []:
+        if isinstance(message, AIMessage) and message.usage_metadata:
+            counts = usage_of_metadata(message.usage_metadata)
+            total = (total[0] + counts[0], total[1] + counts[1], total[2] + counts[2])
+    return total
 
 
 def attempts_of(state: LoopState) -> tuple[list[Attempt], CallUsage]:
