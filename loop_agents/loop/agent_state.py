@@ -196,11 +196,6 @@ def updated(state: Mapping[str, Any] | None, writes: Sequence[Any]) -> dict[str,
     """The value of `AGENT_STATE` after ``writes``: change sets applied, whole values taken.
 
     The reducer of its channels: two batches applied in turn give what both at once give.
-
-    Example:
-        ```python
-        assert updated({}, [{"files": {"/a": "x"}}]) == {"files": {"/a": "x"}}
-        ```
     """
     result: dict[str, Any] = dict(state or {})
     for write in writes:

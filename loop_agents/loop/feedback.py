@@ -52,12 +52,6 @@ def injected(message: HumanMessage, source: str) -> HumanMessage:
 
     LangChain's tags for injected messages (`add_notification_metadata`); providers are
     not sent ``lc_source``. Same content, same id.
-
-    Example:
-        ```python
-        message = injected(HumanMessage("Shorter, please."), FEEDBACK_SOURCE)
-        assert message.name == "loop_feedback"
-        ```
     """
     tagged = add_notification_metadata(message, source=source)
     if tagged.name is None:
@@ -101,11 +95,6 @@ def check_feedback_format(feedback_format: object) -> FeedbackFormat:
         TypeError: neither a string nor a sync function.
         ValueError: a template that is not a valid format string, uses other fields or
             leaves out ``{feedback}``.
-
-    Example:
-        ```python
-        check_feedback_format("The reviewer says: {feedback}")  # returns it
-        ```
     """
     if isinstance(feedback_format, str):
         try:
@@ -154,13 +143,6 @@ def format_feedback(
     Raises:
         TypeError: a function returned something other than a text or a ``HumanMessage``.
         ValueError: a function returned an empty text.
-
-    Example:
-        ```python
-        assert format_feedback("Too long.", 1, "Attempt {iteration}: {feedback}") == (
-            "Attempt 1: Too long."
-        )
-        ```
     """
     if isinstance(feedback_format, str):
         return feedback_format.format(feedback=text, iteration=iteration, fence=fence_for(text))

@@ -33,11 +33,6 @@ def checked_messages(control: LoopControl, shaped: object) -> list[AnyMessage]:
     Raises:
         TypeError: not a list of messages.
         ValueError: an empty list.
-
-    Example:
-        ```python
-        checked_messages(control, ["Hi"])  # TypeError naming the control
-        ```
     """
     expected = (
         "it must return the non-empty list of messages the agent is sent (HumanMessage, "

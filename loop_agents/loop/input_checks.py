@@ -55,11 +55,6 @@ def check_input(value: Any, *, nested: bool, checkpointer: bool) -> Any:
 
     Raises:
         LoopInputError: what was given, and what is expected.
-
-    Example:
-        ```python
-        check_input({"messages": ["Hi"]}, nested=False, checkpointer=False)
-        ```
     """
     if nested:
         if isinstance(value, Mapping):

@@ -459,14 +459,7 @@ class LoopControl:
         return outcome
 
     def stop_reason(self, progress: Progress) -> str | None:
-        """Whether to stop: a stop reason, or ``None`` to go on.
-
-        Example:
-            ```python
-            def stop_reason(self, progress):
-                return "too_long" if progress.iteration >= 3 else None
-            ```
-        """
+        """Whether to stop: a stop reason, or ``None`` to go on."""
         return None
 
     def choose(self, records: Sequence[IterationRecord]) -> IterationRecord | None:

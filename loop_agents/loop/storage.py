@@ -243,11 +243,6 @@ def supports_delta(checkpointer: Checkpointer) -> bool:
 
     True for ``None``/``True`` (a parent's or LangGraph Server's saver) and for a saver
     whose class implements ``get_delta_channel_history`` (not LangGraph's generic walk).
-
-    Example:
-        ```python
-        assert supports_delta(InMemorySaver())
-        ```
     """
     if checkpointer is None or checkpointer is True:
         return True
@@ -270,11 +265,6 @@ def with_storage(
     """``schema`` (a state ``TypedDict``) with its append-only keys stored as ``layout``.
 
     With ``keys``, only those keys (a node's input schema).
-
-    Example:
-        ```python
-        graph = StateGraph(with_storage(LoopState, "delta"))
-        ```
     """
     hints = get_type_hints(schema, include_extras=True)
     if keys is None and (layout == "full" or not DELTA_KEYS.keys() & hints.keys()):
@@ -326,14 +316,7 @@ def _channels(schema: type[Any]) -> dict[str, BaseChannel[Any, Any, Any]]:
 def applied_updates(
     state: Mapping[str, Any], updates: Mapping[str, Any], schema: type[Any] = LoopState
 ) -> dict[str, Any]:
-    """``state`` after ``updates``, by the reducers of ``schema``'s channels (LangGraph's).
-
-    Example:
-        ```python
-        after = applied_updates({"feedback": ["a"]}, {"feedback": ["b"], "stop": False})
-        assert after["feedback"] == ["a", "b"]
-        ```
-    """
+    """``state`` after ``updates``, by the reducers of ``schema``'s channels (LangGraph's)."""
     after = dict(state)
     for key, value in updates.items():
         template = _channels(schema).get(key)

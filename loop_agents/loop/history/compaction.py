@@ -154,11 +154,6 @@ class CompactingHistory(StatefulHistory):
 
         Raises:
             TypeError: the counter returned something other than an int >= 0.
-
-        Example:
-            ```python
-            print(compacting(model, max_tokens=4000).count([HumanMessage("hello")]))
-            ```
         """
         with self._lock:
             if self._counter is None:
