@@ -65,19 +65,23 @@ def is_async_callable(func: object) -> bool:
     return call is not None and inspect.iscoroutinefunction(call)
 
 
-def check_one_argument(role: str, func: object, given: str, example: str) -> None:
-    """Raise `TypeError` unless ``func`` (not a class) takes one positional argument.
+def check_one_argument(role: str, func: object, expected: str, given: str, example: str) -> None:
+    """Raise `TypeError` unless ``func`` is a runnable or takes one positional argument.
 
-    ``given`` names what the loop passes (``"the list of messages"``), ``example`` how
-    such a function is written; a signature that cannot be read is let through.
+    ``expected`` says what ``role`` may be, ``given`` what the loop passes, ``example`` how
+    such a function is written. A class is refused; an unreadable signature let through.
     """
+    if isinstance(func, Runnable):
+        return
+    if not callable(func):
+        raise TypeError(f"{role} must be {expected}; got {type(func).__name__}: {func!r:.80}")
     if isinstance(func, type):
         raise TypeError(
             f"{role} is the class {func.__qualname__}, not something that answers: pass an "
             f"instance of it, or a function of {given} ({example}), not the class itself"
         )
     try:
-        signature = inspect.signature(func)  # type: ignore[arg-type]
+        signature = inspect.signature(func)
     except (TypeError, ValueError):
         return
     try:
@@ -88,21 +92,6 @@ def check_one_argument(role: str, func: object, given: str, example: str) -> Non
             f"signature is {signature} ({exc}). The loop calls it with {given} alone; "
             f"write it as {example}"
         ) from exc
-
-
-def check_agent(agent: object) -> None:
-    """Raise `TypeError` unless ``agent`` is a runnable or a function of the messages."""
-    if isinstance(agent, Runnable):
-        return
-    if callable(agent):
-        check_one_argument(
-            "agent", agent, "the list of messages", "def agent(messages): return 'answer'"
-        )
-        return
-    raise TypeError(
-        f"agent must be a compiled graph (e.g. create_agent(...)), a chat model, a Runnable "
-        f"or a function of a list of messages; got {type(agent).__name__}: {agent!r:.80}"
-    )
 
 
 class AgentInput(NamedTuple):
@@ -150,7 +139,14 @@ class AgentCaller:
 
     def __init__(self, agent: AgentLike) -> None:
         """Wrap ``agent``; see the module docstring for what is accepted."""
-        check_agent(agent)
+        check_one_argument(
+            "agent",
+            agent,
+            "a compiled graph (e.g. create_agent(...)), a chat model, a Runnable or a function "
+            "of a list of messages",
+            "the list of messages",
+            "def agent(messages): return 'answer'",
+        )
         if callable(getattr(type(agent), "sharing_agent_state", None)):  # a LoopAgent:
             agent = cast(Any, agent).sharing_agent_state()  # its agent's state comes back too
         self.agent = without_own_checkpoints(agent)

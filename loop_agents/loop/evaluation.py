@@ -25,20 +25,6 @@ class InvalidEvaluationError(ValueError):
     """An evaluator returned something that is not a valid `LoopEvaluation`."""
 
 
-def check_evaluator(evaluator: object) -> None:
-    """Raise `TypeError` when ``evaluator`` cannot be called with a `LoopContext`."""
-    if isinstance(evaluator, Runnable):
-        return
-    if callable(evaluator):
-        example = "def evaluate(context): return {'stop': True}"
-        check_one_argument("evaluator", evaluator, "the LoopContext", example)
-        return
-    raise TypeError(
-        "evaluator must be a function (sync or async) of a LoopContext returning a "
-        f"LoopEvaluation; got {type(evaluator).__name__}: {evaluator!r:.80}"
-    )
-
-
 def _check_score(where: str, score: object) -> float:
     """``score`` as a float; `InvalidEvaluationError` naming 'score' when it is not one."""
     number = finite_float(score)
@@ -66,7 +52,13 @@ class EvaluatorCaller:
 
     def __init__(self, evaluator: Evaluator, *, member_of: str | None = None) -> None:
         """Wrap ``evaluator``; see `Evaluator` for what is accepted."""
-        check_evaluator(evaluator)
+        check_one_argument(
+            "evaluator",
+            evaluator,
+            "a function (sync or async) of a LoopContext returning a LoopEvaluation",
+            "the LoopContext",
+            "def evaluate(context): return {'stop': True}",
+        )
         self.member_of = member_of
         self.evaluator = evaluator
         self.name = describe(evaluator)
