@@ -37,10 +37,9 @@ from langchain_core.messages import (
     message_chunk_to_message,
 )
 from langgraph.channels.base import BaseChannel
-from langgraph.channels.binop import BinaryOperatorAggregate
 from langgraph.channels.delta import DeltaChannel
-from langgraph.channels.last_value import LastValue
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph import StateGraph
 from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
 from langgraph.types import Checkpointer
 from typing_extensions import TypedDict, get_type_hints
@@ -296,21 +295,9 @@ _CHANNELS: dict[type[Any], dict[str, BaseChannel[Any, Any, Any]]] = {}
 
 def _channels(schema: type[Any]) -> dict[str, BaseChannel[Any, Any, Any]]:
     """The channel of each key of ``schema`` (a state ``TypedDict``), as LangGraph reads it."""
-    known = _CHANNELS.get(schema)
-    if known is not None:
-        return known
-    channels: dict[str, BaseChannel[Any, Any, Any]] = {}
-    for key, hint in get_type_hints(schema, include_extras=True).items():
-        hint = unwrapped(hint)
-        kind = get_args(hint)[-1] if hasattr(hint, "__metadata__") else None
-        if isinstance(kind, BaseChannel):
-            channels[key] = kind
-        elif callable(kind):
-            channels[key] = BinaryOperatorAggregate(object, kind)
-        else:
-            channels[key] = LastValue(object)
-    _CHANNELS[schema] = channels
-    return channels
+    if schema not in _CHANNELS:
+        _CHANNELS[schema] = dict(StateGraph(schema).channels)
+    return _CHANNELS[schema]
 
 
 def applied_updates(
