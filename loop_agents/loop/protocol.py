@@ -29,13 +29,9 @@ CallName: TypeAlias = Literal["agent", "evaluator"]
 
 
 class Stage(IntEnum):
-    """Where a control stands in the loop's order (stable: one stage keeps the given order).
+    """Where a control stands in the loop's order (the table: ``docs/loop-control.md``).
 
-    ``CRITERIA`` (`Criteria`), ``HISTORY`` (`History`), ``CANDIDATES`` (`Candidates`,
-    `DiverseFirst`: outermost around the agent call), ``AGENT_ERRORS`` (`AgentErrors`),
-    ``VERDICT`` (`Advice`), ``FEEDBACK`` (`FeedbackStyle`), ``STRATEGY`` (`Restart`,
-    `Adaptive`), ``STOP`` (`Budgets`; `Plateau` at 710, `Stagnation` at 720), ``CHOICE``
-    (`AnswerSelection`), ``CALLS`` (`Retries`), ``CUSTOM`` (a control of your own).
+    Controls are sorted by stage, stably; a control of your own stands at ``CUSTOM``.
     """
 
     CRITERIA = 100
@@ -80,15 +76,7 @@ class Pricing(Protocol):
 class Turn:
     """An iteration as it starts: what `LoopControl.shape_input` reads.
 
-    Attributes:
-        iteration: The iteration about to run (1 for a loop's first).
-        messages: The whole conversation so far: what the agent is sent by default.
-        agent_state: A graph agent's state beyond ``messages`` from its latest attempt.
-        config: The run config of the ``invoke_agent`` node.
-        state: The loop's state before the iteration (read-only; the keys
-            ``invoke_agent`` reads).
-        opened: The state updates that open the iteration (``init_messages`` when a
-            new loop starts); `add_to_request` adds to them.
+    Its fields are described in ``docs/loop-control.md`` (what the hooks are given).
     """
 
     iteration: int
@@ -160,16 +148,7 @@ class Turn:
 
 @dataclass(frozen=True)
 class AgentCall:
-    """One call of the agent, as `LoopControl.around_agent` sees and changes it.
-
-    Attributes:
-        messages: The messages the agent is sent.
-        agent_state: The state keys given to a graph agent with the messages.
-        iteration: The iteration's number.
-        candidate: With ``Candidates(k)``: which candidate (1 to k); else ``None``.
-        agent: The agent to call; ``None``: the loop's agent.
-        timeout: Seconds after which the call is abandoned (``None``: no limit).
-    """
+    """One call of the agent, as `LoopControl.around_agent` sees and changes it."""
 
     messages: list[AnyMessage]
     agent_state: Mapping[str, Any]
@@ -185,16 +164,7 @@ class AgentCall:
 
 @dataclass(frozen=True)
 class Attempt:
-    """What one agent call gave: its messages, or the error it failed with.
-
-    Attributes:
-        produced: The messages it produced, its answer last (``None`` when it failed).
-        error: Why it failed (``None`` when it answered).
-        agent_state: A graph agent's state keys beyond ``messages`` after the call.
-        seconds: Wall-clock seconds of the call.
-        usage: The model calls made during it.
-        candidate: With ``Candidates(k)``, its number.
-    """
+    """What one agent call gave: its messages (its answer last), or the error it failed with."""
 
     produced: list[AnyMessage] | None
     error: str | None = None
@@ -237,17 +207,7 @@ class Attempt:
 
 @dataclass
 class Verdict:
-    """The evaluation of one attempt, as the loop reads it (changed by controls).
-
-    Attributes:
-        stop: ``True`` to accept; ``None`` while only a score decides (`Advice`).
-        feedback: The feedback text (``None`` or ``""`` when there is none).
-        score: The score, or ``None``.
-        decided_by: The names of the evaluators that decided.
-        feedback_from: Where the feedback came from.
-        seconds: Wall-clock seconds of the evaluation.
-        usage: The model calls it made.
-    """
+    """The evaluation of one attempt, as the loop reads it (changed by controls)."""
 
     stop: bool | None
     feedback: str | None
@@ -271,21 +231,7 @@ class Outcome:
     """An iteration's outcome while `LoopControl.after_verdict` hooks work on it.
 
     ``stop``, ``feedback``, ``score`` and ``feedback_from`` read and write the selected
-    attempt's verdict.
-
-    Attributes:
-        iteration: The iteration's number.
-        judged: Every attempt of the iteration and its verdict.
-        selected: The index in ``judged`` of the iteration's answer (``None``: none).
-        error: When no attempt answered: why.
-        failure_feedback: What the agent reads after a failed attempt.
-        counted: Whether the iteration counts toward ``max_iterations``.
-        usage: Model calls beyond the agent's and evaluator's, by role (``"advisor"``).
-        extra: Keys added to the iteration's record (``cost``).
-        message: The message the agent reads next (``None``: the fenced review).
-        request: The loop's request (``init_messages``).
-        records: The records of the loop's earlier iterations, oldest first.
-        evaluator: The name of the loop's evaluator.
+    attempt's verdict; every field is described in ``docs/loop-control.md``.
     """
 
     iteration: int
@@ -392,15 +338,7 @@ class Outcome:
 
 @dataclass(frozen=True)
 class Progress:
-    """Where the loop stands after an evaluation: what `LoopControl.stop_reason` reads.
-
-    Attributes:
-        iteration: Agent calls made in this loop.
-        records: This loop's records, the latest iteration's included.
-        accepted: Whether the latest verdict accepted the answer.
-        started_at: When the loop started (seconds since the epoch), if known.
-        out_of_steps: The recursion limit leaves no room for another iteration.
-    """
+    """Where the loop stands after an evaluation: what `LoopControl.stop_reason` reads."""
 
     iteration: int
     records: Sequence[IterationRecord]

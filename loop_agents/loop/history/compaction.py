@@ -14,7 +14,6 @@ import threading
 import time
 import uuid
 import warnings
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
@@ -121,7 +120,7 @@ class CompactingHistory(StatefulHistory):
         self._counter_option = token_counter
         self._counter: TokenCounter | None = None
         self._lock = threading.Lock()
-        self._cache: OrderedDict[tuple[str, ...], str] = OrderedDict()
+        self._cache: dict[tuple[str, ...], str] = {}  # for a retried agent call
 
     def select(
         self, history: LoopHistory, memory: dict[str, Any] | None, config: RunnableConfig
@@ -186,10 +185,7 @@ class CompactingHistory(StatefulHistory):
         if plan.covered == plan.done and plan.previous is not None:
             return plan.previous.text
         with self._lock:
-            text = self._cache.get(self._key(plan))
-            if text is not None:
-                self._cache.move_to_end(self._key(plan))
-            return text
+            return self._cache.get(self._key(plan))
 
     def _new_summary(
         self,
@@ -204,8 +200,8 @@ class CompactingHistory(StatefulHistory):
         text = self._fit(_reply_text(reply, plan.covered), plan.covered)
         with self._lock:
             self._cache[self._key(plan)] = text
-            while len(self._cache) > _CACHE_SIZE:
-                self._cache.popitem(last=False)
+            if len(self._cache) > _CACHE_SIZE:  # the oldest goes
+                del self._cache[next(iter(self._cache))]
         usage = reply.usage_metadata if isinstance(reply, AIMessage) else None
         event: HistoryCompacted = {
             "type": "history_compacted",
