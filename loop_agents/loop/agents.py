@@ -207,11 +207,7 @@ class AgentCaller:
         return AgentReply(self.new_messages(sent, result), state)
 
     def new_messages(self, sent: Sequence[AnyMessage], result: Any) -> list[AnyMessage]:
-        """Turn what the agent returned into the messages it produced, its answer last.
-
-        Raises:
-            TypeError: when the result holds no answer (see `ACCEPTED`).
-        """
+        """What the agent returned as the messages it produced, its answer last (or `TypeError`)."""
         if isinstance(result, str):
             return [AIMessage(content=result)]
         if isinstance(result, BaseMessage):
@@ -321,11 +317,7 @@ def with_fresh_ids(produced: list[AnyMessage], history: Sequence[AnyMessage]) ->
 
 
 def answer_of(produced: Sequence[AnyMessage]) -> AIMessage:
-    """The answer among the messages an agent produced: its last AI message.
-
-    Raises:
-        ValueError: there is none.
-    """
+    """The answer among the messages an agent produced: its last AI message (`ValueError`: none)."""
     for message in reversed(produced):
         if isinstance(message, AIMessage):
             return message

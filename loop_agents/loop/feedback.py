@@ -89,12 +89,11 @@ def fenced(text: str, label: str = "review", *, fence: str | None = None) -> str
 
 
 def check_feedback_format(feedback_format: object) -> FeedbackFormat:
-    """Validate a feedback format: a template of `TEMPLATE_FIELDS` or a sync function.
+    """``feedback_format`` if it is a valid template or a sync function.
 
     Raises:
         TypeError: neither a string nor a sync function.
-        ValueError: a template that is not a valid format string, uses other fields or
-            leaves out ``{feedback}``.
+        ValueError: a template with other fields than `TEMPLATE_FIELDS`, or no ``{feedback}``.
     """
     if isinstance(feedback_format, str):
         try:
@@ -140,9 +139,8 @@ def format_feedback(
 ) -> str | HumanMessage:
     """What the agent reads for one feedback text: ``feedback_format`` applied to it.
 
-    Raises:
-        TypeError: a function returned something other than a text or a ``HumanMessage``.
-        ValueError: a function returned an empty text.
+    A function must return a non-empty text or a ``HumanMessage`` (else `TypeError` or
+    `ValueError`).
     """
     if isinstance(feedback_format, str):
         return feedback_format.format(feedback=text, iteration=iteration, fence=fence_for(text))

@@ -28,12 +28,7 @@ def _where(control: LoopControl, hook: str) -> str:
 
 
 def checked_messages(control: LoopControl, shaped: object) -> list[AnyMessage]:
-    """What ``shape_input`` returned, as the list of messages the agent is sent.
-
-    Raises:
-        TypeError: not a list of messages.
-        ValueError: an empty list.
-    """
+    """What ``shape_input`` returned, as the messages the agent is sent (a non-empty list)."""
     expected = (
         "it must return the non-empty list of messages the agent is sent (HumanMessage, "
         "AIMessage, SystemMessage, ...: the messages it was given, changed or not)"
@@ -64,12 +59,7 @@ def checked_around(control: LoopControl, hook: object) -> Generator[Any, Any, An
 
 
 def checked_calls(control: LoopControl, yielded: object) -> AgentCall | list[AgentCall]:
-    """What ``around_agent`` yielded: an `AgentCall`, or a non-empty list of them.
-
-    Raises:
-        TypeError: anything else.
-        ValueError: an empty list.
-    """
+    """What ``around_agent`` yielded: an `AgentCall`, or a non-empty list of them."""
     if isinstance(yielded, AgentCall):
         return yielded
     expected = (
@@ -98,12 +88,7 @@ def checked_attempts(control: LoopControl, returned: object) -> Attempt | list[A
 
 
 def checked_outcome(control: LoopControl, outcome: object) -> Outcome:
-    """What ``after_verdict`` returned: the `Outcome`, with fields of the right types.
-
-    Raises:
-        TypeError: not an `Outcome`, or a field of the wrong type.
-        ValueError: ``selected`` names no judged attempt, or a score is not finite.
-    """
+    """What ``after_verdict`` returned: the `Outcome`, its fields of the right types and range."""
     where = _where(control, "after_verdict")
     if not isinstance(outcome, Outcome):
         raise TypeError(
@@ -165,11 +150,7 @@ def checked_outcome(control: LoopControl, outcome: object) -> Outcome:
 def checked_choice(
     control: LoopControl, picked: object, records: Sequence[IterationRecord]
 ) -> IterationRecord | None:
-    """What ``choose`` returned: one of ``records`` (or a copy of one), or ``None``.
-
-    Raises:
-        TypeError: anything else.
-    """
+    """What ``choose`` returned: one of ``records`` (or a copy of one), or ``None``."""
     if picked is None:
         return None
     for record in records:

@@ -144,13 +144,7 @@ def _messages(key: str, value: object) -> list[AnyMessage]:
 
 
 def check_command(command: Command[Any]) -> None:
-    """Reject a ``Command`` that carries nothing, and a ``Command.update`` of wrong types.
-
-    ``Command(resume=None)`` resumes nothing; LangGraph raises ``UnboundLocalError`` on it.
-
-    Raises:
-        LoopInputError: no ``resume`` value, no ``update`` and no ``goto``.
-    """
+    """Refuse a ``Command`` that carries nothing (LangGraph fails on it) or a wrong update."""
     if command.update is not None:
         check_update(_update_pairs(command.update), "Command(update=...)")
     if command.resume is None and command.update is None and not command.goto:
@@ -215,11 +209,7 @@ _KEY_TYPES: dict[str, tuple[str, Any]] = {
 def check_update(pairs: list[tuple[str, Any]], where: str) -> None:
     """Refuse an update of a loop key with a value of the wrong type, before it is stored.
 
-    LangGraph applies an update when the state is next read: a value the key's reducer
-    cannot take would break every later read of the thread.
-
-    Raises:
-        LoopInputError: naming the key, the expected type and what was given.
+    Stored, a value the key's reducer cannot take would break every later read of the thread.
     """
     for key, value in pairs:
         if key in ("messages", "init_messages"):

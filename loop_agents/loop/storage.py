@@ -223,11 +223,7 @@ DELTA_KEYS: dict[str, Any] = {
 
 
 def check_storage(storage: object) -> Storage:
-    """Return ``storage`` if it is ``"auto"``, ``"delta"`` or ``"full"``.
-
-    Raises:
-        ValueError: any other value.
-    """
+    """``storage`` if it is ``"auto"``, ``"delta"`` or ``"full"``, else `ValueError`."""
     if storage in STORAGE_OPTIONS:
         return cast(Storage, storage)
     raise ValueError(

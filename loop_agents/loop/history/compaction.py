@@ -147,11 +147,7 @@ class CompactingHistory(StatefulHistory):
         return self._choice(plan, text)
 
     def count(self, messages: Sequence[BaseMessage]) -> int:
-        """The token count of ``messages`` with this policy's counter.
-
-        Raises:
-            TypeError: the counter returned something other than an int >= 0.
-        """
+        """The token count of ``messages`` by this policy's counter (`TypeError`: no int >= 0)."""
         with self._lock:
             if self._counter is None:
                 self._counter = _counter(self._counter_option, self.model)
