@@ -2,13 +2,6 @@
 
 Each event is a plain ``dict`` (a `TypedDict`) whose ``type`` tells which it is; each
 field is described in ``docs/streaming.md``.
-
-Example:
-    ```python
-    async for event in loop.astream({"messages": [request]}, stream_mode="custom"):
-        if is_loop_event(event) and event["type"] == "evaluation_finished":
-            print(event["iteration"], event["score"], event["feedback"])
-    ```
 """
 
 from __future__ import annotations

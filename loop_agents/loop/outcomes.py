@@ -68,29 +68,20 @@ def attempts_of(state: LoopState) -> tuple[list[Attempt], CallUsage]:
             for c in candidates
         ]
         return attempts, history
-    error = run.get("error")
-    answer = state.get("last_response")
+    error, answer = run.get("error"), state.get("last_response")
     produced: list[AnyMessage] | None = None if error is not None or answer is None else [answer]
-    state_after = dict(state.get("agent_state") or {})
-    attempt = Attempt(
-        produced,
-        error,
-        state_after,
-        run["seconds"],
-        CallUsage.of_stored(run.get("usage") or {}),
-    )
-    return [attempt], history
+    usage = CallUsage.of_stored(run.get("usage") or {})
+    after = dict(state.get("agent_state") or {})
+    return [Attempt(produced, error, after, run["seconds"], usage)], history
 
 
 def verdict_of(evaluation: Mapping[str, Any], name: str) -> Verdict:
     """A checked evaluation as a `Verdict` (``stop`` is ``None`` when only a score is given)."""
     feedback = evaluation.get("feedback")
-    stop: bool | None = evaluation.get("stop")
-    score: float | None = evaluation.get("score")
     return Verdict(
-        stop=stop,
+        stop=evaluation.get("stop"),
         feedback=feedback if isinstance(feedback, str) else None,
-        score=score,
+        score=evaluation.get("score"),
         decided_by=list(evaluation.get("decided_by") or [name]),
     )
 

@@ -148,35 +148,26 @@ class IterationRecord(TypedDict):
 
 
 class AgentRun(TypedDict):
-    """The latest agent call, kept between the two nodes and completed into a record.
-
-    ``usage`` and ``history`` are the stored model calls of the agent and of the history
-    policy; ``error`` is set when the failure is fed back (`AgentErrors`);
-    ``agent_state_undo`` is the change set back to the agent state before the call.
-    """
+    """The latest agent call, kept between the two nodes and completed into a record."""
 
     seconds: float
     input_tokens: int
     output_tokens: int
     cached_input_tokens: NotRequired[int]
-    usage: NotRequired[dict[str, Any]]
-    history: NotRequired[dict[str, Any]]
-    error: NotRequired[str]
-    agent_state_undo: NotRequired[dict[str, Any] | None]
+    usage: NotRequired[dict[str, Any]]  # the agent's model calls, stored
+    history: NotRequired[dict[str, Any]]  # the history policy's model calls, stored
+    error: NotRequired[str]  # the failure fed back (AgentErrors)
+    agent_state_undo: NotRequired[dict[str, Any] | None]  # the change set back to before
 
 
 class CandidateRun(TypedDict):
-    """One candidate's agent call, kept between the two nodes (``Candidates(k)``).
-
-    ``changes`` is its agent state as a change set from the state before the iteration
-    (older threads hold it whole, in ``state``).
-    """
+    """One candidate's agent call, kept between the two nodes (``Candidates(k)``)."""
 
     candidate: int
     produced: list[AnyMessage]
     run: AgentRun
-    changes: NotRequired[dict[str, Any] | None]
-    state: NotRequired[dict[str, Any]]
+    changes: NotRequired[dict[str, Any] | None]  # its agent state, from the one before
+    state: NotRequired[dict[str, Any]]  # the same, whole, in older threads
 
 
 class LoopInput(TypedDict, total=False):
@@ -206,24 +197,14 @@ class LoopOutput(TypedDict, total=False):
 class LoopState(LoopOutput, total=False):
     """The loop's state; its public keys and reducers are in ``docs/concepts.md``.
 
-    With delta storage ``messages``, ``feedback``, ``records`` and ``agent_state`` are
-    LangGraph delta channels with the same update rules (`loop_agents.loop.storage`).
-    The keys below are internal and not in the output.
-
-    Attributes:
-        loop_init_ids: The ids of ``init_messages`` as recorded (a new request or not).
-        attempt_states: Each iteration's agent state, for choosing an earlier answer.
-        agent_run: Measurements of the latest agent call.
-        candidate_runs: With ``Candidates(k)``: the k answers until they are judged.
-        started_at: When the current loop started (seconds since the epoch).
-        history_memory: What a stateful history policy keeps between iterations.
-        remaining_steps: Managed by LangGraph: steps left under the recursion limit.
+    With delta storage the append-only keys are LangGraph delta channels with the same
+    update rules (`loop_agents.loop.storage`). The keys below are internal.
     """
 
-    loop_init_ids: list[str]
-    attempt_states: Annotated[list[dict[str, Any]], operator.add]
-    agent_run: AgentRun
-    candidate_runs: list[CandidateRun]
-    started_at: float
-    history_memory: dict[str, Any] | None
-    remaining_steps: RemainingSteps
+    loop_init_ids: list[str]  # the ids of init_messages as recorded (a new request or not)
+    attempt_states: Annotated[list[dict[str, Any]], operator.add]  # to choose an earlier one
+    agent_run: AgentRun  # the latest agent call
+    candidate_runs: list[CandidateRun]  # with Candidates(k): the answers until judged
+    started_at: float  # when the current loop started (seconds since the epoch)
+    history_memory: dict[str, Any] | None  # what a stateful history policy keeps
+    remaining_steps: RemainingSteps  # managed by LangGraph: steps left under the limit
