@@ -29,13 +29,7 @@ NOT_CARRIED = frozenset({"messages", "init_messages"})
 
 
 def input_keys(agent: object) -> frozenset[str]:
-    """The state keys beyond ``messages`` a graph agent takes as input (its input schema).
-
-    Example:
-        ```python
-        input_keys(create_deep_agent(model=model))  # frozenset({'files', ...})
-        ```
-    """
+    """The state keys beyond ``messages`` a graph agent takes as input (its input schema)."""
     inner = getattr(agent, "graph", None)  # a loop as the agent: its compiled graph
     if isinstance(inner, Pregel):
         agent = inner
@@ -69,13 +63,7 @@ def carried(state: Mapping[str, Any], keys: frozenset[str]) -> dict[str, Any]:
 
 
 def frozen(value: Any) -> Any:
-    """``value`` in a form any checkpointer stores: pydantic models as plain data.
-
-    Example:
-        ```python
-        assert thawed(frozen({"answer": Answer(title="x")})) == {"answer": Answer(title="x")}
-        ```
-    """
+    """``value`` in a form any checkpointer stores: pydantic models as plain data."""
     if isinstance(value, BaseModel):
         cls = type(value)
         return {

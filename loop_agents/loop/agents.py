@@ -251,7 +251,7 @@ def _produced_by_call(
 def _shape(result: Any) -> str:
     if isinstance(result, Mapping):
         return f"a mapping with keys {sorted(map(str, result))}"
-    return f"{type(result).__name__} {result!r:.60}"
+    return f"{type(result).__name__} {result!r:.80}"
 
 
 async def _awaited(awaitable: Awaitable[Any]) -> Any:
@@ -267,11 +267,6 @@ def encodable(messages: Sequence[Message]) -> list[Message]:
 
     Only what is sent is mended (an HTTP client cannot encode a lone surrogate); the list
     itself is returned when nothing needs mending.
-
-    Example:
-        ```python
-        assert encodable([AIMessage("broken \udc80 text")])[0].text == "broken \ufffd text"
-        ```
     """
     mended: list[Message] | None = None
     for index, message in enumerate(messages):

@@ -205,14 +205,7 @@ class LoopEvaluatorRunnable(RunnableLambda[LoopContext, LoopEvaluation]):
 
 
 def criteria_of(evaluator: object) -> str | None:
-    """The criteria ``evaluator`` states (looking through ``with_config``), or ``None``.
-
-    Example:
-        ```python
-        judge = llm_judge(model, "Score the haiku 0-100: form, imagery.", threshold=75)
-        assert criteria_of(judge) == "Score the haiku 0-100: form, imagery."
-        ```
-    """
+    """The criteria ``evaluator`` states (looking through ``with_config``), or ``None``."""
     seen = 0
     while seen < 10:
         criteria = getattr(evaluator, "criteria", None)

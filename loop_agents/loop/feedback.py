@@ -76,11 +76,6 @@ def fenced(text: str, label: str = "review", *, fence: str | None = None) -> str
 
     Raises:
         ValueError: ``fence`` (default ``fence_for(text)``) would be closed by ``text``.
-
-    Example:
-        ```python
-        assert fenced("Too long.") == "```review\nToo long.\n```"
-        ```
     """
     fence = fence or fence_for(text)
     if len(fence_for(text)) > len(fence) or set(fence) != {"`"}:

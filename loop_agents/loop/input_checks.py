@@ -12,6 +12,8 @@ from typing import Any
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, convert_to_messages
 from langgraph.types import Command
 
+from loop_agents.loop.agents import _shape
+
 INPUT_KEYS = ("messages", "init_messages", "agent_state")
 """The keys of a loop's input (`LoopInput`)."""
 
@@ -36,12 +38,6 @@ class LoopInputError(TypeError, ValueError):
 
     Both a `TypeError` and a `ValueError`, so either ``except`` catches it.
     """
-
-
-def _shape(value: object) -> str:
-    if isinstance(value, Mapping):
-        return f"a mapping with keys {sorted(map(str, value))}"
-    return f"{type(value).__name__} {value!r:.80}"
 
 
 def check_input(value: Any, *, nested: bool, checkpointer: bool) -> Any:

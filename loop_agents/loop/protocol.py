@@ -176,10 +176,7 @@ class Attempt:
     @property
     def answer(self) -> AIMessage | None:
         """The answer: the last AI message produced (``None`` for a failed call)."""
-        for message in reversed(self.produced or []):
-            if isinstance(message, AIMessage):
-                return message
-        return None
+        return next((m for m in reversed(self.produced or []) if isinstance(m, AIMessage)), None)
 
     def stored(self) -> dict[str, Any]:
         """A plain form a checkpointer stores (a candidate task's result)."""
@@ -353,16 +350,10 @@ class Progress:
 
 
 class LoopControl:
-    """A part of the loop; override the hooks you need (``docs/loop-control.md``).
+    """A part of the loop: override the hooks you need, declare what the loop needs to know.
 
-    Attributes:
-        name: The control's name, in errors (its class name when empty).
-        stage: Where it stands in the loop's order (`Stage`).
-        claims: What it takes on alone: two controls of a loop with one claim are
-            refused when the loop is built.
-        calls_models: A hook may yield a `Call` though it is not a generator function
-            (the node's paid calls then run as LangGraph tasks).
-        fans_out: `around_agent` may yield a list of calls (each is retried alone).
+    The hooks and the declarations (``name``, ``stage``, ``claims``, ``calls_models``,
+    ``fans_out`` and the methods below the hooks) are described in ``docs/loop-control.md``.
     """
 
     name: str = ""
@@ -464,12 +455,6 @@ def assemble_controls(controls: object, loop: LoopSpec) -> list[LoopControl]:
         TypeError: ``controls`` is not a list of `LoopControl` objects.
         ValueError: two controls claim the same part of the loop, or a control cannot
             work with ``loop`` (its `bind`).
-
-    Example:
-        ```python
-        parts = assemble_controls([Plateau(2), History("last_attempt")], LoopSpec(agent, judge, 5))
-        assert [p.name for p in parts] == ["history", "plateau"]
-        ```
     """
     given = check_controls(controls)
     claimed: dict[str, LoopControl] = {}
