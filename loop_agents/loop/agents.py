@@ -131,10 +131,7 @@ def without_own_checkpoints(agent: AgentLike) -> AgentLike:
 class AgentCaller:
     """Calls one wrapped agent, sync or async, and normalises what it returns.
 
-    Attributes:
-        agent: The agent.
-        name: Its name, for messages.
-        input_keys: A graph agent's input keys beyond ``messages``.
+    ``input_keys`` are a graph agent's input keys beyond ``messages``.
     """
 
     def __init__(self, agent: AgentLike) -> None:

@@ -101,9 +101,7 @@ class Turn:
     @property
     def request(self) -> list[AnyMessage]:
         """The loop's request (``init_messages``)."""
-        if self.new_loop:
-            return list(self.opened["init_messages"])
-        return list(self.state.get("init_messages") or [])
+        return list((self.opened if self.new_loop else self.state).get("init_messages") or [])
 
     @property
     def feedback(self) -> list[str]:

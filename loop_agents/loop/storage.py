@@ -96,7 +96,9 @@ def append_messages(state: Sequence[AnyMessage], writes: Sequence[Any]) -> list[
         incoming, incoming_ids = _coerced(
             write if isinstance(write, list) else [write], len(result), index
         )
-        cut = _after_remove_all(incoming)
+        cut = max(  # after the last RemoveMessage(REMOVE_ALL_MESSAGES), if there is one
+            (i + 1 for i, m in enumerate(incoming) if _removes_all(m)), default=None
+        )
         if cut is not None:
             result = list(incoming[cut:])
             index = dict(zip(map(_ID, result), range(len(result)), strict=True))
@@ -146,13 +148,8 @@ def _folded(messages: Sequence[BaseMessage | None], writes: Sequence[Any]) -> li
     return result
 
 
-def _after_remove_all(messages: Sequence[BaseMessage]) -> int | None:
-    """The index after the last ``RemoveMessage(REMOVE_ALL_MESSAGES)``, if there is one."""
-    for position in range(len(messages) - 1, -1, -1):
-        message = messages[position]
-        if isinstance(message, RemoveMessage) and message.id == REMOVE_ALL_MESSAGES:
-            return position + 1
-    return None
+def _removes_all(message: BaseMessage) -> bool:
+    return isinstance(message, RemoveMessage) and message.id == REMOVE_ALL_MESSAGES
 
 
 def _coerced(

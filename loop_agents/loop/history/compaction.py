@@ -50,11 +50,8 @@ from loop_agents.loop.tracing import LOOP_KEY
 # (a summary could pose as instructions), and it summarizes everything again each time
 # instead of adding attempts to a summary kept in the loop's state.
 
-TokenCounter: TypeAlias = Callable[[Sequence[BaseMessage]], int]
-"""A function counting the tokens of a list of messages."""
-
+TokenCounter: TypeAlias = Callable[[Sequence[BaseMessage]], int]  # of a list of messages
 CounterOption: TypeAlias = TokenCounter | BaseLanguageModel[Any] | Literal["approximate"] | None
-"""What ``token_counter=`` accepts (see `compacting`)."""
 
 DEFAULT_SUMMARY_INSTRUCTIONS = (
     "You keep notes for an assistant that is revising its answer to a request after "
@@ -295,7 +292,7 @@ def compacting(
     token_counter: CounterOption = None,
     instructions: str | None = None,
 ) -> CompactingHistory:
-    """A history policy that summarizes older attempts when the prompt would exceed a budget.
+    """A history policy (for `History`) that summarizes older attempts to fit a token budget.
 
     The agent is sent what ``"full"`` sends while it fits ``max_tokens``; past that, the
     oldest attempts (never the latest) give way to one fenced summary that ``model``
@@ -311,9 +308,6 @@ def compacting(
             approximate), ``"approximate"``, a chat model or a function of messages.
         instructions: The summarizer's system prompt (``{words}`` is replaced by the
             length asked for); default `DEFAULT_SUMMARY_INSTRUCTIONS`.
-
-    Returns:
-        A `StatefulHistory` to pass to `History`.
 
     Raises:
         TypeError: ``model`` cannot be invoked, or an option has the wrong type.
