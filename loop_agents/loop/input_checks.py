@@ -83,23 +83,20 @@ def check_input(value: Any, *, nested: bool, checkpointer: bool) -> Any:
     checked: dict[str, Any] = {
         key: _messages(key, value[key]) for key in ("messages", "init_messages") if key in value
     }
+    state = value.get("agent_state", {})
+    if not isinstance(state, Mapping) or not all(isinstance(k, str) for k in state):
+        raise LoopInputError(
+            f"'agent_state' must be a mapping of a graph agent's state keys to their values "
+            f"(e.g. {{'files': {{...}}}} for a deep agent); got {_shape(state)}"
+        )
     if "agent_state" in value:
-        checked["agent_state"] = _agent_state(value["agent_state"])
+        checked["agent_state"] = dict(state)
     if not checkpointer and not checked.get("messages") and not checked.get("init_messages"):
         raise LoopInputError(
             f"a loop needs a request to start from; got {_shape(dict(value))} with no "
             f"message. Pass at least one: {EXAMPLE}"
         )
     return checked
-
-
-def _agent_state(value: object) -> dict[str, Any]:
-    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
-        raise LoopInputError(
-            f"'agent_state' must be a mapping of a graph agent's state keys to their values "
-            f"(e.g. {{'files': {{...}}}} for a deep agent); got {_shape(value)}"
-        )
-    return dict(value)
 
 
 def _wrap_hint(value: object) -> str:

@@ -15,7 +15,7 @@ import time
 import uuid
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
 from langchain_core.language_models import BaseLanguageModel
@@ -96,28 +96,19 @@ class _Plan:
         return len(self.previous.covers) if self.previous else 0
 
 
+@dataclass(eq=False)
 class CompactingHistory(StatefulHistory):
     """The policy `compacting` returns; see there."""
 
     name = "compacting"
-
-    def __init__(
-        self,
-        model: Runnable[Any, Any],
-        *,
-        max_tokens: int,
-        summary_tokens: int,
-        token_counter: CounterOption,
-        instructions: str,
-    ) -> None:
-        self.model = model
-        self.max_tokens = max_tokens
-        self.summary_tokens = summary_tokens
-        self.instructions = instructions
-        self._counter_option = token_counter
-        self._counter: TokenCounter | None = None
-        self._lock = threading.Lock()
-        self._cache: dict[tuple[str, ...], str] = {}  # for a retried agent call
+    model: Runnable[Any, Any]
+    max_tokens: int
+    summary_tokens: int
+    token_counter: CounterOption
+    instructions: str
+    _counter: TokenCounter | None = field(default=None, init=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    _cache: dict[tuple[str, ...], str] = field(default_factory=dict, init=False, repr=False)
 
     def select(
         self, history: LoopHistory, memory: dict[str, Any] | None, config: RunnableConfig
@@ -147,7 +138,7 @@ class CompactingHistory(StatefulHistory):
         """The token count of ``messages`` by this policy's counter (`TypeError`: no int >= 0)."""
         with self._lock:
             if self._counter is None:
-                self._counter = _counter(self._counter_option, self.model)
+                self._counter = _resolved_counter(self.token_counter, self.model)
         tokens = self._counter(messages)
         if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
             raise TypeError(f"token_counter returned {tokens!r}; expected an int >= 0")
@@ -442,7 +433,7 @@ def _reply_text(reply: object, covered: int) -> str:
     return text.strip()
 
 
-def _counter(option: CounterOption, model: object) -> TokenCounter:
+def _resolved_counter(option: CounterOption, model: object) -> TokenCounter:
     """The counter ``token_counter=`` names; the model's own is tried once, on first use."""
     if option == "approximate":
         return count_tokens_approximately
@@ -450,7 +441,14 @@ def _counter(option: CounterOption, model: object) -> TokenCounter:
         return _model_counter(option)
     if option is not None:
         return option
-    if not (isinstance(model, BaseLanguageModel) and _has_own_tokenizer(model)):
+    # langchain-core's default tokenizer needs transformers and a download: only a model's own
+    if not isinstance(model, BaseLanguageModel) or (
+        model.custom_get_token_ids is None
+        and all(
+            getattr(type(model), name) is getattr(BaseLanguageModel, name)
+            for name in ("get_num_tokens_from_messages", "get_num_tokens", "get_token_ids")
+        )
+    ):
         return count_tokens_approximately
     try:  # e.g. tiktoken downloads its encoding files on first use, which fails offline
         model.get_num_tokens_from_messages([HumanMessage("How many tokens is this?")])
@@ -464,14 +462,6 @@ def _counter(option: CounterOption, model: object) -> TokenCounter:
         )
         return count_tokens_approximately
     return _model_counter(model)
-
-
-def _has_own_tokenizer(model: BaseLanguageModel[Any]) -> bool:
-    # langchain-core's default tokenizer needs transformers and a download
-    return model.custom_get_token_ids is not None or any(
-        getattr(type(model), name) is not getattr(BaseLanguageModel, name)
-        for name in ("get_num_tokens_from_messages", "get_num_tokens", "get_token_ids")
-    )
 
 
 def _model_counter(model: BaseLanguageModel[Any]) -> TokenCounter:
