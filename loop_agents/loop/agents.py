@@ -199,14 +199,14 @@ class AgentCaller:
         return self.reply(given.messages, result)
 
     def reply(self, sent: Sequence[AnyMessage], result: Any) -> AgentReply:
-        """What the agent returned as an `AgentReply`: the new messages and its state."""
-        state = output_state(result) if self._takes_state and isinstance(result, Mapping) else {}
-        return AgentReply(self.new_messages(sent, result), state)
+        """What the agent returned: the messages it produced (its answer last), its state.
 
-    def new_messages(self, sent: Sequence[AnyMessage], result: Any) -> list[AnyMessage]:
-        """What the agent returned as the messages it produced, its answer last (or `TypeError`)."""
+        Raises:
+            TypeError: the result holds no answer (see `ACCEPTED`).
+        """
+        state = output_state(result) if self._takes_state and isinstance(result, Mapping) else {}
         if isinstance(result, str):
-            return [AIMessage(content=result)]
+            return AgentReply([AIMessage(content=result)], state)
         if isinstance(result, BaseMessage):
             produced: list[AnyMessage] = [cast(AnyMessage, result)]
         elif isinstance(result, Mapping) and isinstance(result.get("messages"), list):
@@ -222,7 +222,7 @@ class AgentCaller:
             raise TypeError(
                 f"agent {self.name!r} returned {kinds} but no AIMessage answer; expected {ACCEPTED}"
             )
-        return produced
+        return AgentReply(produced, state)
 
 
 def _produced_by_call(
