@@ -335,13 +335,7 @@ def compacting(
         isinstance(token_counter, str | BaseLanguageModel) or callable(token_counter)
     ):
         raise TypeError(f"{expected}; got {type(token_counter).__name__}")
-    return CompactingHistory(
-        model,
-        max_tokens=max_tokens,
-        summary_tokens=summary_tokens,
-        token_counter=token_counter,
-        instructions=instructions,
-    )
+    return CompactingHistory(model, max_tokens, summary_tokens, token_counter, instructions)
 
 
 def _prompt(plan: _Plan, covered: int, summary: _Summary | None) -> list[AnyMessage]:
@@ -372,28 +366,23 @@ def _summary_message(summary: _Summary, covered: int) -> HumanMessage:
 
 def _valid(memory: dict[str, Any] | None, attempts: Sequence[Attempt]) -> _Summary | None:
     """The summary in ``memory`` if it covers this conversation's first attempts (not all)."""
-    if not memory:
+    text, covers = (memory or {}).get("summary"), (memory or {}).get("covers")
+    if (
+        not isinstance(text, str)
+        or not isinstance(covers, list)
+        or not 0 < len(covers) < len(attempts)
+        or [_attempt_key(a) for a in attempts[: len(covers)]] != covers
+    ):
         return None
-    text, covers = memory.get("summary"), memory.get("covers")
-    if not isinstance(text, str) or not isinstance(covers, list) or not covers:
-        return None
-    if len(covers) >= len(attempts):
-        return None
-    if [_attempt_key(a) for a in attempts[: len(covers)]] != covers:
-        return None
-    return _Summary(text, tuple(str(c) for c in covers))
+    return _Summary(text, tuple(map(str, covers)))
 
 
 def _attempt_key(attempt: Attempt) -> str:
     """Names one attempt by the ids of its messages and of its feedback."""
-    parts = []
-    for message in (*attempt["messages"], attempt["feedback"]):
-        if message.id:
-            parts.append(message.id)
-        else:
-            digest = hashlib.sha256(repr((message.type, message.content)).encode()).hexdigest()
-            parts.append(digest[:16])
-    return "|".join(parts)
+    return "|".join(
+        m.id or hashlib.sha256(repr((m.type, m.content)).encode()).hexdigest()[:16]
+        for m in (*attempt["messages"], attempt["feedback"])
+    )
 
 
 def _span(covered: int) -> str:
