@@ -23,6 +23,7 @@ AGENT_STATE = "agent_state"  # the latest (once the loop ends, the selected) age
 ATTEMPT_STATES = "attempt_states"  # each iteration's: {"iteration": n, "undo": change set}
 CHANGES_MARK = "__loop_agents_changes__"  # marks a write of AGENT_STATE as a change set
 _MODEL_MARK = "__loop_agents_model__"
+_ABSENT = object()
 
 NOT_CARRIED = frozenset({"messages", "init_messages"})
 """Input keys never given back (the conversation is sent anyway)."""
@@ -116,18 +117,14 @@ def changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, An
     put: dict[str, Any] = {}
     entries: dict[str, Any] = {}
     for key, value in after.items():
-        if key in before:
-            old = before[key]
-            if old is value:
-                continue
-            if _is_plain_mapping(old) and _is_plain_mapping(value):
-                inner = _entry_changes(old, value)
-                if inner is not None:
-                    entries[key] = inner
-                continue
-            if _same(old, value):
-                continue
-        put[key] = frozen(value)
+        old = before.get(key, _ABSENT)
+        if old is value:
+            continue
+        if _is_plain_mapping(old) and _is_plain_mapping(value):
+            if inner := _entry_changes(old, value):
+                entries[key] = inner
+        elif old is _ABSENT or not _same(old, value):
+            put[key] = frozen(value)
     drop = [key for key in before if key not in after]
     if not (put or entries or drop):
         return None

@@ -164,15 +164,9 @@ class AgentCaller:
             return given.messages
         return {**given.state, "messages": given.messages}
 
-    @staticmethod
-    def _sent(given: AgentInput) -> AgentInput:
-        """What the agent is sent: ``given`` with every text encodable (see `encodable`)."""
-        messages = encodable(given.messages)
-        return given if messages is given.messages else AgentInput(messages, given.state)
-
     def invoke(self, given: AgentInput, config: RunnableConfig) -> AgentReply:
         """Call the agent synchronously; return what it produced, its answer last."""
-        given = self._sent(given)
+        given = given._replace(messages=encodable(given.messages))
         if self._is_runnable:
             result = self._runnable.invoke(self._input(given), config, **self._options)
         else:
@@ -187,7 +181,7 @@ class AgentCaller:
 
     async def ainvoke(self, given: AgentInput, config: RunnableConfig) -> AgentReply:
         """Call the agent asynchronously; return what it produced, its answer last."""
-        given = self._sent(given)
+        given = given._replace(messages=encodable(given.messages))
         if self._is_runnable:
             result = await self._runnable.ainvoke(self._input(given), config, **self._options)
         elif self._is_async_function:
