@@ -206,24 +206,19 @@ class LoopEvaluatorRunnable(RunnableLambda[LoopContext, LoopEvaluation]):
 
 def criteria_of(evaluator: object) -> str | None:
     """The criteria ``evaluator`` states (looking through ``with_config``), or ``None``."""
-    seen = 0
-    while seen < 10:
+    for _ in range(10):  # at most ten bindings deep
         criteria = getattr(evaluator, "criteria", None)
         if isinstance(criteria, str) and criteria.strip():
             return criteria.strip()
         if not isinstance(evaluator, RunnableBinding):
             return None
         evaluator = evaluator.bound
-        seen += 1
     return None
 
 
 def combined_criteria(members: Sequence[tuple[str, object]]) -> str | None:
     """The criteria of several evaluators: each member's under its name (``None`` if none)."""
-    parts = [(name, criteria_of(member)) for name, member in members]
-    stated = [(name, text) for name, text in parts if text]
-    if not stated:
-        return None
-    if len(stated) == 1:
-        return stated[0][1]
+    stated = [(name, text) for name, member in members if (text := criteria_of(member))]
+    if len(stated) <= 1:
+        return stated[0][1] if stated else None
     return "\n\n".join(f"[{name}]\n{text}" for name, text in stated)

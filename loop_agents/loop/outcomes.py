@@ -103,9 +103,7 @@ def record_of(outcome: Outcome, run: AgentRun, evaluator: str) -> IterationRecor
     verdict = outcome.verdict
     answer = outcome.answer
     judges = [j.verdict for j in outcome.judged if j.verdict is not None]
-    judge_usage = NO_USAGE
-    for judged in judges:
-        judge_usage = judge_usage + judged.usage
+    judge_usage = sum((judged.usage for judged in judges), NO_USAGE)
     record: IterationRecord = {
         "iteration": outcome.iteration,
         "answer_id": answer.id if answer is not None else None,

@@ -321,14 +321,9 @@ class Outcome:
     @property
     def total_usage(self) -> CallUsage:
         """Every model call of the iteration: agents, evaluations, the rest."""
-        total = NO_USAGE
-        for judged in self.judged:
-            total = total + judged.attempt.usage
-            if judged.verdict is not None:
-                total = total + judged.verdict.usage
-        for usage in self.usage.values():
-            total = total + usage
-        return total
+        verdicts = [j.verdict.usage for j in self.judged if j.verdict is not None]
+        agents = [j.attempt.usage for j in self.judged]
+        return sum([*agents, *verdicts, *self.usage.values()], NO_USAGE)
 
 
 @dataclass(frozen=True)
