@@ -1,36 +1,10 @@
-"""A graph agent's state beyond ``messages``: kept by the loop, given back, shown, selected.
+"""A graph agent's state beyond messages: kept by the loop, given back, shown, selected.
 
-A graph agent may keep more than messages in its state: ``deepagents``' deep agents
-keep the files they write in ``files`` (and their plan in ``todos``);
-``create_agent(..., response_format=Schema)`` puts the parsed answer in
-``structured_response``. These belong to the attempt, like its answer:
-
-- the loop keeps the agent's output keys other than ``messages`` (the `AGENT_STATE` key
-  of the loop's state, one key, so none of them collides with a parent graph's keys);
-- the next attempt's agent is given back those it takes as input (`input_keys`: its
-  input schema), so a deep agent revises the files it wrote instead of starting empty;
-- the evaluator sees them as ``context["agent_state"]``;
-- each iteration's are kept (`ATTEMPT_STATES`) when an answer other than the last may be
-  chosen, and when the loop ends ``agent_state`` holds the selected iteration's (with
-  ``AnswerSelection("best")``, the best iteration's files or structured response).
-
-What is stored is what changed (`changes`): a write of ``agent_state`` is a *change
-set*, the keys an attempt set or dropped and, in a key whose value is a mapping (a deep
-agent's ``files``), only the entries it set or dropped (one file, not all of them).
-With delta storage `AGENT_STATE` is a delta channel (`AgentStateDeltaChannel`): a
-checkpoint stores only its step's change set, so a thread's storage grows with what the
-agent changed, not with everything it holds times the iterations. Each `ATTEMPT_STATES`
-entry holds the change set back to the entry before it (``undo``), so the state of any
-iteration is the latest one with the later entries' changes undone (`selected_state`).
-A write that is a whole mapping (the loop's input, ``update_state``) replaces the value.
-
-Values are stored as the checkpointer stores any state, except pydantic models (a
-``structured_response``): in change sets and full values they are stored as plain data
-with their class's name (`frozen`) and rebuilt on reading (`thawed`) when that class is
-already imported, so a checkpointer never has to load a class it was not told about. A
-class that is not imported when a checkpoint is read leaves the plain data (a ``dict``).
-The delta channel's occasional full snapshot (every 500 updates, or where LangGraph
-forces one) holds the value as it is in memory, pydantic models included.
+The loop keeps a graph agent's output keys other than ``messages`` in one key
+(``agent_state``), gives back those it takes as input (`input_keys`), and stores what
+each attempt changed (`changes`, applied by `updated`). Pydantic values are stored as
+plain data (`frozen`) and rebuilt on reading (`thawed`). See ``docs/concepts.md`` and
+``docs/storage.md``.
 """
 
 from __future__ import annotations
@@ -45,38 +19,18 @@ from langgraph.pregel import Pregel
 from pydantic import BaseModel
 from typing_extensions import get_type_hints
 
-AGENT_STATE = "agent_state"
-"""The loop's state key for the latest (and, once the loop ends, the selected) attempt's
-agent state."""
-
-ATTEMPT_STATES = "attempt_states"
-"""The loop's internal state key for every iteration's agent state, kept for choosing the
-answer when the loop ends: ``{"iteration": n, "undo": change set}`` (back to the entry
-before; threads written before change sets hold ``{"iteration": n, "state": {...}}``)."""
-
-CHANGES_MARK = "__loop_agents_changes__"
-"""The key that marks a write of `AGENT_STATE` as a change set (see `changes`)."""
-
+AGENT_STATE = "agent_state"  # the latest (once the loop ends, the selected) agent state
+ATTEMPT_STATES = "attempt_states"  # each iteration's: {"iteration": n, "undo": change set}
+CHANGES_MARK = "__loop_agents_changes__"  # marks a write of AGENT_STATE as a change set
 _MODEL_MARK = "__loop_agents_model__"
+_ABSENT = object()
 
 NOT_CARRIED = frozenset({"messages", "init_messages"})
-"""Input keys never given back: the conversation is sent anyway, and a loop used as the
-agent starts each attempt from the request it is sent (its ``init_messages``)."""
+"""Input keys never given back (the conversation is sent anyway)."""
 
 
 def input_keys(agent: object) -> frozenset[str]:
-    """The state keys beyond ``messages`` a graph agent takes as input.
-
-    Read from the graph's input schema (``builder.input_schema`` of a compiled
-    ``StateGraph``, else its input JSON schema); empty for anything that is not a graph.
-
-    Example:
-        ```python
-        input_keys(create_agent(model))  # frozenset(): it takes messages only
-        input_keys(create_deep_agent(model=model))  # frozenset({'files', ...})
-        ```
-
-    """
+    """The state keys beyond ``messages`` a graph agent takes as input (its input schema)."""
     inner = getattr(agent, "graph", None)  # a loop as the agent: its compiled graph
     if isinstance(inner, Pregel):
         agent = inner
@@ -98,14 +52,7 @@ def input_keys(agent: object) -> frozenset[str]:
 
 
 def output_state(result: Mapping[str, Any]) -> dict[str, Any]:
-    """A graph agent's state after a call: its result's keys other than ``messages``.
-
-    Example:
-        ```python
-        output_state({"messages": [...], "files": {"/a.py": ...}})  # {'files': {...}}
-        ```
-
-    """
+    """A graph agent's state after a call: its result's keys other than ``messages``."""
     return {key: value for key, value in result.items() if key != "messages"}
 
 
@@ -117,15 +64,7 @@ def carried(state: Mapping[str, Any], keys: frozenset[str]) -> dict[str, Any]:
 
 
 def frozen(value: Any) -> Any:
-    """``value`` in a form any checkpointer stores: pydantic models as plain data.
-
-    Example:
-        ```python
-        stored = frozen({"structured_response": Answer(title="x")})
-        assert thawed(stored) == {"structured_response": Answer(title="x")}
-        ```
-
-    """
+    """``value`` in a form any checkpointer stores: pydantic models as plain data."""
     if isinstance(value, BaseModel):
         cls = type(value)
         return {
@@ -163,40 +102,29 @@ def _imported_model(mark: str) -> type[BaseModel] | None:
     return None
 
 
-# -- change sets ------------------------------------------------------------------------
-
-
 def changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The change set that turns ``before`` into ``after``, as plain data; ``None`` if equal.
+    """The change set that turns ``before`` into ``after``; ``None`` if they are equal.
 
-    Keys whose value changed are set whole (``put``), keys gone are dropped (``drop``);
-    a key whose value is a mapping on both sides (a deep agent's ``files``) gets only its
-    changed entries (``entries``). Values are stored `frozen`; `applied` rebuilds them.
+    Keys whose value changed are set whole (``put``), keys gone are dropped (``drop``),
+    and a mapping on both sides (``files``) gets only its changed entries (``entries``).
 
     Example:
         ```python
-        before = {"files": {"/a.md": "a", "/b.md": "b"}, "todos": []}
-        after = {"files": {"/a.md": "a", "/b.md": "b2", "/c.md": "c"}, "todos": []}
-        change = changes(before, after)  # /b.md and /c.md only
-        assert applied(before, change) == after
+        before, after = {"files": {"/a": "a", "/b": "b"}}, {"files": {"/a": "a", "/b": "b2"}}
+        assert applied(before, changes(before, after)) == after
         ```
-
     """
     put: dict[str, Any] = {}
     entries: dict[str, Any] = {}
     for key, value in after.items():
-        if key in before:
-            old = before[key]
-            if old is value:
-                continue
-            if _is_plain_mapping(old) and _is_plain_mapping(value):
-                inner = _entry_changes(old, value)
-                if inner is not None:
-                    entries[key] = inner
-                continue
-            if _same(old, value):
-                continue
-        put[key] = frozen(value)
+        old = before.get(key, _ABSENT)
+        if old is value:
+            continue
+        if _is_plain_mapping(old) and _is_plain_mapping(value):
+            if inner := _entry_changes(old, value):
+                entries[key] = inner
+        elif old is _ABSENT or not _same(old, value):
+            put[key] = frozen(value)
     drop = [key for key in before if key not in after]
     if not (put or entries or drop):
         return None
@@ -252,14 +180,7 @@ def applied(state: Mapping[str, Any] | None, change: Mapping[str, Any] | None) -
 def updated(state: Mapping[str, Any] | None, writes: Sequence[Any]) -> dict[str, Any]:
     """The value of `AGENT_STATE` after ``writes``: change sets applied, whole values taken.
 
-    The reducer of its channels; applying two batches one after the other gives what
-    applying them at once gives, as a delta channel needs.
-
-    Example:
-        ```python
-        assert updated({}, [{"files": {"/a": "x"}}]) == {"files": {"/a": "x"}}
-        ```
-
+    The reducer of its channels: two batches applied in turn give what both at once give.
     """
     result: dict[str, Any] = dict(state or {})
     for write in writes:
@@ -282,11 +203,7 @@ def _updated_by_one(state: dict[str, Any], write: Any) -> dict[str, Any]:
 
 
 class AgentStateChannel(BinaryOperatorAggregate[dict[str, Any]]):
-    """`AGENT_STATE` with full-value storage: every checkpoint stores the whole value.
-
-    Stored `frozen`, read `thawed`; updated by `updated`, so it also reads a thread
-    written with delta storage (its change sets are replayed one by one).
-    """
+    """`AGENT_STATE` stored whole in every checkpoint (`frozen`; it reads change sets too)."""
 
     def __init__(self, typ: Any = dict, operator: Any = _updated_by_one) -> None:
         """The channel; ``typ`` and ``operator`` are LangGraph's (kept for ``copy``)."""
@@ -305,13 +222,10 @@ class AgentStateChannel(BinaryOperatorAggregate[dict[str, Any]]):
 
 
 class AgentStateDeltaChannel(DeltaChannel[dict[str, Any]]):
-    """`AGENT_STATE` with delta storage: each checkpoint stores its step's change set.
+    """`AGENT_STATE` as a delta channel: a checkpoint stores its step's change set.
 
-    A full snapshot is stored every ``snapshot_frequency`` updates (and where LangGraph
-    forces one: 5,000 steps, a fork), as LangGraph stores a value: a pydantic
-    ``structured_response`` in a snapshot is stored as the checkpointer stores pydantic
-    models. A plain value stored by the earlier layout (a whole, `frozen` value) is read
-    `thawed`.
+    Its snapshots store pydantic values as the checkpointer does; a whole value stored by
+    the full layout is read `thawed`.
     """
 
     def from_checkpoint(self, checkpoint: Any) -> Self:
@@ -325,11 +239,9 @@ class AgentStateDeltaChannel(DeltaChannel[dict[str, Any]]):
 def selected_state(
     entries: Sequence[Mapping[str, Any]], iteration: int | None, latest: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """The agent state of ``iteration`` among `ATTEMPT_STATES` entries (``{}`` if none).
+    """The agent state of ``iteration`` (``{}`` if none): ``latest`` with later undos applied.
 
-    ``latest`` is the state of the last entry (the agent state after the loop's latest
-    answered attempt): each later entry's ``undo`` is applied to it, newest first. An
-    entry of the earlier layout holds its state whole.
+    An entry of the earlier layout holds its state whole.
     """
     state: dict[str, Any] = dict(latest)
     for entry in reversed(entries):
@@ -349,11 +261,7 @@ def no_change() -> dict[str, Any]:
 def restored(
     base: Mapping[str, Any], stored: Mapping[str, Any], *, whole: str, change: str
 ) -> dict[str, Any]:
-    """The agent state a stored record holds: a change set from ``base``, or whole.
-
-    ``change`` names its key for the change set, ``whole`` the key under which versions
-    before change sets stored the whole state.
-    """
+    """The agent state a record holds: a change set from ``base``, or whole (older)."""
     if whole in stored:
         return dict(thawed(stored[whole] or {}))
     return applied(base, stored.get(change))

@@ -1,9 +1,8 @@
 """Calling the wrapped agent and pulling its answer out of whatever it returns.
 
-An agent may be a compiled graph with a ``messages`` key (e.g. ``create_agent``), a chat
-model, any other ``Runnable``, or a plain sync or async function. Graphs are given
-``{"messages": [...]}`` and the state keys they take beyond it from their previous
-attempt (`loop_agents.loop.agent_state`); everything else is given the list of messages.
+A compiled graph is given ``{"messages": [...]}`` and the state keys it takes beyond it
+(`loop_agents.loop.agent_state`); a chat model, another runnable or a function (sync or
+async) is given the list of messages.
 """
 
 from __future__ import annotations
@@ -31,7 +30,6 @@ from langgraph.pregel.protocol import PregelProtocol
 from loop_agents.loop.agent_state import input_keys, output_state
 from loop_agents.runtime._worker_threads import in_worker_thread
 from loop_agents.runtime.sync_bridge import run_coroutine
-from loop_agents.runtime.usage import usage_of_metadata
 
 AgentFunction: TypeAlias = Callable[[list[AnyMessage]], Any]
 """A plain function (sync or async) given the messages; returns an answer."""
@@ -67,32 +65,23 @@ def is_async_callable(func: object) -> bool:
     return call is not None and inspect.iscoroutinefunction(call)
 
 
-def check_one_argument(role: str, func: object, given: str, example: str) -> None:
-    """Raise `TypeError` unless ``func`` can be called with one positional argument.
+def check_one_argument(role: str, func: object, expected: str, given: str, example: str) -> None:
+    """Raise `TypeError` unless ``func`` is a runnable or takes one positional argument.
 
-    Classes are refused too: ``agent=dict`` is callable, but calling it builds a dict,
-    it answers nothing. A callable whose signature cannot be read (some built-ins) is
-    let through; it is found out at its first call.
-
-    Args:
-        role: ``"agent"`` or ``"evaluator"``, for the message.
-        func: The callable to check.
-        given: What the loop passes it, e.g. ``"the list of messages"``.
-        example: How such a function is written, e.g. ``"def agent(messages)"``.
-
-    Example:
-        ```python
-        check_one_argument("agent", lambda messages: "hi", "the messages", "def agent(m)")
-        ```
-
+    ``expected`` says what ``role`` may be, ``given`` what the loop passes, ``example`` how
+    such a function is written. A class is refused; an unreadable signature let through.
     """
+    if isinstance(func, Runnable):
+        return
+    if not callable(func):
+        raise TypeError(f"{role} must be {expected}; got {type(func).__name__}: {func!r:.80}")
     if isinstance(func, type):
         raise TypeError(
             f"{role} is the class {func.__qualname__}, not something that answers: pass an "
             f"instance of it, or a function of {given} ({example}), not the class itself"
         )
     try:
-        signature = inspect.signature(func)  # type: ignore[arg-type]
+        signature = inspect.signature(func)
     except (TypeError, ValueError):
         return
     try:
@@ -103,30 +92,6 @@ def check_one_argument(role: str, func: object, given: str, example: str) -> Non
             f"signature is {signature} ({exc}). The loop calls it with {given} alone; "
             f"write it as {example}"
         ) from exc
-
-
-def check_agent(agent: object) -> None:
-    """Raise `TypeError` when ``agent`` is not something a loop can call.
-
-    Runnables (graphs, chat models) are taken as they are; a plain function must take
-    one positional argument, the list of messages (see `check_one_argument`).
-    """
-    if isinstance(agent, Runnable):
-        return
-    if callable(agent):
-        check_one_argument(
-            "agent", agent, "the list of messages", "def agent(messages): return 'answer'"
-        )
-        return
-    raise TypeError(
-        f"agent must be a compiled graph (e.g. create_agent(...)), a chat model, a Runnable "
-        f"or a function of a list of messages; got {type(agent).__name__}: {agent!r:.80}"
-    )
-
-
-def _takes_state(agent: object) -> bool:
-    """Graphs take ``{"messages": [...]}``; other runnables and functions take the list."""
-    return isinstance(agent, Pregel | PregelProtocol)
 
 
 class AgentInput(NamedTuple):
@@ -143,8 +108,8 @@ class AgentReply(NamedTuple):
     state: dict[str, Any]
 
 
-# LangGraph warns when a graph without a checkpointer is given a durability; the loop
-# gives one to the graph agents it runs without checkpoints, on purpose (see above)
+# LangGraph warns when a graph without a checkpointer is given a durability, which the loop
+# does on purpose (see `AgentCaller`)
 warnings.filterwarnings(
     "ignore",
     message=r"`durability` has no effect when no checkpointer is present\.",
@@ -153,15 +118,10 @@ warnings.filterwarnings(
 
 
 def without_own_checkpoints(agent: AgentLike) -> AgentLike:
-    """A graph agent that inherits the loop's checkpointer, made to keep no checkpoints.
+    """A graph agent that would inherit the loop's checkpointer, made to keep none.
 
-    Run inside a loop with a checkpointer, a compiled graph saves checkpoints of its own
-    at every step, each holding everything it was sent: the whole conversation, every
-    attempt, so a thread's storage would grow with the square of the iterations. The loop
-    saves what each attempt produced itself, so the agent runs without checkpoints of
-    its own (``checkpointer=False``; its steps still stream). An agent compiled with a
-    checkpointer of its own (a saver, or ``checkpointer=True`` to keep its state across
-    attempts and to pause on an ``interrupt`` inside an attempt) keeps it.
+    Its own checkpoints would hold the whole conversation at every step, while the loop
+    saves each attempt itself; an agent compiled with a checkpointer keeps it.
     """
     if isinstance(agent, Pregel) and agent.checkpointer is None:
         return cast(AgentLike, agent.copy(update={"checkpointer": False}))
@@ -171,17 +131,19 @@ def without_own_checkpoints(agent: AgentLike) -> AgentLike:
 class AgentCaller:
     """Calls one wrapped agent, sync or async, and normalises what it returns.
 
-    Attributes:
-        agent: The agent.
-        name: Its name, for messages.
-        input_keys: A graph agent's input keys beyond ``messages`` (its state given
-            back on the next attempt; see `loop_agents.loop.agent_state`).
-
+    ``input_keys`` are a graph agent's input keys beyond ``messages``.
     """
 
     def __init__(self, agent: AgentLike) -> None:
         """Wrap ``agent``; see the module docstring for what is accepted."""
-        check_agent(agent)
+        check_one_argument(
+            "agent",
+            agent,
+            "a compiled graph (e.g. create_agent(...)), a chat model, a Runnable or a function "
+            "of a list of messages",
+            "the list of messages",
+            "def agent(messages): return 'answer'",
+        )
         if callable(getattr(type(agent), "sharing_agent_state", None)):  # a LoopAgent:
             agent = cast(Any, agent).sharing_agent_state()  # its agent's state comes back too
         self.agent = without_own_checkpoints(agent)
@@ -189,7 +151,7 @@ class AgentCaller:
         # fails waiting for a checkpoint it never saves: give it its own durability
         self._options: dict[str, Any] = {"durability": "async"} if self.agent is not agent else {}
         self.name = describe(agent)
-        self._takes_state = _takes_state(agent)
+        self._takes_state = isinstance(agent, Pregel | PregelProtocol)  # else: the list
         self.input_keys = input_keys(agent) if self._takes_state else frozenset()
         self._is_runnable = isinstance(agent, Runnable)
         self._is_async_function = not self._is_runnable and is_async_callable(agent)
@@ -200,19 +162,11 @@ class AgentCaller:
     def _input(self, given: AgentInput) -> Any:
         if not self._takes_state:
             return given.messages
-        if given.state:
-            return {**given.state, "messages": given.messages}
-        return {"messages": given.messages}
-
-    @staticmethod
-    def _sent(given: AgentInput) -> AgentInput:
-        """What the agent is sent: ``given`` with every text encodable (see `encodable`)."""
-        messages = encodable(given.messages)
-        return given if messages is given.messages else AgentInput(messages, given.state)
+        return {**given.state, "messages": given.messages}
 
     def invoke(self, given: AgentInput, config: RunnableConfig) -> AgentReply:
         """Call the agent synchronously; return what it produced, its answer last."""
-        given = self._sent(given)
+        given = given._replace(messages=encodable(given.messages))
         if self._is_runnable:
             result = self._runnable.invoke(self._input(given), config, **self._options)
         else:
@@ -227,7 +181,7 @@ class AgentCaller:
 
     async def ainvoke(self, given: AgentInput, config: RunnableConfig) -> AgentReply:
         """Call the agent asynchronously; return what it produced, its answer last."""
-        given = self._sent(given)
+        given = given._replace(messages=encodable(given.messages))
         if self._is_runnable:
             result = await self._runnable.ainvoke(self._input(given), config, **self._options)
         elif self._is_async_function:
@@ -239,32 +193,30 @@ class AgentCaller:
         return self.reply(given.messages, result)
 
     def reply(self, sent: Sequence[AnyMessage], result: Any) -> AgentReply:
-        """What the agent returned as an `AgentReply`: the new messages and its state."""
-        state = output_state(result) if self._takes_state and isinstance(result, Mapping) else {}
-        return AgentReply(self.new_messages(sent, result), state)
-
-    def new_messages(self, sent: Sequence[AnyMessage], result: Any) -> list[AnyMessage]:
-        """Turn what the agent returned into the messages it produced, its answer last.
+        """What the agent returned: the messages it produced (its answer last), its state.
 
         Raises:
-            TypeError: when the result holds no answer (see `ACCEPTED`).
-
+            TypeError: the result holds no answer (see `ACCEPTED`).
         """
+        state = output_state(result) if self._takes_state and isinstance(result, Mapping) else {}
         if isinstance(result, str):
-            return [AIMessage(content=result)]
+            return AgentReply([AIMessage(content=result)], state)
         if isinstance(result, BaseMessage):
             produced: list[AnyMessage] = [cast(AnyMessage, result)]
         elif isinstance(result, Mapping) and isinstance(result.get("messages"), list):
             produced = _produced_by_call(sent, result["messages"], self.name)
         else:
             raise TypeError(f"agent {self.name!r} returned {_shape(result)}; expected {ACCEPTED}")
-        produced = [_as_message(m) for m in produced]
+        produced = [
+            cast(AnyMessage, message_chunk_to_message(m)) if isinstance(m, AIMessageChunk) else m
+            for m in produced
+        ]
         if not any(isinstance(m, AIMessage) for m in produced):
             kinds = ", ".join(type(m).__name__ for m in produced) or "no new messages"
             raise TypeError(
                 f"agent {self.name!r} returned {kinds} but no AIMessage answer; expected {ACCEPTED}"
             )
-        return produced
+        return AgentReply(produced, state)
 
 
 def _produced_by_call(
@@ -287,43 +239,25 @@ def _produced_by_call(
     return [m for m in messages if m.id is None or sent_by_id.get(m.id) != m]
 
 
-def _as_message(message: AnyMessage) -> AnyMessage:
-    if isinstance(message, AIMessageChunk):
-        return cast(AnyMessage, message_chunk_to_message(message))
-    return message
-
-
 def _shape(result: Any) -> str:
     if isinstance(result, Mapping):
         return f"a mapping with keys {sorted(map(str, result))}"
-    return f"{type(result).__name__} {result!r:.60}"
+    return f"{type(result).__name__} {result!r:.80}"
 
 
 async def _awaited(awaitable: Awaitable[Any]) -> Any:
     return await awaitable
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
-"""A lone surrogate: text Python holds (from bytes decoded with ``surrogateescape``, or a
-model's broken UTF-16) that no UTF-8 encoder accepts."""
-
-
+_SURROGATE = re.compile("[\ud800-\udfff]")  # text no UTF-8 encoder accepts
 Message = TypeVar("Message", bound=BaseMessage)
 
 
 def encodable(messages: Sequence[Message]) -> list[Message]:
-    """``messages`` as they can be sent to a model: lone surrogates replaced (U+FFFD).
+    """``messages`` as a model can be sent them: lone surrogates replaced by U+FFFD.
 
-    An answer may hold a lone surrogate; the next request that quotes it would fail in
-    an HTTP client (``UnicodeEncodeError``). What the loop stores stays as it was; only
-    what is sent is mended. The list itself is returned when nothing needs mending.
-
-    Example:
-        ```python
-        sent = encodable([AIMessage("broken \udc80 text")])
-        assert sent[0].text == "broken \ufffd text"
-        ```
-
+    Only what is sent is mended (an HTTP client cannot encode a lone surrogate); the list
+    itself is returned when nothing needs mending.
     """
     mended: list[Message] | None = None
     for index, message in enumerate(messages):
@@ -353,10 +287,10 @@ def _mended(content: Any) -> Any:
 
 
 def with_fresh_ids(produced: list[AnyMessage], history: Sequence[AnyMessage]) -> list[AnyMessage]:
-    """Give a new id to every produced message whose id is already used.
+    """``produced`` with a new id for every message whose id is already used.
 
-    ``add_messages`` replaces a message that has the same id as an earlier one; caches
-    and some fake models reuse ids, and the loop must append, never overwrite.
+    ``add_messages`` replaces a message with an earlier one's id (caches and some fakes
+    reuse ids); the loop must append, never overwrite.
     """
     used: set[str | None] = set(map(attrgetter("id"), history))
     fresh: list[AnyMessage] = []
@@ -369,23 +303,8 @@ def with_fresh_ids(produced: list[AnyMessage], history: Sequence[AnyMessage]) ->
 
 
 def answer_of(produced: Sequence[AnyMessage]) -> AIMessage:
-    """The answer among the messages an agent produced: its last AI message.
-
-    Raises:
-        ValueError: there is none (`AgentCaller` makes sure there is).
-
-    """
+    """The answer among the messages an agent produced: its last AI message (`ValueError`: none)."""
     for message in reversed(produced):
         if isinstance(message, AIMessage):
             return message
     raise ValueError("the agent produced no AIMessage answer")
-
-
-def usage(produced: Sequence[AnyMessage]) -> tuple[int, int, int]:
-    """Sum ``(input, output, cached input)`` tokens over the AI messages' ``usage_metadata``."""
-    total = (0, 0, 0)
-    for message in produced:
-        if isinstance(message, AIMessage) and message.usage_metadata:
-            counts = usage_of_metadata(message.usage_metadata)
-            total = (total[0] + counts[0], total[1] + counts[1], total[2] + counts[2])
-    return total

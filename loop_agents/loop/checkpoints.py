@@ -1,17 +1,14 @@
 """Working with a loop's checkpoints: evaluations that are not repeated, and going back.
 
-- `checkpointed` runs an evaluator as a LangGraph task, so its verdict is saved with
-  the checkpoint: when LangGraph runs the ``evaluate`` node again (after an
-  ``interrupt`` is answered, or after a later part of the evaluation failed), the saved
-  verdict is used and the evaluator is not called a second time.
-- `checkpoint_before_iteration` / `acheckpoint_before_iteration` find, in a thread's
-  history, the checkpoint from which an iteration starts: invoking the loop from it
-  (``invoke(None, snapshot.config)``) forks a new attempt from that iteration on.
+`checkpointed` saves an evaluator's verdict with the checkpoint, so a node run again (an
+answered ``interrupt``, a resume) does not call it twice; `checkpoint_before_iteration`
+finds the checkpoint an iteration starts from, to fork from it (``docs/durability.md``).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Generator
+from typing import Any, Literal
 
 from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
@@ -42,35 +39,24 @@ def in_graph_run() -> bool:
 
 
 def checkpointed(evaluator: Evaluator, *, name: str | None = None) -> Runnable[Any, Any]:
-    """Make an evaluator whose verdict is saved with the checkpoint and never recomputed.
+    """An evaluator whose verdict is saved with the checkpoint and never recomputed.
 
-    LangGraph runs a node again from its start when an ``interrupt`` in it is answered,
-    and when a failed node is resumed. Code in the evaluation before that point runs
-    again; an LLM judge would be called (and paid for) twice and might change its mind.
-    Wrapped with ``checkpointed``, the evaluator runs as a LangGraph task: its verdict
-    is stored with the run's checkpoint and, when the node runs again, returned from
-    there without a second call. Outside a graph run the evaluator is simply called.
+    It runs as a LangGraph task, so when LangGraph runs the node again its saved verdict
+    is returned without a second call; outside a graph run the evaluator is just called.
 
     Args:
         evaluator: Any evaluator (sync or async function, or a Runnable).
-        name: The name shown in traces and records; default: the evaluator's name.
-            LangGraph finds a saved verdict by the task's name and the order of the
-            calls in the node, so checkpointed evaluators that run at the same time
-            (e.g. members of a ``panel``) need distinct names.
+        name: The task's name in traces (default: the evaluator's). LangGraph finds a
+            saved verdict by name and call order, so checkpointed evaluators that run
+            at the same time (members of a ``panel``) need distinct names.
 
     Returns:
         An evaluator (a Runnable that works with both ``invoke`` and ``ainvoke``).
 
     Example:
         ```python
-        from loop_agents import all_of, human_review, llm_judge
-        from loop_agents.loop.checkpoints import checkpointed
-
-        judge = llm_judge(model, "Score the haiku from 0 to 100.", threshold=75)
-        # the judge's verdict is saved; answering the review does not call it again
-        evaluator = all_of(checkpointed(judge), human_review())
+        evaluator = all_of(checkpointed(judge), human_review())  # one judge call an answer
         ```
-
     """
     return checkpointed_caller(EvaluatorCaller(evaluator), name=name)
 
@@ -107,9 +93,6 @@ def checkpointed_caller(caller: EvaluatorCaller, *, name: str | None = None) -> 
     return wrapped
 
 
-# -- going back to an iteration --------------------------------------------------------
-
-
 def upcoming_iteration(values: dict[str, Any]) -> int:
     """The iteration the next agent call of a checkpoint's state would make."""
     if values.get("stop_reason") is not None or not values.get("iteration"):
@@ -117,7 +100,76 @@ def upcoming_iteration(values: dict[str, Any]) -> int:
     return int(values["iteration"]) + 1
 
 
-def _thread_config(config: RunnableConfig) -> RunnableConfig:
+def checkpoint_before_iteration(
+    loop: LoopGraph, config: RunnableConfig, iteration: int
+) -> StateSnapshot:
+    """The checkpoint from which ``iteration`` of the thread's latest loop starts.
+
+    Its state holds the earlier iterations; ``loop.invoke(None, snapshot.config)`` forks
+    a new attempt from there (the thread's other checkpoints are kept). The search
+    follows the branch of the thread's current checkpoint, or of ``config``'s
+    ``checkpoint_id``.
+
+    Args:
+        loop: The compiled loop, with a checkpointer.
+        config: The config the loop ran with (``thread_id``, optionally ``checkpoint_id``).
+        iteration: The iteration to go back to (1 = before the first answer).
+
+    Returns:
+        The ``StateSnapshot`` before the agent call of ``iteration``.
+
+    Raises:
+        ValueError: no such checkpoint, no thread, or no checkpointer.
+
+    Example:
+        ```python
+        snapshot = checkpoint_before_iteration(loop, config, 2)
+        fork = loop.update_state(snapshot.config, {"messages": [HumanMessage("Use rain.")]})
+        result = loop.invoke(None, fork)  # iterations 2.. again, on a new branch
+        ```
+    """
+    search = _search(config, iteration)
+    saver = _saver(loop)
+    answer: Any = None
+    while True:
+        try:
+            kind, target = search.send(answer)
+        except StopIteration as found:
+            return found.value  # type: ignore[no-any-return]
+        answer = saver.get_tuple(target) if kind == "saved" else loop.get_state(target)
+
+
+async def acheckpoint_before_iteration(
+    loop: LoopGraph, config: RunnableConfig, iteration: int
+) -> StateSnapshot:
+    """Async form of `checkpoint_before_iteration`, for async checkpointers.
+
+    Example:
+        ```python
+        snapshot = await acheckpoint_before_iteration(loop, config, 2)
+        ```
+    """
+    search = _search(config, iteration)
+    saver = _saver(loop)
+    answer: Any = None
+    while True:
+        try:
+            kind, target = search.send(answer)
+        except StopIteration as found:
+            return found.value  # type: ignore[no-any-return]
+        if kind == "saved":
+            answer = await saver.aget_tuple(target)
+        else:
+            answer = await loop.aget_state(target)
+
+
+_Reads = Generator[tuple[Literal["saved", "state"], RunnableConfig], Any, StateSnapshot]
+
+
+def _search(config: RunnableConfig, iteration: int) -> _Reads:
+    """The search, written once: checked now, it then yields what to read."""
+    if isinstance(iteration, bool) or not isinstance(iteration, int) or iteration < 1:
+        raise ValueError(f"iteration must be an int >= 1; got {iteration!r}")
     configurable = config.get("configurable") or {}
     thread_id = configurable.get("thread_id")
     if thread_id is None:
@@ -125,25 +177,44 @@ def _thread_config(config: RunnableConfig) -> RunnableConfig:
             "config has no thread_id; pass the config the loop ran with, e.g. "
             "{'configurable': {'thread_id': 'my-thread'}}"
         )
-    return {
-        "configurable": {
-            "thread_id": thread_id,
-            "checkpoint_ns": configurable.get("checkpoint_ns", ""),
-        }
-    }
+    if configurable.get("checkpoint_id") is None:
+        ns = configurable.get("checkpoint_ns", "")
+        config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns}}
+    return _walk(config, thread_id, iteration)
 
 
-def _checkpoint_id(config: RunnableConfig | None) -> str | None:
-    if config is None:
-        return None
-    value = (config.get("configurable") or {}).get("checkpoint_id")
-    return str(value) if value is not None else None
-
-
-def _check_iteration(iteration: object) -> int:
-    if isinstance(iteration, bool) or not isinstance(iteration, int) or iteration < 1:
-        raise ValueError(f"iteration must be an int >= 1; got {iteration!r}")
-    return iteration
+def _walk(config: RunnableConfig, thread_id: object, iteration: int) -> _Reads:
+    # from the head to the parents as stored; a full snapshot (which delta storage
+    # rebuilds by replaying writes) is loaded only where the plain `iteration` and
+    # `stop_reason` say the checkpoint may start the iteration sought
+    later: dict[int, list[RunnableConfig]] = {}  # other iterations' starts, to confirm
+    done = False  # the start of the latest loop was seen: older checkpoints are earlier
+    saved: CheckpointTuple | None = yield ("saved", config)
+    started = saved is not None
+    while saved is not None and not done:
+        upcoming = upcoming_iteration(saved.checkpoint["channel_values"])
+        if upcoming in (iteration, 1):
+            snapshot: StateSnapshot = yield ("state", saved.config)
+            if snapshot.next == ("invoke_agent",):
+                if upcoming_iteration(snapshot.values) == iteration:
+                    return snapshot
+                done = upcoming_iteration(snapshot.values) == 1
+        else:
+            later.setdefault(upcoming, []).append(saved.config)
+        saved = (yield ("saved", saved.parent_config)) if saved.parent_config else None
+    latest = 1 if started and done else 0
+    for number in sorted(later, reverse=True):
+        for candidate in later[number] if number > latest else ():
+            if (yield ("state", candidate)).next == ("invoke_agent",):
+                latest = number
+                break
+    found = ", ".join(map(str, range(1, latest + 1))) or "none"
+    raise ValueError(
+        f"thread {thread_id!r} has no checkpoint before iteration {iteration} in its "
+        f"latest loop (checkpoints before iterations: {found}). An iteration can be "
+        f"gone back to once the loop has started it; check the thread_id and the "
+        f"iteration number."
+    )
 
 
 def _saver(loop: LoopGraph) -> BaseCheckpointSaver[Any]:
@@ -155,138 +226,3 @@ def _saver(loop: LoopGraph) -> BaseCheckpointSaver[Any]:
             f"checkpointer=InMemorySaver() / SqliteSaver(...) / PostgresSaver(...)"
         )
     return saver
-
-
-class _Search:
-    """The search of `checkpoint_before_iteration`, shared by its sync and async forms.
-
-    It walks the thread's checkpoints from the head to their parents as the saver
-    stores them (no state is rebuilt for most of them) and decides from the plain
-    ``iteration`` and ``stop_reason`` values which ones may start the iteration sought;
-    only those are loaded as full snapshots (``get_state``), to check that the agent
-    runs next. A thread stored with delta channels rebuilds a snapshot by replaying
-    writes, so loading every snapshot of a long thread would take time in proportion
-    to the square of its length.
-    """
-
-    def __init__(self, iteration: int) -> None:
-        self.iteration = iteration
-        self.later: dict[int, list[RunnableConfig]] = {}  # other starts seen: to confirm
-        self.done = False
-
-    def wants(self, saved: CheckpointTuple) -> bool:
-        """Whether ``saved`` may be what is sought (or the start of the latest loop)."""
-        upcoming = upcoming_iteration(saved.checkpoint["channel_values"])
-        if upcoming in (self.iteration, 1):
-            return True
-        self.later.setdefault(upcoming, []).append(saved.config)
-        return False
-
-    def found(self, snapshot: StateSnapshot) -> StateSnapshot | None:
-        """``snapshot`` if it starts the iteration sought; notes the latest loop's start."""
-        if snapshot.next != ("invoke_agent",):
-            return None
-        upcoming = upcoming_iteration(snapshot.values)
-        if upcoming == self.iteration:
-            return snapshot
-        if upcoming == 1:
-            self.done = True  # the start of the latest loop: older checkpoints are earlier
-        return None
-
-    def to_confirm(self) -> list[tuple[int, RunnableConfig]]:
-        """Checkpoints that may start other iterations, the latest iteration first."""
-        return [(n, c) for n in sorted(self.later, reverse=True) for c in self.later[n]]
-
-    def error(self, config: RunnableConfig, latest_start: int) -> ValueError:
-        thread = (config.get("configurable") or {}).get("thread_id")
-        found = ", ".join(map(str, range(1, latest_start + 1))) or "none"
-        return ValueError(
-            f"thread {thread!r} has no checkpoint before iteration {self.iteration} in its "
-            f"latest loop (checkpoints before iterations: {found}). An iteration can be "
-            f"gone back to once the loop has started it; check the thread_id and the "
-            f"iteration number."
-        )
-
-
-def checkpoint_before_iteration(
-    loop: LoopGraph, config: RunnableConfig, iteration: int
-) -> StateSnapshot:
-    """Find the checkpoint from which ``iteration`` of the thread's latest loop starts.
-
-    The snapshot holds the state after the earlier iterations (their answers and
-    feedback) and has ``next == ("invoke_agent",)``. ``loop.invoke(None,
-    snapshot.config)`` forks a new attempt from there; to change what the agent reads
-    first, ``loop.update_state(snapshot.config, {"messages": [...]})`` and invoke with
-    the config it returns. The thread's other checkpoints are kept. The search follows
-    the branch of the thread's current checkpoint (or of ``config``'s
-    ``checkpoint_id``) back to the start of its latest loop.
-
-    Args:
-        loop: The compiled loop, with a checkpointer.
-        config: The config the loop ran with (``thread_id``; optionally a
-            ``checkpoint_id`` to search from).
-        iteration: The iteration to go back to (1 = before the first answer).
-
-    Returns:
-        The ``StateSnapshot`` before the agent call of ``iteration``.
-
-    Raises:
-        ValueError: no such checkpoint (the loop did not get that far, or the config
-            names no thread).
-
-    Example:
-        ```python
-        config = {"configurable": {"thread_id": "t1"}}
-        loop.invoke({"messages": [HumanMessage("Write a haiku.")]}, config)
-        snapshot = checkpoint_before_iteration(loop, config, 2)
-        fork = loop.update_state(snapshot.config, {"messages": [HumanMessage("Use rain.")]})
-        result = loop.invoke(None, fork)  # iterations 2.. again, on a new branch
-        ```
-
-    """
-    iteration = _check_iteration(iteration)
-    thread = _thread_config(config)
-    saver = _saver(loop)
-    search = _Search(iteration)
-    saved = saver.get_tuple(config if _checkpoint_id(config) else thread)
-    started = saved is not None
-    while saved is not None and not search.done:
-        if search.wants(saved) and (found := search.found(loop.get_state(saved.config))):
-            return found
-        saved = saver.get_tuple(saved.parent_config) if saved.parent_config else None
-    latest = 1 if started and search.done else 0
-    for number, candidate in search.to_confirm():
-        if number > latest and loop.get_state(candidate).next == ("invoke_agent",):
-            latest = number
-            break
-    raise search.error(config, latest)
-
-
-async def acheckpoint_before_iteration(
-    loop: LoopGraph, config: RunnableConfig, iteration: int
-) -> StateSnapshot:
-    """Async form of `checkpoint_before_iteration`, for async checkpointers.
-
-    Example:
-        ```python
-        snapshot = await acheckpoint_before_iteration(loop, config, 2)
-        result = await loop.ainvoke(None, snapshot.config)
-        ```
-
-    """
-    iteration = _check_iteration(iteration)
-    thread = _thread_config(config)
-    saver = _saver(loop)
-    search = _Search(iteration)
-    saved = await saver.aget_tuple(config if _checkpoint_id(config) else thread)
-    started = saved is not None
-    while saved is not None and not search.done:
-        if search.wants(saved) and (found := search.found(await loop.aget_state(saved.config))):
-            return found
-        saved = await saver.aget_tuple(saved.parent_config) if saved.parent_config else None
-    latest = 1 if started and search.done else 0
-    for number, candidate in search.to_confirm():
-        if number > latest and (await loop.aget_state(candidate)).next == ("invoke_agent",):
-            latest = number
-            break
-    raise search.error(config, latest)

@@ -25,24 +25,6 @@ class InvalidEvaluationError(ValueError):
     """An evaluator returned something that is not a valid `LoopEvaluation`."""
 
 
-def check_evaluator(evaluator: object) -> None:
-    """Raise `TypeError` when ``evaluator`` cannot be called with a `LoopContext`.
-
-    A class, or a function that cannot be called with one positional argument, is
-    rejected here, when the loop is built, rather than failing at the first evaluation.
-    """
-    if isinstance(evaluator, Runnable):
-        return
-    if callable(evaluator):
-        example = "def evaluate(context): return {'stop': True}"
-        check_one_argument("evaluator", evaluator, "the LoopContext", example)
-        return
-    raise TypeError(
-        "evaluator must be a function (sync or async) of a LoopContext returning a "
-        f"LoopEvaluation; got {type(evaluator).__name__}: {evaluator!r:.80}"
-    )
-
-
 def _check_score(where: str, score: object) -> float:
     """``score`` as a float; `InvalidEvaluationError` naming 'score' when it is not one."""
     number = finite_float(score)
@@ -63,18 +45,20 @@ def _check_score(where: str, score: object) -> float:
 class EvaluatorCaller:
     """Calls one evaluator, sync or async, and validates what it returns.
 
-    For the loop's own evaluator (``member_of=None``) a verdict may leave its decision
-    to the loop's controls: a bare score (a number from a metric function, or
-    ``{"score": 0.8}``) is read as undecided, and a verdict that asks to continue may
-    leave out its feedback; `undecided_error` and `missing_feedback_error` say what to
-    do when no control (`Advice`) decides or writes it. A member of a
-    combinator (``member_of="all_of"``, ``"panel"``) decides for itself: its verdict
-    must have ``stop``, and ``feedback`` when it asks to continue.
+    The loop's own evaluator (``member_of=None``) may leave the decision, or the
+    feedback, to the loop's controls (`Advice`); a combinator's member (``member_of=
+    "all_of"``) must decide itself.
     """
 
     def __init__(self, evaluator: Evaluator, *, member_of: str | None = None) -> None:
         """Wrap ``evaluator``; see `Evaluator` for what is accepted."""
-        check_evaluator(evaluator)
+        check_one_argument(
+            "evaluator",
+            evaluator,
+            "a function (sync or async) of a LoopContext returning a LoopEvaluation",
+            "the LoopContext",
+            "def evaluate(context): return {'stop': True}",
+        )
         self.member_of = member_of
         self.evaluator = evaluator
         self.name = describe(evaluator)
@@ -131,14 +115,10 @@ class EvaluatorCaller:
         )
 
     def validate(self, result: Any, iteration: int) -> LoopEvaluation:
-        """Check ``result`` is a `LoopEvaluation`; return a clean copy of it.
-
-        For the loop's own evaluator ``stop`` may be missing when a score is given (the
-        copy then has no ``stop``: the loop's controls decide).
+        """``result`` checked as a `LoopEvaluation` (a bare score has no ``stop``): a copy.
 
         Raises:
             InvalidEvaluationError: naming the evaluator, the iteration and the problem.
-
         """
         where = self.where(iteration)
         if isinstance(result, int | float) and not isinstance(result, bool):
@@ -216,56 +196,29 @@ def missing_feedback_error(where: str) -> InvalidEvaluationError:
 
 
 class LoopEvaluatorRunnable(RunnableLambda[LoopContext, LoopEvaluation]):
-    """A ready-made evaluator: a runnable with a sync and an async path, and its criteria.
+    """A ready-made evaluator: a runnable with sync and async paths, and its ``criteria``.
 
-    Attributes:
-        criteria: What the evaluator checks, as a text for the agent (``None`` when it
-            states nothing); shown before the first attempt with
-            ``create_loop_agent(..., controls=[Criteria()])``.
-
+    ``criteria`` is a text for the agent, shown by `Criteria` (``None``: it states none).
     """
 
     criteria: str | None = None
 
 
 def criteria_of(evaluator: object) -> str | None:
-    """The criteria ``evaluator`` states (its ``criteria`` attribute), or ``None``.
-
-    A runnable bound with ``with_config``/``bind`` is looked through.
-
-    Example:
-        ```python
-        judge = llm_judge(model, "Score the haiku 0-100: form, imagery.", threshold=75)
-        assert criteria_of(judge) == "Score the haiku 0-100: form, imagery."
-        ```
-
-    """
-    seen = 0
-    while seen < 10:
+    """The criteria ``evaluator`` states (looking through ``with_config``), or ``None``."""
+    for _ in range(10):  # at most ten bindings deep
         criteria = getattr(evaluator, "criteria", None)
         if isinstance(criteria, str) and criteria.strip():
             return criteria.strip()
         if not isinstance(evaluator, RunnableBinding):
             return None
         evaluator = evaluator.bound
-        seen += 1
     return None
 
 
 def combined_criteria(members: Sequence[tuple[str, object]]) -> str | None:
-    r"""The criteria of several evaluators: each member's under its name (``None`` if none).
-
-    Example:
-        ```python
-        combined_criteria([("short", short_rule), ("judge", judge)])
-        # '[short]\\nAt most 280 characters.\\n\\n[judge]\\nScore ...'
-        ```
-
-    """
-    parts = [(name, criteria_of(member)) for name, member in members]
-    stated = [(name, text) for name, text in parts if text]
-    if not stated:
-        return None
-    if len(stated) == 1:
-        return stated[0][1]
+    """The criteria of several evaluators: each member's under its name (``None`` if none)."""
+    stated = [(name, text) for name, member in members if (text := criteria_of(member))]
+    if len(stated) <= 1:
+        return stated[0][1] if stated else None
     return "\n\n".join(f"[{name}]\n{text}" for name, text in stated)

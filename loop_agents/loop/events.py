@@ -1,41 +1,18 @@
 """Loop events: what a running loop reports on LangGraph's ``custom`` stream.
 
-A loop writes one event when an iteration starts, one when the agent has answered (one
-per candidate with ``Candidates(k)``, and ``agent_failed`` instead when a model-caused
-error is fed back), one when the evaluator has judged the answer (preceded by
-``candidates_judged`` with ``Candidates(k)``) and one when the loop ends (and, with a
-``compacting`` history, one each time older attempts are summarized). Each is a plain
-``dict`` (a `TypedDict`) whose ``type`` key tells which it is, so it survives JSON (LangGraph
-Server, your own UI) unchanged. Read them with ``stream_mode="custom"``:
-
-```python
-async for event in loop.astream({"messages": [request]}, stream_mode="custom"):
-    if is_loop_event(event) and event["type"] == "evaluation_finished":
-        print(event["iteration"], event["score"], event["feedback"])
-```
-
-The agent's tokens come on the ``messages`` stream, each with metadata that names the
-iteration (``loop_iteration``), the role (``loop_role``: ``"agent"`` or ``"evaluator"``)
-and the loop (``loop_name``); see `loop_agents.loop.tracing`.
+Each event is a plain ``dict`` (a `TypedDict`) whose ``type`` tells which it is; each
+field is described in ``docs/streaming.md``.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal, NotRequired, TypeAlias, TypedDict, TypeGuard
+from typing import Any, Literal, NotRequired, TypeAlias, TypedDict, TypeGuard, get_args
 
 from loop_agents.loop.state import StopReason
 
 
 class IterationStarted(TypedDict):
-    """An iteration has started: the agent is about to be called.
-
-    Attributes:
-        type: Always ``"iteration_started"``.
-        loop: The loop's name (``create_loop_agent(..., name=...)``).
-        iteration: The iteration's number, starting at 1.
-        max_iterations: The loop's cap on iterations.
-
-    """
+    """An iteration has started: the agent is about to be called."""
 
     type: Literal["iteration_started"]
     loop: str
@@ -44,18 +21,7 @@ class IterationStarted(TypedDict):
 
 
 class AgentFinished(TypedDict):
-    """The agent has answered.
-
-    Attributes:
-        type: Always ``"agent_finished"``.
-        loop: The loop's name.
-        iteration: The iteration's number.
-        answer: The text of the agent's answer.
-        seconds: Wall-clock seconds spent in the agent call.
-        input_tokens: Prompt tokens the agent reported (``usage_metadata``), 0 if none.
-        output_tokens: Completion tokens the agent reported, 0 if none.
-
-    """
+    """The agent has answered (one event per candidate with ``Candidates(k)``)."""
 
     type: Literal["agent_finished"]
     loop: str
@@ -68,19 +34,7 @@ class AgentFinished(TypedDict):
 
 
 class AgentFailed(TypedDict):
-    """The agent call failed with an error the model caused (with `AgentErrors`).
-
-    The error becomes the feedback of the next attempt (see
-    `loop_agents.controls.agent_errors`).
-
-    Attributes:
-        type: Always ``"agent_failed"``.
-        loop: The loop's name.
-        iteration: The iteration's number.
-        error: The error (its type and message), or what was wrong with the answer.
-        candidate: With ``Candidates(k)``: which candidate failed.
-
-    """
+    """The agent call failed with an error the model caused, fed back (`AgentErrors`)."""
 
     type: Literal["agent_failed"]
     loop: str
@@ -99,19 +53,7 @@ class CandidateScore(TypedDict):
 
 
 class CandidatesJudged(TypedDict):
-    """With ``Candidates(k)``: every candidate of the iteration has been judged.
-
-    Written before the iteration's `EvaluationFinished` (which reports the selected
-    candidate's verdict).
-
-    Attributes:
-        type: Always ``"candidates_judged"``.
-        loop: The loop's name.
-        iteration: The iteration's number.
-        candidates: Each candidate's verdict (failed ones with their ``error``).
-        selected: The number of the candidate that became the iteration's answer.
-
-    """
+    """With ``Candidates(k)``: every candidate has been judged (before the evaluation's)."""
 
     type: Literal["candidates_judged"]
     loop: str
@@ -123,28 +65,8 @@ class CandidatesJudged(TypedDict):
 class EvaluationFinished(TypedDict):
     """The evaluator has judged the iteration's answer.
 
-    Attributes:
-        type: Always ``"evaluation_finished"``.
-        loop: The loop's name.
-        iteration: The iteration's number.
-        stop: The evaluator's verdict: ``True`` accepts the answer.
-        score: The evaluator's score, or ``None`` when it gave none.
-        feedback: The evaluator's feedback (``""`` when it gave none).
-        evaluator: The name of the loop's evaluator.
-        decided_by: The names of the evaluators that decided the verdict: the
-            evaluator itself, or the members a combinator (``all_of``, ``panel``) names.
-        seconds: Wall-clock seconds spent in the evaluator.
-        input_tokens: Prompt tokens of the chat-model calls the evaluator made (an LLM
-            judge's), 0 if none.
-        output_tokens: Completion tokens of those calls, 0 if none.
-        requests: The model calls of the whole iteration (agent, evaluator, advisor,
-            history policy; every candidate's).
-        cost: What they cost by the loop's prices (`Budgets`), or ``None`` when unknown.
-        error: Present when the iteration's agent call failed (no answer was judged).
-        strategy: With an `loop_agents.controls.Adaptive` control: the attempt's
-            kind of retry, why it was chosen, and the kind chosen next (the record's
-            ``strategy``).
-
+    ``requests`` and ``cost`` are the whole iteration's calls; ``error`` says the agent
+    call failed.
     """
 
     type: Literal["evaluation_finished"]
@@ -165,25 +87,7 @@ class EvaluationFinished(TypedDict):
 
 
 class HistoryCompacted(TypedDict):
-    """A ``compacting`` history summarized older attempts before the agent call.
-
-    Written only when a summary is made (not when the previous one is reused).
-
-    Attributes:
-        type: Always ``"history_compacted"``.
-        loop: The loop's name.
-        iteration: The iteration about to call the agent.
-        summarized: The iterations the summary now covers (1, 2, ... k).
-        added: The iterations summarized by this call (those the previous summary
-            did not cover).
-        tokens_before: The estimated prompt tokens without compaction.
-        tokens_after: The estimated prompt tokens sent.
-        max_tokens: The policy's budget.
-        seconds: Wall-clock seconds spent in the summary call.
-        input_tokens: Prompt tokens of the summary call (``usage_metadata``), 0 if none.
-        output_tokens: Completion tokens of that call, 0 if none.
-
-    """
+    """A ``compacting`` history made a summary of older attempts before the agent call."""
 
     type: Literal["history_compacted"]
     loop: str
@@ -199,24 +103,7 @@ class HistoryCompacted(TypedDict):
 
 
 class LoopFinished(TypedDict):
-    """The loop has ended.
-
-    Attributes:
-        type: Always ``"loop_finished"``.
-        loop: The loop's name.
-        stop_reason: Why it ended (see `loop_agents.StopReason`).
-        iterations: How many iterations ran.
-        best_score: The highest score an evaluator gave in this loop, or ``None`` when
-            no evaluation had a score.
-        best_iteration: The iteration that got ``best_score`` (the later one on a tie),
-            or ``None`` when no evaluation had a score.
-        selected_iteration: The iteration whose answer is the loop's answer: the last
-            one, or with ``AnswerSelection("best")`` the best-scoring one (``None`` when no
-            attempt answered: every agent call failed).
-        answer: The text of the loop's answer (that of ``selected_iteration``; ``""``
-            when there is none).
-
-    """
+    """The loop has ended (``best_iteration``: the later one on a tie)."""
 
     type: Literal["loop_finished"]
     loop: str
@@ -250,26 +137,12 @@ LoopEventType: TypeAlias = Literal[
 ]
 """The values of a `LoopEvent`'s ``type`` key."""
 
-LOOP_EVENT_TYPES: frozenset[str] = frozenset(
-    {
-        "iteration_started",
-        "agent_finished",
-        "agent_failed",
-        "candidates_judged",
-        "evaluation_finished",
-        "loop_finished",
-        "history_compacted",
-    }
-)
+LOOP_EVENT_TYPES: frozenset[str] = frozenset(get_args(LoopEventType))
 """Every `LoopEventType`, for membership tests."""
 
 
 def is_loop_event(value: object) -> TypeGuard[LoopEvent]:
-    """Tell a loop event from anything else on the ``custom`` stream.
-
-    Other nodes (or your own code, through ``get_stream_writer()``) may write to the same
-    stream; a loop event is a mapping whose ``type`` is one of `LOOP_EVENT_TYPES` and that
-    names its ``loop``.
+    """Tell a loop event (a mapping with a known ``type`` and a ``loop``) from other writes.
 
     Example:
         ```python
@@ -277,7 +150,6 @@ def is_loop_event(value: object) -> TypeGuard[LoopEvent]:
             if is_loop_event(chunk) and chunk["type"] == "loop_finished":
                 print(chunk["stop_reason"], chunk["best_score"])
         ```
-
     """
     return (
         isinstance(value, dict)

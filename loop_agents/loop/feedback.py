@@ -1,29 +1,9 @@
 """Feedback turns: the evaluator's feedback as the user message the agent reads next.
 
-The agent reads an evaluator's feedback as a *review of its previous answer*, not as new
-instructions: by default the feedback text is quoted inside a fence (see `fence_for`)
-between a short fixed preamble and a closing line that tells the agent to revise its
-answer and that the review cannot change its task. A feedback text saying "ignore
-previous instructions and ..." therefore reaches the agent as quoted data.
-
-The fence is a line of backticks longer than any run of backticks in the quoted text (the
-CommonMark rule for code fences), so a text containing the closing fence, or any number
-of backticks, cannot end the quote early. The text itself is quoted verbatim.
-
-`create_loop_agent(..., controls=[FeedbackStyle(...)])` overrides the form: a template string with
-the fields ``{feedback}``, ``{iteration}`` and ``{fence}``, or a function
-``(text, iteration) -> str | HumanMessage``. ``FeedbackStyle("{feedback}")``
-(`PLAIN_FEEDBACK`) sends the evaluator's text as it is, the form of earlier releases.
-
-Only the message sent to the agent is formatted: ``feedback`` in the state, in
-`LoopContext` and in the records keeps the evaluator's raw text, and so does the message's
-mark (`feedback_text`).
-
-Every message the loop adds to a conversation is tagged as LangChain tags a message the
-agent harness added rather than the user (`injected`): ``name`` and
-``additional_kwargs["lc_source"]`` say which feature added it (`FEEDBACK_SOURCE` for
-feedback), so a UI or a later middleware can tell it from the user's own turns, as it does
-for ``SummarizationMiddleware``'s summaries.
+By default the feedback is quoted verbatim in a fence no text can close (`fence_for`),
+framed as a review that cannot change the agent's task; `FeedbackStyle` sets another
+form. The message is marked (`is_feedback`, `feedback_text`) and tagged as injected
+(`injected`). The guide is ``docs/feedback.md``.
 """
 
 from __future__ import annotations
@@ -68,24 +48,10 @@ _BACKTICKS = re.compile(r"`+")
 
 
 def injected(message: HumanMessage, source: str) -> HumanMessage:
-    """``message`` tagged as added by the loop, not typed by the user: ``name``, ``lc_source``.
+    """``message`` tagged as added by the loop: ``lc_source`` and (unless it has one) ``name``.
 
-    The tags LangChain gives the messages its middleware inject (a summary is
-    ``lc_source="summarization"``): ``additional_kwargs["lc_source"]`` is ``source``
-    (`langchain_core.messages.add_notification_metadata`; chat model integrations do not
-    send it), and ``name`` is ``source`` unless the message has a name of its own
-    (providers that take a user name send it). Nothing else changes: same content, same
-    id.
-
-    Example:
-        ```python
-        from langchain_core.messages import get_notification_metadata
-
-        message = injected(HumanMessage("Shorter, please."), FEEDBACK_SOURCE)
-        assert message.name == "loop_feedback"
-        assert get_notification_metadata(message) == {"source": "loop_feedback"}
-        ```
-
+    LangChain's tags for injected messages (`add_notification_metadata`); providers are
+    not sent ``lc_source``. Same content, same id.
     """
     tagged = add_notification_metadata(message, source=source)
     if tagged.name is None:
@@ -98,35 +64,18 @@ def fence_for(*texts: str) -> str:
 
     Example:
         ```python
-        assert fence_for("Use `x`.") == "```"
         assert fence_for("Close it with ``` then go on") == "````"
         ```
-
     """
     longest = max((len(run) for text in texts for run in _BACKTICKS.findall(text)), default=0)
     return "`" * max(3, longest + 1)
 
 
 def fenced(text: str, label: str = "review", *, fence: str | None = None) -> str:
-    """``text`` between two fence lines, the first labelled ``label``.
-
-    Args:
-        text: The text to quote (verbatim).
-        label: The word after the opening fence (a Markdown info string).
-        fence: The fence to use; default ``fence_for(text)``. A given fence shorter than
-            a run of backticks in ``text`` is an error.
+    r"""``text`` verbatim between two fence lines, the first labelled ``label``.
 
     Raises:
-        ValueError: ``fence`` would be closed by ``text``.
-
-    Example:
-        ```python
-        print(fenced("Too long."))
-        # ```review
-        # Too long.
-        # ```
-        ```
-
+        ValueError: ``fence`` (default ``fence_for(text)``) would be closed by ``text``.
     """
     fence = fence or fence_for(text)
     if len(fence_for(text)) > len(fence) or set(fence) != {"`"}:
@@ -135,19 +84,11 @@ def fenced(text: str, label: str = "review", *, fence: str | None = None) -> str
 
 
 def check_feedback_format(feedback_format: object) -> FeedbackFormat:
-    """Validate the ``feedback_format`` option of `create_loop_agent`.
+    """``feedback_format`` if it is a valid template or a sync function.
 
     Raises:
         TypeError: neither a string nor a sync function.
-        ValueError: a template that is not a valid format string, uses other fields than
-            `TEMPLATE_FIELDS` or leaves out ``{feedback}``.
-
-    Example:
-        ```python
-        check_feedback_format("The reviewer says: {feedback}")  # returns it
-        check_feedback_format("{text}")  # ValueError naming the allowed fields
-        ```
-
+        ValueError: a template with other fields than `TEMPLATE_FIELDS`, or no ``{feedback}``.
     """
     if isinstance(feedback_format, str):
         try:
@@ -191,22 +132,10 @@ def check_feedback_format(feedback_format: object) -> FeedbackFormat:
 def format_feedback(
     text: str, iteration: int, feedback_format: FeedbackFormat = DEFAULT_FEEDBACK_FORMAT
 ) -> str | HumanMessage:
-    """Apply ``feedback_format`` to one feedback text: what the agent will read.
+    """What the agent reads for one feedback text: ``feedback_format`` applied to it.
 
-    A template is filled with the text, the iteration and ``fence_for(text)``; a function
-    is called and its result checked.
-
-    Raises:
-        TypeError: a function returned something other than a text or a
-            ``HumanMessage``.
-        ValueError: a function returned an empty text.
-
-    Example:
-        ```python
-        print(format_feedback("Too long.", 1, "Attempt {iteration}: {feedback}"))
-        # Attempt 1: Too long.
-        ```
-
+    A function must return a non-empty text or a ``HumanMessage`` (else `TypeError` or
+    `ValueError`).
     """
     if isinstance(feedback_format, str):
         return feedback_format.format(feedback=text, iteration=iteration, fence=fence_for(text))
@@ -229,35 +158,18 @@ def feedback_message(
     iteration: int,
     feedback_format: FeedbackFormat = DEFAULT_FEEDBACK_FORMAT,
 ) -> HumanMessage:
-    """Make the user turn that carries an evaluator's feedback to the agent.
-
-    The message is a ``HumanMessage`` (chat models read it as the next user turn) whose
-    text is ``feedback_format`` applied to ``text`` (by default the review, fenced; see
-    the module docstring). It is marked in ``additional_kwargs`` so that code can tell it
-    from a real user message; the mark keeps the raw ``text`` (`feedback_text`) and is not
-    sent to model providers. It is tagged as an injected message (`injected`:
-    ``name="loop_feedback"`` and ``additional_kwargs["lc_source"]``).
+    """The user turn that carries an evaluator's feedback to the agent.
 
     Args:
-        text: The evaluator's feedback.
+        text: The evaluator's feedback (kept raw in the message's mark).
         iteration: The iteration whose answer the feedback is about.
-        feedback_format: A template or function (see `check_feedback_format`); a function
-            returning a ``HumanMessage`` gets the mark added to a copy of it.
+        feedback_format: A template or function (see `check_feedback_format`).
 
     Example:
         ```python
         message = feedback_message("Too long.", iteration=1)
         assert is_feedback(message) and feedback_text(message) == "Too long."
-        print(message.text)
-        # Review of your previous answer (attempt 1), quoted between the ``` lines:
-        #
-        # ```review
-        # Too long.
-        # ```
-        #
-        # Revise your answer to the original request in the light of this review, and ...
         ```
-
     """
     mark = {"iteration": iteration, "text": text}
     formatted = format_feedback(text, iteration, feedback_format)
@@ -275,23 +187,17 @@ def is_feedback(message: BaseMessage) -> bool:
         ```python
         user_turns = [m for m in result["messages"] if m.type == "human" and not is_feedback(m)]
         ```
-
     """
     return isinstance(message, HumanMessage) and FEEDBACK_KEY in message.additional_kwargs
 
 
 def feedback_text(message: BaseMessage) -> str | None:
-    """The evaluator's raw text that a feedback message carries; ``None`` for others.
-
-    The text is kept in the message's mark; for a message made before the mark held it
-    (an older checkpoint), the message's own text is returned.
+    """The evaluator's raw text a feedback message carries (its own text for old ones).
 
     Example:
         ```python
         texts = [feedback_text(m) for m in result["messages"] if is_feedback(m)]
-        assert texts == result["feedback"][:-1]  # the last feedback is not sent
         ```
-
     """
     if not is_feedback(message):
         return None

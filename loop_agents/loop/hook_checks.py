@@ -1,19 +1,8 @@
 """What each hook of a control must give back, checked where it gives it.
 
-A control of your own that returns the wrong thing fails at that hook, in that iteration,
-with a `TypeError` (a value of the wrong type) or a `ValueError` (a value out of range)
-that names the control, the hook, what it returned and what is expected; not later, in
-code of the loop that cannot say whose value it was. The node that called the hook fails
-before it writes anything, so a thread with a checkpointer resumes from the step before:
-fix the control and run ``invoke(None, config)``.
-
-The checks are a few ``isinstance`` tests per hook call; the loop's own controls pass
-them.
-
-Example:
-    ```python
-    messages = checked_messages(control, control.shape_input(messages, turn))
-    ```
+A wrong value fails that hook, in that iteration, with a `TypeError` or `ValueError`
+that names the control, the hook, what it returned and what is expected; the node fails
+before it writes anything (``docs/loop-control.md``).
 """
 
 from __future__ import annotations
@@ -27,15 +16,6 @@ from loop_agents.loop.protocol import AgentCall, Attempt, LoopControl, Outcome
 from loop_agents.loop.state import IterationRecord
 from loop_agents.runtime.numbers import finite_float
 
-__all__ = [
-    "checked_around",
-    "checked_attempts",
-    "checked_calls",
-    "checked_choice",
-    "checked_messages",
-    "checked_outcome",
-]
-
 AROUND_AGENT_FORM = "def around_agent(self, call): attempt = yield call; return attempt"
 
 
@@ -48,18 +28,7 @@ def _where(control: LoopControl, hook: str) -> str:
 
 
 def checked_messages(control: LoopControl, shaped: object) -> list[AnyMessage]:
-    """What ``shape_input`` returned, as the list of messages the agent is sent.
-
-    Raises:
-        TypeError: not a list of messages (a string, ``["text"]``, ``None``).
-        ValueError: an empty list (the agent would be sent nothing).
-
-    Example:
-        ```python
-        checked_messages(control, [HumanMessage("Hi")])  # [HumanMessage("Hi")]
-        checked_messages(control, ["Hi"])  # TypeError naming the control
-        ```
-    """
+    """What ``shape_input`` returned, as the messages the agent is sent (a non-empty list)."""
     expected = (
         "it must return the non-empty list of messages the agent is sent (HumanMessage, "
         "AIMessage, SystemMessage, ...: the messages it was given, changed or not)"
@@ -79,11 +48,7 @@ def checked_messages(control: LoopControl, shaped: object) -> list[AnyMessage]:
 
 
 def checked_around(control: LoopControl, hook: object) -> Generator[Any, Any, Any]:
-    """What calling ``around_agent`` gave: it must be a generator.
-
-    Raises:
-        TypeError: the hook is a plain function (it returned a value, not a generator).
-    """
+    """What calling ``around_agent`` gave: a generator, else `TypeError`."""
     if not isinstance(hook, Generator):
         raise TypeError(
             f"{_where(control, 'around_agent')} returned {_shown(hook)} instead of a "
@@ -94,12 +59,7 @@ def checked_around(control: LoopControl, hook: object) -> Generator[Any, Any, An
 
 
 def checked_calls(control: LoopControl, yielded: object) -> AgentCall | list[AgentCall]:
-    """What ``around_agent`` yielded: the `AgentCall` to make, or a list of them.
-
-    Raises:
-        TypeError: anything else.
-        ValueError: an empty list.
-    """
+    """What ``around_agent`` yielded: an `AgentCall`, or a non-empty list of them."""
     if isinstance(yielded, AgentCall):
         return yielded
     expected = (
@@ -115,11 +75,7 @@ def checked_calls(control: LoopControl, yielded: object) -> AgentCall | list[Age
 
 
 def checked_attempts(control: LoopControl, returned: object) -> Attempt | list[Attempt]:
-    """What ``around_agent`` returned: an `Attempt`, or a list of them (calls at once).
-
-    Raises:
-        TypeError: anything else (``None``, a string, a message).
-    """
+    """What ``around_agent`` returned: an `Attempt`, or a list of them, else `TypeError`."""
     if isinstance(returned, Attempt):
         return returned
     if isinstance(returned, list) and returned and all(isinstance(a, Attempt) for a in returned):
@@ -132,14 +88,7 @@ def checked_attempts(control: LoopControl, returned: object) -> Attempt | list[A
 
 
 def checked_outcome(control: LoopControl, outcome: object) -> Outcome:
-    """What ``after_verdict`` returned: the `Outcome`, with fields of the right types.
-
-    Raises:
-        TypeError: not an `Outcome`, or a field of the wrong type (``feedback=12345``,
-            ``score="high"``, ``stop="yes"``, ``selected="1"``).
-        ValueError: ``selected`` names no judged attempt (``selected=7`` of 2), or a
-            score is not finite.
-    """
+    """What ``after_verdict`` returned: the `Outcome`, its fields of the right types and range."""
     where = _where(control, "after_verdict")
     if not isinstance(outcome, Outcome):
         raise TypeError(
@@ -201,13 +150,7 @@ def checked_outcome(control: LoopControl, outcome: object) -> Outcome:
 def checked_choice(
     control: LoopControl, picked: object, records: Sequence[IterationRecord]
 ) -> IterationRecord | None:
-    """What ``choose`` returned: one of the ``records`` it was given, or ``None``.
-
-    A copy of a record (equal to it) stands for that record.
-
-    Raises:
-        TypeError: anything else (``"x"``, an iteration number, a record of no iteration).
-    """
+    """What ``choose`` returned: one of ``records`` (or a copy of one), or ``None``."""
     if picked is None:
         return None
     for record in records:

@@ -1,10 +1,7 @@
 """What a loop accepts as input, checked before LangGraph runs anything.
 
-A loop is called with ``{"messages": [...]}`` (optionally the seed's ``init_messages``
-too), with ``None`` to resume the run saved on a thread, or with a LangGraph
-``Command`` (``Command(resume=...)`` answers an interrupt such as a human review).
-Anything else raises `LoopInputError`, naming the field, what was given and what is
-expected, instead of an error from deep inside LangGraph or LangChain.
+``{"messages": [...]}`` (optionally ``init_messages``, ``agent_state``), ``None`` to
+resume a thread, or a ``Command``; anything else raises `LoopInputError`.
 """
 
 from __future__ import annotations
@@ -14,6 +11,8 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, convert_to_messages
 from langgraph.types import Command
+
+from loop_agents.loop.agents import _shape
 
 INPUT_KEYS = ("messages", "init_messages", "agent_state")
 """The keys of a loop's input (`LoopInput`)."""
@@ -37,15 +36,8 @@ A_MESSAGE = (
 class LoopInputError(TypeError, ValueError):
     """What a loop was called with is not a loop input; nothing was run.
 
-    A `TypeError` (a value of the wrong type) and a `ValueError` (a value that is not
-    accepted), so either ``except`` catches it.
+    Both a `TypeError` and a `ValueError`, so either ``except`` catches it.
     """
-
-
-def _shape(value: object) -> str:
-    if isinstance(value, Mapping):
-        return f"a mapping with keys {sorted(map(str, value))}"
-    return f"{type(value).__name__} {value!r:.80}"
 
 
 def check_input(value: Any, *, nested: bool, checkpointer: bool) -> Any:
@@ -53,22 +45,12 @@ def check_input(value: Any, *, nested: bool, checkpointer: bool) -> Any:
 
     Args:
         value: What ``invoke``/``stream`` (or their async forms) were given.
-        nested: The loop runs as a node of a parent graph (or inside its run): the
-            input is the parent's state, its other keys are not the loop's business,
-            and only ``messages``/``init_messages`` are checked when present.
-        checkpointer: The loop saves its runs, so ``None`` (resume) and an input that
-            adds no message to an existing conversation can make sense.
+        nested: The loop runs inside a parent graph's run: only ``messages`` and
+            ``init_messages`` of the parent's state are checked.
+        checkpointer: The loop saves its runs, so ``None`` (resume) can make sense.
 
     Raises:
-        LoopInputError: the input, or its ``messages``/``init_messages``, is not
-            accepted; the message says what was given and what is expected.
-
-    Example:
-        ```python
-        check_input({"messages": ["Hi"]}, nested=False, checkpointer=False)
-        # {'messages': [HumanMessage('Hi')]}
-        ```
-
+        LoopInputError: what was given, and what is expected.
     """
     if nested:
         if isinstance(value, Mapping):
@@ -101,23 +83,20 @@ def check_input(value: Any, *, nested: bool, checkpointer: bool) -> Any:
     checked: dict[str, Any] = {
         key: _messages(key, value[key]) for key in ("messages", "init_messages") if key in value
     }
+    state = value.get("agent_state", {})
+    if not isinstance(state, Mapping) or not all(isinstance(k, str) for k in state):
+        raise LoopInputError(
+            f"'agent_state' must be a mapping of a graph agent's state keys to their values "
+            f"(e.g. {{'files': {{...}}}} for a deep agent); got {_shape(state)}"
+        )
     if "agent_state" in value:
-        checked["agent_state"] = _agent_state(value["agent_state"])
+        checked["agent_state"] = dict(state)
     if not checkpointer and not checked.get("messages") and not checked.get("init_messages"):
         raise LoopInputError(
             f"a loop needs a request to start from; got {_shape(dict(value))} with no "
             f"message. Pass at least one: {EXAMPLE}"
         )
     return checked
-
-
-def _agent_state(value: object) -> dict[str, Any]:
-    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
-        raise LoopInputError(
-            f"'agent_state' must be a mapping of a graph agent's state keys to their values "
-            f"(e.g. {{'files': {{...}}}} for a deep agent); got {_shape(value)}"
-        )
-    return dict(value)
 
 
 def _wrap_hint(value: object) -> str:
@@ -129,11 +108,7 @@ def _wrap_hint(value: object) -> str:
 
 
 def _messages(key: str, value: object) -> list[AnyMessage]:
-    """``value`` of ``key`` as a list of messages, or `LoopInputError` saying why not.
-
-    ``messages`` takes what LangGraph's ``add_messages`` takes (a list, or one message);
-    ``init_messages`` has no reducer and must be a list.
-    """
+    """``value`` of ``key`` as a list of messages (``messages`` also takes one message)."""
     if value is None:
         raise LoopInputError(
             f"'{key}' is None; expected a list of messages, e.g. {EXAMPLE}. To resume "
@@ -162,21 +137,7 @@ def _messages(key: str, value: object) -> list[AnyMessage]:
 
 
 def check_command(command: Command[Any]) -> None:
-    """Reject a ``Command`` that carries nothing (LangGraph fails on it deep inside).
-
-    ``Command(resume=None)`` is LangGraph's default, "no answer": it does not resume
-    anything and LangGraph raises ``UnboundLocalError`` on it.
-
-    Raises:
-        LoopInputError: the command has no ``resume`` value, no ``update`` and no
-            ``goto``.
-
-    Example:
-        ```python
-        check_command(Command(resume=True))  # fine
-        ```
-
-    """
+    """Refuse a ``Command`` that carries nothing (LangGraph fails on it) or a wrong update."""
     if command.update is not None:
         check_update(_update_pairs(command.update), "Command(update=...)")
     if command.resume is None and command.update is None and not command.goto:
@@ -241,19 +202,7 @@ _KEY_TYPES: dict[str, tuple[str, Any]] = {
 def check_update(pairs: list[tuple[str, Any]], where: str) -> None:
     """Refuse an update of a loop key with a value of the wrong type, before it is stored.
 
-    LangGraph stores an update as it is and applies it when the state is next read; a
-    value the key's reducer cannot take would then break every later read of the thread
-    (``get_state``, a resume, a new request). Checked here, it is refused and the thread
-    stays as it was.
-
-    Raises:
-        LoopInputError: naming the key, the expected type and what was given.
-
-    Example:
-        ```python
-        check_update([("feedback", ["Shorter."])], "update_state")  # fine
-        ```
-
+    Stored, a value the key's reducer cannot take would break every later read of the thread.
     """
     for key, value in pairs:
         if key in ("messages", "init_messages"):

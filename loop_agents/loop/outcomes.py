@@ -1,10 +1,4 @@
-"""An iteration's record, built from its `Outcome`: the attempts, their verdicts, the calls.
-
-`attempts_of` reads back what the ``invoke_agent`` node left for ``evaluate`` (one
-answer, or the k candidates), `verdict_of` turns an evaluator's checked result into a
-`Verdict`, `check_decided` makes sure the controls left a decision and feedback, and
-`record_of` writes the `IterationRecord`.
-"""
+"""An iteration's record, built from its `Outcome`: the attempts, their verdicts, the calls."""
 
 from __future__ import annotations
 
@@ -23,7 +17,7 @@ from loop_agents.loop.state import (
     LoopContext,
     LoopState,
 )
-from loop_agents.runtime.usage import CallUsage
+from loop_agents.runtime.usage import CallUsage, usage_of_metadata
 
 EMPTY_RUN: AgentRun = {"seconds": 0.0, "input_tokens": 0, "output_tokens": 0}
 
@@ -47,9 +41,12 @@ def run_of(attempt: Attempt, history: CallUsage = NO_USAGE) -> AgentRun:
 
 def message_tokens(attempt: Attempt) -> tuple[int, int, int]:
     """The tokens the attempt's AI messages report (input, output, cached input)."""
-    from loop_agents.loop.agents import usage
-
-    return usage(attempt.produced or [])
+    total = (0, 0, 0)
+    for message in attempt.produced or []:
+        if isinstance(message, AIMessage) and message.usage_metadata:
+            counts = usage_of_metadata(message.usage_metadata)
+            total = (total[0] + counts[0], total[1] + counts[1], total[2] + counts[2])
+    return total
 
 
 def attempts_of(state: LoopState) -> tuple[list[Attempt], CallUsage]:
@@ -71,40 +68,26 @@ def attempts_of(state: LoopState) -> tuple[list[Attempt], CallUsage]:
             for c in candidates
         ]
         return attempts, history
-    error = run.get("error")
-    answer = state.get("last_response")
+    error, answer = run.get("error"), state.get("last_response")
     produced: list[AnyMessage] | None = None if error is not None or answer is None else [answer]
-    state_after = dict(state.get("agent_state") or {})
-    attempt = Attempt(
-        produced,
-        error,
-        state_after,
-        run["seconds"],
-        CallUsage.of_stored(run.get("usage") or {}),
-    )
-    return [attempt], history
+    usage = CallUsage.of_stored(run.get("usage") or {})
+    after = dict(state.get("agent_state") or {})
+    return [Attempt(produced, error, after, run["seconds"], usage)], history
 
 
 def verdict_of(evaluation: Mapping[str, Any], name: str) -> Verdict:
     """A checked evaluation as a `Verdict` (``stop`` is ``None`` when only a score is given)."""
     feedback = evaluation.get("feedback")
-    stop: bool | None = evaluation.get("stop")
-    score: float | None = evaluation.get("score")
     return Verdict(
-        stop=stop,
+        stop=evaluation.get("stop"),
         feedback=feedback if isinstance(feedback, str) else None,
-        score=score,
+        score=evaluation.get("score"),
         decided_by=list(evaluation.get("decided_by") or [name]),
     )
 
 
 def check_decided(outcome: Outcome, where: str) -> None:
-    """Raise when the controls left the selected verdict undecided, or without feedback.
-
-    Raises:
-        InvalidEvaluationError: naming the evaluator and what to pass to the loop.
-
-    """
+    """Raise `InvalidEvaluationError` when the controls left no decision or no feedback."""
     verdict = outcome.verdict
     if verdict is None:
         return
@@ -120,9 +103,7 @@ def record_of(outcome: Outcome, run: AgentRun, evaluator: str) -> IterationRecor
     verdict = outcome.verdict
     answer = outcome.answer
     judges = [j.verdict for j in outcome.judged if j.verdict is not None]
-    judge_usage = NO_USAGE
-    for judged in judges:
-        judge_usage = judge_usage + judged.usage
+    judge_usage = sum((judged.usage for judged in judges), NO_USAGE)
     record: IterationRecord = {
         "iteration": outcome.iteration,
         "answer_id": answer.id if answer is not None else None,

@@ -1,18 +1,8 @@
-"""What a loop hands back when it ends: its output mode.
+"""What a loop hands back when it ends: its output mode (``docs/composition.md``).
 
-A loop's output is its *output schema*: the state keys a caller (or a parent graph that
-has the loop as a node) receives. Three modes:
-
-- ``"full_state"`` (the default): every public key of `LoopState` (``messages``,
-  ``iteration``, ``feedback``, ``init_messages``, ``last_response``, ``stop``,
-  ``stop_reason``, ``records``). What a standalone caller reads.
-- ``"full_history"``: ``messages`` only, the whole transcript (every attempt, the tool
-  traffic and the feedback). A parent graph appends the transcript to its conversation and
-  none of its other keys is touched.
-- ``"last_message"``: ``messages`` only, and when the loop ends its attempts and feedback
-  are taken out of ``messages``: the conversation holds the request followed by the final
-  answer. A parent graph gains exactly one message. The attempts stay in the loop's
-  ``records`` (and on the stream while it runs).
+``"full_state"`` (every public key), ``"full_history"`` (``messages`` only) or
+``"last_message"`` (``messages``, from which the ending loop takes out its attempts and
+feedback: a parent graph gains exactly the final answer).
 """
 
 from __future__ import annotations
@@ -57,31 +47,17 @@ def check_output_mode(output_mode: object) -> OutputMode:
 
 
 def output_schema(output_mode: OutputMode) -> type[LoopOutput]:
-    """The compiled graph's ``output_schema`` for ``output_mode``.
-
-    `LoopMessages` is typed as `LoopOutput`: a mapping with ``messages`` alone is a valid
-    `LoopOutput`, whose other keys are not required.
-    """
+    """The compiled graph's ``output_schema`` (`LoopMessages` typed as a `LoopOutput`)."""
     if output_mode == "full_state":
         return LoopOutput
     return cast(type[LoopOutput], LoopMessages)
 
 
 def keep_final_answer(state: LoopState, updates: dict[str, Any]) -> dict[str, Any]:
-    """Turn the final evaluation's updates into ones that leave only the answer.
+    """``updates`` of the final evaluation, with removals that leave only the final answer.
 
-    Every message the ending loop produced (answers, tool calls and results, feedback),
-    except the final answer, is removed from ``messages``; the messages the loop started
-    from, and the conversation before them, are kept.
-
-    Args:
-        state: The loop's state when the final evaluation ran.
-        updates: That evaluation's state updates (``last_response`` in them, if any,
-            names the final answer; otherwise the state's does).
-
-    Returns:
-        ``updates`` with ``messages`` replaced by the removals.
-
+    Every message the ending loop produced, except its answer (``last_response`` in the
+    updates, else the state's), is removed; the request and what came before it stay.
     """
     messages = list(state.get("messages") or [])
     answer = updates.get("last_response") or state.get("last_response")
@@ -105,10 +81,8 @@ def keep_final_answer(state: LoopState, updates: dict[str, Any]) -> dict[str, An
 def _loop_start(state: LoopState, updates: dict[str, Any], messages: Sequence[AnyMessage]) -> int:
     """The index of the first message the current loop produced.
 
-    That is the message after the loop's request when the request is in the
-    conversation under the same id; otherwise the loop's first answer, preceded by the
-    tool calls and tool results that led to it. When neither is found, the end of the
-    conversation (nothing is taken out).
+    The message after the loop's request; else its first answer with the tool traffic
+    before it; else the end (nothing is taken out).
     """
     ids = [m.id for m in messages]
     init_ids = {m.id for m in state.get("init_messages") or []} | set(

@@ -1,57 +1,9 @@
-"""The control protocol: `LoopControl` and what its hooks are given.
+"""The control protocol: `LoopControl`, its hooks, and what they are given.
 
-A *control* is one small object that changes how the loop runs: what the agent is sent,
-how the agent is called, what a verdict means, when the loop stops, which attempt is the
-answer. Every option of `create_loop_agent` beyond the agent, the evaluator and the cap
-is one, given in ``controls=[...]`` (`History`, `Plateau`, ... from
-`loop_agents.controls`), and so are controls of your own. They are composed as
-``create_agent``'s middleware is, in the order of their `Stage` (the built-in ones
-first, then yours), whatever the order of the list.
-
-A control overrides the hooks it needs; the loop calls only the overridden ones:
-
-- `LoopControl.retry_kind` (*what kind of attempt*): a control that claims
-  ``"retry_kind"`` says what the attempt is (`Turn.retry_kind`): a ``"repair"`` is sent
-  what the history policy chooses; for any other kind the policy is skipped (and a
-  compacting one pays for no summary) and the control builds what is sent.
-- `LoopControl.shape_input` (*what the agent is sent*): given the messages the agent
-  would be sent and the `Turn`, return the messages to send. Each control is given the
-  previous one's choice.
-- `LoopControl.around_agent` (*around the agent call*): a generator that yields the
-  `AgentCall` to make (changed or not) and receives the `Attempt`, like a
-  ``contextlib.contextmanager`` with a result: it may catch an error the call raised,
-  or yield a list of calls to make them at once (`Candidates`). The first control
-  is the outermost.
-- `LoopControl.after_verdict` (*after a verdict*): given the iteration's `Outcome`
-  (each attempt and its verdict), change it: decide by a score, write feedback, pick
-  the best candidate, price the calls.
-- `LoopControl.stop_reason` (*whether to stop*): given the `Progress`, return a stop
-  reason (a short string, e.g. ``"plateau"``) or ``None``. Rules are checked in order
-  after the evaluator's acceptance; the first reason given ends the loop.
-- `LoopControl.choose` (*which attempt wins*): given the loop's records when it ends,
-  return the record of its answer (or ``None`` to keep the choice made so far). The
-  last control that chooses wins.
-
-A hook that calls a model (``shape_input``, ``after_verdict``) is written as a generator
-that yields a `Call` and receives its `Measured` result; the loop makes the call with
-``invoke`` or ``ainvoke`` as the loop itself runs, and as a LangGraph task of its own, so
-its failure never repeats another call of the iteration. See `loop_agents.runtime.steps`.
-
-Example:
-    ```python
-    from loop_agents.controls import LoopControl
-
-
-    class StopOnSameScore(LoopControl):
-        \"\"\"Stop when two iterations in a row get the same score.\"\"\"
-
-        def stop_reason(self, progress):
-            scores = [r["score"] for r in progress.records[-2:]]
-            return "same_score" if len(scores) == 2 and scores[0] == scores[1] else None
-
-
-    loop = create_loop_agent(agent, evaluate, 5, controls=[StopOnSameScore()])
-    ```
+A control overrides the hooks it needs (``retry_kind``, ``shape_input``, ``around_agent``,
+``after_verdict``, ``stop_reason``, ``choose``); the loop calls only those, in `Stage`
+order. A hook that calls a model yields a `Call` and receives its `Measured` result
+(`loop_agents.runtime.steps`). The guide is ``docs/loop-control.md``.
 """
 
 from __future__ import annotations
@@ -77,36 +29,22 @@ CallName: TypeAlias = Literal["agent", "evaluator"]
 
 
 class Stage(IntEnum):
-    """Where a control stands in the loop's order: every hook runs in stage order.
+    """Where a control stands in the loop's order (the table: ``docs/loop-control.md``).
 
-    Controls are sorted by stage (stably: controls of one stage keep the order they were
-    given in), so a list of controls means the same in any order. A control of your own
-    stands at `CUSTOM`, after the built-in ones, unless it says otherwise.
+    Controls are sorted by stage, stably; a control of your own stands at ``CUSTOM``.
     """
 
     CRITERIA = 100
-    """What the request holds (`Criteria` adds the criteria to it)."""
     HISTORY = 200
-    """What the agent is sent of the conversation (`History`)."""
     CANDIDATES = 300
-    """How many answers an iteration makes (`Candidates`, `DiverseFirst`): outermost
-    around the agent call."""
     AGENT_ERRORS = 400
-    """What a failed agent call becomes (`AgentErrors`): around each single call."""
     VERDICT = 500
-    """What a verdict means (`Advice`: a score decides, an advisor writes feedback)."""
     FEEDBACK = 600
-    """How the feedback is put to the agent (`FeedbackStyle`)."""
     STRATEGY = 650
-    """What kind of attempt comes next (`Restart`, `Adaptive`)."""
     STOP = 700
-    """Whether to stop (`Budgets`; `Plateau` at 710, `Stagnation` at 720)."""
     CHOICE = 800
-    """Which attempt is the answer (`AnswerSelection`)."""
     CALLS = 900
-    """How calls are retried and limited (`Retries`)."""
     CUSTOM = 1000
-    """The default of a control of your own."""
 
 
 @dataclass(frozen=True)
@@ -114,12 +52,10 @@ class LoopSpec:
     """The loop a control is bound to when the loop is built (`LoopControl.bind`).
 
     Attributes:
-        agent: The loop's agent; ``None`` inside ``create_agent`` (`LoopMiddleware`),
-            where an attempt is the agent's own steps.
+        agent: The loop's agent; ``None`` inside ``create_agent`` (`LoopMiddleware`).
         evaluator: The loop's evaluator.
         max_iterations: The loop's cap.
         host: ``"graph"`` (`create_loop_agent`) or ``"middleware"`` (`LoopMiddleware`).
-
     """
 
     agent: Any
@@ -140,22 +76,7 @@ class Pricing(Protocol):
 class Turn:
     """An iteration as it starts: what `LoopControl.shape_input` reads.
 
-    Attributes:
-        iteration: The iteration about to run (1 for a loop's first).
-        messages: The whole conversation so far: what the agent is sent by default.
-        agent_state: A graph agent's state keys beyond ``messages`` from its latest
-            attempt (``{}`` for other agents and before the first attempt).
-        config: The run config of the ``invoke_agent`` node.
-        state: The loop's state before the iteration (read-only): the keys that
-            ``invoke_agent`` reads (``messages``, ``init_messages``, ``iteration``,
-            ``last_response``, ``feedback``, ``records``, ``stop_reason``,
-            ``agent_state`` and the history policy's memory; not the previous loop's
-            ``stop`` and selection, nor the keys only ``evaluate`` reads).
-        opened: The state updates that open the iteration (``init_messages`` among them
-            when a new loop starts on the thread); `add_to_request` adds to them.
-        retry_kind: What kind of attempt this is (`LoopControl.retry_kind`; ``"repair"``
-            when no control says).
-
+    Its fields are described in ``docs/loop-control.md`` (what the hooks are given).
     """
 
     iteration: int
@@ -181,9 +102,7 @@ class Turn:
     @property
     def request(self) -> list[AnyMessage]:
         """The loop's request (``init_messages``)."""
-        if self.new_loop:
-            return list(self.opened["init_messages"])
-        return list(self.state.get("init_messages") or [])
+        return list((self.opened if self.new_loop else self.state).get("init_messages") or [])
 
     @property
     def feedback(self) -> list[str]:
@@ -196,11 +115,10 @@ class Turn:
         return [] if self.new_loop else list(self.state.get("records") or [])
 
     def add_to_request(self, message: AnyMessage) -> None:
-        """Make ``message`` part of a new loop's request (``init_messages``).
+        """Make ``message`` part of a new loop's request, sent on every iteration.
 
-        It is added to the conversation after the request and sent by every history
-        policy on every iteration of the loop, like the request itself. Only when the
-        iteration starts a loop (`new_loop`).
+        Raises:
+            ValueError: the iteration does not start a loop (`new_loop` is false).
         """
         if not self.new_loop:
             raise ValueError(
@@ -229,19 +147,7 @@ class Turn:
 
 @dataclass(frozen=True)
 class AgentCall:
-    """One call of the agent, as `LoopControl.around_agent` sees and changes it.
-
-    Attributes:
-        messages: The messages the agent is sent.
-        agent_state: The state keys given to a graph agent with the messages (its
-            input keys from its latest attempt: a deep agent's ``files``).
-        iteration: The iteration's number.
-        candidate: With ``Candidates(k)``: which candidate (1 to k); ``None`` otherwise.
-        agent: The agent to call (a candidate may call a copy of it at another
-            temperature); ``None``: the loop's agent.
-        timeout: Seconds after which the call is abandoned (``None``: no limit).
-
-    """
+    """One call of the agent, as `LoopControl.around_agent` sees and changes it."""
 
     messages: list[AnyMessage]
     agent_state: Mapping[str, Any]
@@ -257,18 +163,7 @@ class AgentCall:
 
 @dataclass(frozen=True)
 class Attempt:
-    """What one agent call gave: its messages, or the error it failed with.
-
-    Attributes:
-        produced: The messages the call produced, its answer last (``None`` when it
-            failed and the failure is fed back).
-        error: Why it failed (``None`` when it answered).
-        agent_state: A graph agent's state keys beyond ``messages`` after the call.
-        seconds: Wall-clock seconds of the call.
-        usage: The model calls made during it.
-        candidate: With ``Candidates(k)``, its number.
-
-    """
+    """What one agent call gave: its messages (its answer last), or the error it failed with."""
 
     produced: list[AnyMessage] | None
     error: str | None = None
@@ -280,10 +175,7 @@ class Attempt:
     @property
     def answer(self) -> AIMessage | None:
         """The answer: the last AI message produced (``None`` for a failed call)."""
-        for message in reversed(self.produced or []):
-            if isinstance(message, AIMessage):
-                return message
-        return None
+        return next((m for m in reversed(self.produced or []) if isinstance(m, AIMessage)), None)
 
     def stored(self) -> dict[str, Any]:
         """A plain form a checkpointer stores (a candidate task's result)."""
@@ -311,19 +203,7 @@ class Attempt:
 
 @dataclass
 class Verdict:
-    """The evaluation of one attempt, as the loop reads it (changed by controls).
-
-    Attributes:
-        stop: ``True`` to accept; ``None`` while only a score decides (a
-            `ScoreThreshold` control turns it into ``True``/``False``).
-        feedback: The feedback text (``None`` or ``""`` when the evaluator gave none).
-        score: The score, or ``None``.
-        decided_by: The names of the evaluators that decided.
-        feedback_from: Where the feedback came from.
-        seconds: Wall-clock seconds of the evaluation.
-        usage: The model calls it made.
-
-    """
+    """The evaluation of one attempt, as the loop reads it (changed by controls)."""
 
     stop: bool | None
     feedback: str | None
@@ -347,26 +227,7 @@ class Outcome:
     """An iteration's outcome while `LoopControl.after_verdict` hooks work on it.
 
     ``stop``, ``feedback``, ``score`` and ``feedback_from`` read and write the selected
-    attempt's verdict.
-
-    Attributes:
-        iteration: The iteration's number.
-        judged: Every attempt of the iteration and its verdict (one, or k with
-            ``Candidates(k)``).
-        selected: The index in ``judged`` of the iteration's answer (``None`` when no
-            attempt answered).
-        error: When no attempt answered: why (the iteration is a failed attempt).
-        failure_feedback: What the agent reads after a failed attempt.
-        counted: Whether the iteration counts toward ``max_iterations``.
-        usage: Model calls beyond the agent's and the evaluator's, by role
-            (``"advisor"``, ``"history"``).
-        extra: Keys added to the iteration's record (``cost``).
-        message: The message the agent reads next when the loop goes on (set by the
-            feedback format; ``None``: the default fenced review).
-        request: The loop's request (``init_messages``).
-        records: The records of the loop's earlier iterations, oldest first.
-        evaluator: The name of the loop's evaluator.
-
+    attempt's verdict; every field is described in ``docs/loop-control.md``.
     """
 
     iteration: int
@@ -386,16 +247,10 @@ class Outcome:
 
     def config(self, role: str) -> RunnableConfig:
         """The run config for a model call a hook makes as ``role`` (e.g. ``"advisor"``)."""
-        if self._config is None:
-            return {}
-        return self._config(role)
+        return {} if self._config is None else self._config(role)
 
     def ends_loop(self) -> bool:
-        """Whether the loop would end with the outcome as it stands (acceptance, rules, cap).
-
-        A hook that writes feedback only the next attempt reads (an advisor) asks this
-        first, so it makes no call when the loop is about to end.
-        """
+        """Whether the loop would end with the outcome as it stands (acceptance, rules, cap)."""
         return True if self._ends is None else self._ends(self)
 
     @property
@@ -411,14 +266,12 @@ class Outcome:
     @property
     def answer(self) -> AIMessage | None:
         """The iteration's answer."""
-        attempt = self.attempt
-        return attempt.answer if attempt is not None else None
+        return None if self.attempt is None else self.attempt.answer
 
     @property
     def stop(self) -> bool | None:
         """The selected verdict's ``stop`` (``False`` for a failed iteration)."""
-        verdict = self.verdict
-        return False if verdict is None else verdict.stop
+        return False if self.verdict is None else self.verdict.stop
 
     @stop.setter
     def stop(self, value: bool | None) -> None:
@@ -427,8 +280,7 @@ class Outcome:
     @property
     def feedback(self) -> str | None:
         """The selected verdict's feedback."""
-        verdict = self.verdict
-        return None if verdict is None else verdict.feedback
+        return None if self.verdict is None else self.verdict.feedback
 
     @feedback.setter
     def feedback(self, value: str | None) -> None:
@@ -437,27 +289,24 @@ class Outcome:
     @property
     def score(self) -> float | None:
         """The selected verdict's score."""
-        verdict = self.verdict
-        return None if verdict is None else verdict.score
+        return None if self.verdict is None else self.verdict.score
 
     @property
     def feedback_from(self) -> FeedbackSource:
         """Where the selected verdict's feedback came from."""
-        verdict = self.verdict
-        return "agent_error" if verdict is None else verdict.feedback_from
+        return "agent_error" if self.verdict is None else self.verdict.feedback_from
 
     @feedback_from.setter
     def feedback_from(self, value: FeedbackSource) -> None:
         self._verdict().feedback_from = value
 
     def _verdict(self) -> Verdict:
-        verdict = self.verdict
-        if verdict is None:
+        if self.verdict is None:
             raise ValueError(
                 f"iteration {self.iteration} has no judged answer (every attempt failed); "
                 f"check outcome.selected before changing its verdict"
             )
-        return verdict
+        return self.verdict
 
     def add_usage(self, role: str, usage: CallUsage) -> None:
         """Count the model calls of ``role`` (e.g. ``"advisor"``) into the iteration."""
@@ -473,29 +322,14 @@ class Outcome:
     @property
     def total_usage(self) -> CallUsage:
         """Every model call of the iteration: agents, evaluations, the rest."""
-        total = NO_USAGE
-        for judged in self.judged:
-            total = total + judged.attempt.usage
-            if judged.verdict is not None:
-                total = total + judged.verdict.usage
-        for usage in self.usage.values():
-            total = total + usage
-        return total
+        verdicts = [j.verdict.usage for j in self.judged if j.verdict is not None]
+        agents = [j.attempt.usage for j in self.judged]
+        return sum([*agents, *verdicts, *self.usage.values()], NO_USAGE)
 
 
 @dataclass(frozen=True)
 class Progress:
-    """Where the loop stands after an evaluation: what `LoopControl.stop_reason` reads.
-
-    Attributes:
-        iteration: Agent calls made in this loop.
-        records: This loop's records, the latest iteration's included.
-        accepted: Whether the latest verdict accepted the answer.
-        started_at: When the loop started (seconds since the epoch), if known.
-        out_of_steps: The graph's recursion limit leaves no room for another
-            iteration.
-
-    """
+    """Where the loop stands after an evaluation: what `LoopControl.stop_reason` reads."""
 
     iteration: int
     records: Sequence[IterationRecord]
@@ -509,31 +343,18 @@ class Progress:
         return self.records[-1]
 
 
-HookResult: TypeAlias = Any
-
-
 class LoopControl:
-    """A part of the loop; override the hooks you need (see the module docstring).
+    """A part of the loop: override the hooks you need, declare what the loop needs to know.
 
-    Attributes:
-        name: The control's name, in errors (its class name when empty).
-
+    The hooks and the declarations (``name``, ``stage``, ``claims``, ``calls_models``,
+    ``fans_out`` and the methods below the hooks) are described in ``docs/loop-control.md``.
     """
 
     name: str = ""
     stage: int = Stage.CUSTOM
-    """Where the control stands in the loop's order (see `Stage`)."""
     claims: frozenset[str] = frozenset()
-    """What the control takes on alone: two controls of a loop that claim the same thing
-    (two ways of making several answers, two answer choosers, ...) are refused when the
-    loop is built."""
     calls_models: bool = False
-    """Whether a hook of this control may call models (yield a `Call`) even though it is
-    not itself a generator function; the loop then makes every paid call of that node a
-    LangGraph task."""
     fans_out: bool = False
-    """Whether `around_agent` may yield a list of calls (several answers at once); the
-    loop then retries each call on its own rather than the whole node."""
 
     def retry_kind(self, turn: Turn) -> str | None:
         """The attempt's kind, from a control that claims ``"retry_kind"`` (``None``: no say).
@@ -550,15 +371,7 @@ class LoopControl:
     def shape_input(
         self, messages: list[AnyMessage], turn: Turn
     ) -> Sequence[BaseMessage] | Generator[Call | Fanout, Measured[Any], Sequence[BaseMessage]]:
-        """What the agent is sent: ``messages`` (the previous controls' choice) or others.
-
-        Example:
-            ```python
-            def shape_input(self, messages, turn):
-                return [SystemMessage("Answer in French."), *messages]
-            ```
-
-        """
+        """What the agent is sent: ``messages`` (the previous controls' choice) or others."""
         return messages
 
     def around_agent(self, call: AgentCall) -> Generator[Any, Any, Any]:
@@ -570,7 +383,6 @@ class LoopControl:
                 attempt = yield call.but(timeout=60)
                 return attempt
             ```
-
         """
         attempt = yield call
         return attempt
@@ -578,42 +390,15 @@ class LoopControl:
     def after_verdict(
         self, outcome: Outcome
     ) -> Outcome | Generator[Call | Fanout, Measured[Any], Outcome]:
-        """After the verdicts of an iteration: change the `Outcome` and return it.
-
-        Example:
-            ```python
-            def after_verdict(self, outcome):
-                if outcome.score is not None and outcome.score > 100:
-                    outcome.stop = False
-                return outcome
-            ```
-
-        """
+        """After the verdicts of an iteration: change the `Outcome` and return it."""
         return outcome
 
     def stop_reason(self, progress: Progress) -> str | None:
-        """Whether to stop: a stop reason, or ``None`` to go on.
-
-        Example:
-            ```python
-            def stop_reason(self, progress):
-                return "too_long" if progress.iteration >= 3 else None
-            ```
-
-        """
+        """Whether to stop: a stop reason, or ``None`` to go on."""
         return None
 
     def choose(self, records: Sequence[IterationRecord]) -> IterationRecord | None:
-        """Which attempt wins when the loop ends: its record, or ``None`` to keep the choice.
-
-        Example:
-            ```python
-            def choose(self, records):
-                answered = [r for r in records if r["answer_id"] is not None]
-                return min(answered, key=lambda r: r["output_tokens"], default=None)
-            ```
-
-        """
+        """Which attempt wins when the loop ends: its record, or ``None`` to keep the choice."""
         return None
 
     def agent_calls_at_most(self, max_iterations: int) -> int:
@@ -621,12 +406,7 @@ class LoopControl:
         return max_iterations
 
     def bind(self, loop: LoopSpec) -> LoopControl:
-        """The control for ``loop``, when the loop is built: ``self``, or a bound copy.
-
-        A control that needs the loop's agent or evaluator (`Candidates` calls the agent,
-        `Criteria` reads the evaluator's criteria) checks them here, so a mismatch is an
-        error when the loop is built, naming the control and its parameter.
-        """
+        """The control for ``loop``, when the loop is built: ``self``, a bound copy, or an error."""
         return self
 
     def retry_policy(self, call: CallName) -> RetryPolicies | None:
@@ -650,12 +430,12 @@ class LoopControl:
         return self.name or type(self).__name__
 
 
-HOOKS = ("retry_kind", "shape_input", "around_agent", "after_verdict", "stop_reason", "choose")
-"""The hooks of `LoopControl`, in the order the loop reaches them."""
-
-
 def check_controls(controls: object) -> list[LoopControl]:
-    """Validate ``controls=``: a sequence of `LoopControl` objects (or one)."""
+    """Validate ``controls=``: a sequence of `LoopControl` objects (or one).
+
+    Raises:
+        TypeError: anything else.
+    """
     if isinstance(controls, LoopControl):
         controls = [controls]
     if isinstance(controls, str | bytes) or not isinstance(controls, Sequence):
@@ -679,15 +459,8 @@ def assemble_controls(controls: object, loop: LoopSpec) -> list[LoopControl]:
 
     Raises:
         TypeError: ``controls`` is not a list of `LoopControl` objects.
-        ValueError: two controls claim the same part of the loop (see
-            `LoopControl.claims`), or a control cannot work with ``loop`` (its `bind`).
-
-    Example:
-        ```python
-        parts = assemble_controls([Plateau(2), History("last_attempt")], LoopSpec(agent, judge, 5))
-        assert [p.name for p in parts] == ["history", "plateau"]
-        ```
-
+        ValueError: two controls claim the same part of the loop, or a control cannot
+            work with ``loop`` (its `bind`).
     """
     given = check_controls(controls)
     claimed: dict[str, LoopControl] = {}

@@ -1,12 +1,8 @@
 """Finding the answer an `IterationRecord` refers to, and choosing the loop's answer.
 
-A record names its iteration's answer by id (``answer_id``) rather than holding a copy of
-it: the answer is already in the loop's ``messages``, and a copy in every record would
-store each answer twice. `record_answer` finds it there. (With
-``output_mode="last_message"`` the loop takes its attempts out of ``messages`` when it
-ends, so there each record also keeps its answer under ``answer``; records written by
-loop_agents before ``answer_id`` existed have only ``answer``. `record_answer` handles
-both.)
+A record names its answer by id (``answer_id``): the answer is in the loop's
+``messages``. Where those may lose attempts (``output_mode="last_message"``,
+`LoopMiddleware`) and in records of old threads it also keeps it (``answer``).
 """
 
 from __future__ import annotations
@@ -26,14 +22,7 @@ SELECTED_KEY = "loop_agents_selected"
 
 
 def answer_id_of(record: Mapping[str, Any]) -> str | None:
-    """The id of the answer ``record`` refers to (``None`` when it names none).
-
-    Example:
-        ```python
-        ids = [answer_id_of(r) for r in result["records"]]
-        ```
-
-    """
+    """The id of the answer ``record`` refers to (``None`` when it names none)."""
     answer_id = record.get("answer_id")
     if isinstance(answer_id, str):
         return answer_id
@@ -44,28 +33,21 @@ def answer_id_of(record: Mapping[str, Any]) -> str | None:
 def record_answer(
     record: IterationRecord, state: Mapping[str, Any] | Sequence[BaseMessage]
 ) -> AIMessage:
-    """The answer of ``record``'s iteration, found in a loop's state or output.
+    """The answer of ``record``'s iteration, found in a loop's output or state.
 
     Args:
         record: One of the loop's ``records``.
-        state: The loop's output or state (a mapping with ``messages``, e.g. what
-            ``invoke`` returned or ``get_state(config).values``), or its messages.
-
-    Returns:
-        The agent's answer in that iteration.
+        state: The loop's output or state (with ``messages``), or its messages.
 
     Raises:
-        KeyError: the answer is not in ``state``'s messages (e.g. the record comes from
-            another thread, or ``update_state`` removed the message), or the iteration
-            has none (its agent call failed: ``record["error"]``).
+        KeyError: the answer is not in ``state``'s messages, or the iteration has none
+            (its agent call failed: ``record["error"]``).
 
     Example:
         ```python
-        result = loop.invoke({"messages": [HumanMessage("Write a haiku.")]})
         for record in result["records"]:
             print(record["iteration"], record["score"], record_answer(record, result).text)
         ```
-
     """
     kept = record.get("answer")
     if isinstance(kept, AIMessage):
@@ -93,11 +75,8 @@ def selected_iteration_of(message: BaseMessage) -> int | None:
 
     Example:
         ```python
-        final = result["messages"][-1]
-        if selected_iteration_of(final) is not None:
-            print("the loop's answer is the attempt of iteration", selected_iteration_of(final))
+        print(selected_iteration_of(result["messages"][-1]))  # 2: the best attempt's copy
         ```
-
     """
     mark = message.additional_kwargs.get(SELECTED_KEY)
     if isinstance(mark, dict) and isinstance(mark.get("iteration"), int):
@@ -120,17 +99,17 @@ def check_select(select: object) -> Selection:
 
 
 def choose(records: Sequence[IterationRecord], select: Selection) -> IterationRecord | None:
-    """The record of the attempt that is the loop's answer.
+    """The record of the loop's answer: the last answered, or the best-scoring, attempt.
 
-    Failed attempts (`AgentErrors`: no answer) are never chosen; when
-    every attempt failed there is none (``None``).
+    A tie goes to the later attempt; ``None`` when every attempt failed.
+
+    Raises:
+        ValueError: ``records`` is empty.
 
     Example:
         ```python
-        chosen = choose(result["records"], "best")
-        print(chosen["iteration"], chosen["score"])
+        print(choose(result["records"], "best")["iteration"])
         ```
-
     """
     if not records:
         raise ValueError("choose() needs at least one iteration record; got none")
@@ -147,11 +126,8 @@ def choose(records: Sequence[IterationRecord], select: Selection) -> IterationRe
 def answer_copy(record: IterationRecord, state: Mapping[str, Any]) -> BaseMessage:
     """A marked copy of ``record``'s answer, with a fresh id, to end the conversation with.
 
-    It carries no ``usage_metadata`` (its tokens were counted when it was produced) and
-    no tool calls: a tool call's results stay after the original, and a message with tool
-    calls but no tool messages after it is one that providers refuse on the next run. An
-    answer given only as a tool call (a structured answer, ``response_format`` as a tool)
-    is copied as the calls' arguments, in JSON.
+    It carries no usage (counted already) and no tool calls (their results stay after
+    the original); an answer given only as tool calls is copied as their JSON arguments.
     """
     answer = record_answer(record, state)
     extra = {k: v for k, v in answer.additional_kwargs.items() if k not in _CALL_KEYS}
@@ -169,17 +145,14 @@ def answer_copy(record: IterationRecord, state: Mapping[str, Any]) -> BaseMessag
     return answer.model_copy(update=update)
 
 
-_CALL_KEYS = frozenset({"tool_calls", "function_call"})
-"""Provider fields of a message that carry tool calls (left out of a copy)."""
+_CALL_KEYS = frozenset({"tool_calls", "function_call"})  # provider fields of tool calls
 
 
 class KeptAnswers(LoopControl):
     """Every record keeps its answer (``record["answer"]``), for a conversation that changes.
 
-    A host adds it when the loop's messages may not keep every attempt: `LoopMiddleware`
-    (another middleware may rewrite the conversation, as a summary does) and
-    ``output_mode="last_message"`` (the attempts leave ``messages`` when the loop ends).
-    The answer is then read from the record when it is chosen, or shown.
+    Hosts add it where ``messages`` may not keep every attempt (`LoopMiddleware`,
+    ``output_mode="last_message"``).
     """
 
     name = "kept_answers"

@@ -1,30 +1,11 @@
 """How a loop's state is stored in checkpoints: delta channels or full values.
 
-A LangGraph checkpoint stores the full value of every channel that changed in its step.
-For the loop's append-only keys (``messages``, ``feedback``, ``records``, the kept agent
-states) that value is everything so far, and a graph agent's ``agent_state`` (a deep
-agent's files) holds everything the agent wrote, so storing the whole value at every step
-makes a thread's storage grow with the square of its iterations. With *delta* storage
-these keys are LangGraph ``DeltaChannel`` channels: a checkpoint stores only the step's
-writes (the new answer, the new feedback, the new record, the files the attempt changed:
-see `loop_agents.loop.agent_state`) and a full snapshot now and then; reading a checkpoint
-replays the writes since the last snapshot. Storage then grows linearly.
-
-``create_loop_agent(..., storage=...)`` chooses:
-
-- ``"auto"`` (the default): delta storage when the checkpointer reads delta channels
-  itself (it implements ``get_delta_channel_history``: ``InMemorySaver``, ``SqliteSaver``
-  3.1+, ``PostgresSaver`` 3.2+ and their async forms, LangGraph Server's saver), or when
-  the loop has no checkpointer of its own (``None`` or ``True``: a parent graph's or
-  LangGraph Server's is used); full values for any other checkpointer, e.g. one that
-  keeps only the latest checkpoint (``ShallowPostgresSaver``) or predates delta channels.
-- ``"delta"``: delta storage with any checkpointer (one without its own support is read
-  through LangGraph's generic walk over the parent checkpoints, which needs a saver that
-  keeps every checkpoint).
-- ``"full"``: every checkpoint stores the full values, as LangGraph does by default.
-
-`storage_of` tells which one a compiled loop uses. The state's keys, types and update
-rules are the same either way; threads written with one storage load with the other.
+With delta storage the append-only keys (``messages``, ``feedback``, ``records``,
+``attempt_states``, ``agent_state``) are LangGraph ``DeltaChannel`` channels: a checkpoint
+stores only its step's writes and a snapshot now and then, so a thread's storage grows
+linearly with its iterations, not with their square. ``storage=`` chooses: ``"auto"``,
+``"delta"`` or ``"full"`` (see ``docs/storage.md``); threads written with one load with
+the other.
 """
 
 from __future__ import annotations
@@ -56,10 +37,9 @@ from langchain_core.messages import (
     message_chunk_to_message,
 )
 from langgraph.channels.base import BaseChannel
-from langgraph.channels.binop import BinaryOperatorAggregate
 from langgraph.channels.delta import DeltaChannel
-from langgraph.channels.last_value import LastValue
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph import StateGraph
 from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
 from langgraph.types import Checkpointer
 from typing_extensions import TypedDict, get_type_hints
@@ -75,32 +55,19 @@ StorageLayout: TypeAlias = Literal["delta", "full"]
 
 STORAGE_OPTIONS: tuple[str, ...] = get_args(Storage)
 
-MESSAGES_SNAPSHOT_EVERY = 1000
-"""Updates of ``messages`` between two full snapshots of it (two updates per iteration).
-
-A snapshot stores the whole conversation, so snapshots add storage that grows with the
-square of the iterations, divided by this number; reading a checkpoint replays at most
-this many writes (LangGraph also snapshots every 5,000 steps whatever this says)."""
-
-LISTS_SNAPSHOT_EVERY = MESSAGES_SNAPSHOT_EVERY // 2
-"""Updates of ``feedback`` and ``records`` (one per iteration) between two snapshots,
-so that they are snapshotted about as often as ``messages``."""
-
-
-# -- the reducers of the delta channels -----------------------------------------------
+# A snapshot stores the whole conversation (storage that grows with the square of the
+# iterations, divided by this number); a read replays at most this many writes
+MESSAGES_SNAPSHOT_EVERY = 1000  # two updates of messages per iteration
+LISTS_SNAPSHOT_EVERY = MESSAGES_SNAPSHOT_EVERY // 2  # feedback and records: one each
 
 
 def append_messages(state: Sequence[AnyMessage], writes: Sequence[Any]) -> list[AnyMessage]:
     """``add_messages`` for a batch of writes, in one pass, with stable ids.
 
-    The result is what merging the writes one after another with ``add_messages`` gives
-    (append; replace a message with the same id; ``RemoveMessage`` removes one, or every
-    message with ``REMOVE_ALL_MESSAGES``), but the conversation is indexed once for the
-    whole batch rather than once per write, so replaying many stored writes costs time
-    in proportion to the messages, not to the messages times the writes. A message
-    given without an id (a string, a ``(role, text)`` pair, a dict) gets one derived from
-    its place and content rather than a random one, so that replaying the stored writes
-    gives it the same id every time.
+    The same result as merging the writes one by one with ``add_messages``, but the
+    conversation is indexed once per batch, so a replay costs time in proportion to the
+    messages. A message given without an id gets one derived from its place and content,
+    the same at every replay.
 
     Raises:
         ValueError: a ``RemoveMessage`` names a message that is not in the conversation.
@@ -109,9 +76,7 @@ def append_messages(state: Sequence[AnyMessage], writes: Sequence[Any]) -> list[
         ```python
         messages = append_messages([], [[HumanMessage("hi", id="1")], ["hello"]])
         assert [m.text for m in messages] == ["hi", "hello"]
-        assert append_messages([], [[HumanMessage("hi", id="1")], ["hello"]]) == messages
         ```
-
     """
     global _last_merge
     last = _last_merge  # one read: another thread may replace it meanwhile
@@ -131,7 +96,9 @@ def append_messages(state: Sequence[AnyMessage], writes: Sequence[Any]) -> list[
         incoming, incoming_ids = _coerced(
             write if isinstance(write, list) else [write], len(result), index
         )
-        cut = _after_remove_all(incoming)
+        cut = max(  # after the last RemoveMessage(REMOVE_ALL_MESSAGES), if there is one
+            (i + 1 for i, m in enumerate(incoming) if _removes_all(m)), default=None
+        )
         if cut is not None:
             result = list(incoming[cut:])
             index = dict(zip(map(_ID, result), range(len(result)), strict=True))
@@ -164,26 +131,15 @@ def append_messages(state: Sequence[AnyMessage], writes: Sequence[Any]) -> list[
     return result
 
 
+# The conversation `append_messages` returned last and its index of ids to positions: a
+# delta channel passes that list back on its next step, so it need not be indexed again.
+# Neither is changed once stored (a hit works on copies), so other threads can only miss.
 _last_merge: tuple[Sequence[BaseMessage | None], dict[str, int]] | None = None
-"""The conversation `append_messages` returned last and its index of ids to positions.
-
-A delta channel passes the value it holds, which is what the reducer returned the step
-before, to the next call; recognising that list (the same object, of the same length)
-saves indexing the whole conversation again on every step of a running loop. A copy
-(a channel copied for a router's read, a value read from a checkpoint) is indexed anew.
-Neither the list nor the index is changed once stored here (a hit works on copies), so
-loops running at once in other threads can only make it miss. Code that changes a
-state's message list in place, which LangGraph does not support, is not noticed."""
 
 
 def _folded(messages: Sequence[BaseMessage | None], writes: Sequence[Any]) -> list[AnyMessage]:
-    """``writes`` merged into ``messages`` one by one with ``add_messages`` itself.
-
-    For a conversation in which two messages have the same id, which only a write that
-    removes every message (``REMOVE_ALL_MESSAGES``) and then adds the same id twice can
-    leave: ``add_messages`` then removes or replaces all of them, which the one-pass
-    index (one position per id) does not model.
-    """
+    # for two messages with one id (a REMOVE_ALL_MESSAGES write that adds an id twice), which
+    # add_messages removes or replaces together and the one-pass index does not model
     result = cast(list[AnyMessage], [m for m in messages if m is not None])
     for write in writes:
         items = write if isinstance(write, list) else [write]
@@ -192,22 +148,14 @@ def _folded(messages: Sequence[BaseMessage | None], writes: Sequence[Any]) -> li
     return result
 
 
-def _after_remove_all(messages: Sequence[BaseMessage]) -> int | None:
-    """The index after the last ``RemoveMessage(REMOVE_ALL_MESSAGES)``, if there is one."""
-    for position in range(len(messages) - 1, -1, -1):
-        message = messages[position]
-        if isinstance(message, RemoveMessage) and message.id == REMOVE_ALL_MESSAGES:
-            return position + 1
-    return None
+def _removes_all(message: BaseMessage) -> bool:
+    return isinstance(message, RemoveMessage) and message.id == REMOVE_ALL_MESSAGES
 
 
 def _coerced(
     items: Sequence[Any], start: int, taken: Collection[str]
 ) -> tuple[list[BaseMessage], list[str]]:
-    """``items`` as a new list of messages (not chunks), each with an id, and their ids.
-
-    A message without an id gets a stable one (see `_stable_id`).
-    """
+    """``items`` as a new list of messages (not chunks), each with an id, and their ids."""
     if set(map(type, items)) <= _PLAIN_TYPES:
         messages: list[BaseMessage] = list(items)
     else:
@@ -225,11 +173,9 @@ def _coerced(
     return stamped, [cast(str, m.id) for m in stamped]
 
 
-_PLAIN_TYPES = frozenset(
+_PLAIN_TYPES = frozenset(  # no conversion needed (chunks and others go through LangChain's)
     {AIMessage, HumanMessage, SystemMessage, ToolMessage, RemoveMessage, FunctionMessage}
 )
-"""Message classes that need no conversion (chunks and others go through LangChain's)."""
-
 _ID = attrgetter("id")
 
 
@@ -244,14 +190,7 @@ def _stable_id(position: int, message: BaseMessage, taken: Collection[str | None
 
 
 def extend_list(state: Sequence[Any], writes: Sequence[Any]) -> list[Any]:
-    """``operator.add`` of lists for a batch of writes: every write's items, in order.
-
-    Example:
-        ```python
-        assert extend_list(["a"], [["b"], ["c", "d"]]) == ["a", "b", "c", "d"]
-        ```
-
-    """
+    """``operator.add`` of lists for a batch of writes: every write's items, in order."""
     result = list(state)
     for write in writes:
         if not isinstance(write, list):
@@ -263,48 +202,25 @@ def extend_list(state: Sequence[Any], writes: Sequence[Any]) -> list[Any]:
     return result
 
 
-MessagesDelta = Annotated[
-    list[AnyMessage], DeltaChannel(append_messages, snapshot_frequency=MESSAGES_SNAPSHOT_EVERY)
-]
-FeedbackDelta = Annotated[
-    list[str], DeltaChannel(extend_list, snapshot_frequency=LISTS_SNAPSHOT_EVERY)
-]
-RecordsDelta = Annotated[
-    list[IterationRecord], DeltaChannel(extend_list, snapshot_frequency=LISTS_SNAPSHOT_EVERY)
-]
-AttemptStatesDelta = Annotated[
-    list[dict[str, Any]], DeltaChannel(extend_list, snapshot_frequency=LISTS_SNAPSHOT_EVERY)
-]
-AgentStateDelta = Annotated[
-    dict[str, Any],
-    AgentStateDeltaChannel(updated, dict, snapshot_frequency=LISTS_SNAPSHOT_EVERY),
-]
+_LISTS: DeltaChannel[Any] = DeltaChannel(extend_list, snapshot_frequency=LISTS_SNAPSHOT_EVERY)
 DELTA_KEYS: dict[str, Any] = {
-    "messages": MessagesDelta,
-    "feedback": FeedbackDelta,
-    "records": RecordsDelta,
-    "attempt_states": AttemptStatesDelta,
-    "agent_state": AgentStateDelta,
+    "messages": Annotated[
+        list[AnyMessage],
+        DeltaChannel(append_messages, snapshot_frequency=MESSAGES_SNAPSHOT_EVERY),
+    ],
+    "feedback": Annotated[list[str], _LISTS],
+    "records": Annotated[list[IterationRecord], _LISTS],
+    "attempt_states": Annotated[list[dict[str, Any]], _LISTS],
+    "agent_state": Annotated[
+        dict[str, Any],
+        AgentStateDeltaChannel(updated, dict, snapshot_frequency=LISTS_SNAPSHOT_EVERY),
+    ],
 }
 """The state keys stored as delta channels, with their annotations."""
 
 
-# -- choosing the storage -------------------------------------------------------------
-
-
 def check_storage(storage: object) -> Storage:
-    """Return ``storage`` if it is ``"auto"``, ``"delta"`` or ``"full"``, else raise.
-
-    Raises:
-        ValueError: any other value.
-
-    Example:
-        ```python
-        check_storage("delta")  # returns it
-        check_storage("deltas")  # ValueError naming the choices
-        ```
-
-    """
+    """``storage`` if it is ``"auto"``, ``"delta"`` or ``"full"``, else `ValueError`."""
     if storage in STORAGE_OPTIONS:
         return cast(Storage, storage)
     raise ValueError(
@@ -315,20 +231,10 @@ def check_storage(storage: object) -> Storage:
 
 
 def supports_delta(checkpointer: Checkpointer) -> bool:
-    """Whether ``checkpointer`` reads delta channels itself, so ``"auto"`` uses them.
+    """Whether ``"auto"`` uses delta channels with ``checkpointer``.
 
-    True for a saver whose class implements ``get_delta_channel_history`` (LangGraph's
-    in-memory, SQLite and PostgreSQL savers do) and for ``None``/``True`` (the loop uses
-    a parent graph's or LangGraph Server's checkpointer); false for ``False`` (no
-    checkpoints) and for savers that inherit LangGraph's generic fallback.
-
-    Example:
-        ```python
-        from langgraph.checkpoint.memory import InMemorySaver
-
-        assert supports_delta(InMemorySaver())
-        ```
-
+    True for ``None``/``True`` (a parent's or LangGraph Server's saver) and for a saver
+    whose class implements ``get_delta_channel_history`` (not LangGraph's generic walk).
     """
     if checkpointer is None or checkpointer is True:
         return True
@@ -339,15 +245,7 @@ def supports_delta(checkpointer: Checkpointer) -> bool:
 
 
 def resolve_storage(storage: Storage, checkpointer: Checkpointer) -> StorageLayout:
-    """The layout ``storage`` means for a loop compiled with ``checkpointer``.
-
-    Example:
-        ```python
-        assert resolve_storage("auto", InMemorySaver()) == "delta"
-        assert resolve_storage("full", InMemorySaver()) == "full"
-        ```
-
-    """
+    """The layout ``storage`` means for a loop compiled with ``checkpointer``."""
     if storage == "auto":
         return "delta" if supports_delta(checkpointer) else "full"
     return storage
@@ -358,20 +256,7 @@ def with_storage(
 ) -> type[Any]:
     """``schema`` (a state ``TypedDict``) with its append-only keys stored as ``layout``.
 
-    For ``"full"`` the schema itself; for ``"delta"`` a ``TypedDict`` of the same name,
-    keys and required keys whose ``messages``, ``feedback``, ``records``,
-    ``attempt_states`` and ``agent_state`` are delta channels with the same update rules.
-    With ``keys``, only those of its keys (a node's input schema: LangGraph then reads
-    only their channels for the node).
-
-    Example:
-        ```python
-        from loop_agents import LoopState
-
-        graph = StateGraph(with_storage(LoopState, "delta"))
-        reads = with_storage(LoopState, "delta", keys=["messages", "iteration"])
-        ```
-
+    With ``keys``, only those keys (a node's input schema).
     """
     hints = get_type_hints(schema, include_extras=True)
     if keys is None and (layout == "full" or not DELTA_KEYS.keys() & hints.keys()):
@@ -403,38 +288,15 @@ _CHANNELS: dict[type[Any], dict[str, BaseChannel[Any, Any, Any]]] = {}
 
 def _channels(schema: type[Any]) -> dict[str, BaseChannel[Any, Any, Any]]:
     """The channel of each key of ``schema`` (a state ``TypedDict``), as LangGraph reads it."""
-    known = _CHANNELS.get(schema)
-    if known is not None:
-        return known
-    channels: dict[str, BaseChannel[Any, Any, Any]] = {}
-    for key, hint in get_type_hints(schema, include_extras=True).items():
-        hint = unwrapped(hint)
-        kind = get_args(hint)[-1] if hasattr(hint, "__metadata__") else None
-        if isinstance(kind, BaseChannel):
-            channels[key] = kind
-        elif callable(kind):
-            channels[key] = BinaryOperatorAggregate(object, kind)
-        else:
-            channels[key] = LastValue(object)
-    _CHANNELS[schema] = channels
-    return channels
+    if schema not in _CHANNELS:
+        _CHANNELS[schema] = dict(StateGraph(schema).channels)
+    return _CHANNELS[schema]
 
 
 def applied_updates(
     state: Mapping[str, Any], updates: Mapping[str, Any], schema: type[Any] = LoopState
 ) -> dict[str, Any]:
-    """``state`` after ``updates``, by the reducers of ``schema``'s channels (LangGraph's).
-
-    What a node's updates make of the state, for code that runs the loop's next step in
-    the same hook (`LoopMiddleware` opens the next iteration where the last one ends).
-
-    Example:
-        ```python
-        after = applied_updates({"feedback": ["a"]}, {"feedback": ["b"], "stop": False})
-        assert after["feedback"] == ["a", "b"]
-        ```
-
-    """
+    """``state`` after ``updates``, by the reducers of ``schema``'s channels (LangGraph's)."""
     after = dict(state)
     for key, value in updates.items():
         template = _channels(schema).get(key)
@@ -453,10 +315,8 @@ def storage_of(loop: Any) -> StorageLayout:
 
     Example:
         ```python
-        loop = create_loop_agent(agent, evaluate, 3, checkpointer=InMemorySaver())
-        print(storage_of(loop))  # delta
+        print(storage_of(create_loop_agent(agent, evaluate, 3, checkpointer=InMemorySaver())))
         ```
-
     """
     channel = loop.channels.get("messages")
     return "delta" if isinstance(channel, DeltaChannel) else "full"

@@ -1,9 +1,4 @@
-"""Opening an iteration: a new loop or the next iteration of the running one.
-
-The first iteration of a loop fixes its request (``init_messages``). A loop that already
-ended on the thread (``stop_reason`` set) is followed by a new one: its counters restart
-and the conversation in ``messages`` is kept.
-"""
+"""Opening an iteration: a new loop or the next iteration of the running one."""
 
 from __future__ import annotations
 
@@ -26,9 +21,9 @@ def wall_clock() -> float:
 def start_iteration(state: LoopState) -> tuple[dict[str, Any], list[AnyMessage]]:
     """The updates that open an iteration, and the messages the agent is sent.
 
-    The first iteration of a loop fixes ``init_messages``. A loop that already ended on
-    this thread (``stop_reason`` set) is followed by a new one: its counters restart and
-    the conversation in ``messages`` is kept.
+    A loop's first iteration fixes ``init_messages``; after a loop that ended on the
+    thread (``stop_reason`` set) a new one starts: its counters restart, the
+    conversation stays.
     """
     messages = list(state.get("messages") or [])
     previous_done = state.get("stop_reason") is not None
@@ -60,7 +55,7 @@ def start_iteration(state: LoopState) -> tuple[dict[str, Any], list[AnyMessage]]
 
 
 def iteration_number(state: LoopState, updates: dict[str, Any]) -> int:
-    """The number of the iteration `_start_iteration` opened (1 when a new loop starts)."""
+    """The number of the iteration `start_iteration` opened (1 when a new loop starts)."""
     if isinstance(updates["iteration"], Overwrite):
         return 1
     return state.get("iteration", 0) + 1
