@@ -1,15 +1,8 @@
 """Evaluators that run code, and the sandbox they run it in: ``loop-agents-checks``.
 
-- `command_check`: a shell command judges each answer (exit status 0 accepts; the end of
-  its output is the feedback), e.g. the project's tests.
-- `code_runner`: the answer's Python code is reviewed by rules, run in the sandbox and
-  its output judged (seed 004's runner).
-- `files_check`: a graph agent's files (a deep agent's ``files``) tested in the sandbox.
-- `loop_agents_checks.sandbox`: running untrusted code with time, memory, output and
-  process limits, no secret of the caller readable, every process it started killed.
-
-Each is a loop evaluator (`loop_agents.LoopContext` in, `loop_agents.LoopEvaluation` out)
-built on the core's public API only.
+`command_check` (a shell command judges each answer), `code_runner` (the answer's Python
+runs in the sandbox, its output is judged: seed 004's runner), `files_check` (a graph
+agent's files tested in the sandbox), and `loop_agents_checks.sandbox`.
 
 Example:
     ```python
@@ -26,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from loop_agents_checks.agent_files import files_check
-    from loop_agents_checks.python_runner import CodeRunner, code_runner
     from loop_agents_checks.command import command_check
+    from loop_agents_checks.python_runner import CodeRunner, code_runner
 
 # imported on first use, so that `loop_agents_checks.sandbox` alone loads no LangChain
 _LAZY = {

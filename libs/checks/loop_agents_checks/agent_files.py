@@ -1,27 +1,7 @@
-r"""`files_check`: an agent's files, tested in the sandbox; the failures go back as feedback.
+"""`files_check`: a graph agent's files, tested in the sandbox; the failures are the feedback.
 
-A deep agent (``deepagents.create_deep_agent``) writes its work into files that live in
-its state; the loop keeps them (``context["agent_state"]["files"]``, see
-`loop_agents.loop.agent_state`) and gives them back on the next attempt. `files_check`
-puts those files into a fresh folder in `loop_agents_checks.sandbox` (time, memory, process
-limits; no process outlives the run; none of your secrets readable), runs your tests
-there, and accepts when they pass. The tests are Python: a script whose asserts must
-hold, and whose top-level ``test_*`` functions are each called (as pytest would), every
-failure reported with its traceback. So "a deep agent writes code until its tests pass"
-is:
-
-```python
-from deepagents import create_deep_agent
-from loop_agents import create_loop_agent
-from loop_agents_checks import files_check
-
-tests = files_check(
-    "from solution import add\\n"
-    "def test_add():\\n"
-    "    assert add(2, 3) == 5\\n"
-)
-loop = create_loop_agent(create_deep_agent(model=model), tests, max_iterations=4)
-```
+A deep agent keeps its files in its state (``context["agent_state"]["files"]``); the check
+writes them into a fresh folder in `loop_agents_checks.sandbox` and runs your tests there.
 """
 
 from __future__ import annotations
@@ -49,8 +29,7 @@ from loop_agents_checks.sandbox import (
 )
 from loop_agents_checks.sandbox.text_files import utf8_text
 
-MAX_FILES_BYTES = 4 * 1024 * 1024
-"""The most bytes of files a check writes into the sandbox (more is a failed attempt)."""
+MAX_FILES_BYTES = 4 * 1024 * 1024  # the most bytes of files written into the sandbox
 
 _LAUNCHER = """
 import json, os, pathlib, sys, traceback
@@ -87,9 +66,8 @@ sys.exit(1 if failed else 0)
 def file_texts(files: object) -> dict[str, str]:
     r"""The agent's files as ``{relative path: text}``.
 
-    A value may be a text, a list of lines, or a deepagents file record
-    (``{"content": text or lines, ...}``). Absolute paths (``/solution.py``) are taken
-    relative to the test folder.
+    A value is a text, a list of lines or a deepagents file record (``{"content": ...}``);
+    absolute paths (``/solution.py``) are taken relative to the test folder.
 
     Raises:
         ValueError: a path that leaves the folder (``..``) or a value that holds no text.
@@ -98,7 +76,6 @@ def file_texts(files: object) -> dict[str, str]:
         ```python
         file_texts({"/solution.py": {"content": "x = 1\\n"}})  # {'solution.py': 'x = 1\\n'}
         ```
-
     """
     if not isinstance(files, Mapping):
         raise ValueError(f"the agent's files are {type(files).__name__}, not a mapping")
@@ -117,7 +94,7 @@ def file_texts(files: object) -> dict[str, str]:
 
 
 class FilesCheck:
-    """The body of a `files_check` evaluator (see `files_check`)."""
+    """The body of a `files_check` evaluator."""
 
     def __init__(self, tests: str, *, files_key: str, test_file: str, **limits: Any) -> None:
         self.tests = tests
@@ -156,9 +133,10 @@ class FilesCheck:
             }
         return _LAUNCHER.format(files=json.dumps(texts), test_file=self.test_file, tests=self.tests)
 
-    def judge(self, result: RunResult, names: list[str]) -> LoopEvaluation:
+    def judge(self, result: RunResult, context: LoopContext) -> LoopEvaluation:
         """The verdict of a test run."""
-        listed = ", ".join(names)
+        files = (context.get("agent_state") or {}).get(self.files_key) or {}
+        listed = ", ".join(sorted(files))
         if result.timed_out:
             return {
                 "stop": False,
@@ -201,11 +179,10 @@ def files_check(
 ) -> LoopEvaluatorRunnable:
     r"""Test the files a graph agent wrote (its state's ``files``) in the sandbox.
 
-    The files of the attempt (``context["agent_state"][files_key]``) are written into a
-    fresh folder, ``tests`` beside them as ``test_file``, and the tests run there under
-    `loop_agents_checks.sandbox`'s limits: the answer is accepted when the script runs without
-    an error and every top-level ``test_*`` function passes; otherwise the failures and
-    their tracebacks are the feedback.
+    The attempt's files (``context["agent_state"][files_key]``) and ``tests`` (as
+    ``test_file``) are written into a fresh folder and run there: the answer is accepted
+    when the script runs and every top-level ``test_*`` function passes; otherwise the
+    failures, with their tracebacks, are the feedback.
 
     Args:
         tests: The tests, a Python script that imports the agent's files as modules.
@@ -231,7 +208,6 @@ def files_check(
         tests = files_check("from solution import add\\nassert add(2, 3) == 5\\n")
         loop = create_loop_agent(create_deep_agent(model=model), tests, 4)
         ```
-
     """
     if not isinstance(tests, str) or not tests.strip():
         raise TypeError(f"tests must be Python source (a non-empty text); got {tests!r:.60}")
@@ -255,15 +231,13 @@ def files_check(
         program = check.program(context)
         if not isinstance(program, str):
             return program
-        names = sorted((context.get("agent_state") or {}).get(files_key) or {})
-        return check.judge(run_python(program, **check.limits.options()), names)
+        return check.judge(run_python(program, **check.limits.options()), context)
 
     async def aevaluate(context: LoopContext, config: RunnableConfig) -> LoopEvaluation:
         program = check.program(context)
         if not isinstance(program, str):
             return program
-        names = sorted((context.get("agent_state") or {}).get(files_key) or {})
-        return check.judge(await arun_python(program, **check.limits.options()), names)
+        return check.judge(await arun_python(program, **check.limits.options()), context)
 
     criteria = f"The files pass these tests:\n{tests.strip()}"
     return make_evaluator(name, evaluate, aevaluate, criteria=criteria)

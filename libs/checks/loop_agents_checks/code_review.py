@@ -1,16 +1,4 @@
-r"""Reviewing the code in an answer by rules, before anything runs.
-
-`extract_python_blocks` finds the Python code blocks of a Markdown answer; `review_code`
-checks that there is exactly one, that it parses and that it prints its result. Used by
-`loop_agents_checks.python_runner.code_runner`.
-
-Example:
-    ```python
-    from loop_agents_checks.code_review import review_code
-
-    assert review_code("```python\nprint(1)\n```").ok
-    ```
-"""
+"""Reviewing the code in an answer by rules, before anything runs (for `code_runner`)."""
 
 from __future__ import annotations
 
@@ -28,8 +16,8 @@ __all__ = [
     "unclosed_python_block",
 ]
 
+# code fence info strings that count as Python; "" is an unlabeled fence
 PYTHON_LANGUAGES = frozenset({"", "python", "python3", "py", "py3"})
-"""Code fence info strings that count as Python; ``""`` is an unlabeled fence."""
 
 _FENCE = re.compile(
     r"^[ \t]{0,3}(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^\n`]*)\n"
@@ -44,17 +32,7 @@ _OPENING_FENCE = re.compile(
 
 
 def extract_python_blocks(text: str) -> list[str]:
-    r"""Return the Python code blocks of a Markdown answer, in order.
-
-    A block is a fenced code block (three or more backticks or tildes) whose language is
-    ``python``, ``python3``, ``py``, ``py3`` or not given. Blocks in other languages
-    (``bash``, ``text``, ...) are left out.
-
-    Args:
-        text: The answer, e.g. ``context["last_response"].text``.
-
-    Returns:
-        The code of each Python block without its fences, possibly empty.
+    r"""The code of each fenced block of a Markdown answer labeled Python or unlabeled.
 
     Example:
         ```python
@@ -72,21 +50,14 @@ def extract_python_blocks(text: str) -> list[str]:
 
 
 def unclosed_python_block(text: str, *, labeled: bool = False) -> str | None:
-    r"""Return the code of a Python block that is opened but never closed, if any.
+    r"""The code after a Python block's opening fence that is never closed, else ``None``.
 
-    An answer cut off at the model's token limit often ends inside its code block: the
-    opening fence (```` ```python ````, ```` ```py ```` or unlabeled) with no closing
-    fence after it. The code is everything after that fence, exactly as written (a last
-    line may be incomplete). Blocks that are closed are `extract_python_blocks`'s.
+    An answer cut off at the model's token limit often ends inside its code block.
 
     Args:
         text: The answer.
-        labeled: Only a block whose fence names Python (```` ```python ````); an
-            unlabeled fence may also be a stray closing fence followed by prose.
-
-    Returns:
-        The text after the last block's unmatched opening fence, or ``None`` when every
-        block is closed (or the unclosed one is not Python).
+        labeled: Only a fence that names Python (an unlabeled one may be a stray closing
+            fence followed by prose).
 
     Example:
         ```python
@@ -104,12 +75,9 @@ def unclosed_python_block(text: str, *, labeled: bool = False) -> str | None:
 
 @dataclass(frozen=True)
 class CodeReview:
-    """The rule-based review of an answer, before anything runs.
+    """The review: ``code`` (of the answer's one Python block, else ``None``), ``problems``.
 
-    Attributes:
-        code: The program, when the answer has exactly one Python block; else ``None``.
-        problems: What is wrong, one sentence each, addressed to the coder; empty when
-            the code may run.
+    Each problem is one sentence addressed to the coder; none when the code may run.
     """
 
     code: str | None
@@ -128,9 +96,6 @@ def review_code(text: str, *, require_print: bool = True) -> CodeReview:
         text: The answer.
         require_print: Require a call of ``print`` (or ``sys.stdout.write``) in the code.
 
-    Returns:
-        A `CodeReview`; its ``problems`` say what to fix.
-
     Example:
         ```python
         review = review_code("```python\nx = 1 + 1\n```")
@@ -140,30 +105,23 @@ def review_code(text: str, *, require_print: bool = True) -> CodeReview:
         ```
     """
     blocks = extract_python_blocks(text)
-    if not blocks and _OPENING_FENCE.search(_FENCE.sub("", text)):
-        return CodeReview(
-            None,
-            (
+    if len(blocks) != 1:
+        if not blocks and _OPENING_FENCE.search(_FENCE.sub("", text)):
+            problem = (
                 "The Python code block is not closed (the answer may have been cut off): "
-                "write a short program and end the block with ```.",
-            ),
-        )
-    if not blocks:
-        return CodeReview(
-            None,
-            (
+                "write a short program and end the block with ```."
+            )
+        elif not blocks:
+            problem = (
                 "The answer has no Python code block: put the whole program in one "
-                "```python ... ``` block.",
-            ),
-        )
-    if len(blocks) > 1:
-        return CodeReview(
-            None,
-            (
+                "```python ... ``` block."
+            )
+        else:
+            problem = (
                 f"The answer has {len(blocks)} Python code blocks; put the whole program in "
-                f"exactly one ```python ... ``` block.",
-            ),
-        )
+                f"exactly one ```python ... ``` block."
+            )
+        return CodeReview(None, (problem,))
     code = blocks[0]
     if not code.strip():
         return CodeReview(code, ("The Python code block is empty: write the program in it.",))

@@ -1,19 +1,7 @@
-"""`command_check`: a shell command judges each answer; its exit status decides.
+"""`command_check`: a shell command judges each answer; exit status 0 accepts it.
 
-The answer (the fenced code block when it holds exactly one, else the whole text) is
-written to a file; the file's path is in ``$LOOP_AGENTS_ANSWER`` and replaces a literal
-``{answer_file}`` in the command. Exit status 0 accepts the answer; any other status
-sends the end of the command's output back to the agent as feedback. This turns "write
-code until my tests pass" into one evaluator.
-
-The command runs with your permissions under the sandbox's supervisor
-(`loop_agents_checks.sandbox.supervised`): every process it starts, also one that moved to a new
-session (``setsid``), is killed when the command ends or overruns its time limit, and its
-output is read through a pipe keeping a bounded head and tail. It is not a sandbox: a
-check that runs the model's code runs it as you (see `loop_agents_checks.python_runner`
-for a sandboxed runner).
-Secrets in the environment (variables named like ``*_API_KEY``, ``*_TOKEN``,
-``*_SECRET``, ``*_PASSWORD``) are not passed to it unless ``env`` is given.
+It runs with your permissions, under the sandbox's supervisor (nothing it starts outlives
+it): it is not a sandbox; `code_runner` is. ``docs/cli.md`` (``--check``) is the user's guide.
 """
 
 from __future__ import annotations
@@ -34,21 +22,15 @@ from loop_agents.evaluators.base import check_name, make_evaluator
 from loop_agents.loop.state import LoopContext, LoopEvaluation
 from loop_agents.runtime.numbers import describe_number, finite_float
 from loop_agents_checks.sandbox.cleanup import remove_tree
-from loop_agents_checks.sandbox.runner import in_thread
+from loop_agents_checks.sandbox.result import RunResult
+from loop_agents_checks.sandbox.runner import in_thread, run_supervised
 from loop_agents_checks.sandbox.shell_command import command_problem
-from loop_agents_checks.sandbox.supervised import run_supervised
 from loop_agents_checks.sandbox.text_files import write_utf8
 
-ANSWER_VARIABLE = "LOOP_AGENTS_ANSWER"
-"""The environment variable holding the path of the answer's file."""
-
-PLACEHOLDER = "{answer_file}"
-"""Replaced in the command by the path of the answer's file, quoted for where it stands:
-unquoted, inside the command's own double quotes, or inside its single quotes."""
-
-OUTPUT_BYTES = 1 << 20
-"""The most bytes of a check's output kept in memory (its head and its tail)."""
-
+ANSWER_VARIABLE = "LOOP_AGENTS_ANSWER"  # holds the path of the answer's file
+PLACEHOLDER = "{answer_file}"  # replaced in the command by that path, quoted where it stands
+OUTPUT_BYTES = 1 << 20  # the most bytes of a check's output kept in memory (head and tail)
+# file suffixes by a code block's language; other answers are written to .txt
 SUFFIXES = {
     "python": ".py", "py": ".py", "python3": ".py", "javascript": ".js", "js": ".js",
     "typescript": ".ts", "ts": ".ts", "bash": ".sh", "sh": ".sh", "shell": ".sh",
@@ -57,36 +39,16 @@ SUFFIXES = {
     "css": ".css", "sql": ".sql", "yaml": ".yaml", "yml": ".yaml", "toml": ".toml",
     "markdown": ".md", "md": ".md",
 }  # fmt: skip
-"""File suffixes by a code block's language; other answers are written to ``.txt``."""
 
 _SECRET_PARTS = frozenset({"KEY", "APIKEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIALS"})
 _OPENING = re.compile(r"^ {0,3}(?P<fence>`{3,}|~{3,})\s*(?P<info>[^\s`]*)[^`]*$")
 
 
-@dataclass(frozen=True)
-class CheckRun:
-    """What one run of the check command did.
-
-    Attributes:
-        status: The exit status (negative: killed by that signal), ``None`` on timeout.
-        output: Its stdout and stderr, interleaved (the head and the tail when it printed
-            more than `OUTPUT_BYTES`).
-        seconds: Wall-clock seconds it ran.
-        truncated: Whether the middle of its output was dropped.
-
-    """
-
-    status: int | None
-    output: str
-    seconds: float
-    truncated: bool = False
-
-
 def answer_for_check(text: str) -> tuple[str, str]:
     r"""The part of an answer the check sees, and the suffix of its file.
 
-    The body of the fenced code block (with ``.py`` etc. for its language) when the
-    answer holds exactly one (an unclosed fence runs to the end), else the whole text.
+    The body of the fenced code block when the answer holds exactly one (an unclosed
+    fence runs to the end), with ``.py`` etc. for its language; else the whole text.
 
     Example:
         ```python
@@ -150,12 +112,10 @@ def _quote_state(command: str, end: int) -> str:
 
 
 def with_answer_file(command: str, path: str) -> str:
-    r"""``command`` with each ``{answer_file}`` replaced by ``path``, quoted where it stands.
+    r"""``command`` with each ``{answer_file}`` replaced by ``path``, one shell word wherever.
 
-    Unquoted it becomes one shell word (quoted when it needs it); inside the command's own
-    double quotes, ``\``, ``$``, backquote and ``"`` are escaped; inside single quotes,
-    the quotes are closed around a quoted path. A temporary folder with a space in its
-    name (``TMPDIR``) works in all three.
+    Bare, it is quoted when it needs it; inside the command's double quotes, ``\$`"`` are
+    escaped; inside its single quotes, those are closed around the quoted path.
 
     Example:
         ```python
@@ -181,23 +141,15 @@ def with_answer_file(command: str, path: str) -> str:
     return "".join(pieces)
 
 
+@dataclass(frozen=True)
 class _Check:
     """The command, its options and both ways of running it."""
 
-    def __init__(
-        self,
-        command: str,
-        *,
-        timeout: float,
-        cwd: Path | None,
-        env: Mapping[str, str] | None,
-        max_feedback_chars: int,
-    ) -> None:
-        self.command = command
-        self.timeout = timeout
-        self.cwd = cwd
-        self.env = dict(env) if env is not None else None
-        self.max_feedback_chars = max_feedback_chars
+    command: str
+    timeout: float
+    cwd: Path | None
+    max_feedback_chars: int
+    env: dict[str, str] | None = None
 
     def _prepare(self, folder: str, answer: str) -> tuple[list[str], dict[str, str]]:
         body, suffix = answer_for_check(answer)
@@ -207,11 +159,11 @@ class _Check:
         env = {**env, ANSWER_VARIABLE: str(path)}
         return ["/bin/sh", "-c", with_answer_file(self.command, str(path))], env
 
-    def _run(self, answer: str, cancel: threading.Event | None) -> CheckRun:
+    def run(self, answer: str, cancel: threading.Event | None = None) -> RunResult:
         folder = tempfile.mkdtemp(prefix="loop_agents_check_")
         try:
             argv, env = self._prepare(folder, answer)
-            result = run_supervised(
+            return run_supervised(
                 argv,
                 cwd=str(self.cwd) if self.cwd is not None else None,
                 env=env,
@@ -221,30 +173,25 @@ class _Check:
             )
         finally:
             remove_tree(folder)
-        status = None if result.timed_out else result.exit_code
-        return CheckRun(status, result.stdout, result.seconds, result.truncated)
 
-    def run(self, answer: str) -> CheckRun:
-        return self._run(answer, None)
-
-    async def arun(self, answer: str) -> CheckRun:
+    async def arun(self, answer: str) -> RunResult:
         # cancelled (Ctrl-C): the command and everything it started are killed
-        return await in_thread(lambda cancel: self._run(answer, cancel))
+        return await in_thread(lambda cancel: self.run(answer, cancel))
 
-    def verdict(self, run: CheckRun) -> LoopEvaluation:
-        if run.status == 0:
+    def verdict(self, run: RunResult) -> LoopEvaluation:
+        if run.ok:
             return {"stop": True, "feedback": f"The check `{self.command}` passed."}
-        if run.status is None:
+        if run.timed_out:
             what = f"did not finish within {self.timeout:g} s and was stopped"
-        elif run.status < 0:
+        elif run.exit_code < 0:
             try:
-                name = signal.Signals(-run.status).name
+                name = signal.Signals(-run.exit_code).name
             except ValueError:
-                name = f"signal {-run.status}"
+                name = f"signal {-run.exit_code}"
             what = f"was killed by {name}"
         else:
-            what = f"failed with exit status {run.status}"
-        output = run.output.rstrip()
+            what = f"failed with exit status {run.exit_code}"
+        output = run.stdout.rstrip()
         if not output:
             shown = "It printed nothing."
         elif len(output) <= self.max_feedback_chars and not run.truncated:
@@ -267,15 +214,11 @@ def command_check(
 ) -> Runnable[LoopContext, LoopEvaluation]:
     """An evaluator that runs a shell command on each answer: exit status 0 accepts it.
 
-    The answer (the fenced code block when there is exactly one, else the whole text)
-    is written to a fresh file, named ``answer.py`` (etc., after the block's language)
-    or ``answer.txt``. Its path is in ``$LOOP_AGENTS_ANSWER`` and replaces a literal
-    ``{answer_file}`` in ``command``, which ``/bin/sh`` runs in ``cwd``. Any other exit
-    status, a kill by a signal or running past ``timeout`` asks for another attempt,
-    with the end of the command's output (at most ``max_feedback_chars`` characters)
-    as the feedback. Every process the command started is killed when it ends (also one
-    in a new session), and at most `OUTPUT_BYTES` of its output are kept (the head and
-    the tail), in memory.
+    The answer (`answer_for_check`) is written to a fresh file (``answer.py``, ...,
+    ``answer.txt``) whose path is in ``$LOOP_AGENTS_ANSWER`` and replaces a literal
+    ``{answer_file}`` in ``command``; ``/bin/sh`` runs it in ``cwd``. Any other status, a
+    signal or ``timeout`` sends the end of its output (stdout and stderr) back as feedback.
+    Every process it started is killed when it ends; at most `OUTPUT_BYTES` are kept.
 
     Args:
         command: A shell command, e.g. ``"python {answer_file} | grep -qx 42"``.
@@ -290,6 +233,7 @@ def command_check(
         A runnable evaluator with a sync and an async path.
 
     Raises:
+        TypeError: ``command`` or ``max_feedback_chars`` is of the wrong type.
         ValueError: the command is empty, does not parse, or its program is not found;
             or an option is out of range.
 
@@ -301,7 +245,6 @@ def command_check(
         tests = command_check("cp {answer_file} fizz.py && pytest -q test_fizz.py")
         loop = create_loop_agent(coder, all_of(tests, llm_judge(model, rubric, threshold=80)))
         ```
-
     """
     if not isinstance(command, str):
         raise TypeError(f"command must be a shell command string; got {command!r:.60}")
@@ -320,9 +263,8 @@ def command_check(
     folder = Path(cwd) if cwd is not None else None
     if folder is not None and not folder.is_dir():
         raise ValueError(f"cwd {str(cwd)!r} is not a folder")
-    check = _Check(
-        command, timeout=float(timeout), cwd=folder, env=env, max_feedback_chars=max_feedback_chars
-    )
+    env = dict(env) if env is not None else None
+    check = _Check(command, float(timeout), folder, max_feedback_chars, env)
 
     def evaluate(context: LoopContext, config: RunnableConfig) -> LoopEvaluation:
         return check.verdict(check.run(context["last_response"].text))

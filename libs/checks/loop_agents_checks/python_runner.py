@@ -1,22 +1,7 @@
-"""The runner evaluator of seed 004: review the code in an answer, run it, judge the output.
+"""`code_runner`, seed 004's runner: review the code in an answer, run it, judge the output.
 
-The evaluator is a program, not a model. `code_runner` reviews each answer by rules
-(exactly one Python code block, which prints its result), runs the code with
-`loop_agents_checks.sandbox` (time, memory, output, file-size and process limits, an empty
-temporary working folder, no secret of the caller readable, stdin closed, every process it
-started killed afterwards) and feeds the error or the output back to the agent, until the
-output is the expected answer.
-
-What each isolation guards, and what it does not (the network, files the program's user may
-read or write, ...), is in `loop_agents_checks.sandbox`.
-
-Example:
-    ```python
-    from loop_agents import create_loop_agent
-    from loop_agents_checks.python_runner import code_runner
-
-    loop = create_loop_agent(coder, code_runner("63245986", timeout=10), max_iterations=5)
-    ```
+The evaluator is a program, not a model: rules review the answer, `loop_agents_checks.sandbox`
+runs it, and the error or the output goes back to the coder until the output is right.
 """
 
 from __future__ import annotations
@@ -28,12 +13,7 @@ from typing import Any, Literal, get_args
 from langchain_core.runnables import Runnable, RunnableConfig
 
 from loop_agents.loop.state import LoopContext, LoopEvaluation
-from loop_agents_checks.code_review import (
-    PYTHON_LANGUAGES,
-    CodeReview,
-    extract_python_blocks,
-    review_code,
-)
+from loop_agents_checks.code_review import CodeReview, review_code
 from loop_agents_checks.sandbox import (
     DEFAULT_MAX_FILE_SIZE,
     DEFAULT_MAX_OUTPUT,
@@ -52,33 +32,20 @@ from loop_agents_checks.sandbox import (
 
 __all__ = [
     "MATCHES",
-    "PYTHON_LANGUAGES",
-    "CodeReview",
     "CodeRunner",
     "Match",
-    "RunResult",
-    "arun_python",
     "code_runner",
-    "extract_python_blocks",
     "normalize_output",
     "output_matches",
-    "review_code",
-    "run_python",
 ]
 
-Match = Literal["exact", "substring", "regex"]
-"""How ``expected_output`` is compared with what the program printed."""
+Match = Literal["exact", "substring", "regex"]  # how expected_output is compared
 MATCHES: tuple[str, ...] = get_args(Match)
-
-# -- comparing the output ---------------------------------------------------------------------
+Check = Callable[[RunResult], bool]  # decides from a clean run whether the answer is right
 
 
 def normalize_output(text: str) -> str:
-    r"""The text with trailing whitespace dropped from each line and from the end.
-
-    Line endings (``\n``, ``\r\n``, ``\r``) become ``\n``; spaces and tabs at the end of
-    each line, and blank lines and newlines at the end of the text, are dropped. Leading
-    whitespace and blank lines before or between other lines are kept.
+    r"""``text`` with ``\n`` line endings, without trailing whitespace per line or at the end.
 
     Example:
         ```python
@@ -94,11 +61,8 @@ def output_matches(stdout: str, expected: str, match: Match = "exact") -> bool:
     Args:
         stdout: What the program printed.
         expected: The expected output, or a pattern for ``match="regex"``.
-        match: ``"exact"``: the whole output equals ``expected`` once both are normalized
-            by `normalize_output` (trailing whitespace of each line and of the end aside).
-            ``"substring"``: ``expected`` occurs anywhere in the output. ``"regex"``:
-            ``re.search(expected, stdout)`` finds a match (anchor it, or use ``\b``, to
-            rule out longer numbers).
+        match: ``"exact"``: equal once both are `normalize_output`-ed; ``"substring"``:
+            ``expected`` occurs in it; ``"regex"``: ``re.search(expected, stdout)`` matches.
 
     Example:
         ```python
@@ -114,26 +78,15 @@ def output_matches(stdout: str, expected: str, match: Match = "exact") -> bool:
     return re.search(expected, stdout) is not None
 
 
-# -- the evaluator ----------------------------------------------------------------------------
-
-Check = Callable[[RunResult], bool]
-"""Decides from a clean run whether the answer is right."""
-
-
 class CodeRunner(Runnable[LoopContext, LoopEvaluation]):
-    """An evaluator that reviews the code in an answer, runs it and judges its output.
-
-    Made by `code_runner`. Call it like a function (``runner(context)``, synchronous) or
-    await ``runner.aevaluate(context)``; as a ``Runnable`` it is run synchronously by a
-    loop's ``invoke``/``stream`` and with an asyncio subprocess by ``ainvoke``/``astream``.
+    """The evaluator `code_runner` makes: ``runner(context)``, ``await runner.aevaluate(...)``.
 
     Scores: 0 when the review fails, 0.25 when the program fails or times out, 0.5 when
     it runs but its output is not right, 1 when it is right.
     """
 
     name: str | None = "code_runner"
-    criteria: str | None = None
-    """What the runner checks, without the expected answer (the `Criteria` control)."""
+    criteria: str | None = None  # what it checks, without the expected answer (`Criteria`)
 
     def __init__(
         self,
@@ -143,14 +96,12 @@ class CodeRunner(Runnable[LoopContext, LoopEvaluation]):
         require_print: bool,
         limits: RunLimits,
     ) -> None:
-        """Use `code_runner` to make one."""
         self.check = check
         self.description = description
         self.require_print = require_print
         self.limits = limits
 
     def __repr__(self) -> str:
-        """Show what the runner checks, its time limit and the isolation it runs code in."""
         try:
             isolation = self.isolation
         except IsolationUnavailable:
@@ -170,30 +121,18 @@ class CodeRunner(Runnable[LoopContext, LoopEvaluation]):
         return self.evaluate(context)
 
     def evaluate(self, context: LoopContext) -> LoopEvaluation:
-        """Review the latest answer's code, run it and judge the result (blocking).
-
-        Example:
-            ```python
-            evaluation = code_runner("63245986").evaluate(context)
-            ```
-        """
+        """Review the latest answer's code, run it and judge the result (blocking)."""
         review = review_code(context["last_response"].text, require_print=self.require_print)
         if not review.ok or review.code is None:
             return self._rejected(review)
-        return self.judge(run_python(review.code, **self._run_options()))
+        return self.judge(run_python(review.code, **self.limits.options()))
 
     async def aevaluate(self, context: LoopContext) -> LoopEvaluation:
-        """Review, run and judge without blocking the event loop.
-
-        Example:
-            ```python
-            evaluation = await code_runner("63245986").aevaluate(context)
-            ```
-        """
+        """Review, run and judge without blocking the event loop."""
         review = review_code(context["last_response"].text, require_print=self.require_print)
         if not review.ok or review.code is None:
             return self._rejected(review)
-        return self.judge(await arun_python(review.code, **self._run_options()))
+        return self.judge(await arun_python(review.code, **self.limits.options()))
 
     def invoke(
         self, input: LoopContext, config: RunnableConfig | None = None, **kwargs: Any
@@ -207,9 +146,6 @@ class CodeRunner(Runnable[LoopContext, LoopEvaluation]):
         """Evaluate with an asyncio subprocess (the loop's ``ainvoke``/``astream``)."""
         return await self.aevaluate(input)
 
-    def _run_options(self) -> dict[str, Any]:
-        return self.limits.options()
-
     def _rejected(self, review: CodeReview) -> LoopEvaluation:
         problems = "\n".join(f"- {problem}" for problem in review.problems)
         return {
@@ -222,14 +158,7 @@ class CodeRunner(Runnable[LoopContext, LoopEvaluation]):
         }
 
     def judge(self, result: RunResult) -> LoopEvaluation:
-        """Turn a run's result into a `LoopEvaluation` with feedback for the coder.
-
-        Example:
-            ```python
-            runner = code_runner("45")
-            assert runner.judge(run_python("print(sum(range(10)))"))["stop"] is True
-            ```
-        """
+        """A run's result as a `LoopEvaluation` with feedback for the coder."""
         note = " (output cut: it was too long)" if result.truncated else ""
         if result.timed_out:
             return {
@@ -294,40 +223,30 @@ def code_runner(
     isolation: Isolation = "auto",
     max_processes: int | None = DEFAULT_MAX_PROCESSES,
 ) -> CodeRunner:
-    r"""Make the runner evaluator of seed 004: review by rules, run, judge the output.
+    r"""Seed 004's runner evaluator: review the answer by rules, run it, judge the output.
 
-    For each answer the evaluator
-
-    1. reviews it by rules (`review_code`): exactly one Python code block, which parses
-       and prints its result; otherwise it feeds the problems back without running;
-    2. runs the code (`run_python` / `arun_python`, with the limits below);
-    3. stops the loop when the run is clean and its output is right, else feeds back the
-       error, the timeout or the output.
+    The review (`review_code`: exactly one Python block that parses and prints) fails
+    without running; a clean run whose output is right stops the loop; otherwise the
+    error, the timeout or the output is the feedback.
 
     Args:
-        expected_output: What a right program prints. By default the whole output must
-            be this text (see ``match``).
-        check: Instead of ``expected_output``: a function of the `RunResult` of a clean
-            run that says whether the answer is right.
-        match: How ``expected_output`` is compared (`output_matches`): ``"exact"`` (the
-            default: the whole output, trailing whitespace of each line and of the end
-            aside), ``"substring"`` (anywhere in the output) or ``"regex"``
-            (``re.search``).
+        expected_output: What a right program prints (compared as ``match`` says).
+        check: Instead of ``expected_output``: a function of a clean run's `RunResult`
+            that says whether the answer is right.
+        match: How ``expected_output`` is compared: ``"exact"``, ``"substring"`` or
+            ``"regex"`` (see `output_matches`).
         timeout: Seconds each program may run.
-        memory_limit: Bytes of address space each program may use; ``None`` for no limit.
+        memory_limit: Bytes of address space each program may use; ``None``: no limit.
         max_output: Bytes of stdout and of stderr kept (and shown to the coder).
-        max_file_size: The largest file a program may write; ``None`` for no limit.
+        max_file_size: The largest file a program may write; ``None``: no limit.
         require_print: Reject code that never calls ``print`` before running it.
         python: The interpreter that runs the code; the current one by default.
         env: Extra environment variables for the program (secret-like names refused).
-        isolation: Where the code runs: ``"auto"`` (the first that works of ``"bwrap"``,
-            ``"unshare"`` and ``"process"``) or one of them; see `loop_agents_checks.sandbox`.
-        max_processes: Processes and threads each program may have at once, itself
-            included; ``None`` for no cap.
+        isolation: ``"auto"``, ``"bwrap"``, ``"unshare"`` or ``"process"`` (``docs/sandbox.md``).
+        max_processes: Processes and threads each program may have at once; ``None``: no cap.
 
     Returns:
-        A `CodeRunner`: a sync evaluator when called, an async one via ``aevaluate``,
-        and a ``Runnable`` that a loop runs either way.
+        A `CodeRunner`, a ``Runnable`` a loop runs sync or async.
 
     Raises:
         TypeError: neither or both of ``expected_output`` and ``check`` are given.

@@ -12,17 +12,14 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from sandbox_helpers import marker, processes_with
 
+from loop_agents_checks.code_review import extract_python_blocks, review_code
 from loop_agents_checks.python_runner import (
     CodeRunner,
-    arun_python,
     code_runner,
-    extract_python_blocks,
     normalize_output,
     output_matches,
-    review_code,
-    run_python,
 )
-from loop_agents_checks.sandbox import GRACE_SECONDS
+from loop_agents_checks.sandbox import GRACE_SECONDS, arun_python, run_python
 
 
 @pytest.fixture(params=["sync", "async"])

@@ -1,28 +1,10 @@
-r"""Running untrusted Python: limits, killing every process it started, no secret of yours.
+r"""Running untrusted Python: limits, an isolation, every process it started killed.
 
-`run_python` (blocking) and `arun_python` (asyncio) run a program as ``answer.py`` with
-``python -I`` in a fresh empty folder, with a minimal environment and stdin closed, under
-time, memory, output, file-size and process limits, and return a `RunResult`. Each call
-returns within ``timeout + GRACE_SECONDS`` (2 s), and no process the program started (in a
-new session, after a double fork, ignoring SIGTERM, holding the pipes) outlives it.
-
-``isolation`` chooses how the program is kept apart (``"auto"``: the first that works):
-
-- ``"bwrap"``: bubblewrap namespaces; other processes invisible; the caller's secrets not
-  readable; the file system read-only but the work folder, with a private /tmp and the
-  home hidden.
-- ``"unshare"``: util-linux namespaces; other processes invisible; secrets not readable;
-  the file system is the caller's user's.
-- ``"process"``: no namespace; other processes visible; as root the secrets are not readable
-  (the program has a user of its own), **as a regular user they are** (through /proc).
-
-As root the program always runs as a user id of its own for the run (or, under bwrap with an
-interpreter only root can read, as root without capabilities inside a user namespace, capped
-by a pids cgroup). ``max_processes`` caps processes and threads: exactly in the namespaces
-and for a user of its own, approximately in ``"process"`` for a regular user (whose other
-processes count too). Nothing here restricts the network, and the program may read the files
-its user may read. The user documentation, with what each isolation does not stop, is
-``docs/sandbox.md``.
+`run_python` (blocking) and `arun_python` (asyncio) run a program as ``answer.py`` in a
+fresh folder under time, memory, output, file-size and process limits, in the isolation
+asked for (``"auto"``: the first of ``"bwrap"``, ``"unshare"``, ``"process"`` that works
+here; ``"process"`` as a regular user does not hide your secrets). What each isolation
+guards, and what none stops (the network), is ``docs/sandbox.md``.
 
 Example:
     ```python
@@ -34,6 +16,8 @@ Example:
     ```
 """
 
+# the standard library only, in every module here: a caller (and an interpreter) without the
+# project's dependencies can use the sandbox
 from loop_agents_checks.sandbox.isolation import (
     IsolationUnavailable,
     available_isolations,

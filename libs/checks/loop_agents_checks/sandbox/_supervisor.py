@@ -1,29 +1,14 @@
 """The first program of every run: start the answer, wait for it, kill whatever it left.
 
-This file is not imported by the runner: its source is passed to the interpreter with
-``python -I -S -c`` (so it needs nothing but the standard library and no file the sandboxed
-user might be unable to read). It runs inside the isolation (the PID namespace, the
-dedicated user) and
+Run as ``python -I -S -c SOURCE`` (standard library only, no file to read) inside the
+isolation. A child subreaper, it forks the program (which sets its resource limits, closes
+inherited descriptors and execs), reaps orphans until the program exits or SIGTERM comes,
+kills every process left and writes ``exit N`` or ``signal N`` to the status descriptor.
 
-1. marks itself a *child subreaper* (``PR_SET_CHILD_SUBREAPER``): every process the answer
-   starts and orphans, even in a new session (``setsid``) or after a double fork, becomes
-   its child rather than init's;
-2. forks the answer, which sets its resource limits (``RLIMIT_AS``, ``RLIMIT_CPU``,
-   ``RLIMIT_FSIZE``, ``RLIMIT_NPROC``, ...) and ``PR_SET_NO_NEW_PRIVS``, closes every
-   inherited descriptor above stderr and becomes the program (``python -I -X utf8
-   answer.py`` for the code runner, ``/bin/sh -c COMMAND`` for a command check);
-3. reaps orphans until the answer exits, then kills everything that is left: with
-   ``kill(-1, SIGKILL)`` when that reaches only this run's processes (inside a PID
-   namespace, or as a user of its own), else child by child until it has none;
-4. writes ``exit N`` or ``signal N`` (how the answer ended) to the status descriptor.
-
-On SIGTERM (the runner's time limit in the plain process isolation) it kills the answer and
-everything left in the same way, and exits.
-
-Arguments: ``STATUS_FD all|tree LIMITS_JSON FLAGS PROGRAM [ARGUMENT...]``. ``FLAGS`` is a
-comma-separated list or ``-``: ``drop-pwd`` (bwrap set ``PWD``, which the program's
-environment does not have in the other isolations), ``no-new-privs`` (set
-``PR_SET_NO_NEW_PRIVS`` for the program: no setuid program can raise its rights).
+Arguments: ``STATUS_FD all|tree LIMITS_JSON FLAGS PROGRAM [ARGUMENT...]``: ``all`` kills with
+``kill(-1)`` (a PID namespace, or a user of its own), ``tree`` child by child; ``FLAGS`` is
+``-`` or a comma-separated list of ``no-new-privs`` (``PR_SET_NO_NEW_PRIVS`` for the program)
+and ``drop-pwd`` (unset the ``PWD`` bwrap sets).
 """
 
 import contextlib
@@ -103,7 +88,7 @@ def kill_everything(kill_all: bool) -> None:
 
 
 def main(argv: list[str]) -> None:
-    """Run the answer; see the module docstring."""
+    """Run the answer (see the module docstring)."""
     status_fd, mode, limits_json, flags = argv[1:5]
     program_argv = argv[5:]
     pwd_set_by_bwrap = "drop-pwd" in flags.split(",")

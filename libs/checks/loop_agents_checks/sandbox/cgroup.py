@@ -1,10 +1,7 @@
 """A pids cgroup per run: caps the processes of a program that runs with user id 0.
 
-Root is exempt from ``RLIMIT_NPROC``. When root runs a program under bubblewrap and the
-interpreter cannot be read by another user (so the program cannot get a user of its own),
-the runner puts the run in a fresh cgroup of the cgroup-v1 ``pids`` controller, whose
-``pids.max`` no user escapes. Only the v1 hierarchy is used (``/sys/fs/cgroup/pids``);
-cgroup v2 would need a delegated subtree, which this module does not set up.
+Root is exempt from ``RLIMIT_NPROC``; no user escapes ``pids.max``. Only cgroup v1
+(``/sys/fs/cgroup/pids``) is used: v2 would need a delegated subtree.
 """
 
 from __future__ import annotations
@@ -41,7 +38,6 @@ class PidsCgroup:
     """A cgroup made for one run, removed by `remove`."""
 
     def __init__(self, parent: Path, max_tasks: int) -> None:
-        """Make the cgroup under ``parent`` with ``pids.max`` set to ``max_tasks``."""
         self.path = parent / f"loop_agents-{uuid.uuid4().hex[:16]}"
         self.path.mkdir()
         (self.path / "pids.max").write_text(str(max_tasks))

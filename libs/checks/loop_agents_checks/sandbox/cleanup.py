@@ -1,11 +1,4 @@
-"""`remove_tree`: remove a run's folder and everything in it, whatever modes were set.
-
-A program may ``chmod 000`` a folder it made, or take the write bit off one: the caller
-(the folder's owner, or root) can no longer list it or delete from it, and
-``shutil.rmtree(ignore_errors=True)`` then leaves it behind without a word. Everything
-in a run's folder belongs to the run's user (the caller, or under root a user of the
-run's own whose files root may change), so the modes are given back before each retry.
-"""
+"""`remove_tree`: remove a run's folder and everything in it, whatever modes were set."""
 
 from __future__ import annotations
 
@@ -41,6 +34,9 @@ def remove_tree(root: str) -> None:
         assert not os.path.exists(folder)
         ```
     """
+    # a program may `chmod 000` a folder it made, or take its write bit off: then nobody can
+    # list it or delete from it, and rmtree(ignore_errors=True) leaves it behind silently;
+    # everything there is the run's user's, so the modes are given back before each retry
     top = os.path.abspath(root)
     tried: set[tuple[str, str]] = set()
 

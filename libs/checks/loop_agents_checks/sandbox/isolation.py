@@ -1,17 +1,8 @@
-"""Which isolation a run gets, whether it works on this machine, and the command it runs.
+"""Which isolation a run gets (``"bwrap"``, ``"unshare"``, ``"process"``) and its command.
 
-Three isolations, tried in this order by ``"auto"``:
-
-- ``"bwrap"``: bubblewrap (the ``bubblewrap`` system package): new user, PID, IPC and UTS
-  namespaces, the root file system read-only, a private ``/proc``, ``/dev`` and ``/tmp``.
-- ``"unshare"``: util-linux ``unshare``: new user, PID, mount, IPC and UTS namespaces and a
-  private ``/proc``; the file system is the caller's.
-- ``"process"``: no namespace; a supervisor process that kills every descendant.
-
-When the caller is root the program runs as a user id of its own (`processes.pick_uid`), which
-needs an interpreter that other users can read. Under bwrap, root whose interpreter others
-cannot read (e.g. one under ``/root``) runs the program as root *inside* the user namespace
-(without capabilities, on the read-only root) with its processes capped by a pids cgroup.
+As root the program runs as a user id of its own (`processes.pick_uid`); under bwrap, with an
+interpreter only root can read, as root without capabilities inside a user namespace, its
+processes capped by a pids cgroup.
 """
 
 from __future__ import annotations
@@ -25,7 +16,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from loop_agents_checks.sandbox.cgroup import PidsCgroup, pids_cgroup_root
@@ -33,7 +24,6 @@ from loop_agents_checks.sandbox.limits import RunLimits
 from loop_agents_checks.sandbox.processes import pick_uid, tasks_of_uid
 
 __all__ = [
-    "Identity",
     "IsolationUnavailable",
     "Plan",
     "available_isolations",
@@ -66,10 +56,6 @@ def clean_env(limits: RunLimits, workdir: str) -> dict[str, str]:
     }
 
 
-def _probe_env() -> dict[str, str]:
-    return {"PATH": os.environ.get("PATH", _SAFE_PATH), "LANG": "C.UTF-8"}
-
-
 def _is_root() -> bool:
     return os.geteuid() == 0
 
@@ -78,7 +64,7 @@ def _run_probe(command: list[str], uid: int | None) -> subprocess.CompletedProce
     try:
         return subprocess.run(
             command,
-            env=_probe_env(),
+            env={"PATH": os.environ.get("PATH", _SAFE_PATH), "LANG": "C.UTF-8"},
             cwd="/",
             stdin=subprocess.DEVNULL,
             capture_output=True,
@@ -117,12 +103,9 @@ _FOLDERS = (
 
 @functools.cache
 def interpreter_folders(python: str) -> tuple[str, ...]:
-    """The folders ``python`` runs from (its prefixes and its executable's folder).
-
-    The path as given counts too, not only where its links lead: a virtual environment's
-    ``bin/python`` is a link to the base interpreter, and the environment (its
-    ``pyvenv.cfg``, its links) must be visible for the path to start at all.
-    """
+    """The folders ``python`` runs from (its prefixes and its executable's folder)."""
+    # the path as given counts too: a virtual environment's bin/python links to the base
+    # interpreter, and the environment (pyvenv.cfg, the links) must be visible to start it
     given = os.path.dirname(os.path.abspath(python))
     found = {os.path.dirname(os.path.realpath(python)), given}
     environment = os.path.dirname(given)
@@ -145,13 +128,9 @@ def _hidden_folders() -> list[str]:
 
 
 def _hiding_options(python: str, tmpfs_bytes: int | None) -> list[str]:
-    """``--tmpfs`` over /tmp and the home, then ``--ro-bind`` of the interpreter's folders.
-
-    The interpreter (a virtual environment in the home, pyenv under /root) stays usable;
-    nothing else of the home (``~/.ssh``, ``~/.aws``, a project's ``.env``) is visible.
-    /tmp is writable, at most ``tmpfs_bytes`` (``None``: unsized); the hidden home is an
-    empty read-only folder (the program's ``HOME`` is its working folder).
-    """
+    """``--tmpfs`` over /tmp and the home, then ``--ro-bind`` of the interpreter's folders."""
+    # the interpreter (a virtualenv in the home, pyenv under /root) stays usable; nothing
+    # else of the home (~/.ssh, a project's .env) is visible, and the home is read-only
     hidden = _hidden_folders()
     options = [*_size(tmpfs_bytes), "--tmpfs", "/tmp"]
     for folder in hidden[1:]:
@@ -173,10 +152,7 @@ def _size(tmpfs_bytes: int | None) -> list[str]:
 
 
 def tmpfs_size(memory_limit: int | None) -> int | None:
-    """Bytes each of the run's RAM-backed folders (/tmp, /dev/shm) may hold under bwrap.
-
-    Files there are kept in memory but not counted in ``RLIMIT_AS``, so together they get
-    at most the run's memory limit: half each. ``None`` (no memory limit): unsized.
+    """Bytes each of /tmp and /dev/shm may hold under bwrap: half ``memory_limit``, or ``None``.
 
     Example:
         ```python
@@ -185,6 +161,7 @@ def tmpfs_size(memory_limit: int | None) -> int | None:
     """
     if memory_limit is None:
         return None
+    # files there are held in memory but not counted in RLIMIT_AS: together within the limit
     page = 4096
     return max(page, memory_limit // 2 // page * page)
 
@@ -243,6 +220,7 @@ class _Choice:
     isolation: str
     identity: str  # "caller", "uid" (a user of its own) or "root" (root in a user namespace)
     cgroup: Path | None = None
+    uid: int | None = None  # the run's own user id, picked for each run (identity "uid")
 
 
 def _choose(isolation: str, limits: RunLimits) -> _Choice | str:
@@ -250,18 +228,13 @@ def _choose(isolation: str, limits: RunLimits) -> _Choice | str:
     python = limits.python
     if not os.path.exists(python):
         return f"the interpreter {python!r} does not exist"
-    if not _is_root():
+    root = _is_root()
+    if not root or usable_by_others(python):
         if isolation != "process":
-            reason = _namespace_reason(isolation, python, False)
+            reason = _namespace_reason(isolation, python, root)
             if reason:
                 return reason
-        return _Choice(isolation, "caller")
-    if usable_by_others(python):
-        if isolation != "process":
-            reason = _namespace_reason(isolation, python, True)
-            if reason:
-                return reason
-        return _Choice(isolation, "uid")
+        return _Choice(isolation, "uid" if root else "caller")
     why = (
         f"running as root, the program must run as an unprivileged user, and that user "
         f"cannot use the interpreter {python} (it lives where only root may read, or runs "
@@ -348,8 +321,6 @@ class Plan:
     env: dict[str, str]
     uid: int | None = None
     cgroup: PidsCgroup | None = None
-    namespaced: bool = False
-    rlimits: dict[str, int] = field(default_factory=dict)
 
 
 def _rlimits(limits: RunLimits, nproc: int | None) -> dict[str, int]:
@@ -363,24 +334,14 @@ def _rlimits(limits: RunLimits, nproc: int | None) -> dict[str, int]:
     return found
 
 
-@dataclass(frozen=True)
-class Identity:
-    """Who a run's program runs as: decided before its files are made (they are its own)."""
-
-    isolation: str
-    uid: int | None
-    choice: _Choice
-
-
-def choose_identity(limits: RunLimits) -> Identity:
-    """Resolve the isolation and, for root, pick the run's own user id.
+def choose_identity(limits: RunLimits) -> _Choice:
+    """The run's isolation and, for root, its own user id (its files are made its own).
 
     Raises:
         IsolationUnavailable: the isolation cannot run here.
     """
     choice = _resolve(limits)
-    uid = pick_uid() if choice.identity == "uid" else None
-    return Identity(choice.isolation, uid, choice)
+    return replace(choice, uid=pick_uid()) if choice.identity == "uid" else choice
 
 
 def supervisor_command(
@@ -405,19 +366,14 @@ def supervisor_command(
 
 
 def make_plan(
-    identity: Identity, limits: RunLimits, root: str, workdir: str, script: str, status_fd: int
+    choice: _Choice, limits: RunLimits, root: str, workdir: str, script: str, status_fd: int
 ) -> Plan:
-    """The command of one run, with its user, its cgroup and the program's resource limits.
-
-    ``RLIMIT_NPROC`` counts every process and thread of the program's user (in its user
-    namespace, when it has one); the runner's own processes counted with them (the
-    supervisor, and under ``unshare`` the ``unshare`` process) are added to
-    ``max_processes``. Without a user or namespace of its own (``"process"`` for a user
-    other than root), the processes the user runs already are added too.
-    """
-    choice = identity.choice
+    """The command of one run, with its user, its cgroup and the program's resource limits."""
+    # RLIMIT_NPROC counts every task of the program's user (in its user namespace): the
+    # runner's own processes counted with them are added to max_processes, and without a
+    # user or namespace of its own ("process" as a regular user) the user's other tasks too
     cap = limits.max_processes
-    uid = identity.uid
+    uid = choice.uid
     cgroup = None
     nproc: int | None = None
     if choice.isolation == "process":
@@ -457,6 +413,4 @@ def make_plan(
         env=clean_env(limits, workdir),
         uid=uid,
         cgroup=cgroup,
-        namespaced=choice.isolation != "process",
-        rlimits=rlimits,
     )

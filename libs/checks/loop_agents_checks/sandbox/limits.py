@@ -1,7 +1,4 @@
-"""The limits a program runs under (`RunLimits`), their defaults and their validation.
-
-Its public names are exported by `loop_agents_checks.sandbox`.
-"""
+"""The limits a program runs under (`RunLimits`), their defaults and their validation."""
 
 from __future__ import annotations
 
@@ -12,24 +9,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal, TypedDict, get_args
 
-DEFAULT_TIMEOUT = 10.0
-"""Seconds a program may run."""
-DEFAULT_MEMORY_LIMIT = 512 * 1024 * 1024
-"""Bytes of address space a program may use (``RLIMIT_AS``)."""
-DEFAULT_MAX_OUTPUT = 10_000
-"""Bytes of stdout and of stderr kept."""
-DEFAULT_MAX_FILE_SIZE = 16 * 1024 * 1024
-"""Bytes any one file written by the program may have (``RLIMIT_FSIZE``)."""
-DEFAULT_MAX_PROCESSES = 64
-"""Processes and threads a program may have at once, itself included."""
-GRACE_SECONDS = 2.0
-"""The most a run takes beyond its time limit: killing what is left and reading the pipes."""
-
-SCRIPT_NAME = "answer.py"
-"""The file name the program is given; tracebacks show it."""
+DEFAULT_TIMEOUT = 10.0  # seconds
+DEFAULT_MEMORY_LIMIT = 512 * 1024 * 1024  # bytes of address space (RLIMIT_AS)
+DEFAULT_MAX_OUTPUT = 10_000  # bytes of stdout and of stderr each
+DEFAULT_MAX_FILE_SIZE = 16 * 1024 * 1024  # bytes of any one file written (RLIMIT_FSIZE)
+DEFAULT_MAX_PROCESSES = 64  # processes and threads at once, the program included
+GRACE_SECONDS = 2.0  # the most a run takes beyond its time limit (cleanup, reading pipes)
+SCRIPT_NAME = "answer.py"  # the program's file name; tracebacks show it
+RLIMIT_MAX = 2**63 - 1  # the largest resource limit setrlimit takes (a signed 64-bit value)
 
 Isolation = Literal["auto", "bwrap", "unshare", "process"]
-"""How a program is kept apart from the caller; see `loop_agents_checks.sandbox`."""
 ISOLATIONS: tuple[str, ...] = get_args(Isolation)
 
 _SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.IGNORECASE)
@@ -48,8 +37,8 @@ class RunLimits:
             no limit.
         python: The interpreter; the current one by default.
         env: Extra environment variables; names that look like secrets are refused.
-        isolation: ``"auto"``, ``"bwrap"``, ``"unshare"`` or ``"process"``; see
-            `loop_agents_checks.sandbox`.
+        isolation: ``"auto"`` (the first of the others that works here), ``"bwrap"``,
+            ``"unshare"`` or ``"process"``; see ``docs/sandbox.md``.
         max_processes: Processes and threads the program may have at once, itself
             included (the runner's own helpers are not counted); ``None`` for no cap.
 
@@ -78,11 +67,9 @@ class RunLimits:
         return {limit.name: getattr(self, limit.name) for limit in fields(self)}
 
     def __post_init__(self) -> None:
-        """Check every limit; see the class docstring."""
-        timeout = self.timeout
-        if not _positive_seconds(timeout):
+        if not _positive_seconds(self.timeout):
             raise ValueError(
-                f"timeout must be a finite number of seconds > 0; got {_shown(timeout)}"
+                f"timeout must be a finite number of seconds > 0; got {_shown(self.timeout)}"
             )
         whole_numbers = {  # name: (the lowest value, the range in words, what None means)
             "memory_limit": (1024 * 1024, "a number of bytes from 1 MiB", "no limit"),
@@ -179,10 +166,6 @@ def _positive_seconds(value: object) -> bool:
     except OverflowError:
         return False
     return math.isfinite(seconds) and seconds > 0
-
-
-RLIMIT_MAX = 2**63 - 1
-"""The largest resource limit the kernel takes (``setrlimit`` reads a signed 64-bit value)."""
 
 
 def _shown(value: object) -> str:

@@ -1,10 +1,7 @@
 """Finding and killing processes through ``/proc``, and the dedicated users root runs code as.
 
-When the caller is root, a program never runs as root: it gets a user id of its own for the
-run (`pick_uid`), so that ``RLIMIT_NPROC`` counts only its processes (root is exempt from
-that limit), it cannot read other processes' ``/proc/*/environ`` or memory, and one
-``kill(-1, SIGKILL)`` made as that user (`kill_uid`) ends every process it started, whatever
-session or process group they moved to.
+Under root a program gets a user id of its own (`pick_uid`): ``RLIMIT_NPROC`` then counts
+only its processes, it cannot read others' ``/proc/*/environ``, and `kill_uid` ends them all.
 """
 
 from __future__ import annotations
@@ -26,9 +23,9 @@ __all__ = [
     "uids_alive",
 ]
 
+# user ids a run may be given under root: above the ranges systemd gives to users, system
+# services and containers
 DEDICATED_UIDS = range(0x71000000, 0x72000000)
-"""User ids a run may be given when the caller is root (1895825408-1912602623: above the
-ranges systemd gives to users, system services and containers)."""
 
 
 def _status(pid: str) -> dict[str, str]:
@@ -117,15 +114,12 @@ def pick_uid() -> int:
 
 
 def kill_uid(uid: int, python: str, *, within: float) -> bool:
-    """Kill every process of ``uid``: ``kill(-1, SIGKILL)`` made as that user.
+    """Kill every process of ``uid`` with ``kill(-1, SIGKILL)`` made as that user.
 
-    That one call reaches every process of the user atomically (a process forking at that
-    moment cannot slip through), whatever its session, process group or parent. It is
-    repeated until none is left or ``within`` seconds have passed.
-
-    Returns:
-        Whether no process of ``uid`` is left.
+    Repeated until none is left (then it returns ``True``) or ``within`` seconds have passed.
     """
+    # that one call reaches every process of the user atomically (one forking at that
+    # moment cannot slip through), whatever its session, process group or parent
     deadline = time.monotonic() + within
     while uids_alive(uid):
         left = deadline - time.monotonic()

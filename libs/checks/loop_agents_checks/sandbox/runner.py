@@ -1,11 +1,4 @@
-r"""`run_python` and `arun_python`: start a program in its isolation, read it, clean up.
-
-Both share one implementation (`_execute`): ``arun_python`` runs it in a thread of its own,
-so the event loop is never blocked and owns no pipe or child watcher that a leftover process
-could keep busy. Every run returns within ``timeout + GRACE_SECONDS`` of its start: at the
-time limit the pipes stop being waited on, everything the program started is killed, and
-what is already in the pipes is read for at most the grace.
-"""
+"""`run_python` and `arun_python`: start a program in its isolation, read it, clean up."""
 
 from __future__ import annotations
 
@@ -18,12 +11,17 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from typing import TypeVar, Unpack
 
 from loop_agents_checks.sandbox.cleanup import remove_tree
-from loop_agents_checks.sandbox.isolation import Plan, choose_identity, make_plan
+from loop_agents_checks.sandbox.isolation import (
+    Plan,
+    choose_identity,
+    make_plan,
+    supervisor_command,
+)
 from loop_agents_checks.sandbox.limits import (
     GRACE_SECONDS,
     SCRIPT_NAME,
@@ -35,14 +33,13 @@ from loop_agents_checks.sandbox.processes import children, kill_tree_of, kill_ui
 from loop_agents_checks.sandbox.result import CappedOutput, RunResult
 from loop_agents_checks.sandbox.text_files import write_utf8
 
-__all__ = ["arun_python", "run_python"]
+__all__ = ["arun_python", "in_thread", "run_python", "run_supervised"]
 
 logger = logging.getLogger("loop_agents")
 
 T = TypeVar("T")
 
-_POLL = 0.02
-"""Seconds between checks whether the program has exited."""
+_POLL = 0.02  # seconds between checks whether the program has exited
 
 
 @contextmanager
@@ -93,11 +90,8 @@ def _collect(
     deadline: float,
     cancel: threading.Event | None,
 ) -> bool:
-    """Read the pipes until the supervisor exits or the deadline; whether it timed out.
-
-    The pipes are not waited on for EOF: a program may close its stdout and go on, and a
-    process it started may keep them open.
-    """
+    """Read the pipes until the supervisor exits or the deadline; whether it timed out."""
+    # not until EOF: a program may close its stdout and go on, a child may hold the pipes
     while not _has_exited(proc.pid):
         left = deadline - time.monotonic()
         if left <= 0 or (cancel is not None and cancel.is_set()):
@@ -123,7 +117,7 @@ def _cleanup(plan: Plan, proc: subprocess.Popen[bytes], python: str, until: floa
     within = max(until - time.monotonic(), 0.05)
     if plan.uid is not None:  # one kill(-1) as the run's own user reaches all of them
         kill_uid(plan.uid, python, within=within)
-    elif plan.namespaced:
+    elif plan.isolation != "process":
         # Killing the namespace's init kills every process in it; bwrap or unshare,
         # which waits for it, then exits: that exit says the namespace is empty.
         if not _has_exited(proc.pid):
@@ -155,6 +149,8 @@ def _program_exit(status_fd: int, returncode: int) -> int:
 
 
 def _execute(code: str, limits: RunLimits, cancel: threading.Event | None = None) -> RunResult:
+    # arun_python runs this in a thread of its own: the event loop never owns a pipe or a
+    # child watcher that a leftover process could keep busy
     identity = choose_identity(limits)
     plan: Plan | None = None
     try:
@@ -169,10 +165,7 @@ def _execute(code: str, limits: RunLimits, cancel: threading.Event | None = None
 
 @contextmanager
 def status_pipe() -> Iterator[tuple[int, _Once]]:
-    """The pipe the supervisor writes how the program ended to: its read end, its write end.
-
-    The read end is non-blocking; both ends are closed on leaving.
-    """
+    """The pipe the supervisor reports how the program ended on: (read end, write end)."""
     status_read, write_fd = os.pipe()
     status_write = _Once(write_fd)
     try:
@@ -258,31 +251,16 @@ def _start_and_wait(
 def run_python(code: str, **options: Unpack[RunOptions]) -> RunResult:
     r"""Run a Python program in a child process with limits, and wait for it.
 
-    The program runs as ``answer.py`` with ``python -I`` in a fresh empty temporary folder
-    that is removed afterwards, with a minimal environment (``PATH``; ``HOME`` and
-    ``TMPDIR`` set to that folder; ``LANG``) and stdin closed, in the isolation asked for
-    (see `loop_agents_checks.sandbox` for what each one guards and what it does not).
+    The program runs as ``answer.py`` with ``python -I`` in a fresh empty folder (removed
+    after), with a minimal environment (``PATH``, ``HOME`` and ``TMPDIR`` that folder,
+    ``LANG``) and stdin closed. The call returns within ``timeout + GRACE_SECONDS``, and
+    every process the program started is killed by then.
 
     Args:
         code: The program's source.
-        **options: The limits, each keyword-only, with `RunLimits`' defaults:
-
-            - ``timeout``: wall-clock seconds before the program (with everything it
-              started) is killed (10). The call returns within ``timeout +
-              GRACE_SECONDS`` (2 s).
-            - ``memory_limit``: bytes of address space (``RLIMIT_AS``); ``None`` for no
-              limit (512 MiB).
-            - ``max_output``: bytes kept of stdout and of stderr each; the head and the
-              tail are kept and the middle is dropped (10,000).
-            - ``max_file_size``: the largest file, in bytes, the program may write;
-              ``None`` for no limit (16 MiB).
-            - ``python``: the interpreter; the current one by default.
-            - ``env``: extra environment variables for the program. Names that look like
-              secrets (containing KEY, TOKEN, SECRET, PASSWORD or CREDENTIAL) are refused.
-            - ``isolation``: ``"auto"`` (the first of ``"bwrap"``, ``"unshare"``,
-              ``"process"`` that works here), or one of them.
-            - ``max_processes``: processes and threads the program may have at once,
-              itself included; ``None`` for no cap (64).
+        **options: The limits, keyword-only: `RunLimits`' attributes and defaults
+            (``timeout``, ``memory_limit``, ``max_output``, ``max_file_size``, ``python``,
+            ``env``, ``isolation``, ``max_processes``).
 
     Returns:
         A `RunResult`; its ``isolation`` says which isolation the program ran in.
@@ -301,19 +279,10 @@ def run_python(code: str, **options: Unpack[RunOptions]) -> RunResult:
 
 
 async def arun_python(code: str, **options: Unpack[RunOptions]) -> RunResult:
-    """Like `run_python`, without blocking the event loop.
+    """Like `run_python` (the same arguments), without blocking the event loop.
 
-    The run happens in a thread of its own. Cancelling the awaiting task kills the program
-    and everything it started, waits for that (at most the grace), then raises
-    ``CancelledError``.
-
-    Args:
-        code: The program's source.
-        **options: `run_python`'s keyword arguments (timeout, memory_limit, max_output,
-            max_file_size, python, env, isolation, max_processes), the same defaults.
-
-    Returns:
-        A `RunResult`.
+    Cancelling the awaiting task kills the program and everything it started, waits for
+    that (at most the grace), then raises ``CancelledError``.
 
     Raises:
         ValueError: a limit is out of range or ``env`` holds a secret-like name.
@@ -329,13 +298,43 @@ async def arun_python(code: str, **options: Unpack[RunOptions]) -> RunResult:
     return await in_thread(lambda cancel: _execute(code, limits, cancel))
 
 
-async def in_thread(work: Callable[[threading.Event], T]) -> T:
-    """Run ``work`` in a thread of its own and await its result.
+def run_supervised(
+    argv: list[str],
+    *,
+    cwd: str | None,
+    env: Mapping[str, str],
+    timeout: float,
+    max_output: int,
+    cancel: threading.Event | None = None,
+) -> RunResult:
+    r"""Run a command as the caller under the supervisor, stderr merged into stdout.
 
-    Cancelling the awaiting task sets the event ``work`` was given (a run then kills its
-    program and everything it started), waits for ``work`` to end, and raises
-    ``CancelledError``.
+    No isolation and no resource limit (a command check runs with the caller's rights);
+    what it shares with `run_python` is the process tree (every process the command
+    started is killed when it ends, overruns ``timeout`` or ``cancel`` is set) and the
+    bounded output, read through a pipe.
+
+    Example:
+        ```python
+        result = run_supervised(["/bin/sh", "-c", "echo hi"], cwd=None, env={}, timeout=5,
+                                max_output=65536)
+        assert result.ok and result.stdout == "hi\n"
+        ```
     """
+    limits = make_limits(timeout, None, max_output, None, isolation="process", max_processes=None)
+    with status_pipe() as (status_read, status_write):
+        command = supervisor_command(
+            limits.python, status_write.fd, kill_all=False, rlimits={}, flags=[], program=argv
+        )
+        plan = Plan(isolation="process", command=command, env=dict(env))
+        workdir = cwd or os.getcwd()
+        return _start_and_wait(
+            plan, limits, workdir, "", status_read, status_write, cancel, merge_stderr=True
+        )
+
+
+async def in_thread(work: Callable[[threading.Event], T]) -> T:
+    """Await ``work`` run in a thread; cancelled, set its event, wait for it, re-raise."""
     loop = asyncio.get_running_loop()
     done: asyncio.Future[T] = loop.create_future()
     cancel = threading.Event()

@@ -1,15 +1,4 @@
-"""`command_problem`: whether a shell command can run as a check, before anything runs.
-
-Only the standard library is used, so that the ``loop-agents run --check`` command can
-answer a mistyped program as fast as ``--help`` answers, before the model libraries load.
-
-Example:
-    ```python
-    from loop_agents_checks.sandbox.shell_command import command_problem
-
-    command_problem("pytset -q")  # "the check's program 'pytset' is not found on PATH; ..."
-    ```
-"""
+"""`command_problem`: whether a shell command can run as a check, before anything runs."""
 
 from __future__ import annotations
 
@@ -21,6 +10,9 @@ from pathlib import Path
 
 __all__ = ["command_problem"]
 
+# the standard library only: `loop-agents run --check` answers a mistyped program as fast as
+# --help, before the model libraries load
+
 _SHELL_WORDS = frozenset(
     {"!", ".", ":", "[", "[[", "{", "(", "alias", "break", "case", "cd", "command",
      "continue", "echo", "eval", "exec", "exit", "export", "false", "for", "function",
@@ -30,10 +22,9 @@ _SHELL_WORDS = frozenset(
 
 
 def command_problem(command: str, cwd: str | Path | None = None) -> str | None:
-    """What makes ``command`` unusable as a check, or ``None`` when it looks usable.
+    """Why ``command`` is unusable as a check (empty, not shell words, its program not found).
 
-    It is unusable when it is empty, does not parse as shell words, or its first
-    program is not found.
+    ``None`` when it looks usable.
 
     Example:
         ```python

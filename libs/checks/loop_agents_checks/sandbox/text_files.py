@@ -1,24 +1,8 @@
-r"""A model's text in files: what UTF-8 can hold, and JSON that keeps it exactly.
+r"""A model's text in files, though it may hold a lone surrogate that UTF-8 cannot encode.
 
-A model's reply may hold a *lone surrogate*: half of a character outside the Basic
-Multilingual Plane (``"smile \ud83d"``, an emoji cut in two), which a server sends as
-the JSON escape ``\ud83d`` and Python decodes as it is. UTF-8 has no encoding for it,
-so ``Path.write_text(text, encoding="utf-8")`` raises ``UnicodeEncodeError``. Two
-remedies, by what the file is for:
-
-- a file that a program, a check or a person reads (the answer a check runs, a
-  program's source, a page): each lone surrogate becomes U+FFFD, the replacement
-  character, as a UTF-8 decoder shows bytes it cannot read (`utf8_text`,
-  `write_utf8`);
-- JSON kept to be read back (an eval's journal and results): each lone surrogate is
-  written as its ``\uXXXX`` escape, which ``json.loads`` turns back into the same
-  text, and every other character as it is (`json_text`).
-
-Example:
-    ```python
-    assert utf8_text("smile \ud83d") == "smile \ufffd"
-    assert json.loads(json_text({"answer": "smile \ud83d"})) == {"answer": "smile \ud83d"}
-    ```
+A lone surrogate is half a character (``"\ud83d"``, an emoji cut in two). In a file to be
+read it becomes U+FFFD (`utf8_text`, `write_utf8`); in JSON to be read back, its ``\uXXXX``
+escape, so the text comes back exactly (`json_text`).
 """
 
 from __future__ import annotations
