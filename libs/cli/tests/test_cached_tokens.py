@@ -178,9 +178,7 @@ def priced(record: IterationRecord, *, cached_rate: bool = True) -> float:
 @pytest.mark.parametrize("streaming", [False, True])
 def test_a_server_s_prefix_cache_reaches_the_records_and_the_cost(streaming):
     server = ScriptedOpenAI(script(3), prefix_cache=True)
-    loop = wire_loop(
-        server, 3, streaming=streaming, controls=[Budgets(prices=WIRE_PRICES)]
-    )
+    loop = wire_loop(server, 3, streaming=streaming, controls=[Budgets(prices=WIRE_PRICES)])
     result = loop.invoke({"messages": [REQUEST]})
     assert [bool(r.get("stream")) for r in server.requests[0::2]] == [streaming] * 3
     records = result["records"]
@@ -214,9 +212,9 @@ def test_a_server_s_prefix_cache_reaches_the_records_and_the_cost(streaming):
 
 def test_a_cost_budget_counts_a_server_s_cache_reads_at_the_cached_rate():
     server = ScriptedOpenAI(script(3), prefix_cache=True)
-    first, second, _ = wire_loop(
-        server, 3, controls=[Budgets(prices=WIRE_PRICES)]
-    ).invoke({"messages": [REQUEST]})["records"]
+    first, second, _ = wire_loop(server, 3, controls=[Budgets(prices=WIRE_PRICES)]).invoke(
+        {"messages": [REQUEST]}
+    )["records"]
     # the budget lets a third iteration start only at the cached rate: after iteration 2
     # the loop stops when what it spent plus iteration 2's cost would pass the budget
     budget = (first["cost"] + 2 * second["cost"]) * (1 + 1e-9)

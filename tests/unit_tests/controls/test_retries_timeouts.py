@@ -85,7 +85,9 @@ def test_transient_agent_error_is_retried():
 
 def test_hand_built_rate_limit_error_is_retried_by_the_default_policy():
     agent = FlakyAgent(1, [rate_limit_error()])
-    loop = create_loop_agent(agent, CountingEvaluator(2), controls=[Retries(agent_retry_policy=quick())])
+    loop = create_loop_agent(
+        agent, CountingEvaluator(2), controls=[Retries(agent_retry_policy=quick())]
+    )
     result = loop.invoke({"messages": [REQUEST]})
     assert agent.calls == [1, 1, 2]
     assert result["stop_reason"] == "accepted"

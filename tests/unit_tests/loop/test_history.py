@@ -443,9 +443,7 @@ def test_function_policy_on_a_second_run_sees_the_earlier_turns():
 
 
 def rejected(history_function: Any, match: str, error: type[Exception] = ValueError) -> None:
-    loop = create_loop_agent(
-        ToolRecorder(), until(3), 5, controls=[History(history_function)]
-    )
+    loop = create_loop_agent(ToolRecorder(), until(3), 5, controls=[History(history_function)])
     with pytest.raises(error, match=match):
         loop.invoke({"messages": [HumanMessage(REQUEST)]})
 
