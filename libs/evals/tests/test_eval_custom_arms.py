@@ -404,7 +404,7 @@ def test_loop_s_old_option_keywords_are_refused_naming_the_control_each_became()
     with pytest.raises(TypeError, match=r"pass controls=\[AnswerSelection\('best'\)\]$"):
         loop(select="best")
     arm = loop(controls=[History("feedback_log"), AnswerSelection("best"), Stagnation()])
-    assert [type(c) for c in arm.controls] == [History, AnswerSelection, Stagnation, Repair]
+    assert [type(c) for c in arm.controls] == [History, AnswerSelection, Stagnation]
     with pytest.raises(ValueError, match=r"loop\(\): controls .* cannot work together"):
         loop(controls=[Candidates(2), DiverseFirst(2)])
 
