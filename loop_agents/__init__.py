@@ -1,18 +1,8 @@
 """loop_agents: agents that check their own work, as LangGraph graphs.
 
 An agent answers, an evaluator judges the answer, and while the evaluator is not
-satisfied its feedback goes back to the agent for another attempt.
-
-Example:
-    ```python
-    from loop_agents import LoopContext, LoopEvaluation, create_loop_agent
-
-    def evaluate(context: LoopContext) -> LoopEvaluation:
-        ok = "42" in context["last_response"].text
-        return {"stop": True} if ok else {"stop": False, "feedback": "Compute it again."}
-
-    loop = create_loop_agent(agent, evaluate, max_iterations=3)
-    ```
+satisfied its feedback goes back to the agent for another attempt:
+``create_loop_agent(agent, evaluate, max_iterations=3)``. The guide: ``docs/index.md``.
 
 The package is in layers, lowest first; a module imports only from its own layer and
 those before it (``tests/repository/test_layers.py`` checks it; ``docs/architecture.md``):

@@ -1,10 +1,8 @@
 """Controls: the parts of a loop, one module each, composed in order of their stage.
 
-A loop's behaviour beyond its agent, evaluator and cap is a list of controls, given to
-either host: ``create_loop_agent(agent, evaluator, 5, controls=[...])`` or
-``LoopMiddleware(evaluator, 5, controls=[...])``. Controls of your own subclass
-`LoopControl` (its hooks: `loop_agents.loop.protocol`). What each control does, and the
-stages: ``docs/loop-control.md``. A new control is one module here, with its tests.
+Either host takes them: ``create_loop_agent(agent, evaluator, 5, controls=[...])``,
+``LoopMiddleware(evaluator, 5, controls=[...])``. Your own subclass `LoopControl`. What
+each one does, and the stages: ``docs/loop-control.md``.
 """
 
 from loop_agents.controls.adaptive import Adaptive, Repair

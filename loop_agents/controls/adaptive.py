@@ -98,17 +98,16 @@ class Adaptive(LoopControl):
     each kind's Beta posterior counts the latest `WINDOW` loops; the highest draw wins.
 
     Args:
-        kinds: Kinds to add, by name (a `RetryKind`), or built-in ones to leave out
-            (``{"informed": None}``). Default: repair, fresh and informed.
-        prior: A kind's Beta pseudo counts ``(alpha, beta)``, each finite, above 0 and at
-            most `MAX_PSEUDO_COUNT`; default `REPAIR_PRIOR` for repair, else `DEFAULT_PRIOR`.
+        kinds: Kinds to add by name (a `RetryKind`), or built-in ones to leave out (``None``).
+        prior: Each kind's Beta pseudo counts ``(alpha, beta)``, finite, above 0 and at most
+            `MAX_PSEUDO_COUNT` (default `REPAIR_PRIOR` for repair, else `DEFAULT_PRIOR`).
         seed: Makes the choices reproducible: the same verdicts give the same choices.
-        namespace: Where the learning is kept; default ``("loop_agents", "adaptive",
-            <model>, <evaluator>)`` (the model as its answers name it).
+        namespace: Where the learning is kept (default ``("loop_agents", "adaptive",
+            <model>, <evaluator>)``).
         requirements: The points one feedback text says must hold (`feedback_points`).
         store: ``None`` (this object's memory), ``"graph"`` (the running graph's store)
-            or a ``BaseStore``. A store that fails never ends the loop: it learns in
-            memory for that run, warns once and records ``strategy["store_error"]``.
+            or a ``BaseStore``; one that fails never ends the loop (it learns in memory,
+            warns once and records ``strategy["store_error"]``).
 
     Raises:
         TypeError: an option of the wrong type.
@@ -118,7 +117,6 @@ class Adaptive(LoopControl):
         ```python
         loop = create_loop_agent(model, tests, 4, controls=[Adaptive(kinds={"informed": None})])
         ```
-
     """
 
     name = "adaptive"
@@ -155,8 +153,8 @@ class Adaptive(LoopControl):
 
     def retry_kind(self, turn: Turn) -> str | None:
         """The kind chosen after the previous verdict (``None`` for a loop's first attempt)."""
-        records = turn.state.get("records") or []
-        if turn.new_loop or not records:
+        records = turn.records
+        if not records:
             return None
         chosen = (records[-1].get("strategy") or {}).get("next")
         return self._sendable(chosen["kind"]) if chosen else None
@@ -468,11 +466,8 @@ def _checked_prior(prior: object, kinds: Mapping[str, RetryKind]) -> dict[str, t
             raise ValueError(
                 f"Adaptive(prior=): {kind!r} is not a kind; the kinds: {', '.join(kinds)}"
             )
-        if not (
-            isinstance(pair, Sequence)
-            and len(pair) == 2
-            and {type(x) for x in pair} <= {int, float}
-        ):
+        numbers = isinstance(pair, Sequence) and {type(x) for x in pair} <= {int, float}
+        if not numbers or len(pair) != 2:
             raise TypeError(
                 f"Adaptive(prior=): {kind!r} must be two numbers (alpha, beta); got {pair!r:.40}"
             )

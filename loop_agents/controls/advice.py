@@ -31,11 +31,8 @@ ADVISOR_INSTRUCTIONS = (
 def default_advice(score: float | None, threshold: float | None) -> str:
     """The feedback sent when a verdict has none and there is no advisor.
 
-    Example:
-        ```python
-        default_advice(55, 70)
-        # 'The answer scored 55; an answer is accepted at 70 or more. Improve it ...'
-        ```
+    ``default_advice(55, 70)`` is ``"The answer scored 55; an answer is accepted at 70 or
+    more. Improve it and answer the request again."``.
     """
     return f"The answer {_standing(score, threshold)}. Improve it and answer the request again."
 
@@ -61,46 +58,24 @@ def advisor_prompt(
     return [SystemMessage(ADVISOR_INSTRUCTIONS), HumanMessage(body)]
 
 
-def advice_text(reply: object) -> str:
-    """The advice in an advisor's reply (a message or a string), stripped.
-
-    Raises:
-        TypeError: ``reply`` is neither.
-
-    """
-    if isinstance(reply, BaseMessage):
-        return reply.text.strip()
-    if isinstance(reply, str):
-        return reply.strip()
-    raise TypeError(
-        f"the advisor returned {type(reply).__name__} {reply!r:.60}; expected a message or "
-        f"a string (the advice)"
-    )
-
-
 class Advice(LoopControl):
     """A score decides at a threshold; feedback a verdict left out is written for it.
-
-    The advisor is shown the task, the answer and its score, and asked what to change
-    (a run named ``"iteration N: advisor"``, counted in the budgets); an empty reply, or
-    no advisor, gives `default_advice`.
 
     Args:
         threshold: The score at which a score-only verdict accepts (``None``: the
             evaluator must say ``stop`` itself).
-        model: An advisor: a chat model (any Runnable of a list of messages) that writes
-            the feedback a verdict left out.
+        model: An advisor (a chat model, or any Runnable of messages), shown the task, the
+            answer and its score and asked what to change (a run ``"iteration N: advisor"``,
+            counted in the budgets). Without one, or on an empty reply: `default_advice`.
 
     Raises:
-        TypeError: a threshold that is not a finite number, or an advisor that is not a
-            Runnable.
+        TypeError: a threshold that is not a finite number, an advisor not a Runnable.
 
     Example:
         ```python
         advice = Advice(threshold=70, model=ChatOpenAI(model="gpt-5.4-mini"))
         loop = create_loop_agent(agent, length_metric, 5, controls=[advice])
         ```
-
     """
 
     name = "advice"
@@ -157,7 +132,12 @@ class Advice(LoopControl):
         assert run is not None
         prompt = encodable(advisor_prompt(outcome.request, answer, verdict.score, self.threshold))
         reply = yield Call("advisor", run.invoke, run.ainvoke, prompt, outcome.config("advisor"))
-        text = advice_text(reply.value)
+        if not isinstance(reply.value, BaseMessage | str):
+            raise TypeError(
+                f"the advisor returned {type(reply.value).__name__} {reply.value!r:.60}; "
+                f"expected a message or a string (the advice)"
+            )
+        text = (reply.value if isinstance(reply.value, str) else reply.value.text).strip()
         if text:  # an empty reply keeps the default sentence (and its "default" source)
             verdict.feedback = text
             verdict.feedback_from = "advisor"

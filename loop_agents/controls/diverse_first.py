@@ -25,8 +25,7 @@ class DiverseFirst(Candidates):
     Args:
         k: First answers (2 to 64; 1 would be the plain loop).
         temperature: With a chat-model agent: the temperature of every first answer (a
-            number) or of each (k numbers). A chat-model agent's first answers after the
-            first are copies of it that never answer from an LLM cache.
+            number) or of each (k numbers); the copies of the model never use an LLM cache.
 
     Raises:
         TypeError: an option of the wrong type.

@@ -71,7 +71,7 @@ def feedback_points(feedback: str) -> list[str]:
     """
     lines = feedback.splitlines()
     listed = [_BULLET.sub("", line).strip() for line in lines if _BULLET.match(line)]
-    points = [p for p in listed if p] or [_SPACES.sub(" ", feedback).strip()]
+    points = [p for p in listed if p] or [answer_key(feedback)]
     return [p for p in points if p]
 
 
@@ -112,7 +112,6 @@ def points_of(
 
     Raises:
         TypeError: ``requirements`` returned something other than a list of str.
-
     """
     points: dict[str, None] = {}
     for text in feedback:
@@ -157,7 +156,6 @@ class Retry:
         pending: Messages added to the conversation since the latest feedback.
         feedback: The evaluator's feedback so far, oldest first (raw texts).
         requirements: The function that lists the points a feedback text names.
-
     """
 
     iteration: int
@@ -278,17 +276,19 @@ class Restart(LoopControl):
         """The current episode's first iteration."""
         # read from the records, which a conversation another middleware summarised keeps
         answers = {m.id: m for m in turn.messages if isinstance(m, AIMessage)}
-        records, start, seen = turn.records, 1, set[str]()
+        records = turn.records
+        start = 1
+        seen: set[str | None] = set()
         for position, record in enumerate(records):
             answer = record.get("answer") or answers.get(answer_id_of(record))
             key = None if answer is None else self._key_of(answer.text)  # None: no answer
-            repeated = key in seen
-            if key is not None:
-                seen.add(key)
-            iteration, limit = record["iteration"], self.max_repairs
+            repeated = key is not None and key in seen
+            seen.add(key)
+            iteration = record["iteration"]
             repaired = iteration > start and position > 0
             stalled = repaired and not _improved(record, records[position - 1])
-            if repeated or stalled or (limit is not None and iteration - start >= limit):
+            exhausted = self.max_repairs is not None and iteration - start >= self.max_repairs
+            if repeated or stalled or exhausted:
                 start = iteration + 1
         return start
 

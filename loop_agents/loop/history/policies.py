@@ -65,7 +65,6 @@ class LoopHistory(TypedDict):
         attempts: This loop's earlier attempts, oldest first.
         pending: Messages after the latest feedback (or the request), e.g. from ``update_state``.
         feedback: The raw feedback texts of ``attempts`` (`feedback_text`), oldest first.
-
     """
 
     iteration: int
@@ -114,8 +113,7 @@ HistoryFunction: TypeAlias = Callable[[LoopHistory], Sequence[BaseMessage]]
 """A function choosing what the agent is sent, from the `LoopHistory` of an iteration."""
 
 HistoryPolicy: TypeAlias = HistoryName | HistoryFunction | StatefulHistory
-"""What `History` accepts: a built-in policy's name, a `HistoryFunction` or a
-`StatefulHistory` (such as ``compacting(...)``)."""
+"""What `History` accepts: a built-in policy's name, a function or a `StatefulHistory`."""
 
 
 def full(history: LoopHistory) -> list[AnyMessage]:
@@ -195,7 +193,6 @@ def feedback_log_message(
         message = feedback_log_message(["Too long.", "Mention the date."])
         assert message.text.count("```review") == 2
         ```
-
     """
     if not feedback:
         raise ValueError("feedback_log_message needs at least one feedback text; got none")
@@ -233,7 +230,6 @@ def without_rejected_attempts(messages: Sequence[AnyMessage]) -> list[AnyMessage
         # [request, answer 1, feedback 1, answer 2]  ->  [request, answer 2]
         compact = without_rejected_attempts(result["messages"])
         ```
-
     """
     kept: list[AnyMessage] = []
     run: list[AnyMessage] = []
@@ -267,7 +263,6 @@ def check_history(history: object) -> HistoryPolicy:
     Raises:
         ValueError: an unknown policy name.
         TypeError: neither a name, a sync function nor a `StatefulHistory` instance.
-
     """
     expected = (
         f"history must be one of {', '.join(map(repr, HISTORY_NAMES))}, compacting(model, "
@@ -313,7 +308,6 @@ def loop_history(
         state: The loop's state before the iteration.
         updates: The updates that open it (with ``init_messages`` when a new loop starts).
         messages: The whole conversation the iteration starts from.
-
     """
     new_loop = "init_messages" in updates
     init = list(updates["init_messages"] if new_loop else state.get("init_messages") or [])
@@ -323,19 +317,13 @@ def loop_history(
     records: list[IterationRecord] = [] if new_loop else list(state.get("records") or [])
     start, end = _request_span(messages, init, ids, records)
     part = messages[end:]
+    marks = [i for i, m in enumerate(part) if is_feedback(m)]
     attempts: list[Attempt] = []
     after = 0
-    for index, message in enumerate(part):
-        if is_feedback(message):
-            feedback = cast(HumanMessage, message)
-            attempts.append(
-                {
-                    "iteration": len(attempts) + 1,
-                    "messages": part[after:index],
-                    "feedback": feedback,
-                }
-            )
-            after = index + 1
+    for number, index in enumerate(marks, 1):
+        feedback = cast(HumanMessage, part[index])
+        attempts.append({"iteration": number, "messages": part[after:index], "feedback": feedback})
+        after = index + 1
     iteration = updates["iteration"]
     return {
         "iteration": 1 if isinstance(iteration, Overwrite) else state.get("iteration", 0) + 1,
