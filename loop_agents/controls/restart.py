@@ -131,9 +131,8 @@ def fresh_start(
 ) -> tuple[list[AnyMessage], list[AnyMessage], list[AnyMessage]]:
     """What an attempt that starts afresh keeps: ``(request, earlier, pending)``.
 
-    The request is the loop's own ``init_messages`` (so a summarised conversation still
-    gives the task); the earlier turns (as the user saw them) and the pending messages
-    only while the request is still in the conversation.
+    The request is the loop's ``init_messages`` (a summarised conversation still gives the
+    task); earlier turns and pending messages only while the request is in the conversation.
     """
     view = view or loop_history(turn.state, turn.opened, turn.messages)
     request, shown = turn.request, view["request"]
@@ -281,7 +280,12 @@ class Restart(LoopControl):
         seen: set[str | None] = set()
         for position, record in enumerate(records):
             answer = record.get("answer") or answers.get(answer_id_of(record))
-            key = None if answer is None else self._key_of(answer.text)  # None: no answer
+            key = None if answer is None else self.key(answer.text)  # None: no answer
+            if answer is not None and not isinstance(key, str):
+                raise TypeError(
+                    f"control 'restart': key {describe(self.key)!r} returned "
+                    f"{type(key).__name__} {key!r:.40}; it must return a str"
+                )
             repeated = key is not None and key in seen
             seen.add(key)
             iteration = record["iteration"]
@@ -291,15 +295,6 @@ class Restart(LoopControl):
             if repeated or stalled or exhausted:
                 start = iteration + 1
         return start
-
-    def _key_of(self, text: str) -> str:
-        key = self.key(text)
-        if not isinstance(key, str):
-            raise TypeError(
-                f"control 'restart': key {describe(self.key)!r} returned "
-                f"{type(key).__name__} {key!r:.40}; it must return a str"
-            )
-        return key
 
 
 def _improved(record: IterationRecord, before: IterationRecord) -> bool:
