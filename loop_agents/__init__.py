@@ -1,35 +1,19 @@
 """loop_agents: agents that check their own work, as LangGraph graphs.
 
 An agent answers, an evaluator judges the answer, and while the evaluator is not
-satisfied its feedback goes back to the agent for another attempt.
+satisfied its feedback goes back to the agent for another attempt:
+``create_loop_agent(agent, evaluate, max_iterations=3)``. The guide: ``docs/index.md``.
 
-Example:
-    ```python
-    from loop_agents import LoopContext, LoopEvaluation, create_loop_agent
+The package is in layers, lowest first; a module imports only from its own layer and
+those before it (``tests/repository/test_layers.py`` checks it; ``docs/architecture.md``):
 
-    def evaluate(context: LoopContext) -> LoopEvaluation:
-        ok = "42" in context["last_response"].text
-        return {"stop": True} if ok else {"stop": False, "feedback": "Compute it again."}
+1. ``runtime``: running calls reliably, sync and async: time limits, tokens, thread locks.
+2. ``loop``: the loop's core for both hosts: state, control protocol, records, history.
+3. ``controls``: the parts of a loop, one module each (``loop_agents.controls``).
+4. ``hosts``: `create_loop_agent` (a LangGraph graph) and `LoopMiddleware` (``create_agent``).
+5. ``evaluators``: the LLM judge, rules, combinators, human review, openevals adapters.
 
-    loop = create_loop_agent(agent, evaluate, max_iterations=3)
-    ```
-
-The public names below are imported from here; the controls from `loop_agents.controls`.
-The package is in layers, one folder each, lowest first; a module imports only from its
-own layer and those before it (``tests/repository/test_layers.py`` checks it, and that no
-import cycle exists; ``docs/architecture.md`` draws them):
-
-1. ``runtime``: running calls reliably: programs written once for ``invoke`` and
-   ``ainvoke``, time limits, token counting, one run at a time on a thread.
-2. ``loop``: the loop's core, written once for both hosts: its state, the control
-   protocol, the two steps of an iteration, records, events, feedback, history, storage.
-3. ``controls``: the parts of a loop, one module each.
-4. ``hosts``: `create_loop_agent` (a LangGraph graph) and `LoopMiddleware` (inside
-   ``create_agent``).
-5. ``evaluators``: the LLM judge, rules, combinators, human review, the openevals adapters.
-
-The command, the eval and the evaluators that run code are distributions of their own
-(``loop-agents-cli``, ``loop-agents-evals``, ``loop-agents-checks``), built on this one.
+The command, the eval and the code checks are distributions of their own, built on this one.
 """
 
 import importlib
@@ -37,49 +21,43 @@ from typing import TYPE_CHECKING, Any
 
 from loop_agents._version import __version__ as __version__
 
-# The public names: what a user of the loop needs (the factory and the middleware, the
-# control protocol, the state, context and record types, the events, the ready-made
-# evaluators and the errors). Type checkers read these imports; at run time each name is
-# imported from its module on first use (`__getattr__` below, from `_LAZY`), so that
-# `import loop_agents` (and `loop-agents --help`) does not load LangChain and LangGraph.
+# The public names. Type checkers read these imports; at run time `__getattr__` imports
+# each name from its module (`_LAZY`) on first use, so that `import loop_agents` (and
+# `loop-agents --help`) loads neither LangChain nor LangGraph.
 if TYPE_CHECKING:
-    from loop_agents.controls.budgets import UnknownPriceError
-    from loop_agents.evaluators import (
-        JudgeError,
-        all_of,
-        from_openevals,
-        llm_judge,
-        panel,
-        rule,
-        text_rule,
-        todos_complete,
-    )
-    from loop_agents.evaluators.human import InvalidReviewError, human_review
-    from loop_agents.hosts.graph import create_loop_agent
-    from loop_agents.hosts.loop_agent import LoopAgent
-    from loop_agents.hosts.middleware import LoopMiddleware
-    from loop_agents.loop.evaluation import InvalidEvaluationError
-    from loop_agents.loop.events import (
-        AgentFailed,
-        AgentFinished,
-        CandidatesJudged,
-        EvaluationFinished,
-        HistoryCompacted,
-        IterationStarted,
-        LoopEvent,
-        LoopFinished,
-    )
-    from loop_agents.loop.input_checks import LoopInputError
-    from loop_agents.loop.protocol import LoopControl
-    from loop_agents.loop.state import (
-        IterationRecord,
-        LoopContext,
-        LoopEvaluation,
-        LoopState,
-        StopReason,
-    )
-    from loop_agents.runtime.thread_locking import ThreadBusyError
-    from loop_agents.runtime.time_limits import LoopTimeoutError
+    from loop_agents.controls.budgets import UnknownPriceError as UnknownPriceError
+    from loop_agents.evaluators import JudgeError as JudgeError
+    from loop_agents.evaluators import all_of as all_of
+    from loop_agents.evaluators import from_openevals as from_openevals
+    from loop_agents.evaluators import llm_judge as llm_judge
+    from loop_agents.evaluators import panel as panel
+    from loop_agents.evaluators import rule as rule
+    from loop_agents.evaluators import text_rule as text_rule
+    from loop_agents.evaluators import todos_complete as todos_complete
+    from loop_agents.evaluators.human import InvalidReviewError as InvalidReviewError
+    from loop_agents.evaluators.human import human_review as human_review
+    from loop_agents.hosts.graph import create_loop_agent as create_loop_agent
+    from loop_agents.hosts.loop_agent import LoopAgent as LoopAgent
+    from loop_agents.hosts.middleware import LoopMiddleware as LoopMiddleware
+    from loop_agents.loop.evaluation import InvalidEvaluationError as InvalidEvaluationError
+    from loop_agents.loop.events import AgentFailed as AgentFailed
+    from loop_agents.loop.events import AgentFinished as AgentFinished
+    from loop_agents.loop.events import CandidatesJudged as CandidatesJudged
+    from loop_agents.loop.events import EvaluationFinished as EvaluationFinished
+    from loop_agents.loop.events import HistoryCompacted as HistoryCompacted
+    from loop_agents.loop.events import IterationStarted as IterationStarted
+    from loop_agents.loop.events import LoopEvent as LoopEvent
+    from loop_agents.loop.events import LoopFinished as LoopFinished
+    from loop_agents.loop.input_checks import LoopInputError as LoopInputError
+    from loop_agents.loop.protocol import LoopControl as LoopControl
+    from loop_agents.loop.state import IterationRecord as IterationRecord
+    from loop_agents.loop.state import LoopContext as LoopContext
+    from loop_agents.loop.state import LoopEvaluation as LoopEvaluation
+    from loop_agents.loop.state import LoopState as LoopState
+    from loop_agents.loop.state import StopReason as StopReason
+    from loop_agents.runtime.thread_locking import ThreadBusyError as ThreadBusyError
+    from loop_agents.runtime.time_limits import LoopTimeoutError as LoopTimeoutError
+
 
 _LAZY: dict[str, str] = {
     "AgentFailed": "loop_agents.loop.events",
@@ -115,42 +93,7 @@ _LAZY: dict[str, str] = {
     "todos_complete": "loop_agents.evaluators",
     "UnknownPriceError": "loop_agents.controls.budgets",
 }
-"""Each public name and the module it lives in (the imports above, for type checkers)."""
-
-__all__ = [
-    "AgentFailed",
-    "AgentFinished",
-    "CandidatesJudged",
-    "EvaluationFinished",
-    "HistoryCompacted",
-    "InvalidEvaluationError",
-    "InvalidReviewError",
-    "IterationRecord",
-    "IterationStarted",
-    "JudgeError",
-    "LoopAgent",
-    "LoopContext",
-    "LoopControl",
-    "LoopEvaluation",
-    "LoopEvent",
-    "LoopFinished",
-    "LoopInputError",
-    "LoopMiddleware",
-    "LoopState",
-    "LoopTimeoutError",
-    "StopReason",
-    "ThreadBusyError",
-    "UnknownPriceError",
-    "all_of",
-    "create_loop_agent",
-    "from_openevals",
-    "human_review",
-    "llm_judge",
-    "panel",
-    "rule",
-    "text_rule",
-    "todos_complete",
-]
+__all__ = sorted(_LAZY)
 
 
 def __getattr__(name: str) -> Any:

@@ -1,29 +1,8 @@
 """Controls: the parts of a loop, one module each, composed in order of their stage.
 
-A loop's behaviour beyond its agent, evaluator and cap is a list of controls, given to
-either host: ``create_loop_agent(agent, evaluator, 5, controls=[...])`` or
-``LoopMiddleware(evaluator, 5, controls=[...])``. Controls of your own subclass
-`LoopControl` (its hooks are documented in `loop_agents.loop.protocol`):
-
-- `criteria`: `Criteria` (the criteria shown to the agent up front);
-- `history`: `History` (what the agent is sent of the conversation);
-- `candidates`: `Candidates` (k answers per iteration, the best kept);
-- `diverse_first`: `DiverseFirst` (k first answers, then repair of the best);
-- `agent_errors`: `AgentErrors` (a failed attempt the model caused is fed back);
-- `advice`: `Advice` (a score decides at a threshold; an advisor writes missing feedback);
-- `feedback_format`: `FeedbackStyle` (how feedback is put to the agent);
-- `restart`: `Restart` (a fresh sample when repairing stops paying), and the kinds of
-  retry (`Retry`: a repair, a fresh sample, a fresh sample told what must hold);
-- `adaptive`: `Adaptive` (learns from the verdicts which kind of retry pays). Without a
-  control that chooses the kind of retry, every retry is a repair (seed 001's loop);
-  `Repair()` is kept one release as a deprecated no-op;
-- `budgets`: `Budgets` (tokens, time, requests, cost; prices);
-- `plateau`: `Plateau` (stop when the scores stop improving);
-- `stagnation`: `Stagnation` (stop when an answer repeats an earlier one);
-- `selection`: `AnswerSelection` (which attempt is the answer);
-- `retries`: `Retries` (retry policies and time limits of the calls).
-
-A new control is one module here, with its tests; nothing else changes.
+Either host takes them: ``create_loop_agent(agent, evaluator, 5, controls=[...])`` or
+``LoopMiddleware(evaluator, 5, controls=[...])``; a control of your own subclasses
+`LoopControl`. What each one does, and the stages: ``docs/loop-control.md``.
 """
 
 from loop_agents.controls.adaptive import Adaptive, Repair

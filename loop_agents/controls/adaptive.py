@@ -1,18 +1,8 @@
 """Learn how to retry: `Adaptive` chooses the kind of each retry from the loop's verdicts.
 
-A loop repairs by default (seed 001's loop). With `Adaptive` among its controls, each
-retry is a *repair*, a *fresh* sample (the request alone) or an *informed* one (the
-request with what must hold), chosen by Thompson sampling from how each kind fared in the
-latest loops (`WINDOW`), kept in memory or in a LangGraph store. See docs/strategies.md.
-
-Example:
-    ```python
-    from langgraph.store.memory import InMemoryStore
-    from loop_agents.controls import Adaptive
-
-    store = InMemoryStore()
-    loop = create_loop_agent(model, tests, 3, controls=[Adaptive(store="graph")], store=store)
-    ```
+Each retry is a repair, a fresh sample or an informed one, chosen by Thompson sampling
+from how each kind fared in the latest loops, kept in memory or in a LangGraph store.
+The user guide (the window, the store, the costs): ``docs/strategies.md``.
 """
 
 from __future__ import annotations
@@ -86,10 +76,7 @@ class Choice(TypedDict):
 class Strategy(TypedDict, total=False):
     """What `Adaptive` writes in an iteration's record (``record["strategy"]``).
 
-    What the attempt was sent (``kind``: ``"first"`` for a loop's first) and the estimates
-    it was chosen with; whether it succeeded; the kind chosen ``next``; where the loop
-    learns (``namespace``, ``loop``, a store's ``generation``, or why the store failed:
-    ``store_error``); the loop's ``tallies`` by kind and its ``best`` score so far.
+    Its keys are described in ``docs/strategies.md``.
     """
 
     kind: str
@@ -107,26 +94,20 @@ class Strategy(TypedDict, total=False):
 class Adaptive(LoopControl):
     """Chooses each retry's kind (repair, fresh, informed) from earlier verdicts.
 
-    A retry *succeeds* when the evaluator accepts it or it beats the loop's best score.
-    Each kind has a Beta posterior (its prior plus the successes and failures of the
-    latest `WINDOW` loops on this model and evaluator); one draw per kind, the highest
-    wins. A loop's tallies are rewritten after each verdict, so a retry judged again
-    after a resume counts once.
+    A retry *succeeds* when the evaluator accepts it or it beats the loop's best score;
+    each kind's Beta posterior counts the latest `WINDOW` loops; the highest draw wins.
 
     Args:
-        kinds: Kinds to add, by name (a `RetryKind`), or built-in ones to leave out
-            (``{"informed": None}``). Default: repair, fresh and informed.
-        prior: A kind's Beta pseudo counts ``(alpha, beta)``, each finite, above 0 and at
-            most `MAX_PSEUDO_COUNT`; default `REPAIR_PRIOR` for repair, else `DEFAULT_PRIOR`.
+        kinds: Kinds to add by name (a `RetryKind`), or built-in ones to leave out (``None``).
+        prior: Each kind's Beta pseudo counts ``(alpha, beta)``, finite, above 0 and at most
+            `MAX_PSEUDO_COUNT` (default `REPAIR_PRIOR` for repair, else `DEFAULT_PRIOR`).
         seed: Makes the choices reproducible: the same verdicts give the same choices.
-        namespace: Where the learning is kept; default ``("loop_agents", "adaptive",
-            <model>, <evaluator>)`` (the model as its answers name it).
+        namespace: Where the learning is kept (default ``("loop_agents", "adaptive",
+            <model>, <evaluator>)``).
         requirements: The points one feedback text says must hold (`feedback_points`).
-        store: ``None`` (the default: this object's memory, for the loops that share it),
-            ``"graph"`` (the running graph's store: ``create_loop_agent(..., store=)``,
-            ``create_agent(..., store=)``, LangGraph Server's) or a ``BaseStore``. A store
-            that fails never ends the loop: it learns in memory for that run, warns once
-            and records ``strategy["store_error"]``.
+        store: ``None`` (this object's memory), ``"graph"`` (the running graph's store)
+            or a ``BaseStore``; one that fails never ends the loop (it learns in memory,
+            warns once and records ``strategy["store_error"]``).
 
     Raises:
         TypeError: an option of the wrong type.
@@ -136,7 +117,6 @@ class Adaptive(LoopControl):
         ```python
         loop = create_loop_agent(model, tests, 4, controls=[Adaptive(kinds={"informed": None})])
         ```
-
     """
 
     name = "adaptive"
@@ -153,7 +133,6 @@ class Adaptive(LoopControl):
         requirements: Requirements | None = None,
         store: BaseStore | Literal["graph"] | None = None,
     ) -> None:
-        """Check the options."""
         self.kinds = _checked_kinds(kinds)
         self.prior = _checked_prior(prior, self.kinds)
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
@@ -174,8 +153,8 @@ class Adaptive(LoopControl):
 
     def retry_kind(self, turn: Turn) -> str | None:
         """The kind chosen after the previous verdict (``None`` for a loop's first attempt)."""
-        records = turn.state.get("records") or []
-        if turn.new_loop or not records:
+        records = turn.records
+        if not records:
             return None
         chosen = (records[-1].get("strategy") or {}).get("next")
         return self._sendable(chosen["kind"]) if chosen else None
@@ -234,7 +213,7 @@ class Adaptive(LoopControl):
     def _learned(
         self, outcome: Outcome, strategy: Strategy, step: _Step
     ) -> Generator[Call, Measured[Any], Outcome]:
-        """Learn ``step`` in the store (one call) or in memory (no call); choose."""
+        # learn in the store (one call) or in memory (no call), then choose
         store = self._store if "store_error" not in strategy else None
         if store == "graph":
             try:
@@ -302,7 +281,6 @@ class Repair(LoopControl):
     claims = frozenset({"retry_kind"})
 
     def __init__(self) -> None:
-        """Warn: the loop repairs without it."""
         warnings.warn(
             "Repair() is the default now: remove it from controls=[...]; it goes in "
             "loop_agents 0.4",
@@ -311,11 +289,9 @@ class Repair(LoopControl):
         )
 
 
-# -- the store: each loop is one item, ``(*namespace, "loops", <generation>) / <key>``, its
-# tallies. The item ``head`` in the namespace names the latest generation, which takes
-# `GENERATION` loops (the reader that finds it full starts the next). A choice reads
-# ``head`` and the latest two generations: at most `WINDOW` items, however many loops came
-# before. The 0.2 format's items (one per retry, in the namespace itself) are never read.
+# -- the store: one item per loop, ``(*namespace, "loops", <generation>) / <key>``; the item
+# ``head`` names the latest generation. A choice reads at most `WINDOW` items (two
+# generations), however many loops came before (docs/strategies.md, "The window").
 
 
 class _Step(NamedTuple):
@@ -490,11 +466,8 @@ def _checked_prior(prior: object, kinds: Mapping[str, RetryKind]) -> dict[str, t
             raise ValueError(
                 f"Adaptive(prior=): {kind!r} is not a kind; the kinds: {', '.join(kinds)}"
             )
-        if not (
-            isinstance(pair, Sequence)
-            and len(pair) == 2
-            and {type(x) for x in pair} <= {int, float}
-        ):
+        numbers = isinstance(pair, Sequence) and {type(x) for x in pair} <= {int, float}
+        if not numbers or len(pair) != 2:
             raise TypeError(
                 f"Adaptive(prior=): {kind!r} must be two numbers (alpha, beta); got {pair!r:.40}"
             )
@@ -505,16 +478,3 @@ def _checked_prior(prior: object, kinds: Mapping[str, RetryKind]) -> dict[str, t
             )
         chosen[kind] = (float(pair[0]), float(pair[1]))
     return chosen
-
-
-__all__ = [
-    "BUILTIN_KINDS",
-    "WINDOW",
-    "Adaptive",
-    "Choice",
-    "Estimate",
-    "Repair",
-    "Retry",
-    "RetryKind",
-    "Strategy",
-]

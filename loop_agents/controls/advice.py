@@ -1,18 +1,7 @@
 """Score-only evaluators and missing feedback: `Advice`.
 
-An evaluator may return only a score (with ``Advice(threshold)`` the score decides) or a
-verdict without feedback. When such a verdict asks for another attempt, the loop writes
-the feedback itself:
-
-- with ``Advice(threshold, model=<chat model>)``, the advisor is shown the task (the
-  loop's request), the answer and its score, and asked for concrete advice (as DSPy's
-  ``Refine`` does);
-  its reply is the feedback. The call is a run named ``"iteration N: advisor"`` and its
-  tokens, requests and cost count toward the loop's budgets;
-- without one, the feedback is `default_advice`: a plain sentence naming the score and
-  the threshold.
-
-Either way the agent reads it fenced like any other feedback (``feedback_format``).
+With ``Advice(threshold)`` a score decides; feedback a verdict left out is written by an
+advisor model, or is `default_advice`. The user guide: ``docs/loop-control.md``.
 """
 
 from __future__ import annotations
@@ -21,7 +10,7 @@ from collections.abc import Generator, Sequence
 from typing import Any
 
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, SystemMessage
-from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.runnables import Runnable
 
 from loop_agents.loop.agents import encodable
 from loop_agents.loop.feedback import fenced
@@ -39,58 +28,29 @@ ADVISOR_INSTRUCTIONS = (
 """The advisor's system prompt."""
 
 
-def format_score(value: float) -> str:
-    """A score as people write it: ``81`` rather than ``81.0``."""
-    return f"{value:g}"
-
-
 def default_advice(score: float | None, threshold: float | None) -> str:
     """The feedback sent when a verdict has none and there is no advisor.
 
-    Example:
-        ```python
-        default_advice(55, 70)
-        # 'The answer scored 55; an answer is accepted at 70 or more. Improve it ...'
-        ```
-
+    ``default_advice(55, 70)`` is ``"The answer scored 55; an answer is accepted at 70 or
+    more. Improve it and answer the request again."``.
     """
+    return f"The answer {_standing(score, threshold)}. Improve it and answer the request again."
+
+
+def _standing(score: float | None, threshold: float | None) -> str:
     if score is None:
-        return "The answer was not accepted. Improve it and answer the request again."
-    shown = format_score(score)
+        return "was not accepted"
     if threshold is None:
-        return f"The answer scored {shown} and was not accepted. Improve it and answer again."
-    return (
-        f"The answer scored {shown}; an answer is accepted at {format_score(threshold)} or "
-        f"more. Improve it and answer the request again."
-    )
+        return f"scored {score:g} and was not accepted"
+    return f"scored {score:g}; an answer is accepted at {threshold:g} or more"
 
 
 def advisor_prompt(
-    request: Sequence[AnyMessage],
-    answer: AIMessage,
-    score: float | None,
-    threshold: float | None,
+    request: Sequence[AnyMessage], answer: AIMessage, score: float | None, threshold: float | None
 ) -> list[BaseMessage]:
-    """The messages the advisor is sent: instructions, then task, answer and score.
-
-    The task and the answer are quoted in fences, so neither can pose as instructions.
-
-    Example:
-        ```python
-        prompt = advisor_prompt([HumanMessage("Write a haiku.")], AIMessage("..."), 40, 70)
-        ```
-
-    """
+    """The advisor's messages: instructions, then the task and answer (fenced) and score."""
     task = "\n\n".join(m.text for m in request if m.text) or "(no text)"
-    if score is None:
-        verdict = "It was not accepted."
-    elif threshold is None:
-        verdict = f"It scored {format_score(score)} and was not accepted."
-    else:
-        verdict = (
-            f"It scored {format_score(score)}; an answer is accepted at "
-            f"{format_score(threshold)} or more."
-        )
+    verdict = f"It {_standing(score, threshold)}."
     body = (
         f"The task:\n\n{fenced(task, 'task')}\n\nThe latest answer:\n\n"
         f"{fenced(answer.text or '(empty)', 'answer')}\n\n{verdict} What should change?"
@@ -98,45 +58,24 @@ def advisor_prompt(
     return [SystemMessage(ADVISOR_INSTRUCTIONS), HumanMessage(body)]
 
 
-def advice_text(reply: object) -> str:
-    """The advice in an advisor's reply (a message or a string), stripped."""
-    if isinstance(reply, BaseMessage):
-        return reply.text.strip()
-    if isinstance(reply, str):
-        return reply.strip()
-    raise TypeError(
-        f"the advisor returned {type(reply).__name__} {reply!r:.60}; expected a message or "
-        f"a string (the advice)"
-    )
-
-
 class Advice(LoopControl):
-    """What a verdict without a decision or without feedback means: a score decides, advice.
-
-    An evaluator may return only a score (or a verdict without feedback). With a
-    ``threshold``, a verdict with a score and no ``stop`` accepts when ``score >=
-    threshold``. A verdict that goes on without feedback gets feedback written for it:
-    by the ``model`` (an advisor) when there is one, shown the task, the answer and its
-    score and asked what to change (a run named ``"iteration N: advisor"``, a LangGraph
-    task of its own, counted in the budgets; an empty reply keeps the default), else
-    `default_advice`, a sentence naming the score and the threshold.
+    """A score decides at a threshold; feedback a verdict left out is written for it.
 
     Args:
         threshold: The score at which a score-only verdict accepts (``None``: the
             evaluator must say ``stop`` itself).
-        model: An advisor: a chat model (any Runnable of a list of messages) that writes
-            the feedback a verdict left out.
+        model: An advisor (a chat model, or any Runnable of messages), shown the task, the
+            answer and its score and asked what to change (a run ``"iteration N: advisor"``,
+            counted in the budgets). Without one, or on an empty reply: `default_advice`.
 
     Raises:
-        TypeError: a threshold that is not a finite number, or an advisor that is not a
-            Runnable.
+        TypeError: a threshold that is not a finite number, an advisor not a Runnable.
 
     Example:
         ```python
         advice = Advice(threshold=70, model=ChatOpenAI(model="gpt-5.4-mini"))
         loop = create_loop_agent(agent, length_metric, 5, controls=[advice])
         ```
-
     """
 
     name = "advice"
@@ -146,7 +85,6 @@ class Advice(LoopControl):
     def __init__(
         self, threshold: float | None = None, *, model: Runnable[Any, Any] | None = None
     ) -> None:
-        """Check the threshold and the advisor."""
         number = None if isinstance(threshold, bool) else finite_float(threshold)
         if threshold is not None and number is None:
             raise TypeError(
@@ -162,15 +100,10 @@ class Advice(LoopControl):
         self.threshold = number
         self.model = model
         self.calls_models = self.model is not None
+        # a run of its own, named after the iteration ("iteration 2: advisor")
         self._run: FunctionRunnable[list[BaseMessage], Any] | None = None
-        if self.model is not None:
-            advisor = self.model
-            # a run of its own, named after the iteration ("iteration 2: advisor")
-            self._run = FunctionRunnable(
-                lambda prompt, config: advisor.invoke(prompt, config),
-                _ainvoke_with(advisor),
-                name="advisor",
-            )
+        if model is not None:
+            self._run = FunctionRunnable(model.invoke, model.ainvoke, name="advisor")
 
     def after_verdict(self, outcome: Outcome) -> Outcome | Generator[Any, Measured[Any], Outcome]:
         """Decide the undecided verdicts by their scores; write the missing feedback."""
@@ -192,22 +125,20 @@ class Advice(LoopControl):
         return self._advised(outcome)
 
     def _advised(self, outcome: Outcome) -> Generator[Any, Measured[Any], Outcome]:
-        """Ask the advisor for the selected verdict's feedback (the loop goes on)."""
+        # ask the advisor for the selected verdict's feedback (the loop goes on)
         verdict, answer, run = outcome.verdict, outcome.answer, self._run
         assert verdict is not None
         assert answer is not None
         assert run is not None
         prompt = encodable(advisor_prompt(outcome.request, answer, verdict.score, self.threshold))
         reply = yield Call("advisor", run.invoke, run.ainvoke, prompt, outcome.config("advisor"))
-        text = advice_text(reply.value)
+        if not isinstance(reply.value, BaseMessage | str):
+            raise TypeError(
+                f"the advisor returned {type(reply.value).__name__} {reply.value!r:.60}; "
+                f"expected a message or a string (the advice)"
+            )
+        text = (reply.value if isinstance(reply.value, str) else reply.value.text).strip()
         if text:  # an empty reply keeps the default sentence (and its "default" source)
             verdict.feedback = text
             verdict.feedback_from = "advisor"
         return outcome
-
-
-def _ainvoke_with(model: Runnable[Any, Any]) -> Any:
-    async def ainvoke(prompt: list[BaseMessage], config: RunnableConfig) -> Any:
-        return await model.ainvoke(prompt, config)
-
-    return ainvoke

@@ -1,21 +1,7 @@
 """Several first answers, then repair of the best: `DiverseFirst`.
 
-At the same budget of answers, a few independent first samples followed by repair of
-the best one beat a long chain of repairs of a single first answer (Olausson et al.,
-*Is Self-Repair a Silver Bullet for Code Generation?*, 2024). With `DiverseFirst(k)`
-the loop's first iteration makes k answers at once, exactly as ``Candidates(k)`` does
-(each judged, the best kept, every one recorded in ``record["candidates"]``, each a
-LangGraph task of its own); every later iteration makes one answer, a repair of the
-answer kept so far. A loop with ``max_iterations=m`` then writes at most ``k + m - 1``
-answers: give ``max_iterations = K - k + 1`` for a budget of K answers.
-
-Example:
-    ```python
-    from loop_agents.controls import DiverseFirst
-
-    # a budget of 3 answers: 2 first samples, then 1 repair of the better one
-    loop = create_loop_agent(model, tests, 2, controls=[DiverseFirst(2)])
-    ```
+At the same budget of answers, a few independent first samples then repair of the best
+beat a long chain of repairs (Olausson et al., 2024). The user guide: ``docs/strategies.md``.
 """
 
 from __future__ import annotations
@@ -32,13 +18,14 @@ from loop_agents.loop.protocol import AgentCall, Stage
 
 
 class DiverseFirst(Candidates):
-    """k first answers in the loop's first iteration, then one repair per iteration.
+    """k first answers in the loop's first iteration (as `Candidates`), then one repair each.
+
+    A loop with ``max_iterations=m`` writes at most ``k + m - 1`` answers.
 
     Args:
         k: First answers (2 to 64; 1 would be the plain loop).
         temperature: With a chat-model agent: the temperature of every first answer (a
-            number) or of each (k numbers). A chat-model agent's first answers after the
-            first are copies of it that never answer from an LLM cache.
+            number) or of each (k numbers); the copies of the model never use an LLM cache.
 
     Raises:
         TypeError: an option of the wrong type.
@@ -55,7 +42,7 @@ class DiverseFirst(Candidates):
     claims = frozenset({"answers"})
 
     def __init__(self, k: int = 2, *, temperature: float | Sequence[float] | None = None) -> None:
-        """Check the options (the agent's are checked when the loop is built)."""
+        # the agent's options are checked when the loop is built
         self.k = check_candidates(k, "DiverseFirst(k=)")
         if self.k < 2:
             raise ValueError(

@@ -1,23 +1,9 @@
-"""Start afresh when repairing stops paying: `Restart`; what a fresh attempt is sent.
+"""Start afresh when repairing stops paying: `Restart`, and the kinds of retry (`Retry`).
 
-Small models often cannot repair their own answer: shown it with a review, they send
-back the same program. With `Restart` among a loop's controls, an attempt is a *repair*
-(the answers of its current *episode* and their feedback) until repairing stops paying:
-after an answer that repeats an earlier one, a repair that did not improve (a lower or
-equal score, else the same feedback), or ``max_repairs`` repairs in a row. The next
-attempt then starts a new episode, a *fresh sample* sent the request and what the earlier
-attempts failed as a plain list of what must hold (`requirements_message`). Episodes are
-read again from the records at every iteration, so a resumed loop (or one whose
-conversation another middleware summarised) makes the same choice. The kinds of retry
-`Adaptive` chooses among (`Retry`, `repair`, `fresh`, `informed`) are here too. The user
-guide is ``docs/strategies.md``.
-
-Example:
-    ```python
-    from loop_agents.controls import Restart
-
-    loop = create_loop_agent(model, tests, 3, controls=[Restart()])
-    ```
+`Restart` repairs until a repair stops paying, then starts a new *episode* with a fresh
+sample told what the earlier attempts failed (`requirements_message`). `Adaptive` chooses
+among the kinds of retry defined here (`repair`, `fresh`, `informed`). The user guide,
+with the episode rule: ``docs/strategies.md``.
 """
 
 from __future__ import annotations
@@ -35,6 +21,7 @@ from loop_agents.loop.feedback import fenced
 from loop_agents.loop.history.policies import LoopHistory, loop_history, without_rejected_attempts
 from loop_agents.loop.protocol import LoopControl, Stage, Turn
 from loop_agents.loop.records import answer_id_of
+from loop_agents.loop.state import IterationRecord
 
 AnswerKey = Callable[[str], str]
 """Maps an answer's text to what makes two answers the same (`answer_key` by default)."""
@@ -55,8 +42,7 @@ REQUIREMENTS_FOOTER = (
 """The line after the list."""
 
 RESTART_KEY = "loop_restart"
-"""The ``additional_kwargs`` key marking a `requirements_message` (the episode's first
-iteration), so code and UIs can tell it from the user's own turns."""
+"""The ``additional_kwargs`` key marking a `requirements_message`."""
 
 _SPACES = re.compile(r"\s+")
 _BULLET = re.compile(r"^\s*(?:[-*\u2022]|\d+[.)])\s+")
@@ -76,10 +62,6 @@ def answer_key(text: str) -> str:
 def feedback_points(feedback: str) -> list[str]:
     r"""The points one feedback text says must hold: its bulleted lines, or all of it.
 
-    A feedback that lists its findings as bullets (``- ...``, ``* ...``, ``1. ...``) gives
-    one point per bullet, without the lines around them (a header, "Reply with ...");
-    any other feedback is one point, its whitespace made single spaces.
-
     Example:
         ```python
         text = "Your code failed 1 of 3 tests:\\n- f(2) returned 5, expected 4\\nReply with code."
@@ -87,29 +69,20 @@ def feedback_points(feedback: str) -> list[str]:
         assert feedback_points("Too long.") == ["Too long."]
         ```
     """
-    bullets = [_BULLET.sub("", line).strip() for line in feedback.splitlines()]
-    listed = [
-        b for line, b in zip(feedback.splitlines(), bullets, strict=True) if _BULLET.match(line)
-    ]
-    points = [p for p in listed if p] or [_SPACES.sub(" ", feedback).strip()]
+    lines = feedback.splitlines()
+    listed = [_BULLET.sub("", line).strip() for line in lines if _BULLET.match(line)]
+    points = [p for p in listed if p] or [answer_key(feedback)]
     return [p for p in points if p]
 
 
 def requirements_message(
     points: Sequence[str], request: Sequence[AnyMessage] = ()
 ) -> list[AnyMessage]:
-    """What a fresh sample is sent for its request: the request with what must hold.
+    """The request with what must hold: what a fresh sample told the failures is sent.
 
-    The points come from an evaluator's feedback, which may quote text an attacker wrote
-    (a program's output): they are quoted in a fence they cannot close (`fence_for`),
-    between a line that introduces them and one that says they are data, as feedback is.
-
-    When the request ends with a user turn of text, the list is added to that turn, so
-    the task and what it must meet are read together (a small model answers the last
-    turn it is sent, and a turn holding only the list invites a reply about the list);
-    otherwise it is a user turn of its own after the request. Either way the message
-    holding the list is a new one (the request in the state is not changed), marked with
-    `RESTART_KEY`.
+    The points are fenced as data (they may quote text an attacker wrote). When the
+    request ends with a user turn of text, the list is appended to a copy of it, else it
+    is a user turn of its own; that message is marked with `RESTART_KEY`.
 
     Example:
         ```python
@@ -121,6 +94,8 @@ def requirements_message(
     body = "\n".join(f"- {point}" for point in points)
     listed = f"{REQUIREMENTS_HEADER}\n\n{fenced(body, 'points')}\n\n{REQUIREMENTS_FOOTER}"
     last = request[-1] if request else None
+    # in the request's own turn: a small model answers the last turn, and a turn holding
+    # only the list invites a reply about the list
     if isinstance(last, HumanMessage) and isinstance(last.content, str):
         merged = HumanMessage(
             f"{last.content}\n\n{listed}",
@@ -133,13 +108,10 @@ def requirements_message(
 def points_of(
     requirements: Requirements, feedback: Sequence[str], control: str = "restart"
 ) -> list[str]:
-    """What must hold: the points ``requirements`` finds in each feedback text, each once.
+    """The points ``requirements`` finds in each feedback text, each once, in order.
 
-    Example:
-        ```python
-        assert points_of(feedback_points, ["- a", "Too long.", "- a"]) == ["a", "Too long."]
-        ```
-
+    Raises:
+        TypeError: ``requirements`` returned something other than a list of str.
     """
     points: dict[str, None] = {}
     for text in feedback:
@@ -159,16 +131,8 @@ def fresh_start(
 ) -> tuple[list[AnyMessage], list[AnyMessage], list[AnyMessage]]:
     """What an attempt that starts afresh keeps: ``(request, earlier, pending)``.
 
-    The request is the loop's own (``init_messages``), so a conversation another
-    middleware summarised still gives the task; the earlier turns (as the user saw them)
-    and the messages added since the latest feedback are kept while the request is still
-    in the conversation.
-
-    Example:
-        ```python
-        request, earlier, pending = fresh_start(turn)
-        ```
-
+    The request is the loop's ``init_messages`` (a summarised conversation still gives the
+    task); earlier turns and pending messages only while the request is in the conversation.
     """
     view = view or loop_history(turn.state, turn.opened, turn.messages)
     request, shown = turn.request, view["request"]
@@ -191,7 +155,6 @@ class Retry:
         pending: Messages added to the conversation since the latest feedback.
         feedback: The evaluator's feedback so far, oldest first (raw texts).
         requirements: The function that lists the points a feedback text names.
-
     """
 
     iteration: int
@@ -231,55 +194,15 @@ BUILTIN_KINDS: dict[str, RetryKind] = {"repair": repair, "fresh": fresh, "inform
 """The built-in kinds of retry, by name."""
 
 
-@dataclass(frozen=True)
-class _Step:
-    """One earlier attempt, as the episode rule reads it."""
-
-    iteration: int
-    key: str | None  # None: the attempt has no answer (a failed call)
-    feedback: str
-    score: float | None
-
-
-def _episode_starts(steps: Sequence[_Step], *, max_repairs: int | None) -> list[int]:
-    """The iterations that start an episode, given the attempts made so far.
-
-    ``steps`` are attempts 1..n-1; the result lists the episodes' first iterations among
-    1..n (iteration n included when it starts one).
-    """
-    starts = [1]
-    seen: set[str] = set()
-    for position, step in enumerate(steps):
-        start = starts[-1]
-        repeated = step.key is not None and step.key in seen
-        if step.key is not None:
-            seen.add(step.key)
-        repair = step.iteration > start
-        stalled = False
-        if repair and position > 0:
-            stalled = not _improved(step, steps[position - 1])
-        exhausted = max_repairs is not None and step.iteration - start >= max_repairs
-        if repeated or stalled or exhausted:
-            starts.append(step.iteration + 1)
-    return starts
-
-
-def _improved(step: _Step, before: _Step) -> bool:
-    if step.score is not None and before.score is not None:
-        return step.score > before.score
-    return answer_key(step.feedback) != answer_key(before.feedback)
-
-
 class Restart(LoopControl):
-    """Repair while it pays, then sample afresh with the failures as a list (see the module).
+    """Repair while it pays, then sample afresh with the failures as a list.
 
     Args:
-        max_repairs: The most repairs in a row before the next attempt starts afresh
-            whatever the scores say (``None``, the default: only a repair that did not
-            improve, or a repeated answer, starts one; ``0``: every attempt after the
-            first is a fresh sample).
-        key: What makes two answers the same (default `answer_key`: the text with
-            whitespace made single spaces). E.g. a function extracting the code block.
+        max_repairs: The most repairs in a row before a fresh sample (``None``: only a
+            repair that did not improve, or a repeated answer, starts one; ``0``: every
+            attempt after the first is a fresh sample).
+        key: What makes two answers the same (default `answer_key`), e.g. a function
+            extracting the code block.
         requirements: The points one feedback text says must hold (default
             `feedback_points`).
 
@@ -304,7 +227,6 @@ class Restart(LoopControl):
         key: AnswerKey | None = None,
         requirements: Requirements | None = None,
     ) -> None:
-        """Check the options."""
         if max_repairs is not None and (
             isinstance(max_repairs, bool) or not isinstance(max_repairs, int)
         ):
@@ -331,43 +253,52 @@ class Restart(LoopControl):
         """``"repair"`` in the first episode (what `History` sends), else ``"restart"``."""
         if turn.new_loop or turn.iteration < 2:
             return None
-        return "repair" if self._episode(turn)[0] == 1 else "restart"
+        return "repair" if self._episode(turn) == 1 else "restart"
 
     def shape_input(self, messages: list[AnyMessage], turn: Turn) -> list[AnyMessage]:
         """The episode's messages: ``messages`` in the first episode, else a fresh start."""
         if turn.retry_kind == "repair" or turn.iteration < 2:
             return messages
-        start, steps = self._episode(turn)
+        start = self._episode(turn)
         if start == 1:
             return messages
         view = loop_history(turn.state, turn.opened, turn.messages)
         request, earlier, pending = fresh_start(turn, view)
-        failed = [step.feedback for step in steps if step.iteration < start]
+        failed = [record["feedback"] for record in turn.records if record["iteration"] < start]
         sent = [*earlier, *requirements_message(points_of(self.requirements, failed), request)]
         for attempt in view["attempts"]:
             if attempt["iteration"] >= start:
                 sent += [*attempt["messages"], attempt["feedback"]]
         return [*sent, *pending]
 
-    def _episode(self, turn: Turn) -> tuple[int, list[_Step]]:
-        """The current episode's first iteration, and the attempts so far.
-
-        The attempts are read from the records, which a conversation another middleware
-        summarised keeps whole.
-        """
+    def _episode(self, turn: Turn) -> int:
+        """The current episode's first iteration."""
+        # read from the records, which a conversation another middleware summarised keeps
         answers = {m.id: m for m in turn.messages if isinstance(m, AIMessage)}
-        steps = []
-        for record in turn.records:
+        records = turn.records
+        start = 1
+        seen: set[str | None] = set()
+        for position, record in enumerate(records):
             answer = record.get("answer") or answers.get(answer_id_of(record))
-            key = None if answer is None else self._key_of(answer.text)
-            steps.append(_Step(record["iteration"], key, record["feedback"], record["score"]))
-        return _episode_starts(steps, max_repairs=self.max_repairs)[-1], steps
+            key = None if answer is None else self.key(answer.text)  # None: no answer
+            if answer is not None and not isinstance(key, str):
+                raise TypeError(
+                    f"control 'restart': key {describe(self.key)!r} returned "
+                    f"{type(key).__name__} {key!r:.40}; it must return a str"
+                )
+            repeated = key is not None and key in seen
+            seen.add(key)
+            iteration = record["iteration"]
+            repaired = iteration > start and position > 0
+            stalled = repaired and not _improved(record, records[position - 1])
+            exhausted = self.max_repairs is not None and iteration - start >= self.max_repairs
+            if repeated or stalled or exhausted:
+                start = iteration + 1
+        return start
 
-    def _key_of(self, text: str) -> str:
-        key = self.key(text)
-        if not isinstance(key, str):
-            raise TypeError(
-                f"control 'restart': key {describe(self.key)!r} returned "
-                f"{type(key).__name__} {key!r:.40}; it must return a str"
-            )
-        return key
+
+def _improved(record: IterationRecord, before: IterationRecord) -> bool:
+    """A higher score when both have one, else other feedback."""
+    if record["score"] is not None and before["score"] is not None:
+        return record["score"] > before["score"]
+    return answer_key(record["feedback"]) != answer_key(before["feedback"])
