@@ -338,7 +338,6 @@ class LoopNodes:
             self._judge.ainvoke,
             context,
             role_config,
-            timeout=None if limit is None else limit.seconds,
             limit=limit,
             retry=self.retry_policy("evaluator"),
         )

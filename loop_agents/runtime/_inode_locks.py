@@ -1,17 +1,12 @@
 """SQLite thread locks keyed by the database file's identity (device and inode).
 
-A thread of a database on a file is locked with an open-file-description lock
-(``F_OFD_SETLK``, Linux) on one byte of the database file itself, at an offset far past
-anything SQLite locks (SQLite's own locks sit at 1 GiB; these sit between 1 and 2 TiB)
-picked by a hash of the thread. A lock on the file is a lock on its inode: every path to
-the file (a symlink, a relative path, a hard link, a bind mount) meets the same lock.
-The kernel drops it when the process ends, however it ends.
-
-The file is opened once per process and kept open while it has a name: closing any
-descriptor of a file drops every POSIX lock this process holds on it, SQLite's own
-included, so a descriptor is closed only once its file is deleted (no SQLite connection
-can then be harmed). Locks of one descriptor never conflict with each other, so two runs
-of this process are kept apart by `_claimed` first.
+A thread is locked with an open-file-description lock (``F_OFD_SETLK``, Linux) on one
+byte of the database file, between 1 and 2 TiB (SQLite's own locks sit at 1 GiB), picked
+by a hash of the thread: every path to the file meets it, and the kernel drops it when
+the process ends. The file is opened once per process and closed only once it is deleted
+(closing any descriptor of a file drops every POSIX lock of the process on it, SQLite's
+own included). Locks of one descriptor never conflict, so runs of this process are kept
+apart by `_claimed` first.
 """
 
 from __future__ import annotations
@@ -31,8 +26,7 @@ _FLOCK = struct.Struct("=hh4xqqi4x")  # struct flock on 64-bit Linux
 _FIRST = 2**40
 _SPAN = 2**40
 
-AVAILABLE = _SETLK is not None and struct.calcsize("P") == 8
-"""Whether this platform has open-file-description locks (Linux, 64-bit)."""
+AVAILABLE = _SETLK is not None and struct.calcsize("P") == 8  # Linux, 64-bit
 
 _lock = threading.Lock()
 _files: dict[tuple[int, int], int] = {}  # (st_dev, st_ino) -> descriptor
@@ -50,11 +44,6 @@ def _forget_after_fork() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_after_fork)
-
-
-def offset_of(digest: bytes) -> int:
-    """The byte of the database file that stands for a thread (from its hash)."""
-    return _FIRST + int.from_bytes(digest[:8], "big") % _SPAN
 
 
 def _descriptor(database: str) -> tuple[tuple[int, int], int]:
@@ -90,7 +79,7 @@ class InodeLock:
 
     def __init__(self, database: str, digest: bytes) -> None:
         self.database = database
-        self.offset = offset_of(digest)
+        self.offset = _FIRST + int.from_bytes(digest[:8], "big") % _SPAN
         self._held: tuple[tuple[int, int], int] | None = None
 
     def try_acquire(self) -> bool:

@@ -1,18 +1,13 @@
 """PostgreSQL thread locks: advisory locks held on one shared connection per database.
 
-A thread is locked with a session-level ``pg_try_advisory_lock`` keyed by a 64-bit hash
-of the thread. The locks of every run of this process on one database are held on **one**
-connection (per event loop for the async savers, since an async connection belongs to the
-loop that opened it), opened when the first run takes a lock and closed when the last one
-lets go. So a thousand loops running at once cost one extra connection, not a thousand:
-the server's ``max_connections`` is left to the checkpointer itself.
-
-Advisory locks are re-entrant within a session, so two runs of this process never ask the
-server for the same key: a claim is first registered in this process (`_claimed`, keyed by
-the database and the key), and only a run that claimed the key here takes it on the
-server. The server frees every lock of a session when its connection closes, also when the
-process is killed. If the lock connection breaks (the server restarted), the locks taken on
-it are gone with it; the runs holding them go on, and the next run opens a new connection.
+A thread is locked with a session-level ``pg_try_advisory_lock``. The locks of every run
+of this process on one database are held on one connection (per event loop for the async
+savers), opened by the first run and closed when the last one lets go: a thousand loops
+cost one extra connection. Advisory locks are re-entrant within a session, so a claim is
+first registered in this process (`_claimed`) and only the run that claimed a key asks
+the server. The server frees a session's locks when its connection closes (a killed
+process too); if the lock connection breaks, the runs holding its locks go on and the
+next run opens a new connection.
 """
 
 from __future__ import annotations
@@ -62,33 +57,25 @@ def connection_arguments(conn: Any) -> tuple[str, dict[str, Any]]:
     return conninfo, kwargs
 
 
-def _database_key(conninfo: str, kwargs: dict[str, Any]) -> str:
-    return conninfo + "\0" + repr(sorted((k, repr(v)) for k, v in kwargs.items()))
-
-
 def _is_broken(exc: BaseException) -> bool:
     import psycopg
 
     return isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError)
 
 
-# -- sync ---------------------------------------------------------------------------------
-
-
 @dataclass
 class _Session:
-    """The connection holding this process's locks on one database (sync savers)."""
+    """The connection holding this process's (or event loop's) locks on one database."""
 
-    conninfo: str
-    kwargs: dict[str, Any]
+    loop: asyncio.AbstractEventLoop | None = None
     pid: int = field(default_factory=os.getpid)
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    lock: Any = field(default_factory=threading.Lock)  # an asyncio.Lock for an event loop
     conn: Any = None
     users: int = 0
 
 
 _sessions_lock = threading.Lock()
-_sessions: dict[str, _Session] = {}
+_sessions: dict[tuple[int, str], _Session] = {}  # (id of the event loop or 0, database)
 _forked: list[Any] = []  # connections inherited from a parent process: never used nor closed
 
 
@@ -100,50 +87,54 @@ def _forget_after_fork() -> None:
     _claimed.clear()
     _forked.extend(session.conn for session in _sessions.values())  # never closed here
     _sessions.clear()
-    _forked.extend(session.conn for session in _async_sessions.values())
-    _async_sessions.clear()
 
 
-def _session(database: str, conninfo: str, kwargs: dict[str, Any]) -> _Session:
+def _join(database: str, loop: asyncio.AbstractEventLoop | None = None) -> _Session:
+    place = (0 if loop is None else id(loop), database)
     with _sessions_lock:
-        session = _sessions.get(database)
-        if session is None or session.pid != os.getpid():
-            if session is not None:
+        session = _sessions.get(place)
+        if session is None or session.pid != os.getpid() or session.loop is not loop:
+            if session is not None and session.pid != os.getpid():
                 _forked.append(session.conn)  # closing it would end the parent's session
-            session = _sessions[database] = _Session(conninfo, kwargs)
+            session = _Session(loop) if loop is None else _Session(loop, lock=asyncio.Lock())
+            _sessions[place] = session
         session.users += 1
         return session
 
 
-def _leave(database: str, session: _Session) -> None:
+def _leave(database: str, session: _Session) -> Any:
+    """Let go of ``session``; its connection when this was its last user (to close)."""
+    place = (0 if session.loop is None else id(session.loop), database)
     with _sessions_lock:
         session.users -= 1
         if session.users > 0:
-            return
-        if _sessions.get(database) is session:
-            del _sessions[database]
-    with session.lock:
-        conn, session.conn = session.conn, None
-    if conn is not None:
-        conn.close()
+            return None
+        if _sessions.get(place) is session:
+            del _sessions[place]
+    conn, session.conn = session.conn, None
+    return conn
 
 
-class PostgresLock:
-    """One run's advisory lock, taken on this process's shared lock connection."""
-
+class _Lock:
     def __init__(self, conn: Any, key: int) -> None:
         self.conninfo, self.kwargs = connection_arguments(conn)
-        self.database = _database_key(self.conninfo, self.kwargs)
+        self.database = (
+            self.conninfo + "\0" + repr(sorted((k, repr(v)) for k, v in self.kwargs.items()))
+        )
         self.key = key
         self._session: _Session | None = None
         self._conn: Any = None  # the connection the lock was taken on
+
+
+class PostgresLock(_Lock):
+    """One run's advisory lock, taken on this process's shared lock connection."""
 
     def try_acquire(self) -> bool:
         import psycopg
 
         if not _claim(self.database, self.key):
             return False
-        session = _session(self.database, self.conninfo, self.kwargs)
+        session = _join(self.database)
         try:
             with session.lock:
                 if session.conn is None or session.conn.closed:
@@ -151,15 +142,20 @@ class PostgresLock:
                 row = session.conn.execute(_TRY_LOCK, (self.key,)).fetchone()
                 conn = session.conn
         except BaseException:
-            _leave(self.database, session)
-            _unclaim(self.database, self.key)
+            self._let_go(session)
             raise
         if row and row[0]:
             self._session, self._conn = session, conn
             return True
-        _leave(self.database, session)
-        _unclaim(self.database, self.key)
+        self._let_go(session)
         return False
+
+    def _let_go(self, session: _Session) -> None:
+        with session.lock:
+            conn = _leave(self.database, session)
+        if conn is not None:
+            conn.close()
+        _unclaim(self.database, self.key)
 
     def release(self) -> None:
         session, self._session = self._session, None
@@ -176,77 +172,28 @@ class PostgresLock:
             session.conn = None  # its locks went with it; the next run opens a new one
         finally:
             self._conn = None
-            _leave(self.database, session)
-            _unclaim(self.database, self.key)
+            self._let_go(session)
 
 
-# -- async --------------------------------------------------------------------------------
-
-
-@dataclass
-class _AsyncSession:
-    """The connection holding this event loop's locks on one database (async savers)."""
-
-    loop: asyncio.AbstractEventLoop
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    conn: Any = None
-    users: int = 0
-
-
-_async_sessions: dict[tuple[int, str], _AsyncSession] = {}
-
-
-def _async_session(database: str) -> _AsyncSession:
-    loop = asyncio.get_running_loop()
-    with _sessions_lock:
-        session = _async_sessions.get((id(loop), database))
-        if session is None or session.loop is not loop:
-            session = _async_sessions[(id(loop), database)] = _AsyncSession(loop)
-        session.users += 1
-        return session
-
-
-async def _aleave(database: str, session: _AsyncSession) -> None:
-    with _sessions_lock:
-        session.users -= 1
-        if session.users > 0:
-            return
-        place = (id(session.loop), database)
-        if _async_sessions.get(place) is session:
-            del _async_sessions[place]
-    async with session.lock:
-        conn, session.conn = session.conn, None
-    if conn is not None:
-        await conn.close()
-
-
-class AsyncPostgresLock:
+class AsyncPostgresLock(_Lock):
     """`PostgresLock` for async runs: the shared connection is this event loop's."""
 
-    def __init__(self, conn: Any, key: int) -> None:
-        self.conninfo, self.kwargs = connection_arguments(conn)
-        self.database = _database_key(self.conninfo, self.kwargs)
-        self.key = key
-        self._session: _AsyncSession | None = None
-        self._conn: Any = None
-        self._taking: asyncio.Future[bool] | None = None
+    _taking: asyncio.Future[bool] | None = None
 
     async def try_acquire(self) -> bool:
         if not _claim(self.database, self.key):
             return False
-        session = _async_session(self.database)
-        self._session = session
+        session = self._session = _join(self.database, asyncio.get_running_loop())
         # shielded: when the run is cancelled meanwhile, the lock's answer still arrives
         # and release() (which the guard calls) undoes it
         self._taking = asyncio.ensure_future(self._take(session))
         taken = await asyncio.shield(self._taking)
         if not taken:
             self._session = None
-            await _aleave(self.database, session)
-            _unclaim(self.database, self.key)
+            await self._let_go(session)
         return taken
 
-    async def _take(self, session: _AsyncSession) -> bool:
+    async def _take(self, session: _Session) -> bool:
         import psycopg
 
         async with session.lock:
@@ -256,6 +203,13 @@ class AsyncPostgresLock:
             row = await cursor.fetchone()
             self._conn = session.conn
         return bool(row and row[0])
+
+    async def _let_go(self, session: _Session) -> None:
+        async with session.lock:
+            conn = _leave(self.database, session)
+        if conn is not None:
+            await conn.close()
+        _unclaim(self.database, self.key)
 
     async def release(self) -> None:
         session, self._session = self._session, None
@@ -278,8 +232,7 @@ class AsyncPostgresLock:
             session.conn = None
         finally:
             self._conn = None
-            await _aleave(self.database, session)
-            _unclaim(self.database, self.key)
+            await self._let_go(session)
 
 
 if hasattr(os, "register_at_fork"):
