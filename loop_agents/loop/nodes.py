@@ -203,10 +203,9 @@ class LoopNodes:
                 "stop_reason",
                 "agent_state",
                 "loop_init_ids",
-                "history_memory",
             }
-            if self.shapers:
-                keys |= {"feedback", "records"}
+            if self.shapers:  # an empty channel read costs LangGraph an exception
+                keys |= {"feedback", "records", "history_memory"}
             return frozenset(keys)
         keys = {
             "messages",
@@ -240,6 +239,10 @@ class LoopNodes:
         iteration = iteration_number(state, updates)
         self.report.iteration_started(iteration)
         agent_state = dict(state.get("agent_state") or {})
+        messages = history
+        shaping = NO_USAGE
+        if not self.shapers:
+            return OpenedTurn(updates, history, messages, agent_state, shaping, iteration)
         turn = Turn(
             iteration,
             history,
@@ -250,8 +253,6 @@ class LoopNodes:
             self.feedback_format,
             _config=partial(self.report.config, config, iteration),
         )
-        messages = history
-        shaping = NO_USAGE
         for control in self.shapers:
             shaped = control.shape_input(messages, turn)
             if isinstance(shaped, Generator):
