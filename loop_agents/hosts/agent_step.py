@@ -18,6 +18,8 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AnyMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END
+from langgraph.pregel import Pregel
+from langgraph.pregel.protocol import PregelProtocol
 from langgraph.types import Command
 
 from loop_agents.loop.agent_state import carried, changes, restored
@@ -40,6 +42,8 @@ class AgentStep:
         """The step of ``core``'s loop that calls ``agent``."""
         self.core = core
         self.agent = AgentCaller(agent)
+        # a graph agent is given its state; a chat model or a function is not
+        self.takes_state = isinstance(agent, Pregel | PregelProtocol)
         self._traced: dict[int, FunctionRunnable[AgentInput, dict[str, Any]]] = {}
         self.fans_out = any(c.fans_out for c in core.wrappers)
 

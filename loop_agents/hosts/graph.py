@@ -242,6 +242,8 @@ def _builder(
         tasks = core.stepped[node] or step.fans_out
         call: CallName = "agent" if node == "invoke_agent" else "evaluator"
         reads = core.reads(node) | ({"loop_init_ids"} if mode == "last_message" else set())
+        if node == "invoke_agent" and not (step.takes_state or core.shapers or core.wrappers):
+            reads -= {"agent_state"}  # nothing in the node uses it (an empty read raises)
         builder.add_node(
             node,
             _node(core, step, node, mode),

@@ -82,9 +82,11 @@ def test_each_node_reads_only_the_state_keys_it_uses():
         "iteration",
         "last_response",
         "stop_reason",
-        "agent_state",
         "loop_init_ids",
-    }  # not the history policy's memory: reading an empty channel costs LangGraph an error
+    }  # not the history policy's memory, nor a graph agent's state: unused, and an empty
+    # channel costs LangGraph an exception at each read
+    graph_agent = create_loop_agent(create_agent(numbered_chat()), until(1), controls=[Repair()])
+    assert "agent_state" in read_keys(graph_agent, "invoke_agent")  # given back to the graph
     evaluate = read_keys(plain, "evaluate")
     assert {"messages", "feedback", "records", "agent_run", "remaining_steps"} <= evaluate
     assert not evaluate & {"stop", "selected_iteration", "started_at", "candidate_runs"}
