@@ -152,9 +152,12 @@ def add_model_calls(left: ModelCalls | None, right: ModelCalls | None) -> ModelC
         return right or {"calls": 0, "usage": {}}
     if not right:
         return left
-    usage = CallUsage.of_stored(left["usage"]) + CallUsage.of_stored(right["usage"])
+    if not left["usage"] or not right["usage"]:  # the common case: no sum to make
+        usage = left["usage"] or right["usage"]
+    else:
+        usage = (CallUsage.of_stored(left["usage"]) + CallUsage.of_stored(right["usage"])).stored()
     answers = [*left.get("answers", []), *right.get("answers", [])]
-    return {"calls": left["calls"] + right["calls"], "usage": usage.stored(), "answers": answers}
+    return {"calls": left["calls"] + right["calls"], "usage": usage, "answers": answers}
 
 
 class AttemptKeys(TypedDict, total=False):
