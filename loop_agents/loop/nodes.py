@@ -1,13 +1,10 @@
 """The loop's two nodes, ``invoke_agent`` and ``evaluate``, each written once.
 
-Each node is a program (`loop_agents.runtime.steps`) that runs under ``invoke`` and
-``ainvoke`` alike, and runs its controls' hooks at their points
-(`loop_agents.loop.protocol`): ``invoke_agent`` opens the iteration and shapes what the
-agent is sent (``shape_input``), then the host calls the agent (``around_agent``);
-``evaluate`` judges each answer, lets the controls work on the verdicts
-(``after_verdict``), records, applies the stop rules (``stop_reason``) and, at the end,
-lets the choosers pick the answer (``choose``). A node that makes more than one paid
-call runs each as a LangGraph task (see `LoopNodes.stepped`).
+Each node is a program (`loop_agents.runtime.steps`), run by ``invoke`` and ``ainvoke``
+alike, that runs its controls' hooks (`loop_agents.loop.protocol`): ``invoke_agent``
+opens the iteration and shapes what the agent is sent (the host then calls the agent);
+``evaluate`` judges, lets the controls work on the verdicts, records, applies the stop
+rules and, at the end, lets the choosers pick the answer.
 """
 
 from __future__ import annotations
@@ -24,7 +21,7 @@ from langchain_core.runnables import RunnableConfig
 from loop_agents.loop._reporting import LoopReporter
 from loop_agents.loop.agent_state import changes, no_change, selected_state
 from loop_agents.loop.agents import answer_of, with_fresh_ids
-from loop_agents.loop.evaluation import Evaluator, EvaluatorCaller, InvalidEvaluationError
+from loop_agents.loop.evaluation import Evaluator, EvaluatorCaller
 from loop_agents.loop.feedback import DEFAULT_FEEDBACK_FORMAT, FeedbackFormat, feedback_message
 from loop_agents.loop.hook_checks import checked_choice, checked_messages, checked_outcome
 from loop_agents.loop.outcomes import (
@@ -48,7 +45,7 @@ from loop_agents.loop.protocol import (
 )
 from loop_agents.loop.records import answer_copy, choose
 from loop_agents.loop.state import AgentRun, IterationRecord, LoopContext, LoopState, StopReason
-from loop_agents.loop.tracing import candidate_config, iteration_config
+from loop_agents.loop.tracing import candidate_config
 from loop_agents.loop.turns import iteration_number, start_iteration
 from loop_agents.runtime.steps import Call, Fanout, Measured, Program, RetryPolicies
 from loop_agents.runtime.time_limits import NodeName, TimeLimit
@@ -97,23 +94,13 @@ def tapped(program: Generator[Any, Any, Any]) -> Program[tuple[Any, dict[str, Ca
 
 
 class OpenedTurn(NamedTuple):
-    """An iteration as `LoopNodes.open_turn` opened it, before the agent call.
+    """An iteration as `LoopNodes.open_turn` opened it, before the agent call."""
 
-    Attributes:
-        updates: The state updates that open it.
-        history: The conversation before it (with the request when a loop starts).
-        messages: What the agent is sent, as the ``shape_input`` hooks chose.
-        agent_state: A graph agent's state beyond messages from its latest attempt.
-        shaping: The model calls the ``shape_input`` hooks made (a summary).
-        iteration: The iteration's number.
-
-    """
-
-    updates: dict[str, Any]
-    history: list[AnyMessage]
-    messages: list[AnyMessage]
-    agent_state: dict[str, Any]
-    shaping: CallUsage
+    updates: dict[str, Any]  # the state updates that open it
+    history: list[AnyMessage]  # the conversation before it (with a new loop's request)
+    messages: list[AnyMessage]  # what the agent is sent, as the shape_input hooks chose
+    agent_state: dict[str, Any]  # a graph agent's state from its latest attempt
+    shaping: CallUsage  # the model calls the shape_input hooks made (a summary)
     iteration: int
 
 
@@ -274,9 +261,7 @@ class LoopNodes:
         self, context: LoopContext, config: RunnableConfig
     ) -> Program[dict[str, Any]]:
         iteration = context["iteration"]
-        role_config = iteration_config(
-            config, loop=self.report.loop, iteration=iteration, role="evaluator"
-        )
+        role_config = self.report.config(config, iteration, "evaluator")
         name = "evaluator"
         if "candidate" in context:
             role_config = candidate_config(role_config, context["candidate"])
@@ -390,12 +375,9 @@ class LoopNodes:
         state: LoopState,
         record: IterationRecord,
         updates: dict[str, Any],
-        latest: dict[str, Any],
+        latest: dict[str, Any],  # the agent state after the latest answered attempt
     ) -> dict[str, Any]:
-        """Which attempt is the loop's answer: the last one, or what the choosers pick.
-
-        ``latest`` is the agent state after the loop's latest answered attempt.
-        """
+        """Which attempt is the loop's answer: the last one, or what the choosers pick."""
         records = [*state.get("records", []), record]
         chosen = choose(records, "last")
         for chooser in self.choosers:
@@ -476,16 +458,6 @@ def _context_of(state: LoopState, attempt: Attempt, candidate: bool) -> LoopCont
     )
     if candidate:
         context = candidate_context(context, attempt.produced or [], answer, attempt.candidate or 1)
-        context["agent_state"] = dict(attempt.agent_state)
     else:
         context["last_response"] = answer
     return context
-
-
-__all__ = [
-    "DEFAULT_MAX_ITERATIONS",
-    "STEPS_PER_ITERATION",
-    "InvalidEvaluationError",
-    "LoopNodes",
-    "OpenedTurn",
-]

@@ -25,23 +25,13 @@ from loop_agents.runtime._function_runnable import complete_config
 
 LoopRole: TypeAlias = Literal["agent", "evaluator", "compaction", "advisor"]
 """Which of a loop's calls a run (or a token) belongs to: the agent, the evaluator, a
-history policy's model call (a ``compacting`` policy's summary), or the ``advisor``
-that writes feedback for a score-only evaluation."""
+history policy's summary (``compaction``), or the ``advisor`` of a score-only evaluation."""
 
-LOOP_TAG = "loop_agents"
-"""The tag every agent and evaluator run of a loop carries."""
-
-LOOP_KEY = "loop_name"
-"""Metadata key: the loop's name (``create_loop_agent(..., name=...)``)."""
-
-ITERATION_KEY = "loop_iteration"
-"""Metadata key: the iteration's number, starting at 1."""
-
-ROLE_KEY = "loop_role"
-"""Metadata key: ``"agent"``, ``"evaluator"``, ``"compaction"`` or ``"advisor"``."""
-
-CANDIDATE_KEY = "loop_candidate"
-"""Metadata key, with ``Candidates(k)``: which candidate (1 to k) a call belongs to."""
+LOOP_TAG = "loop_agents"  # the tag of every call of a loop
+LOOP_KEY = "loop_name"  # metadata: the loop's name
+ITERATION_KEY = "loop_iteration"  # metadata: the iteration's number, from 1
+ROLE_KEY = "loop_role"  # metadata: the call's `LoopRole`
+CANDIDATE_KEY = "loop_candidate"  # metadata, with Candidates(k): the candidate, 1 to k
 
 
 def iteration_config(
@@ -112,8 +102,7 @@ def candidate_of(metadata: Mapping[str, Any]) -> int | None:
 
     Example:
         ```python
-        for token, metadata in loop.stream(inputs, stream_mode="messages"):
-            print(candidate_of(metadata), token.text)
+        assert candidate_of({"loop_candidate": 2}) == 2
         ```
 
     """
@@ -125,8 +114,7 @@ def iteration_of(metadata: Mapping[str, Any]) -> int | None:
 
     Example:
         ```python
-        for token, metadata in loop.stream(inputs, stream_mode="messages"):
-            print(iteration_of(metadata), token.text)
+        assert iteration_of({"loop_iteration": 2}) == 2
         ```
 
     """
@@ -138,11 +126,7 @@ def role_of(metadata: Mapping[str, Any]) -> LoopRole | None:
 
     Example:
         ```python
-        agent_tokens = [
-            token
-            for token, metadata in loop.stream(inputs, stream_mode="messages")
-            if role_of(metadata) == "agent"
-        ]
+        assert role_of({"loop_role": "evaluator"}) == "evaluator"
         ```
 
     """
