@@ -1,13 +1,11 @@
-"""PostgreSQL thread locks: advisory locks held on one shared connection per database.
+"""PostgreSQL thread locks: advisory locks held on one shared connection per event loop.
 
-A thread is locked with a session-level ``pg_try_advisory_lock``. The locks of every run
-of this process on one database are held on one connection (per event loop for the async
-savers), opened by the first run and closed when the last one lets go: a thousand loops
-cost one extra connection. Advisory locks are re-entrant within a session, so a claim is
-first registered in this process (`_claimed`) and only the run that claimed a key asks
-the server. The server frees a session's locks when its connection closes (a killed
-process too); if the lock connection breaks, the runs holding its locks go on and the
-next run opens a new connection.
+A thread is locked with a session-level ``pg_try_advisory_lock``; the locks of every run
+of this process on one database are held on one connection per event loop (the sync
+savers' runs share the background loop's, `loop_agents.runtime.sync_bridge`), opened by
+the first run and closed when the last one lets go. Advisory locks are re-entrant within
+a session, so a key is first claimed in this process (`_claimed`). See
+docs/reliability.md ("A thousand loops cost one connection").
 """
 
 from __future__ import annotations
@@ -17,6 +15,8 @@ import os
 import threading
 from dataclasses import dataclass, field
 from typing import Any
+
+from loop_agents.runtime.sync_bridge import run_coroutine
 
 _TRY_LOCK = "SELECT pg_try_advisory_lock(%s::bigint)"
 _UNLOCK = "SELECT pg_advisory_unlock(%s::bigint)"
@@ -65,17 +65,16 @@ def _is_broken(exc: BaseException) -> bool:
 
 @dataclass
 class _Session:
-    """The connection holding this process's (or event loop's) locks on one database."""
+    """The connection holding an event loop's locks on one database."""
 
-    loop: asyncio.AbstractEventLoop | None = None
-    pid: int = field(default_factory=os.getpid)
-    lock: Any = field(default_factory=threading.Lock)  # an asyncio.Lock for an event loop
+    loop: asyncio.AbstractEventLoop
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     conn: Any = None
     users: int = 0
 
 
 _sessions_lock = threading.Lock()
-_sessions: dict[tuple[int, str], _Session] = {}  # (id of the event loop or 0, database)
+_sessions: dict[tuple[int, str], _Session] = {}  # (id of the event loop, database)
 _forked: list[Any] = []  # connections inherited from a parent process: never used nor closed
 
 
@@ -89,108 +88,39 @@ def _forget_after_fork() -> None:
     _sessions.clear()
 
 
-def _join(database: str, loop: asyncio.AbstractEventLoop | None = None) -> _Session:
-    place = (0 if loop is None else id(loop), database)
-    with _sessions_lock:
-        session = _sessions.get(place)
-        if session is None or session.pid != os.getpid() or session.loop is not loop:
-            if session is not None and session.pid != os.getpid():
-                _forked.append(session.conn)  # closing it would end the parent's session
-            session = _Session(loop) if loop is None else _Session(loop, lock=asyncio.Lock())
-            _sessions[place] = session
-        session.users += 1
-        return session
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_after_fork)
 
 
-def _leave(database: str, session: _Session) -> Any:
-    """Let go of ``session``; its connection when this was its last user (to close)."""
-    place = (0 if session.loop is None else id(session.loop), database)
-    with _sessions_lock:
-        session.users -= 1
-        if session.users > 0:
-            return None
-        if _sessions.get(place) is session:
-            del _sessions[place]
-    conn, session.conn = session.conn, None
-    return conn
+class AsyncPostgresLock:
+    """One run's advisory lock, taken on its event loop's shared lock connection."""
 
-
-class _Lock:
     def __init__(self, conn: Any, key: int) -> None:
         self.conninfo, self.kwargs = connection_arguments(conn)
-        self.database = (
-            self.conninfo + "\0" + repr(sorted((k, repr(v)) for k, v in self.kwargs.items()))
-        )
+        options = repr(sorted((k, repr(v)) for k, v in self.kwargs.items()))
+        self.database = f"{self.conninfo}\0{options}"
         self.key = key
         self._session: _Session | None = None
         self._conn: Any = None  # the connection the lock was taken on
-
-
-class PostgresLock(_Lock):
-    """One run's advisory lock, taken on this process's shared lock connection."""
-
-    def try_acquire(self) -> bool:
-        import psycopg
-
-        if not _claim(self.database, self.key):
-            return False
-        session = _join(self.database)
-        try:
-            with session.lock:
-                if session.conn is None or session.conn.closed:
-                    session.conn = psycopg.connect(self.conninfo, **self.kwargs)
-                row = session.conn.execute(_TRY_LOCK, (self.key,)).fetchone()
-                conn = session.conn
-        except BaseException:
-            self._let_go(session)
-            raise
-        if row and row[0]:
-            self._session, self._conn = session, conn
-            return True
-        self._let_go(session)
-        return False
-
-    def _let_go(self, session: _Session) -> None:
-        with session.lock:
-            conn = _leave(self.database, session)
-        if conn is not None:
-            conn.close()
-        _unclaim(self.database, self.key)
-
-    def release(self) -> None:
-        session, self._session = self._session, None
-        if session is None:
-            return
-        try:
-            with session.lock:
-                # unlock before letting go here, so the next run never finds it still held
-                if session.conn is self._conn and not self._conn.closed:
-                    session.conn.execute(_UNLOCK, (self.key,))
-        except Exception as exc:
-            if not _is_broken(exc):
-                raise
-            session.conn = None  # its locks went with it; the next run opens a new one
-        finally:
-            self._conn = None
-            self._let_go(session)
-
-
-class AsyncPostgresLock(_Lock):
-    """`PostgresLock` for async runs: the shared connection is this event loop's."""
-
-    _taking: asyncio.Future[bool] | None = None
+        self._taking: asyncio.Future[bool] | None = None
 
     async def try_acquire(self) -> bool:
         if not _claim(self.database, self.key):
             return False
-        session = self._session = _join(self.database, asyncio.get_running_loop())
+        loop = asyncio.get_running_loop()
+        with _sessions_lock:
+            session = _sessions.get((id(loop), self.database))
+            if session is None or session.loop is not loop:
+                session = _sessions[(id(loop), self.database)] = _Session(loop)
+            session.users += 1
+        self._session = session
         # shielded: when the run is cancelled meanwhile, the lock's answer still arrives
         # and release() (which the guard calls) undoes it
         self._taking = asyncio.ensure_future(self._take(session))
         taken = await asyncio.shield(self._taking)
         if not taken:
             self._session = None
-            await self._let_go(session)
+            await self._leave(session)
         return taken
 
     async def _take(self, session: _Session) -> bool:
@@ -204,11 +134,18 @@ class AsyncPostgresLock(_Lock):
             self._conn = session.conn
         return bool(row and row[0])
 
-    async def _let_go(self, session: _Session) -> None:
-        async with session.lock:
-            conn = _leave(self.database, session)
-        if conn is not None:
-            await conn.close()
+    async def _leave(self, session: _Session) -> None:
+        """Let the session go (closing its connection after its last user); unclaim."""
+        with _sessions_lock:
+            session.users -= 1
+            last = session.users <= 0
+            if last and _sessions.get((id(session.loop), self.database)) is session:
+                del _sessions[(id(session.loop), self.database)]
+        if last:
+            async with session.lock:
+                conn, session.conn = session.conn, None
+            if conn is not None:
+                await conn.close()
         _unclaim(self.database, self.key)
 
     async def release(self) -> None:
@@ -224,16 +161,26 @@ class AsyncPostgresLock(_Lock):
                 except Exception:
                     taken = False
             async with session.lock:
+                # unlock before letting go here, so the next run never finds it still held
                 if taken and session.conn is self._conn and not self._conn.closed:
                     await session.conn.execute(_UNLOCK, (self.key,))
         except Exception as exc:
             if not _is_broken(exc):
                 raise
-            session.conn = None
+            session.conn = None  # its locks went with it; the next run opens a new one
         finally:
             self._conn = None
-            await self._let_go(session)
+            await self._leave(session)
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_after_fork)
+class PostgresLock:
+    """`AsyncPostgresLock` for sync runs, on the background event loop's connection."""
+
+    def __init__(self, conn: Any, key: int) -> None:
+        self._lock = AsyncPostgresLock(conn, key)
+
+    def try_acquire(self) -> bool:
+        return run_coroutine(self._lock.try_acquire())
+
+    def release(self) -> None:
+        run_coroutine(self._lock.release())

@@ -8,6 +8,7 @@ ran on. The caller's context (the run config, the stream writer) is carried over
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -16,6 +17,16 @@ T = TypeVar("T")
 
 _lock = threading.Lock()
 _loop: asyncio.AbstractEventLoop | None = None
+
+
+def _forget_after_fork() -> None:
+    # the parent's loop thread does not exist in a child process: the child starts its own
+    global _lock, _loop
+    _lock, _loop = threading.Lock(), None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_after_fork)
 
 
 def background_loop() -> asyncio.AbstractEventLoop:

@@ -1,9 +1,9 @@
 """Counting the tokens of the chat-model calls made while a part of the loop runs.
 
-`counting_tokens` catches every chat-model call made inside its block (through a
-ready-made ``llm_judge``, a model given the run's config, or one given no config) with a
-configure hook of ``langchain_core``: every callback manager configured in the block's
-context (and in the threads and tasks started from it) gets the block's `TokenCounter`.
+`counting_tokens` catches every chat-model call made inside its block (a model given the
+run's config or none) with a configure hook of ``langchain_core``: every callback manager
+configured in the block's context, and in the threads and tasks started from it, gets
+the block's `TokenCounter`.
 """
 
 from __future__ import annotations
@@ -84,6 +84,12 @@ class TokenCounter(BaseCallbackHandler):
             per_model[index] += count
         if not metered:
             self.unmetered[model] = self.unmetered.get(model, 0) + 1
+
+    @property
+    def totals(self) -> tuple[int, int]:
+        """``(input_tokens, output_tokens)`` so far."""
+        with self._lock:
+            return self.input_tokens, self.output_tokens
 
     def usage(self) -> CallUsage:
         """What the calls seen so far used: tokens, requests, tokens by model name."""
@@ -182,14 +188,7 @@ class CallUsage:
         )
 
     def stored(self) -> dict[str, Any]:
-        """A plain form that a checkpointer stores (lists, not tuples).
-
-        Example:
-            ```python
-            assert CallUsage.of_stored(usage.stored()) == usage
-            ```
-
-        """
+        """A plain form that a checkpointer stores (lists, not tuples; `of_stored` reads it)."""
         if self is NO_USAGE:
             return {}  # read back as NO_USAGE
         return {
@@ -248,7 +247,6 @@ class counting_tokens(AbstractContextManager[TokenCounter]):  # a class: entered
         ```python
         with counting_tokens() as counter:
             judge.invoke(messages)
-        print(counter.usage().input_tokens)
         ```
 
     """
