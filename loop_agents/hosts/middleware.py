@@ -47,7 +47,7 @@ from loop_agents.controls.adaptive import with_a_strategy
 from loop_agents.controls.shorthands import controls_of_keywords
 from loop_agents.hosts.middleware_state import (
     DEFAULT_STATE_KEYS,
-    LOOP_KEYS,
+    OUTPUT_KEYS,
     REDUCED_BY_DEFAULT,
     STOPPED,
     AttemptMark,
@@ -350,8 +350,7 @@ def _refuse_given_loop_keys(state: Mapping[str, Any]) -> None:
     """
     if state.get("loop_init_ids") is not None or state.get("loop_attempt") is not None:
         return  # a loop ran on this thread: the values are its own
-    shown = [name for name, kind in LOOP_KEYS.values() if kind == "output"]
-    given = [name for name in shown if state.get(name)]
+    given = [name for name in OUTPUT_KEYS if state.get(name)]
     if given:
         raise ValueError(
             f"LoopMiddleware: the agent's input gives {given[0]!r}, a key of the loop's own "
