@@ -1,11 +1,9 @@
 """The ``invoke_agent`` node of `create_loop_agent`'s graph: the agent called as one step.
 
-The loop's logic is the core's (`loop_agents.loop.nodes.LoopNodes`): it opens the
-iteration and shapes what the agent is sent (``open_turn``). What this module adds is what
-only a graph can do around an agent that is one call: the call itself (a run named
-``"iteration N: agent"``, within its time limit), the controls around it (``around_agent``:
-errors as feedback, several answers at once as LangGraph tasks), and the state updates
-that keep what the agent gave (its messages, its answer, its state beyond messages).
+The core opens the iteration (`LoopNodes.open_turn`); this module calls the agent (a run
+named ``"iteration N: agent"``, within its time limit) through the controls around it
+(``around_agent``: errors as feedback, candidates as LangGraph tasks), and keeps what it
+gave (its messages, its answer, its state beyond messages).
 """
 
 from __future__ import annotations

@@ -230,15 +230,7 @@ class LoopAgent(PregelProtocol[LoopState, None, LoopInput, LoopOutput]):
     async def astream(
         self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
     ) -> AsyncIterator[Any]:
-        """The graph's ``astream``, after the checks of `stream`.
-
-        Example:
-            ```python
-            async for chunk in loop.astream({"messages": [request]}, config):
-                print(chunk)
-            ```
-
-        """
+        """The graph's ``astream``, after the checks of `stream`."""
         checked, run, saver = self._prepare(input, config)
         async with athread_guard(
             saver, run, concurrent_runs=self.concurrent_runs, busy_timeout=self.busy_timeout
@@ -274,14 +266,7 @@ class LoopAgent(PregelProtocol[LoopState, None, LoopInput, LoopOutput]):
                 raise self._nothing_to_resume(run) from error
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
-        """The graph's ``ainvoke``, after the checks of `stream`.
-
-        Example:
-            ```python
-            result = await loop.ainvoke({"messages": [HumanMessage("Write a haiku.")]})
-            ```
-
-        """
+        """The graph's ``ainvoke``, after the checks of `stream`."""
         checked, run, saver = self._prepare(input, config)
         async with athread_guard(
             saver, run, concurrent_runs=self.concurrent_runs, busy_timeout=self.busy_timeout
@@ -320,14 +305,6 @@ class LoopAgent(PregelProtocol[LoopState, None, LoopInput, LoopOutput]):
     def aget_state_history(self, config: RunnableConfig, **kwargs: Any) -> AsyncIterator[Any]:
         """The thread's checkpoints, newest first."""
         return self.graph.aget_state_history(config, **kwargs)
-
-    def get_subgraphs(self, **kwargs: Any) -> Iterator[tuple[str, Any]]:
-        """The graph's subgraphs."""
-        return self.graph.get_subgraphs(**kwargs)
-
-    def aget_subgraphs(self, **kwargs: Any) -> AsyncIterator[tuple[str, Any]]:
-        """The graph's subgraphs."""
-        return self.graph.aget_subgraphs(**kwargs)
 
     def update_state(
         self,

@@ -1,25 +1,12 @@
 """`LoopMiddleware`: the loop inside a ``create_agent`` agent, as LangChain middleware.
 
-``create_agent(model, tools, middleware=[LoopMiddleware(evaluator, max_iterations=3)])``
-builds an agent that checks its own work: when the agent would finish (its model answers
-without calling a tool), the evaluator judges the answer; while it is not satisfied, its
-feedback goes back to the model as a user turn and the agent tries again. It is the loop
-of `create_loop_agent`, run by the same code (`loop_agents.loop.nodes.LoopNodes`), at
-the points of ``create_agent``'s graph:
-
-- ``before_agent`` opens the loop (``LoopNodes.open_turn``: the request, the criteria
-  message of a `Criteria` control, what the history policy sends);
-- ``wrap_model_call`` runs each model call of an attempt as ``"iteration N: agent"``
-  (``loop_iteration`` in its metadata, so every token on ``stream_mode="messages"``
-  says its iteration), sends it what the history policy chose, and counts its tokens;
-- ``after_agent`` (declared with ``can_jump_to=["model"]``) judges the attempt
-  (``LoopNodes.evaluate``: the verdict, the controls, the record, the stop rules, the
-  answer's selection) and either returns to the model with the feedback message, the
-  next iteration opened, or lets the agent end.
-
-The loop's bookkeeping lives in the agent's state under ``loop_`` keys
-(`loop_agents.hosts.middleware_state`): ``loop_records``, ``loop_stop_reason``,
-``loop_selected_iteration`` and the others are in the agent's output.
+The loop of `create_loop_agent`, run by the same code (`loop_agents.loop.nodes.LoopNodes`)
+at the points of ``create_agent``'s graph: ``before_agent`` opens the loop,
+``wrap_model_call`` runs each model call of an attempt as ``"iteration N: agent"`` and
+counts it, and ``after_agent`` (``can_jump_to=["model"]``) judges the attempt and either
+goes back to the model with the feedback or lets the agent end. Its bookkeeping is kept in
+the agent's state under ``loop_`` keys (`loop_agents.hosts.middleware_state`). See
+docs/inside-create-agent.md.
 """
 
 from __future__ import annotations
@@ -98,16 +85,11 @@ class LoopMiddleware(AgentMiddleware[Any, Any, Any]):
     again, at most ``max_iterations`` answers in all. Every evaluator and the options
     below work as in `create_loop_agent`, by the same code.
 
-    The agent's output then has, beside its ``messages`` (ending with the loop's
-    answer: with ``AnswerSelection("best")``, a copy of the best one) and ``structured_response``
-    (the selected attempt's): ``loop_records`` (one `IterationRecord` per attempt, each
-    with its ``answer``), ``loop_stop_reason``, ``loop_iteration``, ``loop_feedback``,
-    ``loop_selected_iteration``, ``loop_selected_score`` and ``loop_init_messages``
-    (`loop_output` gives them under `create_loop_agent`'s names). It streams the loop
-    events on ``stream_mode="custom"``; each model call is a run named ``"iteration N:
-    agent"`` and each evaluation ``"iteration N: evaluator"``, with ``loop_iteration``
-    in their metadata. With a checkpointer on the agent, a run resumes after an error or
-    a kill (``invoke(None, config)``; exact with ``durability="sync"``).
+    The agent's output then has, beside ``messages`` (ending with the loop's answer) and
+    ``structured_response`` (the selected attempt's), the loop's keys (`LoopAgentState`;
+    `loop_output` gives them under `create_loop_agent`'s names). It streams and traces as
+    `create_loop_agent` does; with a checkpointer on the agent, a run resumes after an
+    error or a kill (``invoke(None, config)``). See docs/inside-create-agent.md.
 
     Args:
         evaluator: A sync or async function of `LoopContext` returning a
