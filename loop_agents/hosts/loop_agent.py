@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import nullcontext
 from datetime import timedelta
 from typing import Any
 
@@ -194,6 +195,15 @@ class LoopAgent(PregelProtocol[LoopState, None, LoopInput, LoopOutput]):
             f"on it, pass the request: loop.invoke({EXAMPLE}, config)"
         )
 
+    def _guard(self, saver: Any, run: RunnableConfig, *, asynchronous: bool = False) -> Any:
+        """The run's thread guard (a ``with``/``async with`` block; nothing to hold: none)."""
+        if saver is None:  # the guard's generator costs a run more than the check itself
+            return nullcontext()
+        guard = athread_guard if asynchronous else thread_guard
+        return guard(
+            saver, run, concurrent_runs=self.concurrent_runs, busy_timeout=self.busy_timeout
+        )
+
     # -- the runs ------------------------------------------------------------------------
 
     def stream(
@@ -214,9 +224,7 @@ class LoopAgent(PregelProtocol[LoopState, None, LoopInput, LoopOutput]):
 
         """
         checked, run, saver = self._prepare(input, config)
-        with thread_guard(
-            saver, run, concurrent_runs=self.concurrent_runs, busy_timeout=self.busy_timeout
-        ):
+        with self._guard(saver, run):
             yielded = False
             try:
                 for chunk in self.graph.stream(checked, config, **kwargs):
@@ -232,9 +240,7 @@ class LoopAgent(PregelProtocol[LoopState, None, LoopInput, LoopOutput]):
     ) -> AsyncIterator[Any]:
         """The graph's ``astream``, after the checks of `stream`."""
         checked, run, saver = self._prepare(input, config)
-        async with athread_guard(
-            saver, run, concurrent_runs=self.concurrent_runs, busy_timeout=self.busy_timeout
-        ):
+        async with self._guard(saver, run, asynchronous=True):
             yielded = False
             try:
                 async for chunk in self.graph.astream(checked, config, **kwargs):
@@ -255,9 +261,7 @@ class LoopAgent(PregelProtocol[LoopState, None, LoopInput, LoopOutput]):
 
         """
         checked, run, saver = self._prepare(input, config)
-        with thread_guard(
-            saver, run, concurrent_runs=self.concurrent_runs, busy_timeout=self.busy_timeout
-        ):
+        with self._guard(saver, run):
             try:
                 return self._for_caller(self.graph.invoke(checked, config, **kwargs), run)
             except EmptyInputError as error:
@@ -268,9 +272,7 @@ class LoopAgent(PregelProtocol[LoopState, None, LoopInput, LoopOutput]):
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         """The graph's ``ainvoke``, after the checks of `stream`."""
         checked, run, saver = self._prepare(input, config)
-        async with athread_guard(
-            saver, run, concurrent_runs=self.concurrent_runs, busy_timeout=self.busy_timeout
-        ):
+        async with self._guard(saver, run, asynchronous=True):
             try:
                 return self._for_caller(await self.graph.ainvoke(checked, config, **kwargs), run)
             except EmptyInputError as error:

@@ -41,12 +41,6 @@ class LoopReporter:
         self.loop = loop
         self.max_iterations = max_iterations
 
-    def _write(self, kind: str, iteration: int, **fields: Any) -> None:
-        # the event types of loop_agents.loop.events, written as plain dicts
-        write_event(
-            cast(LoopEvent, {"type": kind, "loop": self.loop, "iteration": iteration, **fields})
-        )
-
     @staticmethod
     def traced(
         role: LoopRole,
@@ -62,27 +56,38 @@ class LoopReporter:
 
     def iteration_started(self, iteration: int) -> None:
         """Report that ``iteration`` starts (`IterationStarted`)."""
-        self._write("iteration_started", iteration, max_iterations=self.max_iterations)
+        event: dict[str, Any] = {
+            "type": "iteration_started",
+            "loop": self.loop,
+            "iteration": iteration,
+        }
+        event["max_iterations"] = self.max_iterations
+        write_event(cast(LoopEvent, event))
 
     def agent_finished(
         self, iteration: int, answer: AIMessage, run: AgentRun, *, candidate: int | None = None
     ) -> None:
         """Report the agent's answer in ``iteration`` and what it cost (`AgentFinished`)."""
-        fields = {} if candidate is None else {"candidate": candidate}
-        self._write(
-            "agent_finished",
-            iteration,
-            answer=answer.text,
-            seconds=run["seconds"],
-            input_tokens=run["input_tokens"],
-            output_tokens=run["output_tokens"],
-            **fields,
-        )
+        event: dict[str, Any] = {
+            "type": "agent_finished",
+            "loop": self.loop,
+            "iteration": iteration,
+        }
+        event["answer"] = answer.text
+        event["seconds"] = run["seconds"]
+        event["input_tokens"] = run["input_tokens"]
+        event["output_tokens"] = run["output_tokens"]
+        if candidate is not None:
+            event["candidate"] = candidate
+        write_event(cast(LoopEvent, event))
 
     def agent_failed(self, iteration: int, error: str, *, candidate: int | None = None) -> None:
         """Report that the agent call of ``iteration`` failed (`AgentFailed`)."""
-        fields = {} if candidate is None else {"candidate": candidate}
-        self._write("agent_failed", iteration, error=error, **fields)
+        event: dict[str, Any] = {"type": "agent_failed", "loop": self.loop, "iteration": iteration}
+        event["error"] = error
+        if candidate is not None:
+            event["candidate"] = candidate
+        write_event(cast(LoopEvent, event))
 
     def candidates_judged(self, record: IterationRecord) -> None:
         """Report every candidate's verdict of the iteration in ``record`` (`CandidatesJudged`)."""
@@ -95,35 +100,37 @@ class LoopReporter:
             }
             for c in record.get("candidates", [])
         ]
-        self._write(
-            "candidates_judged",
-            record["iteration"],
-            candidates=candidates,
-            selected=record.get("candidate", 1),
-        )
+        event: dict[str, Any] = {
+            "type": "candidates_judged",
+            "loop": self.loop,
+            "iteration": record["iteration"],
+        }
+        event["candidates"] = candidates
+        event["selected"] = record.get("candidate", 1)
+        write_event(cast(LoopEvent, event))
 
     def evaluation_finished(self, record: IterationRecord) -> None:
         """Report the evaluation recorded in ``record`` (`EvaluationFinished`)."""
-        fields: dict[str, Any] = {}
+        event: dict[str, Any] = {
+            "type": "evaluation_finished",
+            "loop": self.loop,
+            "iteration": record["iteration"],
+        }
+        event["stop"] = record["stop"]
+        event["score"] = record["score"]
+        event["feedback"] = record["feedback"]
+        event["evaluator"] = record["evaluator"]
+        event["decided_by"] = list(record["decided_by"])
+        event["seconds"] = record["evaluation_seconds"]
+        event["input_tokens"] = record["evaluator_input_tokens"]
+        event["output_tokens"] = record["evaluator_output_tokens"]
+        event["requests"] = record.get("requests", 0)
+        event["cost"] = record.get("cost")
         if "error" in record:
-            fields["error"] = record["error"]
+            event["error"] = record["error"]
         if "strategy" in record:
-            fields["strategy"] = dict(record["strategy"])
-        self._write(
-            "evaluation_finished",
-            record["iteration"],
-            stop=record["stop"],
-            score=record["score"],
-            feedback=record["feedback"],
-            evaluator=record["evaluator"],
-            decided_by=list(record["decided_by"]),
-            seconds=record["evaluation_seconds"],
-            input_tokens=record["evaluator_input_tokens"],
-            output_tokens=record["evaluator_output_tokens"],
-            requests=record.get("requests", 0),
-            cost=record.get("cost"),
-            **fields,
-        )
+            event["strategy"] = dict(record["strategy"])
+        write_event(cast(LoopEvent, event))
 
     def loop_finished(
         self,

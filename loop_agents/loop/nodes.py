@@ -45,7 +45,7 @@ from loop_agents.loop.protocol import (
 )
 from loop_agents.loop.records import answer_copy, choose
 from loop_agents.loop.state import AgentRun, IterationRecord, LoopContext, LoopState, StopReason
-from loop_agents.loop.tracing import candidate_config
+from loop_agents.loop.tracing import candidate_config, iteration_config
 from loop_agents.loop.turns import iteration_number, start_iteration
 from loop_agents.runtime.steps import Call, Fanout, Measured, Program, RetryPolicies
 from loop_agents.runtime.time_limits import NodeName, TimeLimit
@@ -157,16 +157,9 @@ class LoopNodes:
         return None if seconds is None else TimeLimit(node, iteration, seconds)
 
     def reads(self, name: NodeName) -> frozenset[str]:
-        """The state keys node ``name`` reads: its input schema (LangGraph reads no others).
+        """The state keys node ``name`` reads (its input schema): what it and its controls use.
 
-        Only what the node and its controls use: each key read costs LangGraph a read at
-        every step, and an empty one an exception.
-
-        Example:
-            ```python
-            assert "messages" in LoopNodes(judge, 3).reads("evaluate")
-            ```
-
+        Each key costs LangGraph a read at every step (an empty one, an exception).
         """
         if name == "invoke_agent":
             extra = {"feedback", "records", "history_memory"} if self.shapers else set()
@@ -180,8 +173,8 @@ class LoopNodes:
     def open_turn(self, state: LoopState, config: RunnableConfig) -> Program[OpenedTurn]:
         """Open the iteration and shape what the agent is sent (``shape_input`` hooks).
 
-        The first half of an iteration: `create_loop_agent`'s ``invoke_agent`` node runs it
-        before calling the agent, `LoopMiddleware` where an attempt starts.
+        Run before the agent call (`create_loop_agent`), or where an attempt starts inside
+        ``create_agent`` (`LoopMiddleware`).
         """
         updates, history = start_iteration(state)
         iteration = iteration_number(state, updates)
@@ -261,7 +254,9 @@ class LoopNodes:
         self, context: LoopContext, config: RunnableConfig
     ) -> Program[dict[str, Any]]:
         iteration = context["iteration"]
-        role_config = self.report.config(config, iteration, "evaluator")
+        role_config = iteration_config(
+            config, loop=self.report.loop, iteration=iteration, role="evaluator"
+        )
         name = "evaluator"
         if "candidate" in context:
             role_config = candidate_config(role_config, context["candidate"])

@@ -22,7 +22,6 @@ import asyncio
 import concurrent.futures
 import time
 from collections.abc import Awaitable, Callable, Generator, Sequence
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeAlias, TypeVar, cast
 
@@ -30,7 +29,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.func import task
 from langgraph.types import RetryPolicy
 
-from loop_agents.runtime.usage import CallUsage, TokenCounter, counting_tokens
+from loop_agents.runtime.usage import CallUsage, counting_tokens
 
 if TYPE_CHECKING:
     from loop_agents.runtime.time_limits import TimeLimit
@@ -118,24 +117,27 @@ Program: TypeAlias = Generator["Call | Fanout", Any, T]
 def measure_sync(call: Call) -> Measured[Any]:
     """Make ``call`` synchronously, within its time limit, and measure it."""
     started = time.perf_counter()
-    with nullcontext() if call.counted else counting_tokens() as used:
+    if call.counted is not None:
         value = call.sync(call.input, call.config) if call.limit is None else call.limit.run(call)
-    return Measured(value, time.perf_counter() - started, _usage(call, value, used))
+        return Measured(value, time.perf_counter() - started, call.counted(value))
+    with counting_tokens() as used:
+        value = call.sync(call.input, call.config) if call.limit is None else call.limit.run(call)
+    return Measured(value, time.perf_counter() - started, used.usage())
 
 
 async def measure_async(call: Call) -> Measured[Any]:
     """Make ``call`` asynchronously, within its time limit, and measure it."""
     started = time.perf_counter()
-    with nullcontext() if call.counted else counting_tokens() as used:
-        if call.limit is None:
-            value = await call.async_(call.input, call.config)
-        else:
-            value = await call.limit.arun(call)
-    return Measured(value, time.perf_counter() - started, _usage(call, value, used))
-
-
-def _usage(call: Call, value: Any, counter: TokenCounter | None) -> CallUsage:
-    return call.counted(value) if call.counted else cast(TokenCounter, counter).usage()
+    if call.counted is not None:
+        value = await (
+            call.async_(call.input, call.config) if call.limit is None else call.limit.arun(call)
+        )
+        return Measured(value, time.perf_counter() - started, call.counted(value))
+    with counting_tokens() as used:
+        value = await (
+            call.async_(call.input, call.config) if call.limit is None else call.limit.arun(call)
+        )
+    return Measured(value, time.perf_counter() - started, used.usage())
 
 
 def run(program: Program[T], *, stepped: bool = False) -> T:
