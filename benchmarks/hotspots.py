@@ -1,4 +1,4 @@
-"""Where a loop's time goes: cProfile of a loop next to its baseline.
+"""Where a loop's time goes: cProfile of a loop next to its baseline, and instruction counts.
 
 ``python -m benchmarks.hotspots [overhead|middleware] [ITERATIONS]`` profiles, with the
 instant fake model, `create_loop_agent` with ``controls=[Repair()]`` next to the minimal
@@ -6,13 +6,25 @@ LangGraph loop (``overhead``, the default) or ``LoopMiddleware`` next to the 15-
 ``after_agent`` hook (``middleware``), and prints, per package (per module of ours), the
 own CPU time per iteration of each (profiler overhead included, so compare the columns,
 not the absolute numbers), then the functions of ours that cost the most.
+
+``python -m benchmarks.hotspots count overhead|middleware CONTENDER ITERATIONS RUNS`` runs
+one contender of benchmark 1 or 8 (its name in the table) twice to warm up, then ``RUNS``
+times; under ``valgrind --tool=callgrind --instr-atstart=no`` only those runs are counted
+(it switches the instrumentation on with ``callgrind_control``), so the instructions per
+iteration are the reported total over ``ITERATIONS * RUNS``. Instruction counts do not
+move with the machine's load::
+
+    PYTHONHASHSEED=0 valgrind --tool=callgrind --instr-atstart=no \
+        python -m benchmarks.hotspots count overhead "create_loop_agent, Repair()" 5 10
 """
 
 from __future__ import annotations
 
 import asyncio
 import cProfile
+import os
 import pstats
+import subprocess
 import sys
 import time
 from collections import defaultdict
@@ -69,7 +81,32 @@ async def main(which: str = "overhead", iterations: int = 50, repeats: int = 10)
     ours.sort_stats("tottime").print_stats(r"loop_agents", 15)
 
 
+async def count(benchmark: str, name: str, iterations: int, runs: int) -> None:
+    """Run one contender ``runs`` times, counted by callgrind when it runs under it."""
+    if benchmark == "middleware":
+        run = middleware.contenders(iterations)[name]
+    else:
+        run = overhead.contenders(iterations, with_history_policy=True)[name]
+    await run()
+    await run()
+    _callgrind("on")
+    for _ in range(runs):
+        await run()
+    _callgrind("off")
+
+
+def _callgrind(switch: str) -> None:
+    # under valgrind, switch its instrumentation (started off) for this process
+    if "valgrind" in os.environ.get("LD_PRELOAD", "") or os.environ.get("VALGRIND_LIB"):
+        command = ["callgrind_control", "-i", switch, str(os.getpid())]
+        subprocess.run(command, check=True, capture_output=True)
+
+
 if __name__ == "__main__":
     arguments = sys.argv[1:]
+    if arguments and arguments[0] == "count":
+        benchmark, name, iterations, runs = arguments[1:5]
+        asyncio.run(count(benchmark, name, int(iterations), int(runs)))
+        sys.exit(0)
     kind = arguments.pop(0) if arguments and not arguments[0].isdigit() else "overhead"
     asyncio.run(main(kind, int(arguments[0]) if arguments else 50))
