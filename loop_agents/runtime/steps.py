@@ -23,16 +23,13 @@ import concurrent.futures
 import time
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, TypeAlias, TypeVar, cast
+from typing import Any, Generic, TypeAlias, TypeVar, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.func import task
 from langgraph.types import RetryPolicy
 
 from loop_agents.runtime.usage import CallUsage, counting_tokens
-
-if TYPE_CHECKING:
-    from loop_agents.runtime.time_limits import TimeLimit
 
 T = TypeVar("T")
 
@@ -88,7 +85,7 @@ class Call:
     async_: Callable[[Any, RunnableConfig], Awaitable[Any]]
     input: Any
     config: RunnableConfig
-    limit: TimeLimit | None = None
+    limit: Any = None  # a TimeLimit (loop_agents.runtime.time_limits, which imports this)
     retry: RetryPolicies | None = None
     counted: Callable[[Any], CallUsage] | None = None
 
