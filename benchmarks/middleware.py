@@ -1,7 +1,8 @@
 """Benchmark 8: the loop inside ``create_agent`` (`LoopMiddleware`) against the loop around it.
 
-Both contenders run the same loop on the same instant fake chat model and the same async
-evaluator (it accepts the last allowed answer):
+Every contender runs the same loop (every retry a repair: ``controls=[Repair()]``, what
+the loop does by default from this release on) on the same instant fake chat model and
+the same async evaluator (it accepts the last allowed answer):
 
 - ``create_agent + LoopMiddleware``: one agent graph; the loop's hooks run in its steps
   (``before_agent``, ``wrap_model_call`` around each model call, ``after_agent``).
@@ -11,13 +12,14 @@ evaluator (it accepts the last allowed answer):
   can be: a hook that asks the evaluator and jumps back to the model with its feedback
   (no records, no budgets, no streaming events, no resume of an evaluation).
 
-What is measured is the framework around the model: CPU time of this process per
-iteration, interleaved rounds, the wrapped loop being the baseline measured in the same
-run.
+The middleware and the hook run once more each with an ``InMemorySaver`` (every run on a
+thread of its own). What is measured is the framework around the model: CPU time of this
+process per iteration, interleaved rounds, the baselines measured in the same run.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -25,14 +27,19 @@ from typing import Any
 from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware, hook_config
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langgraph.checkpoint.memory import InMemorySaver
 
 from benchmarks.contenders import FakeChat, accept_at
 from benchmarks.measure import Samples, interleaved, paired_ratio, table
 from loop_agents import LoopMiddleware, create_loop_agent
+from loop_agents.controls import Repair
 
 INSIDE = "create_agent + LoopMiddleware"
 AROUND = "create_loop_agent(create_agent(...))"
 HOOK = "create_agent + a 15-line after_agent hook"
+SAVED = " (InMemorySaver)"
+INSIDE_SAVED = INSIDE + SAVED
+HOOK_SAVED = HOOK + SAVED
 
 
 class JumpBack(AgentMiddleware[Any, Any, Any]):
@@ -57,28 +64,42 @@ def contenders(iterations: int) -> dict[str, Callable[[], Awaitable[object]]]:
     """One ``ainvoke`` of each, ``iterations`` iterations long."""
     model = FakeChat()
     evaluator = accept_at(iterations)
-    inside: Any = create_agent(model, middleware=[LoopMiddleware(evaluator, iterations)])
-    around = create_loop_agent(create_agent(model), evaluator, iterations)
-    hook: Any = create_agent(model, middleware=[JumpBack(evaluator, iterations)])
 
-    def request() -> list[AnyMessage]:
-        return [HumanMessage("Write a haiku about rain.")]
+    def loop() -> LoopMiddleware:
+        return LoopMiddleware(evaluator, iterations, controls=[Repair()])
+
+    inside: Any = create_agent(model, middleware=[loop()])
+    around = create_loop_agent(create_agent(model), evaluator, iterations, controls=[Repair()])
+    hook: Any = create_agent(model, middleware=[JumpBack(evaluator, iterations)])
+    inside_saved: Any = create_agent(model, middleware=[loop()], checkpointer=InMemorySaver())
+    hook_saved: Any = create_agent(
+        model, middleware=[JumpBack(evaluator, iterations)], checkpointer=InMemorySaver()
+    )
+
+    def request() -> dict[str, list[AnyMessage]]:
+        return {"messages": [HumanMessage("Write a haiku about rain.")]}
+
+    def thread() -> dict[str, Any]:
+        return {"configurable": {"thread_id": str(uuid.uuid4())}}
 
     return {
-        INSIDE: lambda: inside.ainvoke({"messages": request()}),
-        AROUND: lambda: around.ainvoke({"messages": request()}),
-        HOOK: lambda: hook.ainvoke({"messages": request()}),
+        INSIDE: lambda: inside.ainvoke(request()),
+        AROUND: lambda: around.ainvoke(request()),
+        HOOK: lambda: hook.ainvoke(request()),
+        INSIDE_SAVED: lambda: inside_saved.ainvoke(request(), thread()),
+        HOOK_SAVED: lambda: hook_saved.ainvoke(request(), thread()),
     }
 
 
 @dataclass
 class InsideAgent:
-    """Per-iteration times of both at one loop length."""
+    """Per-iteration times of every contender at one loop length."""
 
     iterations: int
     samples: dict[str, Samples]
     ratio: float  # the middleware / the wrapped loop, CPU, median of paired rounds
     hook_ratio: float  # the middleware / the 15-line hook, CPU, median of paired rounds
+    saved_hook_ratio: float  # the same, both with a checkpointer
 
     def per_iteration_us(self, name: str) -> float:
         return self.samples[name].median_cpu() / self.iterations * 1e6
@@ -88,31 +109,37 @@ class InsideAgent:
 
 
 async def measure(iterations: int, rounds: int) -> InsideAgent:
-    """Time both over ``rounds`` interleaved rounds."""
+    """Time every contender over ``rounds`` interleaved rounds."""
     samples = await interleaved(contenders(iterations), rounds)
     return InsideAgent(
         iterations,
         samples,
         paired_ratio(samples, INSIDE, AROUND),
         paired_ratio(samples, INSIDE, HOOK),
+        paired_ratio(samples, INSIDE_SAVED, HOOK_SAVED),
     )
 
 
 def middleware_table(results: list[InsideAgent]) -> str:
-    """Benchmark 8's table: per-iteration CPU and wall time, the middleware's ratio."""
+    """Benchmark 8's table: per-iteration CPU and wall time, the middleware's ratios."""
     rows = []
     for result in results:
-        for name in (INSIDE, AROUND, HOOK):
-            around = result.ratio if name == INSIDE else (1.0 if name == AROUND else None)
-            hook = result.hook_ratio if name == INSIDE else (1.0 if name == HOOK else None)
+        around = {INSIDE: f"{result.ratio:.2f}x", AROUND: "1.00x"}
+        hook = {
+            INSIDE: f"{result.hook_ratio:.2f}x",
+            HOOK: "1.00x",
+            INSIDE_SAVED: f"{result.saved_hook_ratio:.2f}x",
+            HOOK_SAVED: "1.00x",
+        }
+        for name in (INSIDE, AROUND, HOOK, INSIDE_SAVED, HOOK_SAVED):
             rows.append(
                 [
                     result.iterations,
                     name,
                     f"{result.per_iteration_us(name):,.0f} µs",
                     f"{result.wall_per_iteration_us(name):,.0f} µs",
-                    "" if around is None else f"{around:.2f}x",
-                    "" if hook is None else f"{hook:.2f}x",
+                    around.get(name, ""),
+                    hook.get(name, ""),
                     len(result.samples[name].cpu),
                 ]
             )

@@ -5,19 +5,11 @@ START -> invoke_agent -> evaluate --(continue)--> invoke_agent
                                  \--(stop)------> END
 ```
 
-The graph is one of the loop's two hosts (the other is `LoopMiddleware`, inside
-``create_agent``). The loop's logic is the core's (`loop_agents.loop.nodes.LoopNodes`):
-``invoke_agent`` opens the iteration and calls the agent (`loop_agents.hosts.agent_step`),
-``evaluate`` judges, lets the controls work on the verdict, records and decides. What
-the graph adds is what a graph does: its state schema and storage layout
-(`loop_agents.loop.storage`), retry policies on the nodes that make one paid call, the
-output mode, a step limit that fits the cap, and the checks a run goes through first
-(`LoopAgent`).
-
-The ``evaluate`` node routes the loop itself: it returns a LangGraph ``Command`` whose
-``goto`` is ``invoke_agent``, or the end once the loop has a stop reason (declared with
-``destinations``, so the drawing shows both edges). A router after the node would cost
-LangGraph a copy of the whole state at every iteration.
+The loop's logic is the core's (`loop_agents.loop.nodes.LoopNodes`); the graph adds its
+state schema and storage layout (`loop_agents.loop.storage`), retry policies, the output
+mode, a step limit that fits the cap, and the checks a run goes through first (`LoopAgent`).
+``evaluate`` routes with a ``Command`` (declared with ``destinations``): a router after it
+would cost LangGraph a copy of the whole state at every iteration.
 """
 
 from __future__ import annotations
@@ -100,19 +92,13 @@ def create_loop_agent(
     agent tries again; the loop ends when the evaluator says stop or after
     ``max_iterations`` answers.
 
-    Everything else is a control in ``controls=[...]``, composed as ``create_agent``'s
-    middleware is (`loop_agents.controls`): what the agent is sent (`History`,
-    `Criteria`), how it is called (`Candidates`, `DiverseFirst`, `AgentErrors`,
-    `Retries`), what a verdict means (`Advice`), how feedback is put (`FeedbackStyle`),
-    what kind of retry comes next (`Restart`, `Adaptive`), when to stop (`Budgets`,
-    `Plateau`, `Stagnation`) and which attempt wins (`AnswerSelection`). Controls run in
-    the order of their stage, so their order in the list does not matter.
+    Everything else is a control in ``controls=[...]`` (`loop_agents.controls`; see
+    docs/loop-control.md), run in the order of their stage, whatever their order in the list.
 
-    While it runs the loop streams the agent's tokens (``stream_mode="messages"``, each
-    with ``loop_iteration`` and ``loop_role`` in its metadata; add ``subgraphs=True`` when
-    the agent is a graph or the loop is nested in one) and typed loop events
-    (``stream_mode="custom"``, see `loop_agents.loop.events`); every agent and evaluator
-    call is a run named ``"iteration N: agent"`` / ``"iteration N: evaluator"`` in traces.
+    It streams the agent's tokens (``stream_mode="messages"``, with ``loop_iteration`` and
+    ``loop_role`` in their metadata) and loop events (``stream_mode="custom"``,
+    `loop_agents.loop.events`); each call is a run named ``"iteration N: agent"`` (or
+    ``evaluator``). See docs/streaming.md.
 
     Args:
         agent: What produces the answers. A compiled graph with a ``messages`` key
@@ -237,6 +223,8 @@ def _builder(
         tasks = core.stepped[node] or step.fans_out
         call: CallName = "agent" if node == "invoke_agent" else "evaluator"
         reads = core.reads(node) | ({"loop_init_ids"} if mode == "last_message" else set())
+        if node == "invoke_agent" and not (step.takes_state or core.shapers or core.wrappers):
+            reads -= {"agent_state"}  # nothing in the node uses it (an empty read raises)
         builder.add_node(
             node,
             _node(core, step, node, mode),

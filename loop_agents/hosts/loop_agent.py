@@ -1,40 +1,27 @@
 """`LoopAgent`: the compiled loop graph, with its input and its thread checked first.
 
-`create_loop_agent` compiles a plain LangGraph graph (a ``CompiledStateGraph``, in
-`LoopAgent.graph`) and returns it wrapped in a `LoopAgent`. The wrapper is a LangGraph
-``PregelProtocol`` (as LangGraph's own ``RemoteGraph`` is): it nests as a node of a parent
-graph, streams in every ``stream_mode``, has ``get_state``/``update_state``,
-``get_graph``, ``with_config``; anything else is the graph's own (``loop.channels``,
-``loop.checkpointer``, ``loop.nodes``). Before a run, and before an update is stored,
-it does what a compiled graph cannot do for itself:
-
-- check the input (`loop_agents.loop.input_checks`), so that a malformed call fails with
-  a `LoopInputError` saying what to pass, before LangGraph coerces, stores or runs
-  anything; that includes ``Command(update=...)`` and ``update_state`` values for the
-  loop's keys, which LangGraph would store as given and then fail to read back;
-- hold the run's thread for the whole run (`loop_agents.runtime.thread_locking`), so that a
-  second run on a busy thread fails with `ThreadBusyError` (or waits its turn) instead
-  of silently overwriting the first run's checkpoints.
-
-Nested in a parent graph (or run inside one, e.g. as a tool), the loop's input is the
-parent's state and its thread is the parent's: only the loop's own keys are checked,
-and the thread is the parent run's to guard (see `thread_guard`). A parent's
-``agent_state`` key is the parent's own: the loop neither takes it as its agent's state
-nor writes its own back to it, unless it was built with ``share_agent_state=True``
-(`without_parent_keys`, `for_parent`). Run by LangGraph
-Server, the thread is guarded by the server's ``multitask_strategy``; serve
-`LoopAgent.graph` (see `loop_agents_cli.serving`).
+`create_loop_agent` compiles a plain LangGraph graph (`LoopAgent.graph`) and wraps it in a
+LangGraph ``PregelProtocol`` (as ``RemoteGraph`` is): it nests as a node, streams in every
+``stream_mode``, has ``get_state``/``update_state``/``get_graph``/``with_config``, and
+anything else is the graph's (``loop.channels``, ``loop.checkpointer``). Before a run, and
+before an update is stored, it checks the input (`loop_agents.loop.input_checks`:
+`LoopInputError` before anything runs or is stored) and holds the run's thread
+(`loop_agents.runtime.thread_locking`). Nested in a parent graph, only the loop's own
+keys are checked, the thread is the parent's to guard, and a parent's ``agent_state`` stays
+the parent's unless the loop shares it (``share_agent_state=True``). LangGraph Server guards
+its threads itself. See docs/reliability.md.
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import nullcontext
 from datetime import timedelta
-from typing import Any, cast
+from typing import Any
 
 from langchain_core.runnables import RunnableConfig
-from langchain_core.runnables.config import ensure_config, merge_configs
+from langchain_core.runnables.config import var_child_runnable_config
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.errors import EmptyInputError
 from langgraph.graph import END
@@ -56,30 +43,22 @@ LoopGraph = CompiledStateGraph[LoopState, None, LoopInput, LoopOutput]
 
 _SERVER_KEYS = frozenset({"graph_id", "assistant_id", "run_id"})
 
-
-def _is_nested(config: RunnableConfig) -> bool:
-    """Whether the run is part of a parent graph's run (its checkpoint namespace is set)."""
-    return bool((config.get("configurable") or {}).get("checkpoint_ns"))
-
-
-def _is_served(config: RunnableConfig) -> bool:
-    """Whether LangGraph Server runs the loop (it guards threads itself)."""
-    configurable = config.get("configurable") or {}
-    return "langgraph_api" in sys.modules and configurable.keys() >= _SERVER_KEYS
+PARENT_OWNED = ("agent_state",)
+"""Input and output keys that, nested in a parent graph, stay the parent's (unless shared)."""
 
 
 class LoopAgent(PregelProtocol[LoopState, None, LoopInput, LoopOutput]):
     """A compiled loop graph whose runs check their input and hold their thread.
 
-    Built by `create_loop_agent`. Runs (``invoke``, ``stream`` and their async and
-    batch forms) and updates (``update_state``, ``bulk_update_state``) go through the
-    checks in the module docstring, then to `graph`; everything else is `graph`'s.
+    Built by `create_loop_agent`. Runs (``invoke``, ``stream``, their async and batch
+    forms) and updates (``update_state``, ``bulk_update_state``) are checked first (see the
+    module docstring), then go to `graph`; everything else is `graph`'s.
 
     Attributes:
         graph: The compiled LangGraph graph (a ``CompiledStateGraph``).
-        concurrent_runs: ``"reject"`` or ``"wait"``: what a run does when another run
-            holds its thread (see `ConcurrentRuns`).
+        concurrent_runs: ``"reject"`` or ``"wait"`` (see `ConcurrentRuns`).
         busy_timeout: With ``"wait"``, the longest wait in seconds (``None``: no limit).
+        share_agent_state: Nested, whether the parent's ``agent_state`` is shared.
 
     Example:
         ```python
@@ -143,13 +122,12 @@ class LoopAgent(PregelProtocol[LoopState, None, LoopInput, LoopOutput]):
         return self.graph.get_output_schema(config)
 
     def _wrapped(self, graph: LoopGraph, *, share_agent_state: bool | None = None) -> LoopAgent:
+        share = self.share_agent_state if share_agent_state is None else share_agent_state
         return LoopAgent(
             graph,
             concurrent_runs=self.concurrent_runs,
             busy_timeout=self.busy_timeout,
-            share_agent_state=(
-                self.share_agent_state if share_agent_state is None else share_agent_state
-            ),
+            share_agent_state=share,
         )
 
     def sharing_agent_state(self) -> LoopAgent:
@@ -176,35 +154,54 @@ class LoopAgent(PregelProtocol[LoopState, None, LoopInput, LoopOutput]):
 
     # -- what a run is checked against ---------------------------------------------------
 
-    def _saver(self) -> BaseCheckpointSaver[Any] | None:
-        saver = self.graph.checkpointer
-        return saver if isinstance(saver, BaseCheckpointSaver) else None
-
     def _prepare(
         self, input: Any, config: RunnableConfig | None
-    ) -> tuple[Any, RunnableConfig, BaseCheckpointSaver[Any] | None]:
-        """The checked input, the run's whole config, and the saver to guard (if any)."""
-        merged = ensure_config(merge_configs(self.graph.config, config))
-        nested = _is_nested(merged)
-        saver = self._saver()
+    ) -> tuple[Any, RunnableConfig, Any]:
+        """The checked input, the run's ``configurable`` keys, and the saver to guard."""
+        run: RunnableConfig = {"configurable": self._configurable(config)}
+        nested = _is_nested(run)
+        saver = self.graph.checkpointer
+        saver = saver if isinstance(saver, BaseCheckpointSaver) else None
         if nested and not self.share_agent_state:
             input = without_parent_keys(input)
         checked = check_input(input, nested=nested, checkpointer=saver is not None or nested)
-        guarded = None if nested or _is_served(merged) else saver
-        return checked, merged, guarded
+        served = "langgraph_api" in sys.modules and run["configurable"].keys() >= _SERVER_KEYS
+        return checked, run, None if nested or served else saver
 
-    def _for_caller(self, output: Any, config: RunnableConfig) -> Any:
+    def _configurable(self, config: RunnableConfig | None) -> dict[str, Any]:
+        """The ``configurable`` keys LangGraph's run will have (``ensure_config``'s rules).
+
+        Those of the graph's config and ``config`` merged; else (neither has any) those
+        of the run this is called from (a parent graph's node, a tool), if any.
+        """
+        # what ensure_config(merge_configs(self.graph.config, config)) gives for this key,
+        # without copying every other key of both configs on every run
+        own = self.graph.config.get("configurable") if self.graph.config else None
+        given = config.get("configurable") if config else None
+        if own is not None or given is not None:
+            return {**(own or {}), **(given or {})}
+        parent = var_child_runnable_config.get()
+        return dict((parent or {}).get("configurable") or {})
+
+    def _for_caller(self, output: Any, run: RunnableConfig) -> Any:
         """The run's output, without ``agent_state`` for a parent that did not ask for it."""
-        if self.share_agent_state or not _is_nested(config):
-            return output
-        return for_parent(output)
+        return output if self.share_agent_state or not _is_nested(run) else for_parent(output)
 
-    def _nothing_to_resume(self, config: RunnableConfig) -> LoopInputError:
-        thread = (config.get("configurable") or {}).get("thread_id")
+    def _nothing_to_resume(self, run: RunnableConfig) -> LoopInputError:
+        thread = run["configurable"].get("thread_id")
         return LoopInputError(
             f"the loop was called with None, which resumes the run saved on a thread, and "
             f"thread {thread!r} has no saved run (check the thread_id). To start a loop "
             f"on it, pass the request: loop.invoke({EXAMPLE}, config)"
+        )
+
+    def _guard(self, saver: Any, run: RunnableConfig, *, asynchronous: bool = False) -> Any:
+        """The run's thread guard (a ``with``/``async with`` block; nothing to hold: none)."""
+        if saver is None:  # the guard's generator costs a run more than the check itself
+            return nullcontext()
+        guard = athread_guard if asynchronous else thread_guard
+        return guard(
+            saver, run, concurrent_runs=self.concurrent_runs, busy_timeout=self.busy_timeout
         )
 
     # -- the runs ------------------------------------------------------------------------
@@ -226,10 +223,8 @@ class LoopAgent(PregelProtocol[LoopState, None, LoopInput, LoopOutput]):
             ```
 
         """
-        checked, merged, saver = self._prepare(input, config)
-        with thread_guard(
-            saver, merged, concurrent_runs=self.concurrent_runs, busy_timeout=self.busy_timeout
-        ):
+        checked, run, saver = self._prepare(input, config)
+        with self._guard(saver, run):
             yielded = False
             try:
                 for chunk in self.graph.stream(checked, config, **kwargs):
@@ -238,28 +233,14 @@ class LoopAgent(PregelProtocol[LoopState, None, LoopInput, LoopOutput]):
             except EmptyInputError as error:
                 if yielded or input is not None:
                     raise
-                raise self._nothing_to_resume(merged) from error
+                raise self._nothing_to_resume(run) from error
 
     async def astream(
         self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
     ) -> AsyncIterator[Any]:
-        """The graph's ``astream``, after checking the input and taking the thread.
-
-        Raises:
-            LoopInputError: the input is not a loop input (see `check_input`).
-            ThreadBusyError: another run holds the thread.
-
-        Example:
-            ```python
-            async for chunk in loop.astream({"messages": [request]}, config):
-                print(chunk)
-            ```
-
-        """
-        checked, merged, saver = self._prepare(input, config)
-        async with athread_guard(
-            saver, merged, concurrent_runs=self.concurrent_runs, busy_timeout=self.busy_timeout
-        ):
+        """The graph's ``astream``, after the checks of `stream`."""
+        checked, run, saver = self._prepare(input, config)
+        async with self._guard(saver, run, asynchronous=True):
             yielded = False
             try:
                 async for chunk in self.graph.astream(checked, config, **kwargs):
@@ -268,7 +249,7 @@ class LoopAgent(PregelProtocol[LoopState, None, LoopInput, LoopOutput]):
             except EmptyInputError as error:
                 if yielded or input is not None:
                     raise
-                raise self._nothing_to_resume(merged) from error
+                raise self._nothing_to_resume(run) from error
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         """The graph's ``invoke``, after the checks of `stream`.
@@ -279,73 +260,53 @@ class LoopAgent(PregelProtocol[LoopState, None, LoopInput, LoopOutput]):
             ```
 
         """
-        checked, merged, saver = self._prepare(input, config)
-        with thread_guard(
-            saver, merged, concurrent_runs=self.concurrent_runs, busy_timeout=self.busy_timeout
-        ):
+        checked, run, saver = self._prepare(input, config)
+        with self._guard(saver, run):
             try:
-                return self._for_caller(self.graph.invoke(checked, config, **kwargs), merged)
+                return self._for_caller(self.graph.invoke(checked, config, **kwargs), run)
             except EmptyInputError as error:
                 if input is not None:
                     raise
-                raise self._nothing_to_resume(merged) from error
+                raise self._nothing_to_resume(run) from error
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
-        """The graph's ``ainvoke``, after the checks of `stream`.
-
-        Example:
-            ```python
-            result = await loop.ainvoke({"messages": [HumanMessage("Write a haiku.")]})
-            ```
-
-        """
-        checked, merged, saver = self._prepare(input, config)
-        async with athread_guard(
-            saver, merged, concurrent_runs=self.concurrent_runs, busy_timeout=self.busy_timeout
-        ):
+        """The graph's ``ainvoke``, after the checks of `stream`."""
+        checked, run, saver = self._prepare(input, config)
+        async with self._guard(saver, run, asynchronous=True):
             try:
-                output = await self.graph.ainvoke(checked, config, **kwargs)
-                return self._for_caller(output, merged)
+                return self._for_caller(await self.graph.ainvoke(checked, config, **kwargs), run)
             except EmptyInputError as error:
                 if input is not None:
                     raise
-                raise self._nothing_to_resume(merged) from error
+                raise self._nothing_to_resume(run) from error
 
     # -- the rest: the graph's, updates checked first ------------------------------------
 
     def get_graph(self, config: RunnableConfig | None = None, *, xray: int | bool = False) -> Any:
-        """The graph's drawing (``get_graph``)."""
+        """The graph's drawing."""
         return self.graph.get_graph(config, xray=xray)
 
     async def aget_graph(
         self, config: RunnableConfig | None = None, *, xray: int | bool = False
     ) -> Any:
-        """The graph's drawing (``aget_graph``)."""
+        """The graph's drawing."""
         return await self.graph.aget_graph(config, xray=xray)
 
     def get_state(self, config: RunnableConfig, *, subgraphs: bool = False) -> Any:
-        """The thread's state (``get_state``)."""
+        """The thread's state."""
         return self.graph.get_state(config, subgraphs=subgraphs)
 
     async def aget_state(self, config: RunnableConfig, *, subgraphs: bool = False) -> Any:
-        """The thread's state (``aget_state``)."""
+        """The thread's state."""
         return await self.graph.aget_state(config, subgraphs=subgraphs)
 
     def get_state_history(self, config: RunnableConfig, **kwargs: Any) -> Iterator[Any]:
-        """The thread's checkpoints, newest first (``get_state_history``)."""
+        """The thread's checkpoints, newest first."""
         return self.graph.get_state_history(config, **kwargs)
 
     def aget_state_history(self, config: RunnableConfig, **kwargs: Any) -> AsyncIterator[Any]:
-        """The thread's checkpoints, newest first (``aget_state_history``)."""
+        """The thread's checkpoints, newest first."""
         return self.graph.aget_state_history(config, **kwargs)
-
-    def get_subgraphs(self, **kwargs: Any) -> Iterator[tuple[str, Any]]:
-        """The graph's subgraphs (``get_subgraphs``)."""
-        return self.graph.get_subgraphs(**kwargs)
-
-    def aget_subgraphs(self, **kwargs: Any) -> AsyncIterator[tuple[str, Any]]:
-        """The graph's subgraphs (``aget_subgraphs``)."""
-        return self.graph.aget_subgraphs(**kwargs)
 
     def update_state(
         self,
@@ -356,11 +317,9 @@ class LoopAgent(PregelProtocol[LoopState, None, LoopInput, LoopOutput]):
     ) -> RunnableConfig:
         """``update_state``, after checking the values of the loop's keys.
 
-        An update between iterations (the thread's next step is the agent's, or the loop
-        has ended) is made as the ``evaluate`` node, and the loop goes on from it as the
-        node itself would: to the agent, unless the state has a stop reason. So
-        ``update_state`` then ``invoke(None, config)`` runs the next iteration (see
-        `loop_agents.loop.checkpoints.checkpoint_before_iteration`).
+        An update between iterations is made as the ``evaluate`` node, and the loop goes
+        on from it as the node would: to the agent, unless the state has a stop reason
+        (so ``update_state`` then ``invoke(None, config)`` runs the next iteration).
 
         Raises:
             LoopInputError: a loop key's value of the wrong type (nothing is stored).
@@ -403,9 +362,9 @@ class LoopAgent(PregelProtocol[LoopState, None, LoopInput, LoopOutput]):
         return await self.graph.abulk_update_state(config, supersteps)
 
 
-PARENT_OWNED = ("agent_state",)
-"""The loop's input and output keys that, nested in a parent graph, stay the parent's
-unless the loop is built with ``share_agent_state=True``."""
+def _is_nested(run: RunnableConfig) -> bool:
+    """Whether the run is part of a parent graph's run (its checkpoint namespace is set)."""
+    return bool(run["configurable"].get("checkpoint_ns"))
 
 
 def without_parent_keys(input: Any) -> Any:
@@ -445,9 +404,9 @@ def for_parent(output: Any) -> Any:
 def _between_iterations(snapshot: Any, values: dict[str, Any]) -> tuple[Any, str | None]:
     """An update made between iterations, as the ``evaluate`` node with its route.
 
-    The ``evaluate`` node routes with a ``Command``; an update made as it must say where
-    the loop goes, or the thread would have no next step. Within an iteration (the next
-    step is ``evaluate``) LangGraph's own choice stands.
+    The ``evaluate`` node routes with a ``Command``, so an update made as it must say
+    where the loop goes. Within an iteration (the next step is ``evaluate``) LangGraph's
+    own choice stands.
     """
     if "evaluate" in snapshot.next or not snapshot.values:
         return values, None
@@ -470,14 +429,3 @@ def graph_of(loop: LoopAgent | Any) -> Any:
 
     """
     return loop.graph if isinstance(loop, LoopAgent) else loop
-
-
-__all__ = [
-    "PARENT_OWNED",
-    "LoopAgent",
-    "LoopGraph",
-    "for_parent",
-    "graph_of",
-    "without_parent_keys",
-]
-_ = cast

@@ -1,21 +1,10 @@
 """The loop's two nodes, ``invoke_agent`` and ``evaluate``, each written once.
 
-Each node is a program (`loop_agents.runtime.steps`): it yields the calls it makes and
-receives their results, and the same program runs under ``invoke`` and ``ainvoke``.
-A node runs its controls' hooks at their points (`loop_agents.loop.protocol`):
-
-- ``invoke_agent``: open the iteration (`loop_agents.loop.turns`); each control shapes
-  what the agent is sent (``shape_input``: criteria, history); the agent is called
-  through the controls around it (``around_agent``: errors as feedback, candidates);
-  its answer, its messages and its state beyond messages are kept.
-- ``evaluate``: the evaluator judges each answer (each candidate's in a LangGraph task
-  of its own); each control works on the verdicts (``after_verdict``: a threshold,
-  the best candidate, an advisor's feedback, the feedback's format); the record is
-  written; the stop rules decide (``stop_reason``); at the end, the choosers pick the
-  answer (``choose``).
-
-A node that makes more than one paid call runs each as a LangGraph task, so a failure
-never repeats a call that already finished (see `stepped`).
+Each node is a program (`loop_agents.runtime.steps`), run by ``invoke`` and ``ainvoke``
+alike, that runs its controls' hooks (`loop_agents.loop.protocol`): ``invoke_agent``
+opens the iteration and shapes what the agent is sent (the host then calls the agent);
+``evaluate`` judges, lets the controls work on the verdicts, records, applies the stop
+rules and, at the end, lets the choosers pick the answer.
 """
 
 from __future__ import annotations
@@ -33,7 +22,7 @@ from langchain_core.runnables import RunnableConfig
 from loop_agents.loop._reporting import LoopReporter
 from loop_agents.loop.agent_state import changes, no_change, selected_state
 from loop_agents.loop.agents import answer_of, with_fresh_ids
-from loop_agents.loop.evaluation import Evaluator, EvaluatorCaller, InvalidEvaluationError
+from loop_agents.loop.evaluation import Evaluator, EvaluatorCaller
 from loop_agents.loop.feedback import DEFAULT_FEEDBACK_FORMAT, FeedbackFormat, feedback_message
 from loop_agents.loop.hook_checks import checked_choice, checked_messages, checked_outcome
 from loop_agents.loop.outcomes import (
@@ -56,13 +45,7 @@ from loop_agents.loop.protocol import (
     overrides,
 )
 from loop_agents.loop.records import answer_copy, choose
-from loop_agents.loop.state import (
-    AgentRun,
-    IterationRecord,
-    LoopContext,
-    LoopState,
-    StopReason,
-)
+from loop_agents.loop.state import AgentRun, IterationRecord, LoopContext, LoopState, StopReason
 from loop_agents.loop.tracing import candidate_config, iteration_config
 from loop_agents.loop.turns import iteration_number, start_iteration
 from loop_agents.runtime.steps import Call, Fanout, Measured, Program, RetryPolicies
@@ -76,6 +59,14 @@ DEFAULT_MAX_ITERATIONS = 100
 
 STEPS_PER_ITERATION = 2
 """LangGraph steps one iteration takes: ``invoke_agent`` then ``evaluate``."""
+
+_OPENING = frozenset(
+    {"messages", "init_messages", "iteration", "last_response", "stop_reason", "agent_state"}
+)
+_JUDGING = frozenset(
+    {"messages", "init_messages", "iteration", "last_response", "feedback", "records"}
+    | {"agent_state", "agent_run", "remaining_steps"}
+)
 
 
 def calls_models(control: LoopControl, hook: str) -> bool:
@@ -104,29 +95,18 @@ def tapped(program: Generator[Any, Any, Any]) -> Program[tuple[Any, dict[str, Ca
 
 
 class OpenedTurn(NamedTuple):
-    """An iteration as `LoopNodes.open_turn` opened it, before the agent call.
+    """An iteration as `LoopNodes.open_turn` opened it, before the agent call."""
 
-    Attributes:
-        updates: The state updates that open it (``init_messages`` and the counters
-            when a loop starts; the history policy's memory).
-        history: The conversation before it (with the request when a loop starts).
-        messages: What the agent is sent, as the ``shape_input`` hooks chose.
-        agent_state: A graph agent's state beyond messages from its latest attempt.
-        shaping: The model calls the ``shape_input`` hooks made (a summary).
-        iteration: The iteration's number.
-
-    """
-
-    updates: dict[str, Any]
-    history: list[AnyMessage]
-    messages: list[AnyMessage]
-    agent_state: dict[str, Any]
-    shaping: CallUsage
+    updates: dict[str, Any]  # the state updates that open it
+    history: list[AnyMessage]  # the conversation before it (with a new loop's request)
+    messages: list[AnyMessage]  # what the agent is sent, as the shape_input hooks chose
+    agent_state: dict[str, Any]  # a graph agent's state from its latest attempt
+    shaping: CallUsage  # the model calls the shape_input hooks made (a summary)
     iteration: int
 
 
 class LoopNodes:
-    """The two nodes of one loop: its agent, its evaluator, its cap and its controls."""
+    """The two nodes of one loop: its evaluator, its cap and its controls (assembled)."""
 
     def __init__(
         self,
@@ -136,10 +116,7 @@ class LoopNodes:
         name: str = "loop_agent",
         controls: Sequence[LoopControl] = (),
     ) -> None:
-        """Wrap the evaluator; sort the controls' hooks and read what they declare.
-
-        ``controls`` are assembled already (`assemble_controls`: bound, in stage order).
-        """
+        """Wrap the evaluator; sort the controls' hooks and read what they declare."""
         self.evaluator = EvaluatorCaller(evaluator)
         self.max_iterations = max_iterations
         self.controls = list(controls)
@@ -153,6 +130,14 @@ class LoopNodes:
         self.feedback_format: FeedbackFormat = (
             _declared(self.controls, lambda c: c.feedback_format()) or DEFAULT_FEEDBACK_FORMAT
         )
+        # what the controls declare, read once: the nodes ask on every call
+        self._retry: dict[str, RetryPolicies | None] = {}
+        self._seconds: dict[str, float | None] = {}
+        for call in ("agent", "evaluator"):
+            policies = (c.retry_policy(call) for c in self.controls)
+            self._retry[call] = next((p for p in policies if p is not None), None)
+            limits = (c.time_limit(call) for c in self.controls)
+            self._seconds[call] = next((s for s in limits if s is not None), None)
         self.report = LoopReporter(name, max_iterations)
         self._judge = self.report.traced("evaluator", self.evaluator.invoke, self.evaluator.ainvoke)
         self.stepped: dict[NodeName, bool] = {
@@ -162,86 +147,49 @@ class LoopNodes:
 
     def retry_policy(self, call: CallName) -> RetryPolicies | None:
         """The retry policy the controls set for ``call`` (``None``: none)."""
-        policy: RetryPolicies | None = None
-        for control in self.controls:
-            policy = control.retry_policy(call)
-            if policy is not None:
-                break
-        return policy
+        return self._retry.get(call)
 
     def time_limit(
         self, call: CallName, iteration: int, seconds: float | None = None
     ) -> TimeLimit | None:
         """The time limit of ``call`` at ``iteration`` (``seconds``, or the controls')."""
         if seconds is None:
-            seconds = _declared(self.controls, lambda c: c.time_limit(call))
+            seconds = self._seconds.get(call)
         node: NodeName = "invoke_agent" if call == "agent" else "evaluate"
         return None if seconds is None else TimeLimit(node, iteration, seconds)
 
-    # -- the nodes as LangGraph runs them ----------------------------------------------
-
     def reads(self, name: NodeName) -> frozenset[str]:
-        """The state keys node ``name`` reads: its input schema (LangGraph reads no others).
+        """The state keys node ``name`` reads (its input schema): what it and its controls use.
 
-        ``invoke_agent`` reads what opens an iteration; with controls that shape the
-        agent's input, also what `Turn` gives them (`Turn.state`). ``evaluate`` reads what
-        the evaluator is shown and the records, and what its controls need: the start
-        time for stop rules, the kept agent states for choosers, the candidates' answers
-        when a control wraps the agent call, the request's ids for
-        ``output_mode="last_message"``.
-
-        Example:
-            ```python
-            assert "messages" in LoopNodes(agent, judge, 3).reads("evaluate")
-            ```
-
+        Each key costs LangGraph a read at every step (an empty one, an exception).
         """
         if name == "invoke_agent":
-            keys = {
-                "messages",
-                "init_messages",
-                "iteration",
-                "last_response",
-                "stop_reason",
-                "agent_state",
-                "loop_init_ids",
-                "history_memory",
-            }
-            if self.shapers or self.retry_kinds:
-                keys |= {"feedback", "records"}
-            return frozenset(keys)
-        keys = {
-            "messages",
-            "init_messages",
-            "iteration",
-            "last_response",
-            "feedback",
-            "records",
-            "agent_state",
-            "agent_run",
-            "remaining_steps",
-        }
-        if self.rules:
-            keys.add("started_at")
-        if self.choosers:
-            keys.add("attempt_states")
-        if self.wrappers:  # a control around the agent call may fan it out
-            keys.add("candidate_runs")
-        return frozenset(keys)
-
-    # -- opening an iteration ----------------------------------------------------------
+            extra = (
+                {"feedback", "records", "history_memory"}
+                if self.shapers or self.retry_kinds
+                else set()
+            )
+            return _OPENING | {"loop_init_ids"} | extra
+        return _JUDGING | (
+            ({"started_at"} if self.rules else set())
+            | ({"attempt_states"} if self.choosers else set())
+            | ({"candidate_runs"} if self.wrappers else set())  # a wrapper may fan out
+        )
 
     def open_turn(self, state: LoopState, config: RunnableConfig) -> Program[OpenedTurn]:
         """Open the iteration and shape what the agent is sent (``shape_input`` hooks).
 
-        The first half of an iteration, before the agent call: `create_loop_agent`'s
-        ``invoke_agent`` node runs it before calling the agent, `LoopMiddleware` where an
-        iteration starts inside ``create_agent``.
+        Run before the agent call (`create_loop_agent`), or where an attempt starts inside
+        ``create_agent`` (`LoopMiddleware`).
         """
         updates, history = start_iteration(state)
         iteration = iteration_number(state, updates)
         self.report.iteration_started(iteration)
         agent_state = dict(state.get("agent_state") or {})
+        messages, shaping = history, NO_USAGE
+        if not self.shapers:
+            return OpenedTurn(updates, history, messages, agent_state, shaping, iteration)
+        report = partial(self.report.config, config, iteration)
         turn = Turn(
             iteration,
             history,
@@ -250,7 +198,7 @@ class LoopNodes:
             state,
             updates,
             self.feedback_format,
-            _config=partial(self.report.config, config, iteration),
+            _config=report,
         )
         for control in self.retry_kinds:
             kind = control.retry_kind(turn)
@@ -262,8 +210,6 @@ class LoopNodes:
             if kind is not None:
                 turn = replace(turn, retry_kind=kind)
                 break
-        messages = history
-        shaping = NO_USAGE
         for control in self.shapers:
             shaped = control.shape_input(messages, turn)
             if isinstance(shaped, Generator):
@@ -277,47 +223,37 @@ class LoopNodes:
             updates["history_memory"] = None
         return OpenedTurn(updates, history, messages, agent_state, shaping, iteration)
 
-    # -- evaluate -----------------------------------------------------------------------
-
     def evaluate(self, state: LoopState, config: RunnableConfig) -> Program[dict[str, Any]]:
         """Judge the answer(s), let the controls work on the verdicts, decide, record."""
         iteration = state.get("iteration", 0)
         attempts, shaping = attempts_of(state)
-        base = loop_context(state, with_answer=False)
-        contexts = [
-            _context_of(base, attempt, len(attempts) > 1)
-            for attempt in attempts
-            if attempt.produced
-        ]
-        verdicts: list[dict[str, Any]]
+        answered = [a for a in attempts if a.produced]
+        contexts = [_context_of(state, a, len(attempts) > 1) for a in answered]
+        verdicts: list[dict[str, Any]] = []
         if len(attempts) > 1 and contexts:
             programs = [partial(self._judge_program, c, config) for c in contexts]
             names = [f"evaluator (candidate {c['candidate']})" for c in contexts]
             verdicts = yield Fanout(programs, names, self.retry_policy("evaluator"))
         elif contexts:
             verdicts = [(yield from self._judge_program(contexts[0], config))]
-        else:
-            verdicts = []
-        judged_verdicts = iter(verdicts)
+        judged = iter(verdicts)
+        name = self.evaluator.name
         outcome = Outcome(
             iteration,
             judged_of(
-                attempts,
-                [
-                    _verdict(next(judged_verdicts), self.evaluator.name) if a.produced else None
-                    for a in attempts
-                ],
+                attempts, [_verdict(next(judged), name) if a.produced else None for a in attempts]
             ),
             request=list(state.get("init_messages") or []),
             records=list(state.get("records") or []),
-            evaluator=self.evaluator.name,
+            evaluator=name,
             _config=partial(self.report.config, config, iteration),
         )
         outcome.selected = next((i for i, j in enumerate(outcome.judged) if j.verdict), None)
         if shaping.requests:
             outcome.usage["history"] = shaping
         run = state.get("agent_run") or EMPTY_RUN
-        outcome._ends = partial(self._ends, state, run)
+        if self.deciders:
+            outcome._ends = partial(self._ends, state, run)
         for control in self.deciders:
             changed = control.after_verdict(outcome)
             if isinstance(changed, Generator):
@@ -326,9 +262,7 @@ class LoopNodes:
                     outcome.add_usage(call_name, usage)
             outcome = checked_outcome(control, changed)
         check_decided(outcome, self.evaluator.where(iteration))
-        record = record_of(outcome, run, self.evaluator.name)
-        if self.pricing is not None:
-            record["cost"] = self.pricing.cost(outcome.total_usage)
+        record = self._record(outcome, run)
         reason = self._stop_reason(state, record)
         return self._evaluation_updates(state, outcome, record, reason)
 
@@ -343,39 +277,35 @@ class LoopNodes:
         if "candidate" in context:
             role_config = candidate_config(role_config, context["candidate"])
             name = f"evaluator (candidate {context['candidate']})"
-        limit = self.time_limit("evaluator", iteration)
         measured = yield Call(
             name,
             self._judge.invoke,
             self._judge.ainvoke,
             context,
             role_config,
-            timeout=None if limit is None else limit.seconds,
-            limit=limit,
-            retry=self.retry_policy("evaluator"),
+            limit=self.time_limit("evaluator", iteration),
+            retry=self._retry["evaluator"],
         )
-        return {
-            "evaluation": measured.value,
-            "seconds": measured.seconds,
-            "usage": measured.usage.stored(),
-        }
+        usage = measured.usage.stored()
+        return {"evaluation": measured.value, "seconds": measured.seconds, "usage": usage}
 
-    def _ends(self, state: LoopState, run: AgentRun, outcome: Outcome) -> bool:
-        """Whether the loop would end with ``outcome`` as it stands."""
-        if outcome.stop:
-            return True
+    def _record(self, outcome: Outcome, run: AgentRun) -> IterationRecord:
         record = record_of(outcome, run, self.evaluator.name)
         if self.pricing is not None:
             record["cost"] = self.pricing.cost(outcome.total_usage)
-        return self._stop_reason(state, record) is not None
+        return record
+
+    def _ends(self, state: LoopState, run: AgentRun, outcome: Outcome) -> bool:
+        """Whether the loop would end with ``outcome`` as it stands."""
+        return outcome.stop or self._stop_reason(state, self._record(outcome, run)) is not None
 
     def _stop_reason(self, state: LoopState, record: IterationRecord) -> str | None:
         if record["stop"]:
             return "accepted"
-        records = [*state.get("records", []), record]
         iteration = state.get("iteration", 0)
         remaining = state.get("remaining_steps")
         out_of_steps = remaining is not None and remaining <= STEPS_PER_ITERATION
+        records = [*state.get("records", []), record] if self.rules or out_of_steps else []
         progress = Progress(iteration, records, False, state.get("started_at"), out_of_steps)
         for rule in self.rules:
             reason = rule.stop_reason(progress)
@@ -388,19 +318,15 @@ class LoopNodes:
                 return reason
         # the iterations that do not count are looked for only once enough were made
         if iteration >= self.max_iterations and (
-            iteration - sum(1 for r in records if r.get("counted") is False) >= self.max_iterations
+            iteration
+            - sum(1 for r in (*state.get("records", []), record) if r.get("counted") is False)
+            >= self.max_iterations
         ):
             return "max_iterations"
-        if out_of_steps:
-            return "recursion_limit"
-        return None
+        return "recursion_limit" if out_of_steps else None
 
     def _evaluation_updates(
-        self,
-        state: LoopState,
-        outcome: Outcome,
-        record: IterationRecord,
-        reason: str | None,
+        self, state: LoopState, outcome: Outcome, record: IterationRecord, reason: str | None
     ) -> dict[str, Any]:
         iteration = record["iteration"]
         answer = outcome.answer
@@ -444,15 +370,15 @@ class LoopNodes:
                 if message.id is None:
                     message.id = str(uuid.uuid4())
             updates["messages"] = [*updates.get("messages", []), message]
-        else:
-            updates |= self._selection(state, record, updates, latest or before)
-            final = updates.get("last_response", answer)
-            if final is None and updates.get("selected_iteration") is not None:
-                final = state.get("last_response")
-            records = [*state.get("records", []), record]
-            self.report.loop_finished(
-                cast(StopReason, reason), records, updates["selected_iteration"], final
-            )
+            return updates
+        updates |= self._selection(state, record, updates, latest or before)
+        final = updates.get("last_response", answer)
+        if final is None and updates.get("selected_iteration") is not None:
+            final = state.get("last_response")
+        records = [*state.get("records", []), record]
+        self.report.loop_finished(
+            cast(StopReason, reason), records, updates["selected_iteration"], final
+        )
         return updates
 
     def _selection(
@@ -460,12 +386,9 @@ class LoopNodes:
         state: LoopState,
         record: IterationRecord,
         updates: dict[str, Any],
-        latest: dict[str, Any],
+        latest: dict[str, Any],  # the agent state after the latest answered attempt
     ) -> dict[str, Any]:
-        """Which attempt is the loop's answer: the last one, or what the choosers pick.
-
-        ``latest`` is the agent state after the loop's latest answered attempt.
-        """
+        """Which attempt is the loop's answer: the last one, or what the choosers pick."""
         records = [*state.get("records", []), record]
         chosen = choose(records, "last")
         for chooser in self.choosers:
@@ -531,35 +454,21 @@ def _verdict(stored: dict[str, Any], name: str) -> Any:
     return verdict
 
 
-def _context_of(base: LoopContext, attempt: Attempt, candidate: bool) -> LoopContext:
+def _context_of(state: LoopState, attempt: Attempt, candidate: bool) -> LoopContext:
+    """The evaluator's `LoopContext` for ``attempt`` (a candidate's when ``candidate``)."""
     answer = answer_of(attempt.produced or [])
+    context = cast(
+        LoopContext,
+        {
+            "iteration": state.get("iteration", 0),
+            "init_messages": list(state.get("init_messages") or []),
+            "feedback": list(state.get("feedback") or []),
+            "messages": list(state.get("messages") or []),
+            "agent_state": dict(attempt.agent_state),
+        },
+    )
     if candidate:
-        context = candidate_context(base, attempt.produced or [], answer, attempt.candidate or 1)
+        context = candidate_context(context, attempt.produced or [], answer, attempt.candidate or 1)
     else:
-        context = LoopContext(**base, last_response=answer)
-    context["agent_state"] = dict(attempt.agent_state)
+        context["last_response"] = answer
     return context
-
-
-def loop_context(state: LoopState, *, with_answer: bool = True) -> LoopContext:
-    """The evaluator's `LoopContext` (without an answer: the base of candidates' ones)."""
-    context: dict[str, Any] = {
-        "iteration": state.get("iteration", 0),
-        "init_messages": list(state.get("init_messages") or []),
-        "feedback": list(state.get("feedback") or []),
-        "messages": list(state.get("messages") or []),
-        "agent_state": dict(state.get("agent_state") or {}),
-    }
-    if with_answer:
-        context["last_response"] = state["last_response"]
-    return cast(LoopContext, context)
-
-
-__all__ = [
-    "DEFAULT_MAX_ITERATIONS",
-    "STEPS_PER_ITERATION",
-    "InvalidEvaluationError",
-    "LoopNodes",
-    "OpenedTurn",
-    "loop_context",
-]

@@ -1,13 +1,10 @@
 """Names, tags and metadata of a loop's calls, for traces and for the ``messages`` stream.
 
-Every agent call and every evaluator call of a loop runs as its own named run,
-``"iteration 2: agent"`` or ``"iteration 2: evaluator"`` (and a ``compacting`` history's
-summary call, ``"iteration 2: compaction"``), tagged ``loop_agents``,
-``iteration:2`` and ``loop_role:agent`` (or ``loop_role:evaluator``) and carrying the
-metadata ``{"loop_name": ..., "loop_iteration": 2, "loop_role": "agent"}``. A LangSmith
-trace or LangGraph Studio therefore shows iteration 1, 2, 3 rather than anonymous calls,
-and every token on ``stream_mode="messages"`` says which iteration and role it belongs
-to, because LangGraph passes a run's metadata along with its tokens:
+Every agent and evaluator call of a loop (and a ``compacting`` history's summary, an
+advisor's call) is a run named ``"iteration 2: agent"`` (``"iteration 2: evaluator"``,
+...), tagged ``loop_agents``, ``iteration:2`` and ``loop_role:agent``, with the metadata
+``{"loop_name": ..., "loop_iteration": 2, "loop_role": "agent"}``, which LangGraph passes
+along with every token on ``stream_mode="messages"``:
 
 ```python
 async for token, metadata in loop.astream(inputs, stream_mode="messages"):
@@ -20,7 +17,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, get_args
 
 from langchain_core.runnables import RunnableConfig
 
@@ -28,23 +25,13 @@ from loop_agents.runtime._function_runnable import complete_config
 
 LoopRole: TypeAlias = Literal["agent", "evaluator", "compaction", "advisor"]
 """Which of a loop's calls a run (or a token) belongs to: the agent, the evaluator, a
-history policy's model call (a ``compacting`` policy's summary), or the ``advisor``
-that writes feedback for a score-only evaluation."""
+history policy's summary (``compaction``), or the ``advisor`` of a score-only evaluation."""
 
-LOOP_TAG = "loop_agents"
-"""The tag every agent and evaluator run of a loop carries."""
-
-LOOP_KEY = "loop_name"
-"""Metadata key: the loop's name (``create_loop_agent(..., name=...)``)."""
-
-ITERATION_KEY = "loop_iteration"
-"""Metadata key: the iteration's number, starting at 1."""
-
-ROLE_KEY = "loop_role"
-"""Metadata key: ``"agent"``, ``"evaluator"``, ``"compaction"`` or ``"advisor"``."""
-
-CANDIDATE_KEY = "loop_candidate"
-"""Metadata key, with ``Candidates(k)``: which candidate (1 to k) a call belongs to."""
+LOOP_TAG = "loop_agents"  # the tag of every call of a loop
+LOOP_KEY = "loop_name"  # metadata: the loop's name
+ITERATION_KEY = "loop_iteration"  # metadata: the iteration's number, from 1
+ROLE_KEY = "loop_role"  # metadata: the call's `LoopRole`
+CANDIDATE_KEY = "loop_candidate"  # metadata, with Candidates(k): the candidate, 1 to k
 
 
 def iteration_config(
@@ -52,16 +39,15 @@ def iteration_config(
 ) -> RunnableConfig:
     """Return ``config`` with the run name, tags and metadata of one call of a loop.
 
-    The loop applies this to the config of every agent and evaluator call; the run name
-    applies to that call only, while tags and metadata are inherited by everything the
-    call runs (a graph agent's model calls, an LLM judge inside an evaluator function).
+    The run name applies to that call only; tags and metadata are inherited by everything
+    the call runs (a graph agent's model calls, an LLM judge inside an evaluator function).
 
     Args:
         config: The config the call would get otherwise (kept: callbacks, configurable,
             the caller's own tags and metadata).
         loop: The loop's name.
         iteration: The iteration's number, starting at 1.
-        role: ``"agent"``, ``"evaluator"`` or ``"compaction"``.
+        role: ``"agent"``, ``"evaluator"``, ``"compaction"`` or ``"advisor"``.
 
     Example:
         ```python
@@ -71,59 +57,44 @@ def iteration_config(
         ```
 
     """
-    # what merge_configs(config, {...}) gives, without re-copying every key of the config;
-    # a complete config (a node's, as LangGraph passes it) is taken as it is, with the
-    # configurable keys that `ensure_config` would copy into the metadata
+    # what merge_configs(config, {...}) gives, without copying every key of the config: a
+    # complete config (a node's) is taken as it is; another is completed (ensure_config)
     base = complete_config(config)
-    configurable = base.get("configurable", {})
-    metadata: dict[str, Any] = {}
-    for key in _METADATA_FROM_CONFIGURABLE:
-        if isinstance(value := configurable.get(key), str):
-            metadata[key] = value
-    metadata.update(base.get("metadata", {}))
-    metadata[LOOP_KEY] = loop
-    metadata[ITERATION_KEY] = iteration
-    metadata[ROLE_KEY] = role
-    merged: RunnableConfig = {
+    tags = {*base.get("tags", []), LOOP_TAG, f"iteration:{iteration}", f"{ROLE_KEY}:{role}"}
+    metadata = base.get("metadata", {})
+    return {
         **base,
         "run_name": f"iteration {iteration}: {role}",
-        "tags": sorted(
-            {*base.get("tags", []), LOOP_TAG, f"iteration:{iteration}", f"{ROLE_KEY}:{role}"}
-        ),
-        "metadata": metadata,
+        "tags": sorted(tags),
+        "metadata": {**metadata, LOOP_KEY: loop, ITERATION_KEY: iteration, ROLE_KEY: role},
     }
-    return merged
-
-
-_METADATA_FROM_CONFIGURABLE = ("model", "checkpoint_ns")
-"""The ``configurable`` keys that ``ensure_config`` copies into the metadata (when they
-are strings and the metadata lacks them)."""
 
 
 def candidate_config(config: RunnableConfig, candidate: int) -> RunnableConfig:
     """``config`` (an agent or evaluator call's) for one candidate of ``Candidates(k)``.
 
     The call becomes a run of its own (a fresh ``run_id``) named ``"... (candidate i)"``,
-    tagged ``loop_candidate:i`` and with ``loop_candidate`` in its metadata, so the k
-    calls are told apart in traces and on the ``messages`` stream.
+    tagged ``loop_candidate:i`` and with ``loop_candidate`` in its metadata.
 
     Example:
         ```python
         base = iteration_config(None, loop="poet", iteration=2, role="agent")
-        config = candidate_config(base, 3)
-        assert config["run_name"] == "iteration 2: agent (candidate 3)"
-        assert config["metadata"]["loop_candidate"] == 3
+        assert candidate_config(base, 3)["run_name"] == "iteration 2: agent (candidate 3)"
         ```
 
     """
-    merged: RunnableConfig = {
+    return {
         **config,
         "run_id": uuid.uuid4(),
         "run_name": f"{config.get('run_name', 'agent')} (candidate {candidate})",
         "tags": sorted({*config.get("tags", []), f"{CANDIDATE_KEY}:{candidate}"}),
         "metadata": {**config.get("metadata", {}), CANDIDATE_KEY: candidate},
     }
-    return merged
+
+
+def _int_of(metadata: Mapping[str, Any], key: str) -> int | None:
+    value = metadata.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def candidate_of(metadata: Mapping[str, Any]) -> int | None:
@@ -131,13 +102,11 @@ def candidate_of(metadata: Mapping[str, Any]) -> int | None:
 
     Example:
         ```python
-        for token, metadata in loop.stream(inputs, stream_mode="messages"):
-            print(candidate_of(metadata), token.text)
+        assert candidate_of({"loop_candidate": 2}) == 2
         ```
 
     """
-    value = metadata.get(CANDIDATE_KEY)
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return _int_of(metadata, CANDIDATE_KEY)
 
 
 def iteration_of(metadata: Mapping[str, Any]) -> int | None:
@@ -145,35 +114,21 @@ def iteration_of(metadata: Mapping[str, Any]) -> int | None:
 
     Example:
         ```python
-        for token, metadata in loop.stream(inputs, stream_mode="messages"):
-            print(iteration_of(metadata), token.text)
+        assert iteration_of({"loop_iteration": 2}) == 2
         ```
 
     """
-    value = metadata.get(ITERATION_KEY)
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return _int_of(metadata, ITERATION_KEY)
 
 
 def role_of(metadata: Mapping[str, Any]) -> LoopRole | None:
-    """Which role a run or a ``messages``-stream token has: agent, evaluator or compaction.
+    """Which role a run or a ``messages``-stream token has (see `LoopRole`), if any.
 
     Example:
         ```python
-        agent_tokens = [
-            token
-            for token, metadata in loop.stream(inputs, stream_mode="messages")
-            if role_of(metadata) == "agent"
-        ]
+        assert role_of({"loop_role": "evaluator"}) == "evaluator"
         ```
 
     """
     value = metadata.get(ROLE_KEY)
-    if value == "agent":
-        return "agent"
-    if value == "evaluator":
-        return "evaluator"
-    if value == "compaction":
-        return "compaction"
-    if value == "advisor":
-        return "advisor"
-    return None
+    return value if value in get_args(LoopRole) else None

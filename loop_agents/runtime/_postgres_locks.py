@@ -1,18 +1,11 @@
-"""PostgreSQL thread locks: advisory locks held on one shared connection per database.
+"""PostgreSQL thread locks: advisory locks held on one shared connection per event loop.
 
-A thread is locked with a session-level ``pg_try_advisory_lock`` keyed by a 64-bit hash
-of the thread. The locks of every run of this process on one database are held on **one**
-connection (per event loop for the async savers, since an async connection belongs to the
-loop that opened it), opened when the first run takes a lock and closed when the last one
-lets go. So a thousand loops running at once cost one extra connection, not a thousand:
-the server's ``max_connections`` is left to the checkpointer itself.
-
-Advisory locks are re-entrant within a session, so two runs of this process never ask the
-server for the same key: a claim is first registered in this process (`_claimed`, keyed by
-the database and the key), and only a run that claimed the key here takes it on the
-server. The server frees every lock of a session when its connection closes, also when the
-process is killed. If the lock connection breaks (the server restarted), the locks taken on
-it are gone with it; the runs holding them go on, and the next run opens a new connection.
+A thread is locked with a session-level ``pg_try_advisory_lock``; the locks of every run
+of this process on one database are held on one connection per event loop (the sync
+savers' runs share the background loop's, `loop_agents.runtime.sync_bridge`), opened by
+the first run and closed when the last one lets go. Advisory locks are re-entrant within
+a session, so a key is first claimed in this process (`_claimed`). See
+docs/reliability.md ("A thousand loops cost one connection").
 """
 
 from __future__ import annotations
@@ -22,6 +15,8 @@ import os
 import threading
 from dataclasses import dataclass, field
 from typing import Any
+
+from loop_agents.runtime.sync_bridge import run_coroutine
 
 _TRY_LOCK = "SELECT pg_try_advisory_lock(%s::bigint)"
 _UNLOCK = "SELECT pg_advisory_unlock(%s::bigint)"
@@ -62,33 +57,24 @@ def connection_arguments(conn: Any) -> tuple[str, dict[str, Any]]:
     return conninfo, kwargs
 
 
-def _database_key(conninfo: str, kwargs: dict[str, Any]) -> str:
-    return conninfo + "\0" + repr(sorted((k, repr(v)) for k, v in kwargs.items()))
-
-
 def _is_broken(exc: BaseException) -> bool:
     import psycopg
 
     return isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError)
 
 
-# -- sync ---------------------------------------------------------------------------------
-
-
 @dataclass
 class _Session:
-    """The connection holding this process's locks on one database (sync savers)."""
+    """The connection holding an event loop's locks on one database."""
 
-    conninfo: str
-    kwargs: dict[str, Any]
-    pid: int = field(default_factory=os.getpid)
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    loop: asyncio.AbstractEventLoop
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     conn: Any = None
     users: int = 0
 
 
 _sessions_lock = threading.Lock()
-_sessions: dict[str, _Session] = {}
+_sessions: dict[tuple[int, str], _Session] = {}  # (id of the event loop, database)
 _forked: list[Any] = []  # connections inherited from a parent process: never used nor closed
 
 
@@ -100,141 +86,33 @@ def _forget_after_fork() -> None:
     _claimed.clear()
     _forked.extend(session.conn for session in _sessions.values())  # never closed here
     _sessions.clear()
-    _forked.extend(session.conn for session in _async_sessions.values())
-    _async_sessions.clear()
 
 
-def _session(database: str, conninfo: str, kwargs: dict[str, Any]) -> _Session:
-    with _sessions_lock:
-        session = _sessions.get(database)
-        if session is None or session.pid != os.getpid():
-            if session is not None:
-                _forked.append(session.conn)  # closing it would end the parent's session
-            session = _sessions[database] = _Session(conninfo, kwargs)
-        session.users += 1
-        return session
-
-
-def _leave(database: str, session: _Session) -> None:
-    with _sessions_lock:
-        session.users -= 1
-        if session.users > 0:
-            return
-        if _sessions.get(database) is session:
-            del _sessions[database]
-    with session.lock:
-        conn, session.conn = session.conn, None
-    if conn is not None:
-        conn.close()
-
-
-class PostgresLock:
-    """One run's advisory lock, taken on this process's shared lock connection."""
-
-    def __init__(self, conn: Any, key: int) -> None:
-        self.conninfo, self.kwargs = connection_arguments(conn)
-        self.database = _database_key(self.conninfo, self.kwargs)
-        self.key = key
-        self._session: _Session | None = None
-        self._conn: Any = None  # the connection the lock was taken on
-
-    def try_acquire(self) -> bool:
-        import psycopg
-
-        if not _claim(self.database, self.key):
-            return False
-        session = _session(self.database, self.conninfo, self.kwargs)
-        try:
-            with session.lock:
-                if session.conn is None or session.conn.closed:
-                    session.conn = psycopg.connect(self.conninfo, **self.kwargs)
-                row = session.conn.execute(_TRY_LOCK, (self.key,)).fetchone()
-                conn = session.conn
-        except BaseException:
-            _leave(self.database, session)
-            _unclaim(self.database, self.key)
-            raise
-        if row and row[0]:
-            self._session, self._conn = session, conn
-            return True
-        _leave(self.database, session)
-        _unclaim(self.database, self.key)
-        return False
-
-    def release(self) -> None:
-        session, self._session = self._session, None
-        if session is None:
-            return
-        try:
-            with session.lock:
-                # unlock before letting go here, so the next run never finds it still held
-                if session.conn is self._conn and not self._conn.closed:
-                    session.conn.execute(_UNLOCK, (self.key,))
-        except Exception as exc:
-            if not _is_broken(exc):
-                raise
-            session.conn = None  # its locks went with it; the next run opens a new one
-        finally:
-            self._conn = None
-            _leave(self.database, session)
-            _unclaim(self.database, self.key)
-
-
-# -- async --------------------------------------------------------------------------------
-
-
-@dataclass
-class _AsyncSession:
-    """The connection holding this event loop's locks on one database (async savers)."""
-
-    loop: asyncio.AbstractEventLoop
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    conn: Any = None
-    users: int = 0
-
-
-_async_sessions: dict[tuple[int, str], _AsyncSession] = {}
-
-
-def _async_session(database: str) -> _AsyncSession:
-    loop = asyncio.get_running_loop()
-    with _sessions_lock:
-        session = _async_sessions.get((id(loop), database))
-        if session is None or session.loop is not loop:
-            session = _async_sessions[(id(loop), database)] = _AsyncSession(loop)
-        session.users += 1
-        return session
-
-
-async def _aleave(database: str, session: _AsyncSession) -> None:
-    with _sessions_lock:
-        session.users -= 1
-        if session.users > 0:
-            return
-        place = (id(session.loop), database)
-        if _async_sessions.get(place) is session:
-            del _async_sessions[place]
-    async with session.lock:
-        conn, session.conn = session.conn, None
-    if conn is not None:
-        await conn.close()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_after_fork)
 
 
 class AsyncPostgresLock:
-    """`PostgresLock` for async runs: the shared connection is this event loop's."""
+    """One run's advisory lock, taken on its event loop's shared lock connection."""
 
     def __init__(self, conn: Any, key: int) -> None:
         self.conninfo, self.kwargs = connection_arguments(conn)
-        self.database = _database_key(self.conninfo, self.kwargs)
+        options = repr(sorted((k, repr(v)) for k, v in self.kwargs.items()))
+        self.database = f"{self.conninfo}\0{options}"
         self.key = key
-        self._session: _AsyncSession | None = None
-        self._conn: Any = None
+        self._session: _Session | None = None
+        self._conn: Any = None  # the connection the lock was taken on
         self._taking: asyncio.Future[bool] | None = None
 
     async def try_acquire(self) -> bool:
         if not _claim(self.database, self.key):
             return False
-        session = _async_session(self.database)
+        loop = asyncio.get_running_loop()
+        with _sessions_lock:
+            session = _sessions.get((id(loop), self.database))
+            if session is None or session.loop is not loop:
+                session = _sessions[(id(loop), self.database)] = _Session(loop)
+            session.users += 1
         self._session = session
         # shielded: when the run is cancelled meanwhile, the lock's answer still arrives
         # and release() (which the guard calls) undoes it
@@ -242,11 +120,10 @@ class AsyncPostgresLock:
         taken = await asyncio.shield(self._taking)
         if not taken:
             self._session = None
-            await _aleave(self.database, session)
-            _unclaim(self.database, self.key)
+            await self._leave(session)
         return taken
 
-    async def _take(self, session: _AsyncSession) -> bool:
+    async def _take(self, session: _Session) -> bool:
         import psycopg
 
         async with session.lock:
@@ -256,6 +133,20 @@ class AsyncPostgresLock:
             row = await cursor.fetchone()
             self._conn = session.conn
         return bool(row and row[0])
+
+    async def _leave(self, session: _Session) -> None:
+        """Let the session go (closing its connection after its last user); unclaim."""
+        with _sessions_lock:
+            session.users -= 1
+            last = session.users <= 0
+            if last and _sessions.get((id(session.loop), self.database)) is session:
+                del _sessions[(id(session.loop), self.database)]
+        if last:
+            async with session.lock:
+                conn, session.conn = session.conn, None
+            if conn is not None:
+                await conn.close()
+        _unclaim(self.database, self.key)
 
     async def release(self) -> None:
         session, self._session = self._session, None
@@ -270,17 +161,26 @@ class AsyncPostgresLock:
                 except Exception:
                     taken = False
             async with session.lock:
+                # unlock before letting go here, so the next run never finds it still held
                 if taken and session.conn is self._conn and not self._conn.closed:
                     await session.conn.execute(_UNLOCK, (self.key,))
         except Exception as exc:
             if not _is_broken(exc):
                 raise
-            session.conn = None
+            session.conn = None  # its locks went with it; the next run opens a new one
         finally:
             self._conn = None
-            await _aleave(self.database, session)
-            _unclaim(self.database, self.key)
+            await self._leave(session)
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_after_fork)
+class PostgresLock:
+    """`AsyncPostgresLock` for sync runs, on the background event loop's connection."""
+
+    def __init__(self, conn: Any, key: int) -> None:
+        self._lock = AsyncPostgresLock(conn, key)
+
+    def try_acquire(self) -> bool:
+        return run_coroutine(self._lock.try_acquire())
+
+    def release(self) -> None:
+        run_coroutine(self._lock.release())

@@ -1,39 +1,147 @@
 """Locks that keep two processes from running on one thread of a shared checkpointer.
 
-A lock here belongs to its process: the operating system or the database server frees
-it when the process ends, also when it is killed (``SIGKILL``, Ctrl-C), so a thread
-whose run died can be resumed at once by another process.
+Each lock belongs to its process (the kernel or the database server frees it when the
+process ends), so a thread whose run died can be resumed at once. See docs/reliability.md.
 
-- SQLite (``SqliteSaver``, ``AsyncSqliteSaver`` on a file): on Linux, a lock on one byte
-  of the database file itself, so every path to the file meets it
-  (`loop_agents.runtime._inode_locks`). Elsewhere, an exclusive ``flock`` on a small lock
-  file per thread, in a folder next to the database (``checkpoints.sqlite.loop-locks/``),
-  removed when the run ends.
-- PostgreSQL (``PostgresSaver``, ``AsyncPostgresSaver``): a session-level advisory lock
-  (``pg_try_advisory_lock``) keyed by a 64-bit hash of the thread, held on one connection
-  per process and database that all its runs share (`loop_agents.runtime._postgres_locks`).
+- SQLite on a file: on Linux, an open-file-description lock (``F_OFD_SETLK``) on one byte
+  of the database file itself, between 1 and 2 TiB (SQLite's own locks sit at 1 GiB),
+  picked by a hash of the thread, so that every path to the file meets it (`InodeLock`);
+  elsewhere an exclusive ``flock`` on a lock file per thread in ``<database>.loop-locks/``
+  (`FileLock`).
+- PostgreSQL: an advisory lock keyed by a 64-bit hash of the thread
+  (`loop_agents.runtime._postgres_locks`).
 
-Other checkpointers (``InMemorySaver``, an SQLite database in memory) cannot be shared
-by processes; the in-process guard in `loop_agents.runtime.thread_locking` covers them.
+Other savers cannot be shared by processes: the in-process guard covers them.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
+import struct
 import sys
+import threading
 import weakref
 from pathlib import Path
 from typing import Any, Protocol
 
-from loop_agents.runtime import _inode_locks
 from loop_agents.runtime._postgres_locks import AsyncPostgresLock, PostgresLock
 
 try:
     import fcntl
 except ImportError:  # pragma: no cover - Windows: no flock; in-process guard only
     fcntl = None  # type: ignore[assignment]
+
+
+_SETLK: int | None = getattr(fcntl, "F_OFD_SETLK", None) if fcntl is not None else None
+_FLOCK = struct.Struct("=hh4xqqi4x")  # struct flock on 64-bit Linux
+_FIRST = 2**40
+_SPAN = 2**40
+
+AVAILABLE = _SETLK is not None and struct.calcsize("P") == 8  # Linux, 64-bit
+
+_lock = threading.Lock()
+_files: dict[tuple[int, int], int] = {}  # (st_dev, st_ino) -> descriptor, closed once deleted:
+# closing a descriptor drops every POSIX lock of the process on the file, SQLite's own too
+_claimed: set[tuple[int, int, int]] = set()  # (st_dev, st_ino, offset) held here
+
+
+def _forget_after_fork() -> None:  # in a child process
+    # the child shares the parent's descriptors, and so its locks: it opens its own
+    # (never closing the inherited ones, which would drop the parent's SQLite locks)
+    global _lock
+    _lock = threading.Lock()
+    _files.clear()
+    _claimed.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_after_fork)
+
+
+def _descriptor(database: str) -> tuple[tuple[int, int], int]:
+    """The identity of ``database``'s file and this process's descriptor of it."""
+    with _lock:
+        for identity, fd in list(_files.items()):
+            if os.fstat(fd).st_nlink == 0 and not any(c[:2] == identity for c in _claimed):
+                del _files[identity]
+                os.close(fd)  # deleted: no SQLite connection can still use its locks
+        found = os.stat(database)
+        identity = (found.st_dev, found.st_ino)
+        fd = _files.get(identity, -1)
+        if fd >= 0:
+            return identity, fd
+        fd = os.open(database, os.O_RDWR | os.O_CLOEXEC)
+        opened = os.fstat(fd)
+        identity = (opened.st_dev, opened.st_ino)  # the file may have been replaced
+        if identity in _files:
+            os.close(fd)  # never open (nothing locked through it yet): closing is harmless
+            return identity, _files[identity]
+        _files[identity] = fd
+        return identity, fd
+
+
+def _set(fd: int, kind: int, offset: int) -> None:
+    assert fcntl is not None
+    assert _SETLK is not None
+    fcntl.fcntl(fd, _SETLK, _FLOCK.pack(kind, os.SEEK_SET, offset, 1, 0))
+
+
+class InodeLock:
+    """A one-byte open-file-description lock on the database file, for one thread.
+
+    Locks of one descriptor never conflict, so runs of this process are kept apart by
+    `_claimed` first.
+    """
+
+    def __init__(self, database: str, digest: bytes) -> None:
+        self.database = database
+        self.offset = _FIRST + int.from_bytes(digest[:8], "big") % _SPAN
+        self._held: tuple[tuple[int, int], int] | None = None
+
+    def try_acquire(self) -> bool:
+        assert fcntl is not None
+        identity, fd = _descriptor(self.database)
+        claim = (*identity, self.offset)
+        with _lock:
+            if claim in _claimed:
+                return False
+            _claimed.add(claim)
+        try:
+            _set(fd, fcntl.F_WRLCK, self.offset)
+        except OSError as exc:
+            with _lock:
+                _claimed.discard(claim)
+            if exc.errno in (errno.EAGAIN, errno.EACCES):
+                return False
+            raise
+        self._held = (identity, fd)
+        return True
+
+    def release(self) -> None:
+        assert fcntl is not None
+        held, self._held = self._held, None
+        if held is None:
+            return
+        identity, fd = held
+        try:
+            _set(fd, fcntl.F_UNLCK, self.offset)
+        finally:
+            with _lock:
+                _claimed.discard((*identity, self.offset))
+
+
+def _usable(database: str) -> bool:
+    """Whether ``database`` can be locked by identity here (else: the lock folder)."""
+    if not AVAILABLE:
+        return False
+    try:
+        _descriptor(database)
+    except OSError:
+        return False  # e.g. a read-only file: the run fails at its first write anyway
+    return True
 
 
 class ProcessLock(Protocol):
@@ -62,17 +170,12 @@ def _digest(thread_id: str, checkpoint_ns: str) -> bytes:
     ).digest()
 
 
-# -- SQLite ---------------------------------------------------------------------------
-
-
 class FileLock:
     """An exclusive ``flock`` on ``<database>.loop-locks/<hash of the thread>.lock``.
 
-    ``flock`` locks belong to the open file, so two runs of one process conflict as
-    runs of two processes do, and the kernel drops the lock when its process dies. The
-    holder deletes the file when it lets go; a taker checks, after locking, that the
-    file it locked is still the one at the path (an earlier holder may have deleted it
-    in between) and tries again if not.
+    ``flock`` locks belong to the open file, so two runs of one process conflict too. The
+    holder deletes the file when it lets go; a taker checks, after locking, that the file
+    it locked is still the one at the path, and tries again if not.
     """
 
     def __init__(self, database: str, thread_id: str, checkpoint_ns: str) -> None:
@@ -129,10 +232,7 @@ class AsyncFileLock:
 
 def _sqlite_file(rows: list[Any]) -> str | None:
     """The main database's file from ``PRAGMA database_list`` rows (None in memory)."""
-    for row in rows:
-        if row[1] == "main" and row[2]:
-            return str(row[2])
-    return None
+    return next((str(row[2]) for row in rows if row[1] == "main" and row[2]), None)
 
 
 _databases: weakref.WeakKeyDictionary[Any, str | None] = weakref.WeakKeyDictionary()
@@ -142,38 +242,15 @@ _databases: weakref.WeakKeyDictionary[Any, str | None] = weakref.WeakKeyDictiona
 def _lock_for(database: str | None, thread_id: str, checkpoint_ns: str) -> ProcessLock | None:
     if database is None:
         return None
-    digest = _digest(thread_id, checkpoint_ns)
-    if _inode_locks.usable(database):
-        return _inode_locks.InodeLock(database, digest)
+    if _usable(database):
+        return InodeLock(database, _digest(thread_id, checkpoint_ns))
     return FileLock(database, thread_id, checkpoint_ns)
 
 
-def sqlite_lock(saver: object, thread_id: str, checkpoint_ns: str) -> ProcessLock | None:
-    """A cross-process lock for a ``SqliteSaver`` on a file; ``None`` for other savers."""
-    module = sys.modules.get("langgraph.checkpoint.sqlite")
-    if fcntl is None or module is None or not isinstance(saver, module.SqliteSaver):
-        return None
-    if saver not in _databases:
-        with saver.lock, contextlib.closing(saver.conn.cursor()) as cursor:
-            _databases[saver] = _sqlite_file(cursor.execute("PRAGMA database_list").fetchall())
-    return _lock_for(_databases[saver], thread_id, checkpoint_ns)
-
-
-async def asqlite_lock(
-    saver: object, thread_id: str, checkpoint_ns: str
-) -> AsyncProcessLock | None:
-    """A cross-process lock for an ``AsyncSqliteSaver`` on a file; ``None`` otherwise."""
-    module = sys.modules.get("langgraph.checkpoint.sqlite.aio")
-    if fcntl is None or module is None or not isinstance(saver, module.AsyncSqliteSaver):
-        return None
-    if saver not in _databases:
-        async with saver.lock, saver.conn.execute("PRAGMA database_list") as cursor:
-            _databases[saver] = _sqlite_file(list(await cursor.fetchall()))
-    lock = _lock_for(_databases[saver], thread_id, checkpoint_ns)
-    return None if lock is None else AsyncFileLock(lock)
-
-
-# -- PostgreSQL -----------------------------------------------------------------------
+def _saver_of(saver: object, module: str, name: str) -> bool:
+    """Whether ``saver`` is the class ``name`` of ``module``, if that module is imported."""
+    found = sys.modules.get(module)
+    return found is not None and isinstance(saver, getattr(found, name))
 
 
 def advisory_key(thread_id: str, checkpoint_ns: str) -> int:
@@ -188,32 +265,29 @@ def advisory_key(thread_id: str, checkpoint_ns: str) -> int:
     return int.from_bytes(_digest(thread_id, checkpoint_ns)[:8], "big", signed=True)
 
 
-def postgres_lock(saver: object, thread_id: str, checkpoint_ns: str) -> ProcessLock | None:
-    """A cross-process lock for a ``PostgresSaver``; ``None`` for other savers."""
-    module = sys.modules.get("langgraph.checkpoint.postgres")
-    if module is None or not isinstance(saver, module.PostgresSaver):
-        return None
-    return PostgresLock(saver.conn, advisory_key(thread_id, checkpoint_ns))
-
-
-def apostgres_lock(saver: object, thread_id: str, checkpoint_ns: str) -> AsyncProcessLock | None:
-    """A cross-process lock for an ``AsyncPostgresSaver``; ``None`` for other savers."""
-    module = sys.modules.get("langgraph.checkpoint.postgres.aio")
-    if module is None or not isinstance(saver, module.AsyncPostgresSaver):
-        return None
-    return AsyncPostgresLock(saver.conn, advisory_key(thread_id, checkpoint_ns))
-
-
-def process_lock(saver: object, thread_id: str, checkpoint_ns: str) -> ProcessLock | None:
+def process_lock(saver: Any, thread_id: str, checkpoint_ns: str) -> ProcessLock | None:
     """The cross-process lock for ``saver``'s thread, or ``None`` when it needs none."""
-    return sqlite_lock(saver, thread_id, checkpoint_ns) or postgres_lock(
-        saver, thread_id, checkpoint_ns
-    )
+    if fcntl is not None and _saver_of(saver, "langgraph.checkpoint.sqlite", "SqliteSaver"):
+        if saver not in _databases:
+            with saver.lock, contextlib.closing(saver.conn.cursor()) as cursor:
+                rows = cursor.execute("PRAGMA database_list").fetchall()
+                _databases[saver] = _sqlite_file(rows)
+        return _lock_for(_databases[saver], thread_id, checkpoint_ns)
+    if _saver_of(saver, "langgraph.checkpoint.postgres", "PostgresSaver"):
+        return PostgresLock(saver.conn, advisory_key(thread_id, checkpoint_ns))
+    return None
 
 
-async def aprocess_lock(
-    saver: object, thread_id: str, checkpoint_ns: str
-) -> AsyncProcessLock | None:
-    """Async form of `process_lock`."""
-    found = await asqlite_lock(saver, thread_id, checkpoint_ns)
-    return found or apostgres_lock(saver, thread_id, checkpoint_ns)
+async def aprocess_lock(saver: Any, thread_id: str, checkpoint_ns: str) -> AsyncProcessLock | None:
+    """Async form of `process_lock`, for ``AsyncSqliteSaver`` and ``AsyncPostgresSaver``."""
+    if fcntl is not None and _saver_of(
+        saver, "langgraph.checkpoint.sqlite.aio", "AsyncSqliteSaver"
+    ):
+        if saver not in _databases:
+            async with saver.lock, saver.conn.execute("PRAGMA database_list") as cursor:
+                _databases[saver] = _sqlite_file(list(await cursor.fetchall()))
+        lock = _lock_for(_databases[saver], thread_id, checkpoint_ns)
+        return None if lock is None else AsyncFileLock(lock)
+    if _saver_of(saver, "langgraph.checkpoint.postgres.aio", "AsyncPostgresSaver"):
+        return AsyncPostgresLock(saver.conn, advisory_key(thread_id, checkpoint_ns))
+    return None

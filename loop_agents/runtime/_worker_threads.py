@@ -1,9 +1,8 @@
 """Sync calls that ``ainvoke`` runs in worker threads, counted for the nodes' time limits.
 
-A node under ``agent_timeout``/``evaluator_timeout`` (see `loop_agents.controls.retries`)
-sets `WORKERS` for the call it times; `in_worker_thread` counts the sync agent or
-evaluator functions running in LangChain's executor under it, so that at the deadline the
-node knows a thread is still running (cancelling the wait does not stop a thread).
+A node under a time limit sets `WORKERS` for the call it times; `in_worker_thread` counts
+the sync agent or evaluator functions running in LangChain's executor under it, so that at
+the deadline the node knows a thread still runs (cancelling the wait does not stop it).
 """
 
 from __future__ import annotations
@@ -38,10 +37,6 @@ WORKERS: contextvars.ContextVar[WorkerThreads | None] = contextvars.ContextVar(
 async def in_worker_thread(config: RunnableConfig, func: Callable[..., Any], *args: Any) -> Any:
     """Run a sync ``func(*args)`` in LangChain's executor, known to a node's time limit.
 
-    A node under ``agent_timeout``/``evaluator_timeout`` then knows, at its deadline,
-    that a thread is still running the call, so it reports the call as abandoned (and
-    logs it) rather than cancelled.
-
     Example:
         ```python
         verdict = await in_worker_thread(config, evaluator, context)
@@ -51,8 +46,7 @@ async def in_worker_thread(config: RunnableConfig, func: Callable[..., Any], *ar
     workers = WORKERS.get()
 
     def call() -> Any:
-        # counted from the moment the thread runs it: a call cancelled while it waited
-        # for a free worker never runs, and is not counted
+        # counted once the thread runs it: a call cancelled while it waited never runs
         if workers is None:
             return func(*args)
         workers.change(+1)

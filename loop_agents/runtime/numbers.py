@@ -1,8 +1,7 @@
 """Reading numbers that users, evaluators and models hand the loop.
 
-``math.isfinite(10**400)`` raises ``OverflowError`` (the int does not fit a float), and so
-does ``float(10**400)``: every check of a number from outside goes through `finite_float`,
-which turns such values into a plain "not a finite number" answer instead.
+``float(10**400)`` raises ``OverflowError``: every check of a number from outside goes
+through `finite_float`, which answers "not a finite number" instead.
 """
 
 from __future__ import annotations

@@ -1,25 +1,32 @@
 """Running an async agent function from the loop's sync methods (``invoke``/``stream``).
 
-The coroutine runs on one background event loop that lives as long as the process, in
-its own thread. One loop for every call matters: async clients (httpx pools inside chat
-models) bind to the event loop they first ran on, so a fresh ``asyncio.run`` per call
-would break them from the second call on. The caller's context (LangChain's run config,
-LangGraph's stream writer) is carried over to the task.
+The coroutine runs on one background event loop, in a daemon thread, for the whole
+process: async clients (httpx pools inside chat models) bind to the event loop they first
+ran on. The caller's context (the run config, the stream writer) is carried over.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextvars
+import os
 import threading
 from collections.abc import Coroutine
-from concurrent.futures import Future
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 
 _lock = threading.Lock()
 _loop: asyncio.AbstractEventLoop | None = None
+
+
+def _forget_after_fork() -> None:
+    # the parent's loop thread does not exist in a child process: the child starts its own
+    global _lock, _loop
+    _lock, _loop = threading.Lock(), None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_after_fork)
 
 
 def background_loop() -> asyncio.AbstractEventLoop:
@@ -39,9 +46,8 @@ def background_loop() -> asyncio.AbstractEventLoop:
 def run_coroutine(coroutine: Coroutine[Any, Any, T]) -> T:
     """Run ``coroutine`` to completion from sync code and return its result.
 
-    Raises whatever the coroutine raises. Must not be called from the background loop
-    itself (an async agent calling the loop's sync ``invoke`` would deadlock); that case
-    raises `RuntimeError`.
+    Raises whatever the coroutine raises, and `RuntimeError` when called from the
+    background loop itself (it would deadlock).
     """
     loop = background_loop()
     try:
@@ -51,21 +57,5 @@ def run_coroutine(coroutine: Coroutine[Any, Any, T]) -> T:
     if running is loop:
         coroutine.close()
         raise RuntimeError("run_coroutine was called from its own event loop; use await")
-    context = contextvars.copy_context()
-    done: Future[T] = Future()
-
-    def start() -> None:
-        task = loop.create_task(coroutine, context=context)
-
-        def finish(task: asyncio.Task[T]) -> None:
-            if task.cancelled():
-                done.cancel()
-            elif (error := task.exception()) is not None:
-                done.set_exception(error)
-            else:
-                done.set_result(task.result())
-
-        task.add_done_callback(finish)
-
-    loop.call_soon_threadsafe(start)
-    return done.result()
+    # the task is created in a copy of this thread's context (call_soon_threadsafe's)
+    return asyncio.run_coroutine_threadsafe(coroutine, loop).result()

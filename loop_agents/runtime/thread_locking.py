@@ -1,21 +1,13 @@
 """One run at a time on a thread: `ThreadBusyError`, `thread_guard`, `athread_guard`.
 
-Two runs on the same ``thread_id`` at once each read the thread's latest checkpoint and
-save their own steps after it; whichever saves last becomes the thread's state and the
-other run's work is lost without a word. A loop built by `create_loop_agent` therefore
-holds the thread for the whole of each run (``invoke``, ``stream``, their async forms,
-a resume with ``invoke(None, config)`` or ``Command(resume=...)``) and a second run on
-a busy thread either fails at once with `ThreadBusyError` (``concurrent_runs="reject"``,
-the default) or waits its turn (``concurrent_runs="wait"``).
-
-The guard is keyed by the checkpointer and the thread (``thread_id`` and
-``checkpoint_ns``). It works in-process for every checkpointer (threads and asyncio
-tasks) and across processes for SQLite on a file and PostgreSQL (see
-`loop_agents.runtime._process_locks`). Every lock dies with its process: a run that was killed
-leaves its thread free for the next.
-
-`thread_guard` and `athread_guard` are the same guard for code of your own, e.g. a
-parent graph that has the loop as a node.
+Two runs on one ``thread_id`` at once would save their checkpoints over each other's. A
+`LoopAgent` holds its thread for each whole run (a resume included); a second run fails
+at once with `ThreadBusyError` (``concurrent_runs="reject"``) or waits its turn
+(``"wait"``). The guard is keyed by the checkpointer, ``thread_id`` and ``checkpoint_ns``;
+it holds in one process for every checkpointer and across processes for SQLite on a file
+and PostgreSQL (`loop_agents.runtime._process_locks`). Every lock dies with its process.
+`thread_guard` and `athread_guard` are the guard for code of your own (a parent graph).
+See docs/reliability.md.
 """
 
 from __future__ import annotations
@@ -25,52 +17,33 @@ import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Literal, get_args
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from loop_agents.runtime._process_locks import (
-    AsyncProcessLock,
-    ProcessLock,
-    aprocess_lock,
-    process_lock,
-)
+from loop_agents.runtime._process_locks import aprocess_lock, process_lock
 from loop_agents.runtime.numbers import describe_number, finite_float
 
 ConcurrentRuns = Literal["reject", "wait"]
-"""What a run does when another run holds its thread.
-
-- ``"reject"`` (the default): fail at once with `ThreadBusyError`, before anything is
-  called.
-- ``"wait"``: wait until the thread is free (at most ``busy_timeout`` seconds, then
-  `ThreadBusyError`), then run. Waiting runs are not served in any fixed order.
-"""
+"""What a run does when another run holds its thread: ``"reject"`` (the default) fails at
+once with `ThreadBusyError`, before anything is called; ``"wait"`` waits until the thread
+is free (at most ``busy_timeout`` seconds), in no fixed order."""
 
 Holder = Literal["this process", "another process"]
 
-_POLL_FIRST = 0.01
-_POLL_MAX = 0.25
-
 
 class ThreadBusyError(RuntimeError):
-    """Another run holds the thread; this run was not started.
-
-    Raised before the loop calls anything (no model call, no checkpoint written), so
-    the other run's work is untouched and this call can simply be made again once the
-    thread is free.
+    """Another run holds the thread; this run was not started (nothing was called).
 
     Attributes:
         thread_id: The busy thread.
         checkpoint_ns: Its checkpoint namespace (``""`` for a loop run on its own).
-        holder: ``"this process"`` (a run of this process holds the thread) or
-            ``"another process"`` (the lock in the database, or next to it, is held:
-            by another process, or by another checkpointer object on the same
-            database).
-        waited: Seconds this run waited for the thread (``concurrent_runs="wait"``),
-            or ``None`` when it did not wait.
+        holder: ``"this process"``, or ``"another process"`` (the lock in or next to the
+            database is held: by another process, or another checkpointer on it).
+        waited: Seconds this run waited (``concurrent_runs="wait"``), else ``None``.
 
     """
 
@@ -124,18 +97,11 @@ def _rebuild(
 def check_concurrent_runs(
     concurrent_runs: object, busy_timeout: object
 ) -> tuple[ConcurrentRuns, float | None]:
-    """Validate the ``concurrent_runs`` and ``busy_timeout`` options.
+    """Validate ``concurrent_runs`` and ``busy_timeout``; return them (seconds or ``None``).
 
     Raises:
         TypeError: ``busy_timeout`` is not a number, a ``timedelta`` or ``None``.
-        ValueError: ``concurrent_runs`` is neither ``"reject"`` nor ``"wait"``, or
-            ``busy_timeout`` is negative, not finite, or given without ``"wait"``.
-
-    Example:
-        ```python
-        assert check_concurrent_runs("wait", 30) == ("wait", 30.0)
-        ```
-
+        ValueError: an unknown ``concurrent_runs``, or a bad ``busy_timeout``.
     """
     if concurrent_runs not in get_args(ConcurrentRuns):
         raise ValueError(
@@ -166,19 +132,15 @@ def check_concurrent_runs(
     return concurrent_runs, seconds
 
 
-# -- the in-process registry -------------------------------------------------------------
-
 _registry_lock = threading.Lock()
-_held: dict[tuple[int, str, str], BaseCheckpointSaver[Any]] = {}
-"""Threads held by runs of this process: (id of the saver, thread_id, checkpoint_ns)."""
+_held: dict[tuple[int, str, str], BaseCheckpointSaver[Any]] = {}  # (id of the saver, thread)
 
 
 def _hold_here(saver: BaseCheckpointSaver[Any], thread_id: str, ns: str) -> bool:
-    key = (id(saver), thread_id, ns)
     with _registry_lock:
-        if key in _held:
+        if (id(saver), thread_id, ns) in _held:
             return False
-        _held[key] = saver  # keeps the saver alive, so its id is not reused meanwhile
+        _held[(id(saver), thread_id, ns)] = saver  # kept alive: its id is not reused meanwhile
         return True
 
 
@@ -188,19 +150,10 @@ def _let_go_here(saver: BaseCheckpointSaver[Any], thread_id: str, ns: str) -> No
 
 
 def is_held(saver: BaseCheckpointSaver[Any], config: RunnableConfig) -> bool:
-    """Whether a run of this process holds ``config``'s thread of ``saver`` now.
-
-    Example:
-        ```python
-        assert not is_held(saver, {"configurable": {"thread_id": "t1"}})
-        ```
-
-    """
+    """Whether a run of this process holds ``config``'s thread of ``saver`` now."""
     target = thread_of(config)
-    if target is None:
-        return False
     with _registry_lock:
-        return (id(saver), *target) in _held
+        return target is not None and (id(saver), *target) in _held
 
 
 def thread_of(config: RunnableConfig | None) -> tuple[str, str] | None:
@@ -212,9 +165,6 @@ def thread_of(config: RunnableConfig | None) -> tuple[str, str] | None:
     return str(thread_id), str(configurable.get("checkpoint_ns") or "")
 
 
-# -- taking the thread -------------------------------------------------------------------
-
-
 @dataclass
 class _Wait:
     """The waiting rule of one run: reject at once, or poll until a deadline."""
@@ -223,11 +173,8 @@ class _Wait:
     ns: str
     concurrent_runs: ConcurrentRuns
     busy_timeout: float | None
-    started: float = 0.0
-    pause: float = _POLL_FIRST
-
-    def __post_init__(self) -> None:
-        self.started = time.monotonic()
+    started: float = field(default_factory=time.monotonic)
+    pause: float = 0.01
 
     def next_pause(self, holder: Holder) -> float:
         """Seconds to sleep before trying again; raises when this run must give up."""
@@ -238,11 +185,24 @@ class _Wait:
             raise ThreadBusyError(
                 self.thread_id, checkpoint_ns=self.ns, holder=holder, waited=waited
             )
-        pause = self.pause
-        self.pause = min(self.pause * 2, _POLL_MAX)
+        pause, self.pause = self.pause, min(self.pause * 2, 0.25)
         if self.busy_timeout is not None:
             pause = min(pause, self.busy_timeout - waited)
         return max(pause, 0.0)
+
+
+def _wait_of(
+    checkpointer: BaseCheckpointSaver[Any] | None,
+    config: RunnableConfig | None,
+    concurrent_runs: object,
+    busy_timeout: object,
+) -> _Wait | None:
+    """The run's waiting rule, or ``None`` when there is no thread to guard."""
+    mode, limit = check_concurrent_runs(concurrent_runs, busy_timeout)
+    target = thread_of(config)
+    if checkpointer is None or target is None:
+        return None
+    return _Wait(*target, mode, limit)
 
 
 @contextmanager
@@ -255,15 +215,13 @@ def thread_guard(
 ) -> Iterator[None]:
     """Hold ``config``'s thread of ``checkpointer`` while the ``with`` block runs.
 
-    Without a checkpointer or a ``thread_id`` there is no thread to guard and the block
-    simply runs. The thread is let go when the block ends, however it ends (an error,
-    ``KeyboardInterrupt``, a generator closed early).
+    Without a checkpointer or a ``thread_id`` the block simply runs. The thread is let go
+    however the block ends (an error, ``KeyboardInterrupt``, a generator closed early).
 
     Args:
         checkpointer: The saver the run writes to.
         config: The run's config (``thread_id``, optionally ``checkpoint_ns``).
-        concurrent_runs: ``"reject"``: raise `ThreadBusyError` at once when the thread
-            is busy; ``"wait"``: wait for it.
+        concurrent_runs: ``"reject"`` or ``"wait"`` (see `ConcurrentRuns`).
         busy_timeout: With ``"wait"``, the longest wait in seconds (``None``: no limit).
 
     Raises:
@@ -277,39 +235,23 @@ def thread_guard(
         ```
 
     """
-    mode, limit = check_concurrent_runs(concurrent_runs, busy_timeout)
-    target = thread_of(config)
-    if checkpointer is None or target is None:
+    wait = _wait_of(checkpointer, config, concurrent_runs, busy_timeout)
+    if wait is None or checkpointer is None:
         yield
         return
-    thread_id, ns = target
-    wait = _Wait(thread_id, ns, mode, limit)
-    while not _hold_here(checkpointer, thread_id, ns):
+    while not _hold_here(checkpointer, wait.thread_id, wait.ns):
         time.sleep(wait.next_pause("this process"))
     try:
-        shared = _take_shared(checkpointer, thread_id, ns, wait)
+        lock = process_lock(checkpointer, wait.thread_id, wait.ns)
         try:
+            while lock is not None and not lock.try_acquire():
+                time.sleep(wait.next_pause("another process"))
             yield
         finally:
-            if shared is not None:
-                shared.release()
+            if lock is not None:
+                lock.release()
     finally:
-        _let_go_here(checkpointer, thread_id, ns)
-
-
-def _take_shared(
-    saver: BaseCheckpointSaver[Any], thread_id: str, ns: str, wait: _Wait
-) -> ProcessLock | None:
-    lock = process_lock(saver, thread_id, ns)
-    if lock is None:
-        return None
-    try:
-        while not lock.try_acquire():
-            time.sleep(wait.next_pause("another process"))
-    except BaseException:
-        lock.release()
-        raise
-    return lock
+        _let_go_here(checkpointer, wait.thread_id, wait.ns)
 
 
 @asynccontextmanager
@@ -329,37 +271,21 @@ async def athread_guard(
         ```
 
     """
-    mode, limit = check_concurrent_runs(concurrent_runs, busy_timeout)
-    target = thread_of(config)
-    if checkpointer is None or target is None:
+    wait = _wait_of(checkpointer, config, concurrent_runs, busy_timeout)
+    if wait is None or checkpointer is None:
         yield
         return
-    thread_id, ns = target
-    wait = _Wait(thread_id, ns, mode, limit)
-    while not _hold_here(checkpointer, thread_id, ns):
+    while not _hold_here(checkpointer, wait.thread_id, wait.ns):
         await asyncio.sleep(wait.next_pause("this process"))
     try:
-        shared = await _atake_shared(checkpointer, thread_id, ns, wait)
+        lock = await aprocess_lock(checkpointer, wait.thread_id, wait.ns)
         try:
+            while lock is not None and not await lock.try_acquire():
+                await asyncio.sleep(wait.next_pause("another process"))
             yield
         finally:
-            if shared is not None:
+            if lock is not None:
                 # shielded: a second cancellation must not leave the lock's connection open
-                await asyncio.shield(shared.release())
+                await asyncio.shield(lock.release())
     finally:
-        _let_go_here(checkpointer, thread_id, ns)
-
-
-async def _atake_shared(
-    saver: BaseCheckpointSaver[Any], thread_id: str, ns: str, wait: _Wait
-) -> AsyncProcessLock | None:
-    lock = await aprocess_lock(saver, thread_id, ns)
-    if lock is None:
-        return None
-    try:
-        while not await lock.try_acquire():
-            await asyncio.sleep(wait.next_pause("another process"))
-    except BaseException:
-        await asyncio.shield(lock.release())
-        raise
-    return lock
+        _let_go_here(checkpointer, wait.thread_id, wait.ns)

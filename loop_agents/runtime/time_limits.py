@@ -1,21 +1,10 @@
 """Time limits of calls: `TimeLimit`, `LoopTimeoutError`, and the checks of limits and policies.
 
-A time limit (the `loop_agents.controls.Retries` control sets one) applies to each
-agent call and each evaluation: at its deadline the loop stops waiting for the call,
-whatever the call does, and raises `LoopTimeoutError`, which names the node, the
-iteration and the limit (and is retried by a retry policy like any other error):
-
-- async (``ainvoke``/``astream``): the call runs as a task of its own; at the deadline
-  it is cancelled and the loop stops waiting for it. A call that ignores the
-  cancellation (catches ``CancelledError`` and goes on) is abandoned: it is left to
-  finish on its own, its result is dropped, and a WARNING is logged on the
-  ``loop_agents`` logger. So is a sync agent or evaluator function, which ``ainvoke``
-  runs in a worker thread (`in_worker_thread`): cancelling stops the wait, not the
-  thread. A call that holds the event loop past the deadline (a blocking call in a
-  coroutine) cannot be interrupted; its late result is dropped all the same.
-- sync (``invoke``/``stream``): the call runs in a thread of its own; at the deadline
-  the loop stops waiting for it. Python cannot stop a running thread, so the call is
-  abandoned the same way (it may go on running, and calling models, in that thread).
+At its deadline the loop stops waiting for a call (an agent call or an evaluation, under
+`loop_agents.controls.Retries`), whatever the call does, and raises `LoopTimeoutError`.
+Under ``ainvoke`` the call is a task of its own, cancelled at the deadline; under
+``invoke`` it runs in a daemon thread. A call that does not stop is *abandoned*: left to
+finish, its result dropped, a WARNING logged on ``loop_agents``. See docs/reliability.md.
 """
 
 from __future__ import annotations
@@ -44,6 +33,14 @@ NodeName = Literal["invoke_agent", "evaluate"]
 _OPTION: dict[NodeName, str] = {"invoke_agent": "agent_timeout", "evaluate": "evaluator_timeout"}
 _CALL: dict[NodeName, str] = {"invoke_agent": "the agent call", "evaluate": "the evaluation"}
 
+# Why not LangGraph's own time limits (add_node(..., timeout=...), task(timeout=...)),
+# checked on langgraph 1.2.24: they refuse sync execution ("ValueError: Node timeouts
+# are only supported for async nodes ... Node 'invoke_agent' is sync." from invoke()),
+# where Retries(agent_timeout=...) must hold under invoke too; a node's limit would also
+# cover the node's other calls (a history policy's summary before the agent call, each
+# candidate's call of a fan-out) where the limit is per call; and a call that swallows
+# its cancellation is neither waited for nor reported as abandoned (LangGraph raises at
+# once and drains the task), which the loop's error and warning say.
 CANCEL_GRACE = 0.2
 """Seconds a cancelled async call is given to stop before it is abandoned."""
 
@@ -54,18 +51,17 @@ _abandoned: set[asyncio.Task[Any]] = set()
 
 
 class LoopTimeoutError(NodeTimeoutError):
-    """A node of a loop ran longer than its time limit.
+    """A call of a loop's node ran longer than its time limit.
 
-    A subclass of LangGraph's ``NodeTimeoutError``, so a ``RetryPolicy`` with the
-    default ``retry_on`` retries it. The loop's checkpoint is kept: with a
-    checkpointer, ``ainvoke(None, config)`` on the same thread resumes the loop at the
-    iteration that timed out.
+    A LangGraph ``NodeTimeoutError``, so the default ``retry_on`` retries it. With a
+    checkpointer, ``ainvoke(None, config)`` on the thread resumes at that iteration.
 
     Attributes:
         node: ``"invoke_agent"`` or ``"evaluate"``.
         iteration: The iteration whose agent call or evaluation timed out.
         timeout: The limit, in seconds.
         elapsed: How long the call ran before it was cancelled, in seconds.
+        abandoned: Whether the call was left running (it did not stop when cancelled).
 
     """
 
@@ -258,13 +254,3 @@ def _forget(task: asyncio.Task[Any]) -> None:
     _abandoned.discard(task)
     if not task.cancelled():
         task.exception()
-
-
-__all__ = [
-    "CANCEL_GRACE",
-    "LoopTimeoutError",
-    "NodeName",
-    "TimeLimit",
-    "check_retry_policy",
-    "check_timeout",
-]

@@ -1,14 +1,9 @@
 """Counting the tokens of the chat-model calls made while a part of the loop runs.
 
-An agent, an evaluator, an advisor or a history policy may call models however it likes:
-through a ready-made ``llm_judge``, a model invoked with the config it was given, or a
-model invoked with no config at all. `counting_tokens` catches them all through a
-configure hook of ``langchain_core``: while the context variable below holds a
-`TokenCounter`, every callback manager configured in that context (and in the threads
-and tasks started from it) gets the counter, which sums the ``usage_metadata`` of each
-model response: input tokens, output tokens, and the input tokens the server read from
-its prompt cache (``input_token_details["cache_read"]``, which langchain-openai fills
-from the server's ``prompt_tokens_details.cached_tokens``).
+`counting_tokens` catches every chat-model call made inside its block (a model given the
+run's config or none) with a configure hook of ``langchain_core``: every callback manager
+configured in the block's context, and in the threads and tasks started from it, gets
+the block's `TokenCounter`.
 """
 
 from __future__ import annotations
@@ -25,75 +20,45 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, LLMResult
 from langchain_core.tracers.context import register_configure_hook
 
+# Why not langchain_core's get_usage_metadata_callback (langchain-core 1.8, an instant
+# fake model, CPU per ainvoke): a call cost 250 µs bare, 300 µs counted here, 850 µs
+# counted by it (its handler is not run_inline: an async run sends each event to a worker
+# thread; and it takes chat-model starts, which LangChain renders as strings for it). It
+# registers a configure hook per entry, never removed: after 3,200 calls a bare call cost
+# 466 µs. Its handler skips responses that name no model (custom and fake models: {}) and
+# counts neither requests nor usage reported in llm_output.
+
 
 class TokenCounter(BaseCallbackHandler):
-    """Sums ``input_tokens`` and ``output_tokens`` over the chat-model calls it sees.
+    """Sums the tokens of the chat-model calls it sees, by model name (``""``: none named).
 
-    Unlike ``langchain_core``'s ``UsageMetadataCallbackHandler`` it counts responses that
-    carry no model name too (custom and fake chat models). It also counts the calls
-    (``requests``: each completed chat-model or LLM call) and keeps the tokens by model
-    name, for request and cost budgets.
+    A response that reports no usage is counted in ``unmetered``.
     """
 
     run_inline = True  # a sum under a lock: no executor hop from async callback managers
+    # only on_llm_end carries usage; without ignore_chat_model LangChain would render
+    # every prompt as strings for on_llm_start
+    ignore_chain = ignore_agent = ignore_retriever = ignore_custom_event = True
+    ignore_chat_model = ignore_retry = True
 
     def __init__(self) -> None:
         super().__init__()
         self._lock = threading.Lock()
-        self.input_tokens = 0
-        self.output_tokens = 0
-        self.requests = 0
-        self.cached_tokens = 0
+        self.input_tokens = self.output_tokens = self.cached_tokens = self.requests = 0
         self.models: dict[str, list[int]] = {}
         self.unmetered: dict[str, int] = {}
 
-    @property
-    def ignore_chain(self) -> bool:
-        """Chain runs carry no usage: skip their events."""
-        return True
-
-    @property
-    def ignore_agent(self) -> bool:
-        """Agent actions carry no usage: skip their events."""
-        return True
-
-    @property
-    def ignore_retriever(self) -> bool:
-        """Retriever runs carry no usage: skip their events."""
-        return True
-
-    @property
-    def ignore_custom_event(self) -> bool:
-        """Custom events carry no usage: skip them."""
-        return True
-
-    @property
-    def ignore_chat_model(self) -> bool:
-        """Skip chat-model starts (the usage comes with ``on_llm_end``).
-
-        Without this, LangChain falls back to ``on_llm_start`` with every prompt
-        rendered as a string.
-        """
-        return True
-
-    @property
-    def ignore_retry(self) -> bool:
-        """Retries carry no usage: skip their events."""
-        return True
-
     def on_llm_end(self, response: LLMResult, **kwargs: Any) -> None:
         """Count one model call and add its usage (its first generation carries it)."""
-        tokens = (0, 0, 0)
+        tokens, model = (0, 0, 0), _model_name(response.llm_output or {})
         metered = False
-        model = _model_name(response)
         generation = (
             response.generations[0][0] if response.generations and response.generations[0] else None
         )
         if isinstance(generation, ChatGeneration):
             message = generation.message
             if isinstance(message, AIMessage) and message.usage_metadata:
-                metered = True
-                tokens = usage_of_metadata(message.usage_metadata)
+                metered, tokens = True, usage_of_metadata(message.usage_metadata)
             model = model or message_model(message)
         usage = (response.llm_output or {}).get("token_usage")
         if not metered and isinstance(usage, Mapping) and usage:
@@ -107,15 +72,18 @@ class TokenCounter(BaseCallbackHandler):
                 int(cached or 0),
             )
         with self._lock:
-            self.requests += 1
-            self.input_tokens += tokens[0]
-            self.output_tokens += tokens[1]
-            self.cached_tokens += tokens[2]
-            per_model = self.models.setdefault(model, [0, 0, 0])
-            for index, count in enumerate(tokens):
-                per_model[index] += count
-            if not metered:
-                self.unmetered[model] = self.unmetered.get(model, 0) + 1
+            self._add(model, tokens, metered)
+
+    def _add(self, model: str, tokens: tuple[int, int, int], metered: bool) -> None:
+        self.requests += 1
+        self.input_tokens += tokens[0]
+        self.output_tokens += tokens[1]
+        self.cached_tokens += tokens[2]
+        per_model = self.models.setdefault(model, [0, 0, 0])
+        for index, count in enumerate(tokens):
+            per_model[index] += count
+        if not metered:
+            self.unmetered[model] = self.unmetered.get(model, 0) + 1
 
     @property
     def totals(self) -> tuple[int, int]:
@@ -126,13 +94,14 @@ class TokenCounter(BaseCallbackHandler):
     def usage(self) -> CallUsage:
         """What the calls seen so far used: tokens, requests, tokens by model name."""
         with self._lock:
-            if not (self.requests or self.input_tokens or self.output_tokens):
-                return NO_USAGE  # no call seen (a call is counted in requests)
+            if not self.requests:
+                return NO_USAGE
+            models = {name: (c[0], c[1], c[2]) for name, c in self.models.items()}
             return CallUsage(
                 self.input_tokens,
                 self.output_tokens,
                 self.requests,
-                {name: (c[0], c[1], c[2]) for name, c in self.models.items()},
+                models,
                 dict(self.unmetered),
                 self.cached_tokens,
             )
@@ -141,8 +110,7 @@ class TokenCounter(BaseCallbackHandler):
 def usage_of_metadata(metadata: Mapping[str, Any]) -> tuple[int, int, int]:
     """``(input, output, cached input)`` tokens of a message's ``usage_metadata``.
 
-    Cached input tokens are the prompt tokens the server read from its prompt cache
-    (``input_token_details["cache_read"]``); they are part of the input tokens.
+    Cached input tokens (``input_token_details["cache_read"]``) are part of the input.
 
     Example:
         ```python
@@ -160,21 +128,34 @@ def usage_of_metadata(metadata: Mapping[str, Any]) -> tuple[int, int, int]:
     )
 
 
+def usage_of_answer(message: BaseMessage) -> CallUsage:
+    """The usage of one chat-model call, read from its answer (what `TokenCounter` counts).
+
+    Example:
+        ```python
+        assert usage_of_answer(AIMessage("hi")).unmetered == {"": 1}
+        ```
+
+    """
+    model = _model_name(message.response_metadata or {})
+    metadata = message.usage_metadata if isinstance(message, AIMessage) else None
+    if not metadata:
+        return CallUsage(requests=1, models={model: (0, 0, 0)}, unmetered={model: 1})
+    tokens = usage_of_metadata(metadata)
+    return CallUsage(tokens[0], tokens[1], 1, {model: tokens}, {}, tokens[2])
+
+
 @dataclass(frozen=True)
 class CallUsage:
     """The model calls of one part of an iteration (the agent, the evaluator, ...).
 
     Attributes:
-        input_tokens: Prompt tokens, from the responses' ``usage_metadata``.
+        input_tokens: Prompt tokens (``cached_tokens`` of them read from a prompt cache).
         output_tokens: Completion tokens.
         requests: Model calls that completed.
-        models: ``(input_tokens, output_tokens, cached_tokens)`` by model name (``""``
-            when a response named no model), for pricing.
-        unmetered: By model name, the calls whose response reported no token usage
-            (a streaming call to a server that does not send it, a fake model): their
-            tokens are unknown, so they cannot be priced.
-        cached_tokens: Of the prompt tokens, those the server read from its prompt
-            cache (0 when it reported none).
+        models: ``(input_tokens, output_tokens, cached_tokens)`` by model name, for pricing.
+        unmetered: By model name, the calls that reported no usage (they cannot be priced).
+        cached_tokens: Of the prompt tokens, those the server read from its prompt cache.
 
     """
 
@@ -207,14 +188,9 @@ class CallUsage:
         )
 
     def stored(self) -> dict[str, Any]:
-        """A plain form that a checkpointer stores (lists, not tuples).
-
-        Example:
-            ```python
-            assert CallUsage.of_stored(usage.stored()) == usage
-            ```
-
-        """
+        """A plain form that a checkpointer stores (lists, not tuples; `of_stored` reads it)."""
+        if self is NO_USAGE:
+            return {}  # read back as NO_USAGE
         return {
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
@@ -236,22 +212,16 @@ class CallUsage:
             or stored.get("unmetered")
         ):
             return NO_USAGE
-        given = stored.get("models")
-        models = (
-            {
-                name: (int(c[0]), int(c[1]), int(c[2]) if len(c) > 2 else 0)
-                for name, c in given.items()
-            }
-            if given
-            else {}
-        )
-        unmetered = stored.get("unmetered")
+        models = {
+            n: (int(c[0]), int(c[1]), int(c[2]) if len(c) > 2 else 0)
+            for n, c in (stored.get("models") or {}).items()
+        }
         return cls(
             int(stored.get("input_tokens", 0)),
             int(stored.get("output_tokens", 0)),
             int(stored.get("requests", 0)),
             models,
-            {name: int(n) for name, n in unmetered.items()} if unmetered else {},
+            {name: int(n) for name, n in (stored.get("unmetered") or {}).items()},
             int(stored.get("cached_tokens", 0)),
         )
 
@@ -260,53 +230,38 @@ NO_USAGE = CallUsage()
 """No model call."""
 
 
-def _model_name(response: LLMResult) -> str:
-    """The model a response names in ``llm_output`` (``""`` when none)."""
-    output = response.llm_output or {}
-    name = output.get("model_name") or output.get("model")
+def _model_name(metadata: Mapping[str, Any]) -> str:
+    """The model an ``llm_output`` or a ``response_metadata`` names (``""`` when none)."""
+    name = metadata.get("model_name") or metadata.get("model")
     return name if isinstance(name, str) else ""
 
 
 def message_model(message: BaseMessage) -> str:
     """The model a response message names in its ``response_metadata`` (``""`` if none)."""
-    metadata = message.response_metadata or {}
-    name = metadata.get("model_name") or metadata.get("model")
-    return name if isinstance(name, str) else ""
+    return _model_name(message.response_metadata or {})
 
 
-_EVALUATOR_USAGE: ContextVar[TokenCounter | None] = ContextVar(
-    "loop_agents_evaluator_usage", default=None
-)
-register_configure_hook(_EVALUATOR_USAGE, inheritable=True)
+_COUNTER: ContextVar[TokenCounter | None] = ContextVar("loop_agents_evaluator_usage", default=None)
+register_configure_hook(_COUNTER, inheritable=True)
 
 
-def counting_tokens() -> AbstractContextManager[TokenCounter]:
+class counting_tokens(AbstractContextManager[TokenCounter]):  # a class: entered around every call
     """Count the tokens of every chat-model call made inside the ``with`` block.
 
     Example:
         ```python
         with counting_tokens() as counter:
             judge.invoke(messages)
-        tokens_in, tokens_out = counter.totals
         ```
 
-    """
-    return _Counting()
-
-
-class _Counting(AbstractContextManager[TokenCounter]):
-    """`counting_tokens`'s block: a new counter is the current one while it runs.
-
-    A class rather than a ``@contextmanager`` generator: it is entered around every
-    agent and evaluator call, and costs fewer Python calls this way.
     """
 
     __slots__ = ("_token",)
 
     def __enter__(self) -> TokenCounter:
         counter = TokenCounter()
-        self._token = _EVALUATOR_USAGE.set(counter)
+        self._token = _COUNTER.set(counter)
         return counter
 
     def __exit__(self, *exc_info: object) -> None:
-        _EVALUATOR_USAGE.reset(self._token)
+        _COUNTER.reset(self._token)
