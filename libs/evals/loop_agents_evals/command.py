@@ -391,8 +391,10 @@ def eval_options(args: argparse.Namespace) -> EvalOptions:
         check_arm_budget(arms, args.iterations)
     except ValueError as exc:
         raise EvalUsageError(str(exc)) from None
-    if not args.pair_timeout > 0:
-        raise EvalUsageError(f"--pair-timeout must be > 0 seconds; got {args.pair_timeout:g}")
+    if not (math.isfinite(args.pair_timeout) and args.pair_timeout > 0):
+        raise EvalUsageError(
+            f"--pair-timeout must be a finite number of seconds > 0; got {args.pair_timeout:g}"
+        )
     settings = _settings(args, custom)
     if settings.server is not None:
         if args.seed is not None:
@@ -438,7 +440,11 @@ def eval_options(args: argparse.Namespace) -> EvalOptions:
             check_sandbox(tasks)
     except TaskFileError as exc:
         raise EvalUsageError(str(exc)) from None
-    except RuntimeError as exc:  # IsolationUnavailable: no code answer could be tested here
+    except RuntimeError as exc:
+        from loop_agents_checks.sandbox import IsolationUnavailable
+
+        if not isinstance(exc, IsolationUnavailable):  # only then can no code answer run
+            raise
         raise EvalUsageError(f"{TASKS_NEED_SANDBOX} {exc}") from None
     custom_arms = _custom_arms(custom_given)  # imports factories, builds loops: the last check
     for name, arm in custom_arms:

@@ -87,7 +87,7 @@ def read_eval_json(path: Path) -> dict[str, Any]:
         data = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise EvalFileError(f"cannot read {str(path)!r}: {exc.strerror or exc}") from exc
-    except (UnicodeDecodeError, ValueError) as exc:
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise EvalFileError(f"{str(path)!r} is not JSON ({exc})") from exc
     if (
         not isinstance(data, dict)

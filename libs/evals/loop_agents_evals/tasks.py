@@ -245,6 +245,21 @@ def _parse(data: object) -> Task:
     raise _FieldError("kind", f'must be "code" or "instructions"; got {kind!r:.60}')
 
 
+def _check_text(task: Task) -> Task:
+    """``task``, unless a field holds a lone surrogate (valid JSON, but no text to send)."""
+    for name, value in task.to_json().items():
+        try:
+            json.dumps(value, ensure_ascii=False).encode()
+        except UnicodeEncodeError as exc:
+            bad = exc.object[exc.start : exc.end]
+            raise _FieldError(
+                name,
+                f"holds the lone surrogate {bad!r} (task {task.id!r}), which is not text a "
+                f"model can be sent (UTF-8); write the character itself, or a surrogate pair",
+            ) from None
+    return task
+
+
 def parse_task(data: object, *, source: str = "", line: int | None = None) -> Task:
     """Validate one task given as a JSON object (a parsed line of a task file).
 
@@ -258,7 +273,7 @@ def parse_task(data: object, *, source: str = "", line: int | None = None) -> Ta
         ```
     """
     try:
-        return _parse(data)
+        return _check_text(_parse(data))
     except _FieldError as exc:
         raise TaskFileError(source, line, exc.field, exc.problem) from None
 
@@ -285,6 +300,10 @@ def read_tasks(lines: Iterable[str], *, source: str = "") -> list[Task]:
         except ValueError as exc:
             raise TaskFileError(
                 source, number, "", f"is not valid JSON ({exc}); write one JSON object per line"
+            ) from None
+        except RecursionError:
+            raise TaskFileError(
+                source, number, "", "is nested too deeply to read; a task is one flat JSON object"
             ) from None
         task = parse_task(data, source=source, line=number)
         if task.id in seen:
@@ -381,13 +400,18 @@ def _given(source: object) -> list[Task]:
         )
     tasks: list[Task] = []
     for number, item in enumerate(source, start=1):
-        if isinstance(item, Mapping):
-            item = parse_task(item, source="tasks", line=number)
-        elif not isinstance(item, CodeTask | InstructionsTask):
+        if not isinstance(item, Mapping | CodeTask | InstructionsTask):
             raise TypeError(
                 f"tasks[{number - 1}] is {type(item).__name__} {item!r:.60}; give a task "
                 f"(load_tasks, parse_task) or a mapping shaped as a line of a task file"
             )
+        if isinstance(item, Mapping):
+            item = parse_task(item, source="tasks", line=number)
+        else:
+            try:
+                _check_text(item)
+            except _FieldError as exc:
+                raise TaskFileError("tasks", number, exc.field, exc.problem) from None
         if any(task.id == item.id for task in tasks):
             raise TaskFileError("tasks", number, "id", f"{item.id!r} is the id of another task")
         tasks.append(item)
