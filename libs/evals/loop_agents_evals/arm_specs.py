@@ -132,7 +132,6 @@ def load_factory(text: str) -> Any:
 def _loop(base: str, options: list[str]) -> Any:
     """The loop of ``KEY=VALUE`` options, each the control `KEYS` gives its key."""
     from loop_agents_cli.control_options import KEYS, control_of_key
-
     from loop_agents_evals.grading import requirement_points
     from loop_agents_evals.loop_arm import loop
 

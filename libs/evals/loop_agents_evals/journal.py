@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
@@ -77,6 +78,8 @@ class Journal:
         self.path = path
         self.settings = dict(settings)
         self._file = file
+        self._lock = threading.Lock()  # results are written from the eval's loop, first
+        # answers from the pair loop's
         self._done: dict[tuple[str, str], tuple[str, TaskResult]] = {}
         self._firsts: dict[tuple[str, str], AIMessage] = {}
         self._seeds: dict[tuple[str, str], int | None] = {}
@@ -204,9 +207,10 @@ class Journal:
         self._write(result.to_json() | {"task_digest": digest} | seed)
 
     def _write(self, record: Mapping[str, Any]) -> None:
-        self._file.write(json_text(record) + "\n")
-        self._file.flush()
-        os.fsync(self._file.fileno())
+        with self._lock:
+            self._file.write(json_text(record) + "\n")
+            self._file.flush()
+            os.fsync(self._file.fileno())
 
     def close(self) -> None:
         """Close the file."""

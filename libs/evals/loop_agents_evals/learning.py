@@ -33,6 +33,7 @@ Example:
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -107,17 +108,22 @@ class ArmLearning:
 
     seed: int
     store: BaseStore = field(default_factory=InMemoryStore)
+    # the pairs read it on the pair loop while the eval's loop adds what a pair learned
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def for_task(self) -> InMemoryStore:
         """A copy of the arm's store, for one task's loop."""
         copy = InMemoryStore()
-        for item in _items(self.store):
+        with self._lock:
+            items = _items(self.store)
+        for item in items:
             copy.put(item.namespace, item.key, item.value, index=False)
         return copy
 
     def learned(self, used: BaseStore) -> tuple[dict[str, Any], ...]:
         """The items a task's loop added to its copy (`for_task`), as plain JSON."""
-        known = {(item.namespace, item.key): item.value for item in _items(self.store)}
+        with self._lock:
+            known = {(item.namespace, item.key): item.value for item in _items(self.store)}
         return tuple(
             {"namespace": list(item.namespace), "key": item.key, "value": dict(item.value)}
             for item in _items(used)
@@ -126,5 +132,6 @@ class ArmLearning:
 
     def add(self, items: Iterable[Mapping[str, Any]]) -> None:
         """Add a recorded task's items (`learned`, or read back from a journal)."""
-        for item in learned_items(list(items)):
-            self.store.put(tuple(item["namespace"]), item["key"], item["value"], index=False)
+        with self._lock:
+            for item in learned_items(list(items)):
+                self.store.put(tuple(item["namespace"]), item["key"], item["value"], index=False)

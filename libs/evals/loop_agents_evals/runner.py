@@ -1,36 +1,25 @@
 """`arun_eval` and `run_eval`: every task under every arm, concurrently, resumable.
 
-`arun_eval` runs in named steps: `_plan` checks every setting, the arms and the tasks
-(before any model call), `_check_factories` builds each factory arm's agent for the
-first task, `_journal_key` is everything that changes an answer (the journal's key and
-the report's settings), `_run_pairs` runs the task/arm pairs (each within its time limit,
-retried on failure, stopped when the model's server died), and `_report` summarizes.
-
-Sync code of the arms (a factory, a sync agent's nodes) runs in daemon worker threads:
-a hang never blocks the event loop, a pair that hangs ends at its time limit, and the
-process never waits for an abandoned thread at exit (Ctrl-C ends the eval at once).
+`_plan` checks the settings, arms and tasks before any model call; `_journal_key` is
+everything that changes an answer; `_run_pairs` runs the pairs on the pair loop
+(`loop_agents_evals.pair_loop`: each within its time limit, whatever the arm does),
+retries, journals, and stops when the model's server died; `build_report` summarizes.
 
 Example:
     ```python
-    from loop_agents_evals import EvalSettings, run_eval
-
     report = run_eval("instructions", model, arms=["single", "loop", "resample"],
-                      iterations=3, out="results.json",
-                      settings=EvalSettings(temperature=0.7))
-    print(report.arms["loop"].pass_rate, report.arms["resample"].pass_rate)
+                      iterations=3, out="results.json", settings=EvalSettings(temperature=0.7))
     ```
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
+import functools
 import math
 import os
-import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeAlias
@@ -50,6 +39,7 @@ from loop_agents_evals.arms import (
 from loop_agents_evals.factory_arm import ArmFactoryError, FactoryArm
 from loop_agents_evals.journal import Journal, journal_path
 from loop_agents_evals.learning import ArmLearning, learning_seed
+from loop_agents_evals.pair_loop import PairTimeout, run_watched
 from loop_agents_evals.report import EvalReport, TaskError, TaskResult, build_report
 from loop_agents_evals.sampling import FirstAnswers, at_temperature, sampled_temperature
 from loop_agents_evals.settings import (
@@ -102,46 +92,6 @@ class ModelServerDied(RuntimeError):
     ended, the end of its log, the fix). What finished is in the journal beside ``out``;
     run the eval again to resume once the server runs.
     """
-
-
-class _DaemonThreads(ThreadPoolExecutor):
-    """An executor whose calls each run in a daemon thread, never waited for.
-
-    The eval's event loop runs its sync calls here (a factory, a sync agent's nodes): a
-    call that hangs is abandoned when its pair ends (its time limit, Ctrl-C), and neither
-    ``shutdown`` nor the interpreter's exit waits for it.
-    """
-
-    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
-        """Run ``fn(*args, **kwargs)`` in a new daemon thread."""
-        future: Future[Any] = Future()
-
-        def work() -> None:
-            if not future.set_running_or_notify_cancel():
-                return
-            try:
-                future.set_result(fn(*args, **kwargs))
-            except BaseException as exc:  # handed to the awaiting pair, as an executor does
-                future.set_exception(exc)
-
-        threading.Thread(target=work, name="loop-agents-eval-call", daemon=True).start()
-        return future
-
-    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
-        """Return at once: the threads are daemons, left to end (or not) by themselves."""
-
-
-@contextlib.contextmanager
-def _daemon_threads() -> Iterator[None]:
-    """Run the event loop's executor calls in `_DaemonThreads` while the eval runs."""
-    loop = asyncio.get_running_loop()
-    previous = getattr(loop, "_default_executor", None)  # asyncio has no public getter
-    loop.set_default_executor(_DaemonThreads())
-    try:
-        yield
-    finally:
-        if isinstance(previous, ThreadPoolExecutor):
-            loop.set_default_executor(previous)
 
 
 _KEYWORDS = ("arms", "iterations", "concurrency", "limit", "out", "retries", "pair_timeout")
@@ -332,10 +282,12 @@ async def _check_factories(plan: _Plan, pair_timeout: float | None) -> None:
     for name, arm in plan.custom.items():
         if isinstance(arm, FactoryArm):
             sampler = at_temperature(plan.model, plan.arm_settings.temperature_of(name))
+            build = functools.partial(
+                arm.build, plan.tasks[0], sampler, plan.arm_settings, name=name
+            )
             try:
-                async with asyncio.timeout(pair_timeout):
-                    await arm.build(plan.tasks[0], sampler, plan.arm_settings, name=name)
-            except TimeoutError:
+                await run_watched(build, pair_timeout)
+            except PairTimeout:
                 raise ArmFactoryError(
                     f"the factory of arm {name!r} did not return an agent for the first task "
                     f"within {pair_timeout:g} s (the pair time limit); check that it does not "
@@ -422,9 +374,10 @@ async def arun_eval(
         retries: Tries after the first when a pair fails (a server error); a pair that
             fails every try is reported in ``errors``, without a result.
         pair_timeout: Seconds one task/arm pair may take (default an hour; ``None``: no
-            limit). A pair still running then is abandoned (a sync call left in its
-            daemon thread) and reported in ``errors``, not retried: a resumed eval runs
-            it again. A factory arm's first build is held to it too.
+            limit), whatever the arm does, blocking the event loop included (see
+            `loop_agents_evals.pair_loop`). A pair still running then is abandoned and
+            reported in ``errors``, not retried: a resumed eval runs it again. A factory
+            arm's first build is held to it too.
         settings: Every other option (`EvalSettings`: the temperatures, the judge, the
             subset of tasks, the code timeout, a LangGraph server, the model's name,
             digest and seed, the same first answer, the retry delay).
@@ -459,31 +412,30 @@ async def arun_eval(
     if pair_timeout is not None:
         check_number("pair_timeout", pair_timeout, 0.0, math.inf, above=True)
     plan = _plan(tasks, model, arms, settings, iterations=iterations, limit=limit)
-    with _daemon_threads():
-        await _check_factories(plan, pair_timeout)
-        record, declared = _journal_key(plan)
-        out_path = Path(out) if out is not None else None
-        journal = None
-        if out_path is not None:
-            journal = Journal.open(
-                journal_path(out_path), record, arms=declared, seed=settings.model_seed
-            )
-        if journal is not None and plan.first_answers is not None:
-            for (task_id, digest), message in journal.first_answers().items():
-                plan.first_answers.preload(task_id, digest, message)
-            plan.first_answers.keep = journal.keep_first
-        try:
-            results, errors = await _run_pairs(
-                plan,
-                journal,
-                concurrency=concurrency,
-                retries=retries,
-                pair_timeout=pair_timeout,
-                progress=progress,
-            )
-        finally:
-            if journal is not None:
-                journal.close()
+    await _check_factories(plan, pair_timeout)
+    record, declared = _journal_key(plan)
+    out_path = Path(out) if out is not None else None
+    journal = None
+    if out_path is not None:
+        journal = Journal.open(
+            journal_path(out_path), record, arms=declared, seed=settings.model_seed
+        )
+    if journal is not None and plan.first_answers is not None:
+        for (task_id, digest), message in journal.first_answers().items():
+            plan.first_answers.preload(task_id, digest, message)
+        plan.first_answers.keep = journal.keep_first
+    try:
+        results, errors = await _run_pairs(
+            plan,
+            journal,
+            concurrency=concurrency,
+            retries=retries,
+            pair_timeout=pair_timeout,
+            progress=progress,
+        )
+    finally:
+        if journal is not None:
+            journal.close()
     report = _report(plan, record, declared, results, errors, journal)
     if out_path is not None:
         _write_json(out_path, report.to_json())
@@ -565,17 +517,19 @@ async def _run_pairs(
         async with gate:
             for attempt in range(1, retries + 2):
                 try:
-                    async with asyncio.timeout(pair_timeout) as limit:
-                        outcome = await plan.runner(task, arm)
+                    outcome = await run_watched(lambda: plan.runner(task, arm), pair_timeout)
                 except Exception as exc:  # a server error, a timeout, a crash: not a pass
                     error = f"{type(exc).__name__}: {exc}"
-                    if isinstance(exc, TimeoutError) and limit.expired():
+                    hung = isinstance(exc, PairTimeout)
+                    if hung:
                         why = f"did not finish within {pair_timeout:g} s (the pair time limit)"
+                        if getattr(exc, "blocked", False):
+                            why += "; it blocked its event loop, which was abandoned"
                         error = f"TimeoutError: {why}"
                     elif (server := await died()) is not None:  # no retry can succeed now
                         raise ModelServerDied(server) from exc
                     failure = TaskError(task.id, arm, error, attempt)
-                    if attempt > retries or limit.expired():  # a hung pair is not retried
+                    if attempt > retries or hung:  # a hung pair is not retried
                         errors.append(failure)
                         report(error=failure)
                         return

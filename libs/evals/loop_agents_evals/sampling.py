@@ -196,7 +196,7 @@ class FirstAnswers:
         self.temperature = temperature
         self.keep = keep
         self._answers: dict[tuple[str, str], AIMessage] = {}
-        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
+        self._locks: dict[tuple[str, str, int], asyncio.Lock] = {}
 
     def preload(self, task_id: str, digest: str, message: AIMessage) -> None:
         """Serve ``message`` as the first answer of the task (read back from a journal)."""
@@ -207,7 +207,8 @@ class FirstAnswers:
         key = (task_id, digest)
 
         async def first(messages: Sequence[AnyMessage], config: RunnableConfig) -> AIMessage:
-            lock = self._locks.setdefault(key, asyncio.Lock())
+            # a lock per event loop: after a blocked pair loop is replaced, the new one's
+            lock = self._locks.setdefault((*key, id(asyncio.get_running_loop())), asyncio.Lock())
             async with lock:  # one arm samples it; the others wait and are served it
                 known = self._answers.get(key)
                 if known is None:

@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from typing import Any
 
@@ -80,17 +81,18 @@ def server_runner(
         ```
     """
     base = check_server_url(url)
-    clients: list[Any] = []
+    clients: dict[int, Any] = {}  # one per event loop: an async client binds to its loop
 
     async def run(task: Task, arm: str) -> TaskResult:
-        if not clients:  # made on first use, inside the event loop that runs the eval
+        client = clients.get(id(asyncio.get_running_loop()))
+        if client is None:
             from langgraph_sdk import get_client
 
             options: dict[str, Any] = {"url": base}
             if api_key is not None:
                 options["api_key"] = api_key
-            clients.append(get_client(**options))
-        output = await clients[0].runs.wait(
+            client = clients[id(asyncio.get_running_loop())] = get_client(**options)
+        output = await client.runs.wait(
             None,
             graph,
             input={
