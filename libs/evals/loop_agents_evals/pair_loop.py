@@ -6,8 +6,9 @@ ran on, so every eval of the process shares it). The eval's own loop keeps each 
 time limit (`run_watched`): a pair over it is cancelled; when the pair loop does not
 answer, because the pair blocks it (``time.sleep`` in an ``async def``, a busy
 coroutine), the loop is abandoned with its thread (left to finish, never waited for),
-the pair is an error, and the pairs that were running on it start again on a new one. Sync calls of the arms (a factory, a
-sync agent's nodes) run in daemon threads that nothing waits for, at exit included.
+the pair is an error, and the pairs that were running on it start again on a new one.
+Sync calls of the arms (a factory, a sync agent's nodes) run in daemon threads that
+nothing waits for, at exit included.
 
 Example:
     ```python

@@ -214,9 +214,7 @@ def test_the_command_ends_a_hung_pair_at_pair_timeout_and_resumes_it(tmp_path, f
     scripted = ReactiveOpenAI(lambda body: "OK")
     env = env_without_model_settings(HANG_ARMS="1")
     with scripted.serve() as base_url:
-        args = _command(
-            tmp_path, base_url, "--limit", "2", "--pair-timeout", "1", factory=factory
-        )
+        args = _command(tmp_path, base_url, "--limit", "2", "--pair-timeout", "1", factory=factory)
         done = subprocess.run(
             args, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=HANG
         )
