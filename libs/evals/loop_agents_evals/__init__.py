@@ -60,6 +60,7 @@ if TYPE_CHECKING:
     )
     from loop_agents_evals.journal import JournalError
     from loop_agents_evals.loop_arm import loop
+    from loop_agents_evals.recommend import Recommendation, recommend
     from loop_agents_evals.report import (
         ArmSummary,
         EvalReport,
@@ -85,6 +86,7 @@ __all__ = [
     "JournalError",
     "ModelServerDied",
     "Ran",
+    "Recommendation",
     "Task",
     "TaskError",
     "TaskFileError",
@@ -95,6 +97,7 @@ __all__ = [
     "load_tasks",
     "loop",
     "read_eval_json",
+    "recommend",
     "render_report",
     "run_eval",
     "task_messages",
@@ -116,6 +119,8 @@ _HOMES = {
     "write_eval_page": "html_report",
     "JournalError": "journal",
     "loop": "loop_arm",
+    "Recommendation": "recommend",
+    "recommend": "recommend",
     "ArmSummary": "report",
     "EvalReport": "report",
     "TaskError": "report",

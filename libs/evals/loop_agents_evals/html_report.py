@@ -49,7 +49,7 @@ from loop_agents_cli.console.svg_charts import (
     percent,
     scatter,
 )
-from loop_agents_evals.report import seed_text
+from loop_agents_evals.report import EvalReport, seed_text
 from loop_agents_evals.stats import RETRY_KINDS_NOTE, retry_kinds
 from loop_agents_evals.tasks import Task
 
@@ -365,6 +365,18 @@ def _parts(data: Mapping[str, Any]) -> Html:
     return join(blocks)
 
 
+def _recommendation(data: Mapping[str, Any]) -> Html:
+    """What to use (`EvalReport.recommendation`), computed again from the file's results."""
+    try:
+        found = EvalReport.from_json(data).recommendation
+    except (KeyError, TypeError, ValueError):
+        found = None
+    if found is None:
+        return tag("p", f"The recommendation: {NOT_RECORDED} (no readable result).")
+    head = tag("p", f"{found.arm} ({found.confidence}):")
+    return head + preformatted(found.code) + tag("p", found.text)
+
+
 def _task_order(data: Mapping[str, Any], tasks: Sequence[Task] | None) -> list[str]:
     """The tasks with a result or an error: in the task set's order, when it is known."""
     seen: dict[str, None] = {}
@@ -557,6 +569,8 @@ def eval_page(data: Mapping[str, Any], *, tasks: Sequence[Task] | None = None) -
     body = [
         tag("h1", title),
         tag("p", lead, class_="lead"),
+        heading("Recommendation"),
+        _recommendation(data),
         heading("Pass rate per arm"),
         _pass_rates(arms_data, colors),
         _arm_table(arms_data, colors),

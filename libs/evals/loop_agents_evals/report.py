@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.table import Table
 
 from loop_agents_cli.console.output import command_console
+from loop_agents_evals.recommend import Recommendation, recommend
 from loop_agents_evals.settings import ARMS, BASELINES
 from loop_agents_evals.stats import (
     RETRY_KINDS_NOTE,
@@ -285,6 +286,11 @@ class EvalReport:
         """Whether every task and arm has a result (no errors)."""
         return not self.errors
 
+    @property
+    def recommendation(self) -> Recommendation | None:
+        """The arm to use, its code and evidence (`recommend`); ``None`` with no result."""
+        return recommend(self)
+
     def to_json(self) -> dict[str, Any]:
         """The JSON that ``--out`` writes.
 
@@ -320,7 +326,27 @@ class EvalReport:
         }
         if self.retry_kinds:
             data["retry_kinds"] = {name: k.to_json() for name, k in self.retry_kinds.items()}
+        found = self.recommendation
+        data["recommendation"] = found.to_json() if found is not None else None
         return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> EvalReport:
+        """The report of an ``--out`` JSON, computed again from its results and settings.
+
+        A file written by an earlier version thus reads as this version reports it (the
+        rescues, the comparisons, the recommendation).
+
+        Raises:
+            KeyError, TypeError, ValueError: a result or an error is malformed.
+        """
+        settings = data.get("settings")
+        return build_report(
+            list(data["arms"]),
+            [TaskResult.from_json(r) for r in data["results"]],
+            [TaskError(**e) for e in data.get("errors") or []],
+            settings=settings if isinstance(settings, dict) else {},
+        )
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -709,3 +735,8 @@ def render_report(report: EvalReport, console: Console | None = None) -> None:
         )
         for error in report.errors:
             console.print(f"  {error.task_id} / {error.arm}: {error.error}", markup=False)
+    found = report.recommendation
+    if found is not None:
+        console.print(f"\nRecommendation ({found.confidence})", style="bold", markup=False)
+        console.print(f"  {found.code}", style="bold", markup=False, soft_wrap=True)
+        console.print(found.text, markup=False)

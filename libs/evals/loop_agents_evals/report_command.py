@@ -87,18 +87,10 @@ def report_from_json(source: Path) -> EvalReport:
         ```
     """
     from loop_agents_evals.html_report import EvalFileError, read_eval_json
-    from loop_agents_evals.report import TaskError, TaskResult, build_report
+    from loop_agents_evals.report import EvalReport
 
     data = read_eval_json(source)
     try:
-        results = [TaskResult.from_json(r) for r in data["results"]]
-        errors = [TaskError(**e) for e in data.get("errors") or []]
+        return EvalReport.from_json(data)
     except (KeyError, TypeError, ValueError) as exc:
         raise EvalFileError(f"{str(source)!r} holds a malformed result ({exc})") from exc
-    settings = data.get("settings")
-    return build_report(
-        list(data["arms"]),
-        results,
-        errors,
-        settings=settings if isinstance(settings, dict) else {},
-    )
