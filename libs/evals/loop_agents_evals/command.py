@@ -1,21 +1,13 @@
-"""The ``eval`` command: its arguments, their validation, and running it with progress.
+"""The ``eval`` command: its arguments, their checks, and running it with progress.
 
-The command line tool adds the arguments with `add_eval_arguments`, turns the parsed
-arguments into `EvalOptions` with `eval_options` (every check, the task file and the
-sandbox included, happens there, before any model library is imported or any model is
-built or called), builds the model from its own endpoint options, and runs
-`run_eval_command`:
+`eval_options` checks every argument, the task file and the sandbox before a model
+library is imported; `run_eval_command` runs the eval and prints its report.
 
-```python
-add_eval_arguments(parser)
-...
-options = eval_options(args)  # EvalUsageError: print it with the usage, exit 2
-endpoint = None if options.settings.server else EvalEndpoint(model)
-status = asyncio.run(run_eval_command(options, endpoint))
-```
-
-Importing this module is cheap: LangChain and LangGraph are imported only to run (or to
-build an arm of your own, once every other argument is checked).
+Example:
+    ```python
+    options = eval_options(args)  # EvalUsageError: print it with the usage, exit 2
+    status = asyncio.run(run_eval_command(options, EvalEndpoint(model)))
+    ```
 """
 
 from __future__ import annotations
@@ -74,22 +66,17 @@ TASKS_NEED_SANDBOX = "the code tasks' answers run in the sandbox, which cannot r
 
 EVAL_DESCRIPTION = (
     "Measure whether a loop pays off for your tasks and your model: run every task "
-    "under each arm with the same budget of K answers and compare the pass rates. "
-    "single: one answer. loop: up to K answers, each retry a repair (the answer and the "
-    "feedback from the visible tests or checks). resample: up to K independent "
-    "answers, the first that passes the visible tests or checks (the compute-matched "
-    "control). judge-loop: up to K answers, the "
-    "feedback from an LLM judge only. loop-candidates (only with --arms): the loop with "
-    "2 candidate answers per iteration for K/2 iterations (K even). restart (only with "
-    "--arms): the loop, but after a repair that did not improve, a fresh sample told "
-    "what must hold. diverse-first (only with --arms): 2 first answers, then repair of "
-    "the better one (K >= 2). adaptive (only with --arms): the loop, each retry a repair, "
-    "a fresh sample or a fresh sample told what must hold, chosen by what paid on the "
-    "earlier tasks of the eval (Thompson sampling, kept in the journal). Arms of your "
-    "own: --arm NAME=loop,OPTION=VALUE,... (a loop made of controls) or --arm "
-    "NAME=module:factory (your agent); each is compared with resample and single. "
-    "Every arm samples at "
-    "the same temperature T unless --arm-temperature sets its own. Code answers are "
+    "under each arm with the same budget of K answers, compare the pass rates, and end "
+    "with the arm to use and its code. single: one answer. loop: up to K answers, each "
+    "retry a repair (the answer and the feedback from the visible tests or checks). "
+    "resample: up to K independent answers, the first that passes the visible tests or "
+    "checks. judge-loop: up to K answers, the feedback from an LLM judge only. Only with "
+    "--arms: loop-candidates (2 answers per iteration, K even), restart (a fresh sample "
+    "told what must hold after a repair that did not improve), diverse-first (2 first "
+    "answers, then repair of the better one), adaptive (each retry a repair, a fresh "
+    "sample or an informed one, chosen by what paid on the earlier tasks). Arms of your "
+    "own: --arm NAME=loop,KEY=VALUE,... or --arm NAME=module:factory. Every arm samples "
+    "at the same temperature T unless --arm-temperature sets its own. Code answers are "
     "graded by hidden tests the model never sees."
 )
 
@@ -126,27 +113,22 @@ class EvalUsageError(ValueError):
 
 @dataclass(frozen=True)
 class EvalOptions:
-    """The ``eval`` command's settings, validated, with its tasks loaded.
+    """The ``eval`` command's arguments, checked, with its tasks loaded.
 
     Attributes:
         source: TASKS as given.
         tasks: The tasks to run (after ``--tasks`` and ``--limit``).
         arms: The names of the arms to run, built-in and yours, in order.
-        settings: The `EvalSettings` the arguments give (the temperatures, the judge's
-            threshold, the code timeout, ``--server``, ``--same-first-answer``); the
-            model's own (its judge, name, digest, seed) are added when it runs.
+        settings: The `EvalSettings` of the arguments (the model's are added to run).
         iterations: K.
         concurrency: Pairs run at the same time.
         out: Where the JSON result goes (its journal beside it), or ``None``.
         retries: Tries after the first for a failing pair.
-        pair_timeout: Seconds one task/arm pair may take (``--pair-timeout``).
+        pair_timeout: Seconds one task/arm pair may take.
         json: Print the JSON result instead of the tables.
-        report: Where the HTML page of the result goes, or ``None``.
-        seed: The bundled server's random seed (``--seed``, checked by
-            `loop_agents_cli.models.endpoints.resolve_endpoint`), or ``None`` for a new one
-            per run.
-        custom_arms: The arms of your own (``--arm``): name -> a `loop(...)` arm or a
-            factory.
+        report: Where the HTML page goes, or ``None``.
+        seed: The bundled server's random seed, or ``None`` for a new one per run.
+        custom_arms: The arms of your own (``--arm``): name -> a `loop(...)` or a factory.
     """
 
     source: str
@@ -166,22 +148,17 @@ class EvalOptions:
 
 @dataclass(frozen=True)
 class EvalEndpoint:
-    """The model an eval runs with, built by the command line tool from its options.
+    """The model an eval runs with, from the command's endpoint options.
 
     Attributes:
-        model: The chat model (also the judge of ``judge-loop`` without ``judge_model``).
+        model: The chat model (also the judge without ``judge_model``).
         judge_method: How the judge's verdict is requested (`EvalSettings.judge_method`).
-        description: How the model is named in the report and the journal (default:
-            its name and endpoint).
-        digest: The identity of the model's weights (the SHA-256 of a ``--gguf``
-            file), part of the journal's key; ``None`` when not known.
-        judge_model: The judge's chat model in ``judge-loop`` (default ``model``): the
-            same model on a server of its own (the bundled server's judge process).
-        seed: The random seed the model's server was started with (the bundled
-            server's), kept in the report; ``None`` when the server keeps its own.
-        server_failure: Says why the bundled server stopped (its
-            `loop_agents_cli.models.endpoints.Endpoint.server_failure`): the eval then stops
-            at once instead of retrying pairs that cannot succeed.
+        description: The model's name in the report and the journal.
+        digest: The SHA-256 of a ``--gguf`` file (the journal's key), or ``None``.
+        judge_model: The judge's chat model (the bundled server's judge process).
+        seed: The seed the model's server was started with, or ``None``.
+        server_failure: Says why the bundled server stopped (`EvalSettings`'
+            ``model_server_failure``).
     """
 
     model: BaseChatModel
