@@ -70,7 +70,7 @@ class EvalProgress:
         total: All pairs of this eval.
         resumed: Pairs taken from the journal of an earlier run.
         result: The pair that just finished, if one did.
-        error: The pair that just failed its last try, if one did (no result).
+        error: The pair that just failed its last try, if one did.
         retrying: The pair that just failed a try and will be tried again.
     """
 
@@ -86,12 +86,7 @@ ProgressCallback: TypeAlias = Callable[[EvalProgress], None]
 
 
 class ModelServerDied(RuntimeError):
-    """The model's server stopped during the eval: no pair could succeed after it.
-
-    The message is what `EvalSettings.model_server_failure` said (the server, how it
-    ended, the end of its log, the fix). What finished is in the journal beside ``out``;
-    run the eval again to resume once the server runs.
-    """
+    """The model's server stopped mid-eval (the message says how); what finished is kept."""
 
 
 _KEYWORDS = ("arms", "iterations", "concurrency", "limit", "out", "retries", "pair_timeout")
@@ -123,7 +118,7 @@ def _check_keywords(options: Mapping[str, Any]) -> None:
 
 
 def describe_model(model: object) -> str:
-    """A short name of a chat model for the report and the journal: name and endpoint.
+    """A chat model's name and endpoint, for the report and the journal.
 
     Example:
         ```python
@@ -137,7 +132,7 @@ def describe_model(model: object) -> str:
 
 
 def token_cap(model: object) -> int | None:
-    """The cap on each answer's tokens a chat model sends (``max_tokens``), if any.
+    """The cap on each answer's tokens a chat model sends, if any.
 
     Example:
         ```python
@@ -296,11 +291,7 @@ async def _check_factories(plan: _Plan, pair_timeout: float | None) -> None:
 
 
 def _journal_key(plan: _Plan) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The journal's key and what each arm of your own is (declared in the journal).
-
-    The key is everything that changes an answer (also the report's settings); an arm of
-    your own is its identity and its temperature.
-    """
+    """The journal's key (all that changes an answer) and each arm of your own's identity."""
     model, settings, arm_settings = plan.model, plan.settings, plan.arm_settings
 
     def sampled(temperature: float) -> float | None:  # None: the model's own default
@@ -354,51 +345,39 @@ async def arun_eval(
 
     Args:
         tasks: A JSONL task file, a bundled set (``"code"``, ``"instructions"``), or
-            tasks: loaded (`load_tasks`), or as the mappings a task file's lines hold.
-        model: The chat model that answers (and judges, unless ``settings.judge`` is
-            given). Not given with ``settings.server``: the server uses its own.
-        arms: Which arms to run: a list of built-in arms, of ``single``, ``loop``,
-            ``resample``, ``judge-loop`` (the default), ``loop-candidates``,
-            ``restart`` and ``diverse-first``; or a mapping of names to arms, each a
-            built-in arm's name (under its own name), a `loop(...)` arm (a
-            `create_loop_agent` loop made of controls), or a factory
-            ``(task, model, settings) -> agent`` (see `loop_agents_evals.factory_arm`).
-            Every arm of your own is compared with ``resample`` and ``single``.
-        iterations: K, the budget of answers every arm may write (even, with
-            ``loop-candidates``).
+            tasks (`Task` objects, or mappings shaped as a task file's lines).
+        model: The chat model that answers (and judges, unless ``settings.judge``);
+            none with ``settings.server``.
+        arms: A list of built-in arms (default ``single``, ``loop``, ``resample``,
+            ``judge-loop``), or a mapping of names to arms: a built-in arm's name, a
+            `loop(...)`, or a factory ``(task, model, settings) -> agent``.
+        iterations: K, the budget of answers of every arm.
         concurrency: Task/arm pairs run at the same time.
         limit: Run only the first ``limit`` tasks (after ``settings.task_ids``).
-        out: Where to write the JSON result. Its journal (``NAME.journal.jsonl`` beside
-            it) records each finished pair, and an eval run again with the same
-            ``out`` skips the pairs already there: an interrupted eval resumes.
-        retries: Tries after the first when a pair fails (a server error); a pair that
-            fails every try is reported in ``errors``, without a result.
-        pair_timeout: Seconds one task/arm pair may take (default an hour; ``None``: no
-            limit), whatever the arm does, blocking the event loop included (see
-            `loop_agents_evals.pair_loop`). A pair still running then is abandoned and
-            reported in ``errors``, not retried: a resumed eval runs it again. A factory
-            arm's first build is held to it too.
-        settings: Every other option (`EvalSettings`: the temperatures, the judge, the
-            subset of tasks, the code timeout, a LangGraph server, the model's name,
-            digest and seed, the same first answer, the retry delay).
+        out: Where to write the JSON result; its journal beside it lets an eval run
+            again with the same ``out`` resume.
+        retries: Tries after the first when a pair fails; a pair that fails every try
+            is in ``errors``, without a result.
+        pair_timeout: Seconds one pair may take, whatever the arm does (an hour;
+            ``None``: no limit); a pair over it is an error, not retried (see
+            `loop_agents_evals.pair_loop`). A factory's first build is held to it too.
+        settings: Every other option (`EvalSettings`).
         progress: Called with an `EvalProgress` at the start and after every pair.
 
     Returns:
-        An `EvalReport`.
+        An `EvalReport`; its ``recommendation`` says which arm to use.
 
     Raises:
-        TaskFileError: the task file is malformed (before any model call).
+        TaskFileError: the task file is malformed.
         ValueError: a setting is out of range, or the model/server choice is wrong.
-        TypeError: an arm that is not one; a factory with the wrong signature, or one
-            that does not return an agent for the first task (`ArmFactoryError`);
-            tasks that are neither `Task` objects nor task mappings (checked before any
-            model call).
-        JournalError: the journal beside ``out`` belongs to an eval with other settings,
-            or with another arm under the name of one of yours.
-        IsolationUnavailable: code tasks, and the sandbox cannot run code on this
-            machine (`loop_agents_checks.sandbox`); checked once, before any model call.
-        ModelServerDied: the model's server stopped mid-eval (see
-            `EvalSettings.model_server_failure`); what finished is in the journal.
+        TypeError: not an arm, not tasks; a factory that does not build an agent for
+            the first task (`ArmFactoryError`).
+        JournalError: the journal beside ``out`` is of an eval with other settings, or
+            another arm under one of your names.
+        IsolationUnavailable: code tasks, and the sandbox cannot run code here.
+        ModelServerDied: the model's server stopped mid-eval.
+
+    Everything but the last is raised before any model call.
 
     Example:
         ```python
@@ -571,9 +550,8 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
 def run_eval(tasks: TaskSource, model: BaseChatModel | None = None, **options: Any) -> EvalReport:
     """Run every task under every arm and compare the arms; `arun_eval`'s options.
 
-    Runs on the package's background event loop (so async clients cached by chat models
-    keep working from one call to the next); Ctrl-C cancels the eval at once, and what
-    finished is in the journal beside ``out``. From async code, ``await arun_eval(...)``.
+    Ctrl-C cancels the eval at once (what finished is in the journal beside ``out``).
+    From async code, ``await arun_eval(...)``.
 
     Example:
         ```python
