@@ -40,11 +40,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, message_to_dict
 
 from loop_agents_checks.sandbox.text_files import json_text
 from loop_agents_evals.report import TaskResult
-from loop_agents_evals.sampling import message_of_record, record_of_message
+from loop_agents_evals.sampling import message_of_record
 
 __all__ = ["Journal", "JournalError", "journal_path"]
 
@@ -193,7 +193,7 @@ class Journal:
     def keep_first(self, task_id: str, digest: str, message: AIMessage) -> None:
         """Record a task's shared first answer, on disk at once."""
         self._firsts[(task_id, digest)] = message
-        self._write({_FIRST: task_id, "task_digest": digest, "message": record_of_message(message)})
+        self._write({_FIRST: task_id, "task_digest": digest, "message": message_to_dict(message)})
 
     def seed_of(self, task_id: str, arm: str) -> int | None:
         """The model's seed of the run that recorded this task and arm (``None``: not said)."""
