@@ -1,19 +1,13 @@
 """The eval's verdict as one self-contained HTML page (``loop-agents eval --report``).
 
-The page is drawn from the JSON that ``--out`` writes (`EvalReport.to_json`), so that a
-finished eval's file can be drawn again at any time (``--from``). It shows the pass rate
-of each arm with its 95% interval, the pass rate against the mean model calls and tokens
-per task (the cost frontier), the pass rate after each attempt (``by_attempt``), the
-paired comparisons, the kinds of retry an arm that chooses them (``adaptive``) chose
-over the tasks, a task-by-arm grid of outcomes whose cells link to each pair's
-answers further down (every attempt, with its feedback, when the file has transcripts),
-the errors and the settings. Keys a file of an older version does not have are shown as
-"not recorded". Every text from the task set, the model or the file is escaped.
+Drawn from the JSON that ``--out`` writes, so a finished eval is drawn again with
+``--from`` (docs/eval.md, "The verdict as a page", lists its sections). Keys an older
+file lacks read "not recorded"; every text from the tasks, the model or the file is
+escaped.
 
 Example:
     ```python
-    data = read_eval_json(Path("results.json"))
-    write_eval_page(Path("results.html"), data, tasks=load_tasks("code"))
+    write_eval_page(Path("results.html"), read_eval_json(Path("results.json")))
     ```
 """
 
@@ -75,8 +69,7 @@ def read_eval_json(path: Path) -> dict[str, Any]:
     """Read an eval's ``--out`` JSON, checking it is one.
 
     Raises:
-        EvalFileError: the file cannot be read, is not JSON, or has no ``arms`` object
-            and ``results`` list; the message names the file.
+        EvalFileError: unreadable, not JSON, or without ``arms`` and ``results``.
 
     Example:
         ```python
@@ -347,21 +340,18 @@ def _retry_kinds(results: Sequence[Mapping[str, Any]]) -> Html:
 
 
 def _parts(data: Mapping[str, Any]) -> Html:
-    parts = _mapping(data.get("parts"))
-    if not parts:
-        return Html("")
-    blocks = [heading("By part")]
-    for name, part in parts.items():
-        part = _mapping(part)
+    """The pass rate of each arm on each part of the set (``by_part``), when named."""
+    parts = _mapping(data.get("by_part"))
+    blocks = [heading("By part")] if parts else []
+    for name, arms in parts.items():
         rows = []
-        for arm, summary in _mapping(part.get("arms")).items():
+        for arm, summary in _mapping(arms).items():
             summary = _mapping(summary)
-            low, high = _interval(summary)
             rate = finite_float(summary.get("pass_rate"))
-            shown_rate = percent(rate) if rate is not None else "—"
-            rows.append([arm, _passed(summary), shown_rate, _interval_text(low, high)])
-        blocks.append(heading(f"{name} ({number_text(part.get('tasks'), 0)} tasks)", level=3))
-        blocks.append(table(["arm", "passed", "rate", "95% CI"], rows, numeric=[1, 2, 3]))
+            shown = percent(rate) if rate is not None else "—"
+            rows.append([arm, _passed(summary), shown, _interval_text(*_interval(summary))])
+        blocks += [heading(str(name), level=3)]
+        blocks += [table(["arm", "passed", "rate", "95% CI"], rows, numeric=[1, 2, 3])]
     return join(blocks)
 
 

@@ -13,7 +13,7 @@ import httpx
 import pytest
 from rich.console import Console
 
-from loop_agents_evals import EvalSettings, JournalError, arun_eval, run_eval
+from loop_agents_evals import EvalSettings, JournalError, arun_eval, eval_page, run_eval
 from loop_agents_evals.journal import journal_path
 from loop_agents_evals.report import render_report
 from loop_agents_evals.stats import sign_test, wilson_interval
@@ -359,6 +359,9 @@ async def test_tasks_that_name_their_part_are_reported_part_by_part(tmp_path):
     data = json.loads(out.read_text(encoding="utf-8"))
     assert data["by_part"]["caught"]["loop"]["pass_rate"] == 1.0
     assert {r["part"] for r in data["results"]} == {"caught", "traps"}
+    page = eval_page(data)  # the page shows each part's pass rates too
+    assert "By part</h2>" in page
+    assert page.index(">caught</h3>") < page.index(">traps</h3>") < page.index("Task by task")
     # a resume reports the same parts, without running anything again
     calls = len(server.requests)
     again = await arun_eval(parted, server.chat_model(), arms=ARMS, iterations=2, out=out)
