@@ -359,7 +359,7 @@ def _recommendation(data: Mapping[str, Any]) -> Html:
     """What to use (`EvalReport.recommendation`), computed again from the file's results."""
     try:
         found = EvalReport.from_json(data).recommendation
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, ArithmeticError):  # a damaged file
         found = None
     if found is None:
         return tag("p", f"The recommendation: {NOT_RECORDED} (no readable result).")

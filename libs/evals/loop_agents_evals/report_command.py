@@ -92,5 +92,5 @@ def report_from_json(source: Path) -> EvalReport:
     data = read_eval_json(source)
     try:
         return EvalReport.from_json(data)
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, ArithmeticError) as exc:
         raise EvalFileError(f"{str(source)!r} holds a malformed result ({exc})") from exc
