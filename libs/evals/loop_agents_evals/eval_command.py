@@ -38,7 +38,7 @@ def _weights_digest(gguf: str | None) -> str | None:
 def eval_(args: argparse.Namespace) -> int:
     """Run the eval: check every argument and the task file, resolve the model, run it."""
     if args.from_json is not None:  # a finished eval's page: nothing runs
-        from loop_agents_evals.eval_report_command import draw_again
+        from loop_agents_evals.report_command import draw_again
 
         return draw_again(args)
     try:  # every argument, before a model library is imported: as quick as --help

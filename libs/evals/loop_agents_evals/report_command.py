@@ -1,17 +1,12 @@
-"""The ``eval`` command's page: ``--report PAGE.html``, and ``--from OUT.json`` to draw it again.
+"""``--report PAGE.html`` and ``--from OUT.json``: the page, and a finished eval again.
 
-``loop-agents eval TASKS --out OUT.json --report PAGE.html`` writes the page of the
-result next to its JSON; ``loop-agents eval [TASKS] --from OUT.json --report PAGE.html``
-draws the page of a finished eval from its JSON and runs nothing (TASKS, when given,
-only supplies the tasks' prompts, which the JSON does not hold). The page itself is
-`loop_agents_evals.html_report`'s.
-
-Importing this module is cheap (argparse and pathlib only), like `loop_agents_evals.command`.
+``--from`` runs nothing and looks for no model: the tables, or with ``--report`` the page,
+are made from the ``--out`` JSON (TASKS, when given, only adds the tasks' prompts). Cheap
+to import (argparse and pathlib), like `loop_agents_evals.command`.
 
 Example:
     ```python
-    page = check_report_path(Path("code.html"), out=Path("code.json"))
-    draw_from_json(Path("code.json"), page, tasks=load_tasks("code"))
+    draw_from_json(Path("code.json"), Path("code.html"), tasks=load_tasks("code"))
     ```
 """
 
@@ -22,11 +17,21 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from loop_agents_cli.errors import UsageError
+
 if TYPE_CHECKING:
     from loop_agents_evals.report import EvalReport
     from loop_agents_evals.tasks import Task
 
-__all__ = ["add_report_arguments", "draw_from_json", "report_from_json"]
+__all__ = [
+    "add_report_arguments",
+    "draw_again",
+    "draw_from_json",
+    "report_from_json",
+    "run_options_given",
+]
+
+_NOT_RUN_OPTIONS = {"report", "from_json", "tasks_source"}
 
 
 def add_report_arguments(parser: argparse.ArgumentParser) -> None:
@@ -60,11 +65,6 @@ def draw_from_json(source: Path, report: Path, *, tasks: Sequence[Task] | None =
 
     Raises:
         EvalFileError: ``source`` cannot be read or is not an eval's JSON.
-
-    Example:
-        ```python
-        draw_from_json(Path("code.json"), Path("code.html"))
-        ```
     """
     from loop_agents_evals.html_report import read_eval_json, write_eval_page
 
@@ -72,14 +72,10 @@ def draw_from_json(source: Path, report: Path, *, tasks: Sequence[Task] | None =
 
 
 def report_from_json(source: Path) -> EvalReport:
-    """The `EvalReport` of the finished eval whose ``--out`` JSON is ``source``.
-
-    The tables are computed again from its results and settings, so a file written by an
-    earlier version shows what this version reports (the rescues, the comparisons).
+    """The `EvalReport` of a finished eval's ``--out`` JSON, computed again (an older one too).
 
     Raises:
-        EvalFileError: ``source`` cannot be read, is not an eval's JSON, or holds a
-            malformed result.
+        EvalFileError: unreadable, not an eval's JSON, or a malformed result.
 
     Example:
         ```python
@@ -94,3 +90,59 @@ def report_from_json(source: Path) -> EvalReport:
         return EvalReport.from_json(data)
     except (KeyError, TypeError, ValueError, ArithmeticError) as exc:
         raise EvalFileError(f"{str(source)!r} holds a malformed result ({exc})") from exc
+
+
+def run_options_given(args: argparse.Namespace) -> list[str]:
+    """The options of ``args`` that differ from their defaults and only matter to a run.
+
+    Example:
+        ```python
+        run_options_given(parser.parse_args(["eval", "--from", "r.json", "--limit", "3"]))
+        # ['--limit']
+        ```
+    """
+    from loop_agents_evals.command import eval_arguments
+
+    probe = argparse.ArgumentParser(add_help=False)
+    eval_arguments(probe)
+    defaults = vars(probe.parse_args([]))
+    names = {
+        action.dest: max(action.option_strings, key=len)
+        for action in probe._actions
+        if action.option_strings
+    }
+    asked = {dest for dest in names if dest not in _NOT_RUN_OPTIONS}
+    return [
+        names[dest]
+        for dest, default in defaults.items()
+        if dest in asked and getattr(args, dest, default) != default
+    ]
+
+
+def draw_again(args: argparse.Namespace) -> int:
+    """Print the tables, or draw the page, of the eval whose JSON is ``args.from_json``."""
+    from loop_agents_cli.console.html_page import check_report_path
+    from loop_agents_evals.tasks import load_tasks
+
+    source: Path = args.from_json
+    given = run_options_given(args)
+    if given:
+        raise UsageError(f"--from shows a finished eval and runs nothing: drop {', '.join(given)}")
+    if args.report is None:
+        from loop_agents_evals.report import render_report
+
+        try:
+            render_report(report_from_json(source))
+        except ValueError as exc:  # EvalFileError
+            raise UsageError(str(exc)) from exc
+        return 0
+    try:
+        report: Path = check_report_path(args.report, source=source) or args.report
+        tasks = load_tasks(args.tasks_source) if args.tasks_source is not None else None
+        draw_from_json(source, report, tasks=tasks)
+    except ValueError as exc:  # a bad page name, TASKS or OUT.json (EvalFileError)
+        raise UsageError(str(exc)) from exc
+    except OSError as exc:
+        raise UsageError(f"cannot write the page {str(args.report)!r}: {exc}") from exc
+    print(f"Report: {report}")
+    return 0

@@ -1,14 +1,10 @@
-"""Running an eval's task/arm pairs on a LangGraph Server, through the SDK client.
+"""Running an eval's pairs on a LangGraph Server: each a stateless run of ``eval_task``.
 
-Each pair is a stateless run of the served ``eval_task`` graph (see
-`loop_agents_evals.eval_task`), awaited with ``client.runs.wait``; the server's model
-answers. A run that fails on the server raises `ServerRunError`, which the eval
-retries and, after its last try, reports: it is never a pass.
+A run that fails on the server raises `ServerRunError`: retried, then reported, never a pass.
 
 Example:
     ```python
-    report = await arun_eval("code", limit=5,
-                             settings=EvalSettings(server="http://127.0.0.1:2024"))
+    report = await arun_eval("code", settings=EvalSettings(server="http://127.0.0.1:2024"))
     ```
 """
 
@@ -61,15 +57,9 @@ def server_runner(
 
     Args:
         url: The server's URL.
-        settings: K, the temperatures, the judge threshold, the code timeout (the
-            judge's structured-output method is the server's
-            ``LOOP_AGENTS_STRUCTURED_OUTPUT``).
+        settings: K, the temperatures, the judge threshold, the code timeout.
         graph: The served graph's id.
-        api_key: The server's API key (default: ``LANGGRAPH_API_KEY`` and friends, as
-            the SDK reads them).
-
-    Returns:
-        An async function ``(task, arm) -> TaskResult``.
+        api_key: The server's API key (default: as the SDK reads it).
 
     Raises:
         ValueError: ``url`` is not an http(s) URL.
