@@ -38,6 +38,7 @@ from loop_agents_evals.settings import (
     check_arm_budget,
     check_count,
     did_you_mean,
+    server_conflict,
 )
 from loop_agents_evals.tasks import BUNDLED_SETS, Task, TaskFileError, check_sandbox, load_tasks
 
@@ -379,21 +380,10 @@ def eval_options(args: argparse.Namespace) -> EvalOptions:
                 "--seed sets the bundled llama.cpp server's seed; with --server the "
                 "LangGraph server's model samples with its own: drop --seed"
             )
-        if custom_given:
-            raise EvalUsageError(
-                "--arm: arms of your own run here, not on a LangGraph server (it runs the "
-                "built-in arms only): drop --server, or run those arms apart"
-            )
-        if args.same_first_answer:
-            raise EvalUsageError(
-                "--same-first-answer shares the first answers of arms run here; with "
-                "--server each pair runs on the LangGraph server: drop one of them"
-            )
-        if "adaptive" in arms:
-            raise EvalUsageError(
-                "adaptive learns across the tasks of an eval, which runs here (on a "
-                "LangGraph server each pair runs alone): drop --server, or adaptive"
-            )
+        learn = [arm for arm in arms if arm == "adaptive"]
+        conflict = server_conflict(custom, args.same_first_answer, learn)
+        if conflict:
+            raise EvalUsageError(f"--server: {conflict}")
     out: Path | None = args.out
     if out is not None and out.is_dir():
         raise EvalUsageError(

@@ -52,6 +52,7 @@ from loop_agents_evals.settings import (
     check_count,
     check_number,
     did_you_mean,
+    server_conflict,
 )
 from loop_agents_evals.tasks import Task, check_sandbox, load_tasks, task_digest
 
@@ -196,22 +197,9 @@ def _plan(
                 "give either a model or a server, not both: with server= the LangGraph "
                 "server answers with the model of its own environment"
             )
-        if custom:
-            raise ValueError(
-                f"arms of your own ({', '.join(custom)}) run here, not on a LangGraph server "
-                f"(it runs the built-in arms only): drop server=, or run those arms apart"
-            )
-        if settings.same_first_answer:
-            raise ValueError(
-                "same_first_answer shares the first answers of the arms run here; with "
-                "server= each pair runs on the LangGraph server: drop one of them"
-            )
-        if learnings:
-            raise ValueError(
-                f"{', '.join(learnings)} learns across the tasks of an eval, which runs "
-                f"here (on a LangGraph server each pair runs alone): drop server=, or run "
-                f"that arm apart"
-            )
+        conflict = server_conflict(list(custom), settings.same_first_answer, list(learnings))
+        if conflict:
+            raise ValueError(conflict)
         from loop_agents_evals.server import server_runner
 
         runner = server_runner(settings.server, arm_settings)

@@ -41,6 +41,7 @@ __all__ = [
     "check_number",
     "check_server_url",
     "did_you_mean",
+    "server_conflict",
 ]
 
 Arm = Literal[
@@ -324,6 +325,32 @@ class EvalSettings(_Shared):
         """
         shared = {f.name: getattr(self, f.name) for f in fields(_Shared)}
         return ArmSettings(iterations=iterations, **shared)
+
+
+def server_conflict(custom: Sequence[str], same_first_answer: bool, learn: Sequence[str]) -> str:
+    """Why these arms cannot run on a LangGraph server (``""``: they can).
+
+    Example:
+        ```python
+        assert server_conflict([], False, ["adaptive"]).startswith("adaptive learns")
+        ```
+    """
+    if custom:
+        return (
+            f"arms of your own ({', '.join(custom)}) run here, not on a LangGraph server (it "
+            f"runs the built-in arms only): drop the server, or run those arms apart"
+        )
+    if same_first_answer:
+        return (
+            "the same first answer is shared by the arms run here; on a LangGraph server "
+            "each pair runs alone: drop one of them"
+        )
+    if learn:
+        return (
+            f"{', '.join(learn)} learns across the tasks of an eval, which runs here (on a "
+            f"LangGraph server each pair runs alone): drop the server, or run it apart"
+        )
+    return ""
 
 
 def check_budget(name: str, iterations: int, *, per_iteration: int, first: int) -> None:
