@@ -311,10 +311,6 @@ def _comparisons(data: Mapping[str, Any]) -> Html:
     )
 
 
-def _shares(count: int, total: int) -> str:
-    return f"{count}/{total} ({percent(count / total)})" if total else "—"
-
-
 def _retry_kinds(results: Sequence[Mapping[str, Any]]) -> Html:
     """Per arm that chose its retries' kinds: the kinds by quarter of the tasks, how each did."""
     found = retry_kinds((str(r.get("arm")), r.get("transcript")) for r in results)
@@ -325,15 +321,7 @@ def _retry_kinds(results: Sequence[Mapping[str, Any]]) -> Html:
         tag("p", RETRY_KINDS_NOTE),
     ]
     for arm, kinds in found.items():
-        rows: list[list[object]] = [
-            [f"tasks {first}–{last}", *(counts[k] for k in kinds.kinds)]
-            for first, last, counts in kinds.quarters
-        ]
-        rows.append(["all tasks", *(kinds.chosen[k] for k in kinds.kinds)])
-        rows.append(
-            ["succeeded", *(_shares(kinds.succeeded[k], kinds.chosen[k]) for k in kinds.kinds)]
-        )
-        rows.append(["passed", *(_shares(kinds.passed[k], kinds.chosen[k]) for k in kinds.kinds)])
+        rows = kinds.rows()
         blocks.append(heading(arm, level=3))
         blocks.append(table(["", *kinds.kinds], rows, numeric=range(1, len(kinds.kinds) + 1)))
     return join(blocks)

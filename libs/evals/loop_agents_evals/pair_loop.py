@@ -1,14 +1,10 @@
 """Where the pairs run: an event loop of their own, watched from the eval's.
 
-A pair's coroutine runs on the *pair loop*, an event loop in a daemon thread that lasts
-as long as the process (async clients cached by chat models bind to the loop they first
-ran on, so every eval of the process shares it). The eval's own loop keeps each pair's
-time limit (`run_watched`): a pair over it is cancelled; when the pair loop does not
-answer, because the pair blocks it (``time.sleep`` in an ``async def``, a busy
-coroutine), the loop is abandoned with its thread (left to finish, never waited for),
-the pair is an error, and the pairs that were running on it start again on a new one.
-Sync calls of the arms (a factory, a sync agent's nodes) run in daemon threads that
-nothing waits for, at exit included.
+The *pair loop* runs in a daemon thread as long as the process (async clients cached by
+chat models bind to one loop). The eval's loop keeps each pair's time limit
+(`run_watched`): a pair over it is cancelled; if it blocks the pair loop (``time.sleep`` in
+an ``async def``, a busy coroutine), that loop is abandoned with its thread, and the pairs
+stalled on it run again on a new one. Sync calls run in daemon threads, never waited for.
 
 Example:
     ```python
@@ -35,11 +31,7 @@ PING_SECONDS = 0.5
 
 
 class PairTimeout(TimeoutError):
-    """A pair did not finish within its time limit (its coroutine cancelled or abandoned).
-
-    Attributes:
-        blocked: Whether it blocked its event loop, which was abandoned with its thread.
-    """
+    """A pair did not finish in time; ``blocked``: it blocked its loop, which was abandoned."""
 
     def __init__(self, blocked: bool = False) -> None:
         super().__init__("blocked its event loop" if blocked else "did not finish in time")
@@ -150,8 +142,7 @@ async def _owned(make: Callable[[], Awaitable[T]], pairs: PairLoop, token: objec
 async def run_watched(make: Callable[[], Awaitable[T]], timeout: float | None) -> T:
     """``await make()`` on the pair loop, ended after ``timeout`` seconds whatever it does.
 
-    A run whose loop was abandoned for another pair's sake starts again, with its whole
-    time limit, on the new loop.
+    A run stalled on a loop abandoned for another pair starts again, with its whole limit.
 
     Raises:
         PairTimeout: it did not finish in time (cancelled; its loop abandoned if blocked).

@@ -46,25 +46,21 @@ class Recommendation:
 
     Attributes:
         arm: The arm to use (``"single"``: no loop).
-        code: How to do it in your code: ``create_loop_agent(agent, evaluator, 3,
-            controls=[Restart()])``, the agent a factory builds, or ``SINGLE``.
+        code: How to do it in your code (``create_loop_agent(...)``, or ``SINGLE``).
         baseline: What the arms were measured against (``single``, else the cheapest).
-        confidence: ``"significant"`` (``arm`` beats the baseline), ``"not
-            significant"`` (nothing does: the baseline is recommended) or ``"too few
-            tasks"``.
-        compared: The arm whose evidence is given: ``arm``, or the best of the others
-            when the baseline is recommended.
+        confidence: ``"significant"`` (``arm`` beats the baseline), ``"not significant"``
+            (nothing does: the baseline is recommended) or ``"too few tasks"``.
+        compared: The arm whose evidence is given (``arm``, or the best other one).
         won: Tasks ``compared`` passed and the baseline failed.
         lost: Tasks ``compared`` failed and the baseline passed.
         p_value: The sign test of ``won`` against ``lost``.
-        passed: Tasks ``compared`` passed, of ``tasks``.
+        passed: Tasks ``compared`` passed, of ``tasks`` with a result.
         tasks: Tasks ``compared`` has a result for.
         baseline_passed: Tasks the baseline passed, of ``baseline_tasks``.
         baseline_tasks: Tasks the baseline has a result for.
         cost_per_pass: ``compared``'s cost per passed task (``None``: none passed).
         baseline_cost_per_pass: The baseline's.
-        cost_unit: ``"tokens"`` (prompt and completion), or ``"model calls"`` when no
-            arm reported tokens.
+        cost_unit: ``"tokens"``, or ``"model calls"`` when no arm reported tokens.
         text: The recommendation and its evidence in words.
     """
 

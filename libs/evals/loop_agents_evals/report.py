@@ -472,21 +472,12 @@ def _render_rescues(report: EvalReport, console: Console) -> None:
     )
 
 
-def _shares(count: int, total: int) -> str:
-    return f"{count}/{total} ({_percent(count / total)})" if total else "—"
-
-
 def _render_retry_kinds(report: EvalReport, console: Console) -> None:
     """Per arm that chose its retries' kinds: the kinds by quarter of the tasks, how each did."""
     for arm, found in report.retry_kinds.items():
         table = _table(f"Retry kinds of {arm}", ["tasks", *found.kinds])
-        for first, last, counts in found.quarters:
-            table.add_row(f"{first}-{last}", *(str(counts[k]) for k in found.kinds))
-        table.add_row("all", *(str(found.chosen[k]) for k in found.kinds), end_section=True)
-        table.add_row(
-            "succeeded", *(_shares(found.succeeded[k], found.chosen[k]) for k in found.kinds)
-        )
-        table.add_row("passed", *(_shares(found.passed[k], found.chosen[k]) for k in found.kinds))
+        for number, row in enumerate(found.rows()):
+            table.add_row(*row, end_section=number == len(found.quarters))
         console.print(table)
     if report.retry_kinds:
         console.print(RETRY_KINDS_NOTE, style="dim")

@@ -202,6 +202,15 @@ class RetryKinds:
     succeeded: dict[str, int]
     passed: dict[str, int]
 
+    def rows(self) -> list[list[str]]:
+        """Its table (the console's and the page's): a row per quarter, all tasks, shares."""
+        rows = [[f"tasks {a}–{b}", *(str(n[k]) for k in self.kinds)] for a, b, n in self.quarters]
+        rows.append(["all tasks", *(str(self.chosen[k]) for k in self.kinds)])
+        for label, found in (("succeeded", self.succeeded), ("passed", self.passed)):
+            shares = [(found[k], self.chosen[k]) for k in self.kinds]
+            rows.append([label, *(f"{n}/{t} ({n / t:.0%})" if t else "—" for n, t in shares)])
+        return rows
+
     def to_json(self) -> dict[str, Any]:
         """The JSON of ``retry_kinds`` in ``--out``."""
         return {
