@@ -417,7 +417,11 @@ def _temperature(value: float | None) -> str:
 
 def _table(title: str, headers: Sequence[str], longest: int = 0, **options: Any) -> Table:
     """A table whose first column is on the left (``longest`` wide at least), others right."""
-    style = {"title_justify": "left", "min_width": len(title), "box": box.SIMPLE_HEAD}
+    style: dict[str, Any] = {
+        "title_justify": "left",
+        "min_width": len(title),
+        "box": box.SIMPLE_HEAD,
+    }
     table = Table(title=title, **(style | {"pad_edge": False} | options))
     for number, header in enumerate(headers):
         table.add_column(

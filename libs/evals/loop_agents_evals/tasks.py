@@ -16,10 +16,10 @@ import ast
 import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal, TypeAlias
+from typing import Any, ClassVar, Literal, TypeAlias
 
 from loop_agents_evals.checks import Check, CheckSpecError, parse_check
 
@@ -57,22 +57,11 @@ class CodeTask:
     tests: str
     hidden_tests: str
     part: str | None = None
-
-    @property
-    def kind(self) -> Literal["code"]:
-        """Always ``"code"``."""
-        return "code"
+    kind: ClassVar[Literal["code"]] = "code"
 
     def to_json(self) -> dict[str, Any]:
         """The task as a line of a task file."""
-        return {
-            "id": self.id,
-            "kind": "code",
-            "prompt": self.prompt,
-            "entry_point": self.entry_point,
-            "tests": self.tests,
-            "hidden_tests": self.hidden_tests,
-        } | _part(self.part)
+        return _line(self)
 
 
 @dataclass(frozen=True)
@@ -83,29 +72,25 @@ class InstructionsTask:
     prompt: str
     checks: tuple[Check, ...]
     part: str | None = None
-
-    @property
-    def kind(self) -> Literal["instructions"]:
-        """Always ``"instructions"``."""
-        return "instructions"
+    kind: ClassVar[Literal["instructions"]] = "instructions"
 
     def to_json(self) -> dict[str, Any]:
         """The task as a line of a task file."""
-        return {
-            "id": self.id,
-            "kind": "instructions",
-            "prompt": self.prompt,
-            "checks": [c.to_json() for c in self.checks],
-        } | _part(self.part)
+        return _line(self)
 
 
 Task: TypeAlias = CodeTask | InstructionsTask
 """Either kind of task."""
 
 
-def _part(part: str | None) -> dict[str, str]:
-    """The ``part`` field of a task's JSON: absent when the task has none."""
-    return {} if part is None else {"part": part}
+def _line(task: Task) -> dict[str, Any]:
+    """A task as a line of a task file (no ``part`` when it has none)."""
+    line: dict[str, Any] = {"id": task.id, "kind": task.kind}
+    for field in fields(task)[1:]:
+        value = getattr(task, field.name)
+        if value is not None:
+            line[field.name] = [c.to_json() for c in value] if field.name == "checks" else value
+    return line
 
 
 class TaskFileError(ValueError):
