@@ -5,14 +5,6 @@ same budget of K answers (``single``, ``loop``, ``resample``, ``judge-loop``, th
 you name, arms of your own), compares them task by task and ends with a recommendation:
 the arm to use and its code (docs/eval.md). Names are imported on first use, so that
 ``import loop_agents_evals.command`` (for a command's ``--help``) stays cheap.
-
-Example:
-    ```python
-    report = run_eval("instructions", ChatOpenAI(model="gpt-5.4-mini"), limit=10,
-                      out="instructions.json", settings=EvalSettings(temperature=0.7))
-    render_report(report)
-    print(report.recommendation.code)
-    ```
 """
 
 from __future__ import annotations

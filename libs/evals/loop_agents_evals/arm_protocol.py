@@ -4,11 +4,6 @@ The sampling arms, the loops made of controls and the factories' agents are grad
 journaled, resumed and compared the same way; `EvalArm.identity` (plain JSON, see
 `describe_value`) is what the journal keeps of an arm, so that another arm under the same
 name is refused.
-
-Example:
-    ```python
-    print(loop(controls=[History("feedback_log")]).identity())  # {'kind': 'loop', ...}
-    ```
 """
 
 from __future__ import annotations
@@ -94,12 +89,10 @@ class EvalArm(ABC):
     """Whether the arm needs the judge's model (`ArmRun.judge`)."""
 
     takes_first_answer: bool = True
-    """Whether the arm can start from the eval's shared first answer (``same_first_answer``,
-    `ArmRun.first_answer`); an arm whose agent sends its own first request cannot."""
+    """Whether the arm can start from the eval's shared first answer (`ArmRun.first_answer`)."""
 
     learns: bool = False
-    """Whether the arm learns across the tasks of an eval (a loop with an `Adaptive`
-    control): the eval then keeps what it learned (`ArmRun.learning`)."""
+    """Whether the arm learns across the tasks of an eval (`ArmRun.learning`)."""
 
     @abstractmethod
     def identity(self) -> dict[str, Any]:

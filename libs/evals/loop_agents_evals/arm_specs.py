@@ -4,11 +4,6 @@ SPEC is ``module:factory`` (imported from the current folder first), or ``loop``
 ``judge-loop`` followed by ``,KEY=VALUE`` options, each building the control of the
 command's table (`loop_agents_cli.control_options`), in the table's order (the keys are in
 docs/eval.md, "On the command line"). Every error is a `ValueError` naming the fix.
-
-Example:
-    ```python
-    name, arm = parse_arm_spec("fresh=loop,history=feedback_log,restart=on")
-    ```
 """
 
 from __future__ import annotations

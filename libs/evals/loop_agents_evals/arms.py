@@ -6,12 +6,6 @@ retry a repair), ``judge-loop``, ``loop-candidates``, ``restart``, ``diverse-fir
 ``adaptive``. Arms of your own are a `loop(...)` or a factory. `arun_arm` runs one arm on
 one task and grades its answer, the answer after each step and its transcript, counting
 every chat-model call.
-
-Example:
-    ```python
-    outcome = await arun_arm(task, "loop", model, settings=ArmSettings(iterations=3))
-    print(outcome.passed, outcome.model_calls, outcome.by_attempt)
-    ```
 """
 
 from __future__ import annotations

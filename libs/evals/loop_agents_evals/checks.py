@@ -3,12 +3,6 @@ r"""The rule checks of ``instructions`` tasks: a closed vocabulary in the style 
 A check is ``{"check": NAME, ...parameters}`` (an entry of `CHECKS`); it passes, or fails
 with a sentence to the writer saying what to fix (the loop's feedback). How words,
 sentences, lines and paragraphs are counted is in docs/eval.md ("The check vocabulary").
-
-Example:
-    ```python
-    check = parse_check({"check": "word_count", "max": 5})
-    assert "at most 5" in check.run("one two three four five six").feedback
-    ```
 """
 
 from __future__ import annotations
@@ -186,10 +180,7 @@ def _check(
     required: Iterable[str] = (),
     bounded: bool = False,
 ) -> Callable[[Run], Run]:
-    """Add the decorated function to `CHECKS` as ``name``; its docstring is the summary.
-
-    ``bounded`` adds ``min`` and ``max`` (at least one of them must be given).
-    """
+    """Add the decorated function to `CHECKS` (``bounded``: with ``min``/``max``)."""
     kinds: dict[str, ParamKind] = dict(params or {})
     if bounded:
         kinds |= {"min": "count", "max": "count"}

@@ -4,13 +4,6 @@ The answer's code is taken from its Markdown (`extract_code`) and run with a har
 loads its top-level statements one by one (an error in a demo line is reported and the
 tests still run), then runs each test on its own and reports, marked with a random token,
 which passed and why not (docs/eval.md, "Task files", says what the feedback reads).
-
-Example:
-    ```python
-    report = await arun_tests("def double(x):\n    return 2 * x\n", "assert double(2) == 4",
-                              entry_point="double")
-    assert report.passed
-    ```
 """
 
 from __future__ import annotations

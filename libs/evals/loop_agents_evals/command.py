@@ -2,12 +2,6 @@
 
 `eval_options` checks every argument, the task file and the sandbox before a model
 library is imported; `run_eval_command` runs the eval and prints its report.
-
-Example:
-    ```python
-    options = eval_options(args)  # EvalUsageError: print it with the usage, exit 2
-    status = asyncio.run(run_eval_command(options, EvalEndpoint(model)))
-    ```
 """
 
 from __future__ import annotations
@@ -493,12 +487,7 @@ class _ProgressView:
 
 @contextlib.contextmanager
 def _ends_soon_after_ctrl_c(console: Console) -> Iterator[None]:
-    """On Ctrl-C, end the process if the eval has not wound down within `GRACE_SECONDS`.
-
-    The eval is cancelled as asyncio does on Ctrl-C (the pairs stop, their sync calls are
-    abandoned, what finished is in the journal); an arm that does not let go of the
-    cancellation cannot keep the process alive past the grace.
-    """
+    """On Ctrl-C, cancel the eval and end the process if it has not ended in `GRACE_SECONDS`."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -646,10 +635,7 @@ def _count(number: int, noun: str) -> str:
 
 
 def _stable_name(kind: str, model: str, base_url: str | None) -> str:
-    """How the model is named in the journal: the same on every run of the same endpoint.
-
-    (The bundled server's URL changes with its port, so it is left out.)
-    """
+    """The model's name in the journal, the same every run (the bundled server's port varies)."""
     if kind == "local":
         return f"{model} (bundled llama.cpp server)"
     return f"{model} at {base_url or 'OpenAI'}"

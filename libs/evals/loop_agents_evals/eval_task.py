@@ -2,12 +2,6 @@
 
 ``loop-agents eval --server URL`` sends each pair as a run of it, answered with the model
 of the server's environment (its input and output: docs/eval.md, "On a LangGraph server").
-
-Example:
-    ```python
-    outcome = await get_client(url=URL).runs.wait(None, "eval_task",
-                                                  input={"task": line, "arm": "loop"})
-    ```
 """
 
 from __future__ import annotations

@@ -6,15 +6,6 @@ temperature) and the `ArmSettings` (K is ``settings.iterations``), and returns a
 `task_messages(task)`; its attempts are read from its output where they can be
 (`read_output`: a loop's records, or feedback turns), else it is *opaque* (its final
 answer only). docs/eval.md ("Arms of your own") says more.
-
-Example:
-    ```python
-    def fresh_log(task, model, settings):
-        return create_loop_agent(model, visible_checks(task), settings.iterations,
-                                 controls=[History("feedback_log")])
-
-    report = await arun_eval("code", model, arms={"resample": "resample", "mine": fresh_log})
-    ```
 """
 
 from __future__ import annotations

@@ -3,13 +3,6 @@
 A code task's visible ``tests`` give the feedback and its ``hidden_tests`` decide; an
 instructions task's checks do both. Every answer an arm writes is one transcript entry
 (`entry`: its keys are in docs/eval.md, "The transcript").
-
-Example:
-    ```python
-    grader = grader_for(task)
-    ok, feedback = await grader.visible(answer)  # what a loop or resample sees
-    passed = await grader.final(answer)  # what is counted
-    ```
 """
 
 from __future__ import annotations

@@ -4,11 +4,6 @@ Drawn from the JSON that ``--out`` writes, so a finished eval is drawn again wit
 ``--from`` (docs/eval.md, "The verdict as a page", lists its sections). Keys an older
 file lacks read "not recorded"; every text from the tasks, the model or the file is
 escaped.
-
-Example:
-    ```python
-    write_eval_page(Path("results.html"), read_eval_json(Path("results.json")))
-    ```
 """
 
 from __future__ import annotations
@@ -123,9 +118,7 @@ def _list(value: object) -> list[Any]:
 
 
 def _rates(value: object) -> list[float | None] | None:
-    if not isinstance(value, list):
-        return None
-    return [finite_float(v) for v in value]
+    return [finite_float(v) for v in value] if isinstance(value, list) else None
 
 
 def _colors(arms: Sequence[str]) -> dict[str, str]:
@@ -153,9 +146,7 @@ def _interval_text(low: float | None, high: float | None) -> str:
 
 def _interval(summary: Mapping[str, Any]) -> tuple[float | None, float | None]:
     ci = _list(summary.get("ci95"))
-    if len(ci) != 2:
-        return None, None
-    return finite_float(ci[0]), finite_float(ci[1])
+    return (finite_float(ci[0]), finite_float(ci[1])) if len(ci) == 2 else (None, None)
 
 
 # -- the sections ------------------------------------------------------------------------
@@ -184,8 +175,8 @@ def _arm_table(arms: Mapping[str, Mapping[str, Any]], colors: Mapping[str, str])
                 number_text(summary.get("seconds")),
                 number_text(summary.get("answers")),
                 number_text(summary.get("cut_off"), 0),
-                _temperature(summary),
-                _cap(summary),
+                _setting(summary, "temperature", "default", 2),
+                _setting(summary, "max_tokens", "none", 0),
                 number_text(summary.get("budget"), 0),
                 number_text(summary.get("errors"), 0),
             ]
@@ -195,20 +186,11 @@ def _arm_table(arms: Mapping[str, Mapping[str, Any]], colors: Mapping[str, str])
     return table(headers, rows, numeric=range(1, len(headers)))
 
 
-def _temperature(summary: Mapping[str, Any]) -> str:
-    """The arm's temperature: a number, "default" (recorded as null: the model's own)."""
-    if "temperature" not in summary:
+def _setting(summary: Mapping[str, Any], key: str, null: str, digits: int) -> str:
+    """An arm's temperature or token cap: a number, ``null``'s word, or "—" (not recorded)."""
+    if key not in summary:
         return "—"
-    value = summary["temperature"]
-    return "default" if value is None else number_text(value, 2)
-
-
-def _cap(summary: Mapping[str, Any]) -> str:
-    """The arm's token cap per answer: a number, "none" (recorded as null), or "—"."""
-    if "max_tokens" not in summary:
-        return "—"
-    cap = summary["max_tokens"]
-    return "none" if cap is None else number_text(cap, 0)
+    return null if summary[key] is None else number_text(summary[key], digits)
 
 
 def _pass_rates(arms: Mapping[str, Mapping[str, Any]], colors: Mapping[str, str]) -> Html:
@@ -216,8 +198,7 @@ def _pass_rates(arms: Mapping[str, Mapping[str, Any]], colors: Mapping[str, str]
     for arm, summary in arms.items():
         low, high = _interval(summary)
         rate = finite_float(summary.get("pass_rate")) or 0.0
-        note = f"{_passed(summary)} · "
-        note += percent(rate)
+        note = f"{_passed(summary)} · {percent(rate)}"
         if low is not None and high is not None:
             note += f" ({percent(low)}–{percent(high)})"
         bars.append(Bar(arm, rate, low, high, colors[arm], note))

@@ -4,12 +4,6 @@ Its first line is the settings that change an answer (a journal of other setting
 refused); each further line is a `TaskResult` with its task's digest, flushed at once,
 an arm of your own's declaration (its identity), or a shared first answer. A last line
 cut short by a kill is dropped and its pair runs again (docs/eval.md, "Resuming").
-
-Example:
-    ```python
-    journal = Journal.open(journal_path(Path("results.json")), settings)
-    done = journal.lookup("t1", "loop", task_digest(task))
-    ```
 """
 
 from __future__ import annotations

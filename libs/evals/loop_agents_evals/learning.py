@@ -4,13 +4,6 @@ An arm with an `Adaptive` control learns which kind of retry pays. The eval keep
 store per such arm; each task's loop runs with a copy, and what it adds joins the store
 when its result is recorded (the result keeps those items, so a resumed eval reads them
 back). Its draws are seeded from the eval's seed and the arm's name (`learning_seed`).
-
-Example:
-    ```python
-    learning = ArmLearning(seed=learning_seed(7, "adaptive"))
-    store = learning.for_task()  # the task's loop runs with store=store
-    learning.add(learning.learned(store))  # once its result is recorded
-    ```
 """
 
 from __future__ import annotations

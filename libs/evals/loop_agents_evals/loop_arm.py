@@ -5,11 +5,6 @@ The built-in loops are such arms (``loop`` is ``loop()``, ``judge-loop``
 checks (or an LLM judge) judge, and the budget is K answers: ``max_iterations`` is K, K/c
 with ``Candidates(c)``, K - k + 1 with ``DiverseFirst(k)``. Without a control that
 chooses the kind of retry, a `Repair` is added: every retry is a repair.
-
-Example:
-    ```python
-    arms = {"resample": "resample", "fresh-log": loop(controls=[History("feedback_log")])}
-    ```
 """
 
 from __future__ import annotations

@@ -5,11 +5,6 @@ chat models bind to one loop). The eval's loop keeps each pair's time limit
 (`run_watched`): a pair over it is cancelled; if it blocks the pair loop (``time.sleep`` in
 an ``async def``, a busy coroutine), that loop is abandoned with its thread, and the pairs
 stalled on it run again on a new one. Sync calls run in daemon threads, never waited for.
-
-Example:
-    ```python
-    outcome = await run_watched(lambda: arun_arm(task, "loop", model), 600)
-    ```
 """
 
 from __future__ import annotations

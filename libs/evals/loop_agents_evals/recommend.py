@@ -5,12 +5,6 @@ run); an arm is a contender when it beats the baseline task by task (more won th
 sign test p < `ALPHA`); of the contenders (and the baseline), those not significantly
 worse than the one that passed most are kept, and the cheapest per passed task wins.
 With fewer than `MIN_TASKS` tasks the baseline stays, and the recommendation says so.
-
-Example:
-    ```python
-    found = recommend(report)  # also report.recommendation
-    print(found.code)  # create_loop_agent(agent, evaluator, 3, controls=[Restart()])
-    ```
 """
 
 from __future__ import annotations

@@ -1,10 +1,4 @@
-"""The result of an eval: results, per-arm summaries, comparisons, the tables (see docs/eval.md).
-
-Example:
-    ```python
-    render_report(report)  # report.to_json() is what --out writes
-    ```
-"""
+"""The result of an eval: results, per-arm summaries, comparisons, the tables (see docs/eval.md)."""
 
 from __future__ import annotations
 

@@ -3,11 +3,6 @@
 ``--from`` runs nothing and looks for no model: the tables, or with ``--report`` the page,
 are made from the ``--out`` JSON (TASKS, when given, only adds the tasks' prompts). Cheap
 to import (argparse and pathlib), like `loop_agents_evals.command`.
-
-Example:
-    ```python
-    draw_from_json(Path("code.json"), Path("code.html"), tasks=load_tasks("code"))
-    ```
 """
 
 from __future__ import annotations

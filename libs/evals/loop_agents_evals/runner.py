@@ -4,12 +4,6 @@
 everything that changes an answer; `_run_pairs` runs the pairs on the pair loop
 (`loop_agents_evals.pair_loop`: each within its time limit, whatever the arm does),
 retries, journals, and stops when the model's server died; `build_report` summarizes.
-
-Example:
-    ```python
-    report = run_eval("instructions", model, arms=["single", "loop", "resample"],
-                      iterations=3, out="results.json", settings=EvalSettings(temperature=0.7))
-    ```
 """
 
 from __future__ import annotations
@@ -92,13 +86,6 @@ class ModelServerDied(RuntimeError):
 
 _KEYWORDS = ("arms", "iterations", "concurrency", "limit", "out", "retries", "pair_timeout")
 _SETTINGS = tuple(f.name for f in dataclasses.fields(EvalSettings))
-
-
-def _settings_of(settings: EvalSettings | None) -> EvalSettings:
-    """``settings``, or the default settings."""
-    if settings is not None and not isinstance(settings, EvalSettings):
-        raise TypeError(f"settings must be an EvalSettings(...); got {type(settings).__name__}")
-    return settings or EvalSettings()
 
 
 def _check_keywords(options: Mapping[str, Any]) -> None:
@@ -373,7 +360,9 @@ async def arun_eval(
                                  settings=EvalSettings(temperature=0.7))
         ```
     """
-    settings = _settings_of(settings)
+    if settings is not None and not isinstance(settings, EvalSettings):
+        raise TypeError(f"settings must be an EvalSettings(...); got {type(settings).__name__}")
+    settings = settings or EvalSettings()
     check_count("concurrency", concurrency, 1)
     check_count("retries", retries, 0)
     if pair_timeout is not None:

@@ -2,13 +2,6 @@
 
 `FirstAnswers` serves one first answer per task to every arm (``same_first_answer``; why,
 in docs/eval.md, "The same first answer"); each arm is still charged its call.
-
-Example:
-    ```python
-    counter = CallCounter()
-    reply = await at_temperature(model, 1.0).ainvoke(messages, {"callbacks": [counter]})
-    print(counter.calls, was_cut_off(reply))
-    ```
 """
 
 from __future__ import annotations

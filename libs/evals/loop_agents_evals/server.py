@@ -1,11 +1,6 @@
 """Running an eval's pairs on a LangGraph Server: each a stateless run of ``eval_task``.
 
 A run that fails on the server raises `ServerRunError`: retried, then reported, never a pass.
-
-Example:
-    ```python
-    report = await arun_eval("code", settings=EvalSettings(server="http://127.0.0.1:2024"))
-    ```
 """
 
 from __future__ import annotations

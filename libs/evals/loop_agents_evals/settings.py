@@ -1,12 +1,6 @@
 """What an eval is run with: the arms' names, `EvalSettings`, and the `ArmSettings` arms share.
 
 Cheap to import (no LangChain): the command checks its arguments with it.
-
-Example:
-    ```python
-    arms = EvalSettings(temperature=0.7, arm_temperatures={"resample": 1.0}).arm_settings(4)
-    assert (arms.temperature_of("loop"), arms.temperature_of("resample")) == (0.7, 1.0)
-    ```
 """
 
 from __future__ import annotations

@@ -1,13 +1,6 @@
 """The statistics of an eval: Wilson intervals, paired comparisons, rescues, retry kinds.
 
 What each figure means is in docs/eval.md ("How to read the result").
-
-Example:
-    ```python
-    low, high = wilson_interval(17, 30)  # about (0.39, 0.73)
-    result = paired_comparison({"a": True, "b": False}, {"a": True, "b": True})
-    assert (result.won, result.lost, result.tied) == (0, 1, 1)
-    ```
 """
 
 from __future__ import annotations

@@ -3,11 +3,6 @@
 One task per line (the fields are in docs/eval.md, "Task files"): ``code`` (write a
 function; visible ``tests`` give feedback, ``hidden_tests`` decide) or ``instructions``
 (every check must pass). A malformed file raises `TaskFileError` naming the line and field.
-
-Example:
-    ```python
-    tasks = load_tasks("instructions", limit=5)  # a bundled set, or a JSONL file's path
-    ```
 """
 
 from __future__ import annotations
