@@ -1,7 +1,8 @@
 """The ``eval`` command: its arguments, their checks, and running it with progress.
 
 `eval_options` checks every argument, the task file and the sandbox before a model
-library is imported; `run_eval_command` runs the eval and prints its report.
+library is imported; `run_eval_command` runs the eval and prints its report; `draw_again`
+shows a finished one (``--from``).
 """
 
 from __future__ import annotations
@@ -25,7 +26,11 @@ from typing import TYPE_CHECKING, Any
 from loop_agents_cli.console.html_page import check_report_path
 from loop_agents_cli.errors import UsageError
 from loop_agents_cli.parser import ENDPOINTS, PROG, Command, model_options
-from loop_agents_evals.report_command import add_report_arguments
+from loop_agents_evals.report_command import (
+    add_report_arguments,
+    draw_from_json,
+    report_from_json,
+)
 from loop_agents_evals.settings import (
     ARMS,
     ARMS_TEXT,
@@ -656,8 +661,6 @@ def _weights_digest(gguf: str | None) -> str | None:
 def eval_(args: argparse.Namespace) -> int:
     """Run the eval: check every argument and the task file, resolve the model, run it."""
     if args.from_json is not None:  # a finished eval's page: nothing runs
-        from loop_agents_evals.report_command import draw_again
-
         return draw_again(args)
     try:  # every argument, before a model library is imported: as quick as --help
         options = eval_options(args)
@@ -724,3 +727,56 @@ EVAL_COMMAND = Command(
     EVAL_EXAMPLES + "\n" + ENDPOINTS,
 )
 """``loop-agents eval``, added to the command by this distribution's entry point."""
+
+_NOT_RUN_OPTIONS = {"report", "from_json", "tasks_source"}
+
+
+def run_options_given(args: argparse.Namespace) -> list[str]:
+    """The options of ``args`` that differ from their defaults and only matter to a run.
+
+    Example:
+        ```python
+        run_options_given(parser.parse_args(["eval", "--from", "r.json", "--limit", "3"]))
+        # ['--limit']
+        ```
+    """
+    probe = argparse.ArgumentParser(add_help=False)
+    eval_arguments(probe)
+    defaults = vars(probe.parse_args([]))
+    names = {
+        action.dest: max(action.option_strings, key=len)
+        for action in probe._actions
+        if action.option_strings
+    }
+    asked = {dest for dest in names if dest not in _NOT_RUN_OPTIONS}
+    return [
+        names[dest]
+        for dest, default in defaults.items()
+        if dest in asked and getattr(args, dest, default) != default
+    ]
+
+
+def draw_again(args: argparse.Namespace) -> int:
+    """Print the tables, or draw the page, of the eval whose JSON is ``args.from_json``."""
+    source: Path = args.from_json
+    given = run_options_given(args)
+    if given:
+        raise UsageError(f"--from shows a finished eval and runs nothing: drop {', '.join(given)}")
+    if args.report is None:
+        from loop_agents_evals.report import render_report
+
+        try:
+            render_report(report_from_json(source))
+        except ValueError as exc:  # EvalFileError
+            raise UsageError(str(exc)) from exc
+        return 0
+    try:
+        report: Path = check_report_path(args.report, source=source) or args.report
+        tasks = load_tasks(args.tasks_source) if args.tasks_source is not None else None
+        draw_from_json(source, report, tasks=tasks)
+    except ValueError as exc:  # a bad page name, TASKS or OUT.json (EvalFileError)
+        raise UsageError(str(exc)) from exc
+    except OSError as exc:
+        raise UsageError(f"cannot write the page {str(args.report)!r}: {exc}") from exc
+    print(f"Report: {report}")
+    return 0
