@@ -136,9 +136,11 @@ def arm_code(arm: str, settings: Mapping[str, Any]) -> str:
         )
         ```
     """
-    k = settings.get("iterations")
+    k, threshold = settings.get("iterations"), settings.get("judge_threshold")
     budget = k if isinstance(k, int) and not isinstance(k, bool) and k > 0 else None
-    judge = f"llm_judge(model, instructions, threshold={settings.get('judge_threshold', 80):g})"
+    if not isinstance(threshold, int | float) or isinstance(threshold, bool):
+        threshold = 80
+    judge = f"llm_judge(model, instructions, threshold={threshold:g})"
     builtin: dict[str, tuple[str, list[Mapping[str, Any]]]] = {
         "loop": ("tests", []),
         "resample": ("tests", [{"type": ":Adaptive", "kinds": {"fresh": None}}]),
@@ -157,8 +159,9 @@ def arm_code(arm: str, settings: Mapping[str, Any]) -> str:
         return f"the agent {identity.get('factory')} builds (--arm {arm}={identity.get('factory')})"
     elif isinstance(identity, Mapping) and identity.get("kind") == "loop":
         evaluator = str(identity.get("evaluator"))
-        found = identity.get("controls", identity.get("options", {}).get("controls"))  # older
-        controls = [c for c in found or () if isinstance(c, Mapping)]
+        older = identity.get("options")  # a file of 0.2 kept the controls there
+        found = identity.get("controls", older.get("controls") if isinstance(older, dict) else ())
+        controls = [c for c in found if isinstance(c, Mapping)] if isinstance(found, list) else []
     else:
         return f"the arm {arm} (what it is is not recorded in this file)"
     controls = [c for c in controls if not str(c.get("type")).endswith(":Repair")]

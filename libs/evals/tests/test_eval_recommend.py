@@ -161,6 +161,9 @@ async def test_the_code_given_for_resample_samples_afresh_as_resample_does():
         ({"iterations": 3, "arms": {"x": loop(controls=[]).identity()}}, "x",
          "create_loop_agent(agent, evaluator, 3)"),
         ({"arms": {}}, "x", "the arm x (what it is is not recorded in this file)"),
+        ({"iterations": "3", "judge_threshold": "high", "arms": {"x": {"kind": "loop",
+          "evaluator": "judge", "options": "junk"}}}, "x",
+         "create_loop_agent(agent, llm_judge(model, instructions, threshold=80), K)"),
     ],
 )  # fmt: skip
 def test_each_arm_maps_to_its_code(settings, arm, code):
