@@ -1,45 +1,10 @@
-"""Evals: does a loop pay off for your task and your model, and which kind?
+"""Evals: does a loop pay off for your tasks and your model, and which kind?
 
-`run_eval` (and its async form `arun_eval`) runs every task of a task set under several
-arms, each with the same budget of K answers and the same sampling temperature, and
-compares their pass rates (and the pass rate after each attempt):
-
-- ``single``: one answer;
-- ``loop``: a `create_loop_agent` loop whose feedback comes from the visible tests
-  (code tasks) or the rule checks (instructions tasks);
-- ``resample``: K independent answers, the first that passes the visible tests or
-  checks (the compute-matched control);
-- ``judge-loop``: a loop whose feedback comes from an LLM judge only;
-- ``loop-candidates`` (only when named): the ``loop`` with two candidates per iteration
-  for K/2 iterations;
-- ``restart`` and ``diverse-first`` (only when named): the ``loop`` with a `Restart`
-  control (a fresh sample told what must hold when repairing stops paying) or a
-  `DiverseFirst` control (two first answers, then repair of the better one);
-- arms of your own, by name: ``arms={"mine": loop(controls=[History("feedback_log")])}``
-  (a loop made of controls) or ``arms={"mine": factory}`` with
-  ``factory(task, model, settings) -> agent`` (any agent: a loop, a ``create_agent``
-  graph, a runnable), each compared with ``resample`` and ``single``.
-
-Every option beyond the arms, K, the concurrency, the subset, the output, the retries
-and the pair time limit is in one `EvalSettings`. Task sets are JSONL files
-(`loop_agents_evals.tasks`); two are bundled, ``code`` and ``instructions``. The rule
-checks are in `loop_agents_evals.checks`; the statistics in `loop_agents_evals.stats`.
-
-Example:
-    ```python
-    from pathlib import Path
-
-    from langchain_openai import ChatOpenAI
-    from loop_agents_evals import EvalSettings, render_report, run_eval, write_eval_page
-
-    report = run_eval("instructions", ChatOpenAI(model="gpt-5.4-mini"), limit=10,
-                      out="instructions.json", settings=EvalSettings(temperature=0.7))
-    render_report(report)
-    write_eval_page(Path("instructions.html"), report.to_json())  # the page of the verdict
-    ```
-
-The names are imported on first use, so that ``import loop_agents_evals.command`` (for
-a command's ``--help``) stays cheap.
+`run_eval` (async: `arun_eval`) runs every task of a task set under several arms with the
+same budget of K answers (``single``, ``loop``, ``resample``, ``judge-loop``, the strategies
+you name, arms of your own), compares them task by task and ends with a recommendation:
+the arm to use and its code (docs/eval.md). Names are imported on first use, so that
+``import loop_agents_evals.command`` (for a command's ``--help``) stays cheap.
 """
 
 from __future__ import annotations
@@ -60,6 +25,7 @@ if TYPE_CHECKING:
     )
     from loop_agents_evals.journal import JournalError
     from loop_agents_evals.loop_arm import loop
+    from loop_agents_evals.recommend import Recommendation, recommend
     from loop_agents_evals.report import (
         ArmSummary,
         EvalReport,
@@ -85,6 +51,7 @@ __all__ = [
     "JournalError",
     "ModelServerDied",
     "Ran",
+    "Recommendation",
     "Task",
     "TaskError",
     "TaskFileError",
@@ -95,6 +62,7 @@ __all__ = [
     "load_tasks",
     "loop",
     "read_eval_json",
+    "recommend",
     "render_report",
     "run_eval",
     "task_messages",
@@ -103,34 +71,22 @@ __all__ = [
 ]
 
 _HOMES = {
-    "ArmRun": "arm_protocol",
-    "EvalArm": "arm_protocol",
-    "Ran": "arm_protocol",
-    "arun_arm": "arms",
-    "ArmFactoryError": "factory_arm",
-    "task_messages": "grading",
-    "visible_checks": "grading",
-    "EvalFileError": "html_report",
-    "eval_page": "html_report",
-    "read_eval_json": "html_report",
-    "write_eval_page": "html_report",
-    "JournalError": "journal",
-    "loop": "loop_arm",
-    "ArmSummary": "report",
-    "EvalReport": "report",
-    "TaskError": "report",
-    "TaskResult": "report",
-    "render_report": "report",
-    "EvalProgress": "runner",
-    "ModelServerDied": "runner",
-    "arun_eval": "runner",
-    "run_eval": "runner",
-    "ARMS": "settings",
-    "ArmSettings": "settings",
-    "EvalSettings": "settings",
-    "Task": "tasks",
-    "TaskFileError": "tasks",
-    "load_tasks": "tasks",
+    name: home
+    for home, names in {
+        "arm_protocol": "ArmRun EvalArm Ran",
+        "arms": "arun_arm",
+        "factory_arm": "ArmFactoryError",
+        "grading": "task_messages visible_checks",
+        "html_report": "EvalFileError eval_page read_eval_json write_eval_page",
+        "journal": "JournalError",
+        "loop_arm": "loop",
+        "recommend": "Recommendation recommend",
+        "report": "ArmSummary EvalReport TaskError TaskResult render_report",
+        "runner": "EvalProgress ModelServerDied arun_eval run_eval",
+        "settings": "ARMS ArmSettings EvalSettings",
+        "tasks": "Task TaskFileError load_tasks",
+    }.items()
+    for name in names.split()
 }
 """Where each name lives (the other public names stay importable from their modules)."""
 

@@ -1,21 +1,9 @@
 """What an arm is: `EvalArm`, what it is given (`ArmRun`) and what it gives back (`Ran`).
 
-An arm answers one task with a budget of K answers. Three kinds exist: the sampling
-arms (``single``, ``resample``: `loop_agents_evals.arms.SampleArm`), loops made of
-controls (the built-in loops and `loop_agents_evals.loop_arm.loop`), and agents of your
-own built by a factory (`loop_agents_evals.factory_arm`). Whatever the kind, the eval
-grades, journals, resumes, compares and draws every arm the same way
-(`loop_agents_evals.arms.arun_arm`).
-
-An arm says what it is with `EvalArm.identity` (plain JSON): the journal keeps it, so a
-journal of another arm under the same name is refused (`describe_value` turns options,
-controls and functions into that JSON).
-
-Example:
-    ```python
-    arm = loop(controls=[History("feedback_log")])
-    print(arm.identity())  # {'kind': 'loop', 'evaluator': 'tests', 'controls': [...]}
-    ```
+The sampling arms, the loops made of controls and the factories' agents are graded,
+journaled, resumed and compared the same way; `EvalArm.identity` (plain JSON, see
+`describe_value`) is what the journal keeps of an arm, so that another arm under the same
+name is refused.
 """
 
 from __future__ import annotations
@@ -51,19 +39,14 @@ class ArmRun:
     Attributes:
         name: The arm's name in this eval.
         task: The task.
-        model: The chat model that answers, already at the arm's temperature.
-        judge: The judge's chat model at the judge's temperature (``judge-loop``);
-            ``None`` for arms without a judge.
+        model: The chat model that answers, at the arm's temperature.
+        judge: The judge's chat model (``None`` for arms without a judge).
         settings: The eval's `ArmSettings` (K is ``settings.iterations``).
-        grader: The task's grader (its visible tests or checks, and the final grading).
-        attempts: Where the arm notes what it wrote (its transcript).
+        grader: The task's grader.
+        attempts: Where the arm notes what it wrote.
         config: The run config to run under (the call counter's callbacks included).
-        first_answer: With ``same_first_answer``: the task's shared first answer, which
-            the arm takes for its first call (`loop_agents_evals.sampling.FirstAnswers`);
-            ``None``: the arm samples its own.
-        learning: For an arm that learns across tasks (`EvalArm.learns`): what it learned
-            so far in this eval (`loop_agents_evals.learning`); ``None``: it starts
-            from nothing.
+        first_answer: The task's shared first answer (``same_first_answer``), or ``None``.
+        learning: What an arm that learns across tasks learned so far, or ``None``.
     """
 
     name: str
@@ -85,13 +68,10 @@ class Ran:
     Attributes:
         answer: The answer that is graded.
         answers: Answers written.
-        steps: The length of its per-attempt curve (``attempts.answers`` holds the
-            answer after each step; after the last one the final answer stands).
+        steps: The length of its per-attempt curve.
         judge_failures: Evaluations where a judge gave no usable verdict.
-        opaque: Whether its attempts could not be read (an agent that is not a loop):
-            its curve and its transcript then hold its final answer only.
-        learned: What an arm that learns added to its store on this task (items as
-            plain JSON, see `loop_agents_evals.learning.ArmLearning.learned`).
+        opaque: Whether its attempts could not be read (an agent that is not a loop).
+        learned: What an arm that learns added to its store on this task.
     """
 
     answer: str
@@ -109,12 +89,10 @@ class EvalArm(ABC):
     """Whether the arm needs the judge's model (`ArmRun.judge`)."""
 
     takes_first_answer: bool = True
-    """Whether the arm can start from the eval's shared first answer (``same_first_answer``,
-    `ArmRun.first_answer`); an arm whose agent sends its own first request cannot."""
+    """Whether the arm can start from the eval's shared first answer (`ArmRun.first_answer`)."""
 
     learns: bool = False
-    """Whether the arm learns across the tasks of an eval (a loop with an `Adaptive`
-    control): the eval then keeps what it learned (`ArmRun.learning`)."""
+    """Whether the arm learns across the tasks of an eval (`ArmRun.learning`)."""
 
     @abstractmethod
     def identity(self) -> dict[str, Any]:
@@ -135,14 +113,10 @@ def _qualified(value: Any) -> str:
 
 
 def describe_value(value: object, *, depth: int = 0) -> Any:
-    """A JSON description of an option's value that is the same from one run to the next.
+    """A JSON description of a value that is the same from one run to the next.
 
-    Numbers, strings, booleans and ``None`` are kept; lists and mappings are described
-    item by item; a function or class becomes ``"module:qualname"``; a
-    ``functools.partial`` its function and arguments; a chat model its class and model
-    name; any other object (a control) its class and its public attributes. Secrets are
-    never written: an attribute named like a key, token or password, and any
-    ``SecretStr``, read ``"<secret>"``.
+    A function or class is ``"module:qualname"``, a chat model its class and model, any
+    other object (a control) its class and public attributes; secrets read ``"<secret>"``.
 
     Example:
         ```python

@@ -1,36 +1,9 @@
 """``--arm NAME=SPEC``: an arm of your own on the command line, checked before LangChain loads.
 
-SPEC is one of:
-
-- ``module:factory``: a factory ``(task, model, settings) -> agent`` (see
-  `loop_agents_evals.factory_arm`), imported from a module on the path (the current
-  folder first), e.g. ``--arm mine=my_arms:fresh_log``;
-- ``loop`` or ``judge-loop``, then options as ``,KEY=VALUE``: a loop built by
-  `loop_agents_evals.loop_arm.loop` from the controls the options stand for, judged by the
-  task's visible tests or checks (``loop``) or an LLM judge (``judge-loop``), e.g.
-  ``--arm fresh=loop,history=feedback_log,feedback=plain,restart=on``.
-
-The loop options are the keys of the command's table of controls by short name
-(`loop_agents_cli.control_options`): ``history``
-(``full``, ``last_attempt``, ``feedback_log``: `History`), ``feedback`` (``default``: the
-review, fenced; ``plain``: the evaluator's text as it is: `FeedbackStyle`),
-``candidates`` (N >= 2 answers per iteration: `Candidates`), ``select`` (``last``,
-``best``: `AnswerSelection`), ``patience`` (N: `Plateau`), ``restart`` (``on``, or N: the
-most repairs in a row; a `Restart` control told what must hold), ``first`` (k >= 2: a
-`DiverseFirst` control), ``stagnation`` (``on``: a `Stagnation` stop) and ``adaptive``
-(``on``: an `Adaptive` control told what must hold, as the built-in ``adaptive`` arm: it
-learns across the eval's tasks which kind of retry pays; not with ``restart``). The
-controls run in the table's order. Without ``restart`` or ``adaptive`` the loop repairs
-every retry, as the built-in ``loop`` does (a loop's default).
-
-Every error is a `ValueError` naming the option and the fix (with the closest name for a
-mistyped key), raised before any model is called; a factory's spec and a loop's base are
-checked before LangChain or LangGraph is imported (a loop's keys need the table).
-
-Example:
-    ```python
-    name, arm = parse_arm_spec("fresh=loop,history=feedback_log,restart=on")
-    ```
+SPEC is ``module:factory`` (imported from the current folder first), or ``loop`` /
+``judge-loop`` followed by ``,KEY=VALUE`` options, each building the control of the
+command's table (`loop_agents_cli.control_options`), in the table's order (the keys are in
+docs/eval.md, "On the command line"). Every error is a `ValueError` naming the fix.
 """
 
 from __future__ import annotations
@@ -87,8 +60,7 @@ def load_factory(text: str) -> Any:
     """Import ``module:attribute`` (the current folder first on the path) and check it.
 
     Raises:
-        ValueError: the module cannot be imported, has no such attribute, or it is not
-            a function ``(task, model, settings) -> agent``.
+        ValueError: it cannot be imported, or is not a function ``(task, model, settings)``.
 
     Example:
         ```python
@@ -160,8 +132,7 @@ def parse_arm_spec(text: str) -> tuple[str, Any]:
     """``NAME=SPEC`` -> the arm's name and the arm (a `loop(...)`, or a factory).
 
     Raises:
-        ValueError: the text, the name, an option or the factory is wrong; the message
-            starts with what was given and says what is expected.
+        ValueError: the text, the name, an option or the factory is wrong.
 
     Example:
         ```python

@@ -1,51 +1,11 @@
 """The arms of an eval, each run on one task with the same budget of K answers.
 
-The built-in arms (`BUILTIN_ARMS`, each an `EvalArm`):
-
-- ``single``: one answer.
-- ``loop``: `create_loop_agent` with the task's visible tests or checks as the
-  evaluator: up to K answers, each failure's feedback sent back with the answer (and,
-  for an answer cut off at the token cap, a sentence saying so): every retry is a repair
-  (`create_loop_agent`'s default).
-- ``resample``: up to K independent answers, asked again with the same messages; the
-  first that passes the visible tests or checks is the answer, else the last. The
-  compute-matched control (``single`` and ``resample`` are `SampleArm`).
-- ``judge-loop``: `create_loop_agent` with an LLM judge (`llm_judge`) as the
-  evaluator: up to K answers, feedback from the judge's opinion only, never from a
-  test (intrinsic self-correction).
-- ``loop-candidates``: the ``loop`` with two candidate answers per iteration
-  (a ``Candidates(2)`` control) for K/2 iterations: K answers in all (K must be even). Not run by
-  default.
-- ``restart``: the ``loop`` with a `Restart` control:
-  after a repair that did not raise the share of visible tests or checks passed (or an
-  answer identical to an earlier one), the next answer is a fresh sample sent the task
-  and what the earlier answers failed, as a list of what must hold. Not run by default.
-- ``diverse-first``: the ``loop`` with a `DiverseFirst` control: two first answers at
-  once, then repair of the better one: K answers in all (K >= 2). Not run by default.
-- ``adaptive``: the ``loop`` with an `Adaptive` control:
-  each answer after the first is a repair, a fresh sample or a fresh sample told what
-  must hold, chosen by Thompson sampling from how each kind did on the eval's earlier
-  tasks (`ArmLearning`, kept in the journal; see `loop_agents_evals.learning`). No
-  extra model call. Not run by default.
-
-Arms of your own: a loop made of controls (`loop_agents_evals.loop_arm.loop`), or a
-factory ``(task, model, settings) -> agent`` (`loop_agents_evals.factory_arm`), given by
-name: ``arms={"mine": loop(controls=[...])}``.
-
-Every arm's agent samples at the same temperature (`ArmSettings.temperature`, 1.0)
-unless one is set for the arm (`ArmSettings.arm_temperatures`); the judge samples at
-`ArmSettings.judge_temperature` (0). Every arm's answer is then graded the same way
-(`loop_agents_evals.grading`): the hidden tests of a code task, every check of an
-instructions task; so is the answer the arm would have given had it stopped after
-each attempt (`ArmOutcome.by_attempt`), and every answer of its transcript. Model calls
-and tokens are counted with a callback on every chat-model call of the arm (the
-agent's and the judge's).
-
-Example:
-    ```python
-    outcome = await arun_arm(task, "loop", model, settings=ArmSettings(iterations=3))
-    print(outcome.passed, outcome.model_calls, outcome.by_attempt)
-    ```
+`BUILTIN_ARMS` (their table is in docs/eval.md, "The arms"): ``single`` and ``resample``
+(`SampleArm`), and loops made of controls (`loop_agents_evals.loop_arm`): ``loop`` (every
+retry a repair), ``judge-loop``, ``loop-candidates``, ``restart``, ``diverse-first``,
+``adaptive``. Arms of your own are a `loop(...)` or a factory. `arun_arm` runs one arm on
+one task and grades its answer, the answer after each step and its transcript, counting
+every chat-model call.
 """
 
 from __future__ import annotations
@@ -89,7 +49,6 @@ from loop_agents_evals.tasks import Task, task_digest
 __all__ = [
     "BUILTIN_ARMS",
     "ArmLike",
-    "ArmOutcome",
     "PairRunner",
     "SampleArm",
     "arun_arm",
@@ -101,19 +60,12 @@ ArmLike: TypeAlias = str | EvalArm | Callable[..., Any]
 """What an arm may be given as: a built-in arm's name, a `loop(...)`, or a factory."""
 
 
-ArmOutcome: TypeAlias = TaskResult
-"""What `arun_arm` returns: the arm's `TaskResult` on the task (its first try)."""
-
-
 PairRunner: TypeAlias = Callable[["Task", str], Awaitable[TaskResult]]
 """Runs one arm (by its name) on one task (here, or on a LangGraph server)."""
 
 
 class SampleArm(EvalArm):
-    """``single`` (``resample=False``) or ``resample`` (``resample=True``).
-
-    ``resample`` asks again, with the same messages, until an answer passes the visible
-    tests or checks or K answers are written: the compute-matched control of a loop.
+    """``single``, or ``resample``: the request again until an answer passes the visible checks.
 
     Example:
         ```python
@@ -183,16 +135,14 @@ def _custom(name: object, arm: object) -> EvalArm:
 
 
 def resolve_arms(arms: object) -> dict[str, EvalArm]:
-    """The arms to run by name: a list of built-in names, or a mapping of names to arms.
+    """The arms to run by name, from a list of built-in names or a mapping of names to arms.
 
-    A list keeps its order and drops repeats. A mapping's values are a built-in arm's
-    name (under its own name, ``{"resample": "resample"}``), a `loop(...)` arm, any
+    A mapping's values are a built-in arm's name (under its own name), a `loop(...)`, any
     `EvalArm`, or a factory ``(task, model, settings) -> agent``.
 
     Raises:
-        ValueError: empty, an unknown built-in name (with the closest one), a built-in
-            arm under another name, an arm of your own under a built-in name or an
-            unusable name, a list that is not of names.
+        ValueError: empty, an unknown name (with the closest one), a built-in arm under
+            another name, an arm of your own under a built-in or unusable name.
         TypeError: a value that is not an arm; a factory with the wrong signature.
 
     Example:
@@ -235,10 +185,6 @@ def resolve_arms(arms: object) -> dict[str, EvalArm]:
 def why_own_first_answer(arm: EvalArm, name: str, settings: ArmSettings) -> str | None:
     """Why ``arm`` samples its own first answer under ``same_first_answer``, or ``None``.
 
-    The eval's shared first answer is sampled at the eval's temperature from the task's
-    own request: an arm given another temperature, or whose agent sends a request of its
-    own (an arm built by a factory), samples its own.
-
     Example:
         ```python
         arm = resolve_arms(["loop"])["loop"]
@@ -269,33 +215,23 @@ async def arun_arm(
 
     Args:
         task: The task.
-        arm: A built-in arm's name (``"single"``, ``"loop"``, ``"resample"``,
-            ``"judge-loop"``, ``"loop-candidates"``, ``"restart"``,
-            ``"diverse-first"``, ``"adaptive"``), a `loop(...)` arm, or a factory
+        arm: A built-in arm's name, a `loop(...)` arm, or a factory
             ``(task, model, settings) -> agent``.
-        model: The chat model that answers (it samples at the arm's temperature).
-        name: The name of an arm of your own (default ``"custom"``): its run's name and
-            the key of its temperature in ``settings.arm_temperatures``.
+        model: The chat model that answers (at the arm's temperature).
+        name: The name of an arm of your own (default ``"custom"``).
         settings: K, the temperatures and the judge's settings (default `ArmSettings`).
         judge: The judge's chat model in ``judge-loop`` (default ``model``).
         config: A run config to run under (callbacks, tags, a parent run).
-        first_answers: The first answers shared by the arms of an eval
-            (`loop_agents_evals.sampling.FirstAnswers`): an arm that samples at their
-            temperature and makes its first call itself starts from the task's.
-        learning: For an arm that learns across tasks (``adaptive``, a loop with an
-            `Adaptive` control): what it learned so far in the eval, which the task's
-            loop starts from (`loop_agents_evals.learning`); without it the loop starts
-            from nothing. What the task adds is in the result's ``learned``; it joins
-            ``learning`` only when the caller adds it (`ArmLearning.add`).
+        first_answers: The eval's shared first answers (``same_first_answer``).
+        learning: What an arm that learns across tasks learned so far in the eval
+            (`ArmLearning`); what this task adds is in the result's ``learned``.
 
     Returns:
         Its `TaskResult` (``attempts`` 1: the eval counts its retries).
 
     Raises:
-        ValueError: an unknown arm, or a K the arm cannot spend (an odd K for
-            ``loop-candidates``).
-        Exception: whatever the model raises (a server error, a timeout): the caller
-            retries or reports it; it is never a pass.
+        ValueError: an unknown arm, or a K the arm cannot spend.
+        Exception: whatever the model raises (never a pass).
 
     Example:
         ```python

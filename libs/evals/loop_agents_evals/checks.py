@@ -1,30 +1,8 @@
 r"""The rule checks of ``instructions`` tasks: a closed vocabulary in the style of IFEval.
 
-A check is written in a task file as an object whose ``"check"`` names one entry of
-`CHECKS` and whose other fields are that entry's parameters, e.g.
-``{"check": "word_count", "max": 50}``. Each check either passes or fails with a
-sentence addressed to the writer that says what to fix; that sentence is the loop's
-feedback. An answer passes a task when every check passes.
-
-How text is counted (the same for every check):
-
-- a *word* is a run of letters or digits, with inner apostrophes or hyphens kept
-  (``don't`` and ``well-known`` are one word each);
-- a *sentence* ends at ``.``, ``!`` or ``?`` followed by a space or the end, or at a
-  line break; pieces without a letter or digit are not sentences;
-- a *line* is a line with something other than spaces on it;
-- a *paragraph* is a block of lines separated from the next by a blank line;
-- word matches (``include_words``, ``forbidden_words``, ``word_frequency``) ignore
-  case and match whole words (a phrase matches as a whole too).
-
-Example:
-    ```python
-    from loop_agents_evals.checks import parse_check
-
-    check = parse_check({"check": "word_count", "max": 5})
-    assert check.run("One two three.").passed
-    assert "at most 5" in check.run("one two three four five six").feedback
-    ```
+A check is ``{"check": NAME, ...parameters}`` (an entry of `CHECKS`); it passes, or fails
+with a sentence to the writer saying what to fix (the loop's feedback). How words,
+sentences, lines and paragraphs are counted is in docs/eval.md ("The check vocabulary").
 """
 
 from __future__ import annotations
@@ -61,13 +39,7 @@ _FENCED_JSON = re.compile(r"^```(?:json)?[ \t]*\n(?P<body>.*)\n```$", re.DOTALL 
 
 
 class CheckSpecError(ValueError):
-    """A check in a task file is malformed.
-
-    Attributes:
-        field: The offending field inside the check (``"check"``, ``"max"``, ...), or
-            ``""`` for the check as a whole.
-        problem: What is wrong and what is expected.
-    """
+    """A check in a task file is malformed: its ``field`` (or ``""``) and the ``problem``."""
 
     def __init__(self, field: str, problem: str) -> None:
         super().__init__(f"{field}: {problem}" if field else problem)
@@ -77,16 +49,7 @@ class CheckSpecError(ValueError):
 
 @dataclass(frozen=True)
 class CheckSpec:
-    """One entry of the vocabulary: what it checks and which parameters it takes.
-
-    Attributes:
-        name: The value of ``"check"`` that selects it.
-        summary: One sentence for the documentation.
-        params: Parameter name -> kind (see `ParamKind`).
-        required: The parameters that must be given.
-        one_of: Groups of parameters of which at least one must be given.
-        run: ``(answer, params) -> None`` when it passes, else the feedback.
-    """
+    """One entry of the vocabulary; ``run(answer, params)`` is ``None`` or the feedback."""
 
     name: str
     summary: str
@@ -98,13 +61,7 @@ class CheckSpec:
 
 @dataclass(frozen=True)
 class CheckResult:
-    """The outcome of one check on one answer.
-
-    Attributes:
-        check: The check.
-        passed: Whether the answer meets it.
-        feedback: What to fix; ``""`` when it passed.
-    """
+    """The outcome of one check on one answer (``feedback``: what to fix, ``""`` if passed)."""
 
     check: Check
     passed: bool
@@ -113,11 +70,7 @@ class CheckResult:
 
 @dataclass(frozen=True)
 class Check:
-    """One validated check of an instructions task.
-
-    Attributes:
-        name: An entry of `CHECKS`.
-        params: Its parameters, validated.
+    """One validated check of an instructions task: an entry of `CHECKS` and its parameters.
 
     Example:
         ```python
@@ -131,10 +84,7 @@ class Check:
 
     @classmethod
     def of(cls, name: str, **params: Any) -> Check:
-        """Build and validate a check, e.g. ``Check.of("word_count", max=50)``.
-
-        Raises:
-            CheckSpecError: the name or a parameter is not valid.
+        """Build and validate a check (`CheckSpecError` if it is not valid).
 
         Example:
             ```python
@@ -230,10 +180,7 @@ def _check(
     required: Iterable[str] = (),
     bounded: bool = False,
 ) -> Callable[[Run], Run]:
-    """Add the decorated function to `CHECKS` as ``name``; its docstring is the summary.
-
-    ``bounded`` adds ``min`` and ``max`` (at least one of them must be given).
-    """
+    """Add the decorated function to `CHECKS` (``bounded``: with ``min``/``max``)."""
     kinds: dict[str, ParamKind] = dict(params or {})
     if bounded:
         kinds |= {"min": "count", "max": "count"}

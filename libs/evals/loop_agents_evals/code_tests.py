@@ -1,32 +1,9 @@
 r"""Running a code task's tests on an answer, in the package's sandbox (`arun_python`).
 
-The answer's code is taken from its Markdown (the first Python block that defines the
-task's function, else the first Python block, a block left open by an answer cut off
-included, else the whole answer), and run in a child process with
-`loop_agents_checks.sandbox.arun_python` (its isolation, limits and clean environment; see
-`loop_agents_checks.sandbox`) together with a small harness. The harness runs the code's
-top-level statements one by one: the definitions are what is graded, so an error in the
-code's own demo lines (a ``print(...)``, a call on an example, an ``assert``, an ``if
-__name__ == "__main__":`` block, a loop that defines nothing) is reported with its
-traceback and the tests run anyway, while an error in an import, a definition or an
-assignment stops the loading (reported with its line too). Then it runs each test (an
-``assert`` with the statements before it) on its own, with a time limit per statement,
-and reports which passed; for a failed ``assert f(x) == y`` without a message it reports
-``f(x) returned 5, expected 4``, and for an exception the line of the code that raised
-it. The report reaches the parent on a duplicate of stdout, marked with a random token,
-after which the child exits at once: output the answer prints, ``atexit`` handlers and
-leftover threads cannot stand in for it, and a program that never reports has failed.
-
-The token keeps an answer from passing by accident (printing something that looks like
-a report); an answer written to cheat could read it from its own program, so the
-verdict is as trustworthy as the model is honest, within the sandbox's walls.
-
-Example:
-    ```python
-    report = await arun_tests("def double(x):\n    return 2 * x\n", "assert double(2) == 4",
-                              entry_point="double")
-    assert report.passed
-    ```
+The answer's code is taken from its Markdown (`extract_code`) and run with a harness that
+loads its top-level statements one by one (an error in a demo line is reported and the
+tests still run), then runs each test on its own and reports, marked with a random token,
+which passed and why not (docs/eval.md, "Task files", says what the feedback reads).
 """
 
 from __future__ import annotations
@@ -219,20 +196,14 @@ _report({{"results": _results, "top_level": _top}})
 
 @dataclass(frozen=True)
 class TestOutcome:
-    """One test's result.
-
-    A test is an ``assert`` statement with the statements before it (since the previous
-    ``assert``), e.g. ``got = f(2)`` then ``assert got == 4, f"f(2) returned {got}"``.
+    """One test's result (a test: an ``assert`` with the statements before it).
 
     Attributes:
         source: The statement that failed (the ``assert`` when the test passed).
         passed: Whether every statement of the test ran without error.
-        detail: Why it failed: the assert's own message; for a failed ``assert f(x) == y``
-            without one, what the call returned and what was expected (``"f(2)
-            returned 5, expected 4"``); an exception, with the line of the code that
-            raised it; a timeout. ``""`` if it passed.
-        explained: Whether ``detail`` says it all (the assert's own message, or the
-            call, its value and the expected one): then it is shown alone in the feedback.
+        detail: Why it failed (``"f(2) returned 5, expected 4"``, an exception and its
+            line, a timeout); ``""`` if it passed.
+        explained: Whether ``detail`` says it all (shown alone in the feedback).
     """
 
     __test__ = False  # not a pytest class
@@ -248,13 +219,10 @@ class CodeReport:
     """The tests of a code task, run on one answer.
 
     Attributes:
-        problem: Why no test could run (no code, the code did not load, no function of
-            that name, a timeout); ``None`` when the tests ran.
-        outcomes: One per test statement, in order (empty when ``problem`` is set).
-        top_level_errors: The errors of the code's own demo lines at its top level (an
-            expression such as a ``print(...)`` call, an ``assert``, an ``if __name__ ==
-            "__main__":`` block), each a traceback of the code's lines. They do not stop
-            the tests and do not count in `passed`; the feedback shows them.
+        problem: Why no test could run (no code, it did not load, no such function, a
+            timeout); ``None`` when the tests ran.
+        outcomes: One per test, in order.
+        top_level_errors: Tracebacks of the code's own demo lines (shown, not counted).
     """
 
     problem: str | None
@@ -270,18 +238,10 @@ class CodeReport:
 def extract_code(answer: str, entry_point: str) -> str | None:
     r"""The code of an answer: a Python block defining ``entry_point``, else the first block.
 
-    A Python block that is opened but never closed (an answer cut off at the token limit)
-    counts as a block when its fence names Python or it defines ``entry_point`` (an
-    unlabeled fence may be a stray closing one, prose after it), its code taken as written
-    up to the end of the answer. When that code does not parse but its lines up to a
-    later top-level statement do, and still define ``entry_point`` (the cap cut off a demo
-    line after a complete function), the incomplete statement is left out; otherwise a
-    cut-off line is a syntax error, reported with its line. A block that does
-    not parse counts as defining ``entry_point`` when one of its lines starts its
-    ``def`` or ``class``. Without any block the whole answer is taken when it parses as
-    Python, else its lines before its first fence line when they parse and define
-    ``entry_point`` (small models often write the code bare, then a stray closing fence
-    and prose). Returns ``None`` when the answer holds no code.
+    A block left open (an answer cut off at the token cap) counts, without an incomplete
+    last top-level statement when that alone keeps it from parsing. Without a block, the
+    answer itself when it parses, else its lines before a stray fence when they define
+    ``entry_point``. ``None`` when the answer holds no code.
 
     Example:
         ```python
@@ -310,12 +270,7 @@ def extract_code(answer: str, entry_point: str) -> str | None:
 
 
 def _complete_statements(code: str, entry_point: str) -> str:
-    """``code`` without an incomplete last top-level statement, when that alone breaks it.
-
-    The longest run of whole lines that ends before a top-level line (one that starts at
-    column 0), parses and defines ``entry_point``; ``code`` itself when it parses or no
-    such run exists (the cut is then inside the definition: a syntax error to report).
-    """
+    """``code`` without an incomplete last top-level statement, when that alone breaks it."""
     try:
         ast.parse(code)
     except (SyntaxError, ValueError):
@@ -391,16 +346,7 @@ def _compare(node: ast.stmt) -> _Compare | None:
 
 
 def _demo_statements(code: str) -> dict[int, _Compare | None]:
-    """The code's top-level statements that are its own demo, not definitions, by index.
-
-    A demo statement is an expression statement (a ``print(...)`` call, a call of the
-    function on an example), an ``assert``, an ``if __name__ == "__main__":`` block, or a
-    ``for`` or ``while`` loop that defines and imports nothing (``for case in cases:
-    print(f(case))``). Its error is reported without stopping the tests; an error of any
-    other statement (an import, a ``def``, a ``class``, an assignment) stops the loading.
-    An ``assert a == b`` without a message comes with its sides (see `_compare`), so that
-    its failure says what ``a`` was.
-    """
+    """The code's demo statements by index, each with its sides when an ``assert a == b``."""
     try:
         tree = ast.parse(code)
     except (SyntaxError, ValueError):
@@ -432,12 +378,7 @@ def _is_main_check(test: ast.expr) -> bool:
 
 
 def _split_tests(tests: str) -> list[list[_Statement]]:
-    """The tests: runs of top-level statements, each ending with an ``assert``.
-
-    Each statement comes with its two sides when it is an ``assert a == b`` without a
-    message (to show what ``a`` was and what was expected). Statements after the last
-    ``assert`` form a last test.
-    """
+    """The tests: runs of top-level statements, each ending with an ``assert`` (or the end)."""
     tree = ast.parse(tests)
     groups: list[list[_Statement]] = [[]]
     for node in tree.body:
@@ -456,26 +397,14 @@ async def arun_tests(
     timeout: float = DEFAULT_TIMEOUT,
     per_test_timeout: float = PER_TEST_TIMEOUT,
 ) -> CodeReport:
-    """Run ``tests`` (assert statements) after ``code`` in a child process.
-
-    The code's top-level statements run one by one. An error in a demo statement (an
-    expression such as ``print(f(2))``, an ``assert``, an ``if __name__ == "__main__":``
-    block, a loop that defines nothing) is kept in `CodeReport.top_level_errors` and the
-    rest still runs; an error in any other (an import, a ``def``, a ``class``, an
-    assignment) stops the loading and is the report's ``problem``. Either comes with a
-    traceback of the code's own lines.
+    """Run ``tests`` after ``code`` in the sandbox; a `CodeReport`.
 
     Args:
-        code: The answer's code.
-        tests: The task's tests: Python statements; each ``assert`` with the statements
-            before it is one test, run on its own.
+        code: The answer's code (its top-level statements run one by one).
+        tests: Python statements; each ``assert`` with those before it is one test.
         entry_point: The function the code must define.
-        timeout: Seconds for the whole run (loading and every test).
-        per_test_timeout: Seconds for each top-level statement of the code and each
-            statement of the tests.
-
-    Returns:
-        A `CodeReport`.
+        timeout: Seconds for the whole run.
+        per_test_timeout: Seconds for each statement of the code and of the tests.
 
     Example:
         ```python
@@ -527,10 +456,6 @@ async def arun_tests(
 
 def code_feedback(report: CodeReport, *, entry_point: str) -> str:
     """The feedback on a report of the visible tests; ``""`` when they all passed.
-
-    A failed ``assert f(x) == y`` reads ``f(x) returned 5, expected 4``; another failed
-    test shows its statement and the error. The errors of the code's own top-level
-    demo lines follow, each with its traceback.
 
     Example:
         ```python

@@ -1,31 +1,20 @@
-"""The ``eval`` command: its arguments, their validation, and running it with progress.
+"""The ``eval`` command: its arguments, their checks, and running it with progress.
 
-The command line tool adds the arguments with `add_eval_arguments`, turns the parsed
-arguments into `EvalOptions` with `eval_options` (every check, the task file and the
-sandbox included, happens there, before any model library is imported or any model is
-built or called), builds the model from its own endpoint options, and runs
-`run_eval_command`:
-
-```python
-add_eval_arguments(parser)
-...
-options = eval_options(args)  # EvalUsageError: print it with the usage, exit 2
-endpoint = None if options.settings.server else EvalEndpoint(model)
-status = asyncio.run(run_eval_command(options, endpoint))
-```
-
-Importing this module is cheap: LangChain and LangGraph are imported only to run (or to
-build an arm of your own, once every other argument is checked).
+`eval_options` checks every argument, the task file and the sandbox before a model
+library is imported; `run_eval_command` runs the eval and prints its report; `draw_again`
+shows a finished one (``--from``).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import dataclasses
 import json
 import math
 import os
+import secrets
 import signal
 import sys
 import threading
@@ -35,8 +24,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loop_agents_cli.console.html_page import check_report_path
-from loop_agents_cli.parser import ENDPOINTS, Command, model_options
-from loop_agents_evals.report_command import add_report_arguments
+from loop_agents_cli.errors import UsageError
+from loop_agents_cli.parser import ENDPOINTS, PROG, Command, model_options
+from loop_agents_evals.report_command import (
+    add_report_arguments,
+    draw_from_json,
+    report_from_json,
+)
 from loop_agents_evals.settings import (
     ARMS,
     ARMS_TEXT,
@@ -46,6 +40,7 @@ from loop_agents_evals.settings import (
     check_arm_budget,
     check_count,
     did_you_mean,
+    server_conflict,
 )
 from loop_agents_evals.tasks import BUNDLED_SETS, Task, TaskFileError, check_sandbox, load_tasks
 
@@ -74,22 +69,17 @@ TASKS_NEED_SANDBOX = "the code tasks' answers run in the sandbox, which cannot r
 
 EVAL_DESCRIPTION = (
     "Measure whether a loop pays off for your tasks and your model: run every task "
-    "under each arm with the same budget of K answers and compare the pass rates. "
-    "single: one answer. loop: up to K answers, each retry a repair (the answer and the "
-    "feedback from the visible tests or checks). resample: up to K independent "
-    "answers, the first that passes the visible tests or checks (the compute-matched "
-    "control). judge-loop: up to K answers, the "
-    "feedback from an LLM judge only. loop-candidates (only with --arms): the loop with "
-    "2 candidate answers per iteration for K/2 iterations (K even). restart (only with "
-    "--arms): the loop, but after a repair that did not improve, a fresh sample told "
-    "what must hold. diverse-first (only with --arms): 2 first answers, then repair of "
-    "the better one (K >= 2). adaptive (only with --arms): the loop, each retry a repair, "
-    "a fresh sample or a fresh sample told what must hold, chosen by what paid on the "
-    "earlier tasks of the eval (Thompson sampling, kept in the journal). Arms of your "
-    "own: --arm NAME=loop,OPTION=VALUE,... (a loop made of controls) or --arm "
-    "NAME=module:factory (your agent); each is compared with resample and single. "
-    "Every arm samples at "
-    "the same temperature T unless --arm-temperature sets its own. Code answers are "
+    "under each arm with the same budget of K answers, compare the pass rates, and end "
+    "with the arm to use and its code. single: one answer. loop: up to K answers, each "
+    "retry a repair (the answer and the feedback from the visible tests or checks). "
+    "resample: up to K independent answers, the first that passes the visible tests or "
+    "checks. judge-loop: up to K answers, the feedback from an LLM judge only. Only with "
+    "--arms: loop-candidates (2 answers per iteration, K even), restart (a fresh sample "
+    "told what must hold after a repair that did not improve), diverse-first (2 first "
+    "answers, then repair of the better one), adaptive (each retry a repair, a fresh "
+    "sample or an informed one, chosen by what paid on the earlier tasks). Arms of your "
+    "own: --arm NAME=loop,KEY=VALUE,... or --arm NAME=module:factory. Every arm samples "
+    "at the same temperature T unless --arm-temperature sets its own. Code answers are "
     "graded by hidden tests the model never sees."
 )
 
@@ -126,27 +116,22 @@ class EvalUsageError(ValueError):
 
 @dataclass(frozen=True)
 class EvalOptions:
-    """The ``eval`` command's settings, validated, with its tasks loaded.
+    """The ``eval`` command's arguments, checked, with its tasks loaded.
 
     Attributes:
         source: TASKS as given.
         tasks: The tasks to run (after ``--tasks`` and ``--limit``).
         arms: The names of the arms to run, built-in and yours, in order.
-        settings: The `EvalSettings` the arguments give (the temperatures, the judge's
-            threshold, the code timeout, ``--server``, ``--same-first-answer``); the
-            model's own (its judge, name, digest, seed) are added when it runs.
+        settings: The `EvalSettings` of the arguments (the model's are added to run).
         iterations: K.
         concurrency: Pairs run at the same time.
         out: Where the JSON result goes (its journal beside it), or ``None``.
         retries: Tries after the first for a failing pair.
-        pair_timeout: Seconds one task/arm pair may take (``--pair-timeout``).
+        pair_timeout: Seconds one task/arm pair may take.
         json: Print the JSON result instead of the tables.
-        report: Where the HTML page of the result goes, or ``None``.
-        seed: The bundled server's random seed (``--seed``, checked by
-            `loop_agents_cli.models.endpoints.resolve_endpoint`), or ``None`` for a new one
-            per run.
-        custom_arms: The arms of your own (``--arm``): name -> a `loop(...)` arm or a
-            factory.
+        report: Where the HTML page goes, or ``None``.
+        seed: The bundled server's random seed, or ``None`` for a new one per run.
+        custom_arms: The arms of your own (``--arm``): name -> a `loop(...)` or a factory.
     """
 
     source: str
@@ -166,22 +151,17 @@ class EvalOptions:
 
 @dataclass(frozen=True)
 class EvalEndpoint:
-    """The model an eval runs with, built by the command line tool from its options.
+    """The model an eval runs with, from the command's endpoint options.
 
     Attributes:
-        model: The chat model (also the judge of ``judge-loop`` without ``judge_model``).
+        model: The chat model (also the judge without ``judge_model``).
         judge_method: How the judge's verdict is requested (`EvalSettings.judge_method`).
-        description: How the model is named in the report and the journal (default:
-            its name and endpoint).
-        digest: The identity of the model's weights (the SHA-256 of a ``--gguf``
-            file), part of the journal's key; ``None`` when not known.
-        judge_model: The judge's chat model in ``judge-loop`` (default ``model``): the
-            same model on a server of its own (the bundled server's judge process).
-        seed: The random seed the model's server was started with (the bundled
-            server's), kept in the report; ``None`` when the server keeps its own.
-        server_failure: Says why the bundled server stopped (its
-            `loop_agents_cli.models.endpoints.Endpoint.server_failure`): the eval then stops
-            at once instead of retrying pairs that cannot succeed.
+        description: The model's name in the report and the journal.
+        digest: The SHA-256 of a ``--gguf`` file (the journal's key), or ``None``.
+        judge_model: The judge's chat model (the bundled server's judge process).
+        seed: The seed the model's server was started with, or ``None``.
+        server_failure: Says why the bundled server stopped (`EvalSettings`'
+            ``model_server_failure``).
     """
 
     model: BaseChatModel
@@ -391,8 +371,10 @@ def eval_options(args: argparse.Namespace) -> EvalOptions:
         check_arm_budget(arms, args.iterations)
     except ValueError as exc:
         raise EvalUsageError(str(exc)) from None
-    if not args.pair_timeout > 0:
-        raise EvalUsageError(f"--pair-timeout must be > 0 seconds; got {args.pair_timeout:g}")
+    if not (math.isfinite(args.pair_timeout) and args.pair_timeout > 0):
+        raise EvalUsageError(
+            f"--pair-timeout must be a finite number of seconds > 0; got {args.pair_timeout:g}"
+        )
     settings = _settings(args, custom)
     if settings.server is not None:
         if args.seed is not None:
@@ -400,21 +382,10 @@ def eval_options(args: argparse.Namespace) -> EvalOptions:
                 "--seed sets the bundled llama.cpp server's seed; with --server the "
                 "LangGraph server's model samples with its own: drop --seed"
             )
-        if custom_given:
-            raise EvalUsageError(
-                "--arm: arms of your own run here, not on a LangGraph server (it runs the "
-                "built-in arms only): drop --server, or run those arms apart"
-            )
-        if args.same_first_answer:
-            raise EvalUsageError(
-                "--same-first-answer shares the first answers of arms run here; with "
-                "--server each pair runs on the LangGraph server: drop one of them"
-            )
-        if "adaptive" in arms:
-            raise EvalUsageError(
-                "adaptive learns across the tasks of an eval, which runs here (on a "
-                "LangGraph server each pair runs alone): drop --server, or adaptive"
-            )
+        learn = [arm for arm in arms if arm == "adaptive"]
+        conflict = server_conflict(custom, args.same_first_answer, learn)
+        if conflict:
+            raise EvalUsageError(f"--server: {conflict}")
     out: Path | None = args.out
     if out is not None and out.is_dir():
         raise EvalUsageError(
@@ -438,7 +409,11 @@ def eval_options(args: argparse.Namespace) -> EvalOptions:
             check_sandbox(tasks)
     except TaskFileError as exc:
         raise EvalUsageError(str(exc)) from None
-    except RuntimeError as exc:  # IsolationUnavailable: no code answer could be tested here
+    except RuntimeError as exc:
+        from loop_agents_checks.sandbox import IsolationUnavailable
+
+        if not isinstance(exc, IsolationUnavailable):  # only then can no code answer run
+            raise
         raise EvalUsageError(f"{TASKS_NEED_SANDBOX} {exc}") from None
     custom_arms = _custom_arms(custom_given)  # imports factories, builds loops: the last check
     for name, arm in custom_arms:
@@ -517,12 +492,7 @@ class _ProgressView:
 
 @contextlib.contextmanager
 def _ends_soon_after_ctrl_c(console: Console) -> Iterator[None]:
-    """On Ctrl-C, end the process if the eval has not wound down within `GRACE_SECONDS`.
-
-    The eval is cancelled as asyncio does on Ctrl-C (the pairs stop, their sync calls are
-    abandoned, what finished is in the journal); an arm that does not let go of the
-    cancellation cannot keep the process alive past the grace.
-    """
+    """On Ctrl-C, cancel the eval and end the process if it has not ended in `GRACE_SECONDS`."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -669,6 +639,79 @@ def _count(number: int, noun: str) -> str:
     return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
 
 
+def _stable_name(kind: str, model: str, base_url: str | None) -> str:
+    """The model's name in the journal, the same every run (the bundled server's port varies)."""
+    if kind == "local":
+        return f"{model} (bundled llama.cpp server)"
+    return f"{model} at {base_url or 'OpenAI'}"
+
+
+def _weights_digest(gguf: str | None) -> str | None:
+    """The SHA-256 of a ``--gguf`` file (cached by path, size and mtime), else ``None``."""
+    if gguf is None:
+        return None
+    from loop_agents_cli.models.file_identity import file_digest
+
+    try:
+        return file_digest(gguf)
+    except OSError as exc:
+        raise UsageError(f"cannot read the model file {gguf!r}: {exc}") from exc
+
+
+def eval_(args: argparse.Namespace) -> int:
+    """Run the eval: check every argument and the task file, resolve the model, run it."""
+    if args.from_json is not None:  # a finished eval's page: nothing runs
+        return draw_again(args)
+    try:  # every argument, before a model library is imported: as quick as --help
+        options = eval_options(args)
+    except EvalUsageError as exc:
+        raise UsageError(str(exc)) from exc
+    from loop_agents_cli.arguments import find_endpoint
+    from loop_agents_cli.models.local_model import MAX_SEED, LocalModelError
+    from loop_agents_cli.models.settings import SettingsError
+
+    try:
+        if options.settings.server is not None:
+            if args.base_url or args.gguf:
+                raise UsageError(
+                    "--server runs the tasks on the server's own model: drop --base-url/--gguf"
+                )
+            return asyncio.run(run_eval_command(options, None))
+        endpoint = find_endpoint(args, seed=options.seed)
+        if endpoint.spec.kind == "local" and endpoint.seed is None:
+            # a fresh server repeats llama.cpp's fixed seed: runs would not be samples
+            endpoint.seed = secrets.randbelow(MAX_SEED + 1)
+        with endpoint:
+            print(endpoint.describe(), file=sys.stderr)
+            spec = endpoint.spec
+            model = EvalEndpoint(
+                # no retries inside the client: a server error fails the pair, which is
+                # reported and tried again from its start (--retries), and every request
+                # the server answered is one of the pair's model calls
+                endpoint.chat_model(max_retries=0),
+                judge_model=endpoint.chat_model(role="judge", max_retries=0),
+                judge_method=spec.structured_output_method,
+                description=_stable_name(spec.kind, spec.model, spec.base_url),
+                digest=_weights_digest(spec.gguf) if spec.kind == "local" else None,
+                seed=endpoint.seed,
+                server_failure=endpoint.server_failure,
+            )
+            status = asyncio.run(run_eval_command(options, model))
+            died = endpoint.server_failure()
+            if died is not None:  # every pair after it failed: this is why
+                print(f"{PROG}: error: {died}", file=sys.stderr)
+                return 1
+            return status
+    except (EvalUsageError, SettingsError, LocalModelError) as exc:
+        raise UsageError(str(exc)) from exc
+    except KeyboardInterrupt:
+        print(
+            f"{PROG}: interrupted; run the same command (with the same --out) to resume",
+            file=sys.stderr,
+        )
+        return 130
+
+
 def eval_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments of ``loop-agents eval``: the eval's own and the model's."""
     add_eval_arguments(parser)
@@ -680,7 +723,60 @@ EVAL_COMMAND = Command(
     "measure whether looping beats answering once and sampling again",
     EVAL_DESCRIPTION,
     eval_arguments,
-    "loop_agents_evals.eval_command:eval_",
+    "loop_agents_evals.command:eval_",
     EVAL_EXAMPLES + "\n" + ENDPOINTS,
 )
 """``loop-agents eval``, added to the command by this distribution's entry point."""
+
+_NOT_RUN_OPTIONS = {"report", "from_json", "tasks_source"}
+
+
+def run_options_given(args: argparse.Namespace) -> list[str]:
+    """The options of ``args`` that differ from their defaults and only matter to a run.
+
+    Example:
+        ```python
+        run_options_given(parser.parse_args(["eval", "--from", "r.json", "--limit", "3"]))
+        # ['--limit']
+        ```
+    """
+    probe = argparse.ArgumentParser(add_help=False)
+    eval_arguments(probe)
+    defaults = vars(probe.parse_args([]))
+    names = {
+        action.dest: max(action.option_strings, key=len)
+        for action in probe._actions
+        if action.option_strings
+    }
+    asked = {dest for dest in names if dest not in _NOT_RUN_OPTIONS}
+    return [
+        names[dest]
+        for dest, default in defaults.items()
+        if dest in asked and getattr(args, dest, default) != default
+    ]
+
+
+def draw_again(args: argparse.Namespace) -> int:
+    """Print the tables, or draw the page, of the eval whose JSON is ``args.from_json``."""
+    source: Path = args.from_json
+    given = run_options_given(args)
+    if given:
+        raise UsageError(f"--from shows a finished eval and runs nothing: drop {', '.join(given)}")
+    if args.report is None:
+        from loop_agents_evals.report import render_report
+
+        try:
+            render_report(report_from_json(source))
+        except ValueError as exc:  # EvalFileError
+            raise UsageError(str(exc)) from exc
+        return 0
+    try:
+        report: Path = check_report_path(args.report, source=source) or args.report
+        tasks = load_tasks(args.tasks_source) if args.tasks_source is not None else None
+        draw_from_json(source, report, tasks=tasks)
+    except ValueError as exc:  # a bad page name, TASKS or OUT.json (EvalFileError)
+        raise UsageError(str(exc)) from exc
+    except OSError as exc:
+        raise UsageError(f"cannot write the page {str(args.report)!r}: {exc}") from exc
+    print(f"Report: {report}")
+    return 0

@@ -1,25 +1,7 @@
-"""The ``eval_task`` graph that ``langgraph.json`` serves: one task under one arm, on the server.
+"""The ``eval_task`` graph that ``langgraph.json`` serves: one task under one arm.
 
-``loop-agents eval --server URL`` (or ``arun_eval(..., server=URL)``) sends each task
-and arm as a run of this graph, so a large eval runs on LangGraph's own infrastructure
-(its queue, its workers, its scaling). The server answers with the model of its
-environment (``OPENAI_API_KEY``, ``OPENAI_BASE_URL``, ``LOOP_AGENTS_MODEL``,
-``LOOP_AGENTS_STRUCTURED_OUTPUT`` for the judge, ``LOOP_AGENTS_MAX_TOKENS``; see
-`loop_agents_cli.models`); missing settings fail the run with a message saying what to set.
-
-Input: ``{"task": {...a task-file line...}, "arm": "loop", "iterations": 4,
-"temperature": 1.0, "judge_temperature": 0, "judge_threshold": 80, "code_timeout": 10}``
-(``temperature``: the arm's). Output: the arm's outcome, ``{"passed", "iterations",
-"model_calls", "input_tokens", "output_tokens", "seconds", "answer", "judge_failures",
-"cached_input_tokens", "cut_off", "by_attempt"}``.
-
-Example:
-    ```python
-    from langgraph_sdk import get_client
-
-    client = get_client(url="http://127.0.0.1:2024")
-    outcome = await client.runs.wait(None, "eval_task", input={"task": line, "arm": "loop"})
-    ```
+``loop-agents eval --server URL`` sends each pair as a run of it, answered with the model
+of the server's environment (its input and output: docs/eval.md, "On a LangGraph server").
 """
 
 from __future__ import annotations
@@ -53,11 +35,7 @@ class EvalTaskInput(TypedDict, total=False):
 
 
 class EvalTaskOutput(TypedDict, total=False):
-    """The arm's outcome on the task: its `loop_agents_evals.report.TaskResult`, but its keys.
-
-    The pair's keys (``task_id``, ``arm``, ``attempts``, ``part``) are left out: the eval
-    knows them.
-    """
+    """The arm's outcome: its `TaskResult` without the pair's own keys (the eval knows them)."""
 
     passed: bool
     iterations: int

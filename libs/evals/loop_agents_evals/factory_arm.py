@@ -1,46 +1,11 @@
 """Agents of your own as arms: a factory ``(task, model, settings) -> agent``.
 
-The factory is called once per task with the task, the eval's chat model (already at
-the arm's temperature) and the eval's `ArmSettings` (K is ``settings.iterations``). It
-returns the agent to run: a `create_loop_agent` graph, an agent built with
-``create_agent(..., middleware=[...])``, or any other runnable (a chat model, a chain).
-The agent is sent the task once, as every arm is (`task_messages`: the task kind's
-system message and the request): a graph as ``{"messages": [...]}``, anything else as
-the list of messages. Its answer is graded like every arm's; its attempts are read from
-its output where they can be (`read_output`):
-
-- a loop's output (`create_loop_agent`'s ``records``, or a loop middleware's
-  ``loop_records``, with the ``messages`` they point into): one attempt per record,
-  every candidate of an iteration included, each with the verdict its evaluator gave
-  (and, for a loop with an `Adaptive` control, the kind of retry it chose: ``sent`` and
-  ``strategy``);
-- a conversation whose feedback turns are marked as loop feedback
-  (`loop_agents.loop.feedback.is_feedback`): one attempt per answer before each
-  feedback turn, and the last answer;
-- anything else (a plain agent, a chat model, a runnable's message or text): the
-  final answer only. Such an agent is *opaque*: its curve and transcript hold one step.
-
-A sync factory runs in a worker thread, so a factory that hangs never blocks the eval's
-event loop (the pair's time limit ends it, and Ctrl-C the eval); the agent's own sync
-parts run in worker threads too (LangChain's executor).
-
-The factory keeps to the budget: a loop should get ``settings.iterations`` as its
-``max_iterations`` (the report shows the answers each arm wrote). To judge answers by
-the task's visible tests or checks, as the built-in loops do, give the loop
-`visible_checks(task)`. The loop is the factory's own: without a control that chooses the
-kind of retry every retry is a repair, as in the built-in loops; with an `Adaptive`
-control each retry's kind is read from its records.
-
-Example:
-    ```python
-    def fresh_log(task, model, settings):
-        return create_loop_agent(model, visible_checks(task), settings.iterations,
-                                 controls=[History("feedback_log")])
-
-    report = await arun_eval("code", model, arms={"resample": "resample", "mine": fresh_log})
-    read = read_output(await agent.ainvoke({"messages": task_messages(task)}), arm="mine")
-    print(read.answer, read.opaque, len(read.transcript))
-    ```
+The factory is called once per task with the task, the eval's chat model (at the arm's
+temperature) and the `ArmSettings` (K is ``settings.iterations``), and returns a runnable
+(a `create_loop_agent` graph, a ``create_agent`` graph, a chat model...). The agent is sent
+`task_messages(task)`; its attempts are read from its output where they can be
+(`read_output`: a loop's records, or feedback turns), else it is *opaque* (its final
+answer only). docs/eval.md ("Arms of your own") says more.
 """
 
 from __future__ import annotations
@@ -86,20 +51,12 @@ class ArmFactoryError(TypeError):
 
 
 RECORD_KEYS = ("records", "loop_records")
-"""Where a loop's per-iteration records are found in an output: `create_loop_agent`'s
-``records``, or the ``loop_``-prefixed key of a loop run as middleware."""
+"""Where a loop's records are in an output (`create_loop_agent`'s, `LoopMiddleware`'s)."""
 
 
 @dataclass
 class ReadOutput:
-    """What an agent's output says about its attempts.
-
-    Attributes:
-        answer: Its final answer (the one that is graded).
-        steps: The answer after each attempt (iteration), oldest first.
-        transcript: One entry per answer written (see `loop_agents_evals.grading`).
-        opaque: Whether its attempts could not be read: only the final answer is known.
-    """
+    """What an agent's output says: its answer, the answer after each step, its transcript."""
 
     answer: str
     steps: list[str] = field(default_factory=list)
@@ -211,16 +168,10 @@ def _final(output: Mapping[str, Any], messages: Sequence[object]) -> AIMessage |
 
 
 def read_output(output: object, *, arm: str) -> ReadOutput:
-    """Read the final answer and, where they can be read, the attempts of an agent's output.
-
-    Args:
-        output: What the agent returned: a mapping (a graph's state), an ``AIMessage``
-            or a string.
-        arm: The arm's name, for the error message.
+    """The final answer of an agent's output, and its attempts where they can be read.
 
     Raises:
-        TypeError: the output holds no answer; the message names the arm and says what
-            an agent must return.
+        TypeError: the output holds no answer (the message names the arm ``arm``).
 
     Example:
         ```python
@@ -263,10 +214,7 @@ def _opaque(answer: str, message: AIMessage | None) -> ReadOutput:
 
 
 class FactoryArm(EvalArm):
-    """An arm whose agent a factory builds for each task (see the module docstring).
-
-    Args:
-        factory: ``(task, model, settings) -> agent``, sync or async.
+    """An arm whose agent a factory ``(task, model, settings) -> agent`` (sync or async) builds.
 
     Raises:
         TypeError: ``factory`` cannot be called that way.
@@ -290,13 +238,8 @@ class FactoryArm(EvalArm):
     async def build(
         self, task: Task, model: BaseChatModel, settings: ArmSettings, *, name: str
     ) -> Runnable[Any, Any]:
-        """Call the factory; check that what it returned is an agent.
-
-        Raises:
-            ArmFactoryError: it raised, or returned something else; the message names
-                the arm.
-        """
-        try:  # a sync factory in a worker thread: a hang never blocks the event loop
+        """Call the factory (`ArmFactoryError` if it raises or returns no agent)."""
+        try:  # a sync factory in a worker thread: a hang never blocks its event loop
             made = await asyncio.to_thread(self.factory, task, model, settings)
             if inspect.isawaitable(made):
                 made = await made

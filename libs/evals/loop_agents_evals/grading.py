@@ -1,55 +1,8 @@
 """Grading answers to a task, what a task is sent, and what an arm wrote attempt by attempt.
 
-- A code task: the visible ``tests`` give the feedback; the ``hidden_tests`` decide.
-- An instructions task: its checks give the feedback, and all must pass.
-
-The built-in ``loop`` arm runs `create_loop_agent` with `visible_checks` as its
-evaluator (the task's visible tests or checks, with a sentence for an answer cut off at
-the token cap); an arm of your own (a factory) can build its loop the same way, so that
-it is judged by what the built-in arms are judged by. Every arm is sent
-`task_messages` first.
-
-Every answer an arm writes becomes one transcript entry (`entry`; a JSON object, kept in
-the journal and the ``--out`` JSON):
-
-- ``answer``: its text;
-- ``iteration``: the attempt (a loop's iteration) it belongs to, from 1;
-- ``candidate``: which of the iteration's answers it is, for arms that write several
-  at once (``loop-candidates``, ``diverse-first``'s first iteration); else absent;
-- ``ok``, ``feedback``, ``score``: what the arm's own evaluator (the visible tests or
-  checks, a judge, a custom loop's evaluator) said of it; ``None`` where the arm did
-  not check it (a ``single`` answer, ``resample``'s last);
-- ``sent``: what the call was sent: ``"first"`` (the task, for a first answer),
-  ``"repair"`` (earlier answers and their feedback), ``"fresh"`` (the task alone again,
-  after an earlier answer: ``resample``'s later samples, `Adaptive`'s fresh samples),
-  ``"informed"`` (the task and what must hold, no earlier answer: ``restart``'s new
-  samples, `Adaptive`'s informed ones), or ``None`` where the eval cannot see it (an
-  agent of your own, after its first iteration, unless its loop's records say). Files
-  written before ``"informed"`` existed mark ``restart``'s new samples ``"fresh"`` and
-  ``resample``'s later samples ``"first"``;
-- ``strategy``: for a retry chosen by an `Adaptive` control, the choice
-  (``{"kind", "success", "estimates"}``: the kind of retry, whether it succeeded as
-  the control counts it, every kind's standing when it was chosen); absent otherwise;
-- ``cut_off``: whether it ended at the token cap;
-- ``passed``: whether it passes the final grading (hidden tests, or every check).
-
-Files written before these keys existed have only some of them; readers take what is
-there.
-
-Example:
-    ```python
-    grader = grader_for(task)
-    ok, feedback = await grader.visible(answer)  # what a loop or resample sees
-    passed = await grader.final(answer)  # what is counted
-
-    def my_arm(task, model, settings):
-        return create_loop_agent(model, visible_checks(task), settings.iterations,
-                                 controls=[History("feedback_log")])
-
-    attempts = Attempts()
-    attempts.transcript.append(entry("def f(): ...", iteration=1) | {"sent": "first"})
-    by_attempt = await Grades(grader).steps(attempts.answers, final, steps=3)
-    ```
+A code task's visible ``tests`` give the feedback and its ``hidden_tests`` decide; an
+instructions task's checks do both. Every answer an arm writes is one transcript entry
+(`entry`: its keys are in docs/eval.md, "The transcript").
 """
 
 from __future__ import annotations
@@ -114,7 +67,7 @@ INSTRUCTIONS_SYSTEM = (
 
 
 def system_prompt(task: Task) -> str:
-    """The system message the model is given for ``task`` (the same in every arm).
+    """The system message the model is given for ``task`` (in every arm).
 
     Example:
         ```python
@@ -143,8 +96,7 @@ class VisibleResult(NamedTuple):
     Attributes:
         ok: Whether every one passed.
         feedback: What failed and what to do (``""`` when ok).
-        score: The share of them that passed, from 0 to 100 (0 when the code could not
-            be tested at all).
+        score: The share of them that passed, 0 to 100.
     """
 
     ok: bool
@@ -154,35 +106,18 @@ class VisibleResult(NamedTuple):
 
 @dataclass(frozen=True)
 class Grader:
-    """Grades answers to one task.
-
-    Attributes:
-        task: The task.
-        code_timeout: Seconds a code answer and its tests may run.
-    """
+    """Grades answers to one task (a code answer runs ``code_timeout`` seconds at most)."""
 
     task: Task
     code_timeout: float = DEFAULT_TIMEOUT
 
     async def visible(self, answer: str) -> tuple[bool, str]:
-        """``(ok, feedback)`` from the visible tests or the checks; feedback ``""`` if ok.
-
-        Example:
-            ```python
-            ok, feedback = await grader.visible(answer)
-            ```
-        """
+        """``(ok, feedback)`` from the visible tests or the checks; feedback ``""`` if ok."""
         result = await self.check(answer)
         return result.ok, result.feedback
 
     async def check(self, answer: str) -> VisibleResult:
-        """The visible tests or the checks on ``answer``, with the share that passed.
-
-        Example:
-            ```python
-            ok, feedback, score = await grader.check(answer)
-            ```
-        """
+        """The visible tests or the checks on ``answer``, with the share that passed."""
         task = self.task
         if isinstance(task, InstructionsTask):
             results = run_checks(task.checks, answer)
@@ -198,13 +133,7 @@ class Grader:
         )
 
     async def final(self, answer: str) -> bool:
-        """Whether ``answer`` passes the task: the hidden tests, or every check.
-
-        Example:
-            ```python
-            passed = await grader.final(answer)
-            ```
-        """
+        """Whether ``answer`` passes the task: the hidden tests, or every check."""
         task = self.task
         if isinstance(task, InstructionsTask):
             return all(r.passed for r in run_checks(task.checks, answer))
@@ -231,11 +160,7 @@ def grader_for(task: Task, *, code_timeout: float = DEFAULT_TIMEOUT) -> Grader:
 
 
 def requirement_points(feedback: str) -> list[str]:
-    r"""What must hold, from a grader's feedback: a failed call becomes what it must return.
-
-    Each point of the feedback (`feedback_points`) is kept, except that a failed test
-    ``f(2) returned 5, expected 4`` reads ``f(2) must return 4 (not 5)``: a requirement
-    to meet rather than a review of an answer the model no longer sees.
+    r"""What must hold, from a grader's feedback (`feedback_points`, failed calls reworded).
 
     Example:
         ```python
@@ -272,11 +197,11 @@ CUT_OFF_FEEDBACK = {
         "with the answer only."
     ),
 }
-"""The sentence a visible-checks verdict ends with when the answer hit the token cap."""
+"""The sentence that ends the feedback on an answer cut off at the token cap."""
 
 
 def task_messages(task: Task) -> list[AnyMessage]:
-    """What every arm is sent first: the task kind's system message and the request.
+    """What every arm is sent first: the system message and the request.
 
     Example:
         ```python
@@ -287,11 +212,7 @@ def task_messages(task: Task) -> list[AnyMessage]:
 
 
 def visible_verdict(task: Task, found: VisibleResult, answer: AIMessage) -> LoopEvaluation:
-    """The loop's verdict on ``answer`` from what its visible tests or checks found.
-
-    Accepted when every one passed; else the failures are the feedback (with
-    `CUT_OFF_FEEDBACK` added for an answer cut off at the token cap). The score is the
-    share that passed, 0 to 100.
+    """The loop's verdict on ``answer``: accepted when all passed, else the failures as feedback.
 
     Example:
         ```python
@@ -309,14 +230,7 @@ def visible_verdict(task: Task, found: VisibleResult, answer: AIMessage) -> Loop
 def visible_checks(
     task: Task, *, code_timeout: float = DEFAULT_TIMEOUT
 ) -> Runnable[LoopContext, LoopEvaluation]:
-    """The task's visible tests (code) or its checks (instructions) as a loop evaluator.
-
-    The evaluator of the built-in ``loop`` arm (`visible_verdict`), sync and async. The
-    hidden tests stay hidden: they only grade the arm's answers afterwards.
-
-    Args:
-        task: The task.
-        code_timeout: Seconds a code answer and its tests may run.
+    """The task's visible tests or checks as a loop evaluator (the built-in loops'), sync and async.
 
     Example:
         ```python
@@ -338,15 +252,7 @@ def visible_checks(
 
 @dataclass
 class Attempts:
-    """What an arm wrote, as it wrote it.
-
-    Attributes:
-        answers: The answer the arm would give after each step (graded for the
-            per-attempt curve).
-        cut_off: Answers that ended at the token cap.
-        transcript: Every answer written, in order (see the module docstring).
-        sent: What each agent call was sent (`sent_kind`), in call order.
-    """
+    """What an arm wrote: its answer after each step, its transcript, what each call was sent."""
 
     answers: list[str] = field(default_factory=list)
     cut_off: int = 0
@@ -367,7 +273,7 @@ def entry(
     candidate: int | None = None,
     cut_off: bool = False,
 ) -> dict[str, Any]:
-    """One transcript entry: the answer, where it stands, and the verdict made of it.
+    """One transcript entry: the answer, where it stands, and its verdict.
 
     Example:
         ```python
@@ -388,15 +294,11 @@ def entry(
 
 
 SENT_KINDS = ("first", "repair", "fresh", "informed")
-"""What a call can be sent (a transcript entry's ``sent``; see the module docstring)."""
+"""What a call can be sent (a transcript entry's ``sent``)."""
 
 
 def sent_kind(messages: Sequence[AnyMessage]) -> str:
-    """What a call was sent, as far as its messages tell (its iteration aside).
-
-    ``"informed"``: the task with what must hold (a `requirements_message`, as `Restart`
-    and `Adaptive` send); ``"repair"``: feedback in view; ``"first"``: the task alone
-    (``"fresh"`` when it is a retry: see `retry_sent`).
+    """What a call was sent: ``"informed"`` (what must hold), ``"repair"`` or ``"first"``.
 
     Example:
         ```python
@@ -411,9 +313,7 @@ def sent_kind(messages: Sequence[AnyMessage]) -> str:
 
 
 def retry_sent(kind: str, iteration: int) -> str:
-    """The ``sent`` of a call of `sent_kind` ``kind`` made in ``iteration``.
-
-    The task alone is ``"first"`` in the first iteration and ``"fresh"`` after it.
+    """The ``sent`` of a `sent_kind` ``kind`` call in ``iteration`` (later, the task is fresh).
 
     Example:
         ```python
@@ -425,9 +325,7 @@ def retry_sent(kind: str, iteration: int) -> str:
 
 
 def strategy_entry(strategy: object) -> dict[str, Any] | None:
-    """What a transcript entry keeps of an `Adaptive` record's ``strategy`` (a retry's).
-
-    ``None`` for a first attempt (kind ``"first"``) or a record without one.
+    """What a transcript entry keeps of an `Adaptive` record's ``strategy`` (``None``: none).
 
     Example:
         ```python
@@ -450,15 +348,7 @@ def strategy_entry(strategy: object) -> dict[str, Any] | None:
 
 
 class Grades:
-    """The final grading of an arm's answers, each distinct answer graded once.
-
-    Example:
-        ```python
-        grades = Grades(grader)
-        by_attempt = await grades.steps(["a", "b"], "b", steps=3)
-        await grades.transcript(attempts.transcript)
-        ```
-    """
+    """The final grading of an arm's answers, each distinct answer graded once."""
 
     def __init__(self, grader: Grader) -> None:
         self.grader = grader
@@ -471,10 +361,7 @@ class Grades:
         return self._verdicts[answer]
 
     async def steps(self, answers: Sequence[str], final: str, steps: int) -> tuple[bool, ...]:
-        """Grade the answer after each step; after the arm stopped, its final answer stands.
-
-        The final answer is graded last, whatever the steps were (it is the arm's verdict).
-        """
+        """Grade the answer after each step; after the arm stopped, its final answer stands."""
         graded = [await self.of(answer) for answer in list(answers)[: steps - 1]]
         passed = await self.of(final)
         return tuple(graded + [passed] * (steps - len(graded)))

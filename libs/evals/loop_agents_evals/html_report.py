@@ -1,20 +1,9 @@
 """The eval's verdict as one self-contained HTML page (``loop-agents eval --report``).
 
-The page is drawn from the JSON that ``--out`` writes (`EvalReport.to_json`), so that a
-finished eval's file can be drawn again at any time (``--from``). It shows the pass rate
-of each arm with its 95% interval, the pass rate against the mean model calls and tokens
-per task (the cost frontier), the pass rate after each attempt (``by_attempt``), the
-paired comparisons, the kinds of retry an arm that chooses them (``adaptive``) chose
-over the tasks, a task-by-arm grid of outcomes whose cells link to each pair's
-answers further down (every attempt, with its feedback, when the file has transcripts),
-the errors and the settings. Keys a file of an older version does not have are shown as
-"not recorded". Every text from the task set, the model or the file is escaped.
-
-Example:
-    ```python
-    data = read_eval_json(Path("results.json"))
-    write_eval_page(Path("results.html"), data, tasks=load_tasks("code"))
-    ```
+Drawn from the JSON that ``--out`` writes, so a finished eval is drawn again with
+``--from`` (docs/eval.md, "The verdict as a page", lists its sections). Keys an older
+file lacks read "not recorded"; every text from the tasks, the model or the file is
+escaped.
 """
 
 from __future__ import annotations
@@ -49,7 +38,7 @@ from loop_agents_cli.console.svg_charts import (
     percent,
     scatter,
 )
-from loop_agents_evals.report import seed_text
+from loop_agents_evals.report import EvalReport, seed_text
 from loop_agents_evals.stats import RETRY_KINDS_NOTE, retry_kinds
 from loop_agents_evals.tasks import Task
 
@@ -75,8 +64,7 @@ def read_eval_json(path: Path) -> dict[str, Any]:
     """Read an eval's ``--out`` JSON, checking it is one.
 
     Raises:
-        EvalFileError: the file cannot be read, is not JSON, or has no ``arms`` object
-            and ``results`` list; the message names the file.
+        EvalFileError: unreadable, not JSON, or without ``arms`` and ``results``.
 
     Example:
         ```python
@@ -87,7 +75,7 @@ def read_eval_json(path: Path) -> dict[str, Any]:
         data = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise EvalFileError(f"cannot read {str(path)!r}: {exc.strerror or exc}") from exc
-    except (UnicodeDecodeError, ValueError) as exc:
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise EvalFileError(f"{str(path)!r} is not JSON ({exc})") from exc
     if (
         not isinstance(data, dict)
@@ -130,9 +118,7 @@ def _list(value: object) -> list[Any]:
 
 
 def _rates(value: object) -> list[float | None] | None:
-    if not isinstance(value, list):
-        return None
-    return [finite_float(v) for v in value]
+    return [finite_float(v) for v in value] if isinstance(value, list) else None
 
 
 def _colors(arms: Sequence[str]) -> dict[str, str]:
@@ -160,9 +146,7 @@ def _interval_text(low: float | None, high: float | None) -> str:
 
 def _interval(summary: Mapping[str, Any]) -> tuple[float | None, float | None]:
     ci = _list(summary.get("ci95"))
-    if len(ci) != 2:
-        return None, None
-    return finite_float(ci[0]), finite_float(ci[1])
+    return (finite_float(ci[0]), finite_float(ci[1])) if len(ci) == 2 else (None, None)
 
 
 # -- the sections ------------------------------------------------------------------------
@@ -191,8 +175,8 @@ def _arm_table(arms: Mapping[str, Mapping[str, Any]], colors: Mapping[str, str])
                 number_text(summary.get("seconds")),
                 number_text(summary.get("answers")),
                 number_text(summary.get("cut_off"), 0),
-                _temperature(summary),
-                _cap(summary),
+                _setting(summary, "temperature", "default", 2),
+                _setting(summary, "max_tokens", "none", 0),
                 number_text(summary.get("budget"), 0),
                 number_text(summary.get("errors"), 0),
             ]
@@ -202,20 +186,11 @@ def _arm_table(arms: Mapping[str, Mapping[str, Any]], colors: Mapping[str, str])
     return table(headers, rows, numeric=range(1, len(headers)))
 
 
-def _temperature(summary: Mapping[str, Any]) -> str:
-    """The arm's temperature: a number, "default" (recorded as null: the model's own)."""
-    if "temperature" not in summary:
+def _setting(summary: Mapping[str, Any], key: str, null: str, digits: int) -> str:
+    """An arm's temperature or token cap: a number, ``null``'s word, or "—" (not recorded)."""
+    if key not in summary:
         return "—"
-    value = summary["temperature"]
-    return "default" if value is None else number_text(value, 2)
-
-
-def _cap(summary: Mapping[str, Any]) -> str:
-    """The arm's token cap per answer: a number, "none" (recorded as null), or "—"."""
-    if "max_tokens" not in summary:
-        return "—"
-    cap = summary["max_tokens"]
-    return "none" if cap is None else number_text(cap, 0)
+    return null if summary[key] is None else number_text(summary[key], digits)
 
 
 def _pass_rates(arms: Mapping[str, Mapping[str, Any]], colors: Mapping[str, str]) -> Html:
@@ -223,8 +198,7 @@ def _pass_rates(arms: Mapping[str, Mapping[str, Any]], colors: Mapping[str, str]
     for arm, summary in arms.items():
         low, high = _interval(summary)
         rate = finite_float(summary.get("pass_rate")) or 0.0
-        note = f"{_passed(summary)} · "
-        note += percent(rate)
+        note = f"{_passed(summary)} · {percent(rate)}"
         if low is not None and high is not None:
             note += f" ({percent(low)}–{percent(high)})"
         bars.append(Bar(arm, rate, low, high, colors[arm], note))
@@ -318,10 +292,6 @@ def _comparisons(data: Mapping[str, Any]) -> Html:
     )
 
 
-def _shares(count: int, total: int) -> str:
-    return f"{count}/{total} ({percent(count / total)})" if total else "—"
-
-
 def _retry_kinds(results: Sequence[Mapping[str, Any]]) -> Html:
     """Per arm that chose its retries' kinds: the kinds by quarter of the tasks, how each did."""
     found = retry_kinds((str(r.get("arm")), r.get("transcript")) for r in results)
@@ -332,37 +302,38 @@ def _retry_kinds(results: Sequence[Mapping[str, Any]]) -> Html:
         tag("p", RETRY_KINDS_NOTE),
     ]
     for arm, kinds in found.items():
-        rows: list[list[object]] = [
-            [f"tasks {first}–{last}", *(counts[k] for k in kinds.kinds)]
-            for first, last, counts in kinds.quarters
-        ]
-        rows.append(["all tasks", *(kinds.chosen[k] for k in kinds.kinds)])
-        rows.append(
-            ["succeeded", *(_shares(kinds.succeeded[k], kinds.chosen[k]) for k in kinds.kinds)]
-        )
-        rows.append(["passed", *(_shares(kinds.passed[k], kinds.chosen[k]) for k in kinds.kinds)])
+        rows = kinds.rows()
         blocks.append(heading(arm, level=3))
         blocks.append(table(["", *kinds.kinds], rows, numeric=range(1, len(kinds.kinds) + 1)))
     return join(blocks)
 
 
 def _parts(data: Mapping[str, Any]) -> Html:
-    parts = _mapping(data.get("parts"))
-    if not parts:
-        return Html("")
-    blocks = [heading("By part")]
-    for name, part in parts.items():
-        part = _mapping(part)
+    """The pass rate of each arm on each part of the set (``by_part``), when named."""
+    parts = _mapping(data.get("by_part"))
+    blocks = [heading("By part")] if parts else []
+    for name, arms in parts.items():
         rows = []
-        for arm, summary in _mapping(part.get("arms")).items():
+        for arm, summary in _mapping(arms).items():
             summary = _mapping(summary)
-            low, high = _interval(summary)
             rate = finite_float(summary.get("pass_rate"))
-            shown_rate = percent(rate) if rate is not None else "—"
-            rows.append([arm, _passed(summary), shown_rate, _interval_text(low, high)])
-        blocks.append(heading(f"{name} ({number_text(part.get('tasks'), 0)} tasks)", level=3))
-        blocks.append(table(["arm", "passed", "rate", "95% CI"], rows, numeric=[1, 2, 3]))
+            shown = percent(rate) if rate is not None else "—"
+            rows.append([arm, _passed(summary), shown, _interval_text(*_interval(summary))])
+        blocks += [heading(str(name), level=3)]
+        blocks += [table(["arm", "passed", "rate", "95% CI"], rows, numeric=[1, 2, 3])]
     return join(blocks)
+
+
+def _recommendation(data: Mapping[str, Any]) -> Html:
+    """What to use (`EvalReport.recommendation`), computed again from the file's results."""
+    try:
+        found = EvalReport.from_json(data).recommendation
+    except (KeyError, TypeError, ValueError, ArithmeticError):  # a damaged file
+        found = None
+    if found is None:
+        return tag("p", f"The recommendation: {NOT_RECORDED} (no readable result).")
+    head = tag("p", f"{found.arm} ({found.confidence}):")
+    return head + preformatted(found.code) + tag("p", found.text)
 
 
 def _task_order(data: Mapping[str, Any], tasks: Sequence[Task] | None) -> list[str]:
@@ -557,6 +528,8 @@ def eval_page(data: Mapping[str, Any], *, tasks: Sequence[Task] | None = None) -
     body = [
         tag("h1", title),
         tag("p", lead, class_="lead"),
+        heading("Recommendation"),
+        _recommendation(data),
         heading("Pass rate per arm"),
         _pass_rates(arms_data, colors),
         _arm_table(arms_data, colors),

@@ -1,49 +1,25 @@
 r"""The resume file of an eval: one JSON line per finished task and arm, next to ``--out``.
 
-For ``--out results.json`` the journal is ``results.journal.jsonl``. Its first line
-records the settings that produced it: everything that changes an answer (K, every
-arm's temperature and the judge's, the token cap, the judge's method and threshold,
-the code timeout, the model and, for a GGUF file, its SHA-256); each further line is
-one `TaskResult` with the digest of its task, its per-attempt outcomes included. A re-run
-with the same ``--out`` reads it and skips every task and arm already there whose task
-is unchanged; a journal written with other settings is refused rather than mixed in.
-Each line is flushed to disk as soon as its task and arm finish, so a killed eval
-loses at most the pairs that were running. A last line cut short by a kill (anywhere,
-even inside a multi-byte character) is dropped from the file and its pair runs again;
-the lines before it are kept. Lone surrogates in a model's text (``"smile \ud83d"``)
-are written as JSON escapes, so the text reads back exactly.
-
-An arm of your own (a `loop(...)`, a factory) is declared by a line of its own before
-its first result: its name, what it is (`loop_agents_evals.arm_protocol.EvalArm.identity`:
-the loop's options, the factory's ``module:qualname``) and its temperature. A journal
-that declares an arm of that name as something else is refused; an arm added to an eval
-is declared when it first runs, so the pairs already there resume. (A reader that knows
-no declarations skips those lines: they are not results.)
-
-With ``same_first_answer`` each task's shared first answer is kept on a line of its own
-(the task's id and digest, and the message), so a resumed eval starts every remaining
-arm from the same one (`loop_agents_evals.sampling.FirstAnswers`).
-
-Example:
-    ```python
-    journal = Journal.open(journal_path(Path("results.json")), settings)
-    done = journal.lookup("t1", "loop", task_digest(task))
-    ```
+Its first line is the settings that change an answer (a journal of other settings is
+refused); each further line is a `TaskResult` with its task's digest, flushed at once,
+an arm of your own's declaration (its identity), or a shared first answer. A last line
+cut short by a kill is dropped and its pair runs again (docs/eval.md, "Resuming").
 """
 
 from __future__ import annotations
 
 import json
 import os
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, message_to_dict
 
 from loop_agents_checks.sandbox.text_files import json_text
 from loop_agents_evals.report import TaskResult
-from loop_agents_evals.sampling import message_of_record, record_of_message
+from loop_agents_evals.sampling import message_of_record
 
 __all__ = ["Journal", "JournalError", "journal_path"]
 
@@ -58,7 +34,7 @@ class JournalError(ValueError):
 
 
 def journal_path(out: Path) -> Path:
-    """Where the journal of ``--out PATH`` lives: ``PATH`` without its suffix + ``.journal.jsonl``.
+    """Where the journal of ``--out PATH`` lives.
 
     Example:
         ```python
@@ -77,6 +53,8 @@ class Journal:
         self.path = path
         self.settings = dict(settings)
         self._file = file
+        self._lock = threading.Lock()  # results are written from the eval's loop, first
+        # answers from the pair loop's
         self._done: dict[tuple[str, str], tuple[str, TaskResult]] = {}
         self._firsts: dict[tuple[str, str], AIMessage] = {}
         self._seeds: dict[tuple[str, str], int | None] = {}
@@ -97,15 +75,12 @@ class Journal:
         Args:
             path: The journal's file.
             settings: Everything that changes an answer (the first line's).
-            arms: The eval's arms of your own: name -> what the arm is (its identity
-                and temperature), declared on a line of its own.
-            seed: The model's seed in this run (kept with each result it records; a
-                resumed eval may have results of other seeds).
+            arms: The eval's arms of your own: name -> its identity and temperature.
+            seed: The model's seed in this run (kept with each result it records).
 
         Raises:
-            JournalError: the file is not a journal, was written with other settings,
-                declares an arm of the same name as something else, or cannot be read
-                or written; the message says what to do.
+            JournalError: not a journal, other settings, an arm of the same name that
+                is something else, or unreadable; the message says what to do.
 
         Example:
             ```python
@@ -190,7 +165,7 @@ class Journal:
     def keep_first(self, task_id: str, digest: str, message: AIMessage) -> None:
         """Record a task's shared first answer, on disk at once."""
         self._firsts[(task_id, digest)] = message
-        self._write({_FIRST: task_id, "task_digest": digest, "message": record_of_message(message)})
+        self._write({_FIRST: task_id, "task_digest": digest, "message": message_to_dict(message)})
 
     def seed_of(self, task_id: str, arm: str) -> int | None:
         """The model's seed of the run that recorded this task and arm (``None``: not said)."""
@@ -204,9 +179,10 @@ class Journal:
         self._write(result.to_json() | {"task_digest": digest} | seed)
 
     def _write(self, record: Mapping[str, Any]) -> None:
-        self._file.write(json_text(record) + "\n")
-        self._file.flush()
-        os.fsync(self._file.fileno())
+        with self._lock:
+            self._file.write(json_text(record) + "\n")
+            self._file.flush()
+            os.fsync(self._file.fileno())
 
     def close(self) -> None:
         """Close the file."""

@@ -1,38 +1,15 @@
 """What an arm learns across the tasks of one eval: `ArmLearning`.
 
-An arm whose loop has an `Adaptive` control (the built-in ``adaptive`` arm,
-``--arm NAME=loop,adaptive=on``, ``loop(controls=[Adaptive()])``) learns from each
-retry's verdict which kind of retry pays (`loop_agents.controls.adaptive`). Within
-one eval it learns across the tasks, in task order:
-
-- the eval keeps one LangGraph store per such arm (its model and evaluator are in
-  `Adaptive`'s namespace), and each task's loop runs with a copy of it (``store=``);
-- what a task's loop adds to its copy (one item per judged retry) joins the arm's store
-  when the task's result is recorded, and the result keeps those items
-  (`TaskResult.learned`, in the journal and ``--out``). A try that fails (a server
-  error) leaves no trace, so the journal holds exactly what the store holds;
-- a resumed eval reads the items of the results it resumes back into the store, and
-  the remaining tasks go on from what was learned.
-
-With ``--concurrency`` above 1, tasks that run at the same time each start from what was
-learned before they started; with 1 (the published runs), task after task.
-
-`Adaptive`'s draws are reproducible (``seed=``): a control left without a seed is given
-one derived from the eval's model seed and the arm's name (`learning_seed`), so an eval
-repeated with ``--seed N`` and ``--concurrency 1`` makes the same choices.
-
-Example:
-    ```python
-    learning = ArmLearning(seed=learning_seed(7, "adaptive"))
-    store = learning.for_task()  # the task's loop runs with store=store
-    items = learning.learned(store)  # after it: what it added
-    learning.add(items)  # once its result is recorded
-    ```
+An arm with an `Adaptive` control learns which kind of retry pays. The eval keeps one
+store per such arm; each task's loop runs with a copy, and what it adds joins the store
+when its result is recorded (the result keeps those items, so a resumed eval reads them
+back). Its draws are seeded from the eval's seed and the arm's name (`learning_seed`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,7 +23,7 @@ _PAGE = 1000
 
 
 def learning_seed(eval_seed: int | None, arm: str) -> int:
-    """The seed of an arm's `Adaptive` draws: derived from the eval's seed and the arm's name.
+    """The seed of an arm's `Adaptive` draws, from the eval's seed and the arm's name.
 
     Example:
         ```python
@@ -68,9 +45,7 @@ def _items(store: BaseStore) -> list[Item]:
 
 
 def learned_items(data: object) -> list[dict[str, Any]]:
-    """The well-formed store items of a result's ``learned`` (others are skipped).
-
-    An item is ``{"namespace": [str, ...], "key": str, "value": {...}}``.
+    """The well-formed ``{"namespace", "key", "value"}`` store items of ``data``.
 
     Example:
         ```python
@@ -98,26 +73,26 @@ def learned_items(data: object) -> list[dict[str, Any]]:
 
 @dataclass
 class ArmLearning:
-    """One arm's learning in one eval: its store and the seed of its draws.
-
-    Attributes:
-        seed: The seed given to the arm's `Adaptive` controls that have none.
-        store: What the arm learned so far (the items of the results recorded).
-    """
+    """One arm's learning in one eval: the seed of its draws and its store so far."""
 
     seed: int
     store: BaseStore = field(default_factory=InMemoryStore)
+    # the pairs read it on the pair loop while the eval's loop adds what a pair learned
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def for_task(self) -> InMemoryStore:
         """A copy of the arm's store, for one task's loop."""
         copy = InMemoryStore()
-        for item in _items(self.store):
+        with self._lock:
+            items = _items(self.store)
+        for item in items:
             copy.put(item.namespace, item.key, item.value, index=False)
         return copy
 
     def learned(self, used: BaseStore) -> tuple[dict[str, Any], ...]:
         """The items a task's loop added to its copy (`for_task`), as plain JSON."""
-        known = {(item.namespace, item.key): item.value for item in _items(self.store)}
+        with self._lock:
+            known = {(item.namespace, item.key): item.value for item in _items(self.store)}
         return tuple(
             {"namespace": list(item.namespace), "key": item.key, "value": dict(item.value)}
             for item in _items(used)
@@ -126,5 +101,6 @@ class ArmLearning:
 
     def add(self, items: Iterable[Mapping[str, Any]]) -> None:
         """Add a recorded task's items (`learned`, or read back from a journal)."""
-        for item in learned_items(list(items)):
-            self.store.put(tuple(item["namespace"]), item["key"], item["value"], index=False)
+        with self._lock:
+            for item in learned_items(list(items)):
+                self.store.put(tuple(item["namespace"]), item["key"], item["value"], index=False)

@@ -1,28 +1,10 @@
 """Loops as arms: `loop(evaluator=..., controls=[...])` builds one from controls.
 
-The built-in loops are such arms: ``loop`` is ``loop()``, ``judge-loop`` is
-``loop(evaluator="judge")``, ``loop-candidates`` is ``loop(controls=[Candidates(2)])``,
-``restart`` is ``loop(controls=[Restart(requirements=requirement_points)])``,
-``diverse-first`` is ``loop(controls=[DiverseFirst(2)])`` and ``adaptive`` is
-``loop(controls=[Adaptive(requirements=requirement_points)])``. Yours run the same way: the
-eval's model answers (at the arm's temperature, with the task kind's system message), the
-task's visible tests or checks judge each answer (`visible_checks`), or an LLM judge does
-(``evaluator="judge"``), and the budget is K answers: ``max_iterations`` is K, K/c with a
-``Candidates(c)`` control, K - k + 1 with a ``DiverseFirst(k)`` control.
-
-An eval's loop repairs: every retry is sent the earlier answers and their feedback (the
-seed's loop, `create_loop_agent`'s default): ``loop()`` is the built-in ``loop``, and
-``--arm NAME=loop,...`` the same loop with options. To choose the kind of retry, give the
-control (``adaptive=on``, ``controls=[Adaptive(...)]``): the eval then keeps what it
-learns across the tasks in the task's store (`loop_agents_evals.learning`).
-
-Example:
-    ```python
-    report = await arun_eval("code", model, arms={
-        "resample": "resample",
-        "fresh-log": loop(controls=[History("feedback_log"), Stagnation()]),
-    })
-    ```
+The built-in loops are such arms (``loop`` is ``loop()``, ``judge-loop``
+``loop(evaluator="judge")``, ...). The eval's model answers, the task's visible tests or
+checks (or an LLM judge) judge, and the budget is K answers: ``max_iterations`` is K, K/c
+with ``Candidates(c)``, K - k + 1 with ``DiverseFirst(k)``. Without a control that
+chooses the kind of retry, every retry is a repair (the default loop).
 """
 
 from __future__ import annotations
@@ -38,6 +20,7 @@ from langgraph.store.memory import InMemoryStore
 
 from loop_agents.controls import Adaptive, Candidates, DiverseFirst, LoopControl, Repair
 from loop_agents.controls.candidates import best_candidate
+from loop_agents.controls.restart import BUILTIN_KINDS
 from loop_agents.evaluators.judge import JudgeError, judge_format_options, llm_judge
 from loop_agents.hosts.graph import create_loop_agent
 from loop_agents.hosts.removed_keywords import removed_keyword_hint
@@ -130,12 +113,9 @@ class LoopArm(EvalArm):
         self.candidates = several[0] if several else 1
 
     def identity(self) -> dict[str, Any]:
-        """``{"kind": "loop", "evaluator": ..., "controls": [...]}`` (see `describe_value`).
-
-        A `Repair` control (deprecated: repair is the default) is left out, so an arm
-        given one reads as the same loop and a journal written when the built-in loops
-        held one resumes.
-        """
+        """``{"kind": "loop", "evaluator": ..., "controls": [...]}`` (see `describe_value`)."""
+        # a Repair (deprecated: the default) is left out, so an arm given one reads as the
+        # same loop, and journals written when the built-in loops held one resume
         return {
             "kind": "loop",
             "evaluator": self.evaluator,
@@ -262,26 +242,19 @@ def loop(
     """An arm that is a `create_loop_agent` loop made of these controls.
 
     Args:
-        evaluator: What judges each answer: ``"tests"`` (the default: the task's visible
-            tests or checks, as in the built-in ``loop`` arm) or ``"judge"`` (an LLM
-            judge, as in ``judge-loop``).
-        controls: The loop's controls (`loop_agents.controls`: ``History``,
-            ``FeedbackStyle``, ``Candidates``, ``AnswerSelection``, ``Plateau``,
-            ``Restart``, ``DiverseFirst``, ``Stagnation``, ``Adaptive``, ...), in order.
-            Without one that chooses the kind of retry (``Restart``, ``Adaptive``),
-            every retry is a repair, as in the built-in ``loop``. The
-            eval sets the agent (its model), ``max_iterations`` (from K) and the loop's
-            name, storage and output.
-        **refused: None taken: `create_loop_agent`'s keywords that the eval sets
-            itself are refused with the reason (``max_iterations=``: K sets it), the
-            keyword options removed in 0.3 (``history=``, ...) with the control to pass.
+        evaluator: ``"tests"`` (the task's visible tests or checks) or ``"judge"`` (an
+            LLM judge, as in ``judge-loop``).
+        controls: The loop's controls (`loop_agents.controls`), in order. The eval sets
+            the agent, ``max_iterations`` (from K), the name, storage and output.
+        **refused: None taken: the keywords the eval sets are refused with the reason,
+            those removed in 0.3 (``history=``, ...) with the control to pass.
 
     Returns:
         A `LoopArm`, for ``arun_eval(..., arms={"name": loop(...)})``.
 
     Raises:
-        TypeError, ValueError: a keyword the eval sets, an unknown keyword, or controls
-            `create_loop_agent` refuses; before any model is called.
+        TypeError, ValueError: a refused keyword, or controls `create_loop_agent`
+            refuses; before any model is called.
 
     Example:
         ```python
@@ -308,8 +281,10 @@ def _seeded(control: LoopControl, seed: int | None) -> LoopControl:
     """
     if not isinstance(control, Adaptive):
         return control
+    # the kinds it left out stay out (a mapping of kinds adds to the built-in ones)
+    left_out = {kind: None for kind in BUILTIN_KINDS if kind not in control.kinds}
     return Adaptive(
-        control.kinds,
+        {**left_out, **control.kinds},
         prior=control.prior,
         seed=seed if control.seed is None else control.seed,
         namespace=control.namespace,
@@ -321,11 +296,7 @@ def _seeded(control: LoopControl, seed: int | None) -> LoopControl:
 def _agent(
     model: BaseChatModel, task: Task, attempts: Attempts, first: FirstAnswer | None = None
 ) -> Runnable[Any, Any]:
-    """The arm's agent: the task's system message, then ``model``; notes what it is sent.
-
-    With ``first`` (a shared first answer), the agent's first call on the task alone takes
-    it instead of sampling; every other call samples.
-    """
+    """The arm's agent: the system message, then ``model`` (or, for the first call, ``first``)."""
     system = SystemMessage(system_prompt(task))
 
     def with_system(messages: list[AnyMessage]) -> list[AnyMessage]:

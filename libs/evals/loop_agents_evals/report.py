@@ -1,15 +1,4 @@
-"""The result of an eval: per-task results, per-arm summaries, paired comparisons, a table.
-
-`EvalReport.to_json` is what ``--out`` writes; `render_report` prints the tables with
-rich.
-
-Example:
-    ```python
-    report = await arun_eval("instructions", model, limit=5)
-    render_report(report)
-    print(report.arms["loop"].pass_rate, report.comparisons[0])
-    ```
-"""
+"""The result of an eval: results, per-arm summaries, comparisons, the tables (see docs/eval.md)."""
 
 from __future__ import annotations
 
@@ -22,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from loop_agents_cli.console.output import command_console
+from loop_agents_evals.recommend import Recommendation, recommend
 from loop_agents_evals.settings import ARMS, BASELINES
 from loop_agents_evals.stats import (
     RETRY_KINDS_NOTE,
@@ -54,12 +44,11 @@ COMPARISONS = (
     ("adaptive", "resample"),
     ("adaptive", "loop"),
 )
-"""The paired comparisons of the built-in arms reported, when both arms ran; every arm
-of your own is also compared with each of `BASELINES` that ran."""
+"""The built-in arms' paired comparisons (when both ran); yours are compared with `BASELINES`."""
 
 
 def comparisons_of(arms: Sequence[str]) -> list[tuple[str, str]]:
-    """The (arm, baseline) pairs reported for ``arms``: `COMPARISONS`, then yours.
+    """The (arm, baseline) pairs reported for ``arms``.
 
     Example:
         ```python
@@ -74,42 +63,28 @@ def comparisons_of(arms: Sequence[str]) -> list[tuple[str, str]]:
 
 @dataclass(frozen=True)
 class TaskResult:
-    """One arm's result on one task: what `arun_arm` returns and the eval reports.
+    """One arm's result on one task (the keys of ``results`` in docs/eval.md).
 
     Attributes:
         task_id: The task.
         arm: The arm.
         passed: Whether its answer passed (hidden tests, or every check).
-        iterations: Answers written (``loop-candidates``: both candidates of each
-            iteration).
-        model_calls: Chat-model calls made (the agent's and, in ``judge-loop``, the
-            judge's, retries of an unusable verdict included).
+        iterations: Answers written.
+        model_calls: Chat-model calls made (the judge's included).
         input_tokens: Prompt tokens over those calls (0 when the model reports none).
         output_tokens: Completion tokens over those calls.
         seconds: Wall-clock seconds, grading included.
         answer: The answer that was graded.
-        attempts: Tries it took: more than 1 after a failure (a server error) was retried.
-        judge_failures: ``judge-loop``: evaluations where the judge gave no usable
-            verdict; the loop then ends with the answer it has.
-        cached_input_tokens: Of the prompt tokens, those the server read from its
-            prompt cache.
-        cut_off: Answers that ended at the token cap (``finish_reason`` ``"length"``).
-        by_attempt: Whether the answer the arm would have given, had it stopped after
-            step 1, 2, ... passes the final grading: one entry for ``single``, K for
-            ``loop``, ``resample`` and ``judge-loop`` (after the arm stopped, its
-            final answer stands), K/2 iterations for ``loop-candidates``; for an arm of
-            your own, one per attempt read (at least K), or one for an opaque agent;
-            empty when not recorded.
-        part: The part of its set the task belongs to (`loop_agents_evals.tasks.CodeTask`'s
-            ``part``), or ``None``.
-        transcript: Every answer the arm wrote, in order, with what its evaluator said
-            of it and whether it passes (see `loop_agents_evals.grading`); empty when
-            not recorded.
-        opaque: Whether the arm's attempts could not be read (an agent of your own that
-            is not a loop): its ``by_attempt`` and transcript hold its final answer only.
-        learned: For an arm that learns across tasks (``adaptive``): the store items its
-            loop added on this task (`loop_agents_evals.learning`), which a resumed eval
-            reads back; written only when there are some.
+        attempts: Tries it took (more than 1 after a failed try was retried).
+        judge_failures: Evaluations where the judge gave no usable verdict.
+        cached_input_tokens: Of the prompt tokens, those read from a prompt cache.
+        cut_off: Answers that ended at the token cap.
+        by_attempt: Whether the answer after step 1, 2, ... passes (the final answer
+            stands after the arm stopped); empty when not recorded.
+        part: The part of its set the task belongs to, or ``None``.
+        transcript: Every answer written, in order (see `loop_agents_evals.grading`).
+        opaque: Whether its attempts could not be read (an agent that is not a loop).
+        learned: Store items an ``adaptive`` arm added on this task (written when some).
     """
 
     task_id: str
@@ -150,18 +125,11 @@ class TaskResult:
             KeyError, TypeError, ValueError: a required key is missing or malformed.
         """
         known = {f: data[f] for f in cls.__dataclass_fields__ if f in data}
-        steps = known.get("by_attempt", ())
-        if not isinstance(steps, list | tuple) or not all(isinstance(v, bool) for v in steps):
-            raise ValueError(f"malformed by_attempt {steps!r:.80}")
-        known["by_attempt"] = tuple(steps)
-        entries = known.get("transcript", ())
-        if not isinstance(entries, list | tuple) or not all(isinstance(e, dict) for e in entries):
-            raise ValueError(f"malformed transcript {entries!r:.80}")
-        known["transcript"] = tuple(entries)
-        learned = known.get("learned", ())
-        if not isinstance(learned, list | tuple) or not all(isinstance(i, dict) for i in learned):
-            raise ValueError(f"malformed learned {learned!r:.80}")
-        known["learned"] = tuple(learned)
+        for key, kind in (("by_attempt", bool), ("transcript", dict), ("learned", dict)):
+            items = known.get(key, ())
+            if not isinstance(items, list | tuple) or not all(isinstance(i, kind) for i in items):
+                raise ValueError(f"malformed {key} {items!r:.80}")
+            known[key] = tuple(items)
         result = cls(**known)
         if (
             not isinstance(result.passed, bool)
@@ -175,10 +143,7 @@ class TaskResult:
 
 @dataclass(frozen=True)
 class TaskError:
-    """A task and arm that failed every try (e.g. the model server kept answering 500).
-
-    It has no result: it is not counted as a pass or a fail, and a resumed eval tries it
-    again.
+    """A task and arm that failed every try: not counted; a resumed eval tries it again.
 
     Attributes:
         task_id: The task.
@@ -195,7 +160,7 @@ class TaskError:
 
 @dataclass(frozen=True)
 class ArmSummary:
-    """One arm over all the tasks it has a result for.
+    """One arm over the tasks it has a result for (``arms`` in docs/eval.md).
 
     Attributes:
         arm: The arm.
@@ -212,12 +177,10 @@ class ArmSummary:
         answers: Mean answers written per task.
         cut_off: Answers that ended at the token cap, over all tasks.
         cut_off_rate: ``cut_off`` over all answers written (0 with none).
-        temperature: The temperature the arm's agent sampled at (``None``: the model's
-            default, or not recorded).
+        temperature: The arm's sampling temperature (``None``: the model's default).
         max_tokens: The token cap per answer (``None``: none, or not known).
-        budget: The most answers the arm could write per task (1 for ``single``).
-        opaque: Whether some of its results are of an agent whose attempts could not be
-            read (not a loop): their curve is their final answer only.
+        budget: The most answers the arm could write per task.
+        opaque: Whether some of its results are of an agent that is not a loop.
     """
 
     arm: str
@@ -254,20 +217,13 @@ class EvalReport:
     Attributes:
         arms: Arm name -> `ArmSummary`, in the order the arms were given.
         results: One `TaskResult` per task and arm that finished.
-        comparisons: The paired comparisons of `COMPARISONS` whose arms both ran.
+        comparisons: The paired comparisons (`comparisons_of`) whose arms both ran.
         errors: Task and arm pairs that failed every try.
-        settings: What produced the results (iterations, temperatures, token cap,
-            model, ...).
+        settings: What produced the results (K, temperatures, token cap, model, ...).
         by_attempt: Arm name -> its pass rate had it stopped after step 1, 2, ...
-            (``single``: one entry; see `TaskResult.by_attempt`).
-        by_part: Part name -> arm name -> `ArmSummary` over that part's tasks, when the
-            tasks name their part (the bundled ``code`` set: ``traps`` and ``caught``);
-            empty otherwise.
-        rescues: Arm name -> what it did after its first answer (`Rescues`: failed first
-            answers it rescued, passing ones it broke), for arms of more than one step.
-        retry_kinds: Arm name -> the kinds of retry it chose over the tasks in task
-            order (`RetryKinds`), for arms that record them (an `Adaptive` loop:
-            ``adaptive``).
+        by_part: Part -> arm name -> `ArmSummary` over that part's tasks (when named).
+        rescues: Arm name -> its `Rescues`, for arms of more than one step.
+        retry_kinds: Arm name -> its `RetryKinds`, for arms that choose them (``adaptive``).
     """
 
     arms: dict[str, ArmSummary]
@@ -285,20 +241,13 @@ class EvalReport:
         """Whether every task and arm has a result (no errors)."""
         return not self.errors
 
-    def to_json(self) -> dict[str, Any]:
-        """The JSON that ``--out`` writes.
+    @property
+    def recommendation(self) -> Recommendation | None:
+        """The arm to use, its code and evidence (`recommend`); ``None`` with no result."""
+        return recommend(self)
 
-        ``{"arms": {ARM: {"passed", "tasks", "pass_rate", "ci95": [lo, hi],
-        "model_calls", "input_tokens", "output_tokens", "seconds", "errors",
-        "cached_input_tokens", "answers", "cut_off", "cut_off_rate", "temperature",
-        "max_tokens", "budget"}}, "by_attempt": {ARM: [rate after step 1, ...]},
-        "results": [{"task_id", "arm", "passed", "iterations", "model_calls", ...,
-        "cut_off", "by_attempt", "part"}], "by_part": {PART: {ARM: {...as in arms}}},
-        "rescues": {ARM: {"arm", "failed_first", "rescued", "passed_first", "broken"}},
-        "comparisons": [...], "errors": [...], "settings": {...}}``; ``model_calls``, the
-        tokens, ``seconds`` and ``answers`` are means per task, ``cut_off`` a total. With
-        an arm that chooses its retries' kinds (``adaptive``), also ``"retry_kinds":
-        {ARM: {"kinds", "quarters", "chosen", "succeeded", "passed"}}`` (`RetryKinds`).
+    def to_json(self) -> dict[str, Any]:
+        """The JSON that ``--out`` writes (its keys are in docs/eval.md, "The output").
 
         Example:
             ```python
@@ -320,7 +269,24 @@ class EvalReport:
         }
         if self.retry_kinds:
             data["retry_kinds"] = {name: k.to_json() for name, k in self.retry_kinds.items()}
+        found = self.recommendation
+        data["recommendation"] = found.to_json() if found is not None else None
         return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> EvalReport:
+        """The report of an ``--out`` JSON, computed again (an older file gains what it lacks).
+
+        Raises:
+            KeyError, TypeError, ValueError: a result or an error is malformed.
+        """
+        settings = data.get("settings")
+        return build_report(
+            list(data["arms"]),
+            [TaskResult.from_json(r) for r in data["results"]],
+            [TaskError(**e) for e in data.get("errors") or []],
+            settings=settings if isinstance(settings, dict) else {},
+        )
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -334,10 +300,7 @@ def summarize(
     *,
     settings: Mapping[str, Any] | None = None,
 ) -> ArmSummary:
-    """The `ArmSummary` of one arm's results.
-
-    ``settings`` (the eval's: ``temperatures``, ``max_tokens``, ``iterations``) give
-    the arm's temperature, token cap and budget.
+    """The `ArmSummary` of one arm's results (its temperature, cap, budget from ``settings``).
 
     Example:
         ```python
@@ -376,10 +339,7 @@ def summarize(
 
 
 def pass_rate_by_attempt(results: Sequence[TaskResult]) -> list[float]:
-    """The share of ``results`` whose answer passes after step 1, 2, ... of the arm.
-
-    A result with fewer steps recorded keeps its last verdict (an arm that stopped
-    keeps its answer); one with none recorded counts its final verdict.
+    """The share of ``results`` passing after step 1, 2, ... (a stopped arm keeps its answer).
 
     Example:
         ```python
@@ -449,22 +409,31 @@ def _temperature(value: float | None) -> str:
     return "default" if value is None else f"{value:g}"
 
 
+def _table(title: str, headers: Sequence[str], longest: int = 0, **options: Any) -> Table:
+    """A table whose first column is on the left (``longest`` wide at least), others right."""
+    style: dict[str, Any] = {
+        "title_justify": "left",
+        "min_width": len(title),
+        "box": box.SIMPLE_HEAD,
+    }
+    table = Table(title=title, **(style | {"pad_edge": False} | options))
+    for number, header in enumerate(headers):
+        table.add_column(
+            header,
+            justify="right" if number else "left",
+            no_wrap=True,
+            min_width=None if number else longest or None,
+        )
+    return table
+
+
 def _render_by_attempt(report: EvalReport, console: Console) -> None:
     """The "Pass rate by attempt" table: one row per arm, one column per step."""
     curves = {arm: rates for arm, rates in report.by_attempt.items() if rates}
     if not curves:
         return
     steps = max(len(rates) for rates in curves.values())
-    table = Table(
-        title="Pass rate by attempt",
-        title_justify="left",
-        min_width=len("Pass rate by attempt"),
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-    )
-    table.add_column("arm", no_wrap=True)
-    for step in range(1, steps + 1):
-        table.add_column(str(step), justify="right", no_wrap=True)
+    table = _table("Pass rate by attempt", ["arm", *map(str, range(1, steps + 1))])
     for arm, rates in curves.items():
         table.add_row(arm, *(_percent(r) for r in rates), *([""] * (steps - len(rates))))
     console.print(table)
@@ -486,15 +455,8 @@ def _render_rescues(report: EvalReport, console: Console) -> None:
     """The "After the first answer" table: rescued and broken first answers per arm."""
     if not report.rescues:
         return
-    table = Table(
-        title="After the first answer",
-        title_justify="left",
-        min_width=len("After the first answer"),
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-    )
-    for header in ("arm", "first failed", "rescued", "first passed", "broken"):
-        table.add_column(header, justify="left" if header == "arm" else "right", no_wrap=True)
+    headers = ["arm", "first failed", "rescued", "first passed", "broken"]
+    table = _table("After the first answer", headers)
     for arm, found in report.rescues.items():
         rescued = f"{found.rescued} ({_percent(found.rescue_rate)})" if found.failed_first else "0"
         table.add_row(
@@ -508,30 +470,12 @@ def _render_rescues(report: EvalReport, console: Console) -> None:
     )
 
 
-def _shares(count: int, total: int) -> str:
-    return f"{count}/{total} ({_percent(count / total)})" if total else "—"
-
-
 def _render_retry_kinds(report: EvalReport, console: Console) -> None:
     """Per arm that chose its retries' kinds: the kinds by quarter of the tasks, how each did."""
     for arm, found in report.retry_kinds.items():
-        table = Table(
-            title=f"Retry kinds of {arm}",
-            title_justify="left",
-            min_width=len(f"Retry kinds of {arm}"),
-            box=box.SIMPLE_HEAD,
-            pad_edge=False,
-        )
-        table.add_column("tasks", no_wrap=True)
-        for kind in found.kinds:
-            table.add_column(kind, justify="right", no_wrap=True)
-        for first, last, counts in found.quarters:
-            table.add_row(f"{first}-{last}", *(str(counts[k]) for k in found.kinds))
-        table.add_row("all", *(str(found.chosen[k]) for k in found.kinds), end_section=True)
-        table.add_row(
-            "succeeded", *(_shares(found.succeeded[k], found.chosen[k]) for k in found.kinds)
-        )
-        table.add_row("passed", *(_shares(found.passed[k], found.chosen[k]) for k in found.kinds))
+        table = _table(f"Retry kinds of {arm}", ["tasks", *found.kinds])
+        for number, row in enumerate(found.rows()):
+            table.add_row(*row, end_section=number == len(found.quarters))
         console.print(table)
     if report.retry_kinds:
         console.print(RETRY_KINDS_NOTE, style="dim")
@@ -541,25 +485,12 @@ def _render_by_part(report: EvalReport, console: Console) -> None:
     """The "Pass rate by part" table: one row per arm, one column per part of the set."""
     if not report.by_part:
         return
-    table = Table(
-        title="Pass rate by part",
-        title_justify="left",
-        min_width=len("Pass rate by part"),
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-    )
-    table.add_column("arm", no_wrap=True)
-    for part in report.by_part:
-        table.add_column(part, justify="right", no_wrap=True)
+    table = _table("Pass rate by part", ["arm", *report.by_part])
     for arm in report.arms:
-        cells = []
-        for summaries in report.by_part.values():
-            summary = summaries.get(arm)
-            if summary is None:
-                cells.append("")
-                continue
-            cells.append(f"{summary.passed}/{summary.tasks} ({_percent(summary.pass_rate)})")
-        table.add_row(arm, *cells)
+        found = [summaries.get(arm) for summaries in report.by_part.values()]
+        table.add_row(
+            arm, *(f"{s.passed}/{s.tasks} ({_percent(s.pass_rate)})" if s else "" for s in found)
+        )
     console.print(table)
 
 
@@ -584,31 +515,14 @@ def _summary_cells(summary: ArmSummary) -> dict[str, str]:
 
 def _arm_table(title: str, headers: list[str], rows: list[dict[str, str]], longest: int) -> Table:
     """A table of the arms with the given columns (an arm's name is never cut)."""
-    table = Table(
-        title=title,
-        title_justify="left",
-        min_width=len(title),
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-        collapse_padding=True,
-    )
-    for header in headers:
-        table.add_column(
-            header,
-            justify="left" if header == "arm" else "right",
-            no_wrap=True,
-            min_width=longest if header == "arm" else None,
-        )
+    table = _table(title, headers, longest, collapse_padding=True)
     for row in rows:
         table.add_row(*(row[header] for header in headers))
     return table
 
 
 def seed_text(settings: Mapping[str, Any]) -> str | None:
-    """The model seeds of a report's settings in words, or ``None`` when none is known.
-
-    An eval resumed, or run in parts into one journal, may have used one seed per run:
-    each is named (a result recorded without its seed reads "unrecorded").
+    """The model seeds of a report's settings in words (one per run), or ``None``.
 
     Example:
         ```python
@@ -629,7 +543,7 @@ def _seed(value: object) -> str | None:
 
 
 def render_report(report: EvalReport, console: Console | None = None) -> None:
-    """Print the per-arm table, the paired comparisons and any errors.
+    """Print the tables, the paired comparisons, any errors and, last, the recommendation.
 
     Example:
         ```python
@@ -692,11 +606,8 @@ def render_report(report: EvalReport, console: Console | None = None) -> None:
     _render_rescues(report, console)
     _render_retry_kinds(report, console)
     if report.comparisons:
-        paired = Table(title="Paired, task by task", title_justify="left", box=box.SIMPLE_HEAD)
-        for header in ("comparison", "won", "lost", "tied", "sign test p"):
-            paired.add_column(
-                header, justify="left" if header == "comparison" else "right", no_wrap=True
-            )
+        headers = ["comparison", "won", "lost", "tied", "sign test p"]
+        paired = _table("Paired, task by task", headers, pad_edge=True, min_width=None)
         for c in report.comparisons:
             paired.add_row(
                 f"{c.arm} vs {c.baseline}", str(c.won), str(c.lost), str(c.tied), f"{c.p_value:.3f}"
@@ -709,3 +620,8 @@ def render_report(report: EvalReport, console: Console | None = None) -> None:
         )
         for error in report.errors:
             console.print(f"  {error.task_id} / {error.arm}: {error.error}", markup=False)
+    found = report.recommendation
+    if found is not None:
+        console.print(f"\nRecommendation ({found.confidence})", style="bold", markup=False)
+        console.print(f"  {found.code}", style="bold", markup=False, soft_wrap=True)
+        console.print(found.text, markup=False)

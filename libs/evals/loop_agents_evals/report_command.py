@@ -1,18 +1,8 @@
-"""The ``eval`` command's page: ``--report PAGE.html``, and ``--from OUT.json`` to draw it again.
+"""``--report PAGE.html`` and ``--from OUT.json``: the page, and a finished eval again.
 
-``loop-agents eval TASKS --out OUT.json --report PAGE.html`` writes the page of the
-result next to its JSON; ``loop-agents eval [TASKS] --from OUT.json --report PAGE.html``
-draws the page of a finished eval from its JSON and runs nothing (TASKS, when given,
-only supplies the tasks' prompts, which the JSON does not hold). The page itself is
-`loop_agents_evals.html_report`'s.
-
-Importing this module is cheap (argparse and pathlib only), like `loop_agents_evals.command`.
-
-Example:
-    ```python
-    page = check_report_path(Path("code.html"), out=Path("code.json"))
-    draw_from_json(Path("code.json"), page, tasks=load_tasks("code"))
-    ```
+``--from`` runs nothing and looks for no model: the tables, or with ``--report`` the page,
+are made from the ``--out`` JSON (TASKS, when given, only adds the tasks' prompts). Cheap
+to import (argparse and pathlib), like `loop_agents_evals.command`.
 """
 
 from __future__ import annotations
@@ -60,11 +50,6 @@ def draw_from_json(source: Path, report: Path, *, tasks: Sequence[Task] | None =
 
     Raises:
         EvalFileError: ``source`` cannot be read or is not an eval's JSON.
-
-    Example:
-        ```python
-        draw_from_json(Path("code.json"), Path("code.html"))
-        ```
     """
     from loop_agents_evals.html_report import read_eval_json, write_eval_page
 
@@ -72,14 +57,10 @@ def draw_from_json(source: Path, report: Path, *, tasks: Sequence[Task] | None =
 
 
 def report_from_json(source: Path) -> EvalReport:
-    """The `EvalReport` of the finished eval whose ``--out`` JSON is ``source``.
-
-    The tables are computed again from its results and settings, so a file written by an
-    earlier version shows what this version reports (the rescues, the comparisons).
+    """The `EvalReport` of a finished eval's ``--out`` JSON, computed again (an older one too).
 
     Raises:
-        EvalFileError: ``source`` cannot be read, is not an eval's JSON, or holds a
-            malformed result.
+        EvalFileError: unreadable, not an eval's JSON, or a malformed result.
 
     Example:
         ```python
@@ -87,18 +68,10 @@ def report_from_json(source: Path) -> EvalReport:
         ```
     """
     from loop_agents_evals.html_report import EvalFileError, read_eval_json
-    from loop_agents_evals.report import TaskError, TaskResult, build_report
+    from loop_agents_evals.report import EvalReport
 
     data = read_eval_json(source)
     try:
-        results = [TaskResult.from_json(r) for r in data["results"]]
-        errors = [TaskError(**e) for e in data.get("errors") or []]
-    except (KeyError, TypeError, ValueError) as exc:
+        return EvalReport.from_json(data)
+    except (KeyError, TypeError, ValueError, ArithmeticError) as exc:
         raise EvalFileError(f"{str(source)!r} holds a malformed result ({exc})") from exc
-    settings = data.get("settings")
-    return build_report(
-        list(data["arms"]),
-        results,
-        errors,
-        settings=settings if isinstance(settings, dict) else {},
-    )

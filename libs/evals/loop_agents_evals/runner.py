@@ -1,36 +1,19 @@
 """`arun_eval` and `run_eval`: every task under every arm, concurrently, resumable.
 
-`arun_eval` runs in named steps: `_plan` checks every setting, the arms and the tasks
-(before any model call), `_check_factories` builds each factory arm's agent for the
-first task, `_journal_key` is everything that changes an answer (the journal's key and
-the report's settings), `_run_pairs` runs the task/arm pairs (each within its time limit,
-retried on failure, stopped when the model's server died), and `_report` summarizes.
-
-Sync code of the arms (a factory, a sync agent's nodes) runs in daemon worker threads:
-a hang never blocks the event loop, a pair that hangs ends at its time limit, and the
-process never waits for an abandoned thread at exit (Ctrl-C ends the eval at once).
-
-Example:
-    ```python
-    from loop_agents_evals import EvalSettings, run_eval
-
-    report = run_eval("instructions", model, arms=["single", "loop", "resample"],
-                      iterations=3, out="results.json",
-                      settings=EvalSettings(temperature=0.7))
-    print(report.arms["loop"].pass_rate, report.arms["resample"].pass_rate)
-    ```
+`_plan` checks the settings, arms and tasks before any model call; `_journal_key` is
+everything that changes an answer; `_run_pairs` runs the pairs on the pair loop
+(`loop_agents_evals.pair_loop`: each within its time limit, whatever the arm does),
+retries, journals, and stops when the model's server died; `build_report` summarizes.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
+import functools
 import math
 import os
-import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeAlias
@@ -50,6 +33,7 @@ from loop_agents_evals.arms import (
 from loop_agents_evals.factory_arm import ArmFactoryError, FactoryArm
 from loop_agents_evals.journal import Journal, journal_path
 from loop_agents_evals.learning import ArmLearning, learning_seed
+from loop_agents_evals.pair_loop import PairTimeout, run_watched
 from loop_agents_evals.report import EvalReport, TaskError, TaskResult, build_report
 from loop_agents_evals.sampling import FirstAnswers, at_temperature, sampled_temperature
 from loop_agents_evals.settings import (
@@ -62,6 +46,7 @@ from loop_agents_evals.settings import (
     check_count,
     check_number,
     did_you_mean,
+    server_conflict,
 )
 from loop_agents_evals.tasks import Task, check_sandbox, load_tasks, task_digest
 
@@ -80,7 +65,7 @@ class EvalProgress:
         total: All pairs of this eval.
         resumed: Pairs taken from the journal of an earlier run.
         result: The pair that just finished, if one did.
-        error: The pair that just failed its last try, if one did (no result).
+        error: The pair that just failed its last try, if one did.
         retrying: The pair that just failed a try and will be tried again.
     """
 
@@ -96,63 +81,11 @@ ProgressCallback: TypeAlias = Callable[[EvalProgress], None]
 
 
 class ModelServerDied(RuntimeError):
-    """The model's server stopped during the eval: no pair could succeed after it.
-
-    The message is what `EvalSettings.model_server_failure` said (the server, how it
-    ended, the end of its log, the fix). What finished is in the journal beside ``out``;
-    run the eval again to resume once the server runs.
-    """
-
-
-class _DaemonThreads(ThreadPoolExecutor):
-    """An executor whose calls each run in a daemon thread, never waited for.
-
-    The eval's event loop runs its sync calls here (a factory, a sync agent's nodes): a
-    call that hangs is abandoned when its pair ends (its time limit, Ctrl-C), and neither
-    ``shutdown`` nor the interpreter's exit waits for it.
-    """
-
-    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
-        """Run ``fn(*args, **kwargs)`` in a new daemon thread."""
-        future: Future[Any] = Future()
-
-        def work() -> None:
-            if not future.set_running_or_notify_cancel():
-                return
-            try:
-                future.set_result(fn(*args, **kwargs))
-            except BaseException as exc:  # handed to the awaiting pair, as an executor does
-                future.set_exception(exc)
-
-        threading.Thread(target=work, name="loop-agents-eval-call", daemon=True).start()
-        return future
-
-    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
-        """Return at once: the threads are daemons, left to end (or not) by themselves."""
-
-
-@contextlib.contextmanager
-def _daemon_threads() -> Iterator[None]:
-    """Run the event loop's executor calls in `_DaemonThreads` while the eval runs."""
-    loop = asyncio.get_running_loop()
-    previous = getattr(loop, "_default_executor", None)  # asyncio has no public getter
-    loop.set_default_executor(_DaemonThreads())
-    try:
-        yield
-    finally:
-        if isinstance(previous, ThreadPoolExecutor):
-            loop.set_default_executor(previous)
+    """The model's server stopped mid-eval (the message says how); what finished is kept."""
 
 
 _KEYWORDS = ("arms", "iterations", "concurrency", "limit", "out", "retries", "pair_timeout")
 _SETTINGS = tuple(f.name for f in dataclasses.fields(EvalSettings))
-
-
-def _settings_of(settings: EvalSettings | None) -> EvalSettings:
-    """``settings``, or the default settings."""
-    if settings is not None and not isinstance(settings, EvalSettings):
-        raise TypeError(f"settings must be an EvalSettings(...); got {type(settings).__name__}")
-    return settings or EvalSettings()
 
 
 def _check_keywords(options: Mapping[str, Any]) -> None:
@@ -173,7 +106,7 @@ def _check_keywords(options: Mapping[str, Any]) -> None:
 
 
 def describe_model(model: object) -> str:
-    """A short name of a chat model for the report and the journal: name and endpoint.
+    """A chat model's name and endpoint, for the report and the journal.
 
     Example:
         ```python
@@ -187,7 +120,7 @@ def describe_model(model: object) -> str:
 
 
 def token_cap(model: object) -> int | None:
-    """The cap on each answer's tokens a chat model sends (``max_tokens``), if any.
+    """The cap on each answer's tokens a chat model sends, if any.
 
     Example:
         ```python
@@ -251,22 +184,9 @@ def _plan(
                 "give either a model or a server, not both: with server= the LangGraph "
                 "server answers with the model of its own environment"
             )
-        if custom:
-            raise ValueError(
-                f"arms of your own ({', '.join(custom)}) run here, not on a LangGraph server "
-                f"(it runs the built-in arms only): drop server=, or run those arms apart"
-            )
-        if settings.same_first_answer:
-            raise ValueError(
-                "same_first_answer shares the first answers of the arms run here; with "
-                "server= each pair runs on the LangGraph server: drop one of them"
-            )
-        if learnings:
-            raise ValueError(
-                f"{', '.join(learnings)} learns across the tasks of an eval, which runs "
-                f"here (on a LangGraph server each pair runs alone): drop server=, or run "
-                f"that arm apart"
-            )
+        conflict = server_conflict(list(custom), settings.same_first_answer, list(learnings))
+        if conflict:
+            raise ValueError(conflict)
         from loop_agents_evals.server import server_runner
 
         runner = server_runner(settings.server, arm_settings)
@@ -332,10 +252,12 @@ async def _check_factories(plan: _Plan, pair_timeout: float | None) -> None:
     for name, arm in plan.custom.items():
         if isinstance(arm, FactoryArm):
             sampler = at_temperature(plan.model, plan.arm_settings.temperature_of(name))
+            build = functools.partial(
+                arm.build, plan.tasks[0], sampler, plan.arm_settings, name=name
+            )
             try:
-                async with asyncio.timeout(pair_timeout):
-                    await arm.build(plan.tasks[0], sampler, plan.arm_settings, name=name)
-            except TimeoutError:
+                await run_watched(build, pair_timeout)
+            except PairTimeout:
                 raise ArmFactoryError(
                     f"the factory of arm {name!r} did not return an agent for the first task "
                     f"within {pair_timeout:g} s (the pair time limit); check that it does not "
@@ -344,11 +266,7 @@ async def _check_factories(plan: _Plan, pair_timeout: float | None) -> None:
 
 
 def _journal_key(plan: _Plan) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The journal's key and what each arm of your own is (declared in the journal).
-
-    The key is everything that changes an answer (also the report's settings); an arm of
-    your own is its identity and its temperature.
-    """
+    """The journal's key (all that changes an answer) and each arm of your own's identity."""
     model, settings, arm_settings = plan.model, plan.settings, plan.arm_settings
 
     def sampled(temperature: float) -> float | None:  # None: the model's own default
@@ -402,50 +320,39 @@ async def arun_eval(
 
     Args:
         tasks: A JSONL task file, a bundled set (``"code"``, ``"instructions"``), or
-            tasks: loaded (`load_tasks`), or as the mappings a task file's lines hold.
-        model: The chat model that answers (and judges, unless ``settings.judge`` is
-            given). Not given with ``settings.server``: the server uses its own.
-        arms: Which arms to run: a list of built-in arms, of ``single``, ``loop``,
-            ``resample``, ``judge-loop`` (the default), ``loop-candidates``,
-            ``restart`` and ``diverse-first``; or a mapping of names to arms, each a
-            built-in arm's name (under its own name), a `loop(...)` arm (a
-            `create_loop_agent` loop made of controls), or a factory
-            ``(task, model, settings) -> agent`` (see `loop_agents_evals.factory_arm`).
-            Every arm of your own is compared with ``resample`` and ``single``.
-        iterations: K, the budget of answers every arm may write (even, with
-            ``loop-candidates``).
+            tasks (`Task` objects, or mappings shaped as a task file's lines).
+        model: The chat model that answers (and judges, unless ``settings.judge``);
+            none with ``settings.server``.
+        arms: A list of built-in arms (default ``single``, ``loop``, ``resample``,
+            ``judge-loop``), or a mapping of names to arms: a built-in arm's name, a
+            `loop(...)`, or a factory ``(task, model, settings) -> agent``.
+        iterations: K, the budget of answers of every arm.
         concurrency: Task/arm pairs run at the same time.
         limit: Run only the first ``limit`` tasks (after ``settings.task_ids``).
-        out: Where to write the JSON result. Its journal (``NAME.journal.jsonl`` beside
-            it) records each finished pair, and an eval run again with the same
-            ``out`` skips the pairs already there: an interrupted eval resumes.
-        retries: Tries after the first when a pair fails (a server error); a pair that
-            fails every try is reported in ``errors``, without a result.
-        pair_timeout: Seconds one task/arm pair may take (default an hour; ``None``: no
-            limit). A pair still running then is abandoned (a sync call left in its
-            daemon thread) and reported in ``errors``, not retried: a resumed eval runs
-            it again. A factory arm's first build is held to it too.
-        settings: Every other option (`EvalSettings`: the temperatures, the judge, the
-            subset of tasks, the code timeout, a LangGraph server, the model's name,
-            digest and seed, the same first answer, the retry delay).
+        out: Where to write the JSON result; its journal beside it lets an eval run
+            again with the same ``out`` resume.
+        retries: Tries after the first when a pair fails; a pair that fails every try
+            is in ``errors``, without a result.
+        pair_timeout: Seconds one pair may take, whatever the arm does (an hour;
+            ``None``: no limit); a pair over it is an error, not retried (see
+            `loop_agents_evals.pair_loop`). A factory's first build is held to it too.
+        settings: Every other option (`EvalSettings`).
         progress: Called with an `EvalProgress` at the start and after every pair.
 
     Returns:
-        An `EvalReport`.
+        An `EvalReport`; its ``recommendation`` says which arm to use.
 
     Raises:
-        TaskFileError: the task file is malformed (before any model call).
+        TaskFileError: the task file is malformed.
         ValueError: a setting is out of range, or the model/server choice is wrong.
-        TypeError: an arm that is not one; a factory with the wrong signature, or one
-            that does not return an agent for the first task (`ArmFactoryError`);
-            tasks that are neither `Task` objects nor task mappings (checked before any
-            model call).
-        JournalError: the journal beside ``out`` belongs to an eval with other settings,
-            or with another arm under the name of one of yours.
-        IsolationUnavailable: code tasks, and the sandbox cannot run code on this
-            machine (`loop_agents_checks.sandbox`); checked once, before any model call.
-        ModelServerDied: the model's server stopped mid-eval (see
-            `EvalSettings.model_server_failure`); what finished is in the journal.
+        TypeError: not an arm, not tasks; a factory that does not build an agent for
+            the first task (`ArmFactoryError`).
+        JournalError: the journal beside ``out`` is of an eval with other settings, or
+            another arm under one of your names.
+        IsolationUnavailable: code tasks, and the sandbox cannot run code here.
+        ModelServerDied: the model's server stopped mid-eval.
+
+    Everything but the last is raised before any model call.
 
     Example:
         ```python
@@ -453,37 +360,38 @@ async def arun_eval(
                                  settings=EvalSettings(temperature=0.7))
         ```
     """
-    settings = _settings_of(settings)
+    if settings is not None and not isinstance(settings, EvalSettings):
+        raise TypeError(f"settings must be an EvalSettings(...); got {type(settings).__name__}")
+    settings = settings or EvalSettings()
     check_count("concurrency", concurrency, 1)
     check_count("retries", retries, 0)
     if pair_timeout is not None:
         check_number("pair_timeout", pair_timeout, 0.0, math.inf, above=True)
     plan = _plan(tasks, model, arms, settings, iterations=iterations, limit=limit)
-    with _daemon_threads():
-        await _check_factories(plan, pair_timeout)
-        record, declared = _journal_key(plan)
-        out_path = Path(out) if out is not None else None
-        journal = None
-        if out_path is not None:
-            journal = Journal.open(
-                journal_path(out_path), record, arms=declared, seed=settings.model_seed
-            )
-        if journal is not None and plan.first_answers is not None:
-            for (task_id, digest), message in journal.first_answers().items():
-                plan.first_answers.preload(task_id, digest, message)
-            plan.first_answers.keep = journal.keep_first
-        try:
-            results, errors = await _run_pairs(
-                plan,
-                journal,
-                concurrency=concurrency,
-                retries=retries,
-                pair_timeout=pair_timeout,
-                progress=progress,
-            )
-        finally:
-            if journal is not None:
-                journal.close()
+    await _check_factories(plan, pair_timeout)
+    record, declared = _journal_key(plan)
+    out_path = Path(out) if out is not None else None
+    journal = None
+    if out_path is not None:
+        journal = Journal.open(
+            journal_path(out_path), record, arms=declared, seed=settings.model_seed
+        )
+    if journal is not None and plan.first_answers is not None:
+        for (task_id, digest), message in journal.first_answers().items():
+            plan.first_answers.preload(task_id, digest, message)
+        plan.first_answers.keep = journal.keep_first
+    try:
+        results, errors = await _run_pairs(
+            plan,
+            journal,
+            concurrency=concurrency,
+            retries=retries,
+            pair_timeout=pair_timeout,
+            progress=progress,
+        )
+    finally:
+        if journal is not None:
+            journal.close()
     report = _report(plan, record, declared, results, errors, journal)
     if out_path is not None:
         _write_json(out_path, report.to_json())
@@ -565,17 +473,19 @@ async def _run_pairs(
         async with gate:
             for attempt in range(1, retries + 2):
                 try:
-                    async with asyncio.timeout(pair_timeout) as limit:
-                        outcome = await plan.runner(task, arm)
+                    outcome = await run_watched(lambda: plan.runner(task, arm), pair_timeout)
                 except Exception as exc:  # a server error, a timeout, a crash: not a pass
                     error = f"{type(exc).__name__}: {exc}"
-                    if isinstance(exc, TimeoutError) and limit.expired():
+                    hung = isinstance(exc, PairTimeout)
+                    if hung:
                         why = f"did not finish within {pair_timeout:g} s (the pair time limit)"
+                        if getattr(exc, "blocked", False):
+                            why += "; it blocked its event loop, which was abandoned"
                         error = f"TimeoutError: {why}"
                     elif (server := await died()) is not None:  # no retry can succeed now
                         raise ModelServerDied(server) from exc
                     failure = TaskError(task.id, arm, error, attempt)
-                    if attempt > retries or limit.expired():  # a hung pair is not retried
+                    if attempt > retries or hung:  # a hung pair is not retried
                         errors.append(failure)
                         report(error=failure)
                         return
@@ -617,9 +527,8 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
 def run_eval(tasks: TaskSource, model: BaseChatModel | None = None, **options: Any) -> EvalReport:
     """Run every task under every arm and compare the arms; `arun_eval`'s options.
 
-    Runs on the package's background event loop (so async clients cached by chat models
-    keep working from one call to the next); Ctrl-C cancels the eval at once, and what
-    finished is in the journal beside ``out``. From async code, ``await arun_eval(...)``.
+    Ctrl-C cancels the eval at once (what finished is in the journal beside ``out``).
+    From async code, ``await arun_eval(...)``.
 
     Example:
         ```python

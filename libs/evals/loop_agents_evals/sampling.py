@@ -1,36 +1,7 @@
 """Sampling an arm's answers: the model at its temperature, cut-offs, calls, first answers.
 
-`at_temperature` gives the model at the arm's temperature, `was_cut_off` tells an answer
-that ended at the token cap, `CallCounter` counts calls and tokens, and `FirstAnswers`
-holds one first answer per task shared by the arms of an eval.
-
-Every arm's first answer is a sample of the same request (the task's system message and
-prompt, at the eval's temperature), so the arms differ only in what they do after it.
-Sampled once per arm, those first answers differ by chance, and on a few dozen tasks that
-chance can outweigh what the arms do afterwards: an arm whose first answers happen to
-fail more often loses to resample whatever its repairs are worth. With
-``EvalSettings(same_first_answer=True)`` (``loop-agents eval --same-first-answer``) the
-first answer to each task is sampled once and every arm starts from it: ``single`` is
-that answer, and the comparisons between arms count only what happens after a first
-answer that failed (the paired design of Olausson et al., 2024, whose conditions repair
-the same initial programs).
-
-Each arm is still charged the first answer (one model call, its tokens), so calls, tokens
-and costs compare as if each arm had made it. The journal keeps each first answer (a line
-of its own), so an eval resumed after a kill, or with an arm added, starts every
-remaining arm from the same one. Shared are the arms that sample at the eval's
-temperature and whose first call is made by the eval: ``single``, ``resample``, and the
-loops (the built-in ones and `loop(...)`); an arm of your own built by a factory, and an
-arm given its own temperature, sample their own.
-
-Example:
-    ```python
-    sampler = at_temperature(model, 1.0)
-    counter = CallCounter()
-    reply = await sampler.ainvoke(messages, {"callbacks": [counter]})
-    print(counter.calls, was_cut_off(reply))
-    first = FirstAnswers(1.0).for_task(task.id, task_digest(task), sampler)
-    ```
+`FirstAnswers` serves one first answer per task to every arm (``same_first_answer``; why,
+in docs/eval.md, "The same first answer"); each arm is still charged its call.
 """
 
 from __future__ import annotations
@@ -41,7 +12,7 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage, AnyMessage, message_to_dict, messages_from_dict
+from langchain_core.messages import AIMessage, AnyMessage, messages_from_dict
 from langchain_core.outputs import LLMResult
 from langchain_core.runnables import RunnableConfig
 
@@ -54,18 +25,13 @@ __all__ = [
     "answer_text",
     "at_temperature",
     "message_of_record",
-    "record_of_message",
     "sampled_temperature",
     "was_cut_off",
 ]
 
 
 def was_cut_off(message: object) -> bool:
-    """Whether a model's answer ended at the token cap, not where the model stopped.
-
-    Read from the message's ``response_metadata``: ``finish_reason`` ``"length"``
-    (OpenAI's API, llama.cpp's server, vLLM), ``done_reason`` ``"length"`` (Ollama's own
-    API) or ``stop_reason`` ``"max_tokens"`` (Anthropic's).
+    """Whether a model's answer ended at the token cap (OpenAI's, Ollama's or Anthropic's word).
 
     Example:
         ```python
@@ -110,13 +76,7 @@ class CallCounter(TokenCounter):
 
 
 def at_temperature(model: BaseChatModel, temperature: float) -> BaseChatModel:
-    """A copy of ``model`` that samples at ``temperature``.
-
-    The copy is made with the model's own settings and validation, so a model that
-    refuses other temperatures keeps its rule (``ChatOpenAI`` sends none to OpenAI's
-    reasoning models, which accept only their default). A model that cannot be made
-    again from its settings is copied with the temperature set; one without a
-    ``temperature`` setting is returned as it is.
+    """A copy of ``model`` that samples at ``temperature`` (or at its own, if it accepts no other).
 
     Example:
         ```python
@@ -133,9 +93,7 @@ def at_temperature(model: BaseChatModel, temperature: float) -> BaseChatModel:
 
 
 def sampled_temperature(model: BaseChatModel, temperature: float) -> float | None:
-    """The temperature ``model`` really samples at when asked for ``temperature``.
-
-    ``None`` when the model keeps its own default (see `at_temperature`).
+    """The temperature ``model`` samples at when asked for ``temperature`` (``None``: its own).
 
     Example:
         ```python
@@ -149,26 +107,14 @@ def sampled_temperature(model: BaseChatModel, temperature: float) -> float | Non
 
 
 FirstAnswer = Callable[[Sequence[AnyMessage], RunnableConfig], Awaitable[AIMessage]]
-"""The first answer to one task, for one arm: given the messages and the run config, the
-shared answer (sampled on the first request for it), counted as one call of the arm."""
+"""One task's shared first answer for one arm, counted as one call of the arm."""
 
 Keeper = Callable[[str, str, AIMessage], None]
 """Called with a task's id, its digest and its first answer once it is sampled."""
 
 
-def record_of_message(message: AIMessage) -> dict[str, Any]:
-    """A first answer as plain JSON (for the journal).
-
-    Example:
-        ```python
-        assert message_of_record(record_of_message(AIMessage("x"))).text == "x"
-        ```
-    """
-    return message_to_dict(message)
-
-
 def message_of_record(record: object) -> AIMessage | None:
-    """The first answer a journal line holds (``None`` when it holds none)."""
+    """The first answer a journal line holds (`message_to_dict`'s), or ``None``."""
     try:
         (message,) = messages_from_dict([record])  # type: ignore[list-item]
     except (KeyError, TypeError, ValueError):
@@ -179,16 +125,11 @@ def message_of_record(record: object) -> AIMessage | None:
 class FirstAnswers:
     """The first answers of one eval, by task: sampled once, then served to every arm.
 
-    Args:
-        temperature: The temperature they are sampled at (the eval's); only arms that
-            sample at it share them.
-        keep: Called with each first answer once it is sampled (the journal keeps it).
+    ``keep`` is called with each once sampled (the journal keeps it).
 
     Example:
         ```python
-        shared = FirstAnswers(1.0)
-        first = shared.for_task(task, digest, model)
-        answer = await first(messages, config)
+        answer = await FirstAnswers(1.0).for_task(task_id, digest, model)(messages, config)
         ```
     """
 
@@ -196,7 +137,7 @@ class FirstAnswers:
         self.temperature = temperature
         self.keep = keep
         self._answers: dict[tuple[str, str], AIMessage] = {}
-        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
+        self._locks: dict[tuple[str, str, int], asyncio.Lock] = {}
 
     def preload(self, task_id: str, digest: str, message: AIMessage) -> None:
         """Serve ``message`` as the first answer of the task (read back from a journal)."""
@@ -207,7 +148,8 @@ class FirstAnswers:
         key = (task_id, digest)
 
         async def first(messages: Sequence[AnyMessage], config: RunnableConfig) -> AIMessage:
-            lock = self._locks.setdefault(key, asyncio.Lock())
+            # a lock per event loop: after a blocked pair loop is replaced, the new one's
+            lock = self._locks.setdefault((*key, id(asyncio.get_running_loop())), asyncio.Lock())
             async with lock:  # one arm samples it; the others wait and are served it
                 known = self._answers.get(key)
                 if known is None:

@@ -1,19 +1,11 @@
-"""Running an eval's task/arm pairs on a LangGraph Server, through the SDK client.
+"""Running an eval's pairs on a LangGraph Server: each a stateless run of ``eval_task``.
 
-Each pair is a stateless run of the served ``eval_task`` graph (see
-`loop_agents_evals.eval_task`), awaited with ``client.runs.wait``; the server's model
-answers. A run that fails on the server raises `ServerRunError`, which the eval
-retries and, after its last try, reports: it is never a pass.
-
-Example:
-    ```python
-    report = await arun_eval("code", limit=5,
-                             settings=EvalSettings(server="http://127.0.0.1:2024"))
-    ```
+A run that fails on the server raises `ServerRunError`: retried, then reported, never a pass.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from typing import Any
 
@@ -60,15 +52,9 @@ def server_runner(
 
     Args:
         url: The server's URL.
-        settings: K, the temperatures, the judge threshold, the code timeout (the
-            judge's structured-output method is the server's
-            ``LOOP_AGENTS_STRUCTURED_OUTPUT``).
+        settings: K, the temperatures, the judge threshold, the code timeout.
         graph: The served graph's id.
-        api_key: The server's API key (default: ``LANGGRAPH_API_KEY`` and friends, as
-            the SDK reads them).
-
-    Returns:
-        An async function ``(task, arm) -> TaskResult``.
+        api_key: The server's API key (default: as the SDK reads it).
 
     Raises:
         ValueError: ``url`` is not an http(s) URL.
@@ -80,17 +66,18 @@ def server_runner(
         ```
     """
     base = check_server_url(url)
-    clients: list[Any] = []
+    clients: dict[int, Any] = {}  # one per event loop: an async client binds to its loop
 
     async def run(task: Task, arm: str) -> TaskResult:
-        if not clients:  # made on first use, inside the event loop that runs the eval
+        client = clients.get(id(asyncio.get_running_loop()))
+        if client is None:
             from langgraph_sdk import get_client
 
             options: dict[str, Any] = {"url": base}
             if api_key is not None:
                 options["api_key"] = api_key
-            clients.append(get_client(**options))
-        output = await clients[0].runs.wait(
+            client = clients[id(asyncio.get_running_loop())] = get_client(**options)
+        output = await client.runs.wait(
             None,
             graph,
             input={

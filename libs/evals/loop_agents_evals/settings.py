@@ -1,24 +1,6 @@
-"""What an eval is run with: its arms' names, `EvalSettings`, and the `ArmSettings` arms share.
+"""What an eval is run with: the arms' names, `EvalSettings`, and the `ArmSettings` arms share.
 
-- The built-in arms (`ARMS`), the ones an eval runs when none are named (`DEFAULT_ARMS`),
-  the arms every arm of your own is compared with (`BASELINES`), and what a name of your
-  own may be (`check_arm_name`).
-- `EvalSettings`: every option of `run_eval`/`arun_eval` beyond the arms, the budget K,
-  the concurrency, the subset, the output, the retries and the pair time limit.
-- `ArmSettings`: what every arm of one eval shares (K, the temperatures, the judge's).
-  What makes one arm differ from another (its controls, its agent) belongs to the arm
-  (`loop_agents_evals.loop_arm.loop`, an arm factory), not here.
-
-Importing this module is cheap (no LangChain): the command checks its arguments with it
-before a model library is imported, and the report reads the arms' names from it.
-
-Example:
-    ```python
-    settings = EvalSettings(temperature=0.7, arm_temperatures={"resample": 1.0})
-    arms = settings.arm_settings(iterations=4)
-    assert (arms.temperature_of("loop"), arms.temperature_of("resample")) == (0.7, 1.0)
-    assert check_arm_name("feedback-log") == "feedback-log"
-    ```
+Cheap to import (no LangChain): the command checks its arguments with it.
 """
 
 from __future__ import annotations
@@ -53,6 +35,7 @@ __all__ = [
     "check_number",
     "check_server_url",
     "did_you_mean",
+    "server_conflict",
 ]
 
 Arm = Literal[
@@ -71,9 +54,8 @@ ARMS: tuple[Arm, ...] = get_args(Arm)
 """Every built-in arm, in the order the report shows them."""
 
 HEADER_ARMS: tuple[Arm, ...] = ARMS[:7]
-"""The built-in arms whose temperatures the journal's first line records (its key), as
-the first journals did, so that theirs resume. A built-in arm added since (``adaptive``)
-is declared on a line of its own when it first runs, as an arm of your own is."""
+"""The built-in arms whose temperatures the journal's first line records (so that the first
+journals resume); a newer one (``adaptive``) is declared on a line of its own."""
 
 DEFAULT_ARMS: tuple[Arm, ...] = ("single", "loop", "resample", "judge-loop")
 """The arms an eval runs when none are named (the others are chosen explicitly)."""
@@ -91,8 +73,7 @@ CODE_TIMEOUT = 10.0
 """Seconds a code answer and all its tests may take together, by default."""
 
 PAIR_TIMEOUT = 3600.0
-"""Seconds one task/arm pair may take, by default, before it is an error (an hour: a
-small local model may spend minutes on each of K answers and a judge's verdicts)."""
+"""Seconds one task/arm pair may take by default (a small local model may need minutes)."""
 
 ARMS_TEXT = ", ".join(ARMS)
 """The built-in arms, as every message that lists them says them."""
@@ -116,10 +97,6 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
 
 def check_arm_name(name: object) -> str:
     """Check the name of an arm of your own: 1 to 40 letters, digits, ``_ . + -``.
-
-    The name is how the arm is shown in the tables, the JSON, the journal and the
-    command's options (``--arm NAME=...``, ``--arm-temperature NAME=T``), so it starts
-    with a letter or digit and holds no space, comma or ``=``.
 
     Raises:
         TypeError: not a string.
@@ -191,20 +168,7 @@ def check_number(name: str, value: object, low: float, high: float, *, above: bo
 
 @dataclass(frozen=True)
 class _Shared:
-    """The settings an eval gives every arm (see `ArmSettings`), checked when made.
-
-    Attributes:
-        temperature: The sampling temperature of every arm's answers (the agent's).
-        arm_temperatures: Arm name -> its own temperature, for the arms that do not
-            sample at ``temperature`` (a built-in arm, or an arm of your own by its name).
-        judge_temperature: The sampling temperature of the judge of ``judge-loop``.
-        judge_threshold: The judge's score (0-100) that accepts an answer in
-            ``judge-loop``.
-        judge_method: How the judge's verdict is requested: a structured-output
-            method (``function_calling`` for llama.cpp's server), or ``"text"``
-            (``Score: N`` / ``Feedback: ...``, for models without tool calling).
-        code_timeout: Seconds a code answer and its tests may run.
-    """
+    """The settings an eval gives every arm (see `EvalSettings`), checked when made."""
 
     temperature: float = 1.0
     arm_temperatures: Mapping[str, float] = field(default_factory=dict, hash=False)
@@ -214,7 +178,7 @@ class _Shared:
     code_timeout: float = CODE_TIMEOUT
 
     def __post_init__(self) -> None:
-        """Check every setting (see the class docstring)."""
+        """Check every setting."""
         if not isinstance(self.arm_temperatures, Mapping):
             raise TypeError(
                 f"arm_temperatures must map arm names to temperatures; "
@@ -259,13 +223,7 @@ class _Shared:
 
 @dataclass(frozen=True)
 class ArmSettings(_Shared):
-    """The settings every arm of one eval shares: K, and those of `EvalSettings` it is given.
-
-    Attributes:
-        iterations: K, the most answers an arm may write (``single`` writes one).
-
-    The others (``temperature``, ``arm_temperatures``, ``judge_temperature``,
-    ``judge_threshold``, ``judge_method``, ``code_timeout``) are `EvalSettings`'.
+    """What every arm of one eval shares: K (``iterations``) and `EvalSettings`' arm settings.
 
     Raises:
         ValueError: a setting is out of range.
@@ -292,47 +250,28 @@ class ArmSettings(_Shared):
 
 @dataclass(frozen=True)
 class EvalSettings(_Shared):
-    """The options of an eval beyond its arms, budget, concurrency, subset, output and retries.
+    """Every option of `run_eval` beyond its arms, K, concurrency, subset, output and retries.
 
-    ``run_eval(tasks, model, arms=..., iterations=K, concurrency=..., limit=..., out=...,
-    retries=..., pair_timeout=..., settings=EvalSettings(...))``. Every setting is checked
-    when the object is made, before any model call.
+    Checked when made, before any model call (the table is in docs/eval.md, "From Python").
 
     Attributes:
-        temperature: The sampling temperature of every arm's answers (default 1.0).
-        arm_temperatures: Arm name -> its own temperature, for the arms that do not
-            sample at ``temperature`` (a built-in arm, or an arm of your own by its name).
-        judge: The judge's chat model in ``judge-loop`` (default: the eval's model).
-        judge_temperature: The sampling temperature of the judge (default 0).
-        judge_method: How the judge's verdict is requested: a structured-output
-            method (``function_calling`` for llama.cpp's server), or ``"text"``
-            (``Score: N`` / ``Feedback: ...``, for models without tool calling).
+        temperature: Every arm's sampling temperature (default 1.0).
+        arm_temperatures: Arm name -> its own temperature.
+        judge: The judge's chat model (default: the eval's model).
+        judge_temperature: The judge's temperature (default 0).
+        judge_method: How the judge's verdict is requested: a structured-output method
+            (``function_calling`` for llama.cpp's server), or ``"text"``.
         judge_threshold: The judge's score (0-100) that accepts an answer (default 80).
-        task_ids: Run only these tasks (``limit`` then keeps the first of them).
+        task_ids: Run only these tasks.
         retry_delay: Seconds before a failed pair's first retry (doubled for each next).
         code_timeout: Seconds a code answer and its tests may run (default 10).
-        server: The URL of a LangGraph Server that serves ``eval_task`` (see
-            `loop_agents_evals.eval_task`): each pair runs there, with the server's
-            model (give no model then).
-        model_id: How the model is named in the report and the journal (default: its
-            name and endpoint).
-        model_digest: The identity of the model's weights (e.g. the SHA-256 of a GGUF
-            file, `loop_agents_cli.models.file_identity.file_digest`), kept in the settings
-            and the journal's key: a journal of other weights is refused.
-        model_seed: The random seed the model's server was started with, kept in the
-            report's settings (not in the journal's key: another seed samples from the
-            same distribution, so an eval resumed with a new seed stays one eval). The
-            seed of an ``adaptive`` arm's draws is derived from it
-            (`loop_agents_evals.learning.learning_seed`).
-        same_first_answer: Sample each task's first answer once and start every arm
-            from it (the arms that sample at ``temperature`` and make their first call
-            themselves: not factories), so that the arms differ only in what they do
-            after it; each arm is still charged that call. Kept in the settings and the
-            journal (see `loop_agents_evals.sampling.FirstAnswers`).
-        model_server_failure: A function that says why the model's server stopped (the
-            bundled llama.cpp server's `loop_agents_cli.models.endpoints.Endpoint.server_failure`),
-            else ``None``. When a pair fails and it says so, the eval stops trying
-            (what finished stays in the journal) and raises `ModelServerDied`.
+        server: A LangGraph Server serving ``eval_task``: each pair runs there.
+        model_id: The model's name in the report and the journal.
+        model_digest: The identity of the model's weights (the journal's key).
+        model_seed: The seed the model's server was started with (not in the key).
+        same_first_answer: Start every arm from one first answer per task.
+        model_server_failure: Says why the model's server stopped, else ``None``: the
+            eval then stops (`ModelServerDied`) instead of retrying.
 
     Raises:
         ValueError: a setting is out of range.
@@ -382,10 +321,34 @@ class EvalSettings(_Shared):
         return ArmSettings(iterations=iterations, **shared)
 
 
-def check_budget(name: str, iterations: int, *, per_iteration: int, first: int) -> None:
-    """Refuse a K that an arm of ``per_iteration`` answers per iteration cannot spend.
+def server_conflict(custom: Sequence[str], same_first_answer: bool, learn: Sequence[str]) -> str:
+    """Why these arms cannot run on a LangGraph server (``""``: they can).
 
-    Also a K below its ``first`` first answers; the message names the fix.
+    Example:
+        ```python
+        assert server_conflict([], False, ["adaptive"]).startswith("adaptive learns")
+        ```
+    """
+    if custom:
+        return (
+            f"arms of your own ({', '.join(custom)}) run here, not on a LangGraph server (it "
+            f"runs the built-in arms only): drop the server, or run those arms apart"
+        )
+    if same_first_answer:
+        return (
+            "the same first answer is shared by the arms run here; on a LangGraph server "
+            "each pair runs alone: drop one of them"
+        )
+    if learn:
+        return (
+            f"{', '.join(learn)} learns across the tasks of an eval, which runs here (on a "
+            f"LangGraph server each pair runs alone): drop the server, or run it apart"
+        )
+    return ""
+
+
+def check_budget(name: str, iterations: int, *, per_iteration: int, first: int) -> None:
+    """Refuse a K that is not a multiple of ``per_iteration``, or below ``first``.
 
     Raises:
         ValueError: K is not a multiple of ``per_iteration``, or below ``first``.
@@ -414,9 +377,7 @@ def check_budget(name: str, iterations: int, *, per_iteration: int, first: int) 
 
 
 def check_arm_budget(arms: Sequence[str], iterations: int) -> None:
-    """Refuse a budget a built-in arm cannot spend exactly.
-
-    An odd K for ``loop-candidates``; K below 2 for ``diverse-first``.
+    """Refuse a K a built-in arm cannot spend (odd for loop-candidates, 1 for diverse-first).
 
     Raises:
         ValueError: the message names the fix.

@@ -1,26 +1,6 @@
-"""The statistics of an eval: Wilson intervals, paired comparisons of two arms, and rescues.
+"""The statistics of an eval: Wilson intervals, paired comparisons, rescues, retry kinds.
 
-The pass rate mixes two things: how often the first answer passes (the same for every
-arm that starts from one sample of the task) and what the arm does afterwards. `Rescues`
-counts the second part alone, from each result's per-attempt curve: of the tasks whose
-first answer failed, how many the arm's final answer passes (*rescued*); of those whose
-first answer passed, how many it does not (*broken*: a judge talked the model out of a
-right answer, or a loop kept going past one). With ``same_first_answer`` every arm starts
-from the same first answers, so the arms' rescues are counted on the same tasks.
-
-An arm whose loop chooses each retry's kind (an `Adaptive` control: repair, fresh
-sample, informed fresh sample) records the kind in its transcripts; `retry_kinds` counts
-the kinds it chose over the tasks in task order (did it move from one kind to another as
-it learned?) and how often each succeeded.
-
-Example:
-    ```python
-    low, high = wilson_interval(17, 30)  # about (0.39, 0.73)
-    result = paired_comparison({"a": True, "b": False}, {"a": True, "b": True})
-    assert (result.won, result.lost, result.tied) == (0, 1, 1)
-    for arm, found in rescues_of(report.results).items():
-        print(arm, f"{found.rescued}/{found.failed_first}", found.broken)
-    ```
+What each figure means is in docs/eval.md ("How to read the result").
 """
 
 from __future__ import annotations
@@ -49,10 +29,7 @@ Z95 = 1.959963984540054
 
 
 def wilson_interval(passed: int, total: int, *, z: float = Z95) -> tuple[float, float]:
-    """The Wilson score interval of a pass rate (95% by default).
-
-    Unlike the normal approximation it stays within [0, 1] and is sensible at 0 or
-    ``total`` passes and for small ``total``. With no tasks it is ``(0.0, 1.0)``.
+    """The Wilson score interval of a pass rate (95% by default; ``(0, 1)`` with no task).
 
     Raises:
         ValueError: ``passed`` is negative or above ``total``.
@@ -76,9 +53,7 @@ def wilson_interval(passed: int, total: int, *, z: float = Z95) -> tuple[float, 
 
 
 def sign_test(won: int, lost: int) -> float:
-    """The two-sided exact sign (McNemar) test p-value of ``won`` against ``lost``.
-
-    Ties carry no information and are left out. 1.0 when there are no discordant tasks.
+    """The two-sided exact sign (McNemar) test p-value of ``won`` against ``lost`` (ties out).
 
     Example:
         ```python
@@ -151,15 +126,7 @@ class Curve(Protocol):
 
 @dataclass(frozen=True)
 class Rescues:
-    """One arm's results after its first answer.
-
-    Attributes:
-        arm: The arm.
-        failed_first: Tasks whose first answer failed.
-        rescued: Of those, the tasks whose final answer passes.
-        passed_first: Tasks whose first answer passed.
-        broken: Of those, the tasks whose final answer fails.
-    """
+    """One arm after its first answer: failed first answers rescued, passing ones broken."""
 
     arm: str
     failed_first: int
@@ -175,9 +142,6 @@ class Rescues:
 
 def rescues_of(results: Iterable[Curve]) -> dict[str, Rescues]:
     """`Rescues` per arm, for the arms whose results record more than one step.
-
-    Results without a per-attempt curve (an opaque agent, a file written before curves
-    were kept) and one-answer arms (``single``) are left out.
 
     Example:
         ```python
@@ -214,16 +178,11 @@ RETRY_KINDS_NOTE = (
 class RetryKinds:
     """Which kinds of retry an arm chose over the tasks, in task order (an `Adaptive` loop).
 
-    Read from its transcripts: each answer after the first whose entry says which kind it
-    was (``strategy.kind``) and whether it succeeded as the control counts it
-    (``strategy.success``: its evaluator accepted it, or its score beat the loop's best
-    so far) and whether it passes the final grading (``passed``).
-
     Attributes:
         arm: The arm.
         kinds: The kinds: repair, fresh and informed, then any other chosen.
-        quarters: The arm's tasks in task order, cut into (up to) four parts: for each,
-            its first and last task's position (from 1) and the retries of each kind.
+        quarters: Up to four parts of the tasks: first and last task (from 1), retries
+            of each kind.
         chosen: Retries of each kind over all the tasks.
         succeeded: Of those, the ones that succeeded as the control counts it.
         passed: Of those, the ones that pass the final grading.
@@ -236,12 +195,17 @@ class RetryKinds:
     succeeded: dict[str, int]
     passed: dict[str, int]
 
-    def to_json(self) -> dict[str, Any]:
-        """The JSON of ``retry_kinds`` in ``--out``.
+    def rows(self) -> list[list[str]]:
+        """Its table (the console's and the page's): a row per quarter, all tasks, shares."""
+        rows = [[f"tasks {a}–{b}", *(str(n[k]) for k in self.kinds)] for a, b, n in self.quarters]
+        rows.append(["all tasks", *(str(self.chosen[k]) for k in self.kinds)])
+        for label, found in (("succeeded", self.succeeded), ("passed", self.passed)):
+            shares = [(found[k], self.chosen[k]) for k in self.kinds]
+            rows.append([label, *(f"{n}/{t} ({n / t:.0%})" if t else "—" for n, t in shares)])
+        return rows
 
-        ``{"arm", "kinds", "quarters": [{"tasks": [first, last], "chosen": {KIND: n}}],
-        "chosen", "succeeded", "passed"}`` (tasks counted from 1, in task order).
-        """
+    def to_json(self) -> dict[str, Any]:
+        """The JSON of ``retry_kinds`` in ``--out``."""
         return {
             "arm": self.arm,
             "kinds": list(self.kinds),
@@ -269,10 +233,7 @@ def _kind(entry: object) -> tuple[str, bool, bool] | None:
 
 
 def retry_kinds(rows: Iterable[tuple[str, object]]) -> dict[str, RetryKinds]:
-    """`RetryKinds` per arm, from ``(arm, transcript)`` rows in task order.
-
-    Only the arms with at least one retry whose kind is recorded are given; a file
-    written before kinds were recorded has none.
+    """`RetryKinds` per arm with a recorded retry kind, from ``(arm, transcript)`` in task order.
 
     Example:
         ```python

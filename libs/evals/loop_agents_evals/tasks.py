@@ -1,26 +1,8 @@
-"""Eval tasks: the two kinds, reading and validating a JSONL task file, the bundled sets.
+"""Eval tasks: the two kinds, reading and checking a JSONL task file, the bundled sets.
 
-One task per line of a JSONL file (blank lines are skipped):
-
-- ``{"id", "kind": "code", "prompt", "entry_point", "tests", "hidden_tests"}``: write
-  the Python function ``entry_point``; ``tests`` and ``hidden_tests`` are Python
-  ``assert`` statements run after the answer's code. The visible ``tests`` give the
-  loop its feedback; the ``hidden_tests`` decide pass or fail and are never shown.
-- ``{"id", "kind": "instructions", "prompt", "checks": [...]}``: a writing task whose
-  answer must pass every check (see `loop_agents_evals.checks`).
-
-Either kind may name the ``part`` of its set it belongs to (a non-empty string, e.g.
-``"traps"``), for a report broken down by part; it is not part of the task's content
-(`task_digest` leaves it out).
-
-A malformed file raises `TaskFileError`, which names the file, the line and the field.
-
-Example:
-    ```python
-    from loop_agents_evals.tasks import load_tasks
-
-    tasks = load_tasks("instructions", limit=5)  # a bundled set, or a path to a JSONL file
-    ```
+One task per line (the fields are in docs/eval.md, "Task files"): ``code`` (write a
+function; visible ``tests`` give feedback, ``hidden_tests`` decide) or ``instructions``
+(every check must pass). A malformed file raises `TaskFileError` naming the line and field.
 """
 
 from __future__ import annotations
@@ -29,10 +11,10 @@ import ast
 import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal, TypeAlias
+from typing import Any, ClassVar, Literal, TypeAlias
 
 from loop_agents_evals.checks import Check, CheckSpecError, parse_check
 
@@ -62,17 +44,7 @@ _INSTRUCTIONS_FIELDS = ("id", "kind", "prompt", "checks", "part")
 
 @dataclass(frozen=True)
 class CodeTask:
-    """Write a Python function; tests decide.
-
-    Attributes:
-        id: The task's id, unique in its file.
-        prompt: What the model is asked.
-        entry_point: The name of the function the answer must define.
-        tests: Visible ``assert`` statements: their failures are the loop's feedback.
-        hidden_tests: ``assert`` statements that decide pass or fail; never shown.
-        part: The part of its set the task belongs to (``"traps"``, ``"caught"`` in the
-            bundled ``code`` set), or ``None``.
-    """
+    """Write a Python function ``entry_point``; ``tests`` give feedback, ``hidden_tests`` decide."""
 
     id: str
     prompt: str
@@ -80,74 +52,44 @@ class CodeTask:
     tests: str
     hidden_tests: str
     part: str | None = None
-
-    @property
-    def kind(self) -> Literal["code"]:
-        """Always ``"code"``."""
-        return "code"
+    kind: ClassVar[Literal["code"]] = "code"
 
     def to_json(self) -> dict[str, Any]:
         """The task as a line of a task file."""
-        return {
-            "id": self.id,
-            "kind": "code",
-            "prompt": self.prompt,
-            "entry_point": self.entry_point,
-            "tests": self.tests,
-            "hidden_tests": self.hidden_tests,
-        } | _part(self.part)
+        return _line(self)
 
 
 @dataclass(frozen=True)
 class InstructionsTask:
-    """Write a text that follows rules; every check must pass.
-
-    Attributes:
-        id: The task's id, unique in its file.
-        prompt: What the model is asked.
-        checks: The rules; their failures are the loop's feedback, and all must pass.
-        part: The part of its set the task belongs to, or ``None``.
-    """
+    """Write a text that passes every check (their failures are the feedback)."""
 
     id: str
     prompt: str
     checks: tuple[Check, ...]
     part: str | None = None
-
-    @property
-    def kind(self) -> Literal["instructions"]:
-        """Always ``"instructions"``."""
-        return "instructions"
+    kind: ClassVar[Literal["instructions"]] = "instructions"
 
     def to_json(self) -> dict[str, Any]:
         """The task as a line of a task file."""
-        return {
-            "id": self.id,
-            "kind": "instructions",
-            "prompt": self.prompt,
-            "checks": [c.to_json() for c in self.checks],
-        } | _part(self.part)
+        return _line(self)
 
 
 Task: TypeAlias = CodeTask | InstructionsTask
 """Either kind of task."""
 
 
-def _part(part: str | None) -> dict[str, str]:
-    """The ``part`` field of a task's JSON: absent when the task has none."""
-    return {} if part is None else {"part": part}
+def _line(task: Task) -> dict[str, Any]:
+    """A task as a line of a task file (no ``part`` when it has none)."""
+    line: dict[str, Any] = {"id": task.id, "kind": task.kind}
+    for field in fields(task)[1:]:
+        value = getattr(task, field.name)
+        if value is not None:
+            line[field.name] = [c.to_json() for c in value] if field.name == "checks" else value
+    return line
 
 
 class TaskFileError(ValueError):
-    """A task file (or one task in it) is malformed.
-
-    Attributes:
-        source: The file's path or the bundled set's name (``""`` for a task given
-            as a mapping).
-        line: The 1-based line number, or ``None`` for the file as a whole.
-        field: The offending field (``"checks[2].max"``), or ``""``.
-        problem: What is wrong and what is expected.
-    """
+    """A malformed task file or task: ``source``, ``line``, ``field`` and ``problem`` say why."""
 
     def __init__(self, source: str, line: int | None, field: str, problem: str) -> None:
         where = source or "task"
@@ -245,6 +187,21 @@ def _parse(data: object) -> Task:
     raise _FieldError("kind", f'must be "code" or "instructions"; got {kind!r:.60}')
 
 
+def _check_text(task: Task) -> Task:
+    """``task``, unless a field holds a lone surrogate (valid JSON, but no text to send)."""
+    for name, value in task.to_json().items():
+        try:
+            json.dumps(value, ensure_ascii=False).encode()
+        except UnicodeEncodeError as exc:
+            bad = exc.object[exc.start : exc.end]
+            raise _FieldError(
+                name,
+                f"holds the lone surrogate {bad!r} (task {task.id!r}), which is not text a "
+                f"model can be sent (UTF-8); write the character itself, or a surrogate pair",
+            ) from None
+    return task
+
+
 def parse_task(data: object, *, source: str = "", line: int | None = None) -> Task:
     """Validate one task given as a JSON object (a parsed line of a task file).
 
@@ -258,17 +215,16 @@ def parse_task(data: object, *, source: str = "", line: int | None = None) -> Ta
         ```
     """
     try:
-        return _parse(data)
+        return _check_text(_parse(data))
     except _FieldError as exc:
         raise TaskFileError(source, line, exc.field, exc.problem) from None
 
 
 def read_tasks(lines: Iterable[str], *, source: str = "") -> list[Task]:
-    """Parse the lines of a JSONL task file; ids must be unique.
+    """Parse the lines of a JSONL task file.
 
     Raises:
-        TaskFileError: a line is not JSON or not a valid task, an id repeats, or
-            there is no task at all.
+        TaskFileError: a line is not a valid task, an id repeats, or there is no task.
 
     Example:
         ```python
@@ -286,6 +242,10 @@ def read_tasks(lines: Iterable[str], *, source: str = "") -> list[Task]:
             raise TaskFileError(
                 source, number, "", f"is not valid JSON ({exc}); write one JSON object per line"
             ) from None
+        except RecursionError:
+            raise TaskFileError(
+                source, number, "", "is nested too deeply to read; a task is one flat JSON object"
+            ) from None
         task = parse_task(data, source=source, line=number)
         if task.id in seen:
             raise TaskFileError(
@@ -299,7 +259,7 @@ def read_tasks(lines: Iterable[str], *, source: str = "") -> list[Task]:
 
 
 def bundled_path(name: str) -> Path:
-    """The file of a bundled task set (``code`` or ``instructions``) inside the package.
+    """The file of a bundled task set inside the package.
 
     Example:
         ```python
@@ -324,22 +284,17 @@ def load_tasks(
     limit: int | None = None,
     ids: Sequence[str] | None = None,
 ) -> list[Task]:
-    """Read the tasks of a JSONL file or of a bundled set, or check given ones; a subset.
+    """The tasks of a JSONL file or a bundled set (a file of that name wins), or given ones.
 
     Args:
-        source: A path to a JSONL file, or the name of a bundled set (``"code"`` or
-            ``"instructions"``); a file of that name, when one exists, wins over the
-            bundled set. Or the tasks themselves: `Task` objects, or mappings shaped as
-            a task file's lines (each checked as `parse_task` checks a line).
+        source: A JSONL file, a bundled set (``"code"``, ``"instructions"``), or tasks:
+            `Task` objects or mappings shaped as a task file's lines.
         limit: Keep the first ``limit`` tasks (after ``ids``).
         ids: Keep only these task ids (in file order).
 
-    Returns:
-        The tasks, validated.
-
     Raises:
-        TaskFileError: the file or a given mapping is malformed (line and field named),
-            cannot be read, an id repeats, or an id in ``ids`` is not in it.
+        TaskFileError: malformed (line and field named), unreadable, a repeated id, or
+            an id of ``ids`` not in it.
         TypeError: a given item that is neither a task nor a mapping.
         ValueError: ``limit`` is below 1.
 
@@ -381,13 +336,18 @@ def _given(source: object) -> list[Task]:
         )
     tasks: list[Task] = []
     for number, item in enumerate(source, start=1):
-        if isinstance(item, Mapping):
-            item = parse_task(item, source="tasks", line=number)
-        elif not isinstance(item, CodeTask | InstructionsTask):
+        if not isinstance(item, Mapping | CodeTask | InstructionsTask):
             raise TypeError(
                 f"tasks[{number - 1}] is {type(item).__name__} {item!r:.60}; give a task "
                 f"(load_tasks, parse_task) or a mapping shaped as a line of a task file"
             )
+        if isinstance(item, Mapping):
+            item = parse_task(item, source="tasks", line=number)
+        else:
+            try:
+                _check_text(item)
+            except _FieldError as exc:
+                raise TaskFileError("tasks", number, exc.field, exc.problem) from None
         if any(task.id == item.id for task in tasks):
             raise TaskFileError("tasks", number, "id", f"{item.id!r} is the id of another task")
         tasks.append(item)
@@ -397,7 +357,7 @@ def _given(source: object) -> list[Task]:
 def select_tasks(
     tasks: Sequence[Task], *, limit: int | None = None, ids: Sequence[str] | None = None
 ) -> list[Task]:
-    """The tasks whose id is in ``ids`` (all when ``None``), then the first ``limit``.
+    """The tasks whose id is in ``ids`` (all with ``None``), then the first ``limit``.
 
     Raises:
         TaskFileError: an id of ``ids`` is not among the tasks.
@@ -429,15 +389,10 @@ def select_tasks(
 
 
 def check_sandbox(tasks: Sequence[Task]) -> None:
-    """Refuse code tasks where the sandbox cannot run code (`loop_agents_checks.sandbox`).
-
-    Every code answer and its tests run in the sandbox; checked once, so that an eval
-    stops before its first model call rather than fail every code pair with the same
-    message.
+    """Refuse code tasks where the sandbox cannot run code: once, before any model call.
 
     Raises:
-        IsolationUnavailable: code tasks, and no isolation works here; says why and what
-            to install.
+        IsolationUnavailable: code tasks, and no isolation works here (why, what to do).
 
     Example:
         ```python
@@ -451,10 +406,7 @@ def check_sandbox(tasks: Sequence[Task]) -> None:
 
 
 def task_digest(task: Task) -> str:
-    """A short fingerprint of the task's content: a changed task gets a new one.
-
-    The ``part`` the task is filed under is not its content: moving a task to another
-    part keeps its digest.
+    """A short fingerprint of the task's content (its ``part`` left out).
 
     Example:
         ```python

@@ -214,7 +214,7 @@ async def test_the_report_and_the_page_show_the_kinds_chosen_by_quarter(tmp_path
     render_report(report, console)
     text = console.file.getvalue()  # type: ignore[attr-defined]
     assert "Retry kinds of adaptive" in text
-    for row in ("1-2", "3-4", "5-6", "7-8", "all", "succeeded", "passed"):
+    for row in ("tasks 1–2", "tasks 3–4", "tasks 5–6", "tasks 7–8", "all tasks", "succeeded"):
         assert f"\n {row} " in text
     assert "adaptive vs resample" in text
     assert "adaptive vs loop" in text

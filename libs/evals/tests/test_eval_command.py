@@ -589,7 +589,9 @@ async def test_from_python_code_tasks_without_a_sandbox_raise_before_any_call(mo
         (["instructions", "--limit", "0"], "--limit must be >= 1"),
         (["instructions", "--arms", "single,bogus"], "--arms 'single,bogus': give a comma"),
         (["instructions", "--arm", "x=lop"], "(did you mean 'loop'?)"),
-        (["instructions", "--pair-timeout", "0"], "--pair-timeout must be > 0 seconds"),
+        (["instructions", "--pair-timeout", "0"], "--pair-timeout must be a finite number"),
+        (["instructions", "--pair-timeout", "inf"], "--pair-timeout must be a finite number"),
+        (["instructions", "--pair-timeout", "1e309"], "seconds > 0; got inf"),
         (["instructions", "--temperature", "3"], "--temperature must be from 0 to 2"),
     ],
 )
@@ -616,6 +618,28 @@ def test_argument_errors_are_found_before_any_model_library_is_imported(tmp_path
     assert "EXIT 2" in done.stderr, done.stderr
     assert phrase in " ".join(done.stderr.split())
     assert "HEAVY []" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("line", "phrase"),
+    [
+        (
+            '{"id": "t1", "kind": "instructions", "prompt": "Say \\ud800 hi.", '
+            '"checks": [{"check": "word_count", "max": 3}]}',
+            "line 2, field 'prompt': holds the lone surrogate '\\ud800' (task 't1')",
+        ),
+        ("[" * 100_000 + "]" * 100_000, "line 2: is nested too deeply to read"),
+    ],
+)
+def test_a_task_file_that_json_reads_but_no_eval_can_use_exits_2_naming_the_line(
+    tmp_path, capsys, line, phrase
+):
+    path = tmp_path / "odd.jsonl"
+    path.write_text(json.dumps(TASKS[0]) + "\n" + line + "\n", encoding="utf-8")
+    with pytest.raises(SystemExit) as caught:
+        main([str(path), "--base-url", "http://127.0.0.1:9/v1"])
+    assert caught.value.code == 2
+    assert phrase in " ".join(capsys.readouterr().err.split())
 
 
 @pytest.mark.parametrize(

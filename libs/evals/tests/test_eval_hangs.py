@@ -1,6 +1,7 @@
-"""An arm that hangs: its pair ends at the pair time limit (an error a resumed eval runs
-again), the other pairs go on, Ctrl-C ends the eval at once keeping what finished, and the
-process never waits for the abandoned thread; in process and as the command."""
+"""An arm that hangs, or blocks the event loop it runs on: its pair ends at the pair time
+limit (an error a resumed eval runs again), the other pairs go on and are journaled, Ctrl-C
+ends the eval at once keeping what finished, and the process never waits for the abandoned
+thread; in process and as the command."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +74,47 @@ async def test_a_hung_sync_agent_ends_at_the_pair_time_limit_and_runs_again_on_r
     assert again.arms["stuck"].passed == 4
 
 
+@pytest.mark.parametrize("blocks", ["sleeps", "spins"])
+async def test_an_async_agent_that_blocks_its_event_loop_ends_at_the_pair_time_limit(
+    tmp_path, blocks
+):
+    """``time.sleep`` in an ``async def``, or a coroutine that never awaits."""
+    stop = threading.Event()
+
+    def factory(task, model, settings):
+        async def answer(messages):
+            if task.id == "t2" and blocks == "sleeps":
+                time.sleep(STUCK)
+            while task.id == "t2" and blocks == "spins" and not stop.is_set():
+                pass
+            return "OK"
+
+        return RunnableLambda(answer)
+
+    out = tmp_path / "r.json"
+    arms = {"single": "single", "stuck": factory}
+    started = time.monotonic()
+    try:
+        report = await arun_eval(
+            TASKS, FakeChat.of("OK"), arms=arms, concurrency=2, out=out, pair_timeout=0.5
+        )
+    finally:
+        stop.set()  # the spinning coroutine ends, and its abandoned loop's thread with it
+    assert time.monotonic() - started < STUCK / 2
+    (error,) = report.errors
+    assert (error.task_id, error.arm, error.attempts) == ("t2", "stuck", 1)
+    assert "did not finish within 0.5 s (the pair time limit); it blocked its event loop, " in (
+        error.error
+    )
+    # every other pair finished, those stalled on the blocked loop run again, not retried
+    assert len(report.results) == 7
+    assert {r.attempts for r in report.results} == {1}
+    recorded = journal_path(out).read_text().splitlines()[1:]
+    assert len([r for r in recorded if '"task_id"' in r]) == 7
+    again = await arun_eval(TASKS, FakeChat.of("OK"), arms=arms, out=out, pair_timeout=0.5)
+    assert [(e.task_id, e.arm) for e in again.errors] == [("t2", "stuck")] * (blocks == "sleeps")
+
+
 def test_a_hung_sync_factory_does_not_stop_the_other_pairs():
     release = threading.Event()
 
@@ -110,6 +153,7 @@ import asyncio
 import os
 import pathlib
 import threading
+import time
 
 from langchain_core.runnables import RunnableLambda
 
@@ -119,6 +163,25 @@ def hangs(task, model, settings):
         pathlib.Path(f"hung-{task.id}").touch()
         threading.Event().wait()  # for ever: only the pair's end or Ctrl-C stops waiting
     return model
+
+
+def sleeps(task, model, settings):
+    async def answer(messages):
+        if task.id != "t0" and os.environ.get("HANG_ARMS") == "1":
+            pathlib.Path(f"hung-{task.id}").touch()
+            time.sleep(3600)  # blocks the event loop it runs on
+        return "OK"
+
+    return RunnableLambda(answer)
+
+
+def spins(task, model, settings):
+    async def answer(messages):
+        while task.id != "t0" and os.environ.get("HANG_ARMS") == "1":
+            pass  # a busy coroutine: never gives its event loop back
+        return "OK"
+
+    return RunnableLambda(answer)
 
 
 def stubborn(task, model, settings):
@@ -146,18 +209,19 @@ def _command(tmp_path: Path, base_url: str, *args: str, factory: str = "hangs") 
     ]  # fmt: skip
 
 
-def test_the_command_ends_a_hung_pair_at_pair_timeout_and_resumes_it(tmp_path):
+@pytest.mark.parametrize("factory", ["hangs", "sleeps", "spins"])
+def test_the_command_ends_a_hung_pair_at_pair_timeout_and_resumes_it(tmp_path, factory):
     scripted = ReactiveOpenAI(lambda body: "OK")
     env = env_without_model_settings(HANG_ARMS="1")
     with scripted.serve() as base_url:
-        args = _command(tmp_path, base_url, "--limit", "2", "--pair-timeout", "1")
+        args = _command(tmp_path, base_url, "--limit", "2", "--pair-timeout", "1", factory=factory)
         done = subprocess.run(
             args, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=HANG
         )
         assert done.returncode == 1, done.stderr
         assert "t1 / hang: no result (TimeoutError: did not finish within 1 s" in done.stderr
         assert "retrying" not in done.stderr
-        assert "[3/4]" in done.stderr  # the other pairs finished
+        assert done.stderr.count(": passed (") == 3  # the other pairs finished
         env["HANG_ARMS"] = "0"
         again = subprocess.run(
             args, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=HANG

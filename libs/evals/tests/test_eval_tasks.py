@@ -112,6 +112,14 @@ def test_a_changed_task_gets_a_new_digest():
         (WRITING | {"prompt": "   "}, "prompt", "non-empty string"),
         (CODE | {"part": ""}, "part", "non-empty string"),
         (WRITING | {"part": ["traps"]}, "part", "non-empty string"),
+        (WRITING | {"prompt": "Say \ud800 hi."}, "prompt", "lone surrogate '\\ud800' (task"),
+        (CODE | {"id": "add\udc00"}, "id", "lone surrogate '\\udc00' (task 'add\\udc00')"),
+        (
+            WRITING | {"checks": [{"check": "ends_with", "text": "\ud83d"}]},
+            "checks",
+            "lone surrogate",
+        ),
+        ("[" * 100_000 + "]" * 100_000, "", "nested too deeply"),
     ],
 )
 def test_a_bad_line_is_named_with_its_field(tmp_path, line, field, phrase):
@@ -154,3 +162,9 @@ def test_the_bundled_instructions_set_loads():
     tasks = load_tasks("instructions")
     assert len(tasks) >= 30
     assert all(isinstance(t, InstructionsTask) for t in tasks)
+
+
+def test_a_task_object_holding_a_lone_surrogate_is_refused_naming_it():
+    task = InstructionsTask(id="t1", prompt="Say \ud800 hi.", checks=parse_task(WRITING).checks)
+    with pytest.raises(TaskFileError, match=r"tasks line 2, field 'prompt': holds the lone"):
+        load_tasks([parse_task(WRITING), task])
