@@ -66,8 +66,8 @@ async def main(which: str = "overhead", iterations: int = 50, repeats: int = 10)
         runs = middleware.contenders(iterations)
         ours_name, base_name = middleware.INSIDE, middleware.HOOK
     else:
-        runs = overhead.contenders(iterations, with_history_policy=True)
-        ours_name, base_name = overhead.OURS_REPAIR, overhead.MINIMAL
+        runs = overhead.contenders(iterations)
+        ours_name, base_name = overhead.OURS, overhead.MINIMAL
     ours = await _profile(runs[ours_name], repeats)
     base = await _profile(runs[base_name], repeats)
     a, b = by_package(ours), by_package(base)
