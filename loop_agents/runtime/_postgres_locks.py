@@ -1,16 +1,14 @@
-"""PostgreSQL thread locks: advisory locks held on one shared connection per event loop.
+"""PostgreSQL thread locks: session advisory locks, on one shared connection per event loop.
 
-A thread is locked with a session-level ``pg_try_advisory_lock``; the locks of every run
-of this process on one database are held on one connection per event loop (the sync
-savers' runs share the background loop's, `loop_agents.runtime.sync_bridge`), opened by
-the first run and closed when the last one lets go. Advisory locks are re-entrant within
-a session, so a key is first claimed in this process (`_claimed`). See
-docs/reliability.md ("A thousand loops cost one connection").
+The runs of this process on one database share a connection per event loop (sync runs: the
+background loop's), opened by the first run and closed after the last. Advisory locks are
+re-entrant within a session, so a key is first claimed in this process (`_claimed`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import threading
 from dataclasses import dataclass, field
@@ -21,46 +19,22 @@ from loop_agents.runtime.sync_bridge import run_coroutine
 _TRY_LOCK = "SELECT pg_try_advisory_lock(%s::bigint)"
 _UNLOCK = "SELECT pg_advisory_unlock(%s::bigint)"
 
-_claims_lock = threading.Lock()
-_claimed: set[tuple[str, int]] = set()
-"""Keys held by runs of this process: (the database's connection string, key)."""
-
-
-def _claim(database: str, key: int) -> bool:
-    with _claims_lock:
-        if (database, key) in _claimed:
-            return False
-        _claimed.add((database, key))
-        return True
-
-
-def _unclaim(database: str, key: int) -> None:
-    with _claims_lock:
-        _claimed.discard((database, key))
+_lock = threading.Lock()  # of _claimed and _sessions
+_claimed: set[tuple[str, int]] = set()  # keys held by runs of this process: (database, key)
 
 
 def connection_arguments(conn: Any) -> tuple[str, dict[str, Any]]:
-    """How to open another connection to the database of ``conn`` (a connection or pool).
-
-    A pool (``psycopg_pool``) keeps its ``conninfo`` and ``kwargs``; a connection's
-    ``info.dsn`` leaves the password out, so it is added back.
-    """
+    """How to open another connection to the database of ``conn`` (a connection or pool)."""
     conninfo = getattr(conn, "conninfo", None)
-    if isinstance(conninfo, str):
+    if isinstance(conninfo, str):  # a psycopg_pool pool
         kwargs = dict(getattr(conn, "kwargs", None) or {})
     else:
-        conninfo = conn.info.dsn
+        conninfo = conn.info.dsn  # without the password: added back
         kwargs = {"password": conn.info.password} if conn.info.password else {}
     kwargs["autocommit"] = True
     kwargs.pop("row_factory", None)
     kwargs["prepare_threshold"] = None  # two statements, run once per run: never prepared
     return conninfo, kwargs
-
-
-def _is_broken(exc: BaseException) -> bool:
-    import psycopg
-
-    return isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError)
 
 
 @dataclass
@@ -73,7 +47,6 @@ class _Session:
     users: int = 0
 
 
-_sessions_lock = threading.Lock()
 _sessions: dict[tuple[int, str], _Session] = {}  # (id of the event loop, database)
 _forked: list[Any] = []  # connections inherited from a parent process: never used nor closed
 
@@ -81,8 +54,8 @@ _forked: list[Any] = []  # connections inherited from a parent process: never us
 def _forget_after_fork() -> None:
     # the child shares the parent's sockets: it opens connections of its own, and lets the
     # server (not the parent's claims) say which keys are taken
-    global _claims_lock, _sessions_lock
-    _claims_lock, _sessions_lock = threading.Lock(), threading.Lock()
+    global _lock
+    _lock = threading.Lock()
     _claimed.clear()
     _forked.extend(session.conn for session in _sessions.values())  # never closed here
     _sessions.clear()
@@ -105,10 +78,11 @@ class AsyncPostgresLock:
         self._taking: asyncio.Future[bool] | None = None
 
     async def try_acquire(self) -> bool:
-        if not _claim(self.database, self.key):
-            return False
         loop = asyncio.get_running_loop()
-        with _sessions_lock:
+        with _lock:
+            if (self.database, self.key) in _claimed:
+                return False
+            _claimed.add((self.database, self.key))
             session = _sessions.get((id(loop), self.database))
             if session is None or session.loop is not loop:
                 session = _sessions[(id(loop), self.database)] = _Session(loop)
@@ -136,7 +110,7 @@ class AsyncPostgresLock:
 
     async def _leave(self, session: _Session) -> None:
         """Let the session go (closing its connection after its last user); unclaim."""
-        with _sessions_lock:
+        with _lock:
             session.users -= 1
             last = session.users <= 0
             if last and _sessions.get((id(session.loop), self.database)) is session:
@@ -146,7 +120,8 @@ class AsyncPostgresLock:
                 conn, session.conn = session.conn, None
             if conn is not None:
                 await conn.close()
-        _unclaim(self.database, self.key)
+        with _lock:
+            _claimed.discard((self.database, self.key))
 
     async def release(self) -> None:
         session, self._session = self._session, None
@@ -156,16 +131,16 @@ class AsyncPostgresLock:
         try:
             taken = False
             if taking is not None:
-                try:
+                with contextlib.suppress(Exception):
                     taken = await taking
-                except Exception:
-                    taken = False
             async with session.lock:
                 # unlock before letting go here, so the next run never finds it still held
                 if taken and session.conn is self._conn and not self._conn.closed:
                     await session.conn.execute(_UNLOCK, (self.key,))
         except Exception as exc:
-            if not _is_broken(exc):
+            import psycopg
+
+            if not isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
                 raise
             session.conn = None  # its locks went with it; the next run opens a new one
         finally:

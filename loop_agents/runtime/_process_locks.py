@@ -1,17 +1,8 @@
 """Locks that keep two processes from running on one thread of a shared checkpointer.
 
-Each lock belongs to its process (the kernel or the database server frees it when the
-process ends), so a thread whose run died can be resumed at once. See docs/reliability.md.
-
-- SQLite on a file: on Linux, an open-file-description lock (``F_OFD_SETLK``) on one byte
-  of the database file itself, between 1 and 2 TiB (SQLite's own locks sit at 1 GiB),
-  picked by a hash of the thread, so that every path to the file meets it (`InodeLock`);
-  elsewhere an exclusive ``flock`` on a lock file per thread in ``<database>.loop-locks/``
-  (`FileLock`).
-- PostgreSQL: an advisory lock keyed by a 64-bit hash of the thread
-  (`loop_agents.runtime._postgres_locks`).
-
-Other savers cannot be shared by processes: the in-process guard covers them.
+Each lock dies with its process. SQLite on a file: on Linux a lock on one byte of the
+database file (`InodeLock`), elsewhere a lock file per thread (`FileLock`); PostgreSQL: an
+advisory lock (`loop_agents.runtime._postgres_locks`). See docs/reliability.md.
 """
 
 from __future__ import annotations
@@ -25,7 +16,7 @@ import sys
 import threading
 import weakref
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from loop_agents.runtime._postgres_locks import AsyncPostgresLock, PostgresLock
 
@@ -37,7 +28,7 @@ except ImportError:  # pragma: no cover - Windows: no flock; in-process guard on
 
 _SETLK: int | None = getattr(fcntl, "F_OFD_SETLK", None) if fcntl is not None else None
 _FLOCK = struct.Struct("=hh4xqqi4x")  # struct flock on 64-bit Linux
-_FIRST = 2**40
+_FIRST = 2**40  # bytes 1 to 2 TiB, picked by a hash of the thread (SQLite's locks: at 1 GiB)
 _SPAN = 2**40
 
 AVAILABLE = _SETLK is not None and struct.calcsize("P") == 8  # Linux, 64-bit
@@ -92,8 +83,8 @@ def _set(fd: int, kind: int, offset: int) -> None:
 class InodeLock:
     """A one-byte open-file-description lock on the database file, for one thread.
 
-    Locks of one descriptor never conflict, so runs of this process are kept apart by
-    `_claimed` first.
+    It is the file's (every path to it meets it). Locks of one descriptor never conflict,
+    so runs of this process are kept apart by `_claimed` first.
     """
 
     def __init__(self, database: str, digest: bytes) -> None:
@@ -133,37 +124,6 @@ class InodeLock:
                 _claimed.discard((*identity, self.offset))
 
 
-def _usable(database: str) -> bool:
-    """Whether ``database`` can be locked by identity here (else: the lock folder)."""
-    if not AVAILABLE:
-        return False
-    try:
-        _descriptor(database)
-    except OSError:
-        return False  # e.g. a read-only file: the run fails at its first write anyway
-    return True
-
-
-class ProcessLock(Protocol):
-    """A lock on one thread that other processes respect (sync form)."""
-
-    def try_acquire(self) -> bool:
-        """Take the lock if it is free; ``False`` when another holder has it."""
-
-    def release(self) -> None:
-        """Free the lock (and what was opened for it)."""
-
-
-class AsyncProcessLock(Protocol):
-    """A lock on one thread that other processes respect (async form)."""
-
-    async def try_acquire(self) -> bool:
-        """Take the lock if it is free; ``False`` when another holder has it."""
-
-    async def release(self) -> None:
-        """Free the lock (and what was opened for it)."""
-
-
 def _digest(thread_id: str, checkpoint_ns: str) -> bytes:
     return hashlib.blake2b(
         f"loop_agents\0{thread_id}\0{checkpoint_ns}".encode(), digest_size=16
@@ -178,9 +138,9 @@ class FileLock:
     it locked is still the one at the path, and tries again if not.
     """
 
-    def __init__(self, database: str, thread_id: str, checkpoint_ns: str) -> None:
+    def __init__(self, database: str, digest: bytes) -> None:
         self.folder = Path(f"{database}.loop-locks")
-        self.path = self.folder / f"{_digest(thread_id, checkpoint_ns).hex()}.lock"
+        self.path = self.folder / f"{digest.hex()}.lock"
         self._fd: int | None = None
 
     def try_acquire(self) -> bool:
@@ -196,14 +156,10 @@ class FileLock:
             except BaseException:
                 os.close(fd)
                 raise
-            try:
-                here = os.stat(self.path)
-            except FileNotFoundError:
-                here = None
-            locked = os.fstat(fd)
-            if here is not None and (here.st_ino, here.st_dev) == (locked.st_ino, locked.st_dev):
-                self._fd = fd
-                return True
+            with contextlib.suppress(FileNotFoundError):
+                if os.path.samestat(os.stat(self.path), os.fstat(fd)):
+                    self._fd = fd
+                    return True
             os.close(fd)  # the file was deleted by its previous holder: lock a fresh one
 
     def release(self) -> None:
@@ -220,7 +176,7 @@ class FileLock:
 class AsyncFileLock:
     """A file lock (`FileLock`, `InodeLock`) for async runs: taking one never blocks."""
 
-    def __init__(self, lock: ProcessLock) -> None:
+    def __init__(self, lock: InodeLock | FileLock) -> None:
         self._lock = lock
 
     async def try_acquire(self) -> bool:
@@ -239,12 +195,15 @@ _databases: weakref.WeakKeyDictionary[Any, str | None] = weakref.WeakKeyDictiona
 """The file of each SQLite saver seen (a saver's connection, and so its file, is fixed)."""
 
 
-def _lock_for(database: str | None, thread_id: str, checkpoint_ns: str) -> ProcessLock | None:
+def _lock_for(database: str | None, thread_id: str, ns: str) -> InodeLock | FileLock | None:
     if database is None:
         return None
-    if _usable(database):
-        return InodeLock(database, _digest(thread_id, checkpoint_ns))
-    return FileLock(database, thread_id, checkpoint_ns)
+    if AVAILABLE:
+        # else (e.g. a read-only file, whose run fails at its first write anyway) the folder
+        with contextlib.suppress(OSError):
+            _descriptor(database)
+            return InodeLock(database, _digest(thread_id, ns))
+    return FileLock(database, _digest(thread_id, ns))
 
 
 def _saver_of(saver: object, module: str, name: str) -> bool:
@@ -254,18 +213,13 @@ def _saver_of(saver: object, module: str, name: str) -> bool:
 
 
 def advisory_key(thread_id: str, checkpoint_ns: str) -> int:
-    """The thread's advisory-lock key: a signed 64-bit hash of the thread and namespace.
-
-    Example:
-        ```python
-        assert -(2**63) <= advisory_key("t1", "") < 2**63
-        ```
-
-    """
+    """The thread's advisory-lock key: a signed 64-bit hash of the thread and namespace."""
     return int.from_bytes(_digest(thread_id, checkpoint_ns)[:8], "big", signed=True)
 
 
-def process_lock(saver: Any, thread_id: str, checkpoint_ns: str) -> ProcessLock | None:
+def process_lock(
+    saver: Any, thread_id: str, checkpoint_ns: str
+) -> InodeLock | FileLock | PostgresLock | None:
     """The cross-process lock for ``saver``'s thread, or ``None`` when it needs none."""
     if fcntl is not None and _saver_of(saver, "langgraph.checkpoint.sqlite", "SqliteSaver"):
         if saver not in _databases:
@@ -278,7 +232,9 @@ def process_lock(saver: Any, thread_id: str, checkpoint_ns: str) -> ProcessLock 
     return None
 
 
-async def aprocess_lock(saver: Any, thread_id: str, checkpoint_ns: str) -> AsyncProcessLock | None:
+async def aprocess_lock(
+    saver: Any, thread_id: str, checkpoint_ns: str
+) -> AsyncFileLock | AsyncPostgresLock | None:
     """Async form of `process_lock`, for ``AsyncSqliteSaver`` and ``AsyncPostgresSaver``."""
     if fcntl is not None and _saver_of(
         saver, "langgraph.checkpoint.sqlite.aio", "AsyncSqliteSaver"
