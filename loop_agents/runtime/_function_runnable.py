@@ -126,10 +126,9 @@ def _observed(config: RunnableConfig) -> bool:
     callbacks = config.get("callbacks")
     if isinstance(callbacks, BaseCallbackManager):  # it has the tracing and debug handlers
         return any(not handler.ignore_chain for handler in callbacks.handlers)
-    if any(not handler.ignore_chain for handler in callbacks or ()):
-        return True
     return (
-        tracing_v2_callback_var.get() is not None
+        any(not handler.ignore_chain for handler in callbacks or ())
+        or tracing_v2_callback_var.get() is not None
         or bool(tracing_is_enabled())
         or get_debug()
         or get_verbose()
@@ -140,10 +139,10 @@ def _unnamed(config: RunnableConfig) -> RunnableConfig:
     """``config`` without its run name and id: they name the run, not the calls inside it."""
     if "run_name" not in config and "run_id" not in config:
         return config
-    child: RunnableConfig = {**config}
-    child.pop("run_name", None)
-    child.pop("run_id", None)
-    return child
+    return cast(RunnableConfig, {k: v for k, v in config.items() if k not in _NAMING})
+
+
+_NAMING = ("run_name", "run_id")
 
 
 def complete_config(config: RunnableConfig | None) -> RunnableConfig:

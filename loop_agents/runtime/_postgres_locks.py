@@ -23,20 +23,6 @@ _lock = threading.Lock()  # of _claimed and _sessions
 _claimed: set[tuple[str, int]] = set()  # keys held by runs of this process: (database, key)
 
 
-def connection_arguments(conn: Any) -> tuple[str, dict[str, Any]]:
-    """How to open another connection to the database of ``conn`` (a connection or pool)."""
-    conninfo = getattr(conn, "conninfo", None)
-    if isinstance(conninfo, str):  # a psycopg_pool pool
-        kwargs = dict(getattr(conn, "kwargs", None) or {})
-    else:
-        conninfo = conn.info.dsn  # without the password: added back
-        kwargs = {"password": conn.info.password} if conn.info.password else {}
-    kwargs["autocommit"] = True
-    kwargs.pop("row_factory", None)
-    kwargs["prepare_threshold"] = None  # two statements, run once per run: never prepared
-    return conninfo, kwargs
-
-
 @dataclass
 class _Session:
     """The connection holding an event loop's locks on one database."""
@@ -69,7 +55,17 @@ class AsyncPostgresLock:
     """One run's advisory lock, taken on its event loop's shared lock connection."""
 
     def __init__(self, conn: Any, key: int) -> None:
-        self.conninfo, self.kwargs = connection_arguments(conn)
+        # how to open another connection to the database of conn (a connection or a pool)
+        conninfo = getattr(conn, "conninfo", None)
+        if isinstance(conninfo, str):  # a psycopg_pool pool
+            kwargs = dict(getattr(conn, "kwargs", None) or {})
+        else:
+            conninfo = conn.info.dsn  # without the password: added back
+            kwargs = {"password": conn.info.password} if conn.info.password else {}
+        kwargs.pop("row_factory", None)
+        self.conninfo: str = conninfo
+        # two statements, run once per run: never prepared
+        self.kwargs = {**kwargs, "autocommit": True, "prepare_threshold": None}
         options = repr(sorted((k, repr(v)) for k, v in self.kwargs.items()))
         self.database = f"{self.conninfo}\0{options}"
         self.key = key

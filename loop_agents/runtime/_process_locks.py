@@ -61,9 +61,8 @@ def _descriptor(database: str) -> tuple[tuple[int, int], int]:
                 os.close(fd)  # deleted: no SQLite connection can still use its locks
         found = os.stat(database)
         identity = (found.st_dev, found.st_ino)
-        fd = _files.get(identity, -1)
-        if fd >= 0:
-            return identity, fd
+        if identity in _files:
+            return identity, _files[identity]
         fd = os.open(database, os.O_RDWR | os.O_CLOEXEC)
         opened = os.fstat(fd)
         identity = (opened.st_dev, opened.st_ino)  # the file may have been replaced
@@ -75,7 +74,6 @@ def _descriptor(database: str) -> tuple[tuple[int, int], int]:
 
 
 def _set(fd: int, kind: int, offset: int) -> None:
-    assert fcntl is not None
     assert _SETLK is not None
     fcntl.fcntl(fd, _SETLK, _FLOCK.pack(kind, os.SEEK_SET, offset, 1, 0))
 
@@ -93,7 +91,6 @@ class InodeLock:
         self._held: tuple[tuple[int, int], int] | None = None
 
     def try_acquire(self) -> bool:
-        assert fcntl is not None
         identity, fd = _descriptor(self.database)
         claim = (*identity, self.offset)
         with _lock:
@@ -112,7 +109,6 @@ class InodeLock:
         return True
 
     def release(self) -> None:
-        assert fcntl is not None
         held, self._held = self._held, None
         if held is None:
             return
@@ -144,17 +140,15 @@ class FileLock:
         self._fd: int | None = None
 
     def try_acquire(self) -> bool:
-        assert fcntl is not None
         self.folder.mkdir(exist_ok=True)
         while True:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
+            except BaseException as exc:
                 os.close(fd)
-                return False
-            except BaseException:
-                os.close(fd)
+                if isinstance(exc, BlockingIOError):
+                    return False
                 raise
             with contextlib.suppress(FileNotFoundError):
                 if os.path.samestat(os.stat(self.path), os.fstat(fd)):

@@ -31,21 +31,16 @@ NodeName = Literal["invoke_agent", "evaluate"]
 _OPTION: dict[NodeName, str] = {"invoke_agent": "agent_timeout", "evaluate": "evaluator_timeout"}
 _CALL: dict[NodeName, str] = {"invoke_agent": "the agent call", "evaluate": "the evaluation"}
 
-# Why not LangGraph's own time limits (add_node(..., timeout=...), task(timeout=...)),
-# checked on langgraph 1.2.24: they refuse sync execution ("ValueError: Node timeouts
-# are only supported for async nodes ... Node 'invoke_agent' is sync." from invoke()),
-# where Retries(agent_timeout=...) must hold under invoke too; a node's limit would also
-# cover the node's other calls (a history policy's summary before the agent call, each
-# candidate's call of a fan-out) where the limit is per call; and a call that swallows
-# its cancellation is neither waited for nor reported as abandoned (LangGraph raises at
-# once and drains the task), which the loop's error and warning say.
-CANCEL_GRACE = 0.2
-"""Seconds a cancelled async call is given to stop before it is abandoned."""
+# Why not LangGraph's own time limits (add_node(..., timeout=...), langgraph 1.2.24): they
+# refuse sync nodes ("Node timeouts are only supported for async nodes"), where the limit
+# must hold under invoke too; a node's limit would also cover its other calls (a history
+# summary, each candidate of a fan-out) where ours is per call; and a call that swallows its
+# cancellation is neither waited for nor reported as abandoned.
+CANCEL_GRACE = 0.2  # seconds a cancelled async call is given to stop before it is abandoned
 
 logger = logging.getLogger("loop_agents")
 
-_abandoned: set[asyncio.Task[Any]] = set()
-"""Abandoned tasks, kept referenced until they end (asyncio holds tasks weakly)."""
+_abandoned: set[asyncio.Task[Any]] = set()  # referenced until they end (asyncio: weakly)
 
 
 class LoopTimeoutError(NodeTimeoutError):
@@ -138,13 +133,9 @@ def check_retry_policy(option: str, value: object) -> RetryPolicies | None:
     """
     if value is None or isinstance(value, RetryPolicy):
         return value
-    if (
-        isinstance(value, Sequence)
-        and not isinstance(value, str)
-        and value
-        and all(isinstance(p, RetryPolicy) for p in value)
-    ):
-        return list(value)
+    policies = list(value) if isinstance(value, Sequence) and not isinstance(value, str) else []
+    if policies and all(isinstance(p, RetryPolicy) for p in policies):
+        return policies
     raise TypeError(
         f"{option} must be a langgraph.types.RetryPolicy, a non-empty sequence of them "
         f"(the first whose retry_on matches applies) or None; got "
@@ -155,14 +146,7 @@ def check_retry_policy(option: str, value: object) -> RetryPolicies | None:
 
 @dataclass(frozen=True)
 class TimeLimit:
-    """The time limit of one call: at ``seconds`` the loop stops waiting for it.
-
-    Attributes:
-        node: The node making the call.
-        iteration: The iteration it belongs to.
-        seconds: The limit.
-
-    """
+    """The time limit of a call of ``node`` at ``iteration``: ``seconds``, then it is left."""
 
     node: NodeName
     iteration: int

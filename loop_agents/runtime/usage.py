@@ -1,8 +1,7 @@
 """Counting the tokens of the chat-model calls made while a part of the loop runs.
 
-`counting_tokens` gives every callback manager configured in its block (and in the threads
-and tasks started from it) the block's `TokenCounter`, through a configure hook of
-``langchain_core``: every chat-model call inside is counted.
+`counting_tokens` adds its `TokenCounter` to every callback manager configured in its block
+(and in the threads and tasks started from it), through a configure hook of LangChain's.
 """
 
 from __future__ import annotations
@@ -19,12 +18,10 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, LLMResult
 from langchain_core.tracers.context import register_configure_hook
 
-# Why not langchain_core's get_usage_metadata_callback (langchain-core 1.8, an instant
-# fake model, CPU per ainvoke): a call cost 250 µs bare, 300 µs counted here, 850 µs
-# counted by it (its handler is not run_inline: an async run sends each event to a worker
-# thread; and it takes chat-model starts, which LangChain renders as strings for it). It
-# registers a configure hook per entry, never removed: after 3,200 calls a bare call cost
-# 466 µs. Its handler skips responses that name no model (custom and fake models: {}) and
+# Why not langchain_core's get_usage_metadata_callback (langchain-core 1.8, CPU per ainvoke
+# of an instant fake model): 250 µs bare, 300 µs counted here, 850 µs counted by it (its
+# handler is not run_inline, and takes chat-model starts); its configure hook per entry is
+# never removed (466 µs bare after 3,200 calls); it skips responses that name no model and
 # counts neither requests nor usage reported in llm_output.
 
 
@@ -220,15 +217,7 @@ register_configure_hook(_COUNTER, inheritable=True)
 
 
 class counting_tokens(AbstractContextManager[TokenCounter]):  # a class: entered around every call
-    """Count the tokens of every chat-model call made inside the ``with`` block.
-
-    Example:
-        ```python
-        with counting_tokens() as counter:
-            judge.invoke(messages)
-        ```
-
-    """
+    """Count the tokens of every chat-model call made inside the ``with`` block."""
 
     __slots__ = ("_token",)
 
