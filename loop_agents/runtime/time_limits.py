@@ -160,11 +160,9 @@ class TimeLimit:
 
         def make_call() -> None:
             try:
-                result = context.run(call.sync, call.input, call.config)
+                outcome.set_result(context.run(call.sync, call.input, call.config))
             except BaseException as error:  # handed to the waiting thread
                 outcome.set_exception(error)
-            else:
-                outcome.set_result(result)
 
         # a daemon thread: an abandoned call must not keep the process from exiting
         threading.Thread(target=make_call, name=f"loop-agents {self.node}", daemon=True).start()
@@ -179,14 +177,11 @@ class TimeLimit:
         """Await ``call`` at most ``seconds``, whatever it does with cancellation."""
         started = time.monotonic()
         workers: set[object] = set()  # its sync calls running in worker threads
-        token = WORKERS.set(workers)
-        try:
-            # a task of its own (with a copy of this context: the run's config, stream
-            # writer, the worker count), so the wait ends at the deadline even if the
-            # call swallows CancelledError
-            task = asyncio.ensure_future(call.async_(call.input, call.config))
-        finally:
-            WORKERS.reset(token)
+        context = contextvars.copy_context()  # the run's config and stream writer, and:
+        context.run(WORKERS.set, workers)
+        # a task of its own, so the wait ends at the deadline even if the call swallows
+        # CancelledError
+        task = context.run(asyncio.ensure_future, call.async_(call.input, call.config))
         try:
             done, _ = await asyncio.wait({task}, timeout=self.seconds)
             if done and time.monotonic() - started <= self.seconds + CANCEL_GRACE:

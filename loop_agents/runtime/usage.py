@@ -45,9 +45,7 @@ class TokenCounter(BaseCallbackHandler):
     def on_llm_end(self, response: LLMResult, **kwargs: Any) -> None:
         """Count one model call and add its usage (its first generation carries it)."""
         output = response.llm_output or {}
-        first = (
-            response.generations[0][0] if response.generations and response.generations[0] else None
-        )
+        first = next(iter(response.generations[0]), None) if response.generations else None
         message = first.message if isinstance(first, ChatGeneration) else None
         model = _model_name(output) or (message_model(message) if message else "")
         metadata = message.usage_metadata if isinstance(message, AIMessage) else None
