@@ -1,15 +1,4 @@
-"""`FunctionRunnable`: a sync and an async function of ``(input, config)`` as one runnable.
-
-With ``trace=True`` each call is one run (named after the runnable, or the config's
-``run_name``) and the function is given the run's child config, which is also the current
-config while it runs (``get_config()``, ``get_stream_writer()`` and models called without a
-config see it). When no callback handler takes chain events (no tracer, no
-``astream_events``, no ``stream_mode="messages"``, no callbacks of yours) nobody would
-see the run, and the call is made without one. Under LangSmith tracing the call runs in
-a copy of the context, as LangChain's runnables do, so that ``@traceable`` code inside
-attaches to the run. With ``trace=False`` the function is given the config as it is, like
-a plain function given to ``StateGraph.add_node``.
-"""
+"""`FunctionRunnable`: a sync and an async function of ``(input, config)`` as one runnable."""
 
 from __future__ import annotations
 
@@ -34,34 +23,24 @@ from langsmith.utils import tracing_is_enabled
 In = TypeVar("In")
 Out = TypeVar("Out")
 
-# Why not RunnableLambda(func, afunc=afunc) (measured with callgrind, the Repair() loop of
-# benchmark 1 at 5 iterations, instructions of 10 runs): 245.6M with this class, 374.8M
-# (+53%) with RunnableLambda for the agent and evaluator calls and 499.5M (+103%) for the
-# nodes too. RunnableLambda makes a run on every call even when nobody observes it, and
-# inspects its function's signature on every call (whether it takes a config or a run
-# manager); here the functions always take the config, and LangGraph already makes each
-# node's run.
+# Why not RunnableLambda(func, afunc=afunc): it makes a run on every call even when nobody
+# observes it, and inspects its function's signature on every call. Measured with callgrind
+# (the Repair() loop of benchmark 1, 5 iterations, 10 runs): 245.6M instructions with this
+# class, +53% with RunnableLambda for the agent and evaluator calls, +103% for the nodes too.
 
 
 class FunctionRunnable(Runnable[In, Out], Generic[In, Out]):
     """Runs ``func`` (sync) or ``afunc`` (async) with the input and the config.
+
+    With ``trace``, each call is a run (named ``name``, or the config's ``run_name``) when
+    something observes chain events, and the function is given the run's child config, also
+    the current config while it runs. Without, it is given the config as it is.
 
     Args:
         func: Called by ``invoke``.
         afunc: Called by ``ainvoke`` (an ``async def`` function).
         name: The run's name, unless the config gives a ``run_name``.
         trace: ``False`` for no run of its own (a graph's nodes: LangGraph makes their run).
-
-    Example:
-        ```python
-        async def adouble(x: int, config: RunnableConfig) -> int:
-            return 2 * x
-
-
-        double = FunctionRunnable(lambda x, config: 2 * x, adouble, name="double")
-        assert double.invoke(21) == 42
-        assert await double.ainvoke(21) == 42
-        ```
 
     """
 
@@ -143,20 +122,13 @@ class FunctionRunnable(Runnable[In, Out], Generic[In, Out]):
 
 
 def _observed(config: RunnableConfig) -> bool:
-    """Whether a run would be seen: a handler that takes chain events, or tracing on.
-
-    A callback manager (what LangGraph gives its nodes) was configured with the tracing
-    and debug handlers in force when its run started, so its handlers tell; for a list of
-    handlers, or none, LangSmith's and LangChain's switches are read as well. A handler
-    that only a configure hook adds (the loop's token counter) takes no chain events.
-    """
+    """Whether a run would be seen: a handler that takes chain events, or tracing on."""
     callbacks = config.get("callbacks")
-    if isinstance(callbacks, BaseCallbackManager):
+    if isinstance(callbacks, BaseCallbackManager):  # it has the tracing and debug handlers
         return any(not handler.ignore_chain for handler in callbacks.handlers)
-    if any(not handler.ignore_chain for handler in callbacks or ()):
-        return True
     return (
-        tracing_v2_callback_var.get() is not None
+        any(not handler.ignore_chain for handler in callbacks or ())
+        or tracing_v2_callback_var.get() is not None
         or bool(tracing_is_enabled())
         or get_debug()
         or get_verbose()
@@ -167,21 +139,14 @@ def _unnamed(config: RunnableConfig) -> RunnableConfig:
     """``config`` without its run name and id: they name the run, not the calls inside it."""
     if "run_name" not in config and "run_id" not in config:
         return config
-    child: RunnableConfig = {**config}
-    child.pop("run_name", None)
-    child.pop("run_id", None)
-    return child
+    return cast(RunnableConfig, {k: v for k, v in config.items() if k not in _NAMING})
+
+
+_NAMING = ("run_name", "run_id")
 
 
 def complete_config(config: RunnableConfig | None) -> RunnableConfig:
-    """``config`` when it is complete (as LangGraph passes it), else `ensure_config`'s.
-
-    Example:
-        ```python
-        assert complete_config(None)["callbacks"] is None
-        ```
-
-    """
+    """``config`` when it is complete (as LangGraph passes it), else `ensure_config`'s."""
     if config is not None and "callbacks" in config and "configurable" in config:
         return config
     return ensure_config(config)

@@ -1,7 +1,6 @@
 """Reading numbers that users, evaluators and models hand the loop.
 
-``float(10**400)`` raises ``OverflowError``: every check of a number from outside goes
-through `finite_float`, which answers "not a finite number" instead.
+``float(10**400)`` raises ``OverflowError``; `finite_float` answers "not finite" instead.
 """
 
 from __future__ import annotations

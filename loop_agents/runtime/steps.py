@@ -1,19 +1,8 @@
-"""One implementation for ``invoke`` and ``ainvoke``: steps written once, run either way.
+"""Steps written once, run by ``invoke`` (`run`) and ``ainvoke`` (`arun`).
 
-The loop's nodes and the controls that call models are *programs*: generator functions
-that ``yield`` each call they need (a `Call`, or a `Fanout` of programs to run at once)
-and receive its result, `Measured` (its seconds and the model calls made meanwhile).
-`run` drives a program with ``invoke`` and threads, `arun` with ``ainvoke``:
-
-```python
-def advice(model, prompt):
-    reply = yield Call("advisor", model.invoke, model.ainvoke, prompt)
-    return reply.value.text
-```
-
-*Stepped*, every call runs as a LangGraph task (``langgraph.func.task``), whose result is
-saved with the checkpoint: when the node runs again (a resume) a call that finished is
-not made a second time. The loop steps a node that makes more than one paid call.
+A *program* is a generator that yields each call it needs (a `Call`, or a `Fanout` of
+programs to run at once) and is sent back its `Measured` result. *Stepped*, every call runs
+as a LangGraph task, saved with the checkpoint: on resume a finished call is not made again.
 """
 
 from __future__ import annotations
@@ -22,6 +11,7 @@ import asyncio
 import concurrent.futures
 import time
 from collections.abc import Awaitable, Callable, Generator, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeAlias, TypeVar, cast
 
@@ -29,7 +19,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.func import task
 from langgraph.types import RetryPolicy
 
-from loop_agents.runtime.usage import CallUsage, counting_tokens
+from loop_agents.runtime.usage import CallUsage, TokenCounter, counting_tokens
 
 T = TypeVar("T")
 
@@ -67,8 +57,7 @@ class Call:
     """One call a program asks for: a sync and an async form, an input and a config.
 
     Attributes:
-        name: What the call is (``"agent"``, ``"evaluator"``, ``"advisor"``, ...);
-            stepped, the LangGraph task's name (the same each time the node runs).
+        name: What the call is (``"agent"``, ``"evaluator"``, ...); stepped, its task's name.
         sync: Called by `run`: ``sync(input, config)``.
         async_: Awaited by `arun`: ``await async_(input, config)``.
         input: The call's input.
@@ -114,27 +103,21 @@ Program: TypeAlias = Generator["Call | Fanout", Any, T]
 def measure_sync(call: Call) -> Measured[Any]:
     """Make ``call`` synchronously, within its time limit, and measure it."""
     started = time.perf_counter()
-    if call.counted is not None:
+    with nullcontext() if call.counted else counting_tokens() as counter:
         value = call.sync(call.input, call.config) if call.limit is None else call.limit.run(call)
-        return Measured(value, time.perf_counter() - started, call.counted(value))
-    with counting_tokens() as used:
-        value = call.sync(call.input, call.config) if call.limit is None else call.limit.run(call)
-    return Measured(value, time.perf_counter() - started, used.usage())
+    usage = call.counted(value) if call.counted else cast(TokenCounter, counter).usage()
+    return Measured(value, time.perf_counter() - started, usage)
 
 
 async def measure_async(call: Call) -> Measured[Any]:
     """Make ``call`` asynchronously, within its time limit, and measure it."""
     started = time.perf_counter()
-    if call.counted is not None:
+    with nullcontext() if call.counted else counting_tokens() as counter:
         value = await (
             call.async_(call.input, call.config) if call.limit is None else call.limit.arun(call)
         )
-        return Measured(value, time.perf_counter() - started, call.counted(value))
-    with counting_tokens() as used:
-        value = await (
-            call.async_(call.input, call.config) if call.limit is None else call.limit.arun(call)
-        )
-    return Measured(value, time.perf_counter() - started, used.usage())
+    usage = call.counted(value) if call.counted else cast(TokenCounter, counter).usage()
+    return Measured(value, time.perf_counter() - started, usage)
 
 
 def run(program: Program[T], *, stepped: bool = False) -> T:
@@ -142,7 +125,12 @@ def run(program: Program[T], *, stepped: bool = False) -> T:
 
     Example:
         ```python
-        text = run(advice(model, prompt))
+        def advice(model, prompt):
+            reply = yield Call("advisor", model.invoke, model.ainvoke, prompt, {})
+            return reply.value.text
+
+
+        text = run(advice(model, prompt))  # or: await arun(advice(model, prompt))
         ```
 
     """
@@ -172,14 +160,7 @@ def run(program: Program[T], *, stepped: bool = False) -> T:
 
 
 async def arun(program: Program[T], *, stepped: bool = False) -> T:
-    """Drive ``program`` asynchronously; return what it returns.
-
-    Example:
-        ```python
-        text = await arun(advice(model, prompt))
-        ```
-
-    """
+    """Drive ``program`` asynchronously; return what it returns (see `run`)."""
     value: Any = None
     error: BaseException | None = None
     while True:
@@ -194,13 +175,12 @@ async def arun(program: Program[T], *, stepped: bool = False) -> T:
             elif isinstance(effect, Call):
                 value = Measured.of_stored(await _task(effect.name, effect.retry, _astored)(effect))
             elif isinstance(effect, Fanout):
-                results = await asyncio.gather(
+                value = await asyncio.gather(
                     *_fanout(effect, _arun_program), return_exceptions=True
                 )
-                for result in results:
+                for result in value:
                     if isinstance(result, BaseException):
                         raise result
-                value = results
             else:
                 raise _not_an_effect(effect)
         except Exception as exc:  # thrown into the program, which may handle it
@@ -212,7 +192,6 @@ def _not_an_effect(effect: object) -> TypeError:
 
 
 def _task(name: str, retry: RetryPolicies | None, func: Callable[..., Any]) -> Any:
-    """``func`` as a LangGraph task named ``name``."""
     return task(name=name, retry_policy=retry)(cast(Any, func))
 
 
@@ -224,7 +203,6 @@ def _fanout(effect: Fanout, func: Callable[..., Any]) -> list[Any]:
     ]
 
 
-# a task's function: each is named after what it runs, as LangGraph shows it
 def _stored(call: Call) -> dict[str, Any]:
     return measure_sync(call).stored()
 

@@ -34,12 +34,9 @@ def background_loop() -> asyncio.AbstractEventLoop:
     global _loop
     with _lock:
         if _loop is None or _loop.is_closed():
-            loop = asyncio.new_event_loop()
-            thread = threading.Thread(
-                target=loop.run_forever, name="loop-agents-sync-bridge", daemon=True
-            )
-            thread.start()
-            _loop = loop
+            _loop = asyncio.new_event_loop()
+            name = "loop-agents-sync-bridge"
+            threading.Thread(target=_loop.run_forever, name=name, daemon=True).start()
         return _loop
 
 

@@ -1,13 +1,8 @@
 """One run at a time on a thread: `ThreadBusyError`, `thread_guard`, `athread_guard`.
 
-Two runs on one ``thread_id`` at once would save their checkpoints over each other's. A
-`LoopAgent` holds its thread for each whole run (a resume included); a second run fails
-at once with `ThreadBusyError` (``concurrent_runs="reject"``) or waits its turn
-(``"wait"``). The guard is keyed by the checkpointer, ``thread_id`` and ``checkpoint_ns``;
-it holds in one process for every checkpointer and across processes for SQLite on a file
-and PostgreSQL (`loop_agents.runtime._process_locks`). Every lock dies with its process.
-`thread_guard` and `athread_guard` are the guard for code of your own (a parent graph).
-See docs/reliability.md.
+The guard is keyed by the checkpointer, ``thread_id`` and ``checkpoint_ns``; it holds in one
+process for every checkpointer, and across processes for SQLite on a file and PostgreSQL
+(`loop_agents.runtime._process_locks`). See docs/reliability.md.
 """
 
 from __future__ import annotations
@@ -19,13 +14,14 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
+from functools import partial
 from typing import Any, Literal, get_args
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from loop_agents.runtime._process_locks import aprocess_lock, process_lock
-from loop_agents.runtime.numbers import describe_number, finite_float
+from loop_agents.runtime.time_limits import check_timeout
 
 ConcurrentRuns = Literal["reject", "wait"]
 """What a run does when another run holds its thread: ``"reject"`` (the default) fails at
@@ -85,13 +81,9 @@ class ThreadBusyError(RuntimeError):
         super().__init__(what)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild, (self.thread_id, self.checkpoint_ns, self.holder, self.waited))
-
-
-def _rebuild(
-    thread_id: str, checkpoint_ns: str, holder: Holder, waited: float | None
-) -> ThreadBusyError:
-    return ThreadBusyError(thread_id, checkpoint_ns=checkpoint_ns, holder=holder, waited=waited)
+        ns, holder, waited = self.checkpoint_ns, self.holder, self.waited
+        rebuild = partial(ThreadBusyError, checkpoint_ns=ns, holder=holder, waited=waited)
+        return (rebuild, (self.thread_id,))
 
 
 def check_concurrent_runs(
@@ -108,73 +100,52 @@ def check_concurrent_runs(
             f"concurrent_runs must be 'reject' (a second run on a busy thread fails with "
             f"ThreadBusyError) or 'wait' (it waits its turn); got {concurrent_runs!r:.60}"
         )
-    if busy_timeout is None:
-        return concurrent_runs, None  # type: ignore[return-value]
-    if isinstance(busy_timeout, timedelta):
-        seconds: float | None = busy_timeout.total_seconds()
-    elif isinstance(busy_timeout, bool) or not isinstance(busy_timeout, int | float):
-        raise TypeError(
-            f"busy_timeout must be a number of seconds, a datetime.timedelta or None; got "
-            f"{type(busy_timeout).__name__} {busy_timeout!r:.60}"
-        )
-    else:
-        seconds = finite_float(busy_timeout)
-    if seconds is None or seconds < 0:
-        raise ValueError(
-            f"busy_timeout must be a finite number of seconds >= 0 (None: wait as long as "
-            f"it takes); got {describe_number(busy_timeout)}"
-        )
-    if concurrent_runs != "wait":
+    seconds = check_timeout("busy_timeout", busy_timeout, zero=True)
+    if seconds is not None and concurrent_runs != "wait":
         raise ValueError(
             f"busy_timeout={seconds:g} only applies with concurrent_runs='wait' (how long a "
             f"run waits for its thread); pass concurrent_runs='wait' too, or leave it out"
         )
-    return concurrent_runs, seconds
+    return concurrent_runs, seconds  # type: ignore[return-value]
 
 
 _registry_lock = threading.Lock()
 _held: dict[tuple[int, str, str], BaseCheckpointSaver[Any]] = {}  # (id of the saver, thread)
 
 
-def _hold_here(saver: BaseCheckpointSaver[Any], thread_id: str, ns: str) -> bool:
-    with _registry_lock:
-        if (id(saver), thread_id, ns) in _held:
-            return False
-        _held[(id(saver), thread_id, ns)] = saver  # kept alive: its id is not reused meanwhile
-        return True
-
-
-def _let_go_here(saver: BaseCheckpointSaver[Any], thread_id: str, ns: str) -> None:
-    with _registry_lock:
-        _held.pop((id(saver), thread_id, ns), None)
-
-
 def is_held(saver: BaseCheckpointSaver[Any], config: RunnableConfig) -> bool:
     """Whether a run of this process holds ``config``'s thread of ``saver`` now."""
-    target = thread_of(config)
-    with _registry_lock:
-        return target is not None and (id(saver), *target) in _held
-
-
-def thread_of(config: RunnableConfig | None) -> tuple[str, str] | None:
-    """``(thread_id, checkpoint_ns)`` of a run's config, or ``None`` without a thread."""
-    configurable = (config or {}).get("configurable") or {}
-    thread_id = configurable.get("thread_id")
-    if thread_id is None:
-        return None
-    return str(thread_id), str(configurable.get("checkpoint_ns") or "")
+    wait = _wait_of(saver, config, "reject", None)
+    return wait is not None and wait.key in _held
 
 
 @dataclass
 class _Wait:
-    """The waiting rule of one run: reject at once, or poll until a deadline."""
+    """One run's claim on its thread: rejected at once, or polled until a deadline."""
 
+    saver: BaseCheckpointSaver[Any]
     thread_id: str
     ns: str
     concurrent_runs: ConcurrentRuns
     busy_timeout: float | None
     started: float = field(default_factory=time.monotonic)
     pause: float = 0.01
+
+    @property
+    def key(self) -> tuple[int, str, str]:
+        return (id(self.saver), self.thread_id, self.ns)
+
+    def hold_here(self) -> bool:
+        """Hold the thread among this process's runs; ``False`` when one of them has it."""
+        with _registry_lock:
+            if self.key in _held:
+                return False
+            _held[self.key] = self.saver  # kept alive: its id is not reused meanwhile
+            return True
+
+    def let_go_here(self) -> None:
+        with _registry_lock:
+            _held.pop(self.key, None)
 
     def next_pause(self, holder: Holder) -> float:
         """Seconds to sleep before trying again; raises when this run must give up."""
@@ -197,12 +168,14 @@ def _wait_of(
     concurrent_runs: object,
     busy_timeout: object,
 ) -> _Wait | None:
-    """The run's waiting rule, or ``None`` when there is no thread to guard."""
+    """The run's claim on its thread, or ``None`` when there is no thread to guard."""
     mode, limit = check_concurrent_runs(concurrent_runs, busy_timeout)
-    target = thread_of(config)
-    if checkpointer is None or target is None:
+    configurable = (config or {}).get("configurable") or {}
+    thread_id = configurable.get("thread_id")
+    if checkpointer is None or thread_id is None:
         return None
-    return _Wait(*target, mode, limit)
+    ns = str(configurable.get("checkpoint_ns") or "")
+    return _Wait(checkpointer, str(thread_id), ns, mode, limit)
 
 
 @contextmanager
@@ -236,13 +209,13 @@ def thread_guard(
 
     """
     wait = _wait_of(checkpointer, config, concurrent_runs, busy_timeout)
-    if wait is None or checkpointer is None:
+    if wait is None:
         yield
         return
-    while not _hold_here(checkpointer, wait.thread_id, wait.ns):
+    while not wait.hold_here():
         time.sleep(wait.next_pause("this process"))
     try:
-        lock = process_lock(checkpointer, wait.thread_id, wait.ns)
+        lock = process_lock(wait.saver, wait.thread_id, wait.ns)
         try:
             while lock is not None and not lock.try_acquire():
                 time.sleep(wait.next_pause("another process"))
@@ -251,7 +224,7 @@ def thread_guard(
             if lock is not None:
                 lock.release()
     finally:
-        _let_go_here(checkpointer, wait.thread_id, wait.ns)
+        wait.let_go_here()
 
 
 @asynccontextmanager
@@ -272,13 +245,13 @@ async def athread_guard(
 
     """
     wait = _wait_of(checkpointer, config, concurrent_runs, busy_timeout)
-    if wait is None or checkpointer is None:
+    if wait is None:
         yield
         return
-    while not _hold_here(checkpointer, wait.thread_id, wait.ns):
+    while not wait.hold_here():
         await asyncio.sleep(wait.next_pause("this process"))
     try:
-        lock = await aprocess_lock(checkpointer, wait.thread_id, wait.ns)
+        lock = await aprocess_lock(wait.saver, wait.thread_id, wait.ns)
         try:
             while lock is not None and not await lock.try_acquire():
                 await asyncio.sleep(wait.next_pause("another process"))
@@ -288,4 +261,4 @@ async def athread_guard(
                 # shielded: a second cancellation must not leave the lock's connection open
                 await asyncio.shield(lock.release())
     finally:
-        _let_go_here(checkpointer, wait.thread_id, wait.ns)
+        wait.let_go_here()

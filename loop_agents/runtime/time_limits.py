@@ -1,10 +1,7 @@
 """Time limits of calls: `TimeLimit`, `LoopTimeoutError`, and the checks of limits and policies.
 
-At its deadline the loop stops waiting for a call (an agent call or an evaluation, under
-`loop_agents.controls.Retries`), whatever the call does, and raises `LoopTimeoutError`.
-Under ``ainvoke`` the call is a task of its own, cancelled at the deadline; under
-``invoke`` it runs in a daemon thread. A call that does not stop is *abandoned*: left to
-finish, its result dropped, a WARNING logged on ``loop_agents``. See docs/reliability.md.
+At its deadline the loop stops waiting for a call and raises `LoopTimeoutError`; a call that
+does not stop is *abandoned* (left to finish, a WARNING logged). See docs/reliability.md.
 """
 
 from __future__ import annotations
@@ -19,12 +16,13 @@ from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 from typing import Any, Literal
 
 from langgraph.errors import NodeTimeoutError
 from langgraph.types import RetryPolicy
 
-from loop_agents.runtime._worker_threads import WORKERS, WorkerThreads
+from loop_agents.runtime._worker_threads import WORKERS
 from loop_agents.runtime.numbers import describe_number, finite_float
 from loop_agents.runtime.steps import Call, RetryPolicies
 
@@ -33,21 +31,16 @@ NodeName = Literal["invoke_agent", "evaluate"]
 _OPTION: dict[NodeName, str] = {"invoke_agent": "agent_timeout", "evaluate": "evaluator_timeout"}
 _CALL: dict[NodeName, str] = {"invoke_agent": "the agent call", "evaluate": "the evaluation"}
 
-# Why not LangGraph's own time limits (add_node(..., timeout=...), task(timeout=...)),
-# checked on langgraph 1.2.24: they refuse sync execution ("ValueError: Node timeouts
-# are only supported for async nodes ... Node 'invoke_agent' is sync." from invoke()),
-# where Retries(agent_timeout=...) must hold under invoke too; a node's limit would also
-# cover the node's other calls (a history policy's summary before the agent call, each
-# candidate's call of a fan-out) where the limit is per call; and a call that swallows
-# its cancellation is neither waited for nor reported as abandoned (LangGraph raises at
-# once and drains the task), which the loop's error and warning say.
-CANCEL_GRACE = 0.2
-"""Seconds a cancelled async call is given to stop before it is abandoned."""
+# Why not LangGraph's own time limits (add_node(..., timeout=...), langgraph 1.2.24): they
+# refuse sync nodes ("Node timeouts are only supported for async nodes"), where the limit
+# must hold under invoke too; a node's limit would also cover its other calls (a history
+# summary, each candidate of a fan-out) where ours is per call; and a call that swallows its
+# cancellation is neither waited for nor reported as abandoned.
+CANCEL_GRACE = 0.2  # seconds a cancelled async call is given to stop before it is abandoned
 
 logger = logging.getLogger("loop_agents")
 
-_abandoned: set[asyncio.Task[Any]] = set()
-"""Abandoned tasks, kept referenced until they end (asyncio holds tasks weakly)."""
+_abandoned: set[asyncio.Task[Any]] = set()  # referenced until they end (asyncio: weakly)
 
 
 class LoopTimeoutError(NodeTimeoutError):
@@ -95,24 +88,18 @@ class LoopTimeoutError(NodeTimeoutError):
         )
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (
-            _rebuild_timeout,
-            (self.node, self.iteration, self.timeout, self.elapsed, self.abandoned),
-        )
+        rebuild = partial(LoopTimeoutError, abandoned=self.abandoned)
+        return (rebuild, (self.node, self.iteration, self.timeout, self.elapsed))
 
 
-def _rebuild_timeout(
-    node: NodeName, iteration: int, timeout: float, elapsed: float, abandoned: bool
-) -> LoopTimeoutError:
-    return LoopTimeoutError(node, iteration, timeout, elapsed, abandoned=abandoned)
-
-
-def check_timeout(option: str, value: object) -> float | None:
+def check_timeout(option: str, value: object, *, zero: bool = False) -> float | None:
     """Validate a time-limit option; return it in seconds (``None`` for no limit).
+
+    ``zero=True`` allows 0 (``busy_timeout``: try once, do not wait).
 
     Raises:
         TypeError: ``value`` is not a number, a ``timedelta`` or ``None``.
-        ValueError: ``value`` is not a positive, finite number of seconds.
+        ValueError: ``value`` is not a positive (or, ``zero``, 0), finite number of seconds.
 
     """
     if value is None:
@@ -127,10 +114,12 @@ def check_timeout(option: str, value: object) -> float | None:
             f"{option} must be a number of seconds, a datetime.timedelta or None; got "
             f"{type(value).__name__} {value!r:.60}"
         )
-    if not math.isfinite(seconds) or seconds <= 0:
+    if not math.isfinite(seconds) or seconds < 0 or (seconds == 0 and not zero):
+        kind = "positive, finite number of seconds"
+        if zero:
+            kind = "finite number of seconds >= 0 (0: try once)"
         raise ValueError(
-            f"{option} must be a positive, finite number of seconds; got {describe_number(value)}. "
-            f"Pass None for no limit."
+            f"{option} must be a {kind}; got {describe_number(value)}. Pass None for no limit."
         )
     return seconds
 
@@ -144,13 +133,9 @@ def check_retry_policy(option: str, value: object) -> RetryPolicies | None:
     """
     if value is None or isinstance(value, RetryPolicy):
         return value
-    if (
-        isinstance(value, Sequence)
-        and not isinstance(value, str)
-        and value
-        and all(isinstance(p, RetryPolicy) for p in value)
-    ):
-        return list(value)
+    policies = list(value) if isinstance(value, Sequence) and not isinstance(value, str) else []
+    if policies and all(isinstance(p, RetryPolicy) for p in policies):
+        return policies
     raise TypeError(
         f"{option} must be a langgraph.types.RetryPolicy, a non-empty sequence of them "
         f"(the first whose retry_on matches applies) or None; got "
@@ -161,14 +146,7 @@ def check_retry_policy(option: str, value: object) -> RetryPolicies | None:
 
 @dataclass(frozen=True)
 class TimeLimit:
-    """The time limit of one call: at ``seconds`` the loop stops waiting for it.
-
-    Attributes:
-        node: The node making the call.
-        iteration: The iteration it belongs to.
-        seconds: The limit.
-
-    """
+    """The time limit of a call of ``node`` at ``iteration``: ``seconds``, then it is left."""
 
     node: NodeName
     iteration: int
@@ -182,11 +160,9 @@ class TimeLimit:
 
         def make_call() -> None:
             try:
-                result = context.run(call.sync, call.input, call.config)
+                outcome.set_result(context.run(call.sync, call.input, call.config))
             except BaseException as error:  # handed to the waiting thread
                 outcome.set_exception(error)
-            else:
-                outcome.set_result(result)
 
         # a daemon thread: an abandoned call must not keep the process from exiting
         threading.Thread(target=make_call, name=f"loop-agents {self.node}", daemon=True).start()
@@ -195,22 +171,17 @@ class TimeLimit:
         except TimeoutError:
             if outcome.done():
                 return outcome.result()  # it raised TimeoutError itself, or ended just now
-        self._log_abandoned("cannot be stopped (a sync call)")
-        elapsed = time.monotonic() - started
-        raise LoopTimeoutError(self.node, self.iteration, self.seconds, elapsed, abandoned=True)
+        raise self._timed_out(started, "cannot be stopped (a sync call)")
 
     async def arun(self, call: Call) -> Any:
         """Await ``call`` at most ``seconds``, whatever it does with cancellation."""
         started = time.monotonic()
-        workers = WorkerThreads()
-        token = WORKERS.set(workers)
-        try:
-            # a task of its own (with a copy of this context: the run's config, stream
-            # writer, the worker count), so the wait ends at the deadline even if the
-            # call swallows CancelledError
-            task = asyncio.ensure_future(call.async_(call.input, call.config))
-        finally:
-            WORKERS.reset(token)
+        workers: set[object] = set()  # its sync calls running in worker threads
+        context = contextvars.copy_context()  # the run's config and stream writer, and:
+        context.run(WORKERS.set, workers)
+        # a task of its own, so the wait ends at the deadline even if the call swallows
+        # CancelledError
+        task = context.run(asyncio.ensure_future, call.async_(call.input, call.config))
         try:
             done, _ = await asyncio.wait({task}, timeout=self.seconds)
             if done and time.monotonic() - started <= self.seconds + CANCEL_GRACE:
@@ -221,36 +192,36 @@ class TimeLimit:
         except BaseException:  # the node was cancelled: so is the call
             task.cancel()
             raise
-        abandoned = not done or workers.running > 0
-        if done:
-            if not task.cancelled():
-                task.exception()  # it ended some other way after the deadline: too late
-            if workers.running:
-                self._log_abandoned("runs in a worker thread (a sync call)")
-        else:
+        how = None  # why the call was abandoned, if it was
+        if not done:
             _abandoned.add(task)
-            task.add_done_callback(_forget)
-            self._log_abandoned("did not stop when cancelled")
-        elapsed = time.monotonic() - started
-        raise LoopTimeoutError(
-            self.node, self.iteration, self.seconds, elapsed, abandoned=abandoned
-        )
+            how = "did not stop when cancelled"
+        elif workers:
+            how = "runs in a worker thread (a sync call)"
+        task.add_done_callback(_forget)  # and collects what it ended with: too late
+        raise self._timed_out(started, how)
 
-    def _log_abandoned(self, how: str) -> None:
-        logger.warning(
-            "loop node %r, iteration %d: %s ran past %s=%gs and %s; it was abandoned "
-            "(the loop stopped waiting for it; it may still be running)",
-            self.node,
-            self.iteration,
-            _CALL[self.node],
-            _OPTION[self.node],
-            self.seconds,
-            how,
+    def _timed_out(self, started: float, abandoned: str | None) -> LoopTimeoutError:
+        """The error at the deadline; a WARNING when the call was abandoned (and why)."""
+        if abandoned is not None:
+            logger.warning(
+                "loop node %r, iteration %d: %s ran past %s=%gs and %s; it was abandoned "
+                "(the loop stopped waiting for it; it may still be running)",
+                self.node,
+                self.iteration,
+                _CALL[self.node],
+                _OPTION[self.node],
+                self.seconds,
+                abandoned,
+            )
+        elapsed = time.monotonic() - started
+        return LoopTimeoutError(
+            self.node, self.iteration, self.seconds, elapsed, abandoned=abandoned is not None
         )
 
 
 def _forget(task: asyncio.Task[Any]) -> None:
-    """Drop an abandoned task when it ends, and collect its error so none is reported."""
+    """Drop a task from `_abandoned` when it ends; collect its error so none is reported."""
     _abandoned.discard(task)
     if not task.cancelled():
         task.exception()

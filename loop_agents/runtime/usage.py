@@ -1,9 +1,7 @@
 """Counting the tokens of the chat-model calls made while a part of the loop runs.
 
-`counting_tokens` catches every chat-model call made inside its block (a model given the
-run's config or none) with a configure hook of ``langchain_core``: every callback manager
-configured in the block's context, and in the threads and tasks started from it, gets
-the block's `TokenCounter`.
+`counting_tokens` adds its `TokenCounter` to every callback manager configured in its block
+(and in the threads and tasks started from it), through a configure hook of LangChain's.
 """
 
 from __future__ import annotations
@@ -20,12 +18,10 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, LLMResult
 from langchain_core.tracers.context import register_configure_hook
 
-# Why not langchain_core's get_usage_metadata_callback (langchain-core 1.8, an instant
-# fake model, CPU per ainvoke): a call cost 250 µs bare, 300 µs counted here, 850 µs
-# counted by it (its handler is not run_inline: an async run sends each event to a worker
-# thread; and it takes chat-model starts, which LangChain renders as strings for it). It
-# registers a configure hook per entry, never removed: after 3,200 calls a bare call cost
-# 466 µs. Its handler skips responses that name no model (custom and fake models: {}) and
+# Why not langchain_core's get_usage_metadata_callback (langchain-core 1.8, CPU per ainvoke
+# of an instant fake model): 250 µs bare, 300 µs counted here, 850 µs counted by it (its
+# handler is not run_inline, and takes chat-model starts); its configure hook per entry is
+# never removed (466 µs bare after 3,200 calls); it skips responses that name no model and
 # counts neither requests nor usage reported in llm_output.
 
 
@@ -44,67 +40,45 @@ class TokenCounter(BaseCallbackHandler):
     def __init__(self) -> None:
         super().__init__()
         self._lock = threading.Lock()
-        self.input_tokens = self.output_tokens = self.cached_tokens = self.requests = 0
-        self.models: dict[str, list[int]] = {}
-        self.unmetered: dict[str, int] = {}
+        self._usage = NO_USAGE
 
     def on_llm_end(self, response: LLMResult, **kwargs: Any) -> None:
         """Count one model call and add its usage (its first generation carries it)."""
-        tokens, model = (0, 0, 0), _model_name(response.llm_output or {})
-        metered = False
-        generation = (
-            response.generations[0][0] if response.generations and response.generations[0] else None
-        )
-        if isinstance(generation, ChatGeneration):
-            message = generation.message
-            if isinstance(message, AIMessage) and message.usage_metadata:
-                metered, tokens = True, usage_of_metadata(message.usage_metadata)
-            model = model or message_model(message)
-        usage = (response.llm_output or {}).get("token_usage")
-        if not metered and isinstance(usage, Mapping) and usage:
+        output = response.llm_output or {}
+        first = next(iter(response.generations[0]), None) if response.generations else None
+        message = first.message if isinstance(first, ChatGeneration) else None
+        model = _model_name(output) or (message_model(message) if message else "")
+        metadata = message.usage_metadata if isinstance(message, AIMessage) else None
+        reported = output.get("token_usage")
+        tokens = None
+        if metadata:
+            tokens = usage_of_metadata(metadata)
+        elif isinstance(reported, Mapping) and reported:
             # a completion model (or an older chat model) reports its usage here
-            metered = True
-            details = usage.get("prompt_tokens_details")
+            details = reported.get("prompt_tokens_details")
             cached = details.get("cached_tokens") if isinstance(details, Mapping) else None
             tokens = (
-                int(usage.get("prompt_tokens", 0)),
-                int(usage.get("completion_tokens", 0)),
+                int(reported.get("prompt_tokens") or 0),
+                int(reported.get("completion_tokens") or 0),
                 int(cached or 0),
             )
         with self._lock:
-            self._add(model, tokens, metered)
-
-    def _add(self, model: str, tokens: tuple[int, int, int], metered: bool) -> None:
-        self.requests += 1
-        self.input_tokens += tokens[0]
-        self.output_tokens += tokens[1]
-        self.cached_tokens += tokens[2]
-        per_model = self.models.setdefault(model, [0, 0, 0])
-        for index, count in enumerate(tokens):
-            per_model[index] += count
-        if not metered:
-            self.unmetered[model] = self.unmetered.get(model, 0) + 1
+            self._usage += _one_call(model, tokens)
 
     @property
     def totals(self) -> tuple[int, int]:
         """``(input_tokens, output_tokens)`` so far."""
-        with self._lock:
-            return self.input_tokens, self.output_tokens
+        used = self._usage
+        return used.input_tokens, used.output_tokens
+
+    @property
+    def cached_tokens(self) -> int:
+        """Of the input tokens so far, those read from a prompt cache."""
+        return self._usage.cached_tokens
 
     def usage(self) -> CallUsage:
         """What the calls seen so far used: tokens, requests, tokens by model name."""
-        with self._lock:
-            if not self.requests:
-                return NO_USAGE
-            models = {name: (c[0], c[1], c[2]) for name, c in self.models.items()}
-            return CallUsage(
-                self.input_tokens,
-                self.output_tokens,
-                self.requests,
-                models,
-                dict(self.unmetered),
-                self.cached_tokens,
-            )
+        return self._usage
 
 
 def usage_of_metadata(metadata: Mapping[str, Any]) -> tuple[int, int, int]:
@@ -137,11 +111,14 @@ def usage_of_answer(message: BaseMessage) -> CallUsage:
         ```
 
     """
-    model = _model_name(message.response_metadata or {})
     metadata = message.usage_metadata if isinstance(message, AIMessage) else None
-    if not metadata:
+    return _one_call(message_model(message), usage_of_metadata(metadata) if metadata else None)
+
+
+def _one_call(model: str, tokens: tuple[int, int, int] | None) -> CallUsage:
+    """One call of ``model``: its tokens, or ``None`` when it reported none (unmetered)."""
+    if tokens is None:
         return CallUsage(requests=1, models={model: (0, 0, 0)}, unmetered={model: 1})
-    tokens = usage_of_metadata(metadata)
     return CallUsage(tokens[0], tokens[1], 1, {model: tokens}, {}, tokens[2])
 
 
@@ -203,20 +180,11 @@ class CallUsage:
     @classmethod
     def of_stored(cls, stored: Mapping[str, Any]) -> CallUsage:
         """The usage `stored` gave (older forms without cached tokens included)."""
-        if not stored or not (
-            stored.get("requests")
-            or stored.get("input_tokens")
-            or stored.get("output_tokens")
-            or stored.get("cached_tokens")
-            or stored.get("models")
-            or stored.get("unmetered")
-        ):
-            return NO_USAGE
         models = {
             n: (int(c[0]), int(c[1]), int(c[2]) if len(c) > 2 else 0)
             for n, c in (stored.get("models") or {}).items()
         }
-        return cls(
+        usage = cls(
             int(stored.get("input_tokens", 0)),
             int(stored.get("output_tokens", 0)),
             int(stored.get("requests", 0)),
@@ -224,6 +192,7 @@ class CallUsage:
             {name: int(n) for name, n in (stored.get("unmetered") or {}).items()},
             int(stored.get("cached_tokens", 0)),
         )
+        return NO_USAGE if usage == NO_USAGE else usage
 
 
 NO_USAGE = CallUsage()
@@ -246,15 +215,7 @@ register_configure_hook(_COUNTER, inheritable=True)
 
 
 class counting_tokens(AbstractContextManager[TokenCounter]):  # a class: entered around every call
-    """Count the tokens of every chat-model call made inside the ``with`` block.
-
-    Example:
-        ```python
-        with counting_tokens() as counter:
-            judge.invoke(messages)
-        ```
-
-    """
+    """Count the tokens of every chat-model call made inside the ``with`` block."""
 
     __slots__ = ("_token",)
 
