@@ -104,10 +104,9 @@ class LoopMiddleware(AgentMiddleware[Any, Any, Any]):
         name: The loop's name in its events and traces.
         state_keys: The agent-state keys that belong to an attempt: shown to the
             evaluator, kept per iteration, and put back exactly as the selected attempt
-            left them. Names (a key stored with a reducer, e.g. ``Annotated[list,
-            operator.add]``, other than a deep agent's ``files``, must be named by its
-            schema instead), or a state schema (a ``TypedDict``: its keys but
-            ``messages``, each with its reducer read from its annotation).
+            left them. Names among the defaults (``structured_response``, ``files``,
+            ``todos``), or for any other key a state schema (a ``TypedDict``: its keys
+            but ``messages``, each with its reducer read from its annotation).
         storage: ``"auto"`` (the default) or ``"delta"``: the loop's lists are stored
             as LangGraph delta channels (linear growth); ``"full"``: whole, for a
             checkpointer that keeps only the latest checkpoint. (A middleware is built
@@ -368,21 +367,28 @@ def _check_state_keys(keys: object) -> tuple[tuple[str, ...], frozenset[str]]:
     """The state keys, and those of them stored with a reducer (see `keys_with_reducers`)."""
     if isinstance(keys, type):
         return keys_with_reducers(keys)
-    if isinstance(keys, str) or not isinstance(keys, Sequence):
+    if (
+        isinstance(keys, str)
+        or not isinstance(keys, Sequence)
+        or not all(isinstance(k, str) for k in keys)
+    ):
         raise TypeError(
             f"state_keys must be a list of state key names (e.g. ['structured_response', "
             f"'files']) or a state schema (a TypedDict); got {type(keys).__name__} {keys!r:.60}"
         )
-    wrong = [k for k in keys if not isinstance(k, str) or not k]
-    if wrong:
-        raise TypeError(f"state_keys must hold non-empty strings; got {wrong[0]!r:.60}")
-    reserved = [k for k in keys if k == "messages" or k == "jump_to" or k.startswith("loop_")]
-    if reserved:
+    # a name does not say whether the agent stores its key with a reducer (operator.add
+    # would append the selected attempt's value to the current one): its schema does
+    unknown = [k for k in keys if k not in DEFAULT_STATE_KEYS]
+    if unknown:
         raise ValueError(
-            f"state_keys may not hold {reserved[0]!r}: 'messages' is the conversation, and "
-            f"'jump_to' and the 'loop_' keys are the agent's and the loop's bookkeeping"
+            f"state_keys may not hold {unknown[0]!r} by name: by name it takes only "
+            f"{', '.join(DEFAULT_STATE_KEYS)}, whose storage the loop knows. Pass the keys as "
+            f"a state schema, each annotated as the agent's state declares it, reducer "
+            f"included (class Keys(TypedDict): notes: Annotated[list[str], operator.add]; "
+            f"then state_keys=Keys); 'messages', 'jump_to' and the 'loop_' keys are the "
+            f"agent's and the loop's own and never state keys"
         )
-    return tuple(keys), frozenset(k for k in keys if k in REDUCED_BY_DEFAULT)
+    return tuple(keys), frozenset(keys) & REDUCED_BY_DEFAULT
 
 
 def _never_sync(given: Any, config: RunnableConfig) -> Any:
