@@ -15,10 +15,8 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AnyMessage
 from langchain_core.runnables import RunnableConfig
-from langgraph.graph import END
 from langgraph.pregel import Pregel
 from langgraph.pregel.protocol import PregelProtocol
-from langgraph.types import Command
 
 from loop_agents.loop.agent_state import carried, changes, restored
 from loop_agents.loop.agents import AgentCaller, AgentInput, AgentLike, answer_of, with_fresh_ids
@@ -233,15 +231,6 @@ class AgentStep:
         return updates | {"candidate_runs": runs, "agent_run": combined}
 
 
-def routed(updates: dict[str, Any]) -> Command[str]:
-    """The evaluate node's updates, and where the loop goes next.
-
-    Back to the agent, or to the end once the loop has a stop reason.
-    """
-    goto = END if updates.get("stop_reason") else "invoke_agent"
-    return Command(update=updates, goto=goto)
-
-
 def _answer_usage(value: dict[str, Any]) -> CallUsage:
     """The usage of a chat model agent's one call, read from its answer."""
     # what the token counter would count, without LangChain's callback machinery around
@@ -266,4 +255,4 @@ def _after(before: dict[str, Any], attempt: Attempt) -> Attempt:
     )
 
 
-__all__ = ["AgentStep", "routed"]
+__all__ = ["AgentStep"]

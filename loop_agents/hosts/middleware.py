@@ -1,12 +1,9 @@
 """`LoopMiddleware`: the loop inside a ``create_agent`` agent, as LangChain middleware.
 
-The loop of `create_loop_agent`, run by the same code (`loop_agents.loop.nodes.LoopNodes`)
-at the points of ``create_agent``'s graph: ``before_agent`` opens the loop,
-``wrap_model_call`` runs each model call of an attempt as ``"iteration N: agent"`` and
-counts it, and ``after_agent`` (``can_jump_to=["model"]``) judges the attempt and either
-goes back to the model with the feedback or lets the agent end. Its bookkeeping is kept in
-the agent's state under ``loop_`` keys (`loop_agents.hosts.middleware_state`). See
-docs/inside-create-agent.md.
+The same `LoopNodes` as `create_loop_agent`'s, at ``create_agent``'s points:
+``before_agent`` opens the loop, ``wrap_model_call`` runs and counts each model call of an
+attempt, ``after_agent`` judges the attempt and jumps back to the model or lets the agent
+end. See docs/inside-create-agent.md.
 """
 
 from __future__ import annotations
@@ -78,17 +75,12 @@ class LoopMiddleware(AgentMiddleware[Any, Any, Any]):
     """The loop of `create_loop_agent` inside ``create_agent``: judge, feed back, retry.
 
     Add it to ``create_agent(..., middleware=[...])`` (or ``create_deep_agent``'s): each
-    time the agent would finish, ``evaluator`` judges its answer; while the evaluator is
-    not satisfied, its feedback becomes the next user turn (fenced as a review, tagged
-    ``name="loop_feedback"`` and ``additional_kwargs["lc_source"]``) and the model runs
-    again, at most ``max_iterations`` answers in all. Every evaluator and the options
-    below work as in `create_loop_agent`, by the same code.
-
-    The agent's output then has, beside ``messages`` (ending with the loop's answer) and
-    ``structured_response`` (the selected attempt's), the loop's keys (`LoopAgentState`;
-    `loop_output` gives them under `create_loop_agent`'s names). It streams and traces as
-    `create_loop_agent` does; with a checkpointer on the agent, a run resumes after an
-    error or a kill (``invoke(None, config)``). See docs/inside-create-agent.md.
+    time the agent would finish, ``evaluator`` judges its answer; while it is not
+    satisfied, its feedback becomes the next user turn (fenced as a review, tagged
+    ``name="loop_feedback"``) and the model runs again, at most ``max_iterations`` answers
+    in all. The agent's output has the loop's keys beside its own (`LoopAgentState`;
+    `loop_output` gives them under `create_loop_agent`'s names); with a checkpointer on
+    the agent, a run resumes after an error or a kill (``invoke(None, config)``).
 
     Args:
         evaluator: A sync or async function of `LoopContext` returning a
@@ -107,14 +99,12 @@ class LoopMiddleware(AgentMiddleware[Any, Any, Any]):
             left them. Names among the defaults (``structured_response``, ``files``,
             ``todos``), or for any other key a state schema (a ``TypedDict``: its keys
             but ``messages``, each with its reducer read from its annotation).
-        storage: ``"auto"`` (the default) or ``"delta"``: the loop's lists are stored
-            as LangGraph delta channels (linear growth); ``"full"``: whole, for a
-            checkpointer that keeps only the latest checkpoint. (A middleware is built
-            before its agent's checkpointer is known, so ``"auto"`` means delta.)
+        storage: ``"auto"`` (the default: the agent's checkpointer is not known yet)
+            or ``"delta"`` store the loop's lists as LangGraph delta channels;
+            ``"full"`` whole, for a checkpointer that keeps only the latest checkpoint.
 
     Raises:
-        TypeError: an option of the wrong type, or an evaluator or control that is not
-            one.
+        TypeError: an option, evaluator or control of the wrong type.
         ValueError: an option out of range, two controls that cannot work together, or
             a control that cannot apply inside one agent (it names
             ``create_loop_agent``, where it does).
@@ -142,12 +132,12 @@ class LoopMiddleware(AgentMiddleware[Any, Any, Any]):
         *,
         controls: Sequence[LoopControl] = (),
         name: str = "loop_agent",
-        state_keys: Sequence[str] = DEFAULT_STATE_KEYS,
+        state_keys: Sequence[str] | type[Any] = DEFAULT_STATE_KEYS,
         storage: Storage = "auto",
     ) -> None:
         """Check every option and assemble the loop's controls (before any model call)."""
         super().__init__()
-        given = _listed(controls)
+        given = check_controls(controls)
         cap = check_max_iterations(max_iterations)
         spec = LoopSpec(None, evaluator, cap, host="middleware")
         parts = assemble_controls([AgentStopped(), KeptAnswers(), *given], spec)
@@ -192,7 +182,7 @@ class LoopMiddleware(AgentMiddleware[Any, Any, Any]):
         mark: AttemptMark = {
             "iteration": turn.iteration,
             "after": conversation[-1].id if conversation else None,
-            "opened_at": _now(),
+            "opened_at": time.time(),
             "sent": _sent(turn.messages, conversation),
         }
         if turn.shaping.requests:
@@ -276,14 +266,10 @@ class LoopMiddleware(AgentMiddleware[Any, Any, Any]):
 class AgentStopped(LoopControl):
     """Ends the loop when another middleware ended an attempt before its model answered.
 
-    Inside ``create_agent`` another middleware may end the agent's turn
     (``ModelCallLimitMiddleware`` or ``ToolCallLimitMiddleware`` with
-    ``exit_behavior="end"``): before the model runs, or after a tool call, writing a
-    note of its own as the last AI message. No answer was given, and none can be: the
-    note is never judged, the attempt is recorded with its ``error``, and the loop ends
-    with a stop reason that names the limit (``"model_call_limit"``,
-    ``"tool_call_limit"``; ``"agent_stopped"`` for another middleware). The loop's answer
-    is chosen among the answered attempts.
+    ``exit_behavior="end"`` write a note as the last AI message.) The note is never judged,
+    the attempt is recorded with its ``error``, and the stop reason names the limit
+    (``"model_call_limit"``, ``"tool_call_limit"``; ``"agent_stopped"`` for another).
     """
 
     name = "agent_stopped"
@@ -304,12 +290,9 @@ class AgentStopped(LoopControl):
 
 
 def _continued(view: Mapping[str, Any], updates: Mapping[str, Any]) -> dict[str, Any]:
-    """The loop's view after ``evaluate``'s ``updates`` when the loop goes on.
-
-    Only what opening the next iteration reads changes: the conversation (by the agent's
-    ``add_messages``), the feedback and the records (appended); ``evaluate`` sets no other
-    key of it while the loop goes on (no stop reason, no new iteration).
-    """
+    """The loop's view after ``evaluate``'s ``updates`` when the loop goes on."""
+    # only what opening the next iteration reads changes; evaluate sets no other key of
+    # it while the loop goes on (no stop reason, no new iteration)
     after = dict(view)
     after["messages"] = add_messages(view.get("messages") or [], updates.get("messages", []))
     for key in ("feedback", "records"):
@@ -318,13 +301,9 @@ def _continued(view: Mapping[str, Any], updates: Mapping[str, Any]) -> dict[str,
 
 
 def _refuse_given_loop_keys(state: Mapping[str, Any]) -> None:
-    """Raise when the agent's input gave a loop key (a schema of the user's declares it).
-
-    The loop's keys are never input (``OmitFromInput``); a state schema that declares one
-    of them again wins over the loop's and lets the input set it, which the loop would
-    then overwrite. On a thread where no loop ever ran, a loop key holding a value can
-    only have come from the input.
-    """
+    """Raise when the agent's input gave a loop key (a schema of the user's declares it)."""
+    # a schema that declares a loop key again wins over the loop's OmitFromInput; where no
+    # loop ever ran, a loop key holding a value can only have come from the input
     if state.get("loop_init_ids") is not None or state.get("loop_attempt") is not None:
         return  # a loop ran on this thread: the values are its own
     given = [name for name in OUTPUT_KEYS if state.get(name)]
@@ -335,13 +314,6 @@ def _refuse_given_loop_keys(state: Mapping[str, Any]) -> None:
             f"which lets the input set it and would have it overwritten. Rename that key "
             f"(the loop's keys all start with 'loop_')"
         )
-
-
-def _listed(controls: object) -> list[LoopControl]:
-    """``controls=`` as a list (one control alone is taken as a list of one)."""
-    if isinstance(controls, LoopControl):
-        return [controls]
-    return check_controls(controls)
 
 
 def _refuse_outside(control: LoopControl) -> None:
@@ -399,10 +371,6 @@ async def _never_async(given: Any, config: RunnableConfig) -> Any:
     raise RuntimeError("a sync model call was made asynchronously")
 
 
-def _now() -> float:
-    return time.time()
-
-
 def _mark_of(request: ModelRequest[Any]) -> AttemptMark | None:
     """The open attempt of the request's state (``None`` outside a loop)."""
     return cast(AttemptMark | None, request.state.get("loop_attempt"))
@@ -411,10 +379,7 @@ def _mark_of(request: ModelRequest[Any]) -> AttemptMark | None:
 def _sent(
     messages: Sequence[AnyMessage], conversation: Sequence[AnyMessage]
 ) -> list[str | AnyMessage] | None:
-    """What the history policy chose, as ids where it took the conversation's messages.
-
-    ``None`` when it is the whole conversation (the model is then sent the agent's own).
-    """
+    """What the history policy chose, as ids of the conversation's messages (all: ``None``)."""
     if [m.id for m in messages] == [m.id for m in conversation]:
         return None
     known = {m.id for m in conversation if m.id is not None}
@@ -424,11 +389,8 @@ def _sent(
 def _shaped(request: ModelRequest[Any], mark: AttemptMark) -> ModelRequest[Any]:
     """The request with what the history policy chose, then the attempt's own messages.
 
-    The loop's request (``loop_init_messages``) is always sent: a message another
-    middleware took out of the conversation (a summary) is taken from there, and when
-    the whole conversation is sent without it, it comes first. Every text is sent
-    encodable (`encodable`: a lone surrogate in an earlier answer would make the model
-    client fail); the agent's state keeps the messages as they are.
+    The loop's request is always sent (first, when a summary took it out of the
+    conversation), and every text encodable (`encodable`); the state keeps them as they are.
     """
     sent = mark.get("sent")
     task = cast(list[AnyMessage], request.state.get("loop_init_messages") or [])
@@ -448,11 +410,10 @@ def _shaped(request: ModelRequest[Any], mark: AttemptMark) -> ModelRequest[Any]:
 
 
 def _counted(response: ModelResponse[Any]) -> ExtendedModelResponse[Any]:
-    """The model's response, with its call counted into the attempt (``loop_model_calls``).
+    """The model's response, with its call and usage counted into ``loop_model_calls``.
 
-    The call's usage is read from its answer. Each AI message the model wrote gets an id
-    now (if it has none), and the ids are kept, so that a message another middleware
-    writes later is told from the model's answer.
+    The ids of the AI messages the model wrote (given one if they have none) are kept,
+    so that a message another middleware writes later is told from the model's answer.
     """
     # read from the answer rather than counted by a callback handler around the call (as
     # create_loop_agent counts a chat model agent): 3% of the loop's instructions here
