@@ -1,10 +1,8 @@
 """The loop's state inside a ``create_agent`` agent: its keys, and the view the nodes read.
 
-`LoopMiddleware` keeps the loop's bookkeeping in the agent's state under ``loop_`` keys
-(`LoopAgentState`). The loop's nodes read and write a `LoopState`: `loop_view` and
-`attempt_view` build it from the agent's state, `agent_updates` turns what the nodes
-return into updates of the agent's state (`LOOP_KEYS`). `loop_output` gives an agent's
-loop in the form of a loop's output.
+`LoopMiddleware` keeps the loop's bookkeeping under ``loop_`` keys (`LoopAgentState`);
+`loop_view` and `attempt_view` give the loop's nodes a `LoopState` of the agent's state,
+and `agent_updates` turns what they return into updates of it.
 """
 
 from __future__ import annotations
@@ -53,10 +51,8 @@ LOOP_KEYS: dict[str, str] = {
 """Each `LoopState` key the agent's state holds, and its name there."""
 
 NOT_KEPT = frozenset({"stop", "last_response", "agent_run", "candidate_runs"})
-"""`LoopState` keys the agent's state does not hold: ``stop`` is the latest record's,
-``last_response`` the conversation's last AI message, ``agent_run`` is measured for each
-attempt, and ``candidate_runs`` never occur (``messages`` and ``agent_state`` are the
-agent's own)."""
+"""`LoopState` keys the agent's state does not hold: each is the latest record's, the
+conversation's, measured per attempt, or never written inside an agent."""
 
 DEFAULT_STATE_KEYS = ("structured_response", "files", "todos")
 """The agent-state keys that belong to an attempt by default: ``create_agent``'s
@@ -79,38 +75,20 @@ LIMIT_NOTES = {
 
 
 def stopped_reason(error: str) -> str:
-    """The stop reason of an attempt another middleware ended: the limit, if one is named.
-
-    Example:
-        ```python
-        stopped_reason(f"{STOPPED}: Model call limits exceeded: run limit (3/3)")
-        # 'model_call_limit'
-        ```
-
-    """
+    """The stop reason of an attempt another middleware ended: the limit, if one is named."""
     return next(
         (reason for words, reason in LIMIT_NOTES.items() if words in error), "agent_stopped"
     )
 
 
 class AttemptMark(TypedDict):
-    """Where the current attempt starts: what the hooks between its model calls need.
-
-    Attributes:
-        iteration: The attempt's iteration.
-        after: The id of the last message before the attempt's own (``None``: none).
-        opened_at: When the attempt was opened (seconds since the epoch).
-        sent: What the history policy chose to send, when it is not the whole
-            conversation: message ids (of the conversation's) and messages (its own).
-        history: The stored usage of the history policy's model calls, if any.
-
-    """
+    """Where the current attempt starts: what the hooks between its model calls need."""
 
     iteration: int
-    after: str | None
-    opened_at: float
-    sent: list[str | AnyMessage] | None
-    history: NotRequired[dict[str, Any]]
+    after: str | None  # the id of the last message before the attempt's own
+    opened_at: float  # seconds since the epoch
+    sent: list[str | AnyMessage] | None  # the history policy's choice (ids or messages)
+    history: NotRequired[dict[str, Any]]  # the stored usage of the history policy's calls
 
 
 class ModelCalls(TypedDict):
@@ -122,15 +100,7 @@ class ModelCalls(TypedDict):
 
 
 def add_model_calls(left: ModelCalls | None, right: ModelCalls | None) -> ModelCalls:
-    """The reducer of ``loop_model_calls``: calls, usage and answers added up.
-
-    Example:
-        ```python
-        one = {"calls": 1, "usage": CallUsage(10, 2, 1).stored()}
-        assert add_model_calls(one, one)["calls"] == 2
-        ```
-
-    """
+    """The reducer of ``loop_model_calls``: calls, usage and answers added up."""
     if not left:
         return right or {"calls": 0, "usage": {}}
     if not right:
@@ -214,14 +184,7 @@ OUTPUT_KEYS = tuple(
 
 
 def loop_agent_state(layout: StorageLayout) -> type[Any]:
-    """The middleware's state schema for ``layout`` (``"delta"`` or ``"full"``).
-
-    Example:
-        ```python
-        assert "loop_records" in loop_agent_state("delta").__annotations__
-        ```
-
-    """
+    """The middleware's state schema for ``layout`` (``"delta"`` or ``"full"``)."""
     return LoopAgentState if layout == "delta" else _LOOP_AGENT_STATE_FULL
 
 
@@ -234,11 +197,7 @@ def last_answer(messages: Sequence[AnyMessage]) -> AIMessage | None:
 
 
 def attempt_part(messages: Sequence[AnyMessage], after: str | None) -> list[AnyMessage]:
-    """The messages of the current attempt: those after the message with id ``after``.
-
-    When that message is gone (a middleware rewrote the conversation, as a summary
-    does), the attempt's messages are those after the last user message.
-    """
+    """The messages after the one with id ``after`` (gone, as a summary takes it: the user's)."""
     if after is not None:
         for index in range(len(messages) - 1, -1, -1):
             if messages[index].id == after:
@@ -272,10 +231,8 @@ def loop_view(state: Mapping[str, Any], keys: Sequence[str]) -> LoopState:
 def attempt_view(state: Mapping[str, Any], keys: Sequence[str], mark: AttemptMark) -> LoopState:
     """`loop_view` with the open attempt in it, as ``evaluate`` reads it.
 
-    The attempt's answer is its last AI message when the model wrote it. An attempt that
-    made no model call, or whose last AI message another middleware wrote (a limit's note),
-    was ended before its model answered: a failed attempt, its error beginning with
-    `STOPPED` and quoting the note, never judged.
+    Its answer is its last AI message if the model wrote it; else (no model call, or a
+    limit's note) it failed, its error beginning with `STOPPED`, and is never judged.
     """
     view: dict[str, Any] = dict(loop_view(state, keys))
     produced = attempt_part(view["messages"], mark["after"])
@@ -321,12 +278,8 @@ def agent_updates(
 ) -> dict[str, Any]:
     """The agent-state updates for the `LoopState` ``updates`` a node program returned.
 
-    ``iteration`` is left to the hook that opens the iteration; a selected iteration's
-    agent state is written back to the agent's keys (see `written_back`).
-
-    Raises:
-        KeyError: a key the agent's state has no place for (add it to `LOOP_KEYS`).
-
+    ``iteration`` is left to the hook that opens the iteration; an ``agent_state`` is
+    written back to the agent's keys (`written_back`).
     """
     out: dict[str, Any] = {}
     for key, value in updates.items():
@@ -355,8 +308,7 @@ def written_back(
 ) -> dict[str, Any]:
     """Updates that put the selected attempt's agent state back in the agent's ``keys``.
 
-    A key stored with a reducer (``reduced``: a deep agent's ``files``) is written as an
-    ``Overwrite``, whatever the reducer; a key the attempt had no value for is cleared.
+    A key in ``reduced`` (stored with a reducer) is written as an ``Overwrite``.
     """
     out: dict[str, Any] = {}
     for key in keys:
@@ -381,16 +333,6 @@ def keys_with_reducers(schema: type[Any]) -> tuple[tuple[str, ...], frozenset[st
 
     A key has a reducer when its annotation ends with one (a function, e.g.
     ``operator.add``, or a LangGraph channel such as a deep agent's ``DeltaChannel``).
-
-    Example:
-        ```python
-        class Notes(TypedDict):
-            notes: Annotated[list[str], operator.add]
-            title: str
-
-        assert keys_with_reducers(Notes) == (("notes", "title"), frozenset({"notes"}))
-        ```
-
     """
     try:
         hints = get_type_hints(schema, include_extras=True)
