@@ -23,7 +23,7 @@ from loop_agents.loop.nodes import LoopNodes, OpenedTurn
 from loop_agents.loop.outcomes import run_of
 from loop_agents.loop.protocol import AgentCall, Attempt
 from loop_agents.loop.state import AgentRun, CandidateRun, LoopState
-from loop_agents.loop.tracing import candidate_config, iteration_config
+from loop_agents.loop.tracing import candidate_config
 from loop_agents.runtime._function_runnable import FunctionRunnable
 from loop_agents.runtime.steps import Call, Fanout, Program
 from loop_agents.runtime.usage import CallUsage, usage_of_answer
@@ -111,9 +111,7 @@ class AgentStep:
     def _agent_call(self, call: AgentCall, config: RunnableConfig) -> Program[Attempt]:
         """The agent call itself: one `Call`, measured."""
         caller = call.agent if isinstance(call.agent, AgentCaller) else self.agent
-        role_config = iteration_config(
-            config, loop=self.core.report.loop, iteration=call.iteration, role="agent"
-        )
+        role_config = self.core.report.config(config, call.iteration, "agent")
         name = "agent"
         if call.candidate is not None:
             role_config = candidate_config(role_config, call.candidate)

@@ -5,11 +5,9 @@ START -> invoke_agent -> evaluate --(continue)--> invoke_agent
                                  \--(stop)------> END
 ```
 
-The loop's logic is the core's (`loop_agents.loop.nodes.LoopNodes`); the graph adds its
-state schema and storage layout (`loop_agents.loop.storage`), retry policies, the output
-mode, a step limit that fits the cap, and the checks a run goes through first (`LoopAgent`).
-``evaluate`` routes with a ``Command`` (declared with ``destinations``): a router after it
-would cost LangGraph a copy of the whole state at every iteration.
+The loop's logic is the core's (`LoopNodes`); the graph adds its state schema, storage,
+retry policies, output mode and a step limit that fits the cap. ``evaluate`` routes with a
+``Command``: a router after it would cost a copy of the whole state at every iteration.
 """
 
 from __future__ import annotations

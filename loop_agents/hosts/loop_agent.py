@@ -224,14 +224,7 @@ class LoopAgent(PregelProtocol[LoopState, None, LoopInput, LoopOutput]):
                     yield chunk
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
-        """The graph's ``invoke``, after the checks of `stream`.
-
-        Example:
-            ```python
-            result = loop.invoke({"messages": [HumanMessage("Write a haiku.")]})
-            ```
-
-        """
+        """The graph's ``invoke``, after the checks of `stream`."""
         checked, run, saver = self._prepare(input, config)
         with self._guard(saver, run), _resuming(input, run):
             return self._for_caller(self.graph.invoke(checked, config, **kwargs), run)
@@ -328,18 +321,14 @@ def _is_nested(run: RunnableConfig) -> bool:
 
 def _without_parent_keys(input: Any) -> Any:
     """A nested loop's input (the parent's state) without the keys that stay the parent's."""
-    if isinstance(input, Mapping):
-        if not any(key in input for key in PARENT_OWNED):
-            return input
-        return {k: v for k, v in input.items() if k not in PARENT_OWNED}
-    if input is None or isinstance(input, Command):
-        return input
+    if input is None or isinstance(input, Mapping | Command):
+        return _for_parent(input)
     # a parent whose state is an object (a pydantic model, a dataclass): its loop keys
     return {k: getattr(input, k) for k in ("messages", "init_messages") if hasattr(input, k)}
 
 
 def _for_parent(output: Any) -> Any:
-    """A nested loop's output without the keys that stay the parent's (`PARENT_OWNED`)."""
+    """A nested loop's output or input without the keys that stay the parent's."""
     if isinstance(output, Mapping) and any(key in output for key in PARENT_OWNED):
         return {k: v for k, v in output.items() if k not in PARENT_OWNED}
     return output

@@ -21,7 +21,6 @@ from langchain.agents.middleware.types import (
     hook_config,
 )
 from langchain_core.messages import AIMessage, AnyMessage
-from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_config
 from langgraph.graph.message import add_messages
 from langgraph.runtime import Runtime
@@ -66,7 +65,6 @@ from loop_agents.loop.protocol import (
 from loop_agents.loop.records import KeptAnswers
 from loop_agents.loop.state import LoopState
 from loop_agents.loop.storage import Storage, check_storage
-from loop_agents.loop.tracing import iteration_config
 from loop_agents.runtime.steps import Program, arun, run
 from loop_agents.runtime.usage import NO_USAGE, usage_of_answer
 
@@ -153,7 +151,6 @@ class LoopMiddleware(AgentMiddleware[Any, Any, Any]):
             or self.nodes.stepped["invoke_agent"]
             or self.nodes.retry_policy("evaluator") is not None
         )
-        self._loop = self.nodes.report.loop
 
     # -- before_agent: the loop opens -------------------------------------------------
 
@@ -207,10 +204,10 @@ class LoopMiddleware(AgentMiddleware[Any, Any, Any]):
         mark = _mark_of(request)
         if mark is None:
             return handler(request)
-        traced = self.nodes.report.traced(
-            "agent", lambda given, config: handler(given), _never_async
-        )
-        return _counted(traced.invoke(_shaped(request, mark), self._config(mark)))
+        call = _calling(handler)
+        traced = self.nodes.report.traced("agent", call, call)
+        config = self.nodes.report.config(get_config(), mark["iteration"], "agent")
+        return _counted(traced.invoke(_shaped(request, mark), config))
 
     async def awrap_model_call(
         self,
@@ -221,17 +218,10 @@ class LoopMiddleware(AgentMiddleware[Any, Any, Any]):
         mark = _mark_of(request)
         if mark is None:
             return await handler(request)
-
-        async def call(given: ModelRequest[Any], config: RunnableConfig) -> ModelResponse[Any]:
-            return await handler(given)
-
-        traced = self.nodes.report.traced("agent", _never_sync, call)
-        return _counted(await traced.ainvoke(_shaped(request, mark), self._config(mark)))
-
-    def _config(self, mark: AttemptMark) -> RunnableConfig:
-        return iteration_config(
-            get_config(), loop=self._loop, iteration=mark["iteration"], role="agent"
-        )
+        call = _calling(handler)
+        traced = self.nodes.report.traced("agent", call, call)
+        config = self.nodes.report.config(get_config(), mark["iteration"], "agent")
+        return _counted(await traced.ainvoke(_shaped(request, mark), config))
 
     # -- after_agent: the attempt is judged --------------------------------------------
 
@@ -363,12 +353,9 @@ def _check_state_keys(keys: object) -> tuple[tuple[str, ...], frozenset[str]]:
     return tuple(keys), frozenset(keys) & REDUCED_BY_DEFAULT
 
 
-def _never_sync(given: Any, config: RunnableConfig) -> Any:
-    raise RuntimeError("an async model call was made synchronously")
-
-
-async def _never_async(given: Any, config: RunnableConfig) -> Any:
-    raise RuntimeError("a sync model call was made asynchronously")
+def _calling(handler: Callable[[ModelRequest[Any]], Any]) -> Callable[..., Any]:
+    """The model call ``handler`` (sync, or async: a coroutine) as a traced function."""
+    return lambda request, config: handler(request)
 
 
 def _mark_of(request: ModelRequest[Any]) -> AttemptMark | None:

@@ -155,18 +155,16 @@ class LoopAgentState(TypedDict, total=False):
     loop_model_calls: Annotated[ModelCalls, PrivateStateAttr, add_model_calls]
 
 
-_FULL = {
-    "loop_records": operator.add,
-    "loop_feedback": operator.add,
-    "loop_attempt_states": operator.add,
-    "loop_attempt_start": AgentStateChannel(),
-}
-
-
 def _stored_whole() -> type[Any]:
     """`LoopAgentState` with its append-only lists stored whole (their delta channel replaced)."""
     hints = get_type_hints(LoopAgentState, include_extras=True)
-    for key, reducer in _FULL.items():
+    whole = {
+        "loop_records": operator.add,
+        "loop_feedback": operator.add,
+        "loop_attempt_states": operator.add,
+        "loop_attempt_start": AgentStateChannel(),
+    }
+    for key, reducer in whole.items():
         hints[key] = Annotated[(*get_args(hints[key])[:-1], reducer)]
     schema: type[Any] = cast(Any, TypedDict)("LoopAgentState", hints, total=False)
     schema.__doc__, schema.__module__ = LoopAgentState.__doc__, __name__
@@ -361,11 +359,9 @@ def loop_output(
 ) -> dict[str, Any]:
     """A loop's output in `create_loop_agent`'s form, whichever way the loop ran.
 
-    Given a ``LoopMiddleware`` agent's output or state (``loop_`` keys), the keys of a
-    loop's output (``records``, ``stop_reason``, ``iteration``, ``feedback``,
-    ``selected_iteration``, ``selected_score``, ``init_messages``, ``messages``,
-    ``last_response``, ``stop``, ``agent_state``); while the loop runs, ``iteration``
-    counts the judged attempts. Anything else (a loop's own output) is returned as it is.
+    A ``LoopMiddleware`` agent's output or state (``loop_`` keys) under the names of a
+    loop's output (while the loop runs, ``iteration`` counts the judged attempts);
+    anything else (a loop's own output) as it is.
 
     Example:
         ```python
