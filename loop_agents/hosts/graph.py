@@ -56,12 +56,9 @@ from loop_agents.runtime.thread_locking import ConcurrentRuns
 from loop_agents.runtime.time_limits import NodeName
 
 MIN_RECURSION_LIMIT = 10_000
-"""The least recursion limit a loop carries.
-
-The limit in a run's config also applies to graphs the agent runs (a ``create_agent``
-agent's model and tool steps); a limit sized to the loop alone would cut a tool-using
-agent short. Under a caller's lower explicit limit the loop ends cleanly with
-``stop_reason="recursion_limit"``."""
+"""The least recursion limit a loop carries: a run's limit also applies to the graphs its
+agent runs (a tool-using agent's steps). Under a caller's lower explicit limit the loop ends
+cleanly with ``stop_reason="recursion_limit"``."""
 
 
 @refuse_removed_keywords

@@ -163,11 +163,7 @@ class LoopAgent(PregelProtocol[LoopState, None, LoopInput, LoopOutput]):
         return checked, run, None if nested or served else saver
 
     def _configurable(self, config: RunnableConfig | None) -> dict[str, Any]:
-        """The ``configurable`` keys LangGraph's run will have (``ensure_config``'s rules).
-
-        Those of the graph's config and ``config`` merged; else (neither has any) those
-        of the run this is called from (a parent graph's node, a tool), if any.
-        """
+        """The ``configurable`` keys LangGraph's run will have (else the calling run's)."""
         # what ensure_config(merge_configs(self.graph.config, config)) gives for this key,
         # without copying every other key of both configs on every run
         own = self.graph.config.get("configurable") if self.graph.config else None

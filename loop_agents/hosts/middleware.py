@@ -28,16 +28,17 @@ from langgraph.types import Command, Overwrite
 
 from loop_agents.hosts.middleware_state import (
     DEFAULT_STATE_KEYS,
+    LOOP_AGENT_STATE_FULL,
     OUTPUT_KEYS,
     REDUCED_BY_DEFAULT,
     STOPPED,
     AttemptMark,
+    LoopAgentState,
     agent_updates,
     attempt_part,
     attempt_start,
     attempt_view,
     keys_with_reducers,
-    loop_agent_state,
     loop_output,
     loop_view,
     stopped_reason,
@@ -120,7 +121,7 @@ class LoopMiddleware(AgentMiddleware[Any, Any, Any]):
 
     """
 
-    state_schema = loop_agent_state("delta")
+    state_schema = LoopAgentState
 
     @refuse_removed_keywords
     def __init__(
@@ -143,7 +144,7 @@ class LoopMiddleware(AgentMiddleware[Any, Any, Any]):
             _refuse_outside(part)
         self.state_keys, self._reduced = _check_state_keys(state_keys)
         if check_storage(storage) == "full":
-            self.state_schema = loop_agent_state("full")
+            self.state_schema = LOOP_AGENT_STATE_FULL
         self.nodes = LoopNodes(evaluator, cap, name=check_name(name), controls=parts)
         self._open_stepped = self.nodes.stepped["invoke_agent"]
         self._close_stepped = (
@@ -151,8 +152,6 @@ class LoopMiddleware(AgentMiddleware[Any, Any, Any]):
             or self.nodes.stepped["invoke_agent"]
             or self.nodes.retry_policy("evaluator") is not None
         )
-
-    # -- before_agent: the loop opens -------------------------------------------------
 
     def before_agent(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Open the loop: its request, the criteria message, what the model is sent."""
@@ -193,8 +192,6 @@ class LoopMiddleware(AgentMiddleware[Any, Any, Any]):
         updates["loop_model_calls"] = Overwrite({"calls": 0, "usage": {}})
         return updates
 
-    # -- wrap_model_call: each model call of an attempt ---------------------------------
-
     def wrap_model_call(
         self,
         request: ModelRequest[Any],
@@ -222,8 +219,6 @@ class LoopMiddleware(AgentMiddleware[Any, Any, Any]):
         traced = self.nodes.report.traced("agent", call, call)
         config = self.nodes.report.config(get_config(), mark["iteration"], "agent")
         return _counted(await traced.ainvoke(_shaped(request, mark), config))
-
-    # -- after_agent: the attempt is judged --------------------------------------------
 
     @hook_config(can_jump_to=["model"])
     def after_agent(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:

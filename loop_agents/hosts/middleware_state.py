@@ -31,7 +31,7 @@ from loop_agents.loop.agent_state import (
 from loop_agents.loop.outcomes import run_of
 from loop_agents.loop.protocol import Attempt
 from loop_agents.loop.state import IterationRecord, LoopState, StopReason
-from loop_agents.loop.storage import LISTS_SNAPSHOT_EVERY, StorageLayout, extend_list, unwrapped
+from loop_agents.loop.storage import LISTS_SNAPSHOT_EVERY, extend_list, unwrapped
 from loop_agents.runtime.usage import CallUsage
 
 LOOP_KEYS: dict[str, str] = {
@@ -55,17 +55,10 @@ NOT_KEPT = frozenset({"stop", "last_response", "agent_run", "candidate_runs"})
 conversation's, measured per attempt, or never written inside an agent."""
 
 DEFAULT_STATE_KEYS = ("structured_response", "files", "todos")
-"""The agent-state keys that belong to an attempt by default: ``create_agent``'s
-structured output, a deep agent's files and its plan."""
+"""The agent-state keys of an attempt by default: structured output, a deep agent's files, plan."""
 
 STOPPED = "the agent's turn ended before its model answered"
 """How the error of an attempt that another middleware ended begins; it ends the loop."""
-
-NO_MODEL_CALL = (
-    f"{STOPPED}: it ended without calling the model (a middleware stopped it, e.g. "
-    f"ModelCallLimitMiddleware's limit)"
-)
-"""The error of an attempt that made no model call."""
 
 LIMIT_NOTES = {
     "Model call limits exceeded": "model_call_limit",
@@ -131,7 +124,7 @@ class LoopAgentState(TypedDict, total=False):
     private (in ``get_state(config).values``): the request's ids, the loop's start, each
     iteration's agent state for selection, the history policy's memory, the steps left,
     and the attempt under way. The append-only lists are LangGraph delta channels (as
-    `create_loop_agent` stores them; `loop_agent_state("full")` stores them whole).
+    `create_loop_agent` stores them; `LOOP_AGENT_STATE_FULL` stores them whole).
     """
 
     loop_iteration: Annotated[int, OmitFromInput]
@@ -171,7 +164,8 @@ def _stored_whole() -> type[Any]:
     return schema
 
 
-_LOOP_AGENT_STATE_FULL = _stored_whole()
+LOOP_AGENT_STATE_FULL = _stored_whole()
+"""`LoopAgentState` with its append-only lists stored whole (``storage="full"``)."""
 
 OUTPUT_KEYS = tuple(
     key
@@ -179,11 +173,6 @@ OUTPUT_KEYS = tuple(
     if OmitFromInput in hint.__metadata__
 )
 """The loop's keys in the agent's output (the others are private)."""
-
-
-def loop_agent_state(layout: StorageLayout) -> type[Any]:
-    """The middleware's state schema for ``layout`` (``"delta"`` or ``"full"``)."""
-    return LoopAgentState if layout == "delta" else _LOOP_AGENT_STATE_FULL
 
 
 # -- the view the loop's nodes read ---------------------------------------------------
@@ -242,7 +231,10 @@ def attempt_view(state: Mapping[str, Any], keys: Sequence[str], mark: AttemptMar
     ):
         error = f"{STOPPED}: another middleware ended it with {last.text.strip()!r:.200}"
     elif calls["calls"] == 0 or last is None:
-        error = NO_MODEL_CALL
+        error = (
+            f"{STOPPED}: it ended without calling the model (a middleware stopped it, e.g. "
+            f"ModelCallLimitMiddleware's limit)"
+        )
     attempt = Attempt(
         produced if error is None else None,
         error,
