@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from contextlib import contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import timedelta
 from typing import Any
 
@@ -36,6 +36,8 @@ LoopGraph = CompiledStateGraph[LoopState, None, LoopInput, LoopOutput]
 """The compiled loop graph a `LoopAgent` wraps."""
 
 _SERVER_KEYS = frozenset({"graph_id", "assistant_id", "run_id"})
+
+_NOTHING = nullcontext()  # a with block that does nothing (it keeps no state: shared)
 
 PARENT_OWNED = ("agent_state",)
 """Input and output keys that, nested in a parent graph, stay the parent's (unless shared)."""
@@ -180,7 +182,7 @@ class LoopAgent(PregelProtocol[LoopState, None, LoopInput, LoopOutput]):
     def _guard(self, saver: Any, run: RunnableConfig, *, asynchronous: bool = False) -> Any:
         """The run's thread guard (a ``with``/``async with`` block; nothing to hold: none)."""
         if saver is None:  # the guard's generator costs a run more than the check itself
-            return nullcontext()
+            return _NOTHING
         guard = athread_guard if asynchronous else thread_guard
         return guard(
             saver, run, concurrent_runs=self.concurrent_runs, busy_timeout=self.busy_timeout
@@ -351,14 +353,17 @@ def _check_supersteps(supersteps: Sequence[Sequence[StateUpdate]], where: str) -
             _check_values(update.values, where)
 
 
-@contextmanager
-def _resuming(input: Any, run: RunnableConfig) -> Iterator[None]:
+def _resuming(input: Any, run: RunnableConfig) -> AbstractContextManager[None]:
     """A resume (``None``) on a thread with no saved run raises `LoopInputError`."""
+    # a new run has nothing to check: the shared nullcontext costs it less than a generator
+    return _resume_checked(run) if input is None else _NOTHING
+
+
+@contextmanager
+def _resume_checked(run: RunnableConfig) -> Iterator[None]:
     try:
         yield
     except EmptyInputError as error:
-        if input is not None:
-            raise
         raise LoopInputError(
             f"the loop was called with None, which resumes the run saved on a thread, and "
             f"thread {run['configurable'].get('thread_id')!r} has no saved run (check the "

@@ -88,10 +88,9 @@ class LoopMiddleware(AgentMiddleware[Any, Any, Any]):
             (``structured_response``, a deep agent's ``files`` and ``todos``).
         max_iterations: The most answers the agent gives in one run (an int >= 1;
             default 100, as `create_loop_agent`'s).
-        controls: The loop's controls (`loop_agents.controls`), as
-            `create_loop_agent` takes them, but for those that need the agent call as
-            one step (`Candidates`, `DiverseFirst`, `AgentErrors`, the agent's side of
-            `Retries`): inside ``create_agent`` an attempt is the agent's own steps.
+        controls: The loop's controls, as `create_loop_agent` takes them, but for those
+            that need the agent call as one step (`Candidates`, `DiverseFirst`,
+            `AgentErrors`, the agent's side of `Retries`).
         name: The loop's name in its events and traces.
         state_keys: The agent-state keys that belong to an attempt: shown to the
             evaluator, kept per iteration, and put back exactly as the selected attempt
@@ -324,28 +323,25 @@ def _check_state_keys(keys: object) -> tuple[tuple[str, ...], frozenset[str]]:
     """The state keys, and those of them stored with a reducer (see `keys_with_reducers`)."""
     if isinstance(keys, type):
         return keys_with_reducers(keys)
-    if (
-        isinstance(keys, str)
-        or not isinstance(keys, Sequence)
-        or not all(isinstance(k, str) for k in keys)
-    ):
+    names = list(keys) if isinstance(keys, Sequence) and not isinstance(keys, str) else None
+    if names is None or not all(isinstance(k, str) for k in names):
         raise TypeError(
             f"state_keys must be a list of state key names (e.g. ['structured_response', "
             f"'files']) or a state schema (a TypedDict); got {type(keys).__name__} {keys!r:.60}"
         )
     # a name does not say whether the agent stores its key with a reducer (operator.add
     # would append the selected attempt's value to the current one): its schema does
-    unknown = [k for k in keys if k not in DEFAULT_STATE_KEYS]
+    unknown = [k for k in names if k not in DEFAULT_STATE_KEYS]
     if unknown:
         raise ValueError(
             f"state_keys may not hold {unknown[0]!r} by name: by name it takes only "
-            f"{', '.join(DEFAULT_STATE_KEYS)}, whose storage the loop knows. Pass the keys as "
-            f"a state schema, each annotated as the agent's state declares it, reducer "
-            f"included (class Keys(TypedDict): notes: Annotated[list[str], operator.add]; "
-            f"then state_keys=Keys); 'messages', 'jump_to' and the 'loop_' keys are the "
-            f"agent's and the loop's own and never state keys"
+            f"{', '.join(DEFAULT_STATE_KEYS)} (the loop knows how they are stored). Give other "
+            f"keys as a state schema annotated as the agent's state declares them, reducer "
+            f"included (e.g. class Keys(TypedDict): notes: Annotated[list[str], operator.add], "
+            f"then state_keys=Keys); 'messages', 'jump_to' and the 'loop_' keys are never "
+            f"state keys (they are the agent's and the loop's own)"
         )
-    return tuple(keys), frozenset(keys) & REDUCED_BY_DEFAULT
+    return tuple(names), frozenset(names) & REDUCED_BY_DEFAULT
 
 
 def _calling(handler: Callable[[ModelRequest[Any]], Any]) -> Callable[..., Any]:

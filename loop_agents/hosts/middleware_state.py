@@ -334,15 +334,11 @@ def keys_with_reducers(schema: type[Any]) -> tuple[tuple[str, ...], frozenset[st
     if not hints:
         raise TypeError(f"state_keys: the schema {schema.__name__} declares no keys")
     keys = tuple(k for k in hints if k not in ("messages", "jump_to") and not k.startswith("loop_"))
-    annotated = {k: unwrapped(hints[k]) for k in keys}
-    return keys, frozenset(
-        k
-        for k, hint in annotated.items()
-        if hasattr(hint, "__metadata__") and _is_reducer(hint.__metadata__[-1])
-    )
+    return keys, frozenset(k for k in keys if _has_reducer(hints[k]))
 
 
-def _is_reducer(marker: object) -> bool:
+def _has_reducer(hint: object) -> bool:
+    marker = getattr(unwrapped(hint), "__metadata__", (None,))[-1]
     return isinstance(marker, BaseChannel) or (callable(marker) and not isinstance(marker, type))
 
 
