@@ -1,9 +1,7 @@
 """The ``invoke_agent`` node of `create_loop_agent`'s graph: the agent called as one step.
 
-The core opens the iteration (`LoopNodes.open_turn`); this module calls the agent (a run
-named ``"iteration N: agent"``, within its time limit) through the controls around it
-(``around_agent``: errors as feedback, candidates as LangGraph tasks), and keeps what it
-gave (its messages, its answer, its state beyond messages).
+After the core opens the iteration, the agent is called (``"iteration N: agent"``, within
+its time limit) through the controls around it, and what it gave is kept.
 """
 
 from __future__ import annotations
@@ -15,19 +13,17 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AnyMessage
 from langchain_core.runnables import RunnableConfig
-from langgraph.graph import END
 from langgraph.pregel import Pregel
 from langgraph.pregel.protocol import PregelProtocol
-from langgraph.types import Command
 
 from loop_agents.loop.agent_state import carried, changes, restored
 from loop_agents.loop.agents import AgentCaller, AgentInput, AgentLike, answer_of, with_fresh_ids
 from loop_agents.loop.hook_checks import checked_around, checked_attempts, checked_calls
-from loop_agents.loop.nodes import LoopNodes
+from loop_agents.loop.nodes import LoopNodes, OpenedTurn
 from loop_agents.loop.outcomes import run_of
 from loop_agents.loop.protocol import AgentCall, Attempt
 from loop_agents.loop.state import AgentRun, CandidateRun, LoopState
-from loop_agents.loop.tracing import candidate_config, iteration_config
+from loop_agents.loop.tracing import candidate_config
 from loop_agents.runtime._function_runnable import FunctionRunnable
 from loop_agents.runtime.steps import Call, Fanout, Program
 from loop_agents.runtime.usage import CallUsage, usage_of_answer
@@ -48,20 +44,15 @@ class AgentStep:
     def invoke_agent(self, state: LoopState, config: RunnableConfig) -> Program[dict[str, Any]]:
         """Open the iteration, shape what the agent is sent, call it, keep what it gave."""
         turn = yield from self.core.open_turn(state, config)
-        updates, history, iteration = turn.updates, turn.history, turn.iteration
-        call = AgentCall(turn.messages, carried(turn.agent_state, self.agent.input_keys), iteration)
+        call = AgentCall(
+            turn.messages, carried(turn.agent_state, self.agent.input_keys), turn.iteration
+        )
         result = yield from self._around(0, call, config)
-        known = [*history, *updates.get("messages", [])]
+        known = [*turn.history, *turn.updates.get("messages", [])]
         if isinstance(result, list):
             attempts = [_after(turn.agent_state, a) for a in result]
-            return self._candidates_updates(
-                updates, known, attempts, turn.shaping, iteration, turn.agent_state
-            )
-        single: Attempt = result
-        attempt = _after(turn.agent_state, single)
-        return self._attempt_updates(
-            updates, known, attempt, turn.shaping, iteration, turn.agent_state
-        )
+            return self._candidates_updates(turn, known, attempts)
+        return self._attempt_updates(turn, known, _after(turn.agent_state, result))
 
     def _around(self, index: int, call: AgentCall, config: RunnableConfig) -> Program[Any]:
         """The agent call through the controls around it, from the ``index``-th inward."""
@@ -120,9 +111,7 @@ class AgentStep:
     def _agent_call(self, call: AgentCall, config: RunnableConfig) -> Program[Attempt]:
         """The agent call itself: one `Call`, measured."""
         caller = call.agent if isinstance(call.agent, AgentCaller) else self.agent
-        role_config = iteration_config(
-            config, loop=self.core.report.loop, iteration=call.iteration, role="agent"
-        )
+        role_config = self.core.report.config(config, call.iteration, "agent")
         name = "agent"
         if call.candidate is not None:
             role_config = candidate_config(role_config, call.candidate)
@@ -166,14 +155,9 @@ class AgentStep:
         return traced
 
     def _attempt_updates(
-        self,
-        updates: dict[str, Any],
-        known: list[AnyMessage],
-        attempt: Attempt,
-        shaping: CallUsage,
-        iteration: int,
-        before: dict[str, Any],
+        self, turn: OpenedTurn, known: list[AnyMessage], attempt: Attempt
     ) -> dict[str, Any]:
+        updates, iteration, shaping = turn.updates, turn.iteration, turn.shaping
         if attempt.produced is None:
             updates["agent_run"] = run_of(attempt, shaping)
             self.core.report.agent_failed(iteration, attempt.error or "the agent call failed")
@@ -187,23 +171,18 @@ class AgentStep:
         updates["agent_run"] = run
         if attempt.agent_state:  # what the attempt changed (a deep agent: the files it wrote)
             after = dict(attempt.agent_state)
-            change = changes(before, after)
+            change = changes(turn.agent_state, after)
             if change is not None:
                 updates["agent_state"] = change
             if self.core.choosers:  # the way back, to rebuild this state if it is chosen
-                run["agent_state_undo"] = changes(after, before)
+                run["agent_state_undo"] = changes(after, turn.agent_state)
         self.core.report.agent_finished(iteration, updates["last_response"], run)
         return updates
 
     def _candidates_updates(
-        self,
-        updates: dict[str, Any],
-        known: list[AnyMessage],
-        attempts: list[Attempt],
-        shaping: CallUsage,
-        iteration: int,
-        before: dict[str, Any],
+        self, turn: OpenedTurn, known: list[AnyMessage], attempts: list[Attempt]
     ) -> dict[str, Any]:
+        iteration = turn.iteration
         runs: list[CandidateRun] = []
         taken = list(known)
         seconds = 0.0
@@ -215,7 +194,7 @@ class AgentStep:
             seconds = max(seconds, attempt.seconds)
             entry: CandidateRun = {"candidate": number, "produced": produced, "run": run}
             if attempt.agent_state:  # as a change set from the state before the iteration
-                entry["changes"] = changes(before, dict(attempt.agent_state))
+                entry["changes"] = changes(turn.agent_state, dict(attempt.agent_state))
             runs.append(entry)
             if not produced:
                 self.core.report.agent_failed(iteration, attempt.error or "", candidate=number)
@@ -228,18 +207,9 @@ class AgentStep:
             "output_tokens": sum(r["run"]["output_tokens"] for r in runs),
             "cached_input_tokens": sum(r["run"].get("cached_input_tokens", 0) for r in runs),
         }
-        if shaping.requests:
-            combined["history"] = shaping.stored()
-        return updates | {"candidate_runs": runs, "agent_run": combined}
-
-
-def routed(updates: dict[str, Any]) -> Command[str]:
-    """The evaluate node's updates, and where the loop goes next.
-
-    Back to the agent, or to the end once the loop has a stop reason.
-    """
-    goto = END if updates.get("stop_reason") else "invoke_agent"
-    return Command(update=updates, goto=goto)
+        if turn.shaping.requests:
+            combined["history"] = turn.shaping.stored()
+        return turn.updates | {"candidate_runs": runs, "agent_run": combined}
 
 
 def _answer_usage(value: dict[str, Any]) -> CallUsage:
@@ -250,20 +220,10 @@ def _answer_usage(value: dict[str, Any]) -> CallUsage:
 
 
 def _after(before: dict[str, Any], attempt: Attempt) -> Attempt:
-    """``attempt`` with the agent's whole state after it: what it returned over what it had.
-
-    A key the attempt did not return (a plan the agent did not rewrite) keeps its value.
-    """
+    """``attempt`` with the agent's whole state after it: what it returned over what it had."""
     if not attempt.agent_state or not before:
         return attempt
-    return Attempt(
-        attempt.produced,
-        attempt.error,
-        {**before, **attempt.agent_state},
-        attempt.seconds,
-        attempt.usage,
-        attempt.candidate,
-    )
+    return replace(attempt, agent_state={**before, **attempt.agent_state})
 
 
-__all__ = ["AgentStep", "routed"]
+__all__ = ["AgentStep"]

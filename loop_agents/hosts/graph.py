@@ -5,25 +5,23 @@ START -> invoke_agent -> evaluate --(continue)--> invoke_agent
                                  \--(stop)------> END
 ```
 
-The loop's logic is the core's (`loop_agents.loop.nodes.LoopNodes`); the graph adds its
-state schema and storage layout (`loop_agents.loop.storage`), retry policies, the output
-mode, a step limit that fits the cap, and the checks a run goes through first (`LoopAgent`).
-``evaluate`` routes with a ``Command`` (declared with ``destinations``): a router after it
-would cost LangGraph a copy of the whole state at every iteration.
+The loop's logic is the core's (`LoopNodes`); the graph adds its state schema, storage,
+retry policies, output mode and a step limit that fits the cap. ``evaluate`` routes with a
+``Command``: a router after it would cost a copy of the whole state at every iteration.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.store.base import BaseStore
-from langgraph.types import Checkpointer
+from langgraph.types import Checkpointer, Command
 
-from loop_agents.hosts.agent_step import AgentStep, routed
+from loop_agents.hosts.agent_step import AgentStep
 from loop_agents.hosts.loop_agent import LoopAgent
 from loop_agents.hosts.removed_keywords import refuse_removed_keywords
 from loop_agents.loop.agents import AgentLike
@@ -53,16 +51,14 @@ from loop_agents.loop.storage import (
     with_storage,
 )
 from loop_agents.runtime._function_runnable import FunctionRunnable
-from loop_agents.runtime.steps import Program, RetryPolicies, arun, run
+from loop_agents.runtime.steps import arun, run
 from loop_agents.runtime.thread_locking import ConcurrentRuns
+from loop_agents.runtime.time_limits import NodeName
 
 MIN_RECURSION_LIMIT = 10_000
-"""The least recursion limit a loop carries.
-
-The limit in a run's config also applies to graphs the agent runs (a ``create_agent``
-agent's model and tool steps); a limit sized to the loop alone would cut a tool-using
-agent short. Under a caller's lower explicit limit the loop ends cleanly with
-``stop_reason="recursion_limit"``."""
+"""The least recursion limit a loop carries: a run's limit also applies to the graphs its
+agent runs (a tool-using agent's steps). Under a caller's lower explicit limit the loop ends
+cleanly with ``stop_reason="recursion_limit"``."""
 
 
 @refuse_removed_keywords
@@ -85,80 +81,67 @@ def create_loop_agent(
 
     The result is a `LoopAgent`: a compiled LangGraph graph (``loop.graph``) with two
     nodes, ``invoke_agent`` and ``evaluate``, whose runs check their input and hold their
-    thread first. Each iteration the agent is sent the whole conversation (the request,
-    its earlier answers and the feedback on them); its answer is appended to
-    ``messages`` and the evaluator is given a `LoopContext`. When the evaluator returns
-    ``stop=False`` its feedback is appended as a user turn (a fenced review) and the
-    agent tries again; the loop ends when the evaluator says stop or after
-    ``max_iterations`` answers.
-
-    Everything else is a control in ``controls=[...]`` (`loop_agents.controls`; see
-    docs/loop-control.md), run in the order of their stage, whatever their order in the list.
+    thread first. Each answer is appended to ``messages`` and judged from a `LoopContext`;
+    the loop ends when the evaluator says stop or after ``max_iterations`` answers. By
+    default a retry is sent the request, the answers so far and the evaluator's feedback
+    on each, fenced as a review (seed 001's loop). Everything else is a control in
+    ``controls=[...]`` (docs/loop-control.md), run in the order of their stage.
 
     It streams the agent's tokens (``stream_mode="messages"``, with ``loop_iteration`` and
-    ``loop_role`` in their metadata) and loop events (``stream_mode="custom"``,
-    `loop_agents.loop.events`); each call is a run named ``"iteration N: agent"`` (or
-    ``evaluator``). See docs/streaming.md.
+    ``loop_role`` in their metadata) and loop events (``stream_mode="custom"``); each call
+    is a run named ``"iteration N: agent"`` (or ``evaluator``). See docs/streaming.md.
 
     Args:
         agent: What produces the answers. A compiled graph with a ``messages`` key
             (e.g. ``create_agent(...)``) is given ``{"messages": [...]}``; a chat model,
-            any other ``Runnable`` or a plain sync or async function is given the list
-            of messages and may return an ``AIMessage``, a string, or a mapping with
+            any other ``Runnable`` or a sync or async function is given the list of
+            messages and may return an ``AIMessage``, a string, or a mapping with
             ``messages``. Everything it produced is appended; its last AI message is
             the answer.
         evaluator: A sync or async function of `LoopContext` returning a
             `LoopEvaluation` (``stop``, ``feedback``, optional ``score``), or a
-            ready-made evaluator (``llm_judge``, ``rule``, ``command_check``, ...).
+            ready-made evaluator (``llm_judge``, ``rule``, ...).
         max_iterations: The most times the agent is called in one loop (an int >= 1;
             default 100, as seed 001 has it).
         controls: The loop's controls (`loop_agents.controls`), yours included.
         name: The graph's name (in traces, in the loop events, in a parent graph).
-        checkpointer: A LangGraph checkpointer (``InMemorySaver``, ``SqliteSaver``,
-            ``PostgresSaver`` or their async forms); with it a loop resumes after an
-            error (``invoke(None, config)``) and a second run on the same thread starts
-            a new loop on the same conversation. Resume after a hard kill of the
-            process is exact when the loop is run with ``durability="sync"``.
-        store: A LangGraph store, passed to the compiled graph (``Adaptive(store="graph")``
+        checkpointer: A LangGraph checkpointer; with it a loop resumes after an error
+            (``invoke(None, config)``; after a hard kill exactly with
+            ``durability="sync"``), and a second run on the same thread starts a new
+            loop on the same conversation.
+        store: A LangGraph store for the compiled graph (``Adaptive(store="graph")``
             keeps what it learns there).
-        output_mode: What the loop returns, to its caller or to a parent graph that
-            has it as a node. ``"full_state"`` (the default): every key listed under
-            Returns. ``"full_history"``: ``messages`` only, the whole transcript.
-            ``"last_message"``: ``messages`` only, the loop's attempts and feedback
-            taken out of it when the loop ends, so a parent gains just the final answer.
-            See `loop_agents.loop.output`.
-        storage: How checkpoints store the growing keys (``messages``, ``feedback``,
-            ``records``, ``agent_state``). ``"auto"`` (the default): as LangGraph delta
-            channels when the checkpointer supports them, else as full values;
+        output_mode: What the loop returns, to its caller or a parent graph:
+            ``"full_state"`` (the default) every key listed under Returns;
+            ``"full_history"`` ``messages`` only, the whole transcript;
+            ``"last_message"`` ``messages`` only, without the loop's attempts and
+            feedback, so a parent gains just the final answer.
+        storage: How checkpoints store the growing keys: ``"auto"`` (the default) as
+            LangGraph delta channels when the checkpointer supports them, else whole;
             ``"delta"`` or ``"full"`` force one. See `loop_agents.loop.storage`.
-        concurrent_runs: What a run does when another run is in progress on its
-            thread. ``"reject"`` (the default): fail at once with `ThreadBusyError`.
-            ``"wait"``: wait for the thread, then run. See
-            `loop_agents.runtime.thread_locking`.
-        busy_timeout: With ``concurrent_runs="wait"``, the longest a run waits for
-            its thread (seconds or a ``timedelta``); ``None`` waits as long as it takes.
+        concurrent_runs: When another run is in progress on the thread: ``"reject"``
+            (the default) fails at once with `ThreadBusyError`; ``"wait"`` waits.
+        busy_timeout: With ``"wait"``, the longest wait (seconds or a ``timedelta``;
+            ``None``: as long as it takes).
         share_agent_state: As a node of a parent graph, take the parent's
-            ``agent_state`` as the agent's starting state and write the selected
-            iteration's back to it (``False``, the default: a parent's ``agent_state``
-            stays the parent's). See docs/composition.md.
+            ``agent_state`` as the agent's and write the selected iteration's back
+            (``False``, the default: it stays the parent's). See docs/composition.md.
 
     Returns:
-        A `LoopAgent`: the compiled ``StateGraph`` (``loop.graph``; nest the loop,
-        stream it, inspect its state as any LangGraph graph) whose runs check their
-        input first (a malformed input raises `LoopInputError`, naming the field,
-        before anything runs or is stored) and hold their thread. Its output has
-        ``messages`` (ending with the accepted or selected answer), ``init_messages``,
-        ``iteration``, ``last_response``, ``stop``, ``feedback``, ``stop_reason``,
-        ``records``, ``selected_iteration``, ``selected_score`` and ``agent_state`` (a
-        graph agent's state beyond messages: the selected iteration's); with
+        A `LoopAgent`. A malformed input raises `LoopInputError`, naming the field,
+        before anything runs or is stored. Its output has ``messages`` (ending with
+        the accepted or selected answer), ``init_messages``, ``iteration``,
+        ``last_response``, ``stop``, ``feedback``, ``stop_reason``, ``records``,
+        ``selected_iteration``, ``selected_score`` and ``agent_state`` (a graph
+        agent's state beyond messages, the selected iteration's); with
         ``output_mode="full_history"`` or ``"last_message"``, ``messages`` only.
 
     Raises:
         TypeError: ``agent`` or ``evaluator`` cannot be called with one argument, an
             option or a control has the wrong type, or an unknown keyword is given.
-        ValueError: ``max_iterations`` below 1, an option out of range, two controls
-            that cannot work together, or a control that cannot work with this agent
-            or evaluator (each error names the control and its parameter).
+        ValueError: ``max_iterations`` below 1, an option out of range, or controls
+            that cannot work together or with this agent or evaluator (each error
+            names the control and its parameter).
 
     Example:
         ```python
@@ -183,7 +166,7 @@ def create_loop_agent(
         ```
 
     """
-    given = _listed(controls)
+    given = check_controls(controls)
     cap = check_max_iterations(max_iterations)
     if store is not None and not isinstance(store, BaseStore):
         raise TypeError(
@@ -237,53 +220,32 @@ def _builder(
     return builder
 
 
-def _listed(controls: object) -> list[LoopControl]:
-    """``controls=`` as a list (one control alone is taken as a list of one)."""
-    if isinstance(controls, LoopControl):
-        return [controls]
-    return check_controls(controls)
-
-
 def _node(
-    core: LoopNodes, step: AgentStep, name: str, mode: OutputMode
+    core: LoopNodes, step: AgentStep, name: NodeName, mode: OutputMode
 ) -> FunctionRunnable[LoopState, Any]:
     """The runnable of node ``name``: its program, run by ``invoke`` or ``ainvoke``."""
-    program: Callable[[LoopState, RunnableConfig], Program[dict[str, Any]]]
-    done: Callable[[LoopState, dict[str, Any]], Any]
-    if name == "invoke_agent":
-        program, stepped = step.invoke_agent, core.stepped["invoke_agent"]
-        done = _as_they_are
-    else:
-        program, stepped = core.evaluate, core.stepped["evaluate"]
-        done = _routed_to_one_answer if mode == "last_message" else _routed
+    agent = name == "invoke_agent"
+    program = step.invoke_agent if agent else core.evaluate
+    stepped, one_answer = core.stepped[name], mode == "last_message"
 
     def sync(state: LoopState, config: RunnableConfig) -> Any:
-        return done(state, run(program(state, config), stepped=stepped))
+        updates = run(program(state, config), stepped=stepped)
+        return updates if agent else _routed(state, updates, one_answer)
 
     async def async_(state: LoopState, config: RunnableConfig) -> Any:
-        return done(state, await arun(program(state, config), stepped=stepped))
+        updates = await arun(program(state, config), stepped=stepped)
+        return updates if agent else _routed(state, updates, one_answer)
 
     return FunctionRunnable(sync, async_, name=name, trace=False)
 
 
-def _as_they_are(state: LoopState, updates: dict[str, Any]) -> dict[str, Any]:
-    return updates
-
-
-def _routed(state: LoopState, updates: dict[str, Any]) -> Any:
-    return routed(updates)
-
-
-def _routed_to_one_answer(state: LoopState, updates: dict[str, Any]) -> Any:
-    """``output_mode="last_message"``: when the loop ends, its messages become one answer."""
-    if updates.get("stop_reason") is not None:
+def _routed(state: LoopState, updates: dict[str, Any], one_answer: bool) -> Command[str]:
+    """The evaluate node's updates, and where the loop goes: the agent, or the end."""
+    if updates.get("stop_reason") is None:
+        return Command(update=updates, goto="invoke_agent")
+    if one_answer:  # output_mode="last_message": the loop's messages become one answer
         updates = keep_final_answer(state, updates)
-    return routed(updates)
+    return Command(update=updates, goto=END)
 
 
-__all__ = [
-    "DEFAULT_MAX_ITERATIONS",
-    "MIN_RECURSION_LIMIT",
-    "RetryPolicies",
-    "create_loop_agent",
-]
+__all__ = ["DEFAULT_MAX_ITERATIONS", "MIN_RECURSION_LIMIT", "create_loop_agent"]

@@ -1,22 +1,16 @@
 """`LoopAgent`: the compiled loop graph, with its input and its thread checked first.
 
-`create_loop_agent` compiles a plain LangGraph graph (`LoopAgent.graph`) and wraps it in a
-LangGraph ``PregelProtocol`` (as ``RemoteGraph`` is): it nests as a node, streams in every
-``stream_mode``, has ``get_state``/``update_state``/``get_graph``/``with_config``, and
-anything else is the graph's (``loop.channels``, ``loop.checkpointer``). Before a run, and
-before an update is stored, it checks the input (`loop_agents.loop.input_checks`:
-`LoopInputError` before anything runs or is stored) and holds the run's thread
-(`loop_agents.runtime.thread_locking`). Nested in a parent graph, only the loop's own
-keys are checked, the thread is the parent's to guard, and a parent's ``agent_state`` stays
-the parent's unless the loop shares it (``share_agent_state=True``). LangGraph Server guards
-its threads itself. See docs/reliability.md.
+A LangGraph ``PregelProtocol`` (as ``RemoteGraph`` is) around the graph `create_loop_agent`
+compiles. Nested in a parent graph, only the loop's own keys are checked, the thread is the
+parent's to guard, and a parent's ``agent_state`` stays the parent's unless shared. See
+docs/reliability.md.
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import timedelta
 from typing import Any
 
@@ -43,6 +37,8 @@ LoopGraph = CompiledStateGraph[LoopState, None, LoopInput, LoopOutput]
 
 _SERVER_KEYS = frozenset({"graph_id", "assistant_id", "run_id"})
 
+_NOTHING = nullcontext()  # a with block that does nothing (it keeps no state: shared)
+
 PARENT_OWNED = ("agent_state",)
 """Input and output keys that, nested in a parent graph, stay the parent's (unless shared)."""
 
@@ -51,8 +47,9 @@ class LoopAgent(PregelProtocol[LoopState, None, LoopInput, LoopOutput]):
     """A compiled loop graph whose runs check their input and hold their thread.
 
     Built by `create_loop_agent`. Runs (``invoke``, ``stream``, their async and batch
-    forms) and updates (``update_state``, ``bulk_update_state``) are checked first (see the
-    module docstring), then go to `graph`; everything else is `graph`'s.
+    forms) and updates (``update_state``, ``bulk_update_state``) are checked first
+    (`LoopInputError` before anything runs or is stored), then go to `graph`; everything
+    else is `graph`'s (``loop.channels``, ``loop.checkpointer``).
 
     Attributes:
         graph: The compiled LangGraph graph (a ``CompiledStateGraph``).
@@ -121,13 +118,12 @@ class LoopAgent(PregelProtocol[LoopState, None, LoopInput, LoopOutput]):
         """The graph's output schema."""
         return self.graph.get_output_schema(config)
 
-    def _wrapped(self, graph: LoopGraph, *, share_agent_state: bool | None = None) -> LoopAgent:
-        share = self.share_agent_state if share_agent_state is None else share_agent_state
+    def _wrapped(self, graph: LoopGraph, share_agent_state: bool | None = None) -> LoopAgent:
         return LoopAgent(
             graph,
             concurrent_runs=self.concurrent_runs,
             busy_timeout=self.busy_timeout,
-            share_agent_state=share,
+            share_agent_state=share_agent_state or self.share_agent_state,
         )
 
     def sharing_agent_state(self) -> LoopAgent:
@@ -163,17 +159,13 @@ class LoopAgent(PregelProtocol[LoopState, None, LoopInput, LoopOutput]):
         saver = self.graph.checkpointer
         saver = saver if isinstance(saver, BaseCheckpointSaver) else None
         if nested and not self.share_agent_state:
-            input = without_parent_keys(input)
+            input = _without_parent_keys(input)
         checked = check_input(input, nested=nested, checkpointer=saver is not None or nested)
         served = "langgraph_api" in sys.modules and run["configurable"].keys() >= _SERVER_KEYS
         return checked, run, None if nested or served else saver
 
     def _configurable(self, config: RunnableConfig | None) -> dict[str, Any]:
-        """The ``configurable`` keys LangGraph's run will have (``ensure_config``'s rules).
-
-        Those of the graph's config and ``config`` merged; else (neither has any) those
-        of the run this is called from (a parent graph's node, a tool), if any.
-        """
+        """The ``configurable`` keys LangGraph's run will have (else the calling run's)."""
         # what ensure_config(merge_configs(self.graph.config, config)) gives for this key,
         # without copying every other key of both configs on every run
         own = self.graph.config.get("configurable") if self.graph.config else None
@@ -185,20 +177,12 @@ class LoopAgent(PregelProtocol[LoopState, None, LoopInput, LoopOutput]):
 
     def _for_caller(self, output: Any, run: RunnableConfig) -> Any:
         """The run's output, without ``agent_state`` for a parent that did not ask for it."""
-        return output if self.share_agent_state or not _is_nested(run) else for_parent(output)
-
-    def _nothing_to_resume(self, run: RunnableConfig) -> LoopInputError:
-        thread = run["configurable"].get("thread_id")
-        return LoopInputError(
-            f"the loop was called with None, which resumes the run saved on a thread, and "
-            f"thread {thread!r} has no saved run (check the thread_id). To start a loop "
-            f"on it, pass the request: loop.invoke({EXAMPLE}, config)"
-        )
+        return output if self.share_agent_state or not _is_nested(run) else _for_parent(output)
 
     def _guard(self, saver: Any, run: RunnableConfig, *, asynchronous: bool = False) -> Any:
         """The run's thread guard (a ``with``/``async with`` block; nothing to hold: none)."""
         if saver is None:  # the guard's generator costs a run more than the check itself
-            return nullcontext()
+            return _NOTHING
         guard = athread_guard if asynchronous else thread_guard
         return guard(
             saver, run, concurrent_runs=self.concurrent_runs, busy_timeout=self.busy_timeout
@@ -224,16 +208,8 @@ class LoopAgent(PregelProtocol[LoopState, None, LoopInput, LoopOutput]):
 
         """
         checked, run, saver = self._prepare(input, config)
-        with self._guard(saver, run):
-            yielded = False
-            try:
-                for chunk in self.graph.stream(checked, config, **kwargs):
-                    yielded = True
-                    yield chunk
-            except EmptyInputError as error:
-                if yielded or input is not None:
-                    raise
-                raise self._nothing_to_resume(run) from error
+        with self._guard(saver, run), _resuming(input, run):
+            yield from self.graph.stream(checked, config, **kwargs)
 
     async def astream(
         self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
@@ -241,44 +217,22 @@ class LoopAgent(PregelProtocol[LoopState, None, LoopInput, LoopOutput]):
         """The graph's ``astream``, after the checks of `stream`."""
         checked, run, saver = self._prepare(input, config)
         async with self._guard(saver, run, asynchronous=True):
-            yielded = False
-            try:
+            with _resuming(input, run):
                 async for chunk in self.graph.astream(checked, config, **kwargs):
-                    yielded = True
                     yield chunk
-            except EmptyInputError as error:
-                if yielded or input is not None:
-                    raise
-                raise self._nothing_to_resume(run) from error
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
-        """The graph's ``invoke``, after the checks of `stream`.
-
-        Example:
-            ```python
-            result = loop.invoke({"messages": [HumanMessage("Write a haiku.")]})
-            ```
-
-        """
+        """The graph's ``invoke``, after the checks of `stream`."""
         checked, run, saver = self._prepare(input, config)
-        with self._guard(saver, run):
-            try:
-                return self._for_caller(self.graph.invoke(checked, config, **kwargs), run)
-            except EmptyInputError as error:
-                if input is not None:
-                    raise
-                raise self._nothing_to_resume(run) from error
+        with self._guard(saver, run), _resuming(input, run):
+            return self._for_caller(self.graph.invoke(checked, config, **kwargs), run)
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         """The graph's ``ainvoke``, after the checks of `stream`."""
         checked, run, saver = self._prepare(input, config)
         async with self._guard(saver, run, asynchronous=True):
-            try:
+            with _resuming(input, run):
                 return self._for_caller(await self.graph.ainvoke(checked, config, **kwargs), run)
-            except EmptyInputError as error:
-                if input is not None:
-                    raise
-                raise self._nothing_to_resume(run) from error
 
     # -- the rest: the graph's, updates checked first ------------------------------------
 
@@ -347,18 +301,14 @@ class LoopAgent(PregelProtocol[LoopState, None, LoopInput, LoopOutput]):
         self, config: RunnableConfig, supersteps: Sequence[Sequence[StateUpdate]]
     ) -> RunnableConfig:
         """``bulk_update_state``, after checking every update's values."""
-        for step in supersteps:
-            for update in step:
-                _check_values(update.values, "bulk_update_state")
+        _check_supersteps(supersteps, "bulk_update_state")
         return self.graph.bulk_update_state(config, supersteps)
 
     async def abulk_update_state(
         self, config: RunnableConfig, supersteps: Sequence[Sequence[StateUpdate]]
     ) -> RunnableConfig:
         """``abulk_update_state``, after checking every update's values."""
-        for step in supersteps:
-            for update in step:
-                _check_values(update.values, "abulk_update_state")
+        _check_supersteps(supersteps, "abulk_update_state")
         return await self.graph.abulk_update_state(config, supersteps)
 
 
@@ -367,47 +317,25 @@ def _is_nested(run: RunnableConfig) -> bool:
     return bool(run["configurable"].get("checkpoint_ns"))
 
 
-def without_parent_keys(input: Any) -> Any:
-    """A nested loop's input (the parent's state) without the keys that stay the parent's.
-
-    Example:
-        ```python
-        without_parent_keys({"messages": [m], "agent_state": {"user": "ann"}})
-        # {'messages': [m]}
-        ```
-
-    """
-    if isinstance(input, Mapping):
-        if not any(key in input for key in PARENT_OWNED):
-            return input
-        return {k: v for k, v in input.items() if k not in PARENT_OWNED}
-    if input is None or isinstance(input, Command):
-        return input
+def _without_parent_keys(input: Any) -> Any:
+    """A nested loop's input (the parent's state) without the keys that stay the parent's."""
+    if input is None or isinstance(input, Mapping | Command):
+        return _for_parent(input)
     # a parent whose state is an object (a pydantic model, a dataclass): its loop keys
     return {k: getattr(input, k) for k in ("messages", "init_messages") if hasattr(input, k)}
 
 
-def for_parent(output: Any) -> Any:
-    """A nested loop's output without the keys that stay the parent's (see `PARENT_OWNED`).
-
-    Example:
-        ```python
-        for_parent({"messages": [m], "agent_state": {"files": {}}})  # {'messages': [m]}
-        ```
-
-    """
+def _for_parent(output: Any) -> Any:
+    """A nested loop's output or input without the keys that stay the parent's."""
     if isinstance(output, Mapping) and any(key in output for key in PARENT_OWNED):
         return {k: v for k, v in output.items() if k not in PARENT_OWNED}
     return output
 
 
 def _between_iterations(snapshot: Any, values: dict[str, Any]) -> tuple[Any, str | None]:
-    """An update made between iterations, as the ``evaluate`` node with its route.
-
-    The ``evaluate`` node routes with a ``Command``, so an update made as it must say
-    where the loop goes. Within an iteration (the next step is ``evaluate``) LangGraph's
-    own choice stands.
-    """
+    """An update made between iterations, as the ``evaluate`` node with its route."""
+    # evaluate routes with a Command, so an update made as it must say where the loop
+    # goes; within an iteration (evaluate is next) LangGraph's own choice stands
     if "evaluate" in snapshot.next or not snapshot.values:
         return values, None
     stop_reason = values.get("stop_reason", snapshot.values.get("stop_reason"))
@@ -417,6 +345,30 @@ def _between_iterations(snapshot: Any, values: dict[str, Any]) -> tuple[Any, str
 def _check_values(values: object, where: str) -> None:
     if isinstance(values, dict):
         check_update([(str(k), v) for k, v in values.items()], where)
+
+
+def _check_supersteps(supersteps: Sequence[Sequence[StateUpdate]], where: str) -> None:
+    for step in supersteps:
+        for update in step:
+            _check_values(update.values, where)
+
+
+def _resuming(input: Any, run: RunnableConfig) -> AbstractContextManager[None]:
+    """A resume (``None``) on a thread with no saved run raises `LoopInputError`."""
+    # a new run has nothing to check: the shared nullcontext costs it less than a generator
+    return _resume_checked(run) if input is None else _NOTHING
+
+
+@contextmanager
+def _resume_checked(run: RunnableConfig) -> Iterator[None]:
+    try:
+        yield
+    except EmptyInputError as error:
+        raise LoopInputError(
+            f"the loop was called with None, which resumes the run saved on a thread, and "
+            f"thread {run['configurable'].get('thread_id')!r} has no saved run (check the "
+            f"thread_id). To start a loop on it, pass the request: loop.invoke({EXAMPLE}, config)"
+        ) from error
 
 
 def graph_of(loop: LoopAgent | Any) -> Any:

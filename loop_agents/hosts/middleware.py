@@ -1,12 +1,9 @@
 """`LoopMiddleware`: the loop inside a ``create_agent`` agent, as LangChain middleware.
 
-The loop of `create_loop_agent`, run by the same code (`loop_agents.loop.nodes.LoopNodes`)
-at the points of ``create_agent``'s graph: ``before_agent`` opens the loop,
-``wrap_model_call`` runs each model call of an attempt as ``"iteration N: agent"`` and
-counts it, and ``after_agent`` (``can_jump_to=["model"]``) judges the attempt and either
-goes back to the model with the feedback or lets the agent end. Its bookkeeping is kept in
-the agent's state under ``loop_`` keys (`loop_agents.hosts.middleware_state`). See
-docs/inside-create-agent.md.
+The same `LoopNodes` as `create_loop_agent`'s, at ``create_agent``'s points:
+``before_agent`` opens the loop, ``wrap_model_call`` runs and counts each model call of an
+attempt, ``after_agent`` judges the attempt and jumps back to the model or lets the agent
+end. See docs/inside-create-agent.md.
 """
 
 from __future__ import annotations
@@ -24,7 +21,6 @@ from langchain.agents.middleware.types import (
     hook_config,
 )
 from langchain_core.messages import AIMessage, AnyMessage
-from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_config
 from langgraph.graph.message import add_messages
 from langgraph.runtime import Runtime
@@ -32,16 +28,17 @@ from langgraph.types import Command, Overwrite
 
 from loop_agents.hosts.middleware_state import (
     DEFAULT_STATE_KEYS,
+    LOOP_AGENT_STATE_FULL,
     OUTPUT_KEYS,
     REDUCED_BY_DEFAULT,
     STOPPED,
     AttemptMark,
+    LoopAgentState,
     agent_updates,
     attempt_part,
     attempt_start,
     attempt_view,
     keys_with_reducers,
-    loop_agent_state,
     loop_output,
     loop_view,
     stopped_reason,
@@ -69,7 +66,6 @@ from loop_agents.loop.protocol import (
 from loop_agents.loop.records import KeptAnswers
 from loop_agents.loop.state import LoopState
 from loop_agents.loop.storage import Storage, check_storage
-from loop_agents.loop.tracing import iteration_config
 from loop_agents.runtime.steps import Program, arun, run
 from loop_agents.runtime.usage import NO_USAGE, usage_of_answer
 
@@ -78,17 +74,12 @@ class LoopMiddleware(AgentMiddleware[Any, Any, Any]):
     """The loop of `create_loop_agent` inside ``create_agent``: judge, feed back, retry.
 
     Add it to ``create_agent(..., middleware=[...])`` (or ``create_deep_agent``'s): each
-    time the agent would finish, ``evaluator`` judges its answer; while the evaluator is
-    not satisfied, its feedback becomes the next user turn (fenced as a review, tagged
-    ``name="loop_feedback"`` and ``additional_kwargs["lc_source"]``) and the model runs
-    again, at most ``max_iterations`` answers in all. Every evaluator and the options
-    below work as in `create_loop_agent`, by the same code.
-
-    The agent's output then has, beside ``messages`` (ending with the loop's answer) and
-    ``structured_response`` (the selected attempt's), the loop's keys (`LoopAgentState`;
-    `loop_output` gives them under `create_loop_agent`'s names). It streams and traces as
-    `create_loop_agent` does; with a checkpointer on the agent, a run resumes after an
-    error or a kill (``invoke(None, config)``). See docs/inside-create-agent.md.
+    time the agent would finish, ``evaluator`` judges its answer; while it is not
+    satisfied, its feedback becomes the next user turn (fenced as a review, tagged
+    ``name="loop_feedback"``) and the model runs again, at most ``max_iterations`` answers
+    in all. The agent's output has the loop's keys beside its own (`LoopAgentState`;
+    `loop_output` gives them under `create_loop_agent`'s names); with a checkpointer on
+    the agent, a run resumes after an error or a kill (``invoke(None, config)``).
 
     Args:
         evaluator: A sync or async function of `LoopContext` returning a
@@ -97,25 +88,21 @@ class LoopMiddleware(AgentMiddleware[Any, Any, Any]):
             (``structured_response``, a deep agent's ``files`` and ``todos``).
         max_iterations: The most answers the agent gives in one run (an int >= 1;
             default 100, as `create_loop_agent`'s).
-        controls: The loop's controls (`loop_agents.controls`), as
-            `create_loop_agent` takes them, but for those that need the agent call as
-            one step (`Candidates`, `DiverseFirst`, `AgentErrors`, the agent's side of
-            `Retries`): inside ``create_agent`` an attempt is the agent's own steps.
+        controls: The loop's controls, as `create_loop_agent` takes them, but for those
+            that need the agent call as one step (`Candidates`, `DiverseFirst`,
+            `AgentErrors`, the agent's side of `Retries`).
         name: The loop's name in its events and traces.
         state_keys: The agent-state keys that belong to an attempt: shown to the
             evaluator, kept per iteration, and put back exactly as the selected attempt
-            left them. Names (a key stored with a reducer, e.g. ``Annotated[list,
-            operator.add]``, other than a deep agent's ``files``, must be named by its
-            schema instead), or a state schema (a ``TypedDict``: its keys but
-            ``messages``, each with its reducer read from its annotation).
-        storage: ``"auto"`` (the default) or ``"delta"``: the loop's lists are stored
-            as LangGraph delta channels (linear growth); ``"full"``: whole, for a
-            checkpointer that keeps only the latest checkpoint. (A middleware is built
-            before its agent's checkpointer is known, so ``"auto"`` means delta.)
+            left them. Names among the defaults (``structured_response``, ``files``,
+            ``todos``), or for any other key a state schema (a ``TypedDict``: its keys
+            but ``messages``, each with its reducer read from its annotation).
+        storage: ``"auto"`` (the default: the agent's checkpointer is not known yet)
+            or ``"delta"`` store the loop's lists as LangGraph delta channels;
+            ``"full"`` whole, for a checkpointer that keeps only the latest checkpoint.
 
     Raises:
-        TypeError: an option of the wrong type, or an evaluator or control that is not
-            one.
+        TypeError: an option, evaluator or control of the wrong type.
         ValueError: an option out of range, two controls that cannot work together, or
             a control that cannot apply inside one agent (it names
             ``create_loop_agent``, where it does).
@@ -133,7 +120,7 @@ class LoopMiddleware(AgentMiddleware[Any, Any, Any]):
 
     """
 
-    state_schema = loop_agent_state("delta")
+    state_schema = LoopAgentState
 
     @refuse_removed_keywords
     def __init__(
@@ -143,12 +130,12 @@ class LoopMiddleware(AgentMiddleware[Any, Any, Any]):
         *,
         controls: Sequence[LoopControl] = (),
         name: str = "loop_agent",
-        state_keys: Sequence[str] = DEFAULT_STATE_KEYS,
+        state_keys: Sequence[str] | type[Any] = DEFAULT_STATE_KEYS,
         storage: Storage = "auto",
     ) -> None:
         """Check every option and assemble the loop's controls (before any model call)."""
         super().__init__()
-        given = _listed(controls)
+        given = check_controls(controls)
         cap = check_max_iterations(max_iterations)
         spec = LoopSpec(None, evaluator, cap, host="middleware")
         parts = assemble_controls([AgentStopped(), KeptAnswers(), *given], spec)
@@ -156,7 +143,7 @@ class LoopMiddleware(AgentMiddleware[Any, Any, Any]):
             _refuse_outside(part)
         self.state_keys, self._reduced = _check_state_keys(state_keys)
         if check_storage(storage) == "full":
-            self.state_schema = loop_agent_state("full")
+            self.state_schema = LOOP_AGENT_STATE_FULL
         self.nodes = LoopNodes(evaluator, cap, name=check_name(name), controls=parts)
         self._open_stepped = self.nodes.stepped["invoke_agent"]
         self._close_stepped = (
@@ -164,9 +151,6 @@ class LoopMiddleware(AgentMiddleware[Any, Any, Any]):
             or self.nodes.stepped["invoke_agent"]
             or self.nodes.retry_policy("evaluator") is not None
         )
-        self._loop = self.nodes.report.loop
-
-    # -- before_agent: the loop opens -------------------------------------------------
 
     def before_agent(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Open the loop: its request, the criteria message, what the model is sent."""
@@ -193,7 +177,7 @@ class LoopMiddleware(AgentMiddleware[Any, Any, Any]):
         mark: AttemptMark = {
             "iteration": turn.iteration,
             "after": conversation[-1].id if conversation else None,
-            "opened_at": _now(),
+            "opened_at": time.time(),
             "sent": _sent(turn.messages, conversation),
         }
         if turn.shaping.requests:
@@ -207,8 +191,6 @@ class LoopMiddleware(AgentMiddleware[Any, Any, Any]):
         updates["loop_model_calls"] = Overwrite({"calls": 0, "usage": {}})
         return updates
 
-    # -- wrap_model_call: each model call of an attempt ---------------------------------
-
     def wrap_model_call(
         self,
         request: ModelRequest[Any],
@@ -218,10 +200,10 @@ class LoopMiddleware(AgentMiddleware[Any, Any, Any]):
         mark = _mark_of(request)
         if mark is None:
             return handler(request)
-        traced = self.nodes.report.traced(
-            "agent", lambda given, config: handler(given), _never_async
-        )
-        return _counted(traced.invoke(_shaped(request, mark), self._config(mark)))
+        call = _calling(handler)
+        traced = self.nodes.report.traced("agent", call, call)
+        config = self.nodes.report.config(get_config(), mark["iteration"], "agent")
+        return _counted(traced.invoke(_shaped(request, mark), config))
 
     async def awrap_model_call(
         self,
@@ -232,19 +214,10 @@ class LoopMiddleware(AgentMiddleware[Any, Any, Any]):
         mark = _mark_of(request)
         if mark is None:
             return await handler(request)
-
-        async def call(given: ModelRequest[Any], config: RunnableConfig) -> ModelResponse[Any]:
-            return await handler(given)
-
-        traced = self.nodes.report.traced("agent", _never_sync, call)
-        return _counted(await traced.ainvoke(_shaped(request, mark), self._config(mark)))
-
-    def _config(self, mark: AttemptMark) -> RunnableConfig:
-        return iteration_config(
-            get_config(), loop=self._loop, iteration=mark["iteration"], role="agent"
-        )
-
-    # -- after_agent: the attempt is judged --------------------------------------------
+        call = _calling(handler)
+        traced = self.nodes.report.traced("agent", call, call)
+        config = self.nodes.report.config(get_config(), mark["iteration"], "agent")
+        return _counted(await traced.ainvoke(_shaped(request, mark), config))
 
     @hook_config(can_jump_to=["model"])
     def after_agent(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
@@ -277,14 +250,10 @@ class LoopMiddleware(AgentMiddleware[Any, Any, Any]):
 class AgentStopped(LoopControl):
     """Ends the loop when another middleware ended an attempt before its model answered.
 
-    Inside ``create_agent`` another middleware may end the agent's turn
     (``ModelCallLimitMiddleware`` or ``ToolCallLimitMiddleware`` with
-    ``exit_behavior="end"``): before the model runs, or after a tool call, writing a
-    note of its own as the last AI message. No answer was given, and none can be: the
-    note is never judged, the attempt is recorded with its ``error``, and the loop ends
-    with a stop reason that names the limit (``"model_call_limit"``,
-    ``"tool_call_limit"``; ``"agent_stopped"`` for another middleware). The loop's answer
-    is chosen among the answered attempts.
+    ``exit_behavior="end"`` write a note as the last AI message.) The note is never judged,
+    the attempt is recorded with its ``error``, and the stop reason names the limit
+    (``"model_call_limit"``, ``"tool_call_limit"``; ``"agent_stopped"`` for another).
     """
 
     name = "agent_stopped"
@@ -305,12 +274,9 @@ class AgentStopped(LoopControl):
 
 
 def _continued(view: Mapping[str, Any], updates: Mapping[str, Any]) -> dict[str, Any]:
-    """The loop's view after ``evaluate``'s ``updates`` when the loop goes on.
-
-    Only what opening the next iteration reads changes: the conversation (by the agent's
-    ``add_messages``), the feedback and the records (appended); ``evaluate`` sets no other
-    key of it while the loop goes on (no stop reason, no new iteration).
-    """
+    """The loop's view after ``evaluate``'s ``updates`` when the loop goes on."""
+    # only what opening the next iteration reads changes; evaluate sets no other key of
+    # it while the loop goes on (no stop reason, no new iteration)
     after = dict(view)
     after["messages"] = add_messages(view.get("messages") or [], updates.get("messages", []))
     for key in ("feedback", "records"):
@@ -319,13 +285,9 @@ def _continued(view: Mapping[str, Any], updates: Mapping[str, Any]) -> dict[str,
 
 
 def _refuse_given_loop_keys(state: Mapping[str, Any]) -> None:
-    """Raise when the agent's input gave a loop key (a schema of the user's declares it).
-
-    The loop's keys are never input (``OmitFromInput``); a state schema that declares one
-    of them again wins over the loop's and lets the input set it, which the loop would
-    then overwrite. On a thread where no loop ever ran, a loop key holding a value can
-    only have come from the input.
-    """
+    """Raise when the agent's input gave a loop key (a schema of the user's declares it)."""
+    # a schema that declares a loop key again wins over the loop's OmitFromInput; where no
+    # loop ever ran, a loop key holding a value can only have come from the input
     if state.get("loop_init_ids") is not None or state.get("loop_attempt") is not None:
         return  # a loop ran on this thread: the values are its own
     given = [name for name in OUTPUT_KEYS if state.get(name)]
@@ -336,13 +298,6 @@ def _refuse_given_loop_keys(state: Mapping[str, Any]) -> None:
             f"which lets the input set it and would have it overwritten. Rename that key "
             f"(the loop's keys all start with 'loop_')"
         )
-
-
-def _listed(controls: object) -> list[LoopControl]:
-    """``controls=`` as a list (one control alone is taken as a list of one)."""
-    if isinstance(controls, LoopControl):
-        return [controls]
-    return check_controls(controls)
 
 
 def _refuse_outside(control: LoopControl) -> None:
@@ -368,33 +323,30 @@ def _check_state_keys(keys: object) -> tuple[tuple[str, ...], frozenset[str]]:
     """The state keys, and those of them stored with a reducer (see `keys_with_reducers`)."""
     if isinstance(keys, type):
         return keys_with_reducers(keys)
-    if isinstance(keys, str) or not isinstance(keys, Sequence):
+    names = list(keys) if isinstance(keys, Sequence) and not isinstance(keys, str) else None
+    if names is None or not all(isinstance(k, str) for k in names):
         raise TypeError(
             f"state_keys must be a list of state key names (e.g. ['structured_response', "
             f"'files']) or a state schema (a TypedDict); got {type(keys).__name__} {keys!r:.60}"
         )
-    wrong = [k for k in keys if not isinstance(k, str) or not k]
-    if wrong:
-        raise TypeError(f"state_keys must hold non-empty strings; got {wrong[0]!r:.60}")
-    reserved = [k for k in keys if k == "messages" or k == "jump_to" or k.startswith("loop_")]
-    if reserved:
+    # a name does not say whether the agent stores its key with a reducer (operator.add
+    # would append the selected attempt's value to the current one): its schema does
+    unknown = [k for k in names if k not in DEFAULT_STATE_KEYS]
+    if unknown:
         raise ValueError(
-            f"state_keys may not hold {reserved[0]!r}: 'messages' is the conversation, and "
-            f"'jump_to' and the 'loop_' keys are the agent's and the loop's bookkeeping"
+            f"state_keys may not hold {unknown[0]!r} by name: by name it takes only "
+            f"{', '.join(DEFAULT_STATE_KEYS)} (the loop knows how they are stored). Give other "
+            f"keys as a state schema annotated as the agent's state declares them, reducer "
+            f"included (e.g. class Keys(TypedDict): notes: Annotated[list[str], operator.add], "
+            f"then state_keys=Keys); 'messages', 'jump_to' and the 'loop_' keys are never "
+            f"state keys (they are the agent's and the loop's own)"
         )
-    return tuple(keys), frozenset(k for k in keys if k in REDUCED_BY_DEFAULT)
+    return tuple(names), frozenset(names) & REDUCED_BY_DEFAULT
 
 
-def _never_sync(given: Any, config: RunnableConfig) -> Any:
-    raise RuntimeError("an async model call was made synchronously")
-
-
-async def _never_async(given: Any, config: RunnableConfig) -> Any:
-    raise RuntimeError("a sync model call was made asynchronously")
-
-
-def _now() -> float:
-    return time.time()
+def _calling(handler: Callable[[ModelRequest[Any]], Any]) -> Callable[..., Any]:
+    """The model call ``handler`` (sync, or async: a coroutine) as a traced function."""
+    return lambda request, config: handler(request)
 
 
 def _mark_of(request: ModelRequest[Any]) -> AttemptMark | None:
@@ -405,10 +357,7 @@ def _mark_of(request: ModelRequest[Any]) -> AttemptMark | None:
 def _sent(
     messages: Sequence[AnyMessage], conversation: Sequence[AnyMessage]
 ) -> list[str | AnyMessage] | None:
-    """What the history policy chose, as ids where it took the conversation's messages.
-
-    ``None`` when it is the whole conversation (the model is then sent the agent's own).
-    """
+    """What the history policy chose, as ids of the conversation's messages (all: ``None``)."""
     if [m.id for m in messages] == [m.id for m in conversation]:
         return None
     known = {m.id for m in conversation if m.id is not None}
@@ -418,11 +367,8 @@ def _sent(
 def _shaped(request: ModelRequest[Any], mark: AttemptMark) -> ModelRequest[Any]:
     """The request with what the history policy chose, then the attempt's own messages.
 
-    The loop's request (``loop_init_messages``) is always sent: a message another
-    middleware took out of the conversation (a summary) is taken from there, and when
-    the whole conversation is sent without it, it comes first. Every text is sent
-    encodable (`encodable`: a lone surrogate in an earlier answer would make the model
-    client fail); the agent's state keeps the messages as they are.
+    The loop's request is always sent (first, when a summary took it out of the
+    conversation), and every text encodable (`encodable`); the state keeps them as they are.
     """
     sent = mark.get("sent")
     task = cast(list[AnyMessage], request.state.get("loop_init_messages") or [])
@@ -442,11 +388,10 @@ def _shaped(request: ModelRequest[Any], mark: AttemptMark) -> ModelRequest[Any]:
 
 
 def _counted(response: ModelResponse[Any]) -> ExtendedModelResponse[Any]:
-    """The model's response, with its call counted into the attempt (``loop_model_calls``).
+    """The model's response, with its call and usage counted into ``loop_model_calls``.
 
-    The call's usage is read from its answer. Each AI message the model wrote gets an id
-    now (if it has none), and the ids are kept, so that a message another middleware
-    writes later is told from the model's answer.
+    The ids of the AI messages the model wrote (given one if they have none) are kept,
+    so that a message another middleware writes later is told from the model's answer.
     """
     # read from the answer rather than counted by a callback handler around the call (as
     # create_loop_agent counts a chat model agent): 3% of the loop's instructions here

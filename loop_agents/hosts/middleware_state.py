@@ -1,10 +1,8 @@
 """The loop's state inside a ``create_agent`` agent: its keys, and the view the nodes read.
 
-`LoopMiddleware` keeps the loop's bookkeeping in the agent's state under ``loop_`` keys
-(`LoopAgentState`). The loop's nodes read and write a `LoopState`: `loop_view` and
-`attempt_view` build it from the agent's state, `agent_updates` turns what the nodes
-return into updates of the agent's state (`LOOP_KEYS`). `loop_output` gives an agent's
-loop in the form of a loop's output.
+`LoopMiddleware` keeps the loop's bookkeeping under ``loop_`` keys (`LoopAgentState`);
+`loop_view` and `attempt_view` give the loop's nodes a `LoopState` of the agent's state,
+and `agent_updates` turns what they return into updates of it.
 """
 
 from __future__ import annotations
@@ -33,7 +31,7 @@ from loop_agents.loop.agent_state import (
 from loop_agents.loop.outcomes import run_of
 from loop_agents.loop.protocol import Attempt
 from loop_agents.loop.state import IterationRecord, LoopState, StopReason
-from loop_agents.loop.storage import LISTS_SNAPSHOT_EVERY, StorageLayout, extend_list, unwrapped
+from loop_agents.loop.storage import LISTS_SNAPSHOT_EVERY, extend_list, unwrapped
 from loop_agents.runtime.usage import CallUsage
 
 LOOP_KEYS: dict[str, str] = {
@@ -53,23 +51,14 @@ LOOP_KEYS: dict[str, str] = {
 """Each `LoopState` key the agent's state holds, and its name there."""
 
 NOT_KEPT = frozenset({"stop", "last_response", "agent_run", "candidate_runs"})
-"""`LoopState` keys the agent's state does not hold: ``stop`` is the latest record's,
-``last_response`` the conversation's last AI message, ``agent_run`` is measured for each
-attempt, and ``candidate_runs`` never occur (``messages`` and ``agent_state`` are the
-agent's own)."""
+"""`LoopState` keys the agent's state does not hold: each is the latest record's, the
+conversation's, measured per attempt, or never written inside an agent."""
 
 DEFAULT_STATE_KEYS = ("structured_response", "files", "todos")
-"""The agent-state keys that belong to an attempt by default: ``create_agent``'s
-structured output, a deep agent's files and its plan."""
+"""The agent-state keys of an attempt by default: structured output, a deep agent's files, plan."""
 
 STOPPED = "the agent's turn ended before its model answered"
 """How the error of an attempt that another middleware ended begins; it ends the loop."""
-
-NO_MODEL_CALL = (
-    f"{STOPPED}: it ended without calling the model (a middleware stopped it, e.g. "
-    f"ModelCallLimitMiddleware's limit)"
-)
-"""The error of an attempt that made no model call."""
 
 LIMIT_NOTES = {
     "Model call limits exceeded": "model_call_limit",
@@ -79,38 +68,20 @@ LIMIT_NOTES = {
 
 
 def stopped_reason(error: str) -> str:
-    """The stop reason of an attempt another middleware ended: the limit, if one is named.
-
-    Example:
-        ```python
-        stopped_reason(f"{STOPPED}: Model call limits exceeded: run limit (3/3)")
-        # 'model_call_limit'
-        ```
-
-    """
+    """The stop reason of an attempt another middleware ended: the limit, if one is named."""
     return next(
         (reason for words, reason in LIMIT_NOTES.items() if words in error), "agent_stopped"
     )
 
 
 class AttemptMark(TypedDict):
-    """Where the current attempt starts: what the hooks between its model calls need.
-
-    Attributes:
-        iteration: The attempt's iteration.
-        after: The id of the last message before the attempt's own (``None``: none).
-        opened_at: When the attempt was opened (seconds since the epoch).
-        sent: What the history policy chose to send, when it is not the whole
-            conversation: message ids (of the conversation's) and messages (its own).
-        history: The stored usage of the history policy's model calls, if any.
-
-    """
+    """Where the current attempt starts: what the hooks between its model calls need."""
 
     iteration: int
-    after: str | None
-    opened_at: float
-    sent: list[str | AnyMessage] | None
-    history: NotRequired[dict[str, Any]]
+    after: str | None  # the id of the last message before the attempt's own
+    opened_at: float  # seconds since the epoch
+    sent: list[str | AnyMessage] | None  # the history policy's choice (ids or messages)
+    history: NotRequired[dict[str, Any]]  # the stored usage of the history policy's calls
 
 
 class ModelCalls(TypedDict):
@@ -122,15 +93,7 @@ class ModelCalls(TypedDict):
 
 
 def add_model_calls(left: ModelCalls | None, right: ModelCalls | None) -> ModelCalls:
-    """The reducer of ``loop_model_calls``: calls, usage and answers added up.
-
-    Example:
-        ```python
-        one = {"calls": 1, "usage": CallUsage(10, 2, 1).stored()}
-        assert add_model_calls(one, one)["calls"] == 2
-        ```
-
-    """
+    """The reducer of ``loop_model_calls``: calls, usage and answers added up."""
     if not left:
         return right or {"calls": 0, "usage": {}}
     if not right:
@@ -161,7 +124,7 @@ class LoopAgentState(TypedDict, total=False):
     private (in ``get_state(config).values``): the request's ids, the loop's start, each
     iteration's agent state for selection, the history policy's memory, the steps left,
     and the attempt under way. The append-only lists are LangGraph delta channels (as
-    `create_loop_agent` stores them; `loop_agent_state("full")` stores them whole).
+    `create_loop_agent` stores them; `LOOP_AGENT_STATE_FULL` stores them whole).
     """
 
     loop_iteration: Annotated[int, OmitFromInput]
@@ -185,25 +148,24 @@ class LoopAgentState(TypedDict, total=False):
     loop_model_calls: Annotated[ModelCalls, PrivateStateAttr, add_model_calls]
 
 
-_FULL = {
-    "loop_records": operator.add,
-    "loop_feedback": operator.add,
-    "loop_attempt_states": operator.add,
-    "loop_attempt_start": AgentStateChannel(),
-}
-
-
 def _stored_whole() -> type[Any]:
     """`LoopAgentState` with its append-only lists stored whole (their delta channel replaced)."""
     hints = get_type_hints(LoopAgentState, include_extras=True)
-    for key, reducer in _FULL.items():
+    whole = {
+        "loop_records": operator.add,
+        "loop_feedback": operator.add,
+        "loop_attempt_states": operator.add,
+        "loop_attempt_start": AgentStateChannel(),
+    }
+    for key, reducer in whole.items():
         hints[key] = Annotated[(*get_args(hints[key])[:-1], reducer)]
     schema: type[Any] = cast(Any, TypedDict)("LoopAgentState", hints, total=False)
     schema.__doc__, schema.__module__ = LoopAgentState.__doc__, __name__
     return schema
 
 
-_LOOP_AGENT_STATE_FULL = _stored_whole()
+LOOP_AGENT_STATE_FULL = _stored_whole()
+"""`LoopAgentState` with its append-only lists stored whole (``storage="full"``)."""
 
 OUTPUT_KEYS = tuple(
     key
@@ -211,18 +173,6 @@ OUTPUT_KEYS = tuple(
     if OmitFromInput in hint.__metadata__
 )
 """The loop's keys in the agent's output (the others are private)."""
-
-
-def loop_agent_state(layout: StorageLayout) -> type[Any]:
-    """The middleware's state schema for ``layout`` (``"delta"`` or ``"full"``).
-
-    Example:
-        ```python
-        assert "loop_records" in loop_agent_state("delta").__annotations__
-        ```
-
-    """
-    return LoopAgentState if layout == "delta" else _LOOP_AGENT_STATE_FULL
 
 
 # -- the view the loop's nodes read ---------------------------------------------------
@@ -234,11 +184,7 @@ def last_answer(messages: Sequence[AnyMessage]) -> AIMessage | None:
 
 
 def attempt_part(messages: Sequence[AnyMessage], after: str | None) -> list[AnyMessage]:
-    """The messages of the current attempt: those after the message with id ``after``.
-
-    When that message is gone (a middleware rewrote the conversation, as a summary
-    does), the attempt's messages are those after the last user message.
-    """
+    """The messages after the one with id ``after`` (gone, as a summary takes it: the user's)."""
     if after is not None:
         for index in range(len(messages) - 1, -1, -1):
             if messages[index].id == after:
@@ -272,10 +218,8 @@ def loop_view(state: Mapping[str, Any], keys: Sequence[str]) -> LoopState:
 def attempt_view(state: Mapping[str, Any], keys: Sequence[str], mark: AttemptMark) -> LoopState:
     """`loop_view` with the open attempt in it, as ``evaluate`` reads it.
 
-    The attempt's answer is its last AI message when the model wrote it. An attempt that
-    made no model call, or whose last AI message another middleware wrote (a limit's note),
-    was ended before its model answered: a failed attempt, its error beginning with
-    `STOPPED` and quoting the note, never judged.
+    Its answer is its last AI message if the model wrote it; else (no model call, or a
+    limit's note) it failed, its error beginning with `STOPPED`, and is never judged.
     """
     view: dict[str, Any] = dict(loop_view(state, keys))
     produced = attempt_part(view["messages"], mark["after"])
@@ -287,7 +231,10 @@ def attempt_view(state: Mapping[str, Any], keys: Sequence[str], mark: AttemptMar
     ):
         error = f"{STOPPED}: another middleware ended it with {last.text.strip()!r:.200}"
     elif calls["calls"] == 0 or last is None:
-        error = NO_MODEL_CALL
+        error = (
+            f"{STOPPED}: it ended without calling the model (a middleware stopped it, e.g. "
+            f"ModelCallLimitMiddleware's limit)"
+        )
     attempt = Attempt(
         produced if error is None else None,
         error,
@@ -321,12 +268,8 @@ def agent_updates(
 ) -> dict[str, Any]:
     """The agent-state updates for the `LoopState` ``updates`` a node program returned.
 
-    ``iteration`` is left to the hook that opens the iteration; a selected iteration's
-    agent state is written back to the agent's keys (see `written_back`).
-
-    Raises:
-        KeyError: a key the agent's state has no place for (add it to `LOOP_KEYS`).
-
+    ``iteration`` is left to the hook that opens the iteration; an ``agent_state`` is
+    written back to the agent's keys (`written_back`).
     """
     out: dict[str, Any] = {}
     for key, value in updates.items():
@@ -355,8 +298,7 @@ def written_back(
 ) -> dict[str, Any]:
     """Updates that put the selected attempt's agent state back in the agent's ``keys``.
 
-    A key stored with a reducer (``reduced``: a deep agent's ``files``) is written as an
-    ``Overwrite``, whatever the reducer; a key the attempt had no value for is cleared.
+    A key in ``reduced`` (stored with a reducer) is written as an ``Overwrite``.
     """
     out: dict[str, Any] = {}
     for key in keys:
@@ -381,16 +323,6 @@ def keys_with_reducers(schema: type[Any]) -> tuple[tuple[str, ...], frozenset[st
 
     A key has a reducer when its annotation ends with one (a function, e.g.
     ``operator.add``, or a LangGraph channel such as a deep agent's ``DeltaChannel``).
-
-    Example:
-        ```python
-        class Notes(TypedDict):
-            notes: Annotated[list[str], operator.add]
-            title: str
-
-        assert keys_with_reducers(Notes) == (("notes", "title"), frozenset({"notes"}))
-        ```
-
     """
     try:
         hints = get_type_hints(schema, include_extras=True)
@@ -402,15 +334,11 @@ def keys_with_reducers(schema: type[Any]) -> tuple[tuple[str, ...], frozenset[st
     if not hints:
         raise TypeError(f"state_keys: the schema {schema.__name__} declares no keys")
     keys = tuple(k for k in hints if k not in ("messages", "jump_to") and not k.startswith("loop_"))
-    annotated = {k: unwrapped(hints[k]) for k in keys}
-    return keys, frozenset(
-        k
-        for k, hint in annotated.items()
-        if hasattr(hint, "__metadata__") and _is_reducer(hint.__metadata__[-1])
-    )
+    return keys, frozenset(k for k in keys if _has_reducer(hints[k]))
 
 
-def _is_reducer(marker: object) -> bool:
+def _has_reducer(hint: object) -> bool:
+    marker = getattr(unwrapped(hint), "__metadata__", (None,))[-1]
     return isinstance(marker, BaseChannel) or (callable(marker) and not isinstance(marker, type))
 
 
@@ -419,11 +347,9 @@ def loop_output(
 ) -> dict[str, Any]:
     """A loop's output in `create_loop_agent`'s form, whichever way the loop ran.
 
-    Given a ``LoopMiddleware`` agent's output or state (``loop_`` keys), the keys of a
-    loop's output (``records``, ``stop_reason``, ``iteration``, ``feedback``,
-    ``selected_iteration``, ``selected_score``, ``init_messages``, ``messages``,
-    ``last_response``, ``stop``, ``agent_state``); while the loop runs, ``iteration``
-    counts the judged attempts. Anything else (a loop's own output) is returned as it is.
+    A ``LoopMiddleware`` agent's output or state (``loop_`` keys) under the names of a
+    loop's output (while the loop runs, ``iteration`` counts the judged attempts);
+    anything else (a loop's own output) as it is.
 
     Example:
         ```python

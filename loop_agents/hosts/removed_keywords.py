@@ -1,10 +1,7 @@
 """The keyword options removed in 0.3, and the control each one became.
 
-`create_loop_agent` and `LoopMiddleware` took keyword options (``select="best"``,
-``patience=2``, ...) until loop_agents 0.3; now each is a control in ``controls=[...]``.
-A caller who still passes one gets Python's ``TypeError`` with the control to pass:
-``create_loop_agent() got an unexpected keyword argument 'select': removed in loop_agents
-0.3; pass controls=[AnswerSelection('best')]``.
+A caller who still passes one gets Python's ``TypeError`` with the control to pass instead
+(``select="best"``: ``removed in loop_agents 0.3; pass controls=[AnswerSelection('best')]``).
 """
 
 from __future__ import annotations
@@ -70,9 +67,8 @@ def removed_keyword_hint(name: str, value: object) -> str | None:
 def refuse_removed_keywords(function: Callable[P, R]) -> Callable[P, R]:
     """``function``, refusing a removed keyword option with the control that replaces it.
 
-    A keyword of `REMOVED_KEYWORDS` that ``function`` does not take raises the
-    ``TypeError`` Python would, followed by the hint (`removed_keyword_hint`); any other
-    call is ``function``'s own, and its signature stays as it is.
+    The ``TypeError`` Python would raise, with the hint (`removed_keyword_hint`); the
+    signature stays ``function``'s.
 
     Example:
         ```python

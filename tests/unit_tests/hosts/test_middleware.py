@@ -525,19 +525,26 @@ class Scribe(AgentMiddleware[ScribeState, Any, Any]):
         return {"scratch": scratch, "notes": [f"note {attempt}"]}
 
 
-@pytest.mark.parametrize("keys", [ScribeState, ["scratch"]])
-def test_best_puts_back_the_chosen_attempt_s_keys_exactly_whatever_their_reducer(keys):
+def test_best_puts_back_the_chosen_attempt_s_keys_exactly_whatever_their_reducer():
     def evaluate(context: LoopContext) -> LoopEvaluation:
         score = {1: 90.0, 2: 20.0, 3: 30.0}[context["iteration"]]
         return {"stop": False, "score": score, "feedback": "Again."}
 
-    loop = LoopMiddleware(evaluate, 3, controls=[AnswerSelection("best")], state_keys=keys)
+    loop = LoopMiddleware(evaluate, 3, controls=[AnswerSelection("best")], state_keys=ScribeState)
     agent = create_agent(FakeChat.of("a", "b", "c"), middleware=[Scribe(), loop])
     result = agent.invoke({"messages": [REQUEST]})
     assert result["loop_selected_iteration"] == 1
     assert result["scratch"] == {"key1": 1}
-    if keys is ScribeState:  # a reducer named by the schema
-        assert result["notes"] == ["note 1"]
+    assert result["notes"] == ["note 1"]
+
+
+@pytest.mark.parametrize("keys", [["notes"], ["structured_response", "scratch"]])
+def test_a_key_named_without_its_schema_is_refused_when_the_loop_is_built(keys):
+    # from its name alone the loop cannot tell notes' operator.add from a plain key, and
+    # put back ['note 1', 'note 2', 'note 3', 'note 1'] for the best attempt's ['note 1']
+    with pytest.raises(ValueError, match=rf"state_keys may not hold {keys[-1]!r} by name.*schema"):
+        LoopMiddleware(CountingEvaluator(accept_at=1), 3, state_keys=keys)
+    assert LoopMiddleware(CountingEvaluator(1), 3, state_keys=["files"]).state_keys == ("files",)
 
 
 class Clashing(AgentState[Any]):
