@@ -11,7 +11,7 @@ the other.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Sequence
 from operator import attrgetter
 from typing import (
     Annotated,
@@ -36,16 +36,14 @@ from langchain_core.messages import (
     convert_to_messages,
     message_chunk_to_message,
 )
-from langgraph.channels.base import BaseChannel
 from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.graph import StateGraph
 from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
 from langgraph.types import Checkpointer
 from typing_extensions import TypedDict, get_type_hints
 
 from loop_agents.loop.agent_state import AgentStateDeltaChannel, updated
-from loop_agents.loop.state import IterationRecord, LoopState
+from loop_agents.loop.state import IterationRecord
 
 Storage: TypeAlias = Literal["auto", "delta", "full"]
 """What ``storage=`` accepts (see the module docstring)."""
@@ -281,33 +279,6 @@ def unwrapped(hint: Any) -> Any:
     if origin in (Required, NotRequired):
         return get_args(hint)[0]
     return hint
-
-
-_CHANNELS: dict[type[Any], dict[str, BaseChannel[Any, Any, Any]]] = {}
-
-
-def _channels(schema: type[Any]) -> dict[str, BaseChannel[Any, Any, Any]]:
-    """The channel of each key of ``schema`` (a state ``TypedDict``), as LangGraph reads it."""
-    if schema not in _CHANNELS:
-        _CHANNELS[schema] = dict(StateGraph(schema).channels)
-    return _CHANNELS[schema]
-
-
-def applied_updates(
-    state: Mapping[str, Any], updates: Mapping[str, Any], schema: type[Any] = LoopState
-) -> dict[str, Any]:
-    """``state`` after ``updates``, by the reducers of ``schema``'s channels (LangGraph's)."""
-    after = dict(state)
-    for key, value in updates.items():
-        template = _channels(schema).get(key)
-        if template is None:
-            after[key] = value
-            continue
-        current = after.get(key)
-        channel = template.from_checkpoint(current) if current is not None else template.copy()
-        channel.update([value])
-        after[key] = channel.get() if channel.is_available() else None
-    return after
 
 
 def storage_of(loop: Any) -> StorageLayout:
