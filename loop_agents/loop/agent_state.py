@@ -20,7 +20,6 @@ from pydantic import BaseModel
 from typing_extensions import get_type_hints
 
 AGENT_STATE = "agent_state"  # the latest (once the loop ends, the selected) agent state
-ATTEMPT_STATES = "attempt_states"  # each iteration's: {"iteration": n, "undo": change set}
 CHANGES_MARK = "__loop_agents_changes__"  # marks a write of AGENT_STATE as a change set
 _MODEL_MARK = "__loop_agents_model__"
 _ABSENT = object()
@@ -49,11 +48,6 @@ def input_keys(agent: object) -> frozenset[str]:
     except Exception:  # a schema that cannot be read: the agent is given messages only
         return frozenset()
     return frozenset(keys - NOT_CARRIED)
-
-
-def output_state(result: Mapping[str, Any]) -> dict[str, Any]:
-    """A graph agent's state after a call: its result's keys other than ``messages``."""
-    return {key: value for key, value in result.items() if key != "messages"}
 
 
 def carried(state: Mapping[str, Any], keys: frozenset[str]) -> dict[str, Any]:

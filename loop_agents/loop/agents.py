@@ -27,7 +27,7 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.pregel import Pregel
 from langgraph.pregel.protocol import PregelProtocol
 
-from loop_agents.loop.agent_state import input_keys, output_state
+from loop_agents.loop.agent_state import input_keys
 from loop_agents.runtime._worker_threads import in_worker_thread
 from loop_agents.runtime.sync_bridge import run_coroutine
 
@@ -198,7 +198,9 @@ class AgentCaller:
         Raises:
             TypeError: the result holds no answer (see `ACCEPTED`).
         """
-        state = output_state(result) if self._takes_state and isinstance(result, Mapping) else {}
+        state: dict[str, Any] = {}
+        if self._takes_state and isinstance(result, Mapping):  # its keys other than messages
+            state = {key: value for key, value in result.items() if key != "messages"}
         if isinstance(result, str):
             return AgentReply([AIMessage(content=result)], state)
         if isinstance(result, BaseMessage):
