@@ -7,19 +7,12 @@ feedback: a parent graph gains exactly the final answer).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Annotated, Any, Literal, TypeAlias, TypedDict, cast, get_args
 
-from langchain_core.messages import (
-    AIMessage,
-    AnyMessage,
-    BaseMessage,
-    RemoveMessage,
-    ToolMessage,
-)
+from langchain_core.messages import AnyMessage, BaseMessage, RemoveMessage
 from langgraph.graph.message import add_messages
 
-from loop_agents.loop.records import answer_id_of
+from loop_agents.loop.history.policies import request_span
 from loop_agents.loop.state import LoopOutput, LoopState
 
 OutputMode: TypeAlias = Literal["full_state", "full_history", "last_message"]
@@ -70,39 +63,12 @@ def keep_final_answer(state: LoopState, updates: dict[str, Any]) -> dict[str, An
             pending.append(message)
         elif message.id == answer_id:
             pending.append(message)
+    init = state.get("init_messages") or []
+    records = [*state.get("records", []), *updates.get("records", [])]
+    start = request_span(messages, init, state.get("loop_init_ids") or [], records)[1]
     removals: list[BaseMessage] = [
         RemoveMessage(id=message.id)
-        for message in messages[_loop_start(state, updates, messages) :]
+        for message in messages[start:]
         if message.id is not None and message.id != answer_id and message.id not in already_removed
     ]
     return updates | {"messages": [*removals, *pending]}
-
-
-def _loop_start(state: LoopState, updates: dict[str, Any], messages: Sequence[AnyMessage]) -> int:
-    """The index of the first message the current loop produced.
-
-    The message after the loop's request; else its first answer with the tool traffic
-    before it; else the end (nothing is taken out).
-    """
-    ids = [m.id for m in messages]
-    init_ids = {m.id for m in state.get("init_messages") or []} | set(
-        state.get("loop_init_ids") or []
-    )
-    init_ids.discard(None)
-    for index in range(len(ids) - 1, -1, -1):
-        if ids[index] in init_ids:
-            return index + 1
-    records = [*state.get("records", []), *updates.get("records", [])]
-    first_answer = answer_id_of(records[0]) if records else None
-    if first_answer is None or first_answer not in ids:
-        return len(messages)
-    start = ids.index(first_answer)
-    while start > 0 and _is_tool_traffic(messages[start - 1]):
-        start -= 1
-    return start
-
-
-def _is_tool_traffic(message: AnyMessage) -> bool:
-    return isinstance(message, ToolMessage) or (
-        isinstance(message, AIMessage) and bool(message.tool_calls)
-    )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, NamedTuple, TypeAlias, TypedDict, cast, get_args
 
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, ToolMessage
@@ -311,11 +311,9 @@ def loop_history(
     """
     new_loop = "init_messages" in updates
     init = list(updates["init_messages"] if new_loop else state.get("init_messages") or [])
-    ids = {m.id for m in init if m.id is not None} | set(
-        updates.get("loop_init_ids") or state.get("loop_init_ids") or []
-    )
+    init_ids = updates.get("loop_init_ids") or state.get("loop_init_ids") or []
     records: list[IterationRecord] = [] if new_loop else list(state.get("records") or [])
-    start, end = _request_span(messages, init, ids, records)
+    start, end = request_span(messages, init, init_ids, records)
     part = messages[end:]
     marks = [i for i, m in enumerate(part) if is_feedback(m)]
     attempts: list[Attempt] = []
@@ -336,16 +334,21 @@ def loop_history(
     }
 
 
-def _request_span(
+def request_span(
     messages: Sequence[AnyMessage],
     init: Sequence[AnyMessage],
-    ids: set[str | None],
-    records: Sequence[IterationRecord],
+    init_ids: Iterable[str],
+    records: Sequence[Mapping[str, Any]],
 ) -> tuple[int, int]:
-    """Where the loop's request is in ``messages``: ``(start, end)``, end exclusive."""
+    """Where a loop's request is in ``messages``: ``(start, end)``, end exclusive.
+
+    ``init`` is its ``init_messages``, ``init_ids`` its ``loop_init_ids``, ``records`` its
+    records so far.
+    """
     # Found by the ids of init_messages, else by type and content. When the request is not
     # in the conversation (another middleware summarised it), this loop's part starts at
     # its first answer (with the tool traffic before it); failing that, nothing is its own.
+    ids = {m.id for m in init if m.id is not None} | set(init_ids)
     signatures = {(m.type, repr(m.content)) for m in init}
 
     def matches(message: AnyMessage) -> bool:
@@ -363,10 +366,16 @@ def _request_span(
     if records:
         first = _index_of(messages, answer_id_of(records[0]))
         if first < len(messages):
-            while first > 0 and isinstance(messages[first - 1], AIMessage | ToolMessage):
+            while first > 0 and _is_tool_traffic(messages[first - 1]):
                 first -= 1
             return 0, first
     return 0, len(messages)
+
+
+def _is_tool_traffic(message: AnyMessage) -> bool:
+    return isinstance(message, ToolMessage) or (
+        isinstance(message, AIMessage) and bool(message.tool_calls)
+    )
 
 
 def _index_of(messages: Sequence[AnyMessage], message_id: str | None) -> int:
