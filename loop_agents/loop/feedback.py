@@ -176,8 +176,9 @@ def feedback_message(
     if isinstance(formatted, HumanMessage):
         kwargs = {**formatted.additional_kwargs, FEEDBACK_KEY: mark}
         return injected(formatted.model_copy(update={"additional_kwargs": kwargs}), FEEDBACK_SOURCE)
-    message = HumanMessage(content=formatted, additional_kwargs={FEEDBACK_KEY: mark})
-    return injected(message, FEEDBACK_SOURCE)
+    # tagged as `injected` tags a message, but built so (a copy less at every retry)
+    kwargs = {FEEDBACK_KEY: mark, "lc_source": FEEDBACK_SOURCE}
+    return HumanMessage(formatted, name=FEEDBACK_SOURCE, additional_kwargs=kwargs)
 
 
 def is_feedback(message: BaseMessage) -> bool:
