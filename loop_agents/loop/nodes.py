@@ -28,9 +28,7 @@ from loop_agents.loop.hook_checks import checked_choice, checked_messages, check
 from loop_agents.loop.outcomes import (
     EMPTY_RUN,
     attempts_of,
-    candidate_context,
     check_decided,
-    judged_of,
     record_of,
     verdict_of,
 )
@@ -38,6 +36,7 @@ from loop_agents.loop.protocol import (
     NO_USAGE,
     Attempt,
     CallName,
+    Judged,
     LoopControl,
     Outcome,
     Progress,
@@ -47,7 +46,7 @@ from loop_agents.loop.protocol import (
 from loop_agents.loop.records import answer_copy, choose
 from loop_agents.loop.state import AgentRun, IterationRecord, LoopContext, LoopState, StopReason
 from loop_agents.loop.tracing import candidate_config, iteration_config
-from loop_agents.loop.turns import iteration_number, start_iteration
+from loop_agents.loop.turns import start_iteration
 from loop_agents.runtime.steps import Call, Fanout, Measured, Program, RetryPolicies
 from loop_agents.runtime.time_limits import NodeName, TimeLimit
 from loop_agents.runtime.usage import CallUsage
@@ -182,8 +181,7 @@ class LoopNodes:
         Run before the agent call (`create_loop_agent`), or where an attempt starts inside
         ``create_agent`` (`LoopMiddleware`).
         """
-        updates, history = start_iteration(state)
-        iteration = iteration_number(state, updates)
+        updates, history, iteration = start_iteration(state)
         self.report.iteration_started(iteration)
         agent_state = dict(state.get("agent_state") or {})
         messages, shaping = history, NO_USAGE
@@ -240,9 +238,7 @@ class LoopNodes:
         name = self.evaluator.name
         outcome = Outcome(
             iteration,
-            judged_of(
-                attempts, [_verdict(next(judged), name) if a.produced else None for a in attempts]
-            ),
+            [Judged(a, verdict_of(next(judged), name) if a.produced else None) for a in attempts],
             request=list(state.get("init_messages") or []),
             records=list(state.get("records") or []),
             evaluator=name,
@@ -447,28 +443,18 @@ def check_name(name: object) -> str:
     return name
 
 
-def _verdict(stored: dict[str, Any], name: str) -> Any:
-    verdict = verdict_of(stored["evaluation"], name)
-    verdict.seconds = stored["seconds"]
-    verdict.usage = CallUsage.of_stored(stored["usage"])
-    return verdict
-
-
 def _context_of(state: LoopState, attempt: Attempt, candidate: bool) -> LoopContext:
     """The evaluator's `LoopContext` for ``attempt`` (a candidate's when ``candidate``)."""
-    answer = answer_of(attempt.produced or [])
-    context = cast(
-        LoopContext,
-        {
-            "iteration": state.get("iteration", 0),
-            "init_messages": list(state.get("init_messages") or []),
-            "feedback": list(state.get("feedback") or []),
-            "messages": list(state.get("messages") or []),
-            "agent_state": dict(attempt.agent_state),
-        },
-    )
-    if candidate:
-        context = candidate_context(context, attempt.produced or [], answer, attempt.candidate or 1)
-    else:
-        context["last_response"] = answer
+    produced = attempt.produced or []
+    messages = list(state.get("messages") or [])
+    context: LoopContext = {
+        "iteration": state.get("iteration", 0),
+        "init_messages": list(state.get("init_messages") or []),
+        "last_response": answer_of(produced),
+        "feedback": list(state.get("feedback") or []),
+        "messages": [*messages, *produced] if candidate else messages,
+        "agent_state": dict(attempt.agent_state),
+    }
+    if candidate:  # its own answer, messages and agent state
+        context["candidate"] = attempt.candidate or 1
     return context

@@ -60,21 +60,11 @@ LISTS_SNAPSHOT_EVERY = MESSAGES_SNAPSHOT_EVERY // 2  # feedback and records: one
 
 
 def append_messages(state: Sequence[AnyMessage], writes: Sequence[Any]) -> list[AnyMessage]:
-    """``add_messages`` for a batch of writes, in one pass, with stable ids.
+    """``add_messages`` for a batch of writes (the same result), in one pass, with stable ids.
 
-    The same result as merging the writes one by one with ``add_messages``, but the
-    conversation is indexed once per batch, so a replay costs time in proportion to the
-    messages. A message given without an id gets one derived from its place and content,
-    the same at every replay.
-
-    Raises:
-        ValueError: a ``RemoveMessage`` names a message that is not in the conversation.
-
-    Example:
-        ```python
-        messages = append_messages([], [[HumanMessage("hi", id="1")], ["hello"]])
-        assert [m.text for m in messages] == ["hi", "hello"]
-        ```
+    The conversation is indexed once per batch; a message without an id gets one derived
+    from its place and content, the same at every replay. `ValueError`: a ``RemoveMessage``
+    names a message that is not in the conversation.
     """
     global _last_merge
     last = _last_merge  # one read: another thread may replace it meanwhile

@@ -1,16 +1,8 @@
-"""Names, tags and metadata of a loop's calls, for traces and for the ``messages`` stream.
+"""Names, tags and metadata of a loop's calls, for traces and the ``messages`` stream.
 
-Every agent and evaluator call of a loop (and a ``compacting`` history's summary, an
-advisor's call) is a run named ``"iteration 2: agent"`` (``"iteration 2: evaluator"``,
-...), tagged ``loop_agents``, ``iteration:2`` and ``loop_role:agent``, with the metadata
-``{"loop_name": ..., "loop_iteration": 2, "loop_role": "agent"}``, which LangGraph passes
-along with every token on ``stream_mode="messages"``:
-
-```python
-async for token, metadata in loop.astream(inputs, stream_mode="messages"):
-    if role_of(metadata) == "agent":
-        print(iteration_of(metadata), token.text)
-```
+Each agent, evaluator, summary or advisor call is a run named ``"iteration 2: agent"``,
+tagged ``loop_agents``, ``iteration:2`` and ``loop_role:agent``, with the metadata that
+`iteration_of`, `role_of` and `candidate_of` read (``docs/streaming.md``).
 """
 
 from __future__ import annotations
@@ -71,18 +63,7 @@ def iteration_config(
 
 
 def candidate_config(config: RunnableConfig, candidate: int) -> RunnableConfig:
-    """``config`` (an agent or evaluator call's) for one candidate of ``Candidates(k)``.
-
-    The call becomes a run of its own (a fresh ``run_id``) named ``"... (candidate i)"``,
-    tagged ``loop_candidate:i`` and with ``loop_candidate`` in its metadata.
-
-    Example:
-        ```python
-        base = iteration_config(None, loop="poet", iteration=2, role="agent")
-        assert candidate_config(base, 3)["run_name"] == "iteration 2: agent (candidate 3)"
-        ```
-
-    """
+    """``config`` for one candidate of ``Candidates(k)``: a run of its own, named and tagged."""
     return {
         **config,
         "run_id": uuid.uuid4(),
