@@ -172,10 +172,7 @@ def applied(state: Mapping[str, Any] | None, change: Mapping[str, Any] | None) -
 
 
 def updated(state: Mapping[str, Any] | None, writes: Sequence[Any]) -> dict[str, Any]:
-    """The value of `AGENT_STATE` after ``writes``: change sets applied, whole values taken.
-
-    The reducer of its channels: two batches applied in turn give what both at once give.
-    """
+    """The value of `AGENT_STATE` after ``writes`` (its channels' reducer): change sets applied."""
     result: dict[str, Any] = dict(state or {})
     for write in writes:
         if is_changes(write):
@@ -216,11 +213,7 @@ class AgentStateChannel(BinaryOperatorAggregate[dict[str, Any]]):
 
 
 class AgentStateDeltaChannel(DeltaChannel[dict[str, Any]]):
-    """`AGENT_STATE` as a delta channel: a checkpoint stores its step's change set.
-
-    Its snapshots store pydantic values as the checkpointer does; a whole value stored by
-    the full layout is read `thawed`.
-    """
+    """`AGENT_STATE` as a delta channel: a checkpoint stores its step's change set."""
 
     def from_checkpoint(self, checkpoint: Any) -> Self:
         """The channel as stored (a snapshot, a whole earlier value, or nothing)."""
@@ -233,10 +226,7 @@ class AgentStateDeltaChannel(DeltaChannel[dict[str, Any]]):
 def selected_state(
     entries: Sequence[Mapping[str, Any]], iteration: int | None, latest: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """The agent state of ``iteration`` (``{}`` if none): ``latest`` with later undos applied.
-
-    An entry of the earlier layout holds its state whole.
-    """
+    """The agent state of ``iteration`` (``{}`` if none): ``latest`` with later undos applied."""
     state: dict[str, Any] = dict(latest)
     for entry in reversed(entries):
         if "state" in entry:

@@ -66,11 +66,7 @@ def is_async_callable(func: object) -> bool:
 
 
 def check_one_argument(role: str, func: object, expected: str, given: str, example: str) -> None:
-    """Raise `TypeError` unless ``func`` is a runnable or takes one positional argument.
-
-    ``expected`` says what ``role`` may be, ``given`` what the loop passes, ``example`` how
-    such a function is written. A class is refused; an unreadable signature let through.
-    """
+    """Raise `TypeError` unless ``func`` is a runnable or takes one positional argument."""
     if isinstance(func, Runnable):
         return
     if not callable(func):
@@ -118,21 +114,15 @@ warnings.filterwarnings(
 
 
 def without_own_checkpoints(agent: AgentLike) -> AgentLike:
-    """A graph agent that would inherit the loop's checkpointer, made to keep none.
-
-    Its own checkpoints would hold the whole conversation at every step, while the loop
-    saves each attempt itself; an agent compiled with a checkpointer keeps it.
-    """
+    """A graph agent that would inherit the loop's checkpointer, made to keep none."""
+    # its checkpoints would hold the whole conversation at every step; the loop saves it
     if isinstance(agent, Pregel) and agent.checkpointer is None:
         return cast(AgentLike, agent.copy(update={"checkpointer": False}))
     return agent
 
 
 class AgentCaller:
-    """Calls one wrapped agent, sync or async, and normalises what it returns.
-
-    ``input_keys`` are a graph agent's input keys beyond ``messages``.
-    """
+    """Calls one wrapped agent, sync or async, and normalises what it returns."""
 
     def __init__(self, agent: AgentLike) -> None:
         """Wrap ``agent``; see the module docstring for what is accepted."""
@@ -256,11 +246,7 @@ Message = TypeVar("Message", bound=BaseMessage)
 
 
 def encodable(messages: Sequence[Message]) -> list[Message]:
-    """``messages`` as a model can be sent them: lone surrogates replaced by U+FFFD.
-
-    Only what is sent is mended (an HTTP client cannot encode a lone surrogate); the list
-    itself is returned when nothing needs mending.
-    """
+    """``messages`` with lone surrogates (no HTTP client encodes them) replaced by U+FFFD."""
     mended: list[Message] | None = None
     for index, message in enumerate(messages):
         content = message.content
@@ -289,11 +275,8 @@ def _mended(content: Any) -> Any:
 
 
 def with_fresh_ids(produced: list[AnyMessage], history: Sequence[AnyMessage]) -> list[AnyMessage]:
-    """``produced`` with a new id for every message whose id is already used.
-
-    ``add_messages`` replaces a message with an earlier one's id (caches and some fakes
-    reuse ids); the loop must append, never overwrite.
-    """
+    """``produced`` with a new id for every message whose id is already used."""
+    # add_messages would replace the earlier message (caches and some fakes reuse ids)
     used: set[str | None] = set(map(attrgetter("id"), history))
     fresh: list[AnyMessage] = []
     for message in produced:

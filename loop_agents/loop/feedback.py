@@ -50,8 +50,7 @@ _BACKTICKS = re.compile(r"`+")
 def injected(message: HumanMessage, source: str) -> HumanMessage:
     """``message`` tagged as added by the loop: ``lc_source`` and (unless it has one) ``name``.
 
-    LangChain's tags for injected messages (`add_notification_metadata`); providers are
-    not sent ``lc_source``. Same content, same id.
+    LangChain's tags (`add_notification_metadata`; not sent to providers); same content and id.
     """
     tagged = add_notification_metadata(message, source=source)
     if tagged.name is None:
@@ -84,12 +83,7 @@ def fenced(text: str, label: str = "review", *, fence: str | None = None) -> str
 
 
 def check_feedback_format(feedback_format: object) -> FeedbackFormat:
-    """``feedback_format`` if it is a valid template or a sync function.
-
-    Raises:
-        TypeError: neither a string nor a sync function.
-        ValueError: a template with other fields than `TEMPLATE_FIELDS`, or no ``{feedback}``.
-    """
+    """``feedback_format`` if it is a template of `TEMPLATE_FIELDS` or a sync function."""
     if isinstance(feedback_format, str):
         try:
             used = {
@@ -132,11 +126,7 @@ def check_feedback_format(feedback_format: object) -> FeedbackFormat:
 def format_feedback(
     text: str, iteration: int, feedback_format: FeedbackFormat = DEFAULT_FEEDBACK_FORMAT
 ) -> str | HumanMessage:
-    """What the agent reads for one feedback text: ``feedback_format`` applied to it.
-
-    A function must return a non-empty text or a ``HumanMessage`` (else `TypeError` or
-    `ValueError`).
-    """
+    """What the agent reads for one feedback text: ``feedback_format`` applied to it."""
     if isinstance(feedback_format, str):
         return feedback_format.format(feedback=text, iteration=iteration, fence=fence_for(text))
     result: Any = feedback_format(text, iteration)

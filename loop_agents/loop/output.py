@@ -47,11 +47,7 @@ def output_schema(output_mode: OutputMode) -> type[LoopOutput]:
 
 
 def keep_final_answer(state: LoopState, updates: dict[str, Any]) -> dict[str, Any]:
-    """``updates`` of the final evaluation, with removals that leave only the final answer.
-
-    Every message the ending loop produced, except its answer (``last_response`` in the
-    updates, else the state's), is removed; the request and what came before it stay.
-    """
+    """The final ``updates``, removing what the loop produced but its answer (``last_response``)."""
     messages = list(state.get("messages") or [])
     answer = updates.get("last_response") or state.get("last_response")
     answer_id = answer.id if answer is not None else None

@@ -431,11 +431,7 @@ class LoopControl:
 
 
 def check_controls(controls: object) -> list[LoopControl]:
-    """Validate ``controls=``: a sequence of `LoopControl` objects (or one).
-
-    Raises:
-        TypeError: anything else.
-    """
+    """``controls=`` as a list, checked: a sequence of `LoopControl` objects (or one)."""
     if isinstance(controls, LoopControl):
         controls = [controls]
     if isinstance(controls, str | bytes) or not isinstance(controls, Sequence):

@@ -221,8 +221,8 @@ def check_storage(storage: object) -> Storage:
 def supports_delta(checkpointer: Checkpointer) -> bool:
     """Whether ``"auto"`` uses delta channels with ``checkpointer``.
 
-    True for ``None``/``True`` (a parent's or LangGraph Server's saver) and for a saver
-    whose class implements ``get_delta_channel_history`` (not LangGraph's generic walk).
+    Yes with a parent's or LangGraph Server's (``None``/``True``), or a saver of its own
+    ``get_delta_channel_history``.
     """
     if checkpointer is None or checkpointer is True:
         return True
@@ -242,10 +242,7 @@ def resolve_storage(storage: Storage, checkpointer: Checkpointer) -> StorageLayo
 def with_storage(
     schema: type[Any], layout: StorageLayout, *, keys: Collection[str] | None = None
 ) -> type[Any]:
-    """``schema`` (a state ``TypedDict``) with its append-only keys stored as ``layout``.
-
-    With ``keys``, only those keys (a node's input schema).
-    """
+    """``schema`` (a state ``TypedDict``; with ``keys``, only those) stored as ``layout``."""
     hints = get_type_hints(schema, include_extras=True)
     if keys is None and (layout == "full" or not DELTA_KEYS.keys() & hints.keys()):
         return schema

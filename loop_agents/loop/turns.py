@@ -21,9 +21,8 @@ def wall_clock() -> float:
 def start_iteration(state: LoopState) -> tuple[dict[str, Any], list[AnyMessage], int]:
     """The updates that open an iteration, the messages the agent is sent, its number.
 
-    A loop's first iteration fixes ``init_messages``; after a loop that ended on the
-    thread (``stop_reason`` set) a new one starts: its counters restart, the
-    conversation stays.
+    After a loop that ended on the thread (``stop_reason`` set) a new one starts: its
+    counters restart, the conversation stays.
     """
     messages = list(state.get("messages") or [])
     previous_done = state.get("stop_reason") is not None

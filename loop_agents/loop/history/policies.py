@@ -258,12 +258,7 @@ def added_messages(messages: Sequence[AnyMessage]) -> list[AnyMessage]:
 
 
 def check_history(history: object) -> HistoryPolicy:
-    """Validate a history policy (what `History` is given) and return it.
-
-    Raises:
-        ValueError: an unknown policy name.
-        TypeError: neither a name, a sync function nor a `StatefulHistory` instance.
-    """
+    """What `History` is given, checked: a policy's name, a sync function or a `StatefulHistory`."""
     expected = (
         f"history must be one of {', '.join(map(repr, HISTORY_NAMES))}, compacting(model, "
         f"max_tokens=...) or a function of LoopHistory returning the messages to send"
@@ -302,13 +297,7 @@ def builtin_policy(
 def loop_history(
     state: LoopState, updates: dict[str, Any], messages: list[AnyMessage]
 ) -> LoopHistory:
-    """Split ``messages`` for the iteration that ``updates`` open (see `LoopHistory`).
-
-    Args:
-        state: The loop's state before the iteration.
-        updates: The updates that open it (with ``init_messages`` when a new loop starts).
-        messages: The whole conversation the iteration starts from.
-    """
+    """Split ``messages`` (what the iteration starts from) for the iteration ``updates`` open."""
     new_loop = "init_messages" in updates
     init = list(updates["init_messages"] if new_loop else state.get("init_messages") or [])
     init_ids = updates.get("loop_init_ids") or state.get("loop_init_ids") or []
@@ -340,11 +329,7 @@ def request_span(
     init_ids: Iterable[str],
     records: Sequence[Mapping[str, Any]],
 ) -> tuple[int, int]:
-    """Where a loop's request is in ``messages``: ``(start, end)``, end exclusive.
-
-    ``init`` is its ``init_messages``, ``init_ids`` its ``loop_init_ids``, ``records`` its
-    records so far.
-    """
+    """Where a loop's request (``init_messages``, ``loop_init_ids``) is: ``(start, end)``."""
     # Found by the ids of init_messages, else by type and content. When the request is not
     # in the conversation (another middleware summarised it), this loop's part starts at
     # its first answer (with the tool traffic before it); failing that, nothing is its own.
