@@ -90,6 +90,15 @@ def check_one_argument(role: str, func: object, expected: str, given: str, examp
         ) from exc
 
 
+def check_count(name: str, value: object, meaning: str) -> int:
+    """``value`` if it is an int >= 1, else a `TypeError` or `ValueError` naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int >= 1; got {type(value).__name__} {value!r:.40}")
+    if value < 1:
+        raise ValueError(f"{name} must be >= 1 ({meaning}); got {value}")
+    return value
+
+
 class AgentInput(NamedTuple):
     """What one agent call is given: the messages, and a graph agent's state keys."""
 

@@ -1,9 +1,7 @@
 """Feedback turns: the evaluator's feedback as the user message the agent reads next.
 
-By default the feedback is quoted verbatim in a fence no text can close (`fence_for`),
-framed as a review that cannot change the agent's task; `FeedbackStyle` sets another
-form. The message is marked (`is_feedback`, `feedback_text`) and tagged as injected
-(`injected`). The guide is ``docs/feedback.md``.
+By default it is quoted verbatim in a fence no text can close (`fence_for`), framed as a
+review that cannot change the agent's task (``docs/feedback.md``).
 """
 
 from __future__ import annotations

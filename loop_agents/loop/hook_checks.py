@@ -1,8 +1,7 @@
 """What each hook of a control must give back, checked where it gives it.
 
-A wrong value fails that hook, in that iteration, with a `TypeError` or `ValueError`
-that names the control, the hook, what it returned and what is expected; the node fails
-before it writes anything (``docs/loop-control.md``).
+A wrong value fails the node before it writes anything, with an error that names the
+control, the hook, what it returned and what is expected.
 """
 
 from __future__ import annotations
@@ -153,13 +152,10 @@ def checked_choice(
     """What ``choose`` returned: one of ``records`` (or a copy of one), or ``None``."""
     if picked is None:
         return None
-    for record in records:
-        if picked is record:
-            return record
-    if isinstance(picked, Mapping):
-        for record in records:
-            if picked == record:
-                return record
+    # a copy is taken for its record (records differ at least by their iteration)
+    found = next((r for r in records if r is picked or r == picked), None)
+    if found is not None and isinstance(picked, Mapping):
+        return found
     iterations = [r.get("iteration") for r in records]
     raise TypeError(
         f"{_where(control, 'choose')} returned {_shown(picked)}; it must return one of the "

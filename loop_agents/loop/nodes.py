@@ -1,10 +1,7 @@
 """The loop's two nodes, ``invoke_agent`` and ``evaluate``, each written once.
 
-Each node is a program (`loop_agents.runtime.steps`), run by ``invoke`` and ``ainvoke``
-alike, that runs its controls' hooks (`loop_agents.loop.protocol`): ``invoke_agent``
-opens the iteration and shapes what the agent is sent (the host then calls the agent);
-``evaluate`` judges, lets the controls work on the verdicts, records, applies the stop
-rules and, at the end, lets the choosers pick the answer.
+Each is a program (`loop_agents.runtime.steps`), run by ``invoke`` and ``ainvoke`` alike,
+that runs its controls' hooks (`loop_agents.loop.protocol`) at the loop's points.
 """
 
 from __future__ import annotations
@@ -14,6 +11,7 @@ import uuid
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import replace
 from functools import partial
+from operator import methodcaller
 from typing import Any, NamedTuple, TypeVar, cast
 
 from langchain_core.messages import AnyMessage, HumanMessage
@@ -21,7 +19,7 @@ from langchain_core.runnables import RunnableConfig
 
 from loop_agents.loop._reporting import LoopReporter
 from loop_agents.loop.agent_state import changes, no_change, selected_state
-from loop_agents.loop.agents import answer_of, with_fresh_ids
+from loop_agents.loop.agents import answer_of, check_count, with_fresh_ids
 from loop_agents.loop.evaluation import Evaluator, EvaluatorCaller
 from loop_agents.loop.feedback import DEFAULT_FEEDBACK_FORMAT, FeedbackFormat, feedback_message
 from loop_agents.loop.hook_checks import checked_choice, checked_messages, checked_outcome
@@ -133,10 +131,8 @@ class LoopNodes:
         self._retry: dict[str, RetryPolicies | None] = {}
         self._seconds: dict[str, float | None] = {}
         for call in ("agent", "evaluator"):
-            policies = (c.retry_policy(call) for c in self.controls)
-            self._retry[call] = next((p for p in policies if p is not None), None)
-            limits = (c.time_limit(call) for c in self.controls)
-            self._seconds[call] = next((s for s in limits if s is not None), None)
+            self._retry[call] = _declared(self.controls, methodcaller("retry_policy", call))
+            self._seconds[call] = _declared(self.controls, methodcaller("time_limit", call))
         self.report = LoopReporter(name, max_iterations)
         self._judge = self.report.traced("evaluator", self.evaluator.invoke, self.evaluator.ainvoke)
         self.stepped: dict[NodeName, bool] = {
@@ -412,25 +408,12 @@ class LoopNodes:
 
 def _declared(controls: Sequence[LoopControl], read: Callable[[LoopControl], T | None]) -> T | None:
     """What the first control that declares it says (``None`` when none does)."""
-    for control in controls:
-        value = read(control)
-        if value is not None:
-            return value
-    return None
+    return next((value for value in map(read, controls) if value is not None), None)
 
 
 def check_max_iterations(max_iterations: object) -> int:
     """Validate the cap: an int >= 1."""
-    if isinstance(max_iterations, bool) or not isinstance(max_iterations, int):
-        raise TypeError(
-            f"max_iterations must be an int >= 1; got {type(max_iterations).__name__} "
-            f"{max_iterations!r:.40}"
-        )
-    if max_iterations < 1:
-        raise ValueError(
-            f"max_iterations must be >= 1 (the agent is called at least once); got {max_iterations}"
-        )
-    return max_iterations
+    return check_count("max_iterations", max_iterations, "the agent is called at least once")
 
 
 def check_name(name: object) -> str:

@@ -1,9 +1,4 @@
-"""What a loop hands back when it ends: its output mode (``docs/composition.md``).
-
-``"full_state"`` (every public key), ``"full_history"`` (``messages`` only) or
-``"last_message"`` (``messages``, from which the ending loop takes out its attempts and
-feedback: a parent graph gains exactly the final answer).
-"""
+"""What a loop hands back when it ends: its output mode (``docs/composition.md``)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,8 @@
 """How a loop's state is stored in checkpoints: delta channels or full values.
 
-With delta storage the append-only keys (``messages``, ``feedback``, ``records``,
-``attempt_states``, ``agent_state``) are LangGraph ``DeltaChannel`` channels: a checkpoint
-stores only its step's writes and a snapshot now and then, so a thread's storage grows
-linearly with its iterations, not with their square. ``storage=`` chooses: ``"auto"``,
-``"delta"`` or ``"full"`` (see ``docs/storage.md``); threads written with one load with
-the other.
+With delta storage the append-only keys are LangGraph ``DeltaChannel`` channels, so a
+thread's storage grows linearly with its iterations, not with their square; threads
+written with one layout load with the other (``docs/storage.md``).
 """
 
 from __future__ import annotations

@@ -47,7 +47,6 @@ def iteration_config(
         assert config["run_name"] == "iteration 2: agent"
         assert config["metadata"]["loop_iteration"] == 2
         ```
-
     """
     # what merge_configs(config, {...}) gives, without copying every key of the config: a
     # complete config (a node's) is taken as it is; another is completed (ensure_config)
@@ -85,7 +84,6 @@ def candidate_of(metadata: Mapping[str, Any]) -> int | None:
         ```python
         assert candidate_of({"loop_candidate": 2}) == 2
         ```
-
     """
     return _int_of(metadata, CANDIDATE_KEY)
 
@@ -97,7 +95,6 @@ def iteration_of(metadata: Mapping[str, Any]) -> int | None:
         ```python
         assert iteration_of({"loop_iteration": 2}) == 2
         ```
-
     """
     return _int_of(metadata, ITERATION_KEY)
 
@@ -109,7 +106,6 @@ def role_of(metadata: Mapping[str, Any]) -> LoopRole | None:
         ```python
         assert role_of({"loop_role": "evaluator"}) == "evaluator"
         ```
-
     """
     value = metadata.get(ROLE_KEY)
     return value if value in get_args(LoopRole) else None

@@ -1,9 +1,7 @@
 """History policies: what the agent is sent on each iteration of a loop.
 
 The state keeps the whole conversation; a policy, given to the `History` control, only
-chooses what the agent is sent: ``"full"``, ``"last_attempt"``, ``"feedback_log"``,
-``compacting(...)`` (`loop_agents.loop.history.compaction`), a function of `LoopHistory`
-or a `StatefulHistory`. The policies, their rules and examples: ``docs/history.md``.
+chooses what the agent is sent. The policies, their rules and examples: ``docs/history.md``.
 """
 
 from __future__ import annotations
