@@ -127,18 +127,15 @@ class LoopReporter:
         answer: AIMessage | None,
     ) -> None:
         """Report that the loop ends for ``reason``; ``answer`` is iteration ``selected``'s."""
-        best: tuple[float | None, int | None] = (None, None)  # the later one on a tie
-        for record in records:
-            score = record["score"]
-            if score is not None and (best[0] is None or score >= best[0]):
-                best = (score, record["iteration"])
+        scored = [r for r in records if r["score"] is not None]  # max: the later one on a tie
+        best = max(reversed(scored), key=lambda r: r["score"] or 0.0) if scored else None
         event = {
             "type": "loop_finished",
             "loop": self.loop,
             "stop_reason": reason,
             "iterations": max(r["iteration"] for r in records),
-            "best_score": best[0],
-            "best_iteration": best[1],
+            "best_score": best["score"] if best is not None else None,
+            "best_iteration": best["iteration"] if best is not None else None,
             "selected_iteration": selected,
             "answer": answer.text if answer is not None else "",
         }

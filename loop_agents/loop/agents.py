@@ -172,9 +172,7 @@ class AgentCaller:
             # an async function (or one returning an awaitable) runs on the background
             # event loop, so the loop's sync methods work with async agents too
             result = self._function(given.messages)
-            if inspect.iscoroutine(result):
-                result = run_coroutine(result)
-            elif inspect.isawaitable(result):
+            if inspect.isawaitable(result):
                 result = run_coroutine(_awaited(result))
         return self.reply(given.messages, result)
 

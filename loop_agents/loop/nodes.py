@@ -59,6 +59,7 @@ STEPS_PER_ITERATION = 2
 
 _OPENING = frozenset(
     {"messages", "init_messages", "iteration", "last_response", "stop_reason", "agent_state"}
+    | {"loop_init_ids"}
 )
 _JUDGING = frozenset(
     {"messages", "init_messages", "iteration", "last_response", "feedback", "records"}
@@ -159,12 +160,8 @@ class LoopNodes:
         Each key costs LangGraph a read at every step (an empty one, an exception).
         """
         if name == "invoke_agent":
-            extra = (
-                {"feedback", "records", "history_memory"}
-                if self.shapers or self.retry_kinds
-                else set()
-            )
-            return _OPENING | {"loop_init_ids"} | extra
+            shaping = self.shapers or self.retry_kinds
+            return _OPENING | ({"feedback", "records", "history_memory"} if shaping else set())
         return _JUDGING | (
             ({"started_at"} if self.rules else set())
             | ({"attempt_states"} if self.choosers else set())
@@ -183,16 +180,10 @@ class LoopNodes:
         messages, shaping = history, NO_USAGE
         if not self.shapers:
             return OpenedTurn(updates, history, messages, agent_state, shaping, iteration)
-        report = partial(self.report.config, config, iteration)
+        named = partial(self.report.config, config, iteration)  # the config of a hook's calls
+        feedback_format = self.feedback_format
         turn = Turn(
-            iteration,
-            history,
-            agent_state,
-            config,
-            state,
-            updates,
-            self.feedback_format,
-            _config=report,
+            iteration, history, agent_state, config, state, updates, feedback_format, _config=named
         )
         for control in self.retry_kinds:
             kind = control.retry_kind(turn)
