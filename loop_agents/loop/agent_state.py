@@ -197,7 +197,7 @@ class AgentStateChannel(BinaryOperatorAggregate[dict[str, Any]]):
     """`AGENT_STATE` stored whole in every checkpoint (`frozen`; it reads change sets too)."""
 
     def __init__(self, typ: Any = dict, operator: Any = _updated_by_one) -> None:
-        """The channel; ``typ`` and ``operator`` are LangGraph's (kept for ``copy``)."""
+        # LangGraph's arguments, defaulted (its copy passes them back)
         super().__init__(typ, operator)
 
     def checkpoint(self) -> Any:

@@ -134,7 +134,6 @@ class AgentCaller:
     """Calls one wrapped agent, sync or async, and normalises what it returns."""
 
     def __init__(self, agent: AgentLike) -> None:
-        """Wrap ``agent``; see the module docstring for what is accepted."""
         check_one_argument(
             "agent",
             agent,

@@ -51,9 +51,6 @@ def checkpointed(evaluator: Evaluator, *, name: str | None = None) -> Runnable[A
             saved verdict by name and call order, so checkpointed evaluators that run
             at the same time (members of a ``panel``) need distinct names.
 
-    Returns:
-        An evaluator (a Runnable that works with both ``invoke`` and ``ainvoke``).
-
     Example:
         ```python
         evaluator = all_of(checkpointed(judge), human_review())  # one judge call an answer
@@ -80,8 +77,7 @@ def checkpointed_caller(caller: EvaluatorCaller, *, name: str | None = None) -> 
     def evaluate(context: LoopContext, config: RunnableConfig) -> LoopEvaluation:
         if not in_graph_run():
             return caller.invoke(context, config)
-        verdict: LoopEvaluation = sync_task(context).result()
-        return verdict
+        return sync_task(context).result()
 
     async def aevaluate(context: LoopContext, config: RunnableConfig) -> LoopEvaluation:
         if not in_graph_run():
@@ -115,9 +111,6 @@ def checkpoint_before_iteration(
         loop: The compiled loop, with a checkpointer.
         config: The config the loop ran with (``thread_id``, optionally ``checkpoint_id``).
         iteration: The iteration to go back to (1 = before the first answer).
-
-    Returns:
-        The ``StateSnapshot`` before the agent call of ``iteration``.
 
     Raises:
         ValueError: no such checkpoint, no thread, or no checkpointer.

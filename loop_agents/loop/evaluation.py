@@ -50,7 +50,6 @@ class EvaluatorCaller:
     """
 
     def __init__(self, evaluator: Evaluator, *, member_of: str | None = None) -> None:
-        """Wrap ``evaluator``; see `Evaluator` for what is accepted."""
         check_one_argument(
             "evaluator",
             evaluator,

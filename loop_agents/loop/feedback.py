@@ -69,11 +69,7 @@ def fence_for(*texts: str) -> str:
 
 
 def fenced(text: str, label: str = "review", *, fence: str | None = None) -> str:
-    r"""``text`` verbatim between two fence lines, the first labelled ``label``.
-
-    Raises:
-        ValueError: ``fence`` (default ``fence_for(text)``) would be closed by ``text``.
-    """
+    """``text`` verbatim between fence lines (the first labelled ``label``) it cannot close."""
     fence = fence or fence_for(text)
     if len(fence_for(text)) > len(fence) or set(fence) != {"`"}:
         raise ValueError(f"fence {fence!r} is closed by the text it quotes; use fence_for(text)")

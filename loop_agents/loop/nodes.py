@@ -114,7 +114,6 @@ class LoopNodes:
         name: str = "loop_agent",
         controls: Sequence[LoopControl] = (),
     ) -> None:
-        """Wrap the evaluator; sort the controls' hooks and read what they declare."""
         self.evaluator = EvaluatorCaller(evaluator)
         self.max_iterations = max_iterations
         self.controls = list(controls)
@@ -171,8 +170,7 @@ class LoopNodes:
     def open_turn(self, state: LoopState, config: RunnableConfig) -> Program[OpenedTurn]:
         """Open the iteration and shape what the agent is sent (``shape_input`` hooks).
 
-        Run before the agent call (`create_loop_agent`), or where an attempt starts inside
-        ``create_agent`` (`LoopMiddleware`).
+        Run before the agent call, by either host.
         """
         updates, history, iteration = start_iteration(state)
         self.report.iteration_started(iteration)

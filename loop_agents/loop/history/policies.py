@@ -179,12 +179,8 @@ def feedback_log_message(
     The message is marked as feedback (`is_feedback`), has an id of its own and is only
     sent, never stored.
 
-    Args:
-        feedback: The feedback texts, oldest first (at least one).
-        feedback_format: The loop's feedback format (see `loop_agents.loop.feedback`).
-
     Raises:
-        ValueError: ``feedback`` is empty.
+        ValueError: ``feedback`` (the texts, oldest first) is empty.
 
     Example:
         ```python
