@@ -23,10 +23,7 @@ Out = TypeVar("Out")
 
 
 def write_event(event: LoopEvent) -> None:
-    """Write ``event`` to the ``custom`` stream of the graph run this is called from.
-
-    Outside a graph run (a node function called directly) nothing is written.
-    """
+    """Write ``event`` to the ``custom`` stream of the graph run (outside one, nothing)."""
     try:
         writer = get_stream_writer()
     except (RuntimeError, KeyError):
@@ -54,40 +51,33 @@ class LoopReporter:
         """The config of the ``role`` call of ``iteration`` (see `iteration_config`)."""
         return iteration_config(config, loop=self.loop, iteration=iteration, role=role)
 
+    def _write(self, kind: str, iteration: int, candidate: int | None, **fields: Any) -> None:
+        event = {"type": kind, "loop": self.loop, "iteration": iteration, **fields}
+        if candidate is not None:
+            event["candidate"] = candidate
+        write_event(cast(LoopEvent, event))
+
     def iteration_started(self, iteration: int) -> None:
         """Report that ``iteration`` starts (`IterationStarted`)."""
-        event: dict[str, Any] = {
-            "type": "iteration_started",
-            "loop": self.loop,
-            "iteration": iteration,
-        }
-        event["max_iterations"] = self.max_iterations
-        write_event(cast(LoopEvent, event))
+        self._write("iteration_started", iteration, None, max_iterations=self.max_iterations)
 
     def agent_finished(
         self, iteration: int, answer: AIMessage, run: AgentRun, *, candidate: int | None = None
     ) -> None:
         """Report the agent's answer in ``iteration`` and what it cost (`AgentFinished`)."""
-        event: dict[str, Any] = {
-            "type": "agent_finished",
-            "loop": self.loop,
-            "iteration": iteration,
-        }
-        event["answer"] = answer.text
-        event["seconds"] = run["seconds"]
-        event["input_tokens"] = run["input_tokens"]
-        event["output_tokens"] = run["output_tokens"]
-        if candidate is not None:
-            event["candidate"] = candidate
-        write_event(cast(LoopEvent, event))
+        self._write(
+            "agent_finished",
+            iteration,
+            candidate,
+            answer=answer.text,
+            seconds=run["seconds"],
+            input_tokens=run["input_tokens"],
+            output_tokens=run["output_tokens"],
+        )
 
     def agent_failed(self, iteration: int, error: str, *, candidate: int | None = None) -> None:
         """Report that the agent call of ``iteration`` failed (`AgentFailed`)."""
-        event: dict[str, Any] = {"type": "agent_failed", "loop": self.loop, "iteration": iteration}
-        event["error"] = error
-        if candidate is not None:
-            event["candidate"] = candidate
-        write_event(cast(LoopEvent, event))
+        self._write("agent_failed", iteration, candidate, error=error)
 
     def candidates_judged(self, record: IterationRecord) -> None:
         """Report every candidate's verdict of the iteration in ``record`` (`CandidatesJudged`)."""
@@ -100,37 +90,34 @@ class LoopReporter:
             }
             for c in record.get("candidates", [])
         ]
-        event: dict[str, Any] = {
-            "type": "candidates_judged",
-            "loop": self.loop,
-            "iteration": record["iteration"],
-        }
-        event["candidates"] = candidates
-        event["selected"] = record.get("candidate", 1)
-        write_event(cast(LoopEvent, event))
+        selected = record.get("candidate", 1)
+        self._write(
+            "candidates_judged", record["iteration"], None, candidates=candidates, selected=selected
+        )
 
     def evaluation_finished(self, record: IterationRecord) -> None:
         """Report the evaluation recorded in ``record`` (`EvaluationFinished`)."""
-        event: dict[str, Any] = {
-            "type": "evaluation_finished",
-            "loop": self.loop,
-            "iteration": record["iteration"],
-        }
-        event["stop"] = record["stop"]
-        event["score"] = record["score"]
-        event["feedback"] = record["feedback"]
-        event["evaluator"] = record["evaluator"]
-        event["decided_by"] = list(record["decided_by"])
-        event["seconds"] = record["evaluation_seconds"]
-        event["input_tokens"] = record["evaluator_input_tokens"]
-        event["output_tokens"] = record["evaluator_output_tokens"]
-        event["requests"] = record.get("requests", 0)
-        event["cost"] = record.get("cost")
+        optional: dict[str, Any] = {}
         if "error" in record:
-            event["error"] = record["error"]
+            optional["error"] = record["error"]
         if "strategy" in record:
-            event["strategy"] = dict(record["strategy"])
-        write_event(cast(LoopEvent, event))
+            optional["strategy"] = dict(record["strategy"])
+        self._write(
+            "evaluation_finished",
+            record["iteration"],
+            None,
+            stop=record["stop"],
+            score=record["score"],
+            feedback=record["feedback"],
+            evaluator=record["evaluator"],
+            decided_by=list(record["decided_by"]),
+            seconds=record["evaluation_seconds"],
+            input_tokens=record["evaluator_input_tokens"],
+            output_tokens=record["evaluator_output_tokens"],
+            requests=record.get("requests", 0),
+            cost=record.get("cost"),
+            **optional,
+        )
 
     def loop_finished(
         self,
@@ -140,18 +127,15 @@ class LoopReporter:
         answer: AIMessage | None,
     ) -> None:
         """Report that the loop ends for ``reason``; ``answer`` is iteration ``selected``'s."""
-        best: tuple[float | None, int | None] = (None, None)  # the later one on a tie
-        for record in records:
-            score = record["score"]
-            if score is not None and (best[0] is None or score >= best[0]):
-                best = (score, record["iteration"])
+        scored = [r for r in records if r["score"] is not None]  # max: the later one on a tie
+        best = max(reversed(scored), key=lambda r: r["score"] or 0.0) if scored else None
         event = {
             "type": "loop_finished",
             "loop": self.loop,
             "stop_reason": reason,
             "iterations": max(r["iteration"] for r in records),
-            "best_score": best[0],
-            "best_iteration": best[1],
+            "best_score": best["score"] if best is not None else None,
+            "best_iteration": best["iteration"] if best is not None else None,
             "selected_iteration": selected,
             "answer": answer.text if answer is not None else "",
         }

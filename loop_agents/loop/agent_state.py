@@ -20,7 +20,6 @@ from pydantic import BaseModel
 from typing_extensions import get_type_hints
 
 AGENT_STATE = "agent_state"  # the latest (once the loop ends, the selected) agent state
-ATTEMPT_STATES = "attempt_states"  # each iteration's: {"iteration": n, "undo": change set}
 CHANGES_MARK = "__loop_agents_changes__"  # marks a write of AGENT_STATE as a change set
 _MODEL_MARK = "__loop_agents_model__"
 _ABSENT = object()
@@ -49,11 +48,6 @@ def input_keys(agent: object) -> frozenset[str]:
     except Exception:  # a schema that cannot be read: the agent is given messages only
         return frozenset()
     return frozenset(keys - NOT_CARRIED)
-
-
-def output_state(result: Mapping[str, Any]) -> dict[str, Any]:
-    """A graph agent's state after a call: its result's keys other than ``messages``."""
-    return {key: value for key, value in result.items() if key != "messages"}
 
 
 def carried(state: Mapping[str, Any], keys: frozenset[str]) -> dict[str, Any]:
@@ -178,10 +172,7 @@ def applied(state: Mapping[str, Any] | None, change: Mapping[str, Any] | None) -
 
 
 def updated(state: Mapping[str, Any] | None, writes: Sequence[Any]) -> dict[str, Any]:
-    """The value of `AGENT_STATE` after ``writes``: change sets applied, whole values taken.
-
-    The reducer of its channels: two batches applied in turn give what both at once give.
-    """
+    """The value of `AGENT_STATE` after ``writes`` (its channels' reducer): change sets applied."""
     result: dict[str, Any] = dict(state or {})
     for write in writes:
         if is_changes(write):
@@ -206,7 +197,7 @@ class AgentStateChannel(BinaryOperatorAggregate[dict[str, Any]]):
     """`AGENT_STATE` stored whole in every checkpoint (`frozen`; it reads change sets too)."""
 
     def __init__(self, typ: Any = dict, operator: Any = _updated_by_one) -> None:
-        """The channel; ``typ`` and ``operator`` are LangGraph's (kept for ``copy``)."""
+        # LangGraph's arguments, defaulted (its copy passes them back)
         super().__init__(typ, operator)
 
     def checkpoint(self) -> Any:
@@ -222,11 +213,7 @@ class AgentStateChannel(BinaryOperatorAggregate[dict[str, Any]]):
 
 
 class AgentStateDeltaChannel(DeltaChannel[dict[str, Any]]):
-    """`AGENT_STATE` as a delta channel: a checkpoint stores its step's change set.
-
-    Its snapshots store pydantic values as the checkpointer does; a whole value stored by
-    the full layout is read `thawed`.
-    """
+    """`AGENT_STATE` as a delta channel: a checkpoint stores its step's change set."""
 
     def from_checkpoint(self, checkpoint: Any) -> Self:
         """The channel as stored (a snapshot, a whole earlier value, or nothing)."""
@@ -239,10 +226,7 @@ class AgentStateDeltaChannel(DeltaChannel[dict[str, Any]]):
 def selected_state(
     entries: Sequence[Mapping[str, Any]], iteration: int | None, latest: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """The agent state of ``iteration`` (``{}`` if none): ``latest`` with later undos applied.
-
-    An entry of the earlier layout holds its state whole.
-    """
+    """The agent state of ``iteration`` (``{}`` if none): ``latest`` with later undos applied."""
     state: dict[str, Any] = dict(latest)
     for entry in reversed(entries):
         if "state" in entry:

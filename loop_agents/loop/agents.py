@@ -27,7 +27,7 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.pregel import Pregel
 from langgraph.pregel.protocol import PregelProtocol
 
-from loop_agents.loop.agent_state import input_keys, output_state
+from loop_agents.loop.agent_state import input_keys
 from loop_agents.runtime._worker_threads import in_worker_thread
 from loop_agents.runtime.sync_bridge import run_coroutine
 
@@ -66,11 +66,7 @@ def is_async_callable(func: object) -> bool:
 
 
 def check_one_argument(role: str, func: object, expected: str, given: str, example: str) -> None:
-    """Raise `TypeError` unless ``func`` is a runnable or takes one positional argument.
-
-    ``expected`` says what ``role`` may be, ``given`` what the loop passes, ``example`` how
-    such a function is written. A class is refused; an unreadable signature let through.
-    """
+    """Raise `TypeError` unless ``func`` is a runnable or takes one positional argument."""
     if isinstance(func, Runnable):
         return
     if not callable(func):
@@ -92,6 +88,15 @@ def check_one_argument(role: str, func: object, expected: str, given: str, examp
             f"signature is {signature} ({exc}). The loop calls it with {given} alone; "
             f"write it as {example}"
         ) from exc
+
+
+def check_count(name: str, value: object, meaning: str) -> int:
+    """``value`` if it is an int >= 1, else a `TypeError` or `ValueError` naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int >= 1; got {type(value).__name__} {value!r:.40}")
+    if value < 1:
+        raise ValueError(f"{name} must be >= 1 ({meaning}); got {value}")
+    return value
 
 
 class AgentInput(NamedTuple):
@@ -118,24 +123,17 @@ warnings.filterwarnings(
 
 
 def without_own_checkpoints(agent: AgentLike) -> AgentLike:
-    """A graph agent that would inherit the loop's checkpointer, made to keep none.
-
-    Its own checkpoints would hold the whole conversation at every step, while the loop
-    saves each attempt itself; an agent compiled with a checkpointer keeps it.
-    """
+    """A graph agent that would inherit the loop's checkpointer, made to keep none."""
+    # its checkpoints would hold the whole conversation at every step; the loop saves it
     if isinstance(agent, Pregel) and agent.checkpointer is None:
         return cast(AgentLike, agent.copy(update={"checkpointer": False}))
     return agent
 
 
 class AgentCaller:
-    """Calls one wrapped agent, sync or async, and normalises what it returns.
-
-    ``input_keys`` are a graph agent's input keys beyond ``messages``.
-    """
+    """Calls one wrapped agent, sync or async, and normalises what it returns."""
 
     def __init__(self, agent: AgentLike) -> None:
-        """Wrap ``agent``; see the module docstring for what is accepted."""
         check_one_argument(
             "agent",
             agent,
@@ -173,9 +171,7 @@ class AgentCaller:
             # an async function (or one returning an awaitable) runs on the background
             # event loop, so the loop's sync methods work with async agents too
             result = self._function(given.messages)
-            if inspect.iscoroutine(result):
-                result = run_coroutine(result)
-            elif inspect.isawaitable(result):
+            if inspect.isawaitable(result):
                 result = run_coroutine(_awaited(result))
         return self.reply(given.messages, result)
 
@@ -198,7 +194,9 @@ class AgentCaller:
         Raises:
             TypeError: the result holds no answer (see `ACCEPTED`).
         """
-        state = output_state(result) if self._takes_state and isinstance(result, Mapping) else {}
+        state: dict[str, Any] = {}
+        if self._takes_state and isinstance(result, Mapping):  # its keys other than messages
+            state = {key: value for key, value in result.items() if key != "messages"}
         if isinstance(result, str):
             return AgentReply([AIMessage(content=result)], state)
         if isinstance(result, BaseMessage):
@@ -254,11 +252,7 @@ Message = TypeVar("Message", bound=BaseMessage)
 
 
 def encodable(messages: Sequence[Message]) -> list[Message]:
-    """``messages`` as a model can be sent them: lone surrogates replaced by U+FFFD.
-
-    Only what is sent is mended (an HTTP client cannot encode a lone surrogate); the list
-    itself is returned when nothing needs mending.
-    """
+    """``messages`` with lone surrogates (no HTTP client encodes them) replaced by U+FFFD."""
     mended: list[Message] | None = None
     for index, message in enumerate(messages):
         content = message.content
@@ -287,11 +281,8 @@ def _mended(content: Any) -> Any:
 
 
 def with_fresh_ids(produced: list[AnyMessage], history: Sequence[AnyMessage]) -> list[AnyMessage]:
-    """``produced`` with a new id for every message whose id is already used.
-
-    ``add_messages`` replaces a message with an earlier one's id (caches and some fakes
-    reuse ids); the loop must append, never overwrite.
-    """
+    """``produced`` with a new id for every message whose id is already used."""
+    # add_messages would replace the earlier message (caches and some fakes reuse ids)
     used: set[str | None] = set(map(attrgetter("id"), history))
     fresh: list[AnyMessage] = []
     for message in produced:

@@ -7,8 +7,8 @@ finds the checkpoint an iteration starts from, to fork from it (``docs/durabilit
 
 from __future__ import annotations
 
-from collections.abc import Generator
-from typing import Any, Literal
+from collections.abc import Callable
+from typing import Any
 
 from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
@@ -25,6 +25,7 @@ from loop_agents.loop.evaluation import (
     criteria_of,
 )
 from loop_agents.loop.state import LoopContext, LoopEvaluation
+from loop_agents.runtime.steps import Call, Program, arun, run
 
 LoopGraph = PregelProtocol[Any, Any, Any, Any]
 """A compiled loop (what `create_loop_agent` returns)."""
@@ -49,9 +50,6 @@ def checkpointed(evaluator: Evaluator, *, name: str | None = None) -> Runnable[A
         name: The task's name in traces (default: the evaluator's). LangGraph finds a
             saved verdict by name and call order, so checkpointed evaluators that run
             at the same time (members of a ``panel``) need distinct names.
-
-    Returns:
-        An evaluator (a Runnable that works with both ``invoke`` and ``ainvoke``).
 
     Example:
         ```python
@@ -79,8 +77,7 @@ def checkpointed_caller(caller: EvaluatorCaller, *, name: str | None = None) -> 
     def evaluate(context: LoopContext, config: RunnableConfig) -> LoopEvaluation:
         if not in_graph_run():
             return caller.invoke(context, config)
-        verdict: LoopEvaluation = sync_task(context).result()
-        return verdict
+        return sync_task(context).result()
 
     async def aevaluate(context: LoopContext, config: RunnableConfig) -> LoopEvaluation:
         if not in_graph_run():
@@ -115,9 +112,6 @@ def checkpoint_before_iteration(
         config: The config the loop ran with (``thread_id``, optionally ``checkpoint_id``).
         iteration: The iteration to go back to (1 = before the first answer).
 
-    Returns:
-        The ``StateSnapshot`` before the agent call of ``iteration``.
-
     Raises:
         ValueError: no such checkpoint, no thread, or no checkpointer.
 
@@ -128,15 +122,7 @@ def checkpoint_before_iteration(
         result = loop.invoke(None, fork)  # iterations 2.. again, on a new branch
         ```
     """
-    search = _search(config, iteration)
-    saver = _saver(loop)
-    answer: Any = None
-    while True:
-        try:
-            kind, target = search.send(answer)
-        except StopIteration as found:
-            return found.value  # type: ignore[no-any-return]
-        answer = saver.get_tuple(target) if kind == "saved" else loop.get_state(target)
+    return run(_search(loop, config, iteration))
 
 
 async def acheckpoint_before_iteration(
@@ -149,25 +135,11 @@ async def acheckpoint_before_iteration(
         snapshot = await acheckpoint_before_iteration(loop, config, 2)
         ```
     """
-    search = _search(config, iteration)
-    saver = _saver(loop)
-    answer: Any = None
-    while True:
-        try:
-            kind, target = search.send(answer)
-        except StopIteration as found:
-            return found.value  # type: ignore[no-any-return]
-        if kind == "saved":
-            answer = await saver.aget_tuple(target)
-        else:
-            answer = await loop.aget_state(target)
+    return await arun(_search(loop, config, iteration))
 
 
-_Reads = Generator[tuple[Literal["saved", "state"], RunnableConfig], Any, StateSnapshot]
-
-
-def _search(config: RunnableConfig, iteration: int) -> _Reads:
-    """The search, written once: checked now, it then yields what to read."""
+def _search(loop: LoopGraph, config: RunnableConfig, iteration: int) -> Program[StateSnapshot]:
+    """The search, written once for `run` and `arun`: checked now, it then yields its reads."""
     if isinstance(iteration, bool) or not isinstance(iteration, int) or iteration < 1:
         raise ValueError(f"iteration must be an int >= 1; got {iteration!r}")
     configurable = config.get("configurable") or {}
@@ -180,32 +152,44 @@ def _search(config: RunnableConfig, iteration: int) -> _Reads:
     if configurable.get("checkpoint_id") is None:
         ns = configurable.get("checkpoint_ns", "")
         config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns}}
-    return _walk(config, thread_id, iteration)
+    saver = _saver(loop)
+    reads: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {
+        "saved": (lambda c, _: saver.get_tuple(c), lambda c, _: saver.aget_tuple(c)),
+        "state": (lambda c, _: loop.get_state(c), lambda c, _: loop.aget_state(c)),
+    }
+    return _walk(lambda kind, at: Call(kind, *reads[kind], at, {}), config, thread_id, iteration)
 
 
-def _walk(config: RunnableConfig, thread_id: object, iteration: int) -> _Reads:
+def _walk(
+    read: Callable[[str, RunnableConfig], Call],
+    config: RunnableConfig,
+    thread_id: object,
+    iteration: int,
+) -> Program[StateSnapshot]:
     # from the head to the parents as stored; a full snapshot (which delta storage
     # rebuilds by replaying writes) is loaded only where the plain `iteration` and
     # `stop_reason` say the checkpoint may start the iteration sought
     later: dict[int, list[RunnableConfig]] = {}  # other iterations' starts, to confirm
     done = False  # the start of the latest loop was seen: older checkpoints are earlier
-    saved: CheckpointTuple | None = yield ("saved", config)
+    saved: CheckpointTuple | None = (yield read("saved", config)).value
     started = saved is not None
     while saved is not None and not done:
         upcoming = upcoming_iteration(saved.checkpoint["channel_values"])
         if upcoming in (iteration, 1):
-            snapshot: StateSnapshot = yield ("state", saved.config)
+            snapshot: StateSnapshot = (yield read("state", saved.config)).value
             if snapshot.next == ("invoke_agent",):
                 if upcoming_iteration(snapshot.values) == iteration:
                     return snapshot
                 done = upcoming_iteration(snapshot.values) == 1
         else:
             later.setdefault(upcoming, []).append(saved.config)
-        saved = (yield ("saved", saved.parent_config)) if saved.parent_config else None
+        if saved.parent_config is None:
+            break
+        saved = (yield read("saved", saved.parent_config)).value
     latest = 1 if started and done else 0
     for number in sorted(later, reverse=True):
         for candidate in later[number] if number > latest else ():
-            if (yield ("state", candidate)).next == ("invoke_agent",):
+            if (yield read("state", candidate)).value.next == ("invoke_agent",):
                 latest = number
                 break
     found = ", ".join(map(str, range(1, latest + 1))) or "none"

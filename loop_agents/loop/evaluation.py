@@ -45,13 +45,11 @@ def _check_score(where: str, score: object) -> float:
 class EvaluatorCaller:
     """Calls one evaluator, sync or async, and validates what it returns.
 
-    The loop's own evaluator (``member_of=None``) may leave the decision, or the
-    feedback, to the loop's controls (`Advice`); a combinator's member (``member_of=
-    "all_of"``) must decide itself.
+    A combinator's member (``member_of="all_of"``) must decide itself; the loop's own
+    evaluator may leave the decision, or the feedback, to its controls (`Advice`).
     """
 
     def __init__(self, evaluator: Evaluator, *, member_of: str | None = None) -> None:
-        """Wrap ``evaluator``; see `Evaluator` for what is accepted."""
         check_one_argument(
             "evaluator",
             evaluator,

@@ -1,9 +1,7 @@
 """Feedback turns: the evaluator's feedback as the user message the agent reads next.
 
-By default the feedback is quoted verbatim in a fence no text can close (`fence_for`),
-framed as a review that cannot change the agent's task; `FeedbackStyle` sets another
-form. The message is marked (`is_feedback`, `feedback_text`) and tagged as injected
-(`injected`). The guide is ``docs/feedback.md``.
+By default it is quoted verbatim in a fence no text can close (`fence_for`), framed as a
+review that cannot change the agent's task (``docs/feedback.md``).
 """
 
 from __future__ import annotations
@@ -50,8 +48,7 @@ _BACKTICKS = re.compile(r"`+")
 def injected(message: HumanMessage, source: str) -> HumanMessage:
     """``message`` tagged as added by the loop: ``lc_source`` and (unless it has one) ``name``.
 
-    LangChain's tags for injected messages (`add_notification_metadata`); providers are
-    not sent ``lc_source``. Same content, same id.
+    LangChain's tags (`add_notification_metadata`; not sent to providers); same content and id.
     """
     tagged = add_notification_metadata(message, source=source)
     if tagged.name is None:
@@ -72,11 +69,7 @@ def fence_for(*texts: str) -> str:
 
 
 def fenced(text: str, label: str = "review", *, fence: str | None = None) -> str:
-    r"""``text`` verbatim between two fence lines, the first labelled ``label``.
-
-    Raises:
-        ValueError: ``fence`` (default ``fence_for(text)``) would be closed by ``text``.
-    """
+    """``text`` verbatim between fence lines (the first labelled ``label``) it cannot close."""
     fence = fence or fence_for(text)
     if len(fence_for(text)) > len(fence) or set(fence) != {"`"}:
         raise ValueError(f"fence {fence!r} is closed by the text it quotes; use fence_for(text)")
@@ -84,12 +77,7 @@ def fenced(text: str, label: str = "review", *, fence: str | None = None) -> str
 
 
 def check_feedback_format(feedback_format: object) -> FeedbackFormat:
-    """``feedback_format`` if it is a valid template or a sync function.
-
-    Raises:
-        TypeError: neither a string nor a sync function.
-        ValueError: a template with other fields than `TEMPLATE_FIELDS`, or no ``{feedback}``.
-    """
+    """``feedback_format`` if it is a template of `TEMPLATE_FIELDS` or a sync function."""
     if isinstance(feedback_format, str):
         try:
             used = {
@@ -132,11 +120,7 @@ def check_feedback_format(feedback_format: object) -> FeedbackFormat:
 def format_feedback(
     text: str, iteration: int, feedback_format: FeedbackFormat = DEFAULT_FEEDBACK_FORMAT
 ) -> str | HumanMessage:
-    """What the agent reads for one feedback text: ``feedback_format`` applied to it.
-
-    A function must return a non-empty text or a ``HumanMessage`` (else `TypeError` or
-    `ValueError`).
-    """
+    """What the agent reads for one feedback text: ``feedback_format`` applied to it."""
     if isinstance(feedback_format, str):
         return feedback_format.format(feedback=text, iteration=iteration, fence=fence_for(text))
     result: Any = feedback_format(text, iteration)
@@ -176,8 +160,9 @@ def feedback_message(
     if isinstance(formatted, HumanMessage):
         kwargs = {**formatted.additional_kwargs, FEEDBACK_KEY: mark}
         return injected(formatted.model_copy(update={"additional_kwargs": kwargs}), FEEDBACK_SOURCE)
-    message = HumanMessage(content=formatted, additional_kwargs={FEEDBACK_KEY: mark})
-    return injected(message, FEEDBACK_SOURCE)
+    # tagged as `injected` tags a message, but built so (a copy less at every retry)
+    kwargs = {FEEDBACK_KEY: mark, "lc_source": FEEDBACK_SOURCE}
+    return HumanMessage(formatted, name=FEEDBACK_SOURCE, additional_kwargs=kwargs)
 
 
 def is_feedback(message: BaseMessage) -> bool:

@@ -41,16 +41,10 @@ class LoopInputError(TypeError, ValueError):
 
 
 def check_input(value: Any, *, nested: bool, checkpointer: bool) -> Any:
-    """Check a loop's input; return it with its messages as LangChain messages.
+    """A loop's input checked, its messages as LangChain messages (else `LoopInputError`).
 
-    Args:
-        value: What ``invoke``/``stream`` (or their async forms) were given.
-        nested: The loop runs inside a parent graph's run: only ``messages`` and
-            ``init_messages`` of the parent's state are checked.
-        checkpointer: The loop saves its runs, so ``None`` (resume) can make sense.
-
-    Raises:
-        LoopInputError: what was given, and what is expected.
+    ``nested``: in a parent graph's run (only its ``messages`` and ``init_messages`` are
+    checked); ``checkpointer``: the loop saves its runs (``None`` resumes one).
     """
     if nested:
         if isinstance(value, Mapping):
@@ -200,10 +194,8 @@ _KEY_TYPES: dict[str, tuple[str, Any]] = {
 
 
 def check_update(pairs: list[tuple[str, Any]], where: str) -> None:
-    """Refuse an update of a loop key with a value of the wrong type, before it is stored.
-
-    Stored, a value the key's reducer cannot take would break every later read of the thread.
-    """
+    """Refuse an update of a loop key with a value of the wrong type, before it is stored."""
+    # stored, a value the key's reducer cannot take would break every later read of the thread
     for key, value in pairs:
         if key in ("messages", "init_messages"):
             try:

@@ -1,10 +1,7 @@
 """The loop's two nodes, ``invoke_agent`` and ``evaluate``, each written once.
 
-Each node is a program (`loop_agents.runtime.steps`), run by ``invoke`` and ``ainvoke``
-alike, that runs its controls' hooks (`loop_agents.loop.protocol`): ``invoke_agent``
-opens the iteration and shapes what the agent is sent (the host then calls the agent);
-``evaluate`` judges, lets the controls work on the verdicts, records, applies the stop
-rules and, at the end, lets the choosers pick the answer.
+Each is a program (`loop_agents.runtime.steps`), run by ``invoke`` and ``ainvoke`` alike,
+that runs its controls' hooks (`loop_agents.loop.protocol`) at the loop's points.
 """
 
 from __future__ import annotations
@@ -14,6 +11,7 @@ import uuid
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import replace
 from functools import partial
+from operator import methodcaller
 from typing import Any, NamedTuple, TypeVar, cast
 
 from langchain_core.messages import AnyMessage, HumanMessage
@@ -21,16 +19,14 @@ from langchain_core.runnables import RunnableConfig
 
 from loop_agents.loop._reporting import LoopReporter
 from loop_agents.loop.agent_state import changes, no_change, selected_state
-from loop_agents.loop.agents import answer_of, with_fresh_ids
+from loop_agents.loop.agents import answer_of, check_count, with_fresh_ids
 from loop_agents.loop.evaluation import Evaluator, EvaluatorCaller
 from loop_agents.loop.feedback import DEFAULT_FEEDBACK_FORMAT, FeedbackFormat, feedback_message
 from loop_agents.loop.hook_checks import checked_choice, checked_messages, checked_outcome
 from loop_agents.loop.outcomes import (
     EMPTY_RUN,
     attempts_of,
-    candidate_context,
     check_decided,
-    judged_of,
     record_of,
     verdict_of,
 )
@@ -38,6 +34,7 @@ from loop_agents.loop.protocol import (
     NO_USAGE,
     Attempt,
     CallName,
+    Judged,
     LoopControl,
     Outcome,
     Progress,
@@ -47,7 +44,7 @@ from loop_agents.loop.protocol import (
 from loop_agents.loop.records import answer_copy, choose
 from loop_agents.loop.state import AgentRun, IterationRecord, LoopContext, LoopState, StopReason
 from loop_agents.loop.tracing import candidate_config, iteration_config
-from loop_agents.loop.turns import iteration_number, start_iteration
+from loop_agents.loop.turns import start_iteration
 from loop_agents.runtime.steps import Call, Fanout, Measured, Program, RetryPolicies
 from loop_agents.runtime.time_limits import NodeName, TimeLimit
 from loop_agents.runtime.usage import CallUsage
@@ -62,6 +59,7 @@ STEPS_PER_ITERATION = 2
 
 _OPENING = frozenset(
     {"messages", "init_messages", "iteration", "last_response", "stop_reason", "agent_state"}
+    | {"loop_init_ids"}
 )
 _JUDGING = frozenset(
     {"messages", "init_messages", "iteration", "last_response", "feedback", "records"}
@@ -116,7 +114,6 @@ class LoopNodes:
         name: str = "loop_agent",
         controls: Sequence[LoopControl] = (),
     ) -> None:
-        """Wrap the evaluator; sort the controls' hooks and read what they declare."""
         self.evaluator = EvaluatorCaller(evaluator)
         self.max_iterations = max_iterations
         self.controls = list(controls)
@@ -134,10 +131,8 @@ class LoopNodes:
         self._retry: dict[str, RetryPolicies | None] = {}
         self._seconds: dict[str, float | None] = {}
         for call in ("agent", "evaluator"):
-            policies = (c.retry_policy(call) for c in self.controls)
-            self._retry[call] = next((p for p in policies if p is not None), None)
-            limits = (c.time_limit(call) for c in self.controls)
-            self._seconds[call] = next((s for s in limits if s is not None), None)
+            self._retry[call] = _declared(self.controls, methodcaller("retry_policy", call))
+            self._seconds[call] = _declared(self.controls, methodcaller("time_limit", call))
         self.report = LoopReporter(name, max_iterations)
         self._judge = self.report.traced("evaluator", self.evaluator.invoke, self.evaluator.ainvoke)
         self.stepped: dict[NodeName, bool] = {
@@ -164,12 +159,8 @@ class LoopNodes:
         Each key costs LangGraph a read at every step (an empty one, an exception).
         """
         if name == "invoke_agent":
-            extra = (
-                {"feedback", "records", "history_memory"}
-                if self.shapers or self.retry_kinds
-                else set()
-            )
-            return _OPENING | {"loop_init_ids"} | extra
+            shaping = self.shapers or self.retry_kinds
+            return _OPENING | ({"feedback", "records", "history_memory"} if shaping else set())
         return _JUDGING | (
             ({"started_at"} if self.rules else set())
             | ({"attempt_states"} if self.choosers else set())
@@ -179,26 +170,18 @@ class LoopNodes:
     def open_turn(self, state: LoopState, config: RunnableConfig) -> Program[OpenedTurn]:
         """Open the iteration and shape what the agent is sent (``shape_input`` hooks).
 
-        Run before the agent call (`create_loop_agent`), or where an attempt starts inside
-        ``create_agent`` (`LoopMiddleware`).
+        Run before the agent call, by either host.
         """
-        updates, history = start_iteration(state)
-        iteration = iteration_number(state, updates)
+        updates, history, iteration = start_iteration(state)
         self.report.iteration_started(iteration)
         agent_state = dict(state.get("agent_state") or {})
         messages, shaping = history, NO_USAGE
         if not self.shapers:
             return OpenedTurn(updates, history, messages, agent_state, shaping, iteration)
-        report = partial(self.report.config, config, iteration)
+        named = partial(self.report.config, config, iteration)  # the config of a hook's calls
+        feedback_format = self.feedback_format
         turn = Turn(
-            iteration,
-            history,
-            agent_state,
-            config,
-            state,
-            updates,
-            self.feedback_format,
-            _config=report,
+            iteration, history, agent_state, config, state, updates, feedback_format, _config=named
         )
         for control in self.retry_kinds:
             kind = control.retry_kind(turn)
@@ -240,9 +223,7 @@ class LoopNodes:
         name = self.evaluator.name
         outcome = Outcome(
             iteration,
-            judged_of(
-                attempts, [_verdict(next(judged), name) if a.produced else None for a in attempts]
-            ),
+            [Judged(a, verdict_of(next(judged), name) if a.produced else None) for a in attempts],
             request=list(state.get("init_messages") or []),
             records=list(state.get("records") or []),
             evaluator=name,
@@ -416,25 +397,12 @@ class LoopNodes:
 
 def _declared(controls: Sequence[LoopControl], read: Callable[[LoopControl], T | None]) -> T | None:
     """What the first control that declares it says (``None`` when none does)."""
-    for control in controls:
-        value = read(control)
-        if value is not None:
-            return value
-    return None
+    return next((value for value in map(read, controls) if value is not None), None)
 
 
 def check_max_iterations(max_iterations: object) -> int:
     """Validate the cap: an int >= 1."""
-    if isinstance(max_iterations, bool) or not isinstance(max_iterations, int):
-        raise TypeError(
-            f"max_iterations must be an int >= 1; got {type(max_iterations).__name__} "
-            f"{max_iterations!r:.40}"
-        )
-    if max_iterations < 1:
-        raise ValueError(
-            f"max_iterations must be >= 1 (the agent is called at least once); got {max_iterations}"
-        )
-    return max_iterations
+    return check_count("max_iterations", max_iterations, "the agent is called at least once")
 
 
 def check_name(name: object) -> str:
@@ -447,28 +415,18 @@ def check_name(name: object) -> str:
     return name
 
 
-def _verdict(stored: dict[str, Any], name: str) -> Any:
-    verdict = verdict_of(stored["evaluation"], name)
-    verdict.seconds = stored["seconds"]
-    verdict.usage = CallUsage.of_stored(stored["usage"])
-    return verdict
-
-
 def _context_of(state: LoopState, attempt: Attempt, candidate: bool) -> LoopContext:
     """The evaluator's `LoopContext` for ``attempt`` (a candidate's when ``candidate``)."""
-    answer = answer_of(attempt.produced or [])
-    context = cast(
-        LoopContext,
-        {
-            "iteration": state.get("iteration", 0),
-            "init_messages": list(state.get("init_messages") or []),
-            "feedback": list(state.get("feedback") or []),
-            "messages": list(state.get("messages") or []),
-            "agent_state": dict(attempt.agent_state),
-        },
-    )
-    if candidate:
-        context = candidate_context(context, attempt.produced or [], answer, attempt.candidate or 1)
-    else:
-        context["last_response"] = answer
+    produced = attempt.produced or []
+    messages = list(state.get("messages") or [])
+    context: LoopContext = {
+        "iteration": state.get("iteration", 0),
+        "init_messages": list(state.get("init_messages") or []),
+        "last_response": answer_of(produced),
+        "feedback": list(state.get("feedback") or []),
+        "messages": [*messages, *produced] if candidate else messages,
+        "agent_state": dict(attempt.agent_state),
+    }
+    if candidate:  # its own answer, messages and agent state
+        context["candidate"] = attempt.candidate or 1
     return context

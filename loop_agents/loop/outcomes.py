@@ -9,14 +9,8 @@ from langchain_core.messages import AIMessage, AnyMessage
 
 from loop_agents.loop.agent_state import restored
 from loop_agents.loop.evaluation import missing_feedback_error, undecided_error
-from loop_agents.loop.protocol import NO_USAGE, Attempt, Judged, Outcome, Verdict
-from loop_agents.loop.state import (
-    AgentRun,
-    CandidateRecord,
-    IterationRecord,
-    LoopContext,
-    LoopState,
-)
+from loop_agents.loop.protocol import NO_USAGE, Attempt, Outcome, Verdict
+from loop_agents.loop.state import AgentRun, CandidateRecord, IterationRecord, LoopState
 from loop_agents.runtime.usage import CallUsage, usage_of_metadata
 
 EMPTY_RUN: AgentRun = {"seconds": 0.0, "input_tokens": 0, "output_tokens": 0}
@@ -75,14 +69,17 @@ def attempts_of(state: LoopState) -> tuple[list[Attempt], CallUsage]:
     return [Attempt(produced, error, after, run["seconds"], usage)], history
 
 
-def verdict_of(evaluation: Mapping[str, Any], name: str) -> Verdict:
-    """A checked evaluation as a `Verdict` (``stop`` is ``None`` when only a score is given)."""
+def verdict_of(stored: Mapping[str, Any], name: str) -> Verdict:
+    """The `Verdict` of a judged attempt (``stop`` is ``None`` when only a score is given)."""
+    evaluation = stored["evaluation"]  # checked by the evaluator's caller
     feedback = evaluation.get("feedback")
     return Verdict(
         stop=evaluation.get("stop"),
         feedback=feedback if isinstance(feedback, str) else None,
         score=evaluation.get("score"),
         decided_by=list(evaluation.get("decided_by") or [name]),
+        seconds=stored["seconds"],
+        usage=CallUsage.of_stored(stored["usage"]),
     )
 
 
@@ -176,20 +173,3 @@ def candidate_records(outcome: Outcome) -> list[CandidateRecord]:
             entry["answer"] = answer
         records.append(entry)
     return records
-
-
-def judged_of(attempts: list[Attempt], verdicts: list[Verdict | None]) -> list[Judged]:
-    """Pair each attempt with its verdict (``None`` for a failed attempt)."""
-    return [Judged(a, v) for a, v in zip(attempts, verdicts, strict=True)]
-
-
-def candidate_context(
-    base: LoopContext, produced: list[AnyMessage], answer: AIMessage, number: int
-) -> LoopContext:
-    """The `LoopContext` of one candidate: ``base`` with its answer and its messages."""
-    return {
-        **base,
-        "last_response": answer,
-        "messages": [*base["messages"], *produced],
-        "candidate": number,
-    }

@@ -1,25 +1,13 @@
-"""What a loop hands back when it ends: its output mode (``docs/composition.md``).
-
-``"full_state"`` (every public key), ``"full_history"`` (``messages`` only) or
-``"last_message"`` (``messages``, from which the ending loop takes out its attempts and
-feedback: a parent graph gains exactly the final answer).
-"""
+"""What a loop hands back when it ends: its output mode (``docs/composition.md``)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Annotated, Any, Literal, TypeAlias, TypedDict, cast, get_args
 
-from langchain_core.messages import (
-    AIMessage,
-    AnyMessage,
-    BaseMessage,
-    RemoveMessage,
-    ToolMessage,
-)
+from langchain_core.messages import AnyMessage, BaseMessage, RemoveMessage
 from langgraph.graph.message import add_messages
 
-from loop_agents.loop.records import answer_id_of
+from loop_agents.loop.history.policies import request_span
 from loop_agents.loop.state import LoopOutput, LoopState
 
 OutputMode: TypeAlias = Literal["full_state", "full_history", "last_message"]
@@ -54,11 +42,7 @@ def output_schema(output_mode: OutputMode) -> type[LoopOutput]:
 
 
 def keep_final_answer(state: LoopState, updates: dict[str, Any]) -> dict[str, Any]:
-    """``updates`` of the final evaluation, with removals that leave only the final answer.
-
-    Every message the ending loop produced, except its answer (``last_response`` in the
-    updates, else the state's), is removed; the request and what came before it stay.
-    """
+    """The final ``updates``, removing what the loop produced but its answer (``last_response``)."""
     messages = list(state.get("messages") or [])
     answer = updates.get("last_response") or state.get("last_response")
     answer_id = answer.id if answer is not None else None
@@ -70,39 +54,12 @@ def keep_final_answer(state: LoopState, updates: dict[str, Any]) -> dict[str, An
             pending.append(message)
         elif message.id == answer_id:
             pending.append(message)
+    init = state.get("init_messages") or []
+    records = [*state.get("records", []), *updates.get("records", [])]
+    start = request_span(messages, init, state.get("loop_init_ids") or [], records)[1]
     removals: list[BaseMessage] = [
         RemoveMessage(id=message.id)
-        for message in messages[_loop_start(state, updates, messages) :]
+        for message in messages[start:]
         if message.id is not None and message.id != answer_id and message.id not in already_removed
     ]
     return updates | {"messages": [*removals, *pending]}
-
-
-def _loop_start(state: LoopState, updates: dict[str, Any], messages: Sequence[AnyMessage]) -> int:
-    """The index of the first message the current loop produced.
-
-    The message after the loop's request; else its first answer with the tool traffic
-    before it; else the end (nothing is taken out).
-    """
-    ids = [m.id for m in messages]
-    init_ids = {m.id for m in state.get("init_messages") or []} | set(
-        state.get("loop_init_ids") or []
-    )
-    init_ids.discard(None)
-    for index in range(len(ids) - 1, -1, -1):
-        if ids[index] in init_ids:
-            return index + 1
-    records = [*state.get("records", []), *updates.get("records", [])]
-    first_answer = answer_id_of(records[0]) if records else None
-    if first_answer is None or first_answer not in ids:
-        return len(messages)
-    start = ids.index(first_answer)
-    while start > 0 and _is_tool_traffic(messages[start - 1]):
-        start -= 1
-    return start
-
-
-def _is_tool_traffic(message: AnyMessage) -> bool:
-    return isinstance(message, ToolMessage) or (
-        isinstance(message, AIMessage) and bool(message.tool_calls)
-    )

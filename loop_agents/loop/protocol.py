@@ -1,9 +1,7 @@
 """The control protocol: `LoopControl`, its hooks, and what they are given.
 
-A control overrides the hooks it needs (``retry_kind``, ``shape_input``, ``around_agent``,
-``after_verdict``, ``stop_reason``, ``choose``); the loop calls only those, in `Stage`
-order. A hook that calls a model yields a `Call` and receives its `Measured` result
-(`loop_agents.runtime.steps`). The guide is ``docs/loop-control.md``.
+A control overrides the hooks it needs; the loop calls only those, in `Stage` order. The
+guide is ``docs/loop-control.md``.
 """
 
 from __future__ import annotations
@@ -364,7 +362,6 @@ class LoopControl:
             def retry_kind(self, turn):
                 return "fresh" if turn.iteration > 1 else None
             ```
-
         """
         return None
 
@@ -431,11 +428,7 @@ class LoopControl:
 
 
 def check_controls(controls: object) -> list[LoopControl]:
-    """Validate ``controls=``: a sequence of `LoopControl` objects (or one).
-
-    Raises:
-        TypeError: anything else.
-    """
+    """``controls=`` as a list, checked: a sequence of `LoopControl` objects (or one)."""
     if isinstance(controls, LoopControl):
         controls = [controls]
     if isinstance(controls, str | bytes) or not isinstance(controls, Sequence):

@@ -149,10 +149,9 @@ _CALL_KEYS = frozenset({"tool_calls", "function_call"})  # provider fields of to
 
 
 class KeptAnswers(LoopControl):
-    """Every record keeps its answer (``record["answer"]``), for a conversation that changes.
+    """Every record keeps its answer (``record["answer"]``), where ``messages`` may lose it.
 
-    Hosts add it where ``messages`` may not keep every attempt (`LoopMiddleware`,
-    ``output_mode="last_message"``).
+    Hosts add it: `LoopMiddleware`, ``output_mode="last_message"``.
     """
 
     name = "kept_answers"

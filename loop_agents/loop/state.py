@@ -82,31 +82,35 @@ FeedbackSource = Literal["evaluator", "advisor", "default", "agent_error"]
 sentence (score and threshold), or the agent's failure (`AgentErrors`)."""
 
 
-class CandidateRecord(TypedDict):
-    """One of the k answers of an iteration with ``Candidates(k)`` (k > 1).
+class _AnswerRecord(TypedDict):
+    """The keys of an `IterationRecord` that a `CandidateRecord` has too, for its answer."""
 
-    The keys mean what the `IterationRecord`'s do, for this candidate; ``answer`` is kept
-    for the candidates not selected (they are not in ``messages``).
-    """
-
-    candidate: int
     answer_id: str | None
     answer: NotRequired[AIMessage]
-    selected: bool
     stop: bool
     feedback: str
     score: float | None
-    error: str | None
     agent_seconds: float
     evaluation_seconds: float
     input_tokens: int
     output_tokens: int
     evaluator_input_tokens: int
     evaluator_output_tokens: int
+
+
+class CandidateRecord(_AnswerRecord):
+    """One of the k answers of an iteration with ``Candidates(k)`` (k > 1).
+
+    ``answer`` is kept for the candidates not selected (they are not in ``messages``).
+    """
+
+    candidate: int
+    selected: bool
+    error: str | None
     requests: int
 
 
-class IterationRecord(TypedDict):
+class IterationRecord(_AnswerRecord):
     """What happened in one iteration of a loop (each key: ``docs/concepts.md``).
 
     ``answer_id`` names the answer in ``messages`` (`record_answer` finds it; ``None``
@@ -115,19 +119,8 @@ class IterationRecord(TypedDict):
     """
 
     iteration: int
-    answer_id: str | None
-    answer: NotRequired[AIMessage]
-    stop: bool
-    feedback: str
-    score: float | None
     evaluator: str
     decided_by: list[str]
-    agent_seconds: float
-    evaluation_seconds: float
-    input_tokens: int
-    output_tokens: int
-    evaluator_input_tokens: int
-    evaluator_output_tokens: int
     cached_input_tokens: NotRequired[int]
     evaluator_cached_tokens: NotRequired[int]
     history_input_tokens: NotRequired[int]

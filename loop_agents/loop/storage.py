@@ -1,17 +1,14 @@
 """How a loop's state is stored in checkpoints: delta channels or full values.
 
-With delta storage the append-only keys (``messages``, ``feedback``, ``records``,
-``attempt_states``, ``agent_state``) are LangGraph ``DeltaChannel`` channels: a checkpoint
-stores only its step's writes and a snapshot now and then, so a thread's storage grows
-linearly with its iterations, not with their square. ``storage=`` chooses: ``"auto"``,
-``"delta"`` or ``"full"`` (see ``docs/storage.md``); threads written with one load with
-the other.
+With delta storage the append-only keys are LangGraph ``DeltaChannel`` channels, so a
+thread's storage grows linearly with its iterations, not with their square; threads
+written with one layout load with the other (``docs/storage.md``).
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Sequence
 from operator import attrgetter
 from typing import (
     Annotated,
@@ -36,16 +33,14 @@ from langchain_core.messages import (
     convert_to_messages,
     message_chunk_to_message,
 )
-from langgraph.channels.base import BaseChannel
 from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.graph import StateGraph
 from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
 from langgraph.types import Checkpointer
 from typing_extensions import TypedDict, get_type_hints
 
 from loop_agents.loop.agent_state import AgentStateDeltaChannel, updated
-from loop_agents.loop.state import IterationRecord, LoopState
+from loop_agents.loop.state import IterationRecord
 
 Storage: TypeAlias = Literal["auto", "delta", "full"]
 """What ``storage=`` accepts (see the module docstring)."""
@@ -62,21 +57,11 @@ LISTS_SNAPSHOT_EVERY = MESSAGES_SNAPSHOT_EVERY // 2  # feedback and records: one
 
 
 def append_messages(state: Sequence[AnyMessage], writes: Sequence[Any]) -> list[AnyMessage]:
-    """``add_messages`` for a batch of writes, in one pass, with stable ids.
+    """``add_messages`` for a batch of writes (the same result), in one pass, with stable ids.
 
-    The same result as merging the writes one by one with ``add_messages``, but the
-    conversation is indexed once per batch, so a replay costs time in proportion to the
-    messages. A message given without an id gets one derived from its place and content,
-    the same at every replay.
-
-    Raises:
-        ValueError: a ``RemoveMessage`` names a message that is not in the conversation.
-
-    Example:
-        ```python
-        messages = append_messages([], [[HumanMessage("hi", id="1")], ["hello"]])
-        assert [m.text for m in messages] == ["hi", "hello"]
-        ```
+    The conversation is indexed once per batch; a message without an id gets one derived
+    from its place and content, the same at every replay. `ValueError`: a ``RemoveMessage``
+    names a message that is not in the conversation.
     """
     global _last_merge
     last = _last_merge  # one read: another thread may replace it meanwhile
@@ -233,8 +218,8 @@ def check_storage(storage: object) -> Storage:
 def supports_delta(checkpointer: Checkpointer) -> bool:
     """Whether ``"auto"`` uses delta channels with ``checkpointer``.
 
-    True for ``None``/``True`` (a parent's or LangGraph Server's saver) and for a saver
-    whose class implements ``get_delta_channel_history`` (not LangGraph's generic walk).
+    Yes with a parent's or LangGraph Server's (``None``/``True``), or a saver of its own
+    ``get_delta_channel_history``.
     """
     if checkpointer is None or checkpointer is True:
         return True
@@ -254,10 +239,7 @@ def resolve_storage(storage: Storage, checkpointer: Checkpointer) -> StorageLayo
 def with_storage(
     schema: type[Any], layout: StorageLayout, *, keys: Collection[str] | None = None
 ) -> type[Any]:
-    """``schema`` (a state ``TypedDict``) with its append-only keys stored as ``layout``.
-
-    With ``keys``, only those keys (a node's input schema).
-    """
+    """``schema`` (a state ``TypedDict``; with ``keys``, only those) stored as ``layout``."""
     hints = get_type_hints(schema, include_extras=True)
     if keys is None and (layout == "full" or not DELTA_KEYS.keys() & hints.keys()):
         return schema
@@ -281,33 +263,6 @@ def unwrapped(hint: Any) -> Any:
     if origin in (Required, NotRequired):
         return get_args(hint)[0]
     return hint
-
-
-_CHANNELS: dict[type[Any], dict[str, BaseChannel[Any, Any, Any]]] = {}
-
-
-def _channels(schema: type[Any]) -> dict[str, BaseChannel[Any, Any, Any]]:
-    """The channel of each key of ``schema`` (a state ``TypedDict``), as LangGraph reads it."""
-    if schema not in _CHANNELS:
-        _CHANNELS[schema] = dict(StateGraph(schema).channels)
-    return _CHANNELS[schema]
-
-
-def applied_updates(
-    state: Mapping[str, Any], updates: Mapping[str, Any], schema: type[Any] = LoopState
-) -> dict[str, Any]:
-    """``state`` after ``updates``, by the reducers of ``schema``'s channels (LangGraph's)."""
-    after = dict(state)
-    for key, value in updates.items():
-        template = _channels(schema).get(key)
-        if template is None:
-            after[key] = value
-            continue
-        current = after.get(key)
-        channel = template.from_checkpoint(current) if current is not None else template.copy()
-        channel.update([value])
-        after[key] = channel.get() if channel.is_available() else None
-    return after
 
 
 def storage_of(loop: Any) -> StorageLayout:

@@ -1,16 +1,8 @@
-"""Names, tags and metadata of a loop's calls, for traces and for the ``messages`` stream.
+"""Names, tags and metadata of a loop's calls, for traces and the ``messages`` stream.
 
-Every agent and evaluator call of a loop (and a ``compacting`` history's summary, an
-advisor's call) is a run named ``"iteration 2: agent"`` (``"iteration 2: evaluator"``,
-...), tagged ``loop_agents``, ``iteration:2`` and ``loop_role:agent``, with the metadata
-``{"loop_name": ..., "loop_iteration": 2, "loop_role": "agent"}``, which LangGraph passes
-along with every token on ``stream_mode="messages"``:
-
-```python
-async for token, metadata in loop.astream(inputs, stream_mode="messages"):
-    if role_of(metadata) == "agent":
-        print(iteration_of(metadata), token.text)
-```
+Each agent, evaluator, summary or advisor call is a run named ``"iteration 2: agent"``,
+tagged ``loop_agents``, ``iteration:2`` and ``loop_role:agent``, with the metadata that
+`iteration_of`, `role_of` and `candidate_of` read (``docs/streaming.md``).
 """
 
 from __future__ import annotations
@@ -55,7 +47,6 @@ def iteration_config(
         assert config["run_name"] == "iteration 2: agent"
         assert config["metadata"]["loop_iteration"] == 2
         ```
-
     """
     # what merge_configs(config, {...}) gives, without copying every key of the config: a
     # complete config (a node's) is taken as it is; another is completed (ensure_config)
@@ -71,18 +62,7 @@ def iteration_config(
 
 
 def candidate_config(config: RunnableConfig, candidate: int) -> RunnableConfig:
-    """``config`` (an agent or evaluator call's) for one candidate of ``Candidates(k)``.
-
-    The call becomes a run of its own (a fresh ``run_id``) named ``"... (candidate i)"``,
-    tagged ``loop_candidate:i`` and with ``loop_candidate`` in its metadata.
-
-    Example:
-        ```python
-        base = iteration_config(None, loop="poet", iteration=2, role="agent")
-        assert candidate_config(base, 3)["run_name"] == "iteration 2: agent (candidate 3)"
-        ```
-
-    """
+    """``config`` for one candidate of ``Candidates(k)``: a run of its own, named and tagged."""
     return {
         **config,
         "run_id": uuid.uuid4(),
@@ -104,7 +84,6 @@ def candidate_of(metadata: Mapping[str, Any]) -> int | None:
         ```python
         assert candidate_of({"loop_candidate": 2}) == 2
         ```
-
     """
     return _int_of(metadata, CANDIDATE_KEY)
 
@@ -116,7 +95,6 @@ def iteration_of(metadata: Mapping[str, Any]) -> int | None:
         ```python
         assert iteration_of({"loop_iteration": 2}) == 2
         ```
-
     """
     return _int_of(metadata, ITERATION_KEY)
 
@@ -128,7 +106,6 @@ def role_of(metadata: Mapping[str, Any]) -> LoopRole | None:
         ```python
         assert role_of({"loop_role": "evaluator"}) == "evaluator"
         ```
-
     """
     value = metadata.get(ROLE_KEY)
     return value if value in get_args(LoopRole) else None

@@ -18,17 +18,16 @@ def wall_clock() -> float:
     return time.time()
 
 
-def start_iteration(state: LoopState) -> tuple[dict[str, Any], list[AnyMessage]]:
-    """The updates that open an iteration, and the messages the agent is sent.
+def start_iteration(state: LoopState) -> tuple[dict[str, Any], list[AnyMessage], int]:
+    """The updates that open an iteration, the messages the agent is sent, its number.
 
-    A loop's first iteration fixes ``init_messages``; after a loop that ended on the
-    thread (``stop_reason`` set) a new one starts: its counters restart, the
-    conversation stays.
+    After a loop that ended on the thread (``stop_reason`` set) a new one starts: its
+    counters restart, the conversation stays.
     """
     messages = list(state.get("messages") or [])
     previous_done = state.get("stop_reason") is not None
     if not previous_done and state.get("iteration", 0) > 0:
-        return {"iteration": 1}, messages
+        return {"iteration": 1}, messages, state["iteration"] + 1
     init = _initial_messages(state, messages, previous_done)
     updates: dict[str, Any] = {
         "init_messages": init,
@@ -51,14 +50,7 @@ def start_iteration(state: LoopState) -> tuple[dict[str, Any], list[AnyMessage]]
     if not messages:
         updates["messages"] = init
         messages = list(init)
-    return updates, messages
-
-
-def iteration_number(state: LoopState, updates: dict[str, Any]) -> int:
-    """The number of the iteration `start_iteration` opened (1 when a new loop starts)."""
-    if isinstance(updates["iteration"], Overwrite):
-        return 1
-    return state.get("iteration", 0) + 1
+    return updates, messages, 1
 
 
 def _initial_messages(

@@ -32,7 +32,7 @@ from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.runnables import Runnable, RunnableConfig
 
 from loop_agents.loop._reporting import write_event
-from loop_agents.loop.agents import encodable
+from loop_agents.loop.agents import check_count, encodable
 from loop_agents.loop.events import HistoryCompacted
 from loop_agents.loop.feedback import FEEDBACK_KEY, feedback_text, fence_for, fenced
 from loop_agents.loop.history.policies import (
@@ -315,10 +315,10 @@ def compacting(
             f"compacting needs a chat model (or a runnable of messages) to summarize with; "
             f"got {type(model).__name__} {model!r:.60}"
         )
-    max_tokens = _positive_int("max_tokens", max_tokens)
+    max_tokens = check_count("max_tokens", max_tokens, "tokens")
     if summary_tokens is None:
         summary_tokens = max(1, max_tokens // 4)
-    summary_tokens = _positive_int("summary_tokens", summary_tokens)
+    summary_tokens = check_count("summary_tokens", summary_tokens, "tokens")
     if summary_tokens >= max_tokens:
         raise ValueError(
             f"summary_tokens ({summary_tokens}) must be below max_tokens ({max_tokens}): the "
@@ -455,11 +455,3 @@ def _resolved_counter(option: CounterOption, model: object) -> TokenCounter:
 
 def _model_counter(model: BaseLanguageModel[Any]) -> TokenCounter:
     return lambda messages: model.get_num_tokens_from_messages(list(messages))
-
-
-def _positive_int(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int (tokens); got {type(value).__name__} {value!r}")
-    if value < 1:
-        raise ValueError(f"{name} must be >= 1 tokens; got {value}")
-    return value

@@ -1,16 +1,14 @@
 """History policies: what the agent is sent on each iteration of a loop.
 
 The state keeps the whole conversation; a policy, given to the `History` control, only
-chooses what the agent is sent: ``"full"``, ``"last_attempt"``, ``"feedback_log"``,
-``compacting(...)`` (`loop_agents.loop.history.compaction`), a function of `LoopHistory`
-or a `StatefulHistory`. The policies, their rules and examples: ``docs/history.md``.
+chooses what the agent is sent. The policies, their rules and examples: ``docs/history.md``.
 """
 
 from __future__ import annotations
 
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, NamedTuple, TypeAlias, TypedDict, cast, get_args
 
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, ToolMessage
@@ -181,12 +179,8 @@ def feedback_log_message(
     The message is marked as feedback (`is_feedback`), has an id of its own and is only
     sent, never stored.
 
-    Args:
-        feedback: The feedback texts, oldest first (at least one).
-        feedback_format: The loop's feedback format (see `loop_agents.loop.feedback`).
-
     Raises:
-        ValueError: ``feedback`` is empty.
+        ValueError: ``feedback`` (the texts, oldest first) is empty.
 
     Example:
         ```python
@@ -258,12 +252,7 @@ def added_messages(messages: Sequence[AnyMessage]) -> list[AnyMessage]:
 
 
 def check_history(history: object) -> HistoryPolicy:
-    """Validate a history policy (what `History` is given) and return it.
-
-    Raises:
-        ValueError: an unknown policy name.
-        TypeError: neither a name, a sync function nor a `StatefulHistory` instance.
-    """
+    """What `History` is given, checked: a policy's name, a sync function or a `StatefulHistory`."""
     expected = (
         f"history must be one of {', '.join(map(repr, HISTORY_NAMES))}, compacting(model, "
         f"max_tokens=...) or a function of LoopHistory returning the messages to send"
@@ -302,20 +291,12 @@ def builtin_policy(
 def loop_history(
     state: LoopState, updates: dict[str, Any], messages: list[AnyMessage]
 ) -> LoopHistory:
-    """Split ``messages`` for the iteration that ``updates`` open (see `LoopHistory`).
-
-    Args:
-        state: The loop's state before the iteration.
-        updates: The updates that open it (with ``init_messages`` when a new loop starts).
-        messages: The whole conversation the iteration starts from.
-    """
+    """Split ``messages`` (what the iteration starts from) for the iteration ``updates`` open."""
     new_loop = "init_messages" in updates
     init = list(updates["init_messages"] if new_loop else state.get("init_messages") or [])
-    ids = {m.id for m in init if m.id is not None} | set(
-        updates.get("loop_init_ids") or state.get("loop_init_ids") or []
-    )
+    init_ids = updates.get("loop_init_ids") or state.get("loop_init_ids") or []
     records: list[IterationRecord] = [] if new_loop else list(state.get("records") or [])
-    start, end = _request_span(messages, init, ids, records)
+    start, end = request_span(messages, init, init_ids, records)
     part = messages[end:]
     marks = [i for i, m in enumerate(part) if is_feedback(m)]
     attempts: list[Attempt] = []
@@ -336,16 +317,17 @@ def loop_history(
     }
 
 
-def _request_span(
+def request_span(
     messages: Sequence[AnyMessage],
     init: Sequence[AnyMessage],
-    ids: set[str | None],
-    records: Sequence[IterationRecord],
+    init_ids: Iterable[str],
+    records: Sequence[Mapping[str, Any]],
 ) -> tuple[int, int]:
-    """Where the loop's request is in ``messages``: ``(start, end)``, end exclusive."""
+    """Where a loop's request (``init_messages``, ``loop_init_ids``) is: ``(start, end)``."""
     # Found by the ids of init_messages, else by type and content. When the request is not
     # in the conversation (another middleware summarised it), this loop's part starts at
     # its first answer (with the tool traffic before it); failing that, nothing is its own.
+    ids = {m.id for m in init if m.id is not None} | set(init_ids)
     signatures = {(m.type, repr(m.content)) for m in init}
 
     def matches(message: AnyMessage) -> bool:
@@ -363,10 +345,16 @@ def _request_span(
     if records:
         first = _index_of(messages, answer_id_of(records[0]))
         if first < len(messages):
-            while first > 0 and isinstance(messages[first - 1], AIMessage | ToolMessage):
+            while first > 0 and _is_tool_traffic(messages[first - 1]):
                 first -= 1
             return 0, first
     return 0, len(messages)
+
+
+def _is_tool_traffic(message: AnyMessage) -> bool:
+    return isinstance(message, ToolMessage) or (
+        isinstance(message, AIMessage) and bool(message.tool_calls)
+    )
 
 
 def _index_of(messages: Sequence[AnyMessage], message_id: str | None) -> int:
