@@ -18,6 +18,7 @@ from langchain_core.tools import ToolException
 from langgraph.types import RetryPolicy
 from pydantic import ValidationError
 
+from loop_agents.controls.options import check_count
 from loop_agents.loop.protocol import AgentCall, Attempt, LoopControl, Outcome, Progress, Stage
 from loop_agents.loop.state import IterationRecord
 from loop_agents.runtime.time_limits import LoopTimeoutError
@@ -205,17 +206,9 @@ class AgentErrors(LoopControl):
                 f"{on_agent_error!r:.40}"
             )
         self.mode = on_agent_error
-        if max_agent_errors is not None and (
-            isinstance(max_agent_errors, bool) or not isinstance(max_agent_errors, int)
-        ):
-            raise TypeError(
-                f"max_agent_errors must be an int >= 1 (failed attempts in a row) or None; "
-                f"got {type(max_agent_errors).__name__} {max_agent_errors!r:.40}"
-            )
-        if isinstance(max_agent_errors, int) and max_agent_errors < 1:
-            raise ValueError(
-                f"max_agent_errors must be >= 1 (None: no limit); got {max_agent_errors}"
-            )
+        if max_agent_errors is not None:
+            meaning = "failed attempts in a row; None: no limit"
+            check_count("max_agent_errors", max_agent_errors, meaning)
         if not isinstance(count_failed_attempts, bool):
             raise TypeError(
                 f"count_failed_attempts must be True or False; got {count_failed_attempts!r}"

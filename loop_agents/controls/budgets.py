@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import NotRequired, TypeAlias, TypedDict, cast
 
+from loop_agents.controls.options import check_count
 from loop_agents.loop.protocol import LoopControl, Progress, Stage
 from loop_agents.loop.state import IterationRecord
 from loop_agents.runtime.numbers import describe_number, finite_float
@@ -119,13 +120,7 @@ def check_budget(name: str, value: object, *, integer: bool) -> float | None:
     if value is None:
         return None
     if integer:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(
-                f"{name} must be an int >= 1 (model calls; None means no budget); got "
-                f"{type(value).__name__} {value!r:.40}"
-            )
-        if value < 1:
-            raise ValueError(f"{name} must be >= 1 (None means no budget); got {value}")
+        value = check_count(name, value, "model calls; None means no budget")
         if value > MOST_REQUESTS:
             raise ValueError(
                 f"{name} must be at most {MOST_REQUESTS:,} model calls (None means no "
@@ -297,16 +292,8 @@ class Budgets(LoopControl):
         prices: Prices | None = None,
     ) -> None:
         """Check the budgets and the prices."""
-        if token_budget is not None and (
-            isinstance(token_budget, bool) or not isinstance(token_budget, int)
-        ):
-            raise TypeError(
-                f"token_budget must be an int >= 1 (None means no budget); got {token_budget!r}"
-            )
-        if token_budget is not None and token_budget < 1:
-            raise ValueError(
-                f"token_budget must be >= 1 (None means no budget); got {token_budget}"
-            )
+        if token_budget is not None:
+            check_count("token_budget", token_budget, "tokens; None means no budget")
         self.token_budget = token_budget
         self.time_budget = _check_time_budget(time_budget)
         self.request_budget = check_budget("request_budget", request_budget, integer=True)

@@ -12,6 +12,7 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
+from loop_agents.controls.options import check_count
 from loop_agents.loop.agents import AgentCaller, AgentLike, describe
 from loop_agents.loop.protocol import AgentCall, LoopControl, LoopSpec, Outcome, Stage
 from loop_agents.loop.state import LoopEvaluation
@@ -19,21 +20,6 @@ from loop_agents.runtime.numbers import describe_number, finite_float
 
 MAX_CANDIDATES = 64
 """The most candidates per iteration `Candidates` accepts."""
-
-
-def check_candidates(candidates: object, where: str = "Candidates(candidates=)") -> int:
-    """Validate a number of answers per iteration: an int from 1 to `MAX_CANDIDATES`."""
-    if isinstance(candidates, bool) or not isinstance(candidates, int):
-        raise TypeError(
-            f"{where} must be an int (answers per iteration); got "
-            f"{type(candidates).__name__} {candidates!r:.40}"
-        )
-    if not 1 <= candidates <= MAX_CANDIDATES:
-        raise ValueError(
-            f"{where} must be from 1 to {MAX_CANDIDATES} (answers per iteration); got "
-            f"{describe_number(candidates)}"
-        )
-    return candidates
 
 
 def check_candidate_temperature(
@@ -142,7 +128,9 @@ class Candidates(LoopControl):
         self, candidates: int = 2, *, temperature: float | Sequence[float] | None = None
     ) -> None:
         """Check the options (the agent's are checked when the loop is built)."""
-        self.k = check_candidates(candidates)
+        self.k = check_count(
+            "Candidates(candidates=)", candidates, "answers per iteration", most=MAX_CANDIDATES
+        )
         self.temperature = temperature
         self.temperatures = check_candidate_temperature(temperature, self.k, None)
         self.agents: list[AgentCaller] | None = None

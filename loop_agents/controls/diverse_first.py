@@ -9,11 +9,8 @@ from __future__ import annotations
 from collections.abc import Generator, Sequence
 from typing import Any
 
-from loop_agents.controls.candidates import (
-    Candidates,
-    check_candidate_temperature,
-    check_candidates,
-)
+from loop_agents.controls.candidates import MAX_CANDIDATES, Candidates, check_candidate_temperature
+from loop_agents.controls.options import check_count
 from loop_agents.loop.protocol import AgentCall, Stage
 
 
@@ -43,7 +40,7 @@ class DiverseFirst(Candidates):
 
     def __init__(self, k: int = 2, *, temperature: float | Sequence[float] | None = None) -> None:
         # the agent's options are checked when the loop is built
-        self.k = check_candidates(k, "DiverseFirst(k=)")
+        self.k = check_count("DiverseFirst(k=)", k, "answers per iteration", most=MAX_CANDIDATES)
         if self.k < 2:
             raise ValueError(
                 f"DiverseFirst(k=) makes k first answers and needs k >= 2 (k=1 is the plain "

@@ -16,6 +16,7 @@ from typing import TypeAlias
 
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage
 
+from loop_agents.controls.options import check_count
 from loop_agents.loop.agents import describe
 from loop_agents.loop.feedback import fenced
 from loop_agents.loop.history.policies import LoopHistory, loop_history, without_rejected_attempts
@@ -227,18 +228,9 @@ class Restart(LoopControl):
         key: AnswerKey | None = None,
         requirements: Requirements | None = None,
     ) -> None:
-        if max_repairs is not None and (
-            isinstance(max_repairs, bool) or not isinstance(max_repairs, int)
-        ):
-            raise TypeError(
-                f"Restart(max_repairs=) must be an int >= 0 or None; got "
-                f"{type(max_repairs).__name__} {max_repairs!r:.40}"
-            )
-        if max_repairs is not None and max_repairs < 0:
-            raise ValueError(
-                f"Restart(max_repairs=) must be >= 0 (0: every attempt after the first is a "
-                f"fresh sample) or None; got {max_repairs}"
-            )
+        if max_repairs is not None:
+            meaning = "0: every attempt after the first is a fresh sample; or None"
+            check_count("Restart(max_repairs=)", max_repairs, meaning, least=0)
         for option, value in (("key", key), ("requirements", requirements)):
             if value is not None and not callable(value):
                 raise TypeError(

@@ -17,13 +17,14 @@ from langgraph.errors import is_invalid_resume
 from langgraph.types import interrupt
 from pydantic import PlainValidator, ValidationError, WithJsonSchema
 
-from loop_agents.evaluators.base import check_name, make_evaluator
+from loop_agents.evaluators.base import check_name, step, stepped_evaluator
 from loop_agents.loop.agents import describe
 from loop_agents.loop.checkpoints import checkpointed, in_graph_run
 from loop_agents.loop.evaluation import Evaluator, criteria_of
 from loop_agents.loop.input_checks import HOW_TO_ANSWER
 from loop_agents.loop.state import LoopContext, LoopEvaluation
 from loop_agents.runtime.numbers import describe_number, finite_float
+from loop_agents.runtime.steps import Program
 
 REVIEW_KIND: Literal["loop_agents.human_review"] = "loop_agents.human_review"
 
@@ -223,19 +224,14 @@ def human_review(
     label = check_name(name, "human_review")
     first = checkpointed(judge, name=f"{label}.judge") if judge is not None else None
 
-    def decide(context: LoopContext, verdict: LoopEvaluation | None) -> LoopEvaluation:
+    def review(context: LoopContext, config: RunnableConfig) -> Program[LoopEvaluation]:
+        _check_can_pause(label)
+        verdict: LoopEvaluation | None = None
+        if first is not None:
+            verdict = (yield step(label, first.invoke, first.ainvoke, context, config)).value
         if verdict is not None and not verdict["stop"]:  # the judge asked for changes
             return {**verdict, "decided_by": verdict.get("decided_by") or [describe(judge)]}
         return _ask(context, verdict, label)
 
-    def review(context: LoopContext, config: RunnableConfig) -> LoopEvaluation:
-        _check_can_pause(label)
-        return decide(context, first.invoke(context, config) if first is not None else None)
-
-    async def areview(context: LoopContext, config: RunnableConfig) -> LoopEvaluation:
-        _check_can_pause(label)
-        verdict = await first.ainvoke(context, config) if first is not None else None
-        return decide(context, verdict)
-
     criteria = criteria_of(judge) if judge is not None else None
-    return make_evaluator(label, review, areview, criteria=criteria)
+    return stepped_evaluator(label, review, criteria=criteria)

@@ -21,12 +21,13 @@ from langchain_core.utils.function_calling import convert_to_json_schema
 from pydantic import BaseModel
 
 from loop_agents.evaluators import text_verdict
-from loop_agents.evaluators.base import check_name, format_score, make_evaluator
+from loop_agents.evaluators.base import check_name, format_score, step, stepped_evaluator
 from loop_agents.evaluators.verdict_schema import default_schema, schema_fields, with_scale
 from loop_agents.loop.agents import encodable
 from loop_agents.loop.evaluation import LoopEvaluatorRunnable
 from loop_agents.loop.state import LoopContext, LoopEvaluation
 from loop_agents.runtime.numbers import describe_number, finite_float
+from loop_agents.runtime.steps import Program
 
 StructuredOutput = Literal["native", "text"]
 """``"native"`` (the model's structured output, with a `JudgeMethod`) or ``"text"``."""
@@ -135,43 +136,26 @@ class _Judge:
             )
         return self.runnables[method]
 
-    def invoke(self, context: LoopContext, config: RunnableConfig) -> LoopEvaluation:
+    def verdict(self, context: LoopContext, config: RunnableConfig) -> Program[LoopEvaluation]:
+        """Ask until a verdict is usable (`JudgeError` after ``retries``), off refused methods."""
         problems: list[str] = []
-        for _ in range(self.retries + 1):
-            while True:
-                method = self.method
-                try:
-                    messages = self.prompt(context, problems, method)
-                    out = self.runnable(method).invoke(messages, config)
-                    break
-                except Exception as error:
-                    if not self.switch(method, error, context):
-                        raise
+        while True:
+            method = self.method
+            try:
+                messages = self.prompt(context, problems, method)
+                judge = self.runnable(method)
+                out = (yield step("llm_judge", judge.invoke, judge.ainvoke, messages, config)).value
+            except Exception as error:
+                if not self.switch(method, error, context):
+                    raise
+                continue
             self.warn_once(method)
             try:
                 return self.evaluation(self.read(out, context))
             except (_Unusable, text_verdict.TextVerdictError) as problem:
                 problems.append(str(problem))
-        raise self.error(context, problems)
-
-    async def ainvoke(self, context: LoopContext, config: RunnableConfig) -> LoopEvaluation:
-        problems: list[str] = []
-        for _ in range(self.retries + 1):
-            while True:
-                method = self.method
-                try:
-                    messages = self.prompt(context, problems, method)
-                    out = await self.runnable(method).ainvoke(messages, config)
-                    break
-                except Exception as error:
-                    if not self.switch(method, error, context):
-                        raise
-            self.warn_once(method)
-            try:
-                return self.evaluation(self.read(out, context))
-            except (_Unusable, text_verdict.TextVerdictError) as problem:
-                problems.append(str(problem))
-        raise self.error(context, problems)
+            if len(problems) > self.retries:
+                raise self.error(context, problems)
 
     def switch(self, method: JudgeMethod, error: Exception, context: LoopContext) -> bool:
         """Take the next method when ``error`` refuses ``method`` (`JudgeError` if none is left).
@@ -493,4 +477,4 @@ def llm_judge(
         text_form=text_form,
     )
     criteria = instructions.text.strip() or None
-    return make_evaluator(judge.name, judge.invoke, judge.ainvoke, criteria=criteria)
+    return stepped_evaluator(judge.name, judge.verdict, criteria=criteria)
