@@ -24,6 +24,7 @@ from langgraph.config import get_config, get_store
 from langgraph.errors import GraphBubbleUp
 from langgraph.store.base import BaseStore
 
+from loop_agents.controls.options import check_function
 from loop_agents.controls.restart import (
     BUILTIN_KINDS,
     Requirements,
@@ -139,9 +140,7 @@ class Adaptive(LoopControl):
             raise TypeError(f"Adaptive(seed=) must be an int or None; got {seed!r:.40}")
         self.seed = seed
         self.namespace = None if namespace is None else _checked_namespace(namespace)
-        if requirements is not None and not callable(requirements):
-            raise TypeError(f"Adaptive(requirements=) must be a function; got {requirements!r:.40}")
-        self.requirements: Requirements = requirements or feedback_points
+        self.requirements = check_function("Adaptive(requirements=)", requirements, feedback_points)
         if store is not None and store != "graph" and not isinstance(store, BaseStore):
             raise TypeError(
                 f"Adaptive(store=) must be None (this object's memory), 'graph' (the running "

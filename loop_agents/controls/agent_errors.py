@@ -198,7 +198,6 @@ class AgentErrors(LoopControl):
         count_failed_attempts: bool = True,
         max_agent_errors: int | None = 3,
     ) -> None:
-        """Check the options."""
         if on_agent_error not in ("raise", "feedback"):
             raise ValueError(
                 f"on_agent_error must be 'raise' (an agent error ends the loop) or 'feedback' "

@@ -218,17 +218,9 @@ def tokens_used(records: Sequence[IterationRecord]) -> int:
         print(tokens_used(result["records"]))
         ```
     """
-    return sum(
-        r["input_tokens"]
-        + r["output_tokens"]
-        + r.get("evaluator_input_tokens", 0)
-        + r.get("evaluator_output_tokens", 0)
-        + r.get("history_input_tokens", 0)
-        + r.get("history_output_tokens", 0)
-        + r.get("advisor_input_tokens", 0)
-        + r.get("advisor_output_tokens", 0)
-        for r in records
-    )
+    parts = ("", "evaluator_", "history_", "advisor_")
+    keys = [f"{part}{kind}_tokens" for part in parts for kind in ("input", "output")]
+    return sum(cast(Mapping[str, int], r).get(key, 0) for r in records for key in keys)
 
 
 def wall_clock() -> float:
@@ -291,7 +283,6 @@ class Budgets(LoopControl):
         cost_budget: float | None = None,
         prices: Prices | None = None,
     ) -> None:
-        """Check the budgets and the prices."""
         if token_budget is not None:
             check_count("token_budget", token_budget, "tokens; None means no budget")
         self.token_budget = token_budget

@@ -127,7 +127,6 @@ class Candidates(LoopControl):
     def __init__(
         self, candidates: int = 2, *, temperature: float | Sequence[float] | None = None
     ) -> None:
-        """Check the options (the agent's are checked when the loop is built)."""
         self.k = check_count(
             "Candidates(candidates=)", candidates, "answers per iteration", most=MAX_CANDIDATES
         )
@@ -153,8 +152,7 @@ class Candidates(LoopControl):
             call.but(candidate=number, agent=self.agents[number - 1] if self.agents else None)
             for number in range(1, self.k + 1)
         ]
-        attempts = yield calls
-        return attempts
+        return (yield calls)
 
     def after_verdict(self, outcome: Outcome) -> Outcome:
         """Select the best judged candidate (see `best_candidate`)."""

@@ -88,7 +88,6 @@ class Criteria(LoopControl):
     claims = frozenset({"criteria"})
 
     def __init__(self, text: str | None = None) -> None:
-        """Check the text."""
         if text is not None and (not isinstance(text, str) or not text.strip()):
             raise TypeError(
                 f"Criteria(text=) must be a non-empty text (what the answer is judged by) or "

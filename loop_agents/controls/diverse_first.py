@@ -11,7 +11,7 @@ from typing import Any
 
 from loop_agents.controls.candidates import MAX_CANDIDATES, Candidates, check_candidate_temperature
 from loop_agents.controls.options import check_count
-from loop_agents.loop.protocol import AgentCall, Stage
+from loop_agents.loop.protocol import AgentCall
 
 
 class DiverseFirst(Candidates):
@@ -35,8 +35,6 @@ class DiverseFirst(Candidates):
     """
 
     name = "diverse_first"
-    stage = Stage.CANDIDATES
-    claims = frozenset({"answers"})
 
     def __init__(self, k: int = 2, *, temperature: float | Sequence[float] | None = None) -> None:
         # the agent's options are checked when the loop is built
@@ -53,8 +51,7 @@ class DiverseFirst(Candidates):
     def around_agent(self, call: AgentCall) -> Generator[Any, Any, Any]:
         """K calls at once in the loop's first iteration; the call as it is afterwards."""
         if call.iteration > 1:
-            attempt = yield call
-            return attempt
+            return (yield call)
         return (yield from super().around_agent(call))
 
     def agent_calls_at_most(self, max_iterations: int) -> int:

@@ -46,7 +46,6 @@ class History(LoopControl):
     claims = frozenset({"history"})
 
     def __init__(self, history: HistoryPolicy = "full") -> None:
-        """Check the policy."""
         policy = check_history(history)
         self.policy = policy
         self.stateful = policy if isinstance(policy, StatefulHistory) else None

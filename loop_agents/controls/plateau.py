@@ -54,7 +54,6 @@ class Plateau(LoopControl):
     claims = frozenset({"plateau"})
 
     def __init__(self, patience: int, *, min_delta: float = 0.0) -> None:
-        """Check the options."""
         meaning = "scored iterations without a gain"
         self.patience = check_count("Plateau(patience=)", patience, meaning)
         if isinstance(min_delta, bool) or not isinstance(min_delta, int | float):

@@ -16,7 +16,7 @@ from typing import TypeAlias
 
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage
 
-from loop_agents.controls.options import check_count
+from loop_agents.controls.options import check_count, check_function
 from loop_agents.loop.agents import describe
 from loop_agents.loop.feedback import fenced
 from loop_agents.loop.history.policies import LoopHistory, loop_history, without_rejected_attempts
@@ -231,15 +231,9 @@ class Restart(LoopControl):
         if max_repairs is not None:
             meaning = "0: every attempt after the first is a fresh sample; or None"
             check_count("Restart(max_repairs=)", max_repairs, meaning, least=0)
-        for option, value in (("key", key), ("requirements", requirements)):
-            if value is not None and not callable(value):
-                raise TypeError(
-                    f"Restart({option}=) must be a function of a text; got "
-                    f"{type(value).__name__} {value!r:.40}"
-                )
         self.max_repairs = max_repairs
-        self.key: AnswerKey = key or answer_key
-        self.requirements: Requirements = requirements or feedback_points
+        self.key = check_function("Restart(key=)", key, answer_key)
+        self.requirements = check_function("Restart(requirements=)", requirements, feedback_points)
 
     def retry_kind(self, turn: Turn) -> str | None:
         """``"repair"`` in the first episode (what `History` sends), else ``"restart"``."""

@@ -40,7 +40,6 @@ class Retries(LoopControl):
         agent_timeout: float | timedelta | None = None,
         evaluator_timeout: float | timedelta | None = None,
     ) -> None:
-        """Check the policies and the limits."""
         self.policies: dict[CallName, RetryPolicies | None] = {
             "agent": check_retry_policy("agent_retry_policy", agent_retry_policy),
             "evaluator": check_retry_policy("evaluator_retry_policy", evaluator_retry_policy),

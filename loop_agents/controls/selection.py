@@ -30,12 +30,8 @@ class AnswerSelection(LoopControl):
     claims = frozenset({"choice"})
 
     def __init__(self, select: Selection = "last") -> None:
-        """Check ``select``."""
         self.select = check_select(select)
 
     def choose(self, records: Sequence[IterationRecord]) -> IterationRecord | None:
         """The best-scored answer (``"best"``), else the last."""
         return choose(records, self.select)
-
-
-__all__ = ["AnswerSelection"]

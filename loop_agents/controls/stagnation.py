@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 
+from loop_agents.controls.options import check_function
 from loop_agents.controls.restart import AnswerKey, answer_key
 from loop_agents.loop.agents import describe
 from loop_agents.loop.protocol import LoopControl, Outcome, Progress, Stage
@@ -44,13 +45,7 @@ class Stagnation(LoopControl):
     claims = frozenset({"stagnation"})
 
     def __init__(self, *, key: AnswerKey | None = None) -> None:
-        """Check the option."""
-        if key is not None and not callable(key):
-            raise TypeError(
-                f"Stagnation(key=) must be a function of a text returning a str; got "
-                f"{type(key).__name__} {key!r:.40}"
-            )
-        self.key: AnswerKey = key or answer_key
+        self.key = check_function("Stagnation(key=)", key, answer_key)
 
     def after_verdict(self, outcome: Outcome) -> Outcome:
         """Keep the digest of the iteration's answer in its record."""

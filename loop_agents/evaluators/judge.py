@@ -320,15 +320,10 @@ def _excerpt(raw: object) -> str:
 
 
 def _check_scale(scale: object, threshold: object) -> tuple[float, float, float]:
-    if (
-        not isinstance(scale, tuple | list)
-        or len(scale) != 2
-        or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in scale)
-    ):
-        raise TypeError(
-            f"scale must be a (low, high) pair of numbers, e.g. (0, 100); got {scale!r}"
-        )
-    low, high = finite_float(scale[0]), finite_float(scale[1])
+    pair = scale if isinstance(scale, tuple | list) and len(scale) == 2 else None
+    if pair is None or any(isinstance(v, bool) or not isinstance(v, int | float) for v in pair):
+        raise TypeError(f"scale must be two numbers (low, high), e.g. (0, 100); got {scale!r}")
+    low, high = finite_float(pair[0]), finite_float(pair[1])
     if low is None or high is None or not low < high:
         raise ValueError(f"scale must have low < high, both finite; got {scale!r:.80}")
     if isinstance(threshold, bool) or not isinstance(threshold, int | float):

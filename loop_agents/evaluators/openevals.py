@@ -136,8 +136,10 @@ async def _awaited(awaitable: Awaitable[Any]) -> Any:
     return await awaitable
 
 
-def _score(label: str, result: object, threshold: float | None) -> tuple[str, bool, float | None]:
-    # one result's key, whether it passes, and its number (None for a boolean)
+def _score(
+    label: str, result: object, threshold: float | None
+) -> tuple[str, bool, float | None, str]:
+    # one result's key, whether it passes, its number (None for a boolean) and its comment
     if not isinstance(result, Mapping) or "score" not in result:
         raise TypeError(
             f"the openevals evaluator {label!r} returned {result!r:.80}; expected an "
@@ -145,9 +147,12 @@ def _score(label: str, result: object, threshold: float | None) -> tuple[str, bo
         )
     key = result.get("key")
     key = key if isinstance(key, str) and key else label
+    comment = result.get("comment")
+    text = comment.strip() if isinstance(comment, str) else ""
     score = result["score"]
     if isinstance(score, bool):
-        return key, score, None
+        failed = f"The answer did not pass the check {key!r}; revise it."
+        return key, score, None, text or ("" if score else failed)
     number = finite_float(score)
     if number is None:
         raise TypeError(
@@ -160,16 +165,11 @@ def _score(label: str, result: object, threshold: float | None) -> tuple[str, bo
             f"a number: say which scores accept the answer with from_openevals(..., "
             f"threshold=N), N on the evaluator's own scale (e.g. 0.8 for a 0-1 score)"
         )
-    return key, number >= threshold, number
-
-
-def _failed_sentence(key: str, number: float | None, threshold: float | None) -> str:
-    if number is None:
-        return f"The answer did not pass the check {key!r}; revise it."
-    return (
+    failed = (
         f"The answer scored {format_score(number)} on {key!r}; at least "
-        f"{format_score(cast(float, threshold))} is needed. Revise it."
+        f"{format_score(threshold)} is needed. Revise it."
     )
+    return key, number >= threshold, number, text or ("" if number >= threshold else failed)
 
 
 def verdict(label: str, result: object, threshold: float | None) -> LoopEvaluation:
@@ -180,23 +180,14 @@ def verdict(label: str, result: object, threshold: float | None) -> LoopEvaluati
             f"the openevals evaluator {label!r} returned an empty list; expected at least "
             f"one EvaluatorResult"
         )
-    parts: list[tuple[str, bool, float | None, str]] = []
-    for item in results:
-        key, passed, number = _score(label, item, threshold)
-        comment = cast(Mapping[str, Any], item).get("comment")
-        text = comment.strip() if isinstance(comment, str) else ""
-        parts.append((key, passed, number, text))
-    failing = [p for p in parts if not p[1]]
-    numbers = [p[2] for p in parts if p[2] is not None]
-    evaluation: LoopEvaluation = {"stop": not failing}
-    shown = failing or parts
-    texts = [
-        (key, text or (_failed_sentence(key, number, threshold) if not passed else ""))
-        for key, passed, number, text in shown
-    ]
+    parts = [_score(label, item, threshold) for item in results]
+    failing = [part for part in parts if not part[1]]
+    texts = [(key, text) for key, _, _, text in failing or parts]
     feedback = texts[0][1] if len(texts) == 1 else merge_feedback(texts)
+    evaluation: LoopEvaluation = {"stop": not failing}
     if feedback:
         evaluation["feedback"] = feedback
+    numbers = [number for _, _, number, _ in parts if number is not None]
     if numbers:
         evaluation["score"] = min(numbers)
     return evaluation
