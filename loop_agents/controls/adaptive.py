@@ -110,10 +110,6 @@ class Adaptive(LoopControl):
             or a ``BaseStore``; one that fails never ends the loop (it learns in memory,
             warns once and records ``strategy["store_error"]``).
 
-    Raises:
-        TypeError: an option of the wrong type.
-        ValueError: no kind left, a prior out of range, a namespace label stores refuse.
-
     Example:
         ```python
         loop = create_loop_agent(model, tests, 4, controls=[Adaptive(kinds={"informed": None})])

@@ -68,9 +68,6 @@ class Advice(LoopControl):
             answer and its score and asked what to change (a run ``"iteration N: advisor"``,
             counted in the budgets). Without one, or on an empty reply: `default_advice`.
 
-    Raises:
-        TypeError: a threshold that is not a finite number, an advisor not a Runnable.
-
     Example:
         ```python
         advice = Advice(threshold=70, model=ChatOpenAI(model="gpt-5.4-mini"))

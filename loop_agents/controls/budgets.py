@@ -115,29 +115,6 @@ def check_prices(prices: object) -> dict[str, Price] | None:
     return clean
 
 
-def check_budget(name: str, value: object, *, integer: bool) -> float | None:
-    """Validate ``request_budget`` (an int >= 1) or ``cost_budget`` (a number > 0)."""
-    if value is None:
-        return None
-    if integer:
-        value = check_count(name, value, "model calls; None means no budget")
-        if value > MOST_REQUESTS:
-            raise ValueError(
-                f"{name} must be at most {MOST_REQUESTS:,} model calls (None means no "
-                f"budget); got {describe_number(value)}"
-            )
-        return float(value)
-    if not isinstance(value, int | float) or isinstance(value, bool):
-        raise TypeError(
-            f"{name} must be a number > 0 (in the currency of prices=; None means no "
-            f"budget); got {type(value).__name__} {value!r:.40}"
-        )
-    number = finite_float(value)
-    if number is None or number <= 0:
-        raise ValueError(f"{name} must be a finite number > 0; got {describe_number(value)}")
-    return number
-
-
 @dataclass(frozen=True)
 class PriceTable:
     """Prices of models, and whether an unpriced call is an error (a cost budget is set).
@@ -285,10 +262,24 @@ class Budgets(LoopControl):
     ) -> None:
         if token_budget is not None:
             check_count("token_budget", token_budget, "tokens; None means no budget")
+        if request_budget is not None:
+            check_count("request_budget", request_budget, "model calls; None means no budget")
+            if request_budget > MOST_REQUESTS:
+                raise ValueError(
+                    f"request_budget must be at most {MOST_REQUESTS:,} model calls (None means "
+                    f"no budget); got {describe_number(request_budget)}"
+                )
+        cost = finite_float(cost_budget)
+        if cost_budget is not None and (cost is None or cost <= 0):
+            number = isinstance(cost_budget, int | float) and not isinstance(cost_budget, bool)
+            raise (ValueError if number else TypeError)(
+                f"cost_budget must be a finite number > 0 (in the currency of prices=; None "
+                f"means no budget); got {describe_number(cost_budget)}"
+            )
         self.token_budget = token_budget
         self.time_budget = _check_time_budget(time_budget)
-        self.request_budget = check_budget("request_budget", request_budget, integer=True)
-        self.cost_budget = check_budget("cost_budget", cost_budget, integer=False)
+        self.request_budget = None if request_budget is None else float(request_budget)
+        self.cost_budget = cost
         table = check_prices(prices)
         if self.cost_budget is not None and table is None:
             raise ValueError(

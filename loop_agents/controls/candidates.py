@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Generator, Sequence
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.language_models import BaseChatModel
 
@@ -38,31 +38,26 @@ def check_candidate_temperature(
             f"{describe(agent)!r} is a {type(agent).__name__}; give the agent a temperature "
             f"of its own and leave temperature= out, or pass a chat model as the agent"
         )
-    values: list[object]
-    if isinstance(temperature, int | float) and not isinstance(temperature, bool):
-        values = [temperature] * candidates
-    elif isinstance(temperature, Sequence) and not isinstance(temperature, str):
-        values = list(temperature)
-        if len(values) != candidates:
-            raise ValueError(
-                f"{where}(temperature=) has {len(values)} values for {candidates} answers; "
-                f"give one number for all or exactly one per answer"
-            )
-    else:
+    one = isinstance(temperature, int | float) and not isinstance(temperature, bool)
+    if not one and (isinstance(temperature, str) or not isinstance(temperature, Sequence)):
         raise TypeError(
             f"{where}(temperature=) must be a number or a sequence of {candidates} numbers; "
             f"got {type(temperature).__name__} {temperature!r:.40}"
         )
-    checked: list[float] = []
+    values = [temperature] * candidates if one else list(cast(Sequence[object], temperature))
+    if len(values) != candidates:
+        raise ValueError(
+            f"{where}(temperature=) has {len(values)} values for {candidates} answers; "
+            f"give one number for all or exactly one per answer"
+        )
     for value in values:
-        number = None if isinstance(value, bool) else finite_float(value)
+        number = finite_float(value)
         if number is None or number < 0:
             raise ValueError(
                 f"{where}(temperature=) values must be finite numbers >= 0; got "
                 f"{describe_number(value)}"
             )
-        checked.append(number)
-    return checked
+    return [float(cast(float, value)) for value in values]
 
 
 def candidate_agents(
@@ -94,7 +89,6 @@ def best_candidate(verdicts: Sequence[tuple[int, LoopEvaluation]]) -> int:
         best_candidate([(1, {"stop": False, "score": 60}), (2, {"stop": False, "score": 80})])
         # 2
         ```
-
     """
     if not verdicts:
         raise ValueError("best_candidate() needs at least one judged candidate")
@@ -116,7 +110,6 @@ class Candidates(LoopControl):
         ```python
         loop = create_loop_agent(model, judge, 3, controls=[Candidates(4, temperature=0.8)])
         ```
-
     """
 
     name = "candidates"

@@ -80,7 +80,6 @@ class Criteria(LoopControl):
         loop = create_loop_agent(agent, judge, 3, controls=[Criteria()])
         shown = Criteria("At most 280 characters.")
         ```
-
     """
 
     name = "criteria"

@@ -24,10 +24,6 @@ class DiverseFirst(Candidates):
         temperature: With a chat-model agent: the temperature of every first answer (a
             number) or of each (k numbers); the copies of the model never use an LLM cache.
 
-    Raises:
-        TypeError: an option of the wrong type.
-        ValueError: ``k`` out of range.
-
     Example:
         ```python
         loop = create_loop_agent(model, judge, 3, controls=[DiverseFirst(3)])

@@ -21,7 +21,6 @@ class FeedbackStyle(LoopControl):
         plain = FeedbackStyle("{feedback}")
         loop = create_loop_agent(agent, judge, 5, controls=[plain])
         ```
-
     """
 
     name = "feedback_format"

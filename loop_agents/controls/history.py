@@ -38,7 +38,6 @@ class History(LoopControl):
         ```python
         loop = create_loop_agent(agent, judge, 5, controls=[History("last_attempt")])
         ```
-
     """
 
     name = "history"

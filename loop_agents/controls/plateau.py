@@ -46,7 +46,6 @@ class Plateau(LoopControl):
         ```python
         loop = create_loop_agent(agent, judge, 10, controls=[Plateau(2, min_delta=5)])
         ```
-
     """
 
     name = "plateau"

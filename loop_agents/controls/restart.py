@@ -207,10 +207,6 @@ class Restart(LoopControl):
         requirements: The points one feedback text says must hold (default
             `feedback_points`).
 
-    Raises:
-        TypeError: an option of the wrong type.
-        ValueError: ``max_repairs`` below 0.
-
     Example:
         ```python
         loop = create_loop_agent(model, tests, 4, controls=[Restart(max_repairs=1)])

@@ -25,7 +25,6 @@ class Retries(LoopControl):
         retries = Retries(agent_retry_policy=RetryPolicy(max_attempts=3), agent_timeout=60)
         loop = create_loop_agent(agent, judge, 5, controls=[retries])
         ```
-
     """
 
     name = "retries"

@@ -22,7 +22,6 @@ class AnswerSelection(LoopControl):
         ```python
         loop = create_loop_agent(agent, judge, 5, controls=[AnswerSelection("best")])
         ```
-
     """
 
     name = "select"

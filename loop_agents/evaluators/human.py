@@ -77,7 +77,6 @@ def parse_review(value: object) -> LoopEvaluation:
         assert parse_review("Shorter.") == {"stop": False, "feedback": "Shorter."}
         assert parse_review({"approve": True, "score": 90}) == {"stop": True, "score": 90.0}
         ```
-
     """
     if value is True:
         return {"stop": True}
