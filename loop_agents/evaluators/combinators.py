@@ -160,13 +160,13 @@ def panel(
         raise ValueError(
             f"combine must be 'all', 'min', 'mean' or a function of the verdicts; got {combine!r}"
         )
-    if combine in ("min", "mean"):
-        if isinstance(threshold, bool) or not isinstance(threshold, int | float):
-            raise ValueError(
-                f"panel(combine={combine!r}) needs threshold=<the combined score to accept>; "
-                f"got {threshold!r}"
-            )
-    elif threshold is not None:
+    scored = combine in ("min", "mean")
+    if scored and (isinstance(threshold, bool) or not isinstance(threshold, int | float)):
+        raise ValueError(
+            f"panel(combine={combine!r}) needs threshold=<the combined score to accept>; "
+            f"got {threshold!r}"
+        )
+    if not scored and threshold is not None:
         raise ValueError(
             f"threshold is only used with combine='min' or 'mean'; got threshold={threshold!r} "
             f"with combine={combine!r}"

@@ -103,11 +103,8 @@ def _parse_mapping(value: Mapping[Any, Any]) -> LoopEvaluation:
             f"the review answer has unknown keys {unknown}; a mapping may have 'approve', "
             f"'feedback' and 'score'. {HOW_TO_ANSWER}"
         )
-    approve, feedback, score = (
-        value.get("approve", False),
-        value.get("feedback"),
-        value.get("score"),
-    )
+    approve = value.get("approve", False)
+    feedback, score = value.get("feedback"), value.get("score")
     number = None if score is None else finite_float(score)
     for key, given, fits, must in (
         ("approve", approve, isinstance(approve, bool), "True or False"),

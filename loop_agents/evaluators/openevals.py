@@ -29,13 +29,6 @@ from loop_agents.runtime.sync_bridge import run_coroutine
 
 __all__ = ["ScoreKind", "as_openevals", "as_openevals_async", "from_openevals", "loop_context"]
 
-_PASSED_ON = ("inputs", "outputs")  # the keywords from_openevals fills in itself
-
-
-def _label(evaluator: object) -> str:
-    name = describe(evaluator)
-    return "openevals" if name.startswith("_") or name == "<lambda>" else name
-
 
 def _check_from(
     evaluator: object, reference_outputs: object, threshold: object, kwargs: Mapping[str, Any]
@@ -45,13 +38,14 @@ def _check_from(
             f"from_openevals takes an openevals evaluator, e.g. exact_match or "
             f"create_llm_as_judge(prompt=..., judge=...); got {evaluator!r:.80}"
         )
-    label = _label(evaluator)
+    name = describe(evaluator)
+    label = "openevals" if name.startswith("_") or name == "<lambda>" else name
     if label.startswith("create_"):
         raise TypeError(
             f"{label} makes an evaluator: call it and pass what it returns, e.g. "
             f"from_openevals({label}(...))"
         )
-    taken = sorted(set(kwargs) & set(_PASSED_ON))
+    taken = sorted(set(kwargs) & {"inputs", "outputs"})  # the keywords it fills in itself
     if taken:
         raise TypeError(
             f"from_openevals passes {' and '.join(taken)} itself (the request and the "
@@ -79,8 +73,7 @@ def _check_from(
 
 def _request_text(context: LoopContext) -> str:  # the user messages (else every one), joined
     messages = context["init_messages"]
-    asked: list[BaseMessage] = [m for m in messages if isinstance(m, HumanMessage)]
-    asked = asked or list(messages)
+    asked = [m for m in messages if isinstance(m, HumanMessage)] or messages
     return "\n\n".join(m.text for m in asked if m.text)
 
 

@@ -148,9 +148,7 @@ def text_rule(
         return False, feedback(text) if callable(feedback) else feedback
 
     check.__name__ = label
-    evaluator = rule(check, name=label)
-    evaluator.criteria = criteria
-    return evaluator
+    return rule(check, name=label, description=criteria)
 
 
 def todos_complete(
