@@ -75,10 +75,7 @@ class Choice(TypedDict):
 
 
 class Strategy(TypedDict, total=False):
-    """What `Adaptive` writes in an iteration's record (``record["strategy"]``).
-
-    Its keys are described in ``docs/strategies.md``.
-    """
+    """What `Adaptive` writes in a record (``record["strategy"]``; see docs/strategies.md)."""
 
     kind: str
     estimates: dict[str, Estimate]
@@ -149,9 +146,7 @@ class Adaptive(LoopControl):
     def retry_kind(self, turn: Turn) -> str | None:
         """The kind chosen after the previous verdict (``None`` for a loop's first attempt)."""
         records = turn.records
-        if not records:
-            return None
-        chosen = (records[-1].get("strategy") or {}).get("next")
+        chosen = (records[-1].get("strategy") or {}).get("next") if records else None
         return self._sendable(chosen["kind"]) if chosen else None
 
     def shape_input(self, messages: list[AnyMessage], turn: Turn) -> list[AnyMessage]:

@@ -7,7 +7,6 @@ priced and when a budget stops the loop: docs/loop-control.md and docs/stopping.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -213,17 +212,14 @@ def _over(used: float, latest: float, budget: float | None) -> bool:
 def _check_time_budget(time_budget: object) -> float | None:
     if time_budget is None:
         return None
-    if isinstance(time_budget, timedelta):
-        seconds = time_budget.total_seconds()
-    elif isinstance(time_budget, bool) or not isinstance(time_budget, int | float):
+    if isinstance(time_budget, bool) or not isinstance(time_budget, int | float | timedelta):
         raise TypeError(
             f"time_budget must be seconds (a number) or a timedelta; got "
             f"{type(time_budget).__name__} {time_budget!r}"
         )
-    else:
-        number = finite_float(time_budget)  # None: inf, nan or a huge int
-        seconds = math.inf if number is None else number
-    if not math.isfinite(seconds) or seconds <= 0:
+    given = time_budget.total_seconds() if isinstance(time_budget, timedelta) else time_budget
+    seconds = finite_float(given)
+    if seconds is None or seconds <= 0:  # None: inf, nan, 10**400
         raise ValueError(
             f"time_budget must be > 0 seconds (a finite number); got {describe_number(time_budget)}"
         )

@@ -116,15 +116,16 @@ class Candidates(LoopControl):
     stage = Stage.CANDIDATES
     claims = frozenset({"answers"})
     fans_out = True
+    _count = "candidates"  # the name of the number of answers, in messages
 
     def __init__(
         self, candidates: int = 2, *, temperature: float | Sequence[float] | None = None
     ) -> None:
-        self.k = check_count(
-            "Candidates(candidates=)", candidates, "answers per iteration", most=MAX_CANDIDATES
-        )
+        where = type(self).__name__  # the agent's options are checked when the loop is built
+        count = f"{where}({self._count}=)"
+        self.k = check_count(count, candidates, "answers per iteration", most=MAX_CANDIDATES)
         self.temperature = temperature
-        self.temperatures = check_candidate_temperature(temperature, self.k, None)
+        self.temperatures = check_candidate_temperature(temperature, self.k, None, where)
         self.agents: list[AgentCaller] | None = None
 
     def bind(self, loop: LoopSpec) -> Candidates:

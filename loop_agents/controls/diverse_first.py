@@ -9,8 +9,7 @@ from __future__ import annotations
 from collections.abc import Generator, Sequence
 from typing import Any
 
-from loop_agents.controls.candidates import MAX_CANDIDATES, Candidates, check_candidate_temperature
-from loop_agents.controls.options import check_count
+from loop_agents.controls.candidates import Candidates
 from loop_agents.loop.protocol import AgentCall
 
 
@@ -31,18 +30,15 @@ class DiverseFirst(Candidates):
     """
 
     name = "diverse_first"
+    _count = "k"
 
     def __init__(self, k: int = 2, *, temperature: float | Sequence[float] | None = None) -> None:
-        # the agent's options are checked when the loop is built
-        self.k = check_count("DiverseFirst(k=)", k, "answers per iteration", most=MAX_CANDIDATES)
+        super().__init__(k, temperature=temperature)
         if self.k < 2:
             raise ValueError(
                 f"DiverseFirst(k=) makes k first answers and needs k >= 2 (k=1 is the plain "
                 f"loop: leave the control out); got k={k}"
             )
-        self.temperature = temperature
-        self.temperatures = check_candidate_temperature(temperature, self.k, None, "DiverseFirst")
-        self.agents = None
 
     def around_agent(self, call: AgentCall) -> Generator[Any, Any, Any]:
         """K calls at once in the loop's first iteration; the call as it is afterwards."""
