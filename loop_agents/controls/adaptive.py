@@ -1,8 +1,7 @@
 """Learn how to retry: `Adaptive` chooses the kind of each retry from the loop's verdicts.
 
-Each retry is a repair, a fresh sample or an informed one, chosen by Thompson sampling
-from how each kind fared in the latest loops, kept in memory or in a LangGraph store.
-The user guide (the window, the store, the costs): ``docs/strategies.md``.
+Thompson sampling over repair, fresh and informed retries, from how each fared in the latest
+loops (in memory or in a LangGraph store). The user guide: ``docs/strategies.md``.
 """
 
 from __future__ import annotations
@@ -394,10 +393,7 @@ def _unsafe(character: str) -> bool:
 
 
 def _label(name: str) -> str:
-    """``name`` as a label every store takes, ``%`` and `_unsafe` characters escaped.
-
-    ``gpt-5.4`` is ``gpt-5%2E4``: the same name gives the same label, two names two labels.
-    """
+    """``name`` as a label every store takes (``gpt-5.4``: ``gpt-5%2E4``), one name one label."""
     return "".join(f"%{ord(c):02X}" if c == "%" or _unsafe(c) else c for c in name)
 
 

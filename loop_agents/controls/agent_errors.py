@@ -1,8 +1,7 @@
 """Errors as feedback: an agent failure the model caused becomes feedback for the next attempt.
 
-With `AgentErrors` a model-caused failure (`is_model_error`, `answer_problem`) is recorded
-and fed back; infrastructure errors (`is_transient_error`) go to the retry policy
-(`default_retry_policy`); any other error ends the loop. See docs/loop-control.md.
+Infrastructure errors (`is_transient_error`) go to the retry policy (`default_retry_policy`);
+any other error ends the loop. See docs/loop-control.md.
 """
 
 from __future__ import annotations
@@ -146,13 +145,7 @@ def answer_problem(produced: Sequence[Any]) -> str | None:
 
 
 def error_text(error: BaseException) -> str:
-    """``error`` in at most `MAX_ERROR_CHARS`, for its record and the agent's feedback.
-
-    Example:
-        ```python
-        error_text(ToolException("no such file"))  # 'ToolException: no such file'
-        ```
-    """
+    """``error`` as ``"Type: text"``, at most `MAX_ERROR_CHARS`, for its record and feedback."""
     text = str(error).strip() or "(no message)"
     if len(text) > MAX_ERROR_CHARS:
         text = text[:MAX_ERROR_CHARS] + " ..."

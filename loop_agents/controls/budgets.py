@@ -1,8 +1,7 @@
 """Budgets: `Budgets`, the control of the token, time, request and cost budgets and prices.
 
-Every chat-model call LangChain sees while the loop runs is counted (agent, evaluator,
-advisor, history policy); with ``prices`` each record has its ``cost``. How calls are
-priced and when a budget stops the loop: docs/loop-control.md and docs/stopping.md.
+Every chat-model call made while the loop runs is counted; with ``prices`` each record has
+its ``cost``. Pricing and when a budget stops the loop: docs/loop-control.md, docs/stopping.md.
 """
 
 from __future__ import annotations

@@ -25,11 +25,7 @@ MAX_CANDIDATES = 64
 def check_candidate_temperature(
     temperature: object, candidates: int, agent: object, where: str = "Candidates"
 ) -> list[float] | None:
-    """The temperature of each candidate (one number for all, or one each), or ``None``.
-
-    ``agent`` is the loop's (``None``: not known yet): a temperature needs a chat model.
-    ``where`` names the control in messages (``"Candidates"``, ``"DiverseFirst"``).
-    """
+    """Each candidate's temperature, or ``None``; ``agent``, once known, must be a chat model."""
     if temperature is None:
         return None
     if agent is not None and not isinstance(agent, BaseChatModel):
@@ -63,11 +59,7 @@ def check_candidate_temperature(
 def candidate_agents(
     agent: AgentLike, candidates: int, temperatures: list[float] | None
 ) -> list[AgentLike]:
-    """The agent of each candidate: the same one, or the model at each temperature.
-
-    A chat model's candidates after the first are copies with ``cache=False``: an LLM cache
-    would give each the first one's answer.
-    """
+    """Each candidate's agent; a chat model's copies after the first have no LLM cache."""
     if not isinstance(agent, BaseChatModel):
         return [agent] * candidates
     models = [agent] + [agent.model_copy(update={"cache": False}) for _ in range(candidates - 1)]

@@ -112,11 +112,7 @@ def checked_call(policy: HistoryFunction, view: LoopHistory) -> list[AnyMessage]
 
 
 def check_sent(result: object, view: LoopHistory, where: str) -> list[AnyMessage]:
-    """What a history policy chose to send, as a list, once checked.
-
-    Raises `TypeError` for anything but a list of messages, `ValueError` when the request
-    is left out or a tool call is sent without its result (or the other way round).
-    """
+    """What a history policy chose to send, checked: messages, the request, whole tool pairs."""
     if isinstance(result, str | bytes) or not isinstance(result, Sequence):
         raise TypeError(
             f"{where} returned {type(result).__name__} {result!r:.60}; expected a list of "

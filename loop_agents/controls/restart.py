@@ -1,9 +1,7 @@
 """Start afresh when repairing stops paying: `Restart`, and the kinds of retry (`Retry`).
 
-`Restart` repairs until a repair stops paying, then starts a new *episode* with a fresh
-sample told what the earlier attempts failed (`requirements_message`). `Adaptive` chooses
-among the kinds of retry defined here (`repair`, `fresh`, `informed`). The user guide,
-with the episode rule: ``docs/strategies.md``.
+`Restart` repairs until a repair stops paying, then samples afresh, told what the earlier
+attempts failed; `Adaptive` chooses among the kinds defined here. See docs/strategies.md.
 """
 
 from __future__ import annotations
@@ -109,11 +107,7 @@ def requirements_message(
 def points_of(
     requirements: Requirements, feedback: Sequence[str], control: str = "restart"
 ) -> list[str]:
-    """The points ``requirements`` finds in each feedback text, each once, in order.
-
-    Raises:
-        TypeError: ``requirements`` returned something other than a list of str.
-    """
+    """The points ``requirements`` finds in the texts, each once (it must return a list of str)."""
     points: dict[str, None] = {}
     for text in feedback:
         found = requirements(text)
@@ -130,12 +124,10 @@ def points_of(
 def fresh_start(
     turn: Turn, view: LoopHistory | None = None
 ) -> tuple[list[AnyMessage], list[AnyMessage], list[AnyMessage]]:
-    """What an attempt that starts afresh keeps: ``(request, earlier, pending)``.
-
-    The request is the loop's ``init_messages`` (a summarised conversation still gives the
-    task); earlier turns and pending messages only while the request is in the conversation.
-    """
+    """What a fresh attempt keeps: ``(request, earlier, pending)`` (see `Retry`)."""
     view = view or loop_history(turn.state, turn.opened, turn.messages)
+    # the request is init_messages (a summarised conversation still gives the task); the
+    # earlier turns and the pending messages only while the request is in the conversation
     request, shown = turn.request, view["request"]
     if len(shown) == len(request) and all(
         a.id == b.id or a.content == b.content for a, b in zip(shown, request, strict=True)

@@ -1,8 +1,7 @@
 """Retries and time limits of the calls: `Retries` (docs/reliability.md).
 
 Retries are LangGraph's ``RetryPolicy``, on the node or on each task of a node that makes
-several paid calls (one candidate is retried alone). At a time limit the loop stops waiting
-and raises `LoopTimeoutError` (`loop_agents.runtime.time_limits`).
+several paid calls; at a time limit the loop raises `LoopTimeoutError`.
 """
 
 from __future__ import annotations

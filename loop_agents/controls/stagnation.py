@@ -1,8 +1,7 @@
 """Stop when the agent repeats itself: `Stagnation`, a stop rule for identical answers.
 
-An answer given again after its feedback will not do better with the same feedback. Each
-record keeps a digest of its answer (``answer_digest``), so the rule reads only records and
-a resumed loop decides the same (docs/strategies.md).
+Each record keeps a digest of its answer (``answer_digest``), so the rule reads only records
+and a resumed loop decides the same (docs/strategies.md).
 """
 
 from __future__ import annotations

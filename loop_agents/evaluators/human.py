@@ -1,8 +1,7 @@
 """A person as the loop's judge: `human_review` pauses the loop until someone answers.
 
-The evaluator calls LangGraph's ``interrupt()`` with a `ReviewRequest`; the loop waits in
-its checkpoint until ``Command(resume=...)`` brings an answer that `parse_review` accepts.
-The request, the accepted answers and what a malformed one does: docs/durability.md.
+It calls LangGraph's ``interrupt()`` with a `ReviewRequest`; ``Command(resume=...)`` brings
+the answer (`parse_review`). The request and the accepted answers: docs/durability.md.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """openevals both ways: `from_openevals` and `as_openevals` (docs/evaluators.md).
 
-`from_openevals` calls an openevals evaluator (or a function like one) with ``inputs`` (the
-request's text), ``outputs`` (the answer's text) and ``reference_outputs``; its result's
-score decides. `as_openevals` is the reverse: an openevals / LangSmith evaluator that builds
-a `LoopContext` (iteration 1, no earlier feedback) and calls the loop evaluator once. This
-module never imports openevals: it calls what it is given.
+`from_openevals` calls an openevals evaluator with the request's and the answer's texts;
+`as_openevals` makes a loop evaluator an openevals / LangSmith one. It never imports openevals.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """The text form of an LLM judge's verdict: ``Score: N`` and ``Feedback: ...``, parsed strictly.
 
-For judge models without tool calling or JSON output (``llm_judge(...,
-structured_output="text")``). Exactly what `parse_text_verdict` accepts, and why a line
-that quotes the judged answer is never read as the verdict: docs/judges.md.
+For judge models without tool calling or JSON output; what `parse_text_verdict` accepts,
+and why a line quoting the judged answer is never the verdict: docs/judges.md.
 """
 
 from __future__ import annotations
