@@ -57,7 +57,7 @@ _BUILT_IN_FIELDS = frozenset({"feedback", "score", "threshold", "low", "high"})
 
 
 def judge_format_options(judge_format: str) -> dict[str, Any]:
-    """The `llm_judge` keywords for a `JudgeFormat` (``method=``, or the text form).
+    """The `llm_judge` keywords of a `JudgeFormat`: ``method=``, or the text form.
 
     Example:
         ```python
@@ -158,10 +158,7 @@ class _Judge:
                 raise self.error(context, problems)
 
     def switch(self, method: JudgeMethod, error: Exception, context: LoopContext) -> bool:
-        """Take the next method when ``error`` refuses ``method`` (`JudgeError` if none is left).
-
-        ``False`` for any other error, which the caller raises: it is never retried here.
-        """
+        """Move off ``method`` if ``error`` refuses it (`JudgeError` when none is left)."""
         words = None if self.text_form else refusal(error)
         if words is None:
             return False

@@ -186,8 +186,8 @@ def verdict(label: str, result: object, threshold: float | None) -> LoopEvaluati
 ScoreKind = Literal["verdict", "number"]
 """What an `as_openevals` result's ``score`` is: the verdict (a bool) or the score."""
 
-_ANSWER_KEYS = ("output", "answer")
-_NOT_STATE = ("messages", "last_response", *_ANSWER_KEYS)
+_ANSWER_KEYS = ("last_response", "output", "answer")  # the answer, else the only text
+_NOT_STATE = ("messages", *_ANSWER_KEYS)
 _SNAKE = re.compile(r"[^0-9a-zA-Z]+")
 
 
@@ -241,20 +241,17 @@ def loop_context(inputs: object, outputs: object) -> LoopContext:
         ```
     """
     request = _request(inputs)
+    conversation: list[AnyMessage] = []
+    if isinstance(outputs, list | tuple):
+        conversation = _messages(list(outputs), "outputs")
+    elif isinstance(outputs, Mapping) and "messages" in outputs:
+        conversation = _messages(outputs["messages"], "outputs['messages']")
+    answer = next((m for m in reversed(conversation) if isinstance(m, AIMessage)), None)
     state: dict[str, Any] = {}
-    conversation: list[AnyMessage] | None = None
-    answer: AIMessage | None = None
-    if isinstance(outputs, str):
-        answer = AIMessage(outputs)
-    elif isinstance(outputs, AIMessage):
-        answer = outputs
+    if isinstance(outputs, str | AIMessage):
+        answer = AIMessage(outputs) if isinstance(outputs, str) else outputs
     elif isinstance(outputs, Mapping):
         used: str | None = None
-        if "messages" in outputs:
-            conversation = _messages(outputs["messages"], "outputs['messages']")
-            answer = next((m for m in reversed(conversation) if isinstance(m, AIMessage)), None)
-        if answer is None and isinstance(outputs.get("last_response"), AIMessage):
-            answer = outputs["last_response"]
         if answer is None:
             answer, used = _answer(outputs)
         found = outputs.get("agent_state")
@@ -262,9 +259,6 @@ def loop_context(inputs: object, outputs: object) -> LoopContext:
             state = dict(found)
         else:
             state = {str(k): v for k, v in outputs.items() if k not in _NOT_STATE and k != used}
-    elif isinstance(outputs, list | tuple):
-        conversation = _messages(list(outputs), "outputs")
-        answer = next((m for m in reversed(conversation) if isinstance(m, AIMessage)), None)
     if answer is None:
         shown = sorted(map(str, outputs)) if isinstance(outputs, Mapping) else type(outputs)
         raise ValueError(
@@ -276,7 +270,7 @@ def loop_context(inputs: object, outputs: object) -> LoopContext:
             (i for i, m in enumerate(conversation) if isinstance(m, AIMessage)), len(conversation)
         )
         request = conversation[:first]
-    messages = conversation if conversation else [*request, answer]
+    messages = conversation or [*request, answer]
     return {
         "iteration": 1,
         "init_messages": request,

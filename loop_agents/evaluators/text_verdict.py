@@ -35,10 +35,7 @@ def text_prompt(
     problems: Sequence[str],
     scale: tuple[float, float],
 ) -> list[AnyMessage]:
-    """Instructions with the form appended, what is judged, then a request for the verdict.
-
-    After an unusable reply the request says first what was wrong with it.
-    """
+    """Instructions with the form, what is judged, and the ask (after what was wrong)."""
     low, high = (format_score(v) for v in scale)
     form = TEXT_FORM.format(low=low, high=high, feedback=FEEDBACK_HINT)
     rule = f"Reply in exactly this form, these two parts and nothing else:\n{form}"
