@@ -17,11 +17,11 @@ from loop_agents.runtime.usage import NO_USAGE
 def make_evaluator(
     name: str,
     func: Callable[[LoopContext, RunnableConfig], LoopEvaluation],
-    afunc: Callable[[LoopContext, RunnableConfig], Awaitable[LoopEvaluation]],
+    afunc: Callable[[LoopContext, RunnableConfig], Awaitable[LoopEvaluation]] | None,
     *,
     criteria: str | None = None,
 ) -> LoopEvaluatorRunnable:
-    """An evaluator: ``func`` under ``invoke``, ``afunc`` under ``ainvoke``, with ``criteria``."""
+    """An evaluator: ``func`` on ``invoke``; ``afunc`` (else ``func``, threaded) on ``ainvoke``."""
     evaluator = LoopEvaluatorRunnable(func, afunc=afunc, name=name)
     evaluator.criteria = criteria
     return evaluator

@@ -15,7 +15,6 @@ from typing import Any, Literal, cast
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage
 from langchain_core.messages import convert_to_messages as _convert
 from langchain_core.runnables import RunnableConfig
-from langchain_core.runnables.config import run_in_executor
 
 from loop_agents.evaluators.base import format_score, make_evaluator, merge_feedback
 from loop_agents.loop.agents import describe, is_async_callable
@@ -95,7 +94,6 @@ def from_openevals(
         ```
     """
     label, cutoff = _check_from(evaluator, reference_outputs, threshold, kwargs)
-    is_async = is_async_callable(evaluator)
 
     def arguments(context: LoopContext) -> dict[str, Any]:
         reference = reference_outputs(context) if callable(reference_outputs) else reference_outputs
@@ -113,13 +111,9 @@ def from_openevals(
         return verdict(label, result, cutoff)
 
     async def aevaluate(context: LoopContext, config: RunnableConfig) -> LoopEvaluation:
-        given = arguments(context)
-        result = (
-            evaluator(**given) if is_async else await run_in_executor(config, evaluator, **given)
-        )
-        return verdict(label, await result if inspect.isawaitable(result) else result, cutoff)
+        return verdict(label, await evaluator(**arguments(context)), cutoff)
 
-    return make_evaluator(label, evaluate, aevaluate)
+    return make_evaluator(label, evaluate, aevaluate if is_async_callable(evaluator) else None)
 
 
 async def _awaited(awaitable: Awaitable[Any]) -> Any:
