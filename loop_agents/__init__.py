@@ -3,17 +3,13 @@
 An agent answers, an evaluator judges the answer, and while the evaluator is not
 satisfied its feedback goes back to the agent for another attempt:
 ``create_loop_agent(agent, evaluate, max_iterations=3)``. The guide: ``docs/index.md``.
-
-The package is in layers, lowest first; a module imports only from its own layer and
-those before it (``tests/repository/test_layers.py`` checks it; ``docs/architecture.md``):
+The layers, lowest first (a module imports from its own and earlier ones only):
 
 1. ``runtime``: running calls reliably, sync and async: time limits, tokens, thread locks.
 2. ``loop``: the loop's core for both hosts: state, control protocol, records, history.
 3. ``controls``: the parts of a loop, one module each (``loop_agents.controls``).
 4. ``hosts``: `create_loop_agent` (a LangGraph graph) and `LoopMiddleware` (``create_agent``).
 5. ``evaluators``: the LLM judge, rules, combinators, human review, openevals adapters.
-
-The command, the eval and the code checks are distributions of their own, built on this one.
 """
 
 import importlib

@@ -1,8 +1,7 @@
 """Controls: the parts of a loop, one module each, composed in order of their stage.
 
-Either host takes them: ``create_loop_agent(agent, evaluator, 5, controls=[...])`` or
-``LoopMiddleware(evaluator, 5, controls=[...])``; a control of your own subclasses
-`LoopControl`. What each one does, and the stages: ``docs/loop-control.md``.
+Either host takes them (``controls=[...]``); a control of your own subclasses `LoopControl`.
+What each one does, and the stages: ``docs/loop-control.md``.
 """
 
 from loop_agents.controls.adaptive import Adaptive, Repair

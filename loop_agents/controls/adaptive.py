@@ -1,8 +1,7 @@
 """Learn how to retry: `Adaptive` chooses the kind of each retry from the loop's verdicts.
 
-Each retry is a repair, a fresh sample or an informed one, chosen by Thompson sampling
-from how each kind fared in the latest loops, kept in memory or in a LangGraph store.
-The user guide (the window, the store, the costs): ``docs/strategies.md``.
+Thompson sampling over repair, fresh and informed retries, from how each fared in the latest
+loops (in memory or in a LangGraph store). The user guide: ``docs/strategies.md``.
 """
 
 from __future__ import annotations
@@ -24,6 +23,7 @@ from langgraph.config import get_config, get_store
 from langgraph.errors import GraphBubbleUp
 from langgraph.store.base import BaseStore
 
+from loop_agents.controls.options import check_function
 from loop_agents.controls.restart import (
     BUILTIN_KINDS,
     Requirements,
@@ -74,10 +74,7 @@ class Choice(TypedDict):
 
 
 class Strategy(TypedDict, total=False):
-    """What `Adaptive` writes in an iteration's record (``record["strategy"]``).
-
-    Its keys are described in ``docs/strategies.md``.
-    """
+    """What `Adaptive` writes in a record (``record["strategy"]``; see docs/strategies.md)."""
 
     kind: str
     estimates: dict[str, Estimate]
@@ -109,10 +106,6 @@ class Adaptive(LoopControl):
             or a ``BaseStore``; one that fails never ends the loop (it learns in memory,
             warns once and records ``strategy["store_error"]``).
 
-    Raises:
-        TypeError: an option of the wrong type.
-        ValueError: no kind left, a prior out of range, a namespace label stores refuse.
-
     Example:
         ```python
         loop = create_loop_agent(model, tests, 4, controls=[Adaptive(kinds={"informed": None})])
@@ -139,9 +132,7 @@ class Adaptive(LoopControl):
             raise TypeError(f"Adaptive(seed=) must be an int or None; got {seed!r:.40}")
         self.seed = seed
         self.namespace = None if namespace is None else _checked_namespace(namespace)
-        if requirements is not None and not callable(requirements):
-            raise TypeError(f"Adaptive(requirements=) must be a function; got {requirements!r:.40}")
-        self.requirements: Requirements = requirements or feedback_points
+        self.requirements = check_function("Adaptive(requirements=)", requirements, feedback_points)
         if store is not None and store != "graph" and not isinstance(store, BaseStore):
             raise TypeError(
                 f"Adaptive(store=) must be None (this object's memory), 'graph' (the running "
@@ -154,9 +145,7 @@ class Adaptive(LoopControl):
     def retry_kind(self, turn: Turn) -> str | None:
         """The kind chosen after the previous verdict (``None`` for a loop's first attempt)."""
         records = turn.records
-        if not records:
-            return None
-        chosen = (records[-1].get("strategy") or {}).get("next")
+        chosen = (records[-1].get("strategy") or {}).get("next") if records else None
         return self._sendable(chosen["kind"]) if chosen else None
 
     def shape_input(self, messages: list[AnyMessage], turn: Turn) -> list[AnyMessage]:
@@ -404,10 +393,7 @@ def _unsafe(character: str) -> bool:
 
 
 def _label(name: str) -> str:
-    """``name`` as a label every store takes, ``%`` and `_unsafe` characters escaped.
-
-    ``gpt-5.4`` is ``gpt-5%2E4``: the same name gives the same label, two names two labels.
-    """
+    """``name`` as a label every store takes (``gpt-5.4``: ``gpt-5%2E4``), one name one label."""
     return "".join(f"%{ord(c):02X}" if c == "%" or _unsafe(c) else c for c in name)
 
 

@@ -14,7 +14,7 @@ from langchain_core.runnables import Runnable
 
 from loop_agents.loop.agents import encodable
 from loop_agents.loop.feedback import fenced
-from loop_agents.loop.protocol import LoopControl, Outcome, Stage
+from loop_agents.loop.protocol import LoopControl, Outcome, Stage, Verdict
 from loop_agents.runtime._function_runnable import FunctionRunnable
 from loop_agents.runtime.numbers import describe_number, finite_float
 from loop_agents.runtime.steps import Call, Measured
@@ -68,9 +68,6 @@ class Advice(LoopControl):
             answer and its score and asked what to change (a run ``"iteration N: advisor"``,
             counted in the budgets). Without one, or on an empty reply: `default_advice`.
 
-    Raises:
-        TypeError: a threshold that is not a finite number, an advisor not a Runnable.
-
     Example:
         ```python
         advice = Advice(threshold=70, model=ChatOpenAI(model="gpt-5.4-mini"))
@@ -117,21 +114,20 @@ class Advice(LoopControl):
             if verdict.stop is False and not (verdict.feedback or "").strip():
                 verdict.feedback = default_advice(verdict.score, threshold)
                 verdict.feedback_from = "default"
-        verdict = outcome.verdict
-        if self._run is None or verdict is None or outcome.answer is None or verdict.stop:
+        verdict, answer, run = outcome.verdict, outcome.answer, self._run
+        if run is None or verdict is None or answer is None or verdict.stop:
             return outcome
         if verdict.feedback_from != "default" or outcome.ends_loop():
             return outcome
-        return self._advised(outcome)
-
-    def _advised(self, outcome: Outcome) -> Generator[Any, Measured[Any], Outcome]:
-        # ask the advisor for the selected verdict's feedback (the loop goes on)
-        verdict, answer, run = outcome.verdict, outcome.answer, self._run
-        assert verdict is not None
-        assert answer is not None
-        assert run is not None
         prompt = encodable(advisor_prompt(outcome.request, answer, verdict.score, self.threshold))
-        reply = yield Call("advisor", run.invoke, run.ainvoke, prompt, outcome.config("advisor"))
+        call = Call("advisor", run.invoke, run.ainvoke, prompt, outcome.config("advisor"))
+        return self._advised(outcome, verdict, call)
+
+    def _advised(
+        self, outcome: Outcome, verdict: Verdict, call: Call
+    ) -> Generator[Any, Measured[Any], Outcome]:
+        # ask the advisor for the selected verdict's feedback (the loop goes on)
+        reply = yield call
         if not isinstance(reply.value, BaseMessage | str):
             raise TypeError(
                 f"the advisor returned {type(reply.value).__name__} {reply.value!r:.60}; "

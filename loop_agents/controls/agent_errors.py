@@ -1,8 +1,7 @@
 """Errors as feedback: an agent failure the model caused becomes feedback for the next attempt.
 
-With `AgentErrors` a model-caused failure (`is_model_error`, `answer_problem`) is recorded
-and fed back; infrastructure errors (`is_transient_error`) go to the retry policy
-(`default_retry_policy`); any other error ends the loop. See docs/loop-control.md.
+Infrastructure errors (`is_transient_error`) go to the retry policy (`default_retry_policy`);
+any other error ends the loop. See docs/loop-control.md.
 """
 
 from __future__ import annotations
@@ -18,6 +17,7 @@ from langchain_core.tools import ToolException
 from langgraph.types import RetryPolicy
 from pydantic import ValidationError
 
+from loop_agents.controls.options import check_count
 from loop_agents.loop.protocol import AgentCall, Attempt, LoopControl, Outcome, Progress, Stage
 from loop_agents.loop.state import IterationRecord
 from loop_agents.runtime.time_limits import LoopTimeoutError
@@ -145,13 +145,7 @@ def answer_problem(produced: Sequence[Any]) -> str | None:
 
 
 def error_text(error: BaseException) -> str:
-    """``error`` in at most `MAX_ERROR_CHARS`, for its record and the agent's feedback.
-
-    Example:
-        ```python
-        error_text(ToolException("no such file"))  # 'ToolException: no such file'
-        ```
-    """
+    """``error`` as ``"Type: text"``, at most `MAX_ERROR_CHARS`, for its record and feedback."""
     text = str(error).strip() or "(no message)"
     if len(text) > MAX_ERROR_CHARS:
         text = text[:MAX_ERROR_CHARS] + " ..."
@@ -197,7 +191,6 @@ class AgentErrors(LoopControl):
         count_failed_attempts: bool = True,
         max_agent_errors: int | None = 3,
     ) -> None:
-        """Check the options."""
         if on_agent_error not in ("raise", "feedback"):
             raise ValueError(
                 f"on_agent_error must be 'raise' (an agent error ends the loop) or 'feedback' "
@@ -205,17 +198,9 @@ class AgentErrors(LoopControl):
                 f"{on_agent_error!r:.40}"
             )
         self.mode = on_agent_error
-        if max_agent_errors is not None and (
-            isinstance(max_agent_errors, bool) or not isinstance(max_agent_errors, int)
-        ):
-            raise TypeError(
-                f"max_agent_errors must be an int >= 1 (failed attempts in a row) or None; "
-                f"got {type(max_agent_errors).__name__} {max_agent_errors!r:.40}"
-            )
-        if isinstance(max_agent_errors, int) and max_agent_errors < 1:
-            raise ValueError(
-                f"max_agent_errors must be >= 1 (None: no limit); got {max_agent_errors}"
-            )
+        if max_agent_errors is not None:
+            meaning = "failed attempts in a row; None: no limit"
+            check_count("max_agent_errors", max_agent_errors, meaning)
         if not isinstance(count_failed_attempts, bool):
             raise TypeError(
                 f"count_failed_attempts must be True or False; got {count_failed_attempts!r}"

@@ -1,19 +1,18 @@
 """Budgets: `Budgets`, the control of the token, time, request and cost budgets and prices.
 
-Every chat-model call LangChain sees while the loop runs is counted (agent, evaluator,
-advisor, history policy); with ``prices`` each record has its ``cost``. How calls are
-priced and when a budget stops the loop: docs/loop-control.md and docs/stopping.md.
+Every chat-model call made while the loop runs is counted; with ``prices`` each record has
+its ``cost``. Pricing and when a budget stops the loop: docs/loop-control.md, docs/stopping.md.
 """
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import NotRequired, TypeAlias, TypedDict, cast
 
+from loop_agents.controls.options import check_count
 from loop_agents.loop.protocol import LoopControl, Progress, Stage
 from loop_agents.loop.state import IterationRecord
 from loop_agents.runtime.numbers import describe_number, finite_float
@@ -114,35 +113,6 @@ def check_prices(prices: object) -> dict[str, Price] | None:
     return clean
 
 
-def check_budget(name: str, value: object, *, integer: bool) -> float | None:
-    """Validate ``request_budget`` (an int >= 1) or ``cost_budget`` (a number > 0)."""
-    if value is None:
-        return None
-    if integer:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(
-                f"{name} must be an int >= 1 (model calls; None means no budget); got "
-                f"{type(value).__name__} {value!r:.40}"
-            )
-        if value < 1:
-            raise ValueError(f"{name} must be >= 1 (None means no budget); got {value}")
-        if value > MOST_REQUESTS:
-            raise ValueError(
-                f"{name} must be at most {MOST_REQUESTS:,} model calls (None means no "
-                f"budget); got {describe_number(value)}"
-            )
-        return float(value)
-    if not isinstance(value, int | float) or isinstance(value, bool):
-        raise TypeError(
-            f"{name} must be a number > 0 (in the currency of prices=; None means no "
-            f"budget); got {type(value).__name__} {value!r:.40}"
-        )
-    number = finite_float(value)
-    if number is None or number <= 0:
-        raise ValueError(f"{name} must be a finite number > 0; got {describe_number(value)}")
-    return number
-
-
 @dataclass(frozen=True)
 class PriceTable:
     """Prices of models, and whether an unpriced call is an error (a cost budget is set).
@@ -223,17 +193,9 @@ def tokens_used(records: Sequence[IterationRecord]) -> int:
         print(tokens_used(result["records"]))
         ```
     """
-    return sum(
-        r["input_tokens"]
-        + r["output_tokens"]
-        + r.get("evaluator_input_tokens", 0)
-        + r.get("evaluator_output_tokens", 0)
-        + r.get("history_input_tokens", 0)
-        + r.get("history_output_tokens", 0)
-        + r.get("advisor_input_tokens", 0)
-        + r.get("advisor_output_tokens", 0)
-        for r in records
-    )
+    parts = ("", "evaluator_", "history_", "advisor_")
+    keys = [f"{part}{kind}_tokens" for part in parts for kind in ("input", "output")]
+    return sum(cast(Mapping[str, int], r).get(key, 0) for r in records for key in keys)
 
 
 def wall_clock() -> float:
@@ -249,17 +211,14 @@ def _over(used: float, latest: float, budget: float | None) -> bool:
 def _check_time_budget(time_budget: object) -> float | None:
     if time_budget is None:
         return None
-    if isinstance(time_budget, timedelta):
-        seconds = time_budget.total_seconds()
-    elif isinstance(time_budget, bool) or not isinstance(time_budget, int | float):
+    if isinstance(time_budget, bool) or not isinstance(time_budget, int | float | timedelta):
         raise TypeError(
             f"time_budget must be seconds (a number) or a timedelta; got "
             f"{type(time_budget).__name__} {time_budget!r}"
         )
-    else:
-        number = finite_float(time_budget)  # None: inf, nan or a huge int
-        seconds = math.inf if number is None else number
-    if not math.isfinite(seconds) or seconds <= 0:
+    given = time_budget.total_seconds() if isinstance(time_budget, timedelta) else time_budget
+    seconds = finite_float(given)
+    if seconds is None or seconds <= 0:  # None: inf, nan, 10**400
         raise ValueError(
             f"time_budget must be > 0 seconds (a finite number); got {describe_number(time_budget)}"
         )
@@ -296,21 +255,26 @@ class Budgets(LoopControl):
         cost_budget: float | None = None,
         prices: Prices | None = None,
     ) -> None:
-        """Check the budgets and the prices."""
-        if token_budget is not None and (
-            isinstance(token_budget, bool) or not isinstance(token_budget, int)
-        ):
-            raise TypeError(
-                f"token_budget must be an int >= 1 (None means no budget); got {token_budget!r}"
-            )
-        if token_budget is not None and token_budget < 1:
-            raise ValueError(
-                f"token_budget must be >= 1 (None means no budget); got {token_budget}"
+        if token_budget is not None:
+            check_count("token_budget", token_budget, "tokens; None means no budget")
+        if request_budget is not None:
+            check_count("request_budget", request_budget, "model calls; None means no budget")
+            if request_budget > MOST_REQUESTS:
+                raise ValueError(
+                    f"request_budget must be at most {MOST_REQUESTS:,} model calls (None means "
+                    f"no budget); got {describe_number(request_budget)}"
+                )
+        cost = finite_float(cost_budget)
+        if cost_budget is not None and (cost is None or cost <= 0):
+            number = isinstance(cost_budget, int | float) and not isinstance(cost_budget, bool)
+            raise (ValueError if number else TypeError)(
+                f"cost_budget must be a finite number > 0 (in the currency of prices=; None "
+                f"means no budget); got {describe_number(cost_budget)}"
             )
         self.token_budget = token_budget
         self.time_budget = _check_time_budget(time_budget)
-        self.request_budget = check_budget("request_budget", request_budget, integer=True)
-        self.cost_budget = check_budget("cost_budget", cost_budget, integer=False)
+        self.request_budget = None if request_budget is None else float(request_budget)
+        self.cost_budget = cost
         table = check_prices(prices)
         if self.cost_budget is not None and table is None:
             raise ValueError(

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Generator, Sequence
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.language_models import BaseChatModel
 
+from loop_agents.controls.options import check_count
 from loop_agents.loop.agents import AgentCaller, AgentLike, describe
 from loop_agents.loop.protocol import AgentCall, LoopControl, LoopSpec, Outcome, Stage
 from loop_agents.loop.state import LoopEvaluation
@@ -21,29 +22,10 @@ MAX_CANDIDATES = 64
 """The most candidates per iteration `Candidates` accepts."""
 
 
-def check_candidates(candidates: object, where: str = "Candidates(candidates=)") -> int:
-    """Validate a number of answers per iteration: an int from 1 to `MAX_CANDIDATES`."""
-    if isinstance(candidates, bool) or not isinstance(candidates, int):
-        raise TypeError(
-            f"{where} must be an int (answers per iteration); got "
-            f"{type(candidates).__name__} {candidates!r:.40}"
-        )
-    if not 1 <= candidates <= MAX_CANDIDATES:
-        raise ValueError(
-            f"{where} must be from 1 to {MAX_CANDIDATES} (answers per iteration); got "
-            f"{describe_number(candidates)}"
-        )
-    return candidates
-
-
 def check_candidate_temperature(
     temperature: object, candidates: int, agent: object, where: str = "Candidates"
 ) -> list[float] | None:
-    """The temperature of each candidate (one number for all, or one each), or ``None``.
-
-    ``agent`` is the loop's (``None``: not known yet): a temperature needs a chat model.
-    ``where`` names the control in messages (``"Candidates"``, ``"DiverseFirst"``).
-    """
+    """Each candidate's temperature, or ``None``; ``agent``, once known, must be a chat model."""
     if temperature is None:
         return None
     if agent is not None and not isinstance(agent, BaseChatModel):
@@ -52,41 +34,32 @@ def check_candidate_temperature(
             f"{describe(agent)!r} is a {type(agent).__name__}; give the agent a temperature "
             f"of its own and leave temperature= out, or pass a chat model as the agent"
         )
-    values: list[object]
-    if isinstance(temperature, int | float) and not isinstance(temperature, bool):
-        values = [temperature] * candidates
-    elif isinstance(temperature, Sequence) and not isinstance(temperature, str):
-        values = list(temperature)
-        if len(values) != candidates:
-            raise ValueError(
-                f"{where}(temperature=) has {len(values)} values for {candidates} answers; "
-                f"give one number for all or exactly one per answer"
-            )
-    else:
+    one = isinstance(temperature, int | float) and not isinstance(temperature, bool)
+    if not one and (isinstance(temperature, str) or not isinstance(temperature, Sequence)):
         raise TypeError(
             f"{where}(temperature=) must be a number or a sequence of {candidates} numbers; "
             f"got {type(temperature).__name__} {temperature!r:.40}"
         )
-    checked: list[float] = []
+    values = [temperature] * candidates if one else list(cast(Sequence[object], temperature))
+    if len(values) != candidates:
+        raise ValueError(
+            f"{where}(temperature=) has {len(values)} values for {candidates} answers; "
+            f"give one number for all or exactly one per answer"
+        )
     for value in values:
-        number = None if isinstance(value, bool) else finite_float(value)
+        number = finite_float(value)
         if number is None or number < 0:
             raise ValueError(
                 f"{where}(temperature=) values must be finite numbers >= 0; got "
                 f"{describe_number(value)}"
             )
-        checked.append(number)
-    return checked
+    return [float(cast(float, value)) for value in values]
 
 
 def candidate_agents(
     agent: AgentLike, candidates: int, temperatures: list[float] | None
 ) -> list[AgentLike]:
-    """The agent of each candidate: the same one, or the model at each temperature.
-
-    A chat model's candidates after the first are copies with ``cache=False``: an LLM cache
-    would give each the first one's answer.
-    """
+    """Each candidate's agent; a chat model's copies after the first have no LLM cache."""
     if not isinstance(agent, BaseChatModel):
         return [agent] * candidates
     models = [agent] + [agent.model_copy(update={"cache": False}) for _ in range(candidates - 1)]
@@ -108,7 +81,6 @@ def best_candidate(verdicts: Sequence[tuple[int, LoopEvaluation]]) -> int:
         best_candidate([(1, {"stop": False, "score": 60}), (2, {"stop": False, "score": 80})])
         # 2
         ```
-
     """
     if not verdicts:
         raise ValueError("best_candidate() needs at least one judged candidate")
@@ -130,21 +102,22 @@ class Candidates(LoopControl):
         ```python
         loop = create_loop_agent(model, judge, 3, controls=[Candidates(4, temperature=0.8)])
         ```
-
     """
 
     name = "candidates"
     stage = Stage.CANDIDATES
     claims = frozenset({"answers"})
     fans_out = True
+    _count = "candidates"  # the name of the number of answers, in messages
 
     def __init__(
         self, candidates: int = 2, *, temperature: float | Sequence[float] | None = None
     ) -> None:
-        """Check the options (the agent's are checked when the loop is built)."""
-        self.k = check_candidates(candidates)
+        where = type(self).__name__  # the agent's options are checked when the loop is built
+        count = f"{where}({self._count}=)"
+        self.k = check_count(count, candidates, "answers per iteration", most=MAX_CANDIDATES)
         self.temperature = temperature
-        self.temperatures = check_candidate_temperature(temperature, self.k, None)
+        self.temperatures = check_candidate_temperature(temperature, self.k, None, where)
         self.agents: list[AgentCaller] | None = None
 
     def bind(self, loop: LoopSpec) -> Candidates:
@@ -165,8 +138,7 @@ class Candidates(LoopControl):
             call.but(candidate=number, agent=self.agents[number - 1] if self.agents else None)
             for number in range(1, self.k + 1)
         ]
-        attempts = yield calls
-        return attempts
+        return (yield calls)
 
     def after_verdict(self, outcome: Outcome) -> Outcome:
         """Select the best judged candidate (see `best_candidate`)."""

@@ -1,8 +1,7 @@
 """Criteria up front: the evaluator's criteria in the agent's first prompt (`Criteria`).
 
-When a loop starts, one marked user message after the request shows the agent what its
-answers will be judged by; it is part of the request (``init_messages``) and added once a
-thread. What each evaluator states: docs/judges.md; the control: docs/loop-control.md.
+A marked user message after the request, part of it (``init_messages``), added once a thread.
+What each evaluator states: docs/judges.md; the control: docs/loop-control.md.
 """
 
 from __future__ import annotations
@@ -42,11 +41,7 @@ def criteria_note(text: str) -> str:
 
 
 def criteria_message(text: str, request_ids: Sequence[str | None] = ()) -> HumanMessage:
-    """The marked user message that shows ``text`` to the agent.
-
-    Its id comes from the text and the request's ids: built again for the same loop (a
-    node run again), it is the same message.
-    """
+    """The marked user message showing ``text``; the same id for the same loop and text."""
     key = f"loop_agents:criteria:{list(request_ids)!r}:{text}"
     message = HumanMessage(
         criteria_note(text),
@@ -80,7 +75,6 @@ class Criteria(LoopControl):
         loop = create_loop_agent(agent, judge, 3, controls=[Criteria()])
         shown = Criteria("At most 280 characters.")
         ```
-
     """
 
     name = "criteria"
@@ -88,7 +82,6 @@ class Criteria(LoopControl):
     claims = frozenset({"criteria"})
 
     def __init__(self, text: str | None = None) -> None:
-        """Check the text."""
         if text is not None and (not isinstance(text, str) or not text.strip()):
             raise TypeError(
                 f"Criteria(text=) must be a non-empty text (what the answer is judged by) or "

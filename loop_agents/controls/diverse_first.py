@@ -9,12 +9,8 @@ from __future__ import annotations
 from collections.abc import Generator, Sequence
 from typing import Any
 
-from loop_agents.controls.candidates import (
-    Candidates,
-    check_candidate_temperature,
-    check_candidates,
-)
-from loop_agents.loop.protocol import AgentCall, Stage
+from loop_agents.controls.candidates import Candidates
+from loop_agents.loop.protocol import AgentCall
 
 
 class DiverseFirst(Candidates):
@@ -27,10 +23,6 @@ class DiverseFirst(Candidates):
         temperature: With a chat-model agent: the temperature of every first answer (a
             number) or of each (k numbers); the copies of the model never use an LLM cache.
 
-    Raises:
-        TypeError: an option of the wrong type.
-        ValueError: ``k`` out of range.
-
     Example:
         ```python
         loop = create_loop_agent(model, judge, 3, controls=[DiverseFirst(3)])
@@ -38,26 +30,20 @@ class DiverseFirst(Candidates):
     """
 
     name = "diverse_first"
-    stage = Stage.CANDIDATES
-    claims = frozenset({"answers"})
+    _count = "k"
 
     def __init__(self, k: int = 2, *, temperature: float | Sequence[float] | None = None) -> None:
-        # the agent's options are checked when the loop is built
-        self.k = check_candidates(k, "DiverseFirst(k=)")
+        super().__init__(k, temperature=temperature)
         if self.k < 2:
             raise ValueError(
                 f"DiverseFirst(k=) makes k first answers and needs k >= 2 (k=1 is the plain "
                 f"loop: leave the control out); got k={k}"
             )
-        self.temperature = temperature
-        self.temperatures = check_candidate_temperature(temperature, self.k, None, "DiverseFirst")
-        self.agents = None
 
     def around_agent(self, call: AgentCall) -> Generator[Any, Any, Any]:
         """K calls at once in the loop's first iteration; the call as it is afterwards."""
         if call.iteration > 1:
-            attempt = yield call
-            return attempt
+            return (yield call)
         return (yield from super().around_agent(call))
 
     def agent_calls_at_most(self, max_iterations: int) -> int:

@@ -21,7 +21,6 @@ class FeedbackStyle(LoopControl):
         plain = FeedbackStyle("{feedback}")
         loop = create_loop_agent(agent, judge, 5, controls=[plain])
         ```
-
     """
 
     name = "feedback_format"
@@ -29,12 +28,8 @@ class FeedbackStyle(LoopControl):
     claims = frozenset({"feedback_format"})
 
     def __init__(self, feedback_format: FeedbackFormat = DEFAULT_FEEDBACK_FORMAT) -> None:
-        """Check the format."""
         self.format = check_feedback_format(feedback_format)
 
     def feedback_format(self) -> FeedbackFormat:
         """The loop's feedback format: how every feedback turn is written."""
         return self.format
-
-
-__all__ = ["FeedbackStyle"]

@@ -38,7 +38,6 @@ class History(LoopControl):
         ```python
         loop = create_loop_agent(agent, judge, 5, controls=[History("last_attempt")])
         ```
-
     """
 
     name = "history"
@@ -46,14 +45,11 @@ class History(LoopControl):
     claims = frozenset({"history"})
 
     def __init__(self, history: HistoryPolicy = "full") -> None:
-        """Check the policy."""
-        policy = check_history(history)
-        self.policy = policy
+        self.policy = policy = check_history(history)
         self.stateful = policy if isinstance(policy, StatefulHistory) else None
-        self.function: HistoryFunction | None = None
+        plain = isinstance(policy, str) or self.stateful is not None
+        self.function = None if plain else cast(HistoryFunction, policy)
         self.calls_models = self.stateful is not None  # a stateful policy may call models
-        if not isinstance(policy, str) and self.stateful is None:
-            self.function = cast(HistoryFunction, policy)
 
     def shape_input(
         self, messages: list[AnyMessage], turn: Turn
@@ -67,8 +63,7 @@ class History(LoopControl):
         if isinstance(self.policy, str):  # built in: the loop's own, unchecked
             policy = builtin_policy(cast(Any, self.policy), turn.feedback_format)
             return cast(list[AnyMessage], policy(view))
-        assert self.function is not None
-        return checked_call(self.function, view)
+        return checked_call(cast(HistoryFunction, self.function), view)
 
     def _stateful_choice(
         self, view: LoopHistory, turn: Turn
@@ -107,23 +102,17 @@ def _plain_choice(choice: object, where: str) -> dict[str, Any]:  # a task's res
 
 def checked_call(policy: HistoryFunction, view: LoopHistory) -> list[AnyMessage]:
     """Call a history function of the user's; check what it returned (`check_sent`)."""
-    name = describe(policy)
-    where = f"history function {name!r} at iteration {view['iteration']}"
+    where = f"history function {describe(policy)!r} at iteration {view['iteration']}"
     result: Any = policy(view)
+    if inspect.iscoroutine(result):
+        result.close()
     if inspect.isawaitable(result):
-        close = getattr(result, "close", None)
-        if callable(close):
-            close()
         raise TypeError(f"{where} returned an awaitable; it must be a plain (sync) function")
     return check_sent(result, view, where)
 
 
 def check_sent(result: object, view: LoopHistory, where: str) -> list[AnyMessage]:
-    """What a history policy chose to send, as a list, once checked.
-
-    Raises `TypeError` for anything but a list of messages, `ValueError` when the request
-    is left out or a tool call is sent without its result (or the other way round).
-    """
+    """What a history policy chose to send, checked: messages, the request, whole tool pairs."""
     if isinstance(result, str | bytes) or not isinstance(result, Sequence):
         raise TypeError(
             f"{where} returned {type(result).__name__} {result!r:.60}; expected a list of "

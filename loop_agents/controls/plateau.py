@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from loop_agents.controls.options import check_count
 from loop_agents.loop.protocol import LoopControl, Progress, Stage
 from loop_agents.loop.state import IterationRecord
 from loop_agents.runtime.numbers import describe_number, finite_float
@@ -45,7 +46,6 @@ class Plateau(LoopControl):
         ```python
         loop = create_loop_agent(agent, judge, 10, controls=[Plateau(2, min_delta=5)])
         ```
-
     """
 
     name = "plateau"
@@ -53,14 +53,8 @@ class Plateau(LoopControl):
     claims = frozenset({"plateau"})
 
     def __init__(self, patience: int, *, min_delta: float = 0.0) -> None:
-        """Check the options."""
-        if isinstance(patience, bool) or not isinstance(patience, int):
-            raise TypeError(
-                f"Plateau(patience=) must be an int >= 1 (scored iterations without a gain); "
-                f"got {patience!r:.40}"
-            )
-        if patience < 1:
-            raise ValueError(f"Plateau(patience=) must be >= 1; got {patience}")
+        meaning = "scored iterations without a gain"
+        self.patience = check_count("Plateau(patience=)", patience, meaning)
         if isinstance(min_delta, bool) or not isinstance(min_delta, int | float):
             raise TypeError(f"Plateau(min_delta=) must be a number >= 0; got {min_delta!r:.40}")
         if finite_float(min_delta) is None or min_delta < 0:
@@ -68,7 +62,6 @@ class Plateau(LoopControl):
                 f"Plateau(min_delta=) must be a finite number >= 0; got "
                 f"{describe_number(min_delta)}"
             )
-        self.patience = patience
         self.min_delta = float(min_delta)
 
     def stop_reason(self, progress: Progress) -> str | None:

@@ -1,9 +1,7 @@
 """Start afresh when repairing stops paying: `Restart`, and the kinds of retry (`Retry`).
 
-`Restart` repairs until a repair stops paying, then starts a new *episode* with a fresh
-sample told what the earlier attempts failed (`requirements_message`). `Adaptive` chooses
-among the kinds of retry defined here (`repair`, `fresh`, `informed`). The user guide,
-with the episode rule: ``docs/strategies.md``.
+`Restart` repairs until a repair stops paying, then samples afresh, told what the earlier
+attempts failed; `Adaptive` chooses among the kinds defined here. See docs/strategies.md.
 """
 
 from __future__ import annotations
@@ -16,6 +14,7 @@ from typing import TypeAlias
 
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage
 
+from loop_agents.controls.options import check_count, check_function
 from loop_agents.loop.agents import describe
 from loop_agents.loop.feedback import fenced
 from loop_agents.loop.history.policies import LoopHistory, loop_history, without_rejected_attempts
@@ -108,11 +107,7 @@ def requirements_message(
 def points_of(
     requirements: Requirements, feedback: Sequence[str], control: str = "restart"
 ) -> list[str]:
-    """The points ``requirements`` finds in each feedback text, each once, in order.
-
-    Raises:
-        TypeError: ``requirements`` returned something other than a list of str.
-    """
+    """The points ``requirements`` finds in the texts, each once (it must return a list of str)."""
     points: dict[str, None] = {}
     for text in feedback:
         found = requirements(text)
@@ -129,12 +124,10 @@ def points_of(
 def fresh_start(
     turn: Turn, view: LoopHistory | None = None
 ) -> tuple[list[AnyMessage], list[AnyMessage], list[AnyMessage]]:
-    """What an attempt that starts afresh keeps: ``(request, earlier, pending)``.
-
-    The request is the loop's ``init_messages`` (a summarised conversation still gives the
-    task); earlier turns and pending messages only while the request is in the conversation.
-    """
+    """What a fresh attempt keeps: ``(request, earlier, pending)`` (see `Retry`)."""
     view = view or loop_history(turn.state, turn.opened, turn.messages)
+    # the request is init_messages (a summarised conversation still gives the task); the
+    # earlier turns and the pending messages only while the request is in the conversation
     request, shown = turn.request, view["request"]
     if len(shown) == len(request) and all(
         a.id == b.id or a.content == b.content for a, b in zip(shown, request, strict=True)
@@ -206,10 +199,6 @@ class Restart(LoopControl):
         requirements: The points one feedback text says must hold (default
             `feedback_points`).
 
-    Raises:
-        TypeError: an option of the wrong type.
-        ValueError: ``max_repairs`` below 0.
-
     Example:
         ```python
         loop = create_loop_agent(model, tests, 4, controls=[Restart(max_repairs=1)])
@@ -227,27 +216,12 @@ class Restart(LoopControl):
         key: AnswerKey | None = None,
         requirements: Requirements | None = None,
     ) -> None:
-        if max_repairs is not None and (
-            isinstance(max_repairs, bool) or not isinstance(max_repairs, int)
-        ):
-            raise TypeError(
-                f"Restart(max_repairs=) must be an int >= 0 or None; got "
-                f"{type(max_repairs).__name__} {max_repairs!r:.40}"
-            )
-        if max_repairs is not None and max_repairs < 0:
-            raise ValueError(
-                f"Restart(max_repairs=) must be >= 0 (0: every attempt after the first is a "
-                f"fresh sample) or None; got {max_repairs}"
-            )
-        for option, value in (("key", key), ("requirements", requirements)):
-            if value is not None and not callable(value):
-                raise TypeError(
-                    f"Restart({option}=) must be a function of a text; got "
-                    f"{type(value).__name__} {value!r:.40}"
-                )
+        if max_repairs is not None:
+            meaning = "0: every attempt after the first is a fresh sample; or None"
+            check_count("Restart(max_repairs=)", max_repairs, meaning, least=0)
         self.max_repairs = max_repairs
-        self.key: AnswerKey = key or answer_key
-        self.requirements: Requirements = requirements or feedback_points
+        self.key = check_function("Restart(key=)", key, answer_key)
+        self.requirements = check_function("Restart(requirements=)", requirements, feedback_points)
 
     def retry_kind(self, turn: Turn) -> str | None:
         """``"repair"`` in the first episode (what `History` sends), else ``"restart"``."""

@@ -1,8 +1,7 @@
 """Retries and time limits of the calls: `Retries` (docs/reliability.md).
 
 Retries are LangGraph's ``RetryPolicy``, on the node or on each task of a node that makes
-several paid calls (one candidate is retried alone). At a time limit the loop stops waiting
-and raises `LoopTimeoutError` (`loop_agents.runtime.time_limits`).
+several paid calls; at a time limit the loop raises `LoopTimeoutError`.
 """
 
 from __future__ import annotations
@@ -25,7 +24,6 @@ class Retries(LoopControl):
         retries = Retries(agent_retry_policy=RetryPolicy(max_attempts=3), agent_timeout=60)
         loop = create_loop_agent(agent, judge, 5, controls=[retries])
         ```
-
     """
 
     name = "retries"
@@ -40,7 +38,6 @@ class Retries(LoopControl):
         agent_timeout: float | timedelta | None = None,
         evaluator_timeout: float | timedelta | None = None,
     ) -> None:
-        """Check the policies and the limits."""
         self.policies: dict[CallName, RetryPolicies | None] = {
             "agent": check_retry_policy("agent_retry_policy", agent_retry_policy),
             "evaluator": check_retry_policy("evaluator_retry_policy", evaluator_retry_policy),

@@ -22,7 +22,6 @@ class AnswerSelection(LoopControl):
         ```python
         loop = create_loop_agent(agent, judge, 5, controls=[AnswerSelection("best")])
         ```
-
     """
 
     name = "select"
@@ -30,12 +29,8 @@ class AnswerSelection(LoopControl):
     claims = frozenset({"choice"})
 
     def __init__(self, select: Selection = "last") -> None:
-        """Check ``select``."""
         self.select = check_select(select)
 
     def choose(self, records: Sequence[IterationRecord]) -> IterationRecord | None:
         """The best-scored answer (``"best"``), else the last."""
         return choose(records, self.select)
-
-
-__all__ = ["AnswerSelection"]

@@ -1,14 +1,14 @@
 """Stop when the agent repeats itself: `Stagnation`, a stop rule for identical answers.
 
-An answer given again after its feedback will not do better with the same feedback. Each
-record keeps a digest of its answer (``answer_digest``), so the rule reads only records and
-a resumed loop decides the same (docs/strategies.md).
+Each record keeps a digest of its answer (``answer_digest``), so the rule reads only records
+and a resumed loop decides the same (docs/strategies.md).
 """
 
 from __future__ import annotations
 
 import hashlib
 
+from loop_agents.controls.options import check_function
 from loop_agents.controls.restart import AnswerKey, answer_key
 from loop_agents.loop.agents import describe
 from loop_agents.loop.protocol import LoopControl, Outcome, Progress, Stage
@@ -44,13 +44,7 @@ class Stagnation(LoopControl):
     claims = frozenset({"stagnation"})
 
     def __init__(self, *, key: AnswerKey | None = None) -> None:
-        """Check the option."""
-        if key is not None and not callable(key):
-            raise TypeError(
-                f"Stagnation(key=) must be a function of a text returning a str; got "
-                f"{type(key).__name__} {key!r:.40}"
-            )
-        self.key: AnswerKey = key or answer_key
+        self.key = check_function("Stagnation(key=)", key, answer_key)
 
     def after_verdict(self, outcome: Outcome) -> Outcome:
         """Keep the digest of the iteration's answer in its record."""

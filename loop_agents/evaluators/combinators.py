@@ -23,6 +23,7 @@ from loop_agents.loop.evaluation import (
     combined_criteria,
 )
 from loop_agents.loop.state import LoopContext, LoopEvaluation
+from loop_agents.runtime.steps import Program
 
 Combine: TypeAlias = (
     Literal["all", "min", "mean"] | Callable[[Mapping[str, LoopEvaluation]], LoopEvaluation]
@@ -79,28 +80,18 @@ def all_of(*evaluators: Evaluator, name: str = "all_of") -> LoopEvaluatorRunnabl
         for member, caller in _members("all_of", evaluators)
     ]
 
-    def evaluate(context: LoopContext, config: RunnableConfig) -> LoopEvaluation:
+    def evaluate(context: LoopContext, config: RunnableConfig) -> Program[LoopEvaluation]:
         passed: list[tuple[str, LoopEvaluation]] = []
         for member, caller in members:
-            verdict = caller.invoke(context, config)
-            passed.append((member, verdict))
-            if not verdict["stop"]:
-                return {**verdict, "decided_by": _decided_by(passed[-1:])}
-        return _joined(True, passed, passed)
-
-    async def aevaluate(context: LoopContext, config: RunnableConfig) -> LoopEvaluation:
-        passed: list[tuple[str, LoopEvaluation]] = []
-        for member, caller in members:
-            verdict = await caller.ainvoke(context, config)
+            call = base.step(member, caller.invoke, caller.ainvoke, context, config)
+            verdict: LoopEvaluation = (yield call).value
             passed.append((member, verdict))
             if not verdict["stop"]:
                 return {**verdict, "decided_by": _decided_by(passed[-1:])}
         return _joined(True, passed, passed)
 
     criteria = _criteria(members, evaluators)
-    return base.make_evaluator(
-        base.check_name(name, "all_of"), evaluate, aevaluate, criteria=criteria
-    )
+    return base.stepped_evaluator(base.check_name(name, "all_of"), evaluate, criteria=criteria)
 
 
 def _combine_scores(
@@ -169,13 +160,13 @@ def panel(
         raise ValueError(
             f"combine must be 'all', 'min', 'mean' or a function of the verdicts; got {combine!r}"
         )
-    if combine in ("min", "mean"):
-        if isinstance(threshold, bool) or not isinstance(threshold, int | float):
-            raise ValueError(
-                f"panel(combine={combine!r}) needs threshold=<the combined score to accept>; "
-                f"got {threshold!r}"
-            )
-    elif threshold is not None:
+    scored = combine in ("min", "mean")
+    if scored and (isinstance(threshold, bool) or not isinstance(threshold, int | float)):
+        raise ValueError(
+            f"panel(combine={combine!r}) needs threshold=<the combined score to accept>; "
+            f"got {threshold!r}"
+        )
+    if not scored and threshold is not None:
         raise ValueError(
             f"threshold is only used with combine='min' or 'mean'; got threshold={threshold!r} "
             f"with combine={combine!r}"

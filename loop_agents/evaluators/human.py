@@ -1,8 +1,7 @@
 """A person as the loop's judge: `human_review` pauses the loop until someone answers.
 
-The evaluator calls LangGraph's ``interrupt()`` with a `ReviewRequest`; the loop waits in
-its checkpoint until ``Command(resume=...)`` brings an answer that `parse_review` accepts.
-The request, the accepted answers and what a malformed one does: docs/durability.md.
+It calls LangGraph's ``interrupt()`` with a `ReviewRequest`; ``Command(resume=...)`` brings
+the answer (`parse_review`). The request and the accepted answers: docs/durability.md.
 """
 
 from __future__ import annotations
@@ -17,13 +16,14 @@ from langgraph.errors import is_invalid_resume
 from langgraph.types import interrupt
 from pydantic import PlainValidator, ValidationError, WithJsonSchema
 
-from loop_agents.evaluators.base import check_name, make_evaluator
+from loop_agents.evaluators.base import check_name, step, stepped_evaluator
 from loop_agents.loop.agents import describe
 from loop_agents.loop.checkpoints import checkpointed, in_graph_run
 from loop_agents.loop.evaluation import Evaluator, criteria_of
 from loop_agents.loop.input_checks import HOW_TO_ANSWER
 from loop_agents.loop.state import LoopContext, LoopEvaluation
 from loop_agents.runtime.numbers import describe_number, finite_float
+from loop_agents.runtime.steps import Program
 
 REVIEW_KIND: Literal["loop_agents.human_review"] = "loop_agents.human_review"
 
@@ -76,7 +76,6 @@ def parse_review(value: object) -> LoopEvaluation:
         assert parse_review("Shorter.") == {"stop": False, "feedback": "Shorter."}
         assert parse_review({"approve": True, "score": 90}) == {"stop": True, "score": 90.0}
         ```
-
     """
     if value is True:
         return {"stop": True}
@@ -103,11 +102,8 @@ def _parse_mapping(value: Mapping[Any, Any]) -> LoopEvaluation:
             f"the review answer has unknown keys {unknown}; a mapping may have 'approve', "
             f"'feedback' and 'score'. {HOW_TO_ANSWER}"
         )
-    approve, feedback, score = (
-        value.get("approve", False),
-        value.get("feedback"),
-        value.get("score"),
-    )
+    approve = value.get("approve", False)
+    feedback, score = value.get("feedback"), value.get("score")
     number = None if score is None else finite_float(score)
     for key, given, fits, must in (
         ("approve", approve, isinstance(approve, bool), "True or False"),
@@ -223,19 +219,14 @@ def human_review(
     label = check_name(name, "human_review")
     first = checkpointed(judge, name=f"{label}.judge") if judge is not None else None
 
-    def decide(context: LoopContext, verdict: LoopEvaluation | None) -> LoopEvaluation:
+    def review(context: LoopContext, config: RunnableConfig) -> Program[LoopEvaluation]:
+        _check_can_pause(label)
+        verdict: LoopEvaluation | None = None
+        if first is not None:
+            verdict = (yield step(label, first.invoke, first.ainvoke, context, config)).value
         if verdict is not None and not verdict["stop"]:  # the judge asked for changes
             return {**verdict, "decided_by": verdict.get("decided_by") or [describe(judge)]}
         return _ask(context, verdict, label)
 
-    def review(context: LoopContext, config: RunnableConfig) -> LoopEvaluation:
-        _check_can_pause(label)
-        return decide(context, first.invoke(context, config) if first is not None else None)
-
-    async def areview(context: LoopContext, config: RunnableConfig) -> LoopEvaluation:
-        _check_can_pause(label)
-        verdict = await first.ainvoke(context, config) if first is not None else None
-        return decide(context, verdict)
-
     criteria = criteria_of(judge) if judge is not None else None
-    return make_evaluator(label, review, areview, criteria=criteria)
+    return stepped_evaluator(label, review, criteria=criteria)

@@ -21,12 +21,13 @@ from langchain_core.utils.function_calling import convert_to_json_schema
 from pydantic import BaseModel
 
 from loop_agents.evaluators import text_verdict
-from loop_agents.evaluators.base import check_name, format_score, make_evaluator
+from loop_agents.evaluators.base import check_name, format_score, step, stepped_evaluator
 from loop_agents.evaluators.verdict_schema import default_schema, schema_fields, with_scale
 from loop_agents.loop.agents import encodable
 from loop_agents.loop.evaluation import LoopEvaluatorRunnable
 from loop_agents.loop.state import LoopContext, LoopEvaluation
 from loop_agents.runtime.numbers import describe_number, finite_float
+from loop_agents.runtime.steps import Program
 
 StructuredOutput = Literal["native", "text"]
 """``"native"`` (the model's structured output, with a `JudgeMethod`) or ``"text"``."""
@@ -56,7 +57,7 @@ _BUILT_IN_FIELDS = frozenset({"feedback", "score", "threshold", "low", "high"})
 
 
 def judge_format_options(judge_format: str) -> dict[str, Any]:
-    """The `llm_judge` keywords for a `JudgeFormat` (``method=``, or the text form).
+    """The `llm_judge` keywords of a `JudgeFormat`: ``method=``, or the text form.
 
     Example:
         ```python
@@ -135,49 +136,29 @@ class _Judge:
             )
         return self.runnables[method]
 
-    def invoke(self, context: LoopContext, config: RunnableConfig) -> LoopEvaluation:
+    def verdict(self, context: LoopContext, config: RunnableConfig) -> Program[LoopEvaluation]:
+        """Ask until a verdict is usable (`JudgeError` after ``retries``), off refused methods."""
         problems: list[str] = []
-        for _ in range(self.retries + 1):
-            while True:
-                method = self.method
-                try:
-                    messages = self.prompt(context, problems, method)
-                    out = self.runnable(method).invoke(messages, config)
-                    break
-                except Exception as error:
-                    if not self.switch(method, error, context):
-                        raise
+        while True:
+            method = self.method
+            try:
+                messages = self.prompt(context, problems, method)
+                judge = self.runnable(method)
+                out = (yield step("llm_judge", judge.invoke, judge.ainvoke, messages, config)).value
+            except Exception as error:
+                if not self.switch(method, error, context):
+                    raise
+                continue
             self.warn_once(method)
             try:
                 return self.evaluation(self.read(out, context))
             except (_Unusable, text_verdict.TextVerdictError) as problem:
                 problems.append(str(problem))
-        raise self.error(context, problems)
-
-    async def ainvoke(self, context: LoopContext, config: RunnableConfig) -> LoopEvaluation:
-        problems: list[str] = []
-        for _ in range(self.retries + 1):
-            while True:
-                method = self.method
-                try:
-                    messages = self.prompt(context, problems, method)
-                    out = await self.runnable(method).ainvoke(messages, config)
-                    break
-                except Exception as error:
-                    if not self.switch(method, error, context):
-                        raise
-            self.warn_once(method)
-            try:
-                return self.evaluation(self.read(out, context))
-            except (_Unusable, text_verdict.TextVerdictError) as problem:
-                problems.append(str(problem))
-        raise self.error(context, problems)
+            if len(problems) > self.retries:
+                raise self.error(context, problems)
 
     def switch(self, method: JudgeMethod, error: Exception, context: LoopContext) -> bool:
-        """Take the next method when ``error`` refuses ``method`` (`JudgeError` if none is left).
-
-        ``False`` for any other error, which the caller raises: it is never retried here.
-        """
+        """Move off ``method`` if ``error`` refuses it (`JudgeError` when none is left)."""
         words = None if self.text_form else refusal(error)
         if words is None:
             return False
@@ -336,15 +317,10 @@ def _excerpt(raw: object) -> str:
 
 
 def _check_scale(scale: object, threshold: object) -> tuple[float, float, float]:
-    if (
-        not isinstance(scale, tuple | list)
-        or len(scale) != 2
-        or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in scale)
-    ):
-        raise TypeError(
-            f"scale must be a (low, high) pair of numbers, e.g. (0, 100); got {scale!r}"
-        )
-    low, high = finite_float(scale[0]), finite_float(scale[1])
+    pair = scale if isinstance(scale, tuple | list) and len(scale) == 2 else None
+    if pair is None or any(isinstance(v, bool) or not isinstance(v, int | float) for v in pair):
+        raise TypeError(f"scale must be two numbers (low, high), e.g. (0, 100); got {scale!r}")
+    low, high = finite_float(pair[0]), finite_float(pair[1])
     if low is None or high is None or not low < high:
         raise ValueError(f"scale must have low < high, both finite; got {scale!r:.80}")
     if isinstance(threshold, bool) or not isinstance(threshold, int | float):
@@ -493,4 +469,4 @@ def llm_judge(
         text_form=text_form,
     )
     criteria = instructions.text.strip() or None
-    return make_evaluator(judge.name, judge.invoke, judge.ainvoke, criteria=criteria)
+    return stepped_evaluator(judge.name, judge.verdict, criteria=criteria)

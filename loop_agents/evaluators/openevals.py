@@ -1,10 +1,7 @@
 """openevals both ways: `from_openevals` and `as_openevals` (docs/evaluators.md).
 
-`from_openevals` calls an openevals evaluator (or a function like one) with ``inputs`` (the
-request's text), ``outputs`` (the answer's text) and ``reference_outputs``; its result's
-score decides. `as_openevals` is the reverse: an openevals / LangSmith evaluator that builds
-a `LoopContext` (iteration 1, no earlier feedback) and calls the loop evaluator once. This
-module never imports openevals: it calls what it is given.
+`from_openevals` calls an openevals evaluator with the request's and the answer's texts;
+`as_openevals` makes a loop evaluator an openevals / LangSmith one. It never imports openevals.
 """
 
 from __future__ import annotations
@@ -18,7 +15,6 @@ from typing import Any, Literal, cast
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage
 from langchain_core.messages import convert_to_messages as _convert
 from langchain_core.runnables import RunnableConfig
-from langchain_core.runnables.config import run_in_executor
 
 from loop_agents.evaluators.base import format_score, make_evaluator, merge_feedback
 from loop_agents.loop.agents import describe, is_async_callable
@@ -29,13 +25,6 @@ from loop_agents.runtime.sync_bridge import run_coroutine
 
 __all__ = ["ScoreKind", "as_openevals", "as_openevals_async", "from_openevals", "loop_context"]
 
-_PASSED_ON = ("inputs", "outputs")  # the keywords from_openevals fills in itself
-
-
-def _label(evaluator: object) -> str:
-    name = describe(evaluator)
-    return "openevals" if name.startswith("_") or name == "<lambda>" else name
-
 
 def _check_from(
     evaluator: object, reference_outputs: object, threshold: object, kwargs: Mapping[str, Any]
@@ -45,13 +34,14 @@ def _check_from(
             f"from_openevals takes an openevals evaluator, e.g. exact_match or "
             f"create_llm_as_judge(prompt=..., judge=...); got {evaluator!r:.80}"
         )
-    label = _label(evaluator)
+    name = describe(evaluator)
+    label = "openevals" if name.startswith("_") or name == "<lambda>" else name
     if label.startswith("create_"):
         raise TypeError(
             f"{label} makes an evaluator: call it and pass what it returns, e.g. "
             f"from_openevals({label}(...))"
         )
-    taken = sorted(set(kwargs) & set(_PASSED_ON))
+    taken = sorted(set(kwargs) & {"inputs", "outputs"})  # the keywords it fills in itself
     if taken:
         raise TypeError(
             f"from_openevals passes {' and '.join(taken)} itself (the request and the "
@@ -79,8 +69,7 @@ def _check_from(
 
 def _request_text(context: LoopContext) -> str:  # the user messages (else every one), joined
     messages = context["init_messages"]
-    asked: list[BaseMessage] = [m for m in messages if isinstance(m, HumanMessage)]
-    asked = asked or list(messages)
+    asked = [m for m in messages if isinstance(m, HumanMessage)] or messages
     return "\n\n".join(m.text for m in asked if m.text)
 
 
@@ -105,7 +94,6 @@ def from_openevals(
         ```
     """
     label, cutoff = _check_from(evaluator, reference_outputs, threshold, kwargs)
-    is_async = is_async_callable(evaluator)
 
     def arguments(context: LoopContext) -> dict[str, Any]:
         reference = reference_outputs(context) if callable(reference_outputs) else reference_outputs
@@ -123,21 +111,19 @@ def from_openevals(
         return verdict(label, result, cutoff)
 
     async def aevaluate(context: LoopContext, config: RunnableConfig) -> LoopEvaluation:
-        given = arguments(context)
-        result = (
-            evaluator(**given) if is_async else await run_in_executor(config, evaluator, **given)
-        )
-        return verdict(label, await result if inspect.isawaitable(result) else result, cutoff)
+        return verdict(label, await evaluator(**arguments(context)), cutoff)
 
-    return make_evaluator(label, evaluate, aevaluate)
+    return make_evaluator(label, evaluate, aevaluate if is_async_callable(evaluator) else None)
 
 
 async def _awaited(awaitable: Awaitable[Any]) -> Any:
     return await awaitable
 
 
-def _score(label: str, result: object, threshold: float | None) -> tuple[str, bool, float | None]:
-    # one result's key, whether it passes, and its number (None for a boolean)
+def _score(
+    label: str, result: object, threshold: float | None
+) -> tuple[str, bool, float | None, str]:
+    # one result's key, whether it passes, its number (None for a boolean) and its comment
     if not isinstance(result, Mapping) or "score" not in result:
         raise TypeError(
             f"the openevals evaluator {label!r} returned {result!r:.80}; expected an "
@@ -145,9 +131,12 @@ def _score(label: str, result: object, threshold: float | None) -> tuple[str, bo
         )
     key = result.get("key")
     key = key if isinstance(key, str) and key else label
+    comment = result.get("comment")
+    text = comment.strip() if isinstance(comment, str) else ""
     score = result["score"]
     if isinstance(score, bool):
-        return key, score, None
+        failed = f"The answer did not pass the check {key!r}; revise it."
+        return key, score, None, text or ("" if score else failed)
     number = finite_float(score)
     if number is None:
         raise TypeError(
@@ -160,16 +149,11 @@ def _score(label: str, result: object, threshold: float | None) -> tuple[str, bo
             f"a number: say which scores accept the answer with from_openevals(..., "
             f"threshold=N), N on the evaluator's own scale (e.g. 0.8 for a 0-1 score)"
         )
-    return key, number >= threshold, number
-
-
-def _failed_sentence(key: str, number: float | None, threshold: float | None) -> str:
-    if number is None:
-        return f"The answer did not pass the check {key!r}; revise it."
-    return (
+    failed = (
         f"The answer scored {format_score(number)} on {key!r}; at least "
-        f"{format_score(cast(float, threshold))} is needed. Revise it."
+        f"{format_score(threshold)} is needed. Revise it."
     )
+    return key, number >= threshold, number, text or ("" if number >= threshold else failed)
 
 
 def verdict(label: str, result: object, threshold: float | None) -> LoopEvaluation:
@@ -180,23 +164,14 @@ def verdict(label: str, result: object, threshold: float | None) -> LoopEvaluati
             f"the openevals evaluator {label!r} returned an empty list; expected at least "
             f"one EvaluatorResult"
         )
-    parts: list[tuple[str, bool, float | None, str]] = []
-    for item in results:
-        key, passed, number = _score(label, item, threshold)
-        comment = cast(Mapping[str, Any], item).get("comment")
-        text = comment.strip() if isinstance(comment, str) else ""
-        parts.append((key, passed, number, text))
-    failing = [p for p in parts if not p[1]]
-    numbers = [p[2] for p in parts if p[2] is not None]
-    evaluation: LoopEvaluation = {"stop": not failing}
-    shown = failing or parts
-    texts = [
-        (key, text or (_failed_sentence(key, number, threshold) if not passed else ""))
-        for key, passed, number, text in shown
-    ]
+    parts = [_score(label, item, threshold) for item in results]
+    failing = [part for part in parts if not part[1]]
+    texts = [(key, text) for key, _, _, text in failing or parts]
     feedback = texts[0][1] if len(texts) == 1 else merge_feedback(texts)
+    evaluation: LoopEvaluation = {"stop": not failing}
     if feedback:
         evaluation["feedback"] = feedback
+    numbers = [number for _, _, number, _ in parts if number is not None]
     if numbers:
         evaluation["score"] = min(numbers)
     return evaluation
@@ -205,8 +180,8 @@ def verdict(label: str, result: object, threshold: float | None) -> LoopEvaluati
 ScoreKind = Literal["verdict", "number"]
 """What an `as_openevals` result's ``score`` is: the verdict (a bool) or the score."""
 
-_ANSWER_KEYS = ("output", "answer")
-_NOT_STATE = ("messages", "last_response", *_ANSWER_KEYS)
+_ANSWER_KEYS = ("last_response", "output", "answer")  # the answer, else the only text
+_NOT_STATE = ("messages", *_ANSWER_KEYS)
 _SNAKE = re.compile(r"[^0-9a-zA-Z]+")
 
 
@@ -260,20 +235,17 @@ def loop_context(inputs: object, outputs: object) -> LoopContext:
         ```
     """
     request = _request(inputs)
+    conversation: list[AnyMessage] = []
+    if isinstance(outputs, list | tuple):
+        conversation = _messages(list(outputs), "outputs")
+    elif isinstance(outputs, Mapping) and "messages" in outputs:
+        conversation = _messages(outputs["messages"], "outputs['messages']")
+    answer = next((m for m in reversed(conversation) if isinstance(m, AIMessage)), None)
     state: dict[str, Any] = {}
-    conversation: list[AnyMessage] | None = None
-    answer: AIMessage | None = None
-    if isinstance(outputs, str):
-        answer = AIMessage(outputs)
-    elif isinstance(outputs, AIMessage):
-        answer = outputs
+    if isinstance(outputs, str | AIMessage):
+        answer = AIMessage(outputs) if isinstance(outputs, str) else outputs
     elif isinstance(outputs, Mapping):
         used: str | None = None
-        if "messages" in outputs:
-            conversation = _messages(outputs["messages"], "outputs['messages']")
-            answer = next((m for m in reversed(conversation) if isinstance(m, AIMessage)), None)
-        if answer is None and isinstance(outputs.get("last_response"), AIMessage):
-            answer = outputs["last_response"]
         if answer is None:
             answer, used = _answer(outputs)
         found = outputs.get("agent_state")
@@ -281,9 +253,6 @@ def loop_context(inputs: object, outputs: object) -> LoopContext:
             state = dict(found)
         else:
             state = {str(k): v for k, v in outputs.items() if k not in _NOT_STATE and k != used}
-    elif isinstance(outputs, list | tuple):
-        conversation = _messages(list(outputs), "outputs")
-        answer = next((m for m in reversed(conversation) if isinstance(m, AIMessage)), None)
     if answer is None:
         shown = sorted(map(str, outputs)) if isinstance(outputs, Mapping) else type(outputs)
         raise ValueError(
@@ -295,7 +264,7 @@ def loop_context(inputs: object, outputs: object) -> LoopContext:
             (i for i, m in enumerate(conversation) if isinstance(m, AIMessage)), len(conversation)
         )
         request = conversation[:first]
-    messages = conversation if conversation else [*request, answer]
+    messages = conversation or [*request, answer]
     return {
         "iteration": 1,
         "init_messages": request,

@@ -148,9 +148,7 @@ def text_rule(
         return False, feedback(text) if callable(feedback) else feedback
 
     check.__name__ = label
-    evaluator = rule(check, name=label)
-    evaluator.criteria = criteria
-    return evaluator
+    return rule(check, name=label, description=criteria)
 
 
 def todos_complete(
@@ -172,11 +170,8 @@ def todos_complete(
     def evaluate(context: LoopContext, config: RunnableConfig) -> LoopEvaluation:
         return _plan_verdict((context.get("agent_state") or {}).get(todos_key), require_plan)
 
-    async def aevaluate(context: LoopContext, config: RunnableConfig) -> LoopEvaluation:
-        return evaluate(context, config)
-
     criteria = "Every item of your plan (your todo list) is completed."
-    return make_evaluator(name, evaluate, aevaluate, criteria=criteria)
+    return make_evaluator(name, evaluate, None, criteria=criteria)
 
 
 def _plan_verdict(todos: Any, require_plan: bool) -> LoopEvaluation:

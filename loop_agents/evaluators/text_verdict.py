@@ -1,8 +1,7 @@
 """The text form of an LLM judge's verdict: ``Score: N`` and ``Feedback: ...``, parsed strictly.
 
-For judge models without tool calling or JSON output (``llm_judge(...,
-structured_output="text")``). Exactly what `parse_text_verdict` accepts, and why a line
-that quotes the judged answer is never read as the verdict: docs/judges.md.
+For judge models without tool calling or JSON output; what `parse_text_verdict` accepts,
+and why a line quoting the judged answer is never the verdict: docs/judges.md.
 """
 
 from __future__ import annotations
@@ -36,10 +35,7 @@ def text_prompt(
     problems: Sequence[str],
     scale: tuple[float, float],
 ) -> list[AnyMessage]:
-    """Instructions with the form appended, what is judged, then a request for the verdict.
-
-    After an unusable reply the request says first what was wrong with it.
-    """
+    """Instructions with the form, what is judged, and the ask (after what was wrong)."""
     low, high = (format_score(v) for v in scale)
     form = TEXT_FORM.format(low=low, high=high, feedback=FEEDBACK_HINT)
     rule = f"Reply in exactly this form, these two parts and nothing else:\n{form}"

@@ -57,15 +57,10 @@ def schema_fields(schema: object) -> set[str]:
 def with_scale(
     schema: dict[str, Any] | type, score_key: str, scale: tuple[float, float]
 ) -> dict[str, Any] | type:
-    """``schema`` with ``minimum`` and ``maximum`` of ``scale`` on its score field.
-
-    A TypedDict becomes the equivalent OpenAI function dict; a dict is copied. A score
-    that is not a number or has bounds already is left alone, and so is a pydantic model
-    (give it ``Field(ge=..., le=...)``).
-    """
+    """``schema`` (a TypedDict as an OpenAI function) with the scale on its number score."""
     if isinstance(schema, type):
         if issubclass(schema, BaseModel) or not hasattr(schema, "__annotations__"):
-            return schema
+            return schema  # a pydantic model has its own bounds: Field(ge=..., le=...)
         bounded: dict[str, Any] = dict(convert_to_openai_function(schema))
     else:
         bounded = copy.deepcopy(dict(schema))
