@@ -7,6 +7,7 @@ from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
+from loop_agents.controls import Budgets
 from loop_agents_cli.models.settings import ModelSettings, SettingsError
 from loop_agents_cli.serving import graphs as serve
 from loop_agents_cli.serving.configurable import (
@@ -15,8 +16,6 @@ from loop_agents_cli.serving.configurable import (
     configurable_loop,
     loop_settings,
 )
-
-from loop_agents.controls import Budgets
 from tests.fakes import review
 from tests.scripted_openai import ScriptedOpenAI, Structured
 

@@ -7,8 +7,8 @@ import io
 from rich.console import Console
 
 from loop_agents import create_loop_agent
-from loop_agents_cli.console import LoopConsole
 from loop_agents.controls import Budgets
+from loop_agents_cli.console import LoopConsole
 from tests.fakes import FakeChat
 from tests.unit_tests.controls.test_budgets import PRICES, REQUEST, answer, judged_by
 

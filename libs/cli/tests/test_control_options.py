@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from loop_agents_cli.control_options import KEYS, control_of_key
 
 from loop_agents.controls import (
     Adaptive,
@@ -17,6 +16,7 @@ from loop_agents.controls import (
     Stagnation,
 )
 from loop_agents.loop.feedback import DEFAULT_FEEDBACK_FORMAT, PLAIN_FEEDBACK
+from loop_agents_cli.control_options import KEYS, control_of_key
 
 
 def requirements(text: str) -> list[str]:

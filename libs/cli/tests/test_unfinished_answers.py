@@ -21,15 +21,12 @@ from langchain_core.messages import HumanMessage
 from langchain_openai import ChatOpenAI
 
 from loop_agents import LoopContext, LoopEvaluation, create_loop_agent
+from loop_agents.controls import Retries
 from loop_agents.controls.agent_errors import default_retry_policy, is_transient_error
 from loop_agents_cli.models.endpoints import resolve_endpoint
 from loop_agents_cli.models.llama_cpp_http import IncompleteAnswerError
 from loop_agents_cli.models.local_model import LocalModelServer
 from loop_agents_cli.models.settings import Environment, ModelSettings
-
-from loop_agents import LoopContext, LoopEvaluation, create_loop_agent
-from loop_agents.controls import Retries
-from loop_agents.controls.agent_errors import default_retry_policy, is_transient_error
 from tests.scripted_openai import ScriptedOpenAI, Unfinished
 
 HANG = 600
