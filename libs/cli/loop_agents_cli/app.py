@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
 import importlib
 import io
+import os
 import re
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from typing import cast
@@ -39,14 +42,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns:
         The exit status: 0 when the loop ran, 1 when it failed, 2 for bad arguments or
         settings (argparse exits with 2 itself for malformed options), 130 when
-        interrupted.
+        interrupted, 141 when stdout was closed (``| head``).
 
     Example:
         ```python
         status = main(["run", "Name a colour.", "--rubric", "One word.", "--json"])
         ```
-
     """
+    try:
+        try:
+            return _main(argv)
+        finally:  # also after argparse's exit (--help): what is left to write, now
+            sys.stdout.flush()
+    except BrokenPipeError:
+        # the reader went away (`| head -1`): end quietly, as a command killed by SIGPIPE,
+        # and point stdout at /dev/null so that the interpreter's last flush cannot fail
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
+
+
+def _main(argv: Sequence[str] | None) -> int:
     _printable_text()
     parser, commands = build_parser()
     args, unknown = parser.parse_known_args(argv)

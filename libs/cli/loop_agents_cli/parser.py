@@ -9,11 +9,13 @@ and a handler module.
 from __future__ import annotations
 
 import argparse
+import sys
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, entry_points, version
 from pathlib import Path
+from typing import IO
 
 PROG = "loop-agents"
 
@@ -393,8 +395,6 @@ def _any_arguments(parser: argparse.ArgumentParser) -> None:
 
 def not_installed(args: argparse.Namespace) -> int:
     """The handler of a subcommand whose distribution is not installed: say which."""
-    import sys
-
     if args.command in OPTIONAL and not any(
         point.name == args.command for point in entry_points(group=PLUGIN_GROUP)
     ):
@@ -418,6 +418,12 @@ def package_version() -> str:
         return "(not installed)"
 
 
+class _Parser(argparse.ArgumentParser):
+    def _print_message(self, message: str, file: IO[str] | None = None) -> None:
+        if message:  # argparse hides a write that fails: a closed stdout (`--help | head`)
+            (file or sys.stderr).write(message)
+
+
 def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
     """The command's parser (``loop-agents --help`` shows it), and each subcommand's.
 
@@ -427,7 +433,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
         commands["run"].print_help()
         ```
     """
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog=PROG,
         description=_wrap(
             "Loop agents from the shell: an agent answers, a judge scores the answer "

@@ -16,6 +16,7 @@ command_console().print("a long line that a pipe receives whole ...")
 
 from __future__ import annotations
 
+import errno
 import os
 
 from rich.console import Console
@@ -37,12 +38,19 @@ def command_console(*, stderr: bool = False) -> Console:
         console.print("iteration 1 of 3 · 0.0s elapsed", style="dim")
         ```
     """
-    console = Console(stderr=stderr)
+    console = _Console(stderr=stderr)
     if console.is_terminal:
         return console
     columns = os.environ.get("COLUMNS", "").strip()
     width = int(columns) if columns.isdigit() and int(columns) > 0 else PIPE_WIDTH
-    return Console(stderr=stderr, soft_wrap=True, width=width)
+    return _Console(stderr=stderr, soft_wrap=True, width=width)
+
+
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        # rich exits with status 1 here; the command's `main` ends as SIGPIPE would (141)
+        self.quiet = True
+        raise BrokenPipeError(errno.EPIPE, "the reader of the output went away")
 
 
 def section_header(title: str) -> str:
