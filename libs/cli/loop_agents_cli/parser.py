@@ -15,7 +15,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, entry_points, version
 from pathlib import Path
-from typing import IO
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
 
 PROG = "loop-agents"
 
@@ -419,7 +422,7 @@ def package_version() -> str:
 
 
 class _Parser(argparse.ArgumentParser):
-    def _print_message(self, message: str, file: IO[str] | None = None) -> None:
+    def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
         if message:  # argparse hides a write that fails: a closed stdout (`--help | head`)
             (file or sys.stderr).write(message)
 
