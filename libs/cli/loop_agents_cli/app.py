@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import difflib
 import importlib
 import io
 import os
@@ -15,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import cast
 
 from loop_agents_cli.errors import InputError, UsageError, one_line
-from loop_agents_cli.parser import PROG, build_parser
+from loop_agents_cli.parser import PROG, build_parser, closest
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -28,11 +27,8 @@ def _handler(path: str) -> Handler:
 def _suggestion(unknown: Sequence[str], parser: argparse.ArgumentParser) -> str:
     """`` (did you mean --rubric?)`` for a mistyped option, else ``""``."""
     options = sorted(set(re.findall(r"--[a-z][a-z0-9-]*", parser.format_usage())))
-    guesses = []
-    for word in unknown:
-        name = word.split("=", 1)[0]
-        if name.startswith("--"):
-            guesses += difflib.get_close_matches(name, options, n=1, cutoff=0.75)
+    names = [word.split("=", 1)[0] for word in unknown if word.startswith("--")]
+    guesses = [guess for name in names if (guess := closest(name, options, cutoff=0.75))]
     return f" (did you mean {' or '.join(guesses)}?)" if guesses else ""
 
 

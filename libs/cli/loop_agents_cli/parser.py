@@ -9,13 +9,15 @@ and a handler module.
 from __future__ import annotations
 
 import argparse
+import difflib
+import re
 import sys
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, entry_points, version
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 if TYPE_CHECKING:
     from _typeshed import SupportsWrite
@@ -265,6 +267,12 @@ def resume_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--env-file", type=Path, metavar="FILE", help="read OPENAI_API_KEY etc. from this file"
     )
+    parser.add_argument(
+        "--structured-output",
+        choices=STRUCTURED_OUTPUT_METHODS,
+        help="ask for the judge's verdict this way from now on, instead of as saved (for a "
+        "server that refused the saved way)",
+    )
 
 
 def runs_arguments(parser: argparse.ArgumentParser) -> None:
@@ -421,10 +429,28 @@ def package_version() -> str:
         return "(not installed)"
 
 
+def closest(word: str, choices: Sequence[str], cutoff: float = 0.6) -> str | None:
+    """The choice ``word`` is likeliest a typo of (of the close ones, the nearest in length).
+
+    Example:
+        ```python
+        closest("runz", ["run", "resume", "runs"])  # 'runs'
+        ```
+    """
+    close = difflib.get_close_matches(word, choices, n=3, cutoff=cutoff)
+    return min(close, key=lambda choice: abs(len(choice) - len(word)), default=None)
+
+
 class _Parser(argparse.ArgumentParser):
     def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
         if message:  # argparse hides a write that fails: a closed stdout (`--help | head`)
             (file or sys.stderr).write(message)
+
+    def error(self, message: str) -> NoReturn:
+        found = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+        if found and (guess := closest(found[1], re.findall(r"[\w.-]+", found[2]))):
+            message += f" (did you mean {guess}?)"
+        super().error(message)
 
 
 def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:

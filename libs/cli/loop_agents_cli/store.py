@@ -61,7 +61,9 @@ _COLUMNS = (
     "run_id, created_at, updated_at, task, settings, status, stop_reason, iterations, "
     "max_iterations, best_score, error, pid"
 )
-_UPDATABLE = frozenset({"status", "stop_reason", "iterations", "best_score", "error", "pid"})
+_UPDATABLE = frozenset(
+    {"status", "stop_reason", "iterations", "best_score", "error", "pid", "settings"}
+)
 
 
 def store_home(environ: Mapping[str, str] | None = None) -> Path:
@@ -82,13 +84,17 @@ def store_home(environ: Mapping[str, str] | None = None) -> Path:
 
 
 def resume_command(
-    run_id: str, *, as_json: bool, env_file: Path | None, home: Path | None = None
+    run_id: str,
+    *,
+    as_json: bool,
+    env_file: Path | None,
+    home: Path | None = None,
+    method: str | None = None,
 ) -> str:
     """The exact command that resumes run ``run_id``, ready to copy into a shell.
 
-    When the run is saved somewhere other than the default folder (``LOOP_AGENTS_HOME``
-    was set, in the environment or a ``.env`` file), the command sets it too, so that
-    it finds the run from any shell and folder.
+    It sets ``LOOP_AGENTS_HOME`` when the run is not in the default folder, and asks for
+    the judge's verdict by ``method`` (``--structured-output``) when given.
 
     Example:
         ```python
@@ -101,6 +107,8 @@ def resume_command(
         words.append("--json")
     if env_file is not None:
         words += ["--env-file", str(env_file.resolve())]
+    if method is not None:
+        words += ["--structured-output", method]
     return with_home(shlex.join(words), home)
 
 
@@ -289,8 +297,8 @@ class RunStore:
         """Set some fields of a run's row.
 
         The fields: ``status``, ``stop_reason``, ``iterations``, ``best_score``,
-        ``error`` and ``pid``. Not while the run's checkpointer is open in this process
-        (its open write would block this one): use `aupdate` there.
+        ``error``, ``pid`` and ``settings``. Not while the run's checkpointer is open in
+        this process (its open write would block this one): use `aupdate` there.
 
         Example:
             ```python
@@ -388,9 +396,10 @@ def _update(run_id: str, fields: Mapping[str, Any]) -> tuple[str, tuple[Any, ...
     if unknown or not fields:
         raise ValueError(f"cannot update {sorted(unknown) or 'nothing'} of a saved run")
     assignments = ", ".join(f"{name} = ?" for name in fields)
+    values = (json.dumps(v) if isinstance(v, dict) else v for v in fields.values())
     return (
         f"UPDATE loop_agents_runs SET {assignments}, updated_at = ? WHERE run_id = ?",
-        (*fields.values(), time.time(), run_id),
+        (*values, time.time(), run_id),
     )
 
 

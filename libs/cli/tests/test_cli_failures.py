@@ -199,7 +199,8 @@ def test_a_server_without_json_schema_is_judged_with_function_calling(tmp_path):
         proc = loop_agents("run", TASK, "--rubric", RUBRIC, "--json", env=env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["stop_reason"] == "accepted"
-    assert proc.stderr.count('the judge now uses method="function_calling"') == 1
+    assert proc.stderr.count("the judge now uses function_calling: pass --structured-output") == 1
+    assert "UserWarning" not in proc.stderr
     assert "Traceback" not in proc.stderr
     assert "tools" in server.requests[-1]
 
