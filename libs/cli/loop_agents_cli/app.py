@@ -78,9 +78,10 @@ def _main(argv: Sequence[str] | None) -> int:
         return 2
     except UsageError as exc:
         command.error(str(exc))  # prints the usage and the message, exits with 2
-    except KeyboardInterrupt:
-        print(f"{PROG}: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt:  # before a run took Ctrl-C over: end now, as a run does
+        print(f"{PROG}: interrupted", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        os._exit(130)
 
 
 def _printable_text() -> None:

@@ -40,8 +40,6 @@ def demo(args: argparse.Namespace) -> int:
             outcome = run_interruptible(
                 _song_lyrics(endpoint, view, ctrl_c, form_check=args.form_check), ctrl_c, endpoint
             )
-            if outcome is None:
-                return ctrl_c.exit_status
     except (SettingsError, LocalModelError) as exc:
         raise UsageError(str(exc)) from exc
     return _report(outcome, view, endpoint)

@@ -174,8 +174,6 @@ def execute(
                 ctrl_c=ctrl_c,
             )
             outcome = run_interruptible(session, ctrl_c, endpoint)
-            if outcome is None:
-                return ctrl_c.exit_status
     except SettingsError as exc:
         raise UsageError(str(exc)) from exc
     except LocalModelError as exc:

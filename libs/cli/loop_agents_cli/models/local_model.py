@@ -152,8 +152,8 @@ class LocalModelPair(_Started):
             self.agent.start()
             if judge:
                 self.judge.start()
-        except BaseException:
-            self.stop()
+        except BaseException as exc:  # after Ctrl-C nothing of theirs is needed: no grace
+            self.stop(now=isinstance(exc, KeyboardInterrupt))
             raise
         return self
 
@@ -162,10 +162,10 @@ class LocalModelPair(_Started):
         failures = [f for f in (self.agent.failure(), self.judge.failure()) if f is not None]
         return "\n".join(failures) if failures else None
 
-    def stop(self) -> None:
-        """Stop both servers; idempotent."""
-        self.judge.stop()
-        self.agent.stop()
+    def stop(self, *, now: bool = False) -> None:
+        """Stop both servers (``now``: without the graceful wait); idempotent."""
+        self.judge.stop(now=now)
+        self.agent.stop(now=now)
 
 
 def server_failure(

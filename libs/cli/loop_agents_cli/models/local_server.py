@@ -90,7 +90,7 @@ class _Started:
     def start(self) -> Self:
         raise NotImplementedError
 
-    def stop(self) -> None:
+    def stop(self, *, now: bool = False) -> None:
         raise NotImplementedError
 
     def __enter__(self) -> Self:
@@ -252,16 +252,16 @@ class LocalModelServer(_Started):
                             "before it could listen there. Fix: start it again, or give it "
                             "a port (port=...)"
                         ) from None
-        except BaseException:
-            self.stop()
+        except BaseException as exc:
+            self.stop(now=isinstance(exc, KeyboardInterrupt))
             raise
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def stop(self) -> None:
-        """Stop the server (SIGTERM, then SIGKILL after ``stop_timeout``); idempotent."""
+    def stop(self, *, now: bool = False) -> None:
+        """Stop the server (SIGTERM, then SIGKILL after ``stop_timeout``; ``now``: SIGKILL)."""
         with contextlib.suppress(Exception):
             atexit.unregister(self.stop)
-        self._terminate()
+        self._terminate(now)
         if self._log_file is not None:
             self._log_file.close()
             self._log_file = None
@@ -431,12 +431,12 @@ class LocalModelServer(_Started):
             "`python -m loop_agents_cli.models.local_model --verbose`"
         )
 
-    def _terminate(self) -> None:
+    def _terminate(self, now: bool = False) -> None:
         process, self.process = self.process, None
         if process is None:
             return
         if process.poll() is None:
-            process.terminate()
+            process.kill() if now else process.terminate()
             try:
                 process.wait(self.stop_timeout)
             except subprocess.TimeoutExpired:
