@@ -97,6 +97,40 @@ def test_ctrl_c_stops_the_demo_at_once(tmp_path):
     assert "loop-agents: interrupted (a demo is not saved: nothing to resume)" in err
 
 
+SLOW_EXIT = """\
+import time
+
+
+class _SlowExit:
+    def __del__(self):  # runs in the interpreter's exit, when no other thread may run
+        time.sleep(60)
+
+
+_slow_exit = _SlowExit()
+"""
+
+
+@pytest.mark.parametrize("command", ["run", "demo"])
+def test_ctrl_c_does_not_wait_for_the_interpreters_exit(command, tmp_path):
+    # an interpreter's exit can take seconds on a loaded machine (garbage, modules); here a
+    # sitecustomize makes it take a minute: after Ctrl-C the command must not wait for it
+    (tmp_path / "slow").mkdir()
+    (tmp_path / "slow" / "sitecustomize.py").write_text(SLOW_EXIT)
+    server = ScriptedOpenAI([Hang("A graph")])
+    with server.serve() as url:
+        env = cli_env(tmp_path / "home", OPENAI_BASE_URL=url, PYTHONPATH=str(tmp_path / "slow"))
+        args = [TASK, "--rubric", RUBRIC] if command == "run" else ["song-lyrics"]
+        running = Running(command, *args, env=env, cwd=tmp_path)
+        try:
+            assert server.hanging.wait(60), "the model was never asked"
+            running.still_waiting()
+            status, seconds, _out, err = running.interrupt(timeout=90)
+        finally:
+            running.close()
+    assert status == 130, err
+    assert seconds < 30, f"the command waited {seconds:.1f} s for the interpreter's exit"
+
+
 @pytest.mark.parametrize("command", ["run", "demo"])
 def test_ctrl_c_ends_the_command_even_when_closing_the_endpoint_never_ends(command, tmp_path):
     """The bound of Ctrl-C does not depend on how long the rest takes to wind down.
