@@ -35,10 +35,8 @@ def _suggestion(unknown: Sequence[str], parser: argparse.ArgumentParser) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``loop-agents`` command with ``argv`` (default: the process's arguments).
 
-    Returns:
-        The exit status: 0 when the loop ran, 1 when it failed, 2 for bad arguments or
-        settings (argparse exits with 2 itself for malformed options), 130 when
-        interrupted, 141 when stdout was closed (``| head``).
+    Returns the exit status: 0 the loop ran, 1 it failed, 2 bad arguments or settings, 141
+    stdout closed (``| head``); after Ctrl-C the process ends with 130.
 
     Example:
         ```python

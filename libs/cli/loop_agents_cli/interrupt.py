@@ -143,16 +143,7 @@ def run_interruptible(main: Coroutine[Any, Any, T], ctrl_c: CtrlC, endpoint: End
 class ShieldedSqliteSaver(AsyncSqliteSaver):
     """LangGraph's ``AsyncSqliteSaver`` whose writes finish even if the run is cancelled.
 
-    `drain` waits for the writes still going (call it before the connection closes).
-
-    Example:
-        ```python
-        async with ShieldedSqliteSaver.from_conn_string("runs.sqlite") as saver:
-            try:
-                ...
-            finally:
-                await saver.drain()
-        ```
+    Call `drain` before the connection closes.
     """
 
     _pending: set[asyncio.Future[Any]]

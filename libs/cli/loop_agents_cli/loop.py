@@ -1,9 +1,7 @@
 """The loop a run's settings describe: the model as agent, then the check and/or the judge.
 
-The loop runs around the agent (`create_loop_agent`), or, with ``run --inside-agent``,
-inside it (``create_agent`` with `LoopMiddleware`): the same loop, the same evaluator,
-another graph. Code that reads a run's state reads it through `loop_output`, which gives
-both in the loop's own form.
+The loop runs around the agent (`create_loop_agent`) or, with ``--inside-agent``, inside
+it (``create_agent`` with `LoopMiddleware`); read either's state with `loop_output`.
 """
 
 from __future__ import annotations
@@ -47,11 +45,7 @@ CHECK_NAME = "check"
 
 
 def build_evaluator(spec: RunSpec, endpoint: Endpoint) -> Evaluator:
-    """The check (``--check``), the judge (``--rubric``), or the check then the judge.
-
-    Raises:
-        ValueError: the check command is unusable (see `command_check`).
-    """
+    """The check (``--check``), the judge (``--rubric``), or the check then the judge."""
     members: list[Evaluator] = []
     if spec.check is not None:
         members.append(
@@ -80,11 +74,9 @@ RunGraph = LoopAgent | CompiledStateGraph[Any, Any, Any, Any]
 
 
 def run_controls(spec: RunSpec) -> list[LoopControl]:
-    """A run's controls: its answer selection, and every retry a repair.
+    """A run's controls: its answer selection, and every retry a repair (`Repair`).
 
-    A run is one loop with nothing kept between runs to learn from (`Adaptive`'s default
-    would draw its kinds from the prior alone), and the command says the feedback goes
-    back to the model: so its retries are repairs (`Repair`).
+    The command says the feedback goes back; one run has nothing to learn from (`Adaptive`).
     """
     return [Repair(), AnswerSelection(spec.select)]
 
@@ -135,8 +127,6 @@ def reading_loop(
     max_iterations: int, *, checkpointer: Checkpointer, inside: bool = False
 ) -> RunGraph:
     """A loop of the same shape that only reads saved state (``aget_state``); no model.
-
-    ``inside``: the run's loop ran inside the agent (``run --inside-agent``).
 
     Example:
         ```python

@@ -83,18 +83,9 @@ and "error" when the run failed.
 class Command:
     """A subcommand: its name, its help, its arguments and where its handler is.
 
-    Attributes:
-        name: The subcommand, e.g. ``"run"``.
-        help: One line for ``loop-agents --help``.
-        description: The paragraph of ``loop-agents NAME --help``.
-        arguments: Adds the subcommand's arguments to its parser.
-        handler: ``"module:function"``; the function takes the parsed arguments and
-            returns the exit status.
-        epilog: Text after the options in ``--help``.
-        check: ``"module:function"`` of a light check of the arguments
-            (`loop_agents_cli.arguments`), run before the handler's module is imported,
-            so that bad arguments are reported as fast as ``--help``.
-
+    ``handler`` and ``check`` are ``"module:function"``: the handler takes the parsed
+    arguments and returns the exit status; the check (`loop_agents_cli.arguments`) runs
+    before the handler's module is imported, so that bad arguments are reported fast.
     """
 
     name: str

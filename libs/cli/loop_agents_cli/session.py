@@ -31,8 +31,6 @@ from loop_agents_cli.spec import RunSpec
 from loop_agents_cli.store import RunStore
 from loop_agents_cli.store_errors import is_disk_full
 
-__all__ = ["Outcome", "Progress", "checkpointer", "run_session", "stream_loop"]
-
 
 @dataclass
 class Progress:
@@ -102,15 +100,8 @@ async def run_session(
 ) -> Outcome:
     """Run (or, ``resuming``, go on with) the loop of ``spec`` on thread ``run_id``.
 
-    ``say`` prints a line of news; ``fix(method)`` is the command that asks the judge's
-    server for ``method`` at once (`judge_switches`); ``ctrl_c`` takes over SIGINT while
-    the loop runs; ``progress`` is filled in from the loop's events.
-
-    Example:
-        ```python
-        outcome = await run_session(spec, endpoint, store=store, run_id=run_id,
-                                    view=LoopConsole(), progress=Progress())
-        ```
+    ``say`` prints news; ``fix(method)`` tells how to ask the judge's server for ``method``
+    (`judge_switches`); ``ctrl_c`` takes SIGINT over; ``progress`` follows the loop's events.
     """
     config: RunnableConfig = {"configurable": {"thread_id": run_id}}
     if ctrl_c is not None:
@@ -190,15 +181,8 @@ async def stream_loop(
 ) -> Outcome:
     """Stream ``loop`` (it needs a checkpointer) to ``view``; return how it ended.
 
-    A failure mid-run becomes the `Outcome`'s `Failure` (`explain`), with the state read
-    back; Ctrl-C (a cancellation) propagates. ``request`` ``None`` goes on from the last
-    completed step; ``on_event`` is awaited with each loop event.
-
-    Example:
-        ```python
-        outcome = await stream_loop(loop, {"messages": [HumanMessage("Hi")]}, config,
-                                    endpoint=endpoint, view=LoopConsole())
-        ```
+    A failure mid-run becomes the `Outcome`'s `Failure` (`explain`), with the state read back;
+    Ctrl-C propagates. ``request`` ``None`` goes on from the last completed step.
     """
     modes: list[StreamMode] = ["messages", "custom"] if view is not None else ["custom"]
     failure: Failure | None = None

@@ -1,9 +1,6 @@
 """``loop-agents show RUN_ID``: a saved run, replayed as the console showed it, or as JSON.
 
-The run's state is read back from its checkpoints (LangGraph), so this handler imports
-the loop; its arguments (the run id, a ``--report`` page's name) are checked before
-(`loop_agents_cli.arguments.check_saved_run`). A run that was interrupted or failed ends with
-the command that resumes it, also when it stopped before its first iteration.
+A run that was interrupted or failed ends with the command that resumes it.
 """
 
 from __future__ import annotations
@@ -46,10 +43,7 @@ def show(args: argparse.Namespace) -> int:
 
 
 def print_run(store: RunStore, run: SavedRun, *, as_json: bool, report: Path | None = None) -> int:
-    """Print a saved run: as ``run --json`` did, or replayed as the console showed it.
-
-    With ``report``, the run's HTML page is written there instead of the replay (the
-    JSON is still printed with ``as_json``).
+    """Print a saved run: as ``run --json`` did, or replayed; with ``report``, its HTML page.
 
     Example:
         ```python

@@ -20,7 +20,6 @@ __all__ = ["LoopConsole", "astream_to_console", "stream_to_console"]
 
 
 def __getattr__(name: str) -> Any:
-    """The console's names, imported on first use (rich and LangGraph load then)."""
     if name in __all__:
         from loop_agents_cli.console import loop_console
 

@@ -17,22 +17,6 @@ from pathlib import Path
 
 from loop_agents.runtime.numbers import finite_float
 
-__all__ = [
-    "PAGE_SUFFIXES",
-    "Html",
-    "check_report_path",
-    "definition_list",
-    "escape",
-    "folded",
-    "heading",
-    "join",
-    "number_text",
-    "page",
-    "preformatted",
-    "table",
-    "tag",
-]
-
 
 class Html(str):
     """Markup that is safe as it is: built here from escaped text. Plain `str` is text."""
@@ -40,11 +24,9 @@ class Html(str):
     __slots__ = ()
 
     def __add__(self, other: str) -> Html:
-        """``self`` then ``other`` (escaped unless it is `Html`)."""
         return Html(str.__add__(self, escape(other)))
 
     def __radd__(self, other: str) -> Html:
-        """``other`` (escaped unless it is `Html`) then ``self``."""
         return Html(str.__add__(escape(other), self))
 
 

@@ -24,8 +24,6 @@ from loop_agents_cli.console.html_page import (
 )
 from loop_agents_cli.console.svg_charts import PALETTE, Series, line_chart
 
-__all__ = ["run_page"]
-
 
 def _records(result: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     records = result.get("records")

@@ -18,18 +18,6 @@ from dataclasses import dataclass
 
 from loop_agents_cli.console.html_page import Html, escape, join
 
-__all__ = [
-    "PALETTE",
-    "Bar",
-    "Point",
-    "Series",
-    "interval_bars",
-    "line_chart",
-    "nice_ticks",
-    "percent",
-    "scatter",
-]
-
 PALETTE = ("#0072b2", "#e69f00", "#009e73", "#cc79a7", "#56b4e9", "#d55e00", "#7f7f7f")
 """Okabe and Ito's colours, told apart with every common colour blindness."""
 

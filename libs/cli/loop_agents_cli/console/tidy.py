@@ -112,7 +112,6 @@ class TidyStream:
     """
 
     def __init__(self) -> None:
-        """Start with nothing received."""
         self._text = ""
         self._shown = 0  # the characters of the tidied text shown so far
 

@@ -75,18 +75,13 @@ def build_loop(
 ) -> LoopAgent:
     """The composer/reviewer loop of the article, for the given model settings.
 
-    Args:
-        settings: Where the model is.
-        judge_settings: Where the reviewer's model is (default ``settings``; on the bundled
-            server, the judge's own process).
-        http_async_client: An ``httpx.AsyncClient`` for both models (default: the client's).
-        form_check: Check each draft's form first (default: `form_check_from_env`).
-        checkpointer: Passed to `create_loop_agent`.
+    ``judge_settings``: the reviewer's (default ``settings``; on the bundled server, the
+    judge's own process); ``http_async_client``: for both models; ``form_check``: default
+    `form_check_from_env`; ``checkpointer``: for `create_loop_agent`.
 
     Example:
         ```python
-        loop = build_loop(ModelSettings.from_env())
-        result = await loop.ainvoke({"messages": [HumanMessage(prompt)]})
+        result = await build_loop(ModelSettings.from_env()).ainvoke({"messages": [request]})
         ```
     """
     evaluator: Evaluator = reviewer(judge_settings or settings, http_async_client=http_async_client)

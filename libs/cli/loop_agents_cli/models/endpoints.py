@@ -146,7 +146,6 @@ class Endpoint:
         self._clients: tuple[httpx.Client, httpx.AsyncClient] | None = None
 
     def __enter__(self) -> Endpoint:
-        """Open the endpoint (see `open`)."""
         return self.open()
 
     def __exit__(
@@ -155,7 +154,6 @@ class Endpoint:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        """Close the endpoint, whatever ended the block."""
         self.close()
 
     @property
@@ -368,17 +366,11 @@ def resolve_endpoint(
 ) -> Endpoint:
     """Find the model server, in the module docstring's order; nothing is started.
 
-    Args:
-        model: The model name (else ``LOOP_AGENTS_MODEL``, else a default per server).
-        base_url: An OpenAI-compatible server's base URL (``--base-url``).
-        gguf: A GGUF file for the bundled llama.cpp server (``--gguf``).
-        structured_output: How the judge's verdict is requested (else
-            ``LOOP_AGENTS_STRUCTURED_OUTPUT``; else ``function_calling`` on the bundled
-            server, ``json_schema`` elsewhere).
-        max_tokens: A cap per answer (else ``LOOP_AGENTS_MAX_TOKENS``; 256 on the bundled one).
-        threads: CPU threads of each bundled server process (else ``LOOP_AGENTS_THREADS``).
-        seed: The bundled server's seed (else ``LOOP_AGENTS_SEED``); refused for other servers.
-        environment: The settings to read; default `Environment.read()`.
+    Each argument is an option's value; unset, the environment's (``LOOP_AGENTS_MODEL``,
+    ``LOOP_AGENTS_STRUCTURED_OUTPUT``, ``LOOP_AGENTS_MAX_TOKENS``, ``LOOP_AGENTS_THREADS``,
+    ``LOOP_AGENTS_SEED``; ``environment`` default `Environment.read()`) applies. On the bundled
+    server the method defaults to ``function_calling`` and the cap to 256; ``seed`` is refused
+    for other servers.
 
     Raises:
         SettingsError: a setting is malformed or two settings conflict.

@@ -11,8 +11,6 @@ import json
 import os
 from pathlib import Path
 
-__all__ = ["default_cache_path", "file_digest"]
-
 _CHUNK = 1 << 20
 
 

@@ -30,21 +30,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-__all__ = [
-    "CMAKE_ARGS",
-    "DISTRIBUTION",
-    "RECORD_NAME",
-    "SERVER_ONLY_CMAKE",
-    "BuildCheck",
-    "build_cache_dir",
-    "build_environment",
-    "build_prefix",
-    "check_build",
-    "main",
-    "project_flags",
-    "rebuild_command",
-]
-
 SERVER_ONLY_CMAKE = Path(__file__).resolve().with_name("llama_cpp_server_only.cmake")
 """The CMake file the build includes: no common library, and the build record."""
 

@@ -14,13 +14,6 @@ from typing import Any
 
 import httpx
 
-__all__ = [
-    "TEMPLATE_TOKENS_FOR_REPLY",
-    "TEMPLATE_TOKENS_PER_MESSAGE",
-    "ContextWindowExceeded",
-    "StreamWatch",
-]
-
 TEMPLATE_TOKENS_PER_MESSAGE = 5
 """ChatML's markup around one message: ``<|im_start|>``, the role, ``<|im_end|>``, newlines."""
 TEMPLATE_TOKENS_FOR_REPLY = 3

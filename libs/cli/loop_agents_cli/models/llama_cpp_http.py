@@ -1,10 +1,9 @@
 """An httpx transport that smooths llama-cpp-python's deviations from OpenAI's API.
 
 Every chat model the package makes talks through it (`http_clients`); it changes nothing
-for servers that follow the API. What it does, and why, is in docs/local-model.md
-("the transport"): bounded numbers and strings in a forced tool call, each streamed tool
-name once, a stream's end read once, and an answer without a finish reason refused
-(`IncompleteAnswerError`).
+for servers that follow the API. What it does, and why, is in docs/local-model.md (its
+table, and "The transport"): bounded numbers and strings in a forced tool call, each
+streamed tool name once, a stream read once, an answer without a finish reason refused.
 
 Example:
     ```python
@@ -26,16 +25,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from loop_agents_cli.models.llama_cpp_extras import StreamWatch, chat_body, chat_request
-
-__all__ = [
-    "IncompleteAnswerError",
-    "LlamaCppTransport",
-    "bound_forced_tool",
-    "dedupe_streamed_tool_names",
-    "http_clients",
-    "number_choices",
-    "proxy_for",
-]
+from loop_agents_cli.models.settings import is_loopback
 
 _ARGUMENT_OVERHEAD_TOKENS = 24  # a forced call's JSON punctuation, keys and numbers
 _TOKENS_PER_CHARACTER = 3  # the most one character may take (a byte-fallback CJK one)
@@ -55,7 +45,6 @@ class IncompleteAnswerError(httpx.RemoteProtocolError):
     """
 
     def __init__(self, url: str, what: str) -> None:
-        """Say that the server at ``url`` ended ``what`` without a finish reason."""
         super().__init__(
             f"the model server at {url} ended {what} without a finish reason, so the answer "
             "is incomplete, not an answer (a llama.cpp server busy with another request sends "
@@ -68,12 +57,9 @@ class IncompleteAnswerError(httpx.RemoteProtocolError):
 class LlamaCppTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
     """An httpx transport (sync and async) for OpenAI-compatible servers, llama.cpp's above all.
 
-    Args:
-        transport: The sync transport to wrap; default ``httpx.HTTPTransport()``.
-        async_transport: The async one; default ``httpx.AsyncHTTPTransport()``.
-        llama_cpp_server: The server is llama-cpp-python's own (the bundled one): count
-            streamed answers' tokens with its tokenizer, and name a prompt over its context
-            (`loop_agents_cli.models.llama_cpp_extras`).
+    ``transport`` and ``async_transport`` are wrapped (default: httpx's own);
+    ``llama_cpp_server``: the server is llama-cpp-python's (the bundled one): count streamed
+    answers' tokens and name a prompt over its context (`llama_cpp_extras`).
 
     Example:
         ```python
@@ -88,7 +74,6 @@ class LlamaCppTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
         *,
         llama_cpp_server: bool = False,
     ) -> None:
-        """Wrap ``transport`` and ``async_transport`` (created on first use if ``None``)."""
         self._transport = transport
         self._async_transport = async_transport
         self.llama_cpp_server = llama_cpp_server
@@ -171,10 +156,7 @@ def proxy_for(url: str) -> str | None:
         ```
     """
     parts = urlsplit(url)
-    host = parts.hostname or ""
-    if host in ("localhost", "::1") or host.startswith("127.") or not host:
-        return None
-    if urllib.request.proxy_bypass(host):
+    if is_loopback(url) or not parts.hostname or urllib.request.proxy_bypass(parts.hostname):
         return None
     proxies = urllib.request.getproxies()
     return proxies.get(parts.scheme) or proxies.get("all")
@@ -242,13 +224,11 @@ def bound_forced_tool(request: httpx.Request) -> httpx.Request:
 def number_choices(low: float, high: float, *, integer: bool) -> list[int | float]:
     """The values a number from ``low`` to ``high`` may take in a constrained reply.
 
-    Every integer for an integer; for a number, the multiples of a power of ten that split
-    the range into 100 to 1,000 steps. Empty when the range is not finite or is empty, or
-    would need more than 1,001 integers.
+    Every integer for an integer (empty beyond 1,001); for a number, the multiples of a power
+    of ten that split the range into 100 to 1,000 steps.
 
     Example:
         ```python
-        number_choices(0, 100, integer=True)[-3:]  # [98, 99, 100]
         number_choices(0, 1, integer=False)[:3]  # [0, 0.01, 0.02]
         ```
     """

@@ -117,7 +117,6 @@ class LocalModelPair(_Started):
         seed: int | None = None,
         **options: Any,
     ) -> None:
-        """Describe the two servers; nothing starts before `start` or ``with``."""
         if "port" in options:
             raise ValueError("a LocalModelPair picks two free ports; port cannot be given")
         judge_seed = None if seed is None else (check_seed(seed, "seed") + 1) % (MAX_SEED + 1)

@@ -94,7 +94,6 @@ class _Started:
         raise NotImplementedError
 
     def __enter__(self) -> Self:
-        """Start (see ``start``)."""
         return self.start()
 
     def __exit__(
@@ -103,7 +102,6 @@ class _Started:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        """Stop, whatever ended the block."""
         self.stop()
 
 
@@ -160,7 +158,6 @@ class LocalModelServer(_Started):
         seed: int | None = None,
         role: Role | None = None,
     ) -> None:
-        """Describe the server; nothing starts before `start` or ``with``."""
         if role is not None and role not in ROLES:
             raise ValueError(f"role must be one of {', '.join(ROLES)} or None; got {role!r}")
         if port is not None and not (isinstance(port, int) and 0 < port < 65536):
@@ -209,18 +206,11 @@ class LocalModelServer(_Started):
         return f"http://{self.host}:{self.port}/v1"
 
     def start(self) -> Self:
-        """Start the server and wait until it answers; return ``self``.
-
-        On any failure, Ctrl-C included, the process is stopped first.
+        """Start the server and wait until it answers; return ``self`` (stopped on any failure).
 
         Raises:
             LocalModelNotInstalledError: the ``local`` extra is missing.
             LocalModelStartError: the server exited early or did not answer in time.
-
-        Example:
-            ```python
-            server = LocalModelServer().start()
-            ```
         """
         if self.running:
             return self
@@ -458,20 +448,13 @@ class LocalModelServer(_Started):
         return "\n".join(self._log_text().splitlines()[-lines:])
 
     def completion_timings(self) -> list[CompletionTimings]:
-        """llama.cpp's counters of each completion so far, in order (needs ``timings=True``).
+        """llama.cpp's counters of each completion so far (``timings=True``, not ``verbose``).
 
-        ``prompt_tokens`` counts the prompt tokens computed: the prompt minus the prefix
-        reused from the KV cache.
-
-        Raises:
-            LocalModelError: the server was not started with ``timings=True`` (or with
-                ``verbose``, whose log is not kept).
+        ``prompt_tokens`` counts the prompt tokens computed: the prompt minus the reused prefix.
 
         Example:
             ```python
-            with LocalModelServer(timings=True) as server:
-                server.chat_model().invoke("Say hello.")
-                print(server.completion_timings()[0].prompt_tokens)  # 33
+            print(server.completion_timings()[0].prompt_tokens)  # 33
             ```
         """
         if not self.timings or self.verbose:

@@ -21,15 +21,6 @@ import tempfile
 import time
 from pathlib import Path
 
-__all__ = [
-    "LOG_FOLDER_PREFIX",
-    "crashed",
-    "exit_description",
-    "new_log_folder",
-    "remove_stale_log_folders",
-    "serves_port",
-]
-
 LOG_FOLDER_PREFIX = "loop_agents_llama_"
 """The name of every server's log folder starts with this, then the starting process's id."""
 
@@ -187,7 +178,8 @@ def new_log_folder() -> str:
     return tempfile.mkdtemp(prefix=f"{LOG_FOLDER_PREFIX}{os.getpid()}_")
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (another user's too)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -239,7 +231,7 @@ def remove_stale_log_folders(folder: str | Path | None = None) -> list[Path]:
     for entry in candidates:
         owner = _OWNER.match(entry.name)
         if owner is not None:
-            if _alive(int(owner[1])):
+            if alive(int(owner[1])):
                 continue
         else:
             with contextlib.suppress(OSError):

@@ -150,12 +150,10 @@ class ModelSettings:
         return bool(self.api_key or self.base_url)
 
     def chat_model(self, **kwargs: Any) -> ChatOpenAI:
-        """A ``ChatOpenAI`` for these settings; ``kwargs`` go to ``ChatOpenAI``.
+        """A ``ChatOpenAI`` for these settings (through `LlamaCppTransport`); ``kwargs`` go to it.
 
-        It talks through `loop_agents_cli.models.llama_cpp_http.LlamaCppTransport` (unless
-        ``kwargs`` bring HTTP clients) and asks streamed answers for their usage. On a loopback
-        server the wait between streamed chunks is not limited: reading a long prompt on a busy
-        machine took over 2 minutes (langchain-openai gives up after 120 s).
+        Streamed answers ask for their usage; on a loopback server the wait between chunks is not
+        limited (reading a long prompt on a busy machine took over 2 minutes).
 
         Raises:
             SettingsError: neither ``OPENAI_API_KEY`` nor ``OPENAI_BASE_URL`` is set.
@@ -180,7 +178,7 @@ class ModelSettings:
         }
         if self.base_url:
             options["base_url"] = self.base_url
-            if _is_loopback(self.base_url) and "stream_chunk_timeout" in ChatOpenAI.model_fields:
+            if is_loopback(self.base_url) and "stream_chunk_timeout" in ChatOpenAI.model_fields:
                 options["stream_chunk_timeout"] = None
         if self.max_tokens is not None:
             options["max_tokens"] = self.max_tokens
@@ -195,7 +193,8 @@ class ModelSettings:
         return ChatOpenAI(**(options | kwargs))
 
 
-def _is_loopback(url: str) -> bool:
+def is_loopback(url: str) -> bool:
+    """Whether ``url``'s host is this machine (a loopback address)."""
     host = urlsplit(url).hostname or ""
     return host in ("localhost", "::1") or host.startswith("127.")
 

@@ -136,17 +136,10 @@ def configurable_loop(
 ) -> LoopAgent:
     """Build a loop whose task, rubric, pass mark and human review are set per run.
 
-    Args:
-        model: The agent's chat model.
-        judge_model: The judge's chat model (default: ``model``).
-        method: How the judge's verdict is requested (``"text"``: a ``Score: N`` reply).
-        max_iterations: The most attempts per loop.
-        defaults: Settings used when a run gives none (checked now).
-        name: The loop's name.
-        checkpointer: A LangGraph checkpointer (not needed on LangGraph Server).
-        output_mode: As for `create_loop_agent`.
-        show_criteria: Add the run's ``rubric`` to the agent's system prompt.
-        controls: The loop's controls, as for `create_loop_agent`.
+    ``judge_model`` defaults to ``model``; ``method`` is how the verdict is requested
+    (``"text"``: a ``Score: N`` reply); ``defaults`` apply when a run gives no setting
+    (checked now); ``show_criteria`` adds the run's rubric to the agent's system prompt; the
+    rest is as for `create_loop_agent`.
 
     Example:
         ```python

@@ -39,24 +39,16 @@ class LoopToolArtifact(TypedDict, total=False):
 def loop_as_tool(
     loop: PregelProtocol[Any, Any, Any, Any], *, name: str, description: str
 ) -> BaseTool:
-    """Offer a compiled loop to a tool-calling agent as a tool.
+    """Offer a compiled loop to a tool-calling agent as a tool named ``name``.
 
     The tool takes ``request`` (a string) and runs the loop on it with the calling run's
-    config (sync or async); its result is the loop's final answer, followed by a line saying
-    so when the evaluator did not accept it. The `LoopToolArtifact` is the ``artifact``.
-
-    Args:
-        loop: A compiled loop (`create_loop_agent`).
-        name: The tool's name: letters, digits, ``_`` and ``-``, at most 64 characters.
-        description: What the tool does and when to use it, for the calling model.
-
-    Raises:
-        TypeError: ``loop`` is not a compiled graph.
-        ValueError: ``name`` or ``description`` is empty or malformed.
+    config (sync or async); its result is the loop's final answer, with a line saying so when
+    the evaluator did not accept it; the `LoopToolArtifact` is the ``artifact``. `TypeError`
+    for a ``loop`` that is not a compiled graph, `ValueError` for a bad ``name`` (letters,
+    digits, ``_``, ``-``; at most 64) or an empty ``description``.
 
     Example:
         ```python
-        editor = create_loop_agent(writer, style_judge, max_iterations=3)
         refine = loop_as_tool(editor, name="refine_draft", description="Rewrite a draft ...")
         assistant = create_agent("openai:gpt-5.4-mini", tools=[refine])
         ```
