@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import cast
 
-from loop_agents_cli.errors import InputError, UsageError, one_line
+from loop_agents_cli.errors import InputError, UsageError, judge_switches, one_line
 from loop_agents_cli.parser import PROG, build_parser, closest
 
 Handler = Callable[[argparse.Namespace], int]
@@ -70,7 +70,9 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         if args.arguments_check is not None:  # bad arguments, as fast as --help
             _handler(args.arguments_check)(args)
-        return _handler(args.handler)(args)
+        # any subcommand's judge (eval's too) that moves on to another method: said here
+        with judge_switches(_note, lambda m: f"pass --structured-output {m} to ask for it at once"):
+            return _handler(args.handler)(args)
     except InputError as exc:
         print(f"{PROG} {args.command}: error: {one_line(str(exc))}", file=sys.stderr)
         return 2
@@ -80,6 +82,10 @@ def _main(argv: Sequence[str] | None) -> int:
         print(f"{PROG}: interrupted", file=sys.stderr, flush=True)
         sys.stdout.flush()
         os._exit(130)
+
+
+def _note(line: str) -> None:
+    print(f"{PROG}: {line}", file=sys.stderr, flush=True)
 
 
 def _printable_text() -> None:

@@ -17,8 +17,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from loop_agents_cli.console.loop_console import LoopConsole
 from loop_agents_cli.demos import song_lyrics
 from loop_agents_cli.demos.prompts import prompt
-from loop_agents_cli.errors import UsageError
-from loop_agents_cli.failures import JUDGE_INVALID, judge_switches
+from loop_agents_cli.errors import UsageError, judge_switches
+from loop_agents_cli.failures import JUDGE_INVALID
 from loop_agents_cli.interrupt import CtrlC, run_interruptible
 from loop_agents_cli.models.endpoints import Endpoint
 from loop_agents_cli.models.local_model import LocalModelError, banner

@@ -7,13 +7,9 @@ A bundled server process that died is the error instead (its role, exit, log and
 
 from __future__ import annotations
 
-import contextlib
 import json
-import re
-import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TextIO
 
 import httpx
 import openai
@@ -35,12 +31,6 @@ _VALUE_PROBLEMS = ("outside the scale", "not a finite number", "not a number")
 _LOST = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
 _NOT_JSON = "Unexpected response type from OpenAI-compatible endpoint"  # langchain-openai's
 _EMPTY_STREAM = "No generations found in stream"  # langchain-core's
-_SWITCHED = re.compile(
-    r"llm_judge '.*?': the server refused (?P<refused>.*); the judge now uses "
-    r'method="(?P<method>\w+)"',
-    re.DOTALL,
-)
-"""The warning `llm_judge` gives when it moves on from a method the server refused."""
 
 
 @dataclass(frozen=True)
@@ -221,46 +211,3 @@ def judge_message(exc: JudgeError, method: str) -> str:
         f"the judge gave no usable verdict{where} after {len(problems)} attempts "
         f"(last: {last}); {fix}"
     )
-
-
-@contextlib.contextmanager
-def judge_switches(say: Callable[[str], None], fix: Callable[[str], str]) -> Iterator[None]:
-    """Say `llm_judge`'s move from a refused method in the command's words, in the block.
-
-    ``say`` prints the line, ``fix(method)`` tells how to ask for that method at once; other
-    warnings are shown as usual.
-
-    Example:
-        ```python
-        with judge_switches(print, lambda m: f"--structured-output {m}"):
-            outcome = await stream_loop(...)
-        ```
-    """
-    shown = warnings.showwarning
-
-    def show(
-        message: Warning | str,
-        category: type[Warning],
-        filename: str,
-        lineno: int,
-        file: TextIO | None = None,
-        line: str | None = None,
-    ) -> None:
-        found = _SWITCHED.match(str(message))
-        if found is None:
-            shown(message, category, filename, lineno, file, line)
-            return
-        refused = found["refused"]
-        methods = re.findall(r"(?:^|; )(json_schema|function_calling|json_mode) \(", refused)
-        lowered = refused.lower()
-        words = [refused[i : i + len(w)] for w in REFUSALS if (i := lowered.find(w)) >= 0]
-        why = f' ("{words[0]}")' if words else ""
-        say(
-            f"the judge's server refused structured output as {' and '.join(methods)}{why}; "
-            f"the judge now uses {found['method']}: {fix(found['method'])}"
-        )
-
-    with warnings.catch_warnings():
-        warnings.filterwarnings("always", "llm_judge .*: the server refused", UserWarning)
-        warnings.showwarning = show
-        yield

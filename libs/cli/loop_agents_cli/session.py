@@ -23,7 +23,8 @@ from langgraph.types import StreamMode
 from loop_agents.hosts.middleware import loop_output
 from loop_agents.loop.events import LoopEvent, is_loop_event
 from loop_agents_cli.console.loop_console import LoopConsole
-from loop_agents_cli.failures import Failure, explain, judge_switches
+from loop_agents_cli.errors import judge_switches
+from loop_agents_cli.failures import Failure, explain
 from loop_agents_cli.interrupt import CtrlC
 from loop_agents_cli.loop import RunGraph, build_loop
 from loop_agents_cli.models.endpoints import Endpoint

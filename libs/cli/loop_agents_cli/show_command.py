@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -80,7 +81,12 @@ def print_run(store: RunStore, run: SavedRun, *, as_json: bool, report: Path | N
     if result["answer"]:
         view.print_answer(result["answer"])
     if run.state in ("interrupted", "failed"):
-        again = resume_command(run.run_id, as_json=False, env_file=None, home=store.folder)
+        # a run the server refused the judge's way for: its error names the way to resume with
+        fix = re.search(r"use --structured-output (\w+)", run.error or "")
+        method = fix[1] if fix else None
+        again = resume_command(
+            run.run_id, as_json=False, env_file=None, home=store.folder, method=method
+        )
         done = f"{len(result['records'])} of {run.max_iterations} iterations are saved"
         console.print()
         console.print(f"{run.state}; {done}. Resume the run with:", markup=False)

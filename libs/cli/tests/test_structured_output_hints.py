@@ -12,12 +12,14 @@ takes it. In process, against a scripted server on loopback HTTP.
 from __future__ import annotations
 
 import json
+import warnings
 
 import httpx
 import openai
 import pytest
 
 from loop_agents_cli import main
+from loop_agents_cli.errors import judge_switches
 from loop_agents_cli.failures import explain
 from loop_agents_cli.models.endpoints import Endpoint, EndpointSpec
 from loop_agents_cli.store import saved_runs
@@ -140,6 +142,39 @@ def test_every_method_refused_names_the_text_form_and_resume_takes_it(
     assert "response_format" not in judged
     saved = saved_runs().find(run_id).settings["endpoint"]
     assert saved["structured_output_method"] == "text"  # a later resume asks the same way
+
+
+def test_show_of_such_a_run_resumes_it_the_way_its_error_names(tmp_path, monkeypatch, capsys):
+    clear_model_settings(monkeypatch, tmp_path)
+    server = ScriptedOpenAI([DRAFT, Fail(400, NO_TOOLS), Fail(400, NO_TOOLS)], llama_cpp=True)
+    with server.serve() as url:
+        assert _run("--base-url", url, "--json") == 1
+    run_id = saved_runs().list()[0].run_id
+    capsys.readouterr()
+    assert main(["show", run_id]) == 0
+    last = capsys.readouterr().out.rstrip().splitlines()[-1]
+    assert last.endswith(f"loop-agents resume {run_id} --structured-output text")
+
+
+def test_a_move_is_said_once_and_other_warnings_pass():
+    said: list[str] = []
+    move = (
+        "llm_judge 'judge': the server refused json_schema (Error code: 500 - \"Input should "
+        "be 'text' or 'json_object'\"); the judge now uses method=\"function_calling\". Set "
+        'llm_judge(..., method="function_calling") to skip the refused requests.'
+    )
+    with warnings.catch_warnings(record=True) as other:
+        warnings.simplefilter("always")
+        with judge_switches(said.append, lambda m: f"pass --structured-output {m}"):
+            for _ in range(3):  # three judges (an eval's) move on the same way: one line
+                warnings.warn(move, UserWarning, stacklevel=1)
+            warnings.warn("something else", UserWarning, stacklevel=1)
+    assert said == [
+        "the judge's server refused structured output as json_schema (\"Input should be "
+        "'text' or 'json_object'\"); the judge now uses function_calling: pass "
+        "--structured-output function_calling"
+    ]
+    assert [str(w.message) for w in other] == ["something else"]
 
 
 def test_a_resumed_run_whose_judge_moves_on_names_the_resume_command(tmp_path, monkeypatch, capsys):
