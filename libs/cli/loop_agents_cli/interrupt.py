@@ -39,17 +39,10 @@ T = TypeVar("T")
 
 
 class CtrlC:
-    """SIGINT and SIGTERM handling for one run (install it from inside the run's event loop).
+    """SIGINT and SIGTERM handling for one run (`install` it from inside the run's event loop).
 
-    Args:
-        on_exit: Records and prints that the run was interrupted; called once.
-        deadline: Seconds between the first Ctrl-C and the end of the process.
-
-    Example:
-        ```python
-        ctrl_c = CtrlC(lambda: print("interrupted"))
-        ctrl_c.install()  # in the coroutine that runs the loop
-        ```
+    ``on_exit`` records and prints the interruption (once); ``deadline``: seconds from the
+    first Ctrl-C to the end of the process.
     """
 
     def __init__(self, on_exit: Callable[[], None], *, deadline: float = DEADLINE_SECONDS) -> None:

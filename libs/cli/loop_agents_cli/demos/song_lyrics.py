@@ -314,18 +314,11 @@ async def run_offline(
     view: LoopConsole | None = None,
     seed: int | None = None,
 ) -> LoopOutput:
-    """Run the demo on the bundled offline model (the ``local`` extra), with a banner.
-
-    ``settings`` is read for ``max_tokens`` only; ``seed``: default a new one, printed.
+    """Run the demo on the bundled offline model, with a banner (``settings``: for its cap only).
 
     Raises:
         SettingsError: the ``local`` extra is not installed (the message says what to do).
         LocalModelServerDied: a server process stopped mid-run.
-
-    Example:
-        ```python
-        result = asyncio.run(run_offline())
-        ```
     """
     if not local_model.is_installed():
         raise SettingsError(local_model.no_endpoint_message())

@@ -109,14 +109,8 @@ class Endpoint:
     """A model server to talk to, and the chat models for it.
 
     Use it as a context manager (or `open` and `close`): for the bundled model, opening starts
-    llama.cpp's server (a process per role) and closing stops it.
-
-    Args:
-        spec: Which server and model.
-        source: Why this endpoint was chosen, for `describe` (e.g. ``"from --base-url"``).
-        api_key: The API key (from ``OPENAI_API_KEY``, never saved).
-        threads: CPU threads of each bundled server process; default half the cores.
-        seed: The bundled server's random seed; default a new one when it opens.
+    llama.cpp's server (a process per role) and closing stops it. ``api_key`` is never saved;
+    ``threads`` and ``seed`` are the bundled server's (default: half the cores, a new seed).
 
     Example:
         ```python

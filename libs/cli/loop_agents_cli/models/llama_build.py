@@ -1,17 +1,8 @@
 """Whether the installed llama.cpp is the project's build: its flags, read from its build record.
 
-A native build crashed on these machines, and pip's wheel cache does not look at
-``CMAKE_ARGS``; so the build writes a record (``llama_cpp/lib/loop_agents_build.json``:
-its flags, ``CFLAGS``/``CXXFLAGS``, the included CMake file's SHA-256, the time) that
-`check_build` compares with `CMAKE_ARGS`. ``python -m loop_agents_cli.models.llama_build``
-says whether the installed build is the project's (exit 0) or how to rebuild it (1). See
-docs/local-model.md. Only the standard library is used.
-
-Example:
-    ```python
-    build = check_build()
-    print(build.summary() if build.ok else build.problem)
-    ```
+pip's wheel cache does not look at ``CMAKE_ARGS``, so the build writes a record
+(``llama_cpp/lib/loop_agents_build.json``) that `check_build` compares with `CMAKE_ARGS`;
+``python -m loop_agents_cli.models.llama_build`` says whether it matches (docs/local-model.md).
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
 """The bundled offline model: llama.cpp's OpenAI-compatible server with SmolLM2-135M-Instruct.
 
-`LocalModelPair` runs one server process per role (agent, judge) on one GGUF file, so that
-each keeps its own KV cache; `server_failure` says whether a request failed because its
-server died; ``python -m loop_agents_cli.models.local_model`` serves until Ctrl-C. One
-server is `loop_agents_cli.models.local_server`, the installation
-`loop_agents_cli.models.local_setup` (their names are importable from here). See
-docs/local-model.md.
-
-Example:
-    ```python
-    with LocalModelPair() as pair:
-        agent, judge = pair.agent.chat_model(), pair.judge.chat_model(temperature=0)
-    ```
+`LocalModelPair` runs one server process per role; `server_failure` says whether a request
+failed because its server died; ``python -m loop_agents_cli.models.local_model`` serves
+until Ctrl-C. The names of `local_server` and `local_setup` are importable from here too.
+See docs/local-model.md.
 """
 
 from __future__ import annotations
@@ -93,19 +85,13 @@ __all__ = [
 class LocalModelPair(_Started):
     """The bundled server twice on one GGUF file: one process for the agent, one for the judge.
 
-    Each keeps its own KV cache (the agent's prompts reuse their prefix though the judge spoke
-    in between); the memory-mapped weights are shared.
-
-    Args:
-        model: A GGUF file; default the bundled one.
-        n_threads: CPU threads of each process; default `default_threads`.
-        seed: The agent's seed; the judge's is the next number (wrapping at `MAX_SEED`).
-        **options: Passed to both `LocalModelServer`s (``n_ctx``, ``stop_timeout``, ...).
+    Each keeps its own KV cache; the memory-mapped weights are shared. The judge's seed is the
+    agent's ``seed`` + 1; ``options`` go to both `LocalModelServer`s.
 
     Example:
         ```python
         with LocalModelPair(n_threads=2) as pair:
-            print(pair.agent.base_url, pair.judge.base_url)
+            agent, judge = pair.agent.chat_model(), pair.judge.chat_model(temperature=0)
         ```
     """
 
