@@ -149,7 +149,10 @@ class SavedRun:
     @property
     def running_elsewhere(self) -> bool:
         """Whether another live process runs it now."""
-        return self.status == "running" and self.pid != os.getpid() and alive(self.pid or 0)
+        pid = self.pid
+        if self.status != "running" or pid is None or pid in (0, os.getpid()):
+            return False
+        return alive(pid)
 
     @property
     def started(self) -> str:
