@@ -1,23 +1,9 @@
 """The ``loop-agents`` command: put any task through a loop, on any model you have.
 
-```
-loop-agents run "Write a limerick about LangGraph." --rubric "Five lines, AABBA, funny."
-loop-agents run "Write fizzbuzz.py" --check 'python {answer_file} | head -3'
-loop-agents resume 3f9a2c1b
-loop-agents runs
-loop-agents show 3f9a2c1b --json
-loop-agents demo song-lyrics
-```
-
-- `parser`: the subcommands and their arguments (light: ``--help`` imports nothing heavy);
-- `arguments`: each subcommand's checks, run before its handler is imported (light too);
-- `app`: `main`, which parses, runs a subcommand's handler and maps errors to exit statuses;
-- `run_command`, `runs_command` (light), `show_command`, `demo_command`: the handlers;
-- `spec` (a run's settings), `loop` (the loop built from them), `session` (running it:
-  streaming, saving, Ctrl-C, failures), `store` (saved runs), `results` (the JSON form).
-
-Exit status: 0 the loop ran, 1 it failed (the result so far is printed), 2 bad arguments
-or settings, 130 interrupted.
+`parser` and `arguments` are light (``--help`` imports nothing heavy); `app.main` runs a
+subcommand's handler (`run_command`, `runs_command`, `show_command`, `demo_command`) and
+maps errors to exit statuses: 0 the loop ran, 1 it failed, 2 bad arguments, 130 Ctrl-C,
+141 a closed stdout. docs/cli.md is the command's page.
 """
 
 from loop_agents_cli.app import main

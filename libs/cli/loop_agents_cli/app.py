@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import difflib
+import contextlib
 import importlib
 import io
+import os
 import re
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from typing import cast
 
-from loop_agents_cli.errors import InputError, UsageError, one_line
-from loop_agents_cli.parser import PROG, build_parser
+from loop_agents_cli.errors import InputError, UsageError, judge_switches, one_line
+from loop_agents_cli.parser import PROG, build_parser, closest
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -25,28 +27,36 @@ def _handler(path: str) -> Handler:
 def _suggestion(unknown: Sequence[str], parser: argparse.ArgumentParser) -> str:
     """`` (did you mean --rubric?)`` for a mistyped option, else ``""``."""
     options = sorted(set(re.findall(r"--[a-z][a-z0-9-]*", parser.format_usage())))
-    guesses = []
-    for word in unknown:
-        name = word.split("=", 1)[0]
-        if name.startswith("--"):
-            guesses += difflib.get_close_matches(name, options, n=1, cutoff=0.75)
+    names = [word.split("=", 1)[0] for word in unknown if word.startswith("--")]
+    guesses = [guess for name in names if (guess := closest(name, options, cutoff=0.75))]
     return f" (did you mean {' or '.join(guesses)}?)" if guesses else ""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``loop-agents`` command with ``argv`` (default: the process's arguments).
 
-    Returns:
-        The exit status: 0 when the loop ran, 1 when it failed, 2 for bad arguments or
-        settings (argparse exits with 2 itself for malformed options), 130 when
-        interrupted.
+    Returns the exit status: 0 the loop ran, 1 it failed, 2 bad arguments or settings, 141
+    stdout closed (``| head``); after Ctrl-C the process ends with 130.
 
     Example:
         ```python
         status = main(["run", "Name a colour.", "--rubric", "One word.", "--json"])
         ```
-
     """
+    try:
+        try:
+            return _main(argv)
+        finally:  # also after argparse's exit (--help): what is left to write, now
+            sys.stdout.flush()
+    except BrokenPipeError:
+        # the reader went away (`| head -1`): end quietly, as a command killed by SIGPIPE,
+        # and point stdout at /dev/null so that the interpreter's last flush cannot fail
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
+
+
+def _main(argv: Sequence[str] | None) -> int:
     _printable_text()
     parser, commands = build_parser()
     args, unknown = parser.parse_known_args(argv)
@@ -60,15 +70,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.arguments_check is not None:  # bad arguments, as fast as --help
             _handler(args.arguments_check)(args)
-        return _handler(args.handler)(args)
+        # any subcommand's judge (eval's too) that moves on to another method: said here
+        with judge_switches(_note, lambda m: f"pass --structured-output {m} to ask for it at once"):
+            return _handler(args.handler)(args)
     except InputError as exc:
         print(f"{PROG} {args.command}: error: {one_line(str(exc))}", file=sys.stderr)
         return 2
     except UsageError as exc:
         command.error(str(exc))  # prints the usage and the message, exits with 2
-    except KeyboardInterrupt:
-        print(f"{PROG}: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt:  # before a run took Ctrl-C over: end now, as a run does
+        print(f"{PROG}: interrupted", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        os._exit(130)
+
+
+def _note(line: str) -> None:
+    print(f"{PROG}: {line}", file=sys.stderr, flush=True)
 
 
 def _printable_text() -> None:

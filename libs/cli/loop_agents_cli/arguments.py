@@ -1,14 +1,8 @@
 """The checks of a command's arguments that need no model library: run before it is imported.
 
-A subcommand's handler imports LangChain, LangGraph and the OpenAI client (seconds on a
-loaded machine). Bad arguments must be reported as fast as ``--help`` answers, so each
-`loop_agents_cli.parser.Command` may name a check from here, which `loop_agents_cli.app`
-runs first. A check raises `UsageError` (exit status 2) and may fill in what it read
-(e.g. a task read from a file or stdin becomes ``args.task``, the endpoint found becomes
-``args.endpoint``), so that the handler does not read it twice. Only the standard library
-and light modules of this package are imported here; finding the endpoint comes last,
-once everything else is checked (choosing the bundled model loads its server's module,
-which imports the OpenAI client).
+Bad arguments must be reported as fast as ``--help`` answers (a handler imports LangChain:
+seconds on a loaded machine). A check raises `UsageError` and may fill in what it read
+(``args.task``, ``args.endpoint``) so that the handler does not read it twice.
 """
 
 from __future__ import annotations
@@ -25,13 +19,10 @@ if TYPE_CHECKING:
 
 
 def check_run(args: argparse.Namespace) -> None:
-    """``run``'s arguments: the texts (read now, once), a judge or a check, the numbers.
+    """``run``'s arguments: the texts (read now, once), a judge or a check, the numbers, the model.
 
-    ``--check``'s program must be found (`loop_agents_checks.sandbox.shell_command`, light).
-
-    Afterwards ``args.task``, ``args.rubric`` and ``args.system`` hold the texts (``None``
-    when not given) and the ``--*-file`` options are ``None``; calling it again is a
-    no-op.
+    Afterwards ``args.task``, ``args.rubric`` and ``args.system`` hold the texts and the
+    ``--*-file`` options are ``None``.
     """
     if args.max_file_bytes < 1:
         raise UsageError(f"--max-file-bytes must be >= 1; got {args.max_file_bytes}")
@@ -59,23 +50,12 @@ def check_run(args: argparse.Namespace) -> None:
 
 
 def check_model_options(args: argparse.Namespace) -> None:
-    """The model options and settings, and the endpoint they name (`find_endpoint`).
-
-    Afterwards ``args.environment`` holds the settings read (the environment over the
-    ``.env`` file or ``--env-file``) and ``args.endpoint`` the endpoint found.
-    """
+    """The model options and settings: ``args.environment`` and ``args.endpoint``, found."""
     args.endpoint = find_endpoint(args, seed=args.seed)
 
 
 def find_endpoint(args: argparse.Namespace, *, seed: int | None) -> Endpoint:
-    """The endpoint that the model options and settings name; nothing is started.
-
-    The resolution order is `loop_agents_cli.models.endpoints.resolve_endpoint`'s: a
-    malformed setting, a ``--gguf`` that is not a GGUF file or a URL that is not one is
-    reported here.
-
-    Raises:
-        UsageError: a setting is malformed, two conflict, or no endpoint is found.
+    """The endpoint the model options and settings name (`resolve_endpoint`); `UsageError` if none.
 
     Example:
         ```python
@@ -101,11 +81,7 @@ def find_endpoint(args: argparse.Namespace, *, seed: int | None) -> Endpoint:
 
 
 def check_demo(args: argparse.Namespace) -> None:
-    """``demo``'s settings: the demo's own, then the model's (`check_model_options`).
-
-    Afterwards ``args.form_check`` says whether the 相见欢 form is checked
-    (``LOOP_AGENTS_FORM_CHECK``, on unless set to no).
-    """
+    """``demo``'s settings: ``args.form_check``, then the model's (`check_model_options`)."""
     from loop_agents_cli.demos.demo_settings import check_review_method, form_check_from_env
     from loop_agents_cli.models.settings import SettingsError
 
@@ -132,11 +108,9 @@ def _environment(args: argparse.Namespace) -> Environment:
 
 
 def check_saved_run(args: argparse.Namespace) -> None:
-    """``show``'s and ``resume``'s run id: a saved run must have it (or start with it).
+    """``show``'s and ``resume``'s run id: sets ``args.store`` and ``args.saved`` (the run).
 
-    ``show --report`` must name an HTML page; ``resume`` refuses a run that another
-    process runs now. Afterwards ``args.store`` holds the saved runs and ``args.saved``
-    the run.
+    ``resume`` refuses a run another process runs now.
     """
     from loop_agents_cli.store import saved_runs
 

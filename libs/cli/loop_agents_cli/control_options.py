@@ -118,20 +118,13 @@ def control_of_key(
 ) -> LoopControl:
     """The control an option names: ``history=feedback_log`` -> ``History("feedback_log")``.
 
-    Args:
-        key: The key (`KEYS`).
-        value: Its text.
-        requirements: For ``restart`` and ``adaptive``: what one feedback says must hold
-            (the eval gives its own).
-
-    Raises:
-        ValueError: an unknown key (with the closest one), or a value it does not take.
+    ``requirements``: for ``restart`` and ``adaptive``, what one feedback says must hold.
+    `ValueError` for an unknown key (with the closest one) or a value it does not take.
 
     Example:
         ```python
         control_of_key("select", "best")  # AnswerSelection('best')
         ```
-
     """
     build = KEYS.get(key)
     if build is None:

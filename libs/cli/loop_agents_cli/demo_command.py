@@ -1,13 +1,8 @@
 """``loop-agents demo NAME``: run a demo on the model the endpoint resolution finds.
 
-The demo runs as ``run`` does (`loop_agents_cli.session.stream_loop`) and ends as the
-example program does: the summary, the verdict and the selected draft (the best-scored).
-A small model's text is shown tidied (`loop_agents_cli.console.tidy`), and a run on the
-bundled model ends with the commands that run it on a stronger one. A failure mid-run (a
-server that cannot be reached, a reviewer that never gives a valid review) exits 1 with
-the summary so far, the best draft and a one-line error, never a traceback; Ctrl-C exits
-130 within a bound (`loop_agents_cli.interrupt`). A demo is not saved, so there is
-nothing to resume.
+It runs as ``run`` does (`loop_agents_cli.session.stream_loop`: failures, Ctrl-C) and ends
+as the example program does: the summary, the verdict and the best-scored draft, tidied.
+A demo is not saved, so there is nothing to resume.
 """
 
 from __future__ import annotations
@@ -22,7 +17,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from loop_agents_cli.console.loop_console import LoopConsole
 from loop_agents_cli.demos import song_lyrics
 from loop_agents_cli.demos.prompts import prompt
-from loop_agents_cli.errors import UsageError
+from loop_agents_cli.errors import UsageError, judge_switches
+from loop_agents_cli.failures import JUDGE_INVALID
 from loop_agents_cli.interrupt import CtrlC, run_interruptible
 from loop_agents_cli.models.endpoints import Endpoint
 from loop_agents_cli.models.local_model import LocalModelError, banner
@@ -32,11 +28,7 @@ from loop_agents_cli.session import Outcome, stream_loop
 
 
 def demo(args: argparse.Namespace) -> int:
-    """Run the Song-lyrics demo, streamed to the console; return the exit status.
-
-    ``args`` holds what `loop_agents_cli.arguments.check_demo` found: the endpoint (not
-    started yet) and whether the form is checked.
-    """
+    """Run the Song-lyrics demo on the endpoint `check_demo` found; return the exit status."""
     endpoint: Endpoint = args.endpoint
     view = LoopConsole(tidy=True)
     try:
@@ -48,8 +40,6 @@ def demo(args: argparse.Namespace) -> int:
             outcome = run_interruptible(
                 _song_lyrics(endpoint, view, ctrl_c, form_check=args.form_check), ctrl_c, endpoint
             )
-            if outcome is None:
-                return ctrl_c.exit_status
     except (SettingsError, LocalModelError) as exc:
         raise UsageError(str(exc)) from exc
     return _report(outcome, view, endpoint)
@@ -70,7 +60,12 @@ async def _song_lyrics(
     message = HumanMessage(content=prompt)
     request: dict[str, Any] = {"init_messages": [message], "messages": [message]}
     config: Any = {"configurable": {"thread_id": "demo"}}
-    return await stream_loop(loop, request, config, endpoint=endpoint, view=view)
+
+    def say(line: str) -> None:
+        view.console.print(line, style="dim", markup=False, highlight=False, soft_wrap=True)
+
+    with judge_switches(say, lambda m: f"pass --structured-output {m} to ask for it at once"):
+        return await stream_loop(loop, request, config, endpoint=endpoint, view=view)
 
 
 def _bundled_model(endpoint: Endpoint) -> bool:
@@ -80,16 +75,16 @@ def _bundled_model(endpoint: Endpoint) -> bool:
 
 def _report(outcome: Outcome, view: LoopConsole, endpoint: Endpoint) -> int:
     tiny = _bundled_model(endpoint)
-    if outcome.error is None:
+    failure = outcome.failure
+    if failure is None:
         song_lyrics.report(outcome.values, view)
         if tiny:  # how to run the same demo on a stronger model
             view.console.print(song_lyrics.advice(offline=True), style="dim", markup=False)
         return 0
-    failure = outcome.failure or "error"
-    view.failed(failure)
-    song_lyrics.report(outcome.values, view, stop_reason=failure)
-    print(f"{PROG}: error: {outcome.error}", file=sys.stderr, flush=True)
-    if endpoint.spec.kind == "local" and failure == "judge_invalid":
+    view.failed(failure.reason)
+    song_lyrics.report(outcome.values, view, stop_reason=failure.reason)
+    print(f"{PROG}: error: {failure.error}", file=sys.stderr, flush=True)
+    if endpoint.spec.kind == "local" and failure.reason == JUDGE_INVALID:
         # the model's limits; a server that died or could not be reached is not
         print(f"{PROG}: {song_lyrics.advice(offline=tiny)}", file=sys.stderr, flush=True)
     return 1

@@ -1,75 +1,68 @@
-"""What the command says when a run fails: one line that names the server and a fix it offers.
+"""What the command says when a run fails: one line naming the server and the fix it offers.
 
-A failure mid-run (a server error, a lost connection, a reply that is not JSON, a judge
-that never gave a valid verdict) becomes one line on stderr, never a traceback. The line
-names the server by URL (the judge's when the judge's request failed), and where the
-command has an option that may fix the problem (``--structured-output``, ``--model``) it
-names that option, not a library parameter. When a bundled llama.cpp server process died,
-that is the error instead: its role, how it ended, the end of its log and the fix.
+A failure mid-run becomes one line on stderr, never a traceback; where an option of the
+command may fix it (``--structured-output``, ``--model``) the line names that option.
+A bundled server process that died is the error instead (its role, exit, log and fix).
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import httpx
 import openai
 
-from loop_agents.evaluators.judge import JudgeError
+from loop_agents.evaluators.judge import REFUSALS, JudgeError, refusal
 from loop_agents_cli.errors import one_line
 from loop_agents_cli.models.endpoints import Endpoint
 from loop_agents_cli.models.llama_cpp_extras import ContextWindowExceeded
 from loop_agents_cli.parser import STRUCTURED_OUTPUT_METHODS
 
 OPENAI_URL = "https://api.openai.com/v1"
-
 JUDGE_INVALID = "judge_invalid"
 """The stop reason of a run whose judge gave no valid verdict within its retries."""
-
 ERROR = "error"
 """The stop reason of a run that failed for any other reason."""
 
-_UNSUPPORTED = re.compile(
-    r"not supported|unsupported|not implemented|does ?n[o']t support|not available", re.I
-)
-_STRUCTURED = re.compile(
-    r"response_format|json_schema|json_object|json schema|structured|tool", re.I
-)
 _VALUE_PROBLEMS = ("outside the scale", "not a finite number", "not a number")
 """How `llm_judge` words a verdict that parsed but whose score is unusable."""
-
-_PROBLEM_LIMIT = 160
-
 _LOST = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
-"""A connection that was made, then broke (the server died, or closed it mid-answer)."""
+_NOT_JSON = "Unexpected response type from OpenAI-compatible endpoint"  # langchain-openai's
+_EMPTY_STREAM = "No generations found in stream"  # langchain-core's
 
-_NOT_JSON = "Unexpected response type from OpenAI-compatible endpoint"
-"""langchain-openai's ``ValueError`` for a reply body that is not JSON (e.g. HTML)."""
 
-_EMPTY_STREAM = "No generations found in stream"
-"""langchain-core's ``ValueError`` for a streamed reply without a single chunk."""
+@dataclass(frozen=True)
+class Failure:
+    """A failed run, as the command reports it.
+
+    Attributes:
+        error: One line: what went wrong, the server by URL, the fix.
+        reason: The stop reason reported: `JUDGE_INVALID` or `ERROR`.
+        resumable: Whether a resume could go on (not for a prompt over the context).
+        method: The ``--structured-output`` to resume with, when the server refused the
+            run's (else ``None``: resume as saved).
+    """
+
+    error: str
+    reason: str = ERROR
+    resumable: bool = True
+    method: str | None = None
 
 
 def _causes(exc: BaseException) -> list[BaseException]:
-    """What ``exc`` was raised from, and what that was raised from, ..., outermost first."""
+    """``exc`` and what it was raised from, outermost first."""
     chain: list[BaseException] = []
-    current = exc.__cause__ or exc.__context__
+    current: BaseException | None = exc
     while current is not None and all(current is not seen for seen in chain):
         chain.append(current)
         current = current.__cause__ or current.__context__
     return chain
 
 
-def _says(exc: BaseException, text: str) -> bool:
-    return isinstance(exc, ValueError) and str(exc).startswith(text)
-
-
 def context_overflow(exc: BaseException) -> ContextWindowExceeded | None:
     """The prompt-over-the-context error that ``exc`` is or was raised from, if any.
-
-    A run stopped by it would fail the same way when resumed.
 
     Example:
         ```python
@@ -77,21 +70,7 @@ def context_overflow(exc: BaseException) -> ContextWindowExceeded | None:
             print("shorten the task")
         ```
     """
-    for error in (exc, *_causes(exc)):
-        if isinstance(error, ContextWindowExceeded):
-            return error
-    return None
-
-
-def failure_reason(exc: BaseException) -> str:
-    """The stop reason a failed run reports: `JUDGE_INVALID` or `ERROR`.
-
-    Example:
-        ```python
-        failure_reason(JudgeError("no verdict", ["off the scale"]))  # 'judge_invalid'
-        ```
-    """
-    return JUDGE_INVALID if isinstance(exc, JudgeError) else ERROR
+    return next((e for e in _causes(exc) if isinstance(e, ContextWindowExceeded)), None)
 
 
 def other_methods(method: str) -> list[str]:
@@ -106,6 +85,31 @@ def other_methods(method: str) -> list[str]:
     return [m for m in order if m != method and m in STRUCTURED_OUTPUT_METHODS]
 
 
+def refused_everything(exc: BaseException) -> bool:
+    """Whether ``exc`` is a judge's error for a server that refused every structured output."""
+    problems = exc.problems if isinstance(exc, JudgeError) else []
+    return bool(problems) and all(any(w in p.lower() for w in REFUSALS) for p in problems)
+
+
+def explain(exc: BaseException, endpoint: Endpoint) -> Failure:
+    """The `Failure` of a run that ``exc`` stopped, for a run on ``endpoint``.
+
+    Example:
+        ```python
+        failure = explain(exc, endpoint)
+        print(f"loop-agents: error: {failure.error}")
+        ```
+    """
+    method = endpoint.spec.structured_output_method
+    fix = None
+    if refused_everything(exc):
+        fix = "text"
+    elif any(refusal(e) is not None for e in _causes(exc)):
+        fix = other_methods(method)[0]
+    reason = JUDGE_INVALID if isinstance(exc, JudgeError) else ERROR
+    return Failure(describe_error(exc, endpoint), reason, context_overflow(exc) is None, fix)
+
+
 def describe_error(exc: BaseException, endpoint: Endpoint) -> str:
     """One line saying what went wrong; the server is named by URL.
 
@@ -116,17 +120,16 @@ def describe_error(exc: BaseException, endpoint: Endpoint) -> str:
         ```
     """
     died = endpoint.server_failure()
-    if died is not None:  # the cause of whatever the client saw; never the model's size
+    if died is not None:  # the cause of whatever the client saw
         return died
+    if (overflow := context_overflow(exc)) is not None:
+        return one_line(str(overflow))
     url = _server_url(exc, endpoint)
     method = endpoint.spec.structured_output_method
-    overflow = context_overflow(exc)
-    if overflow is not None:
-        return one_line(str(overflow))
+    causes = _causes(exc)[1:]
     if isinstance(exc, openai.APITimeoutError):
         text = f"the model server at {url} did not answer in time"
     elif isinstance(exc, openai.APIConnectionError):
-        causes = _causes(exc)
         lost = [c for c in causes if isinstance(c, _LOST)]
         if lost:
             text = f"the connection to the model server at {url} was lost: {lost[0]}"
@@ -135,10 +138,10 @@ def describe_error(exc: BaseException, endpoint: Endpoint) -> str:
             text = f"cannot reach the model server at {url}: {reason}"
     elif isinstance(exc, openai.APIStatusError):
         text = f"the model server at {url} answered HTTP {exc.status_code}: {exc.message}"
-        if _UNSUPPORTED.search(exc.message) and _STRUCTURED.search(exc.message):
+        if refusal(exc) is not None:
             text = (
-                f"{one_line(text, limit=300)}; the server does not take structured output "
-                f"as {method}: try --structured-output {other_methods(method)[0]}"
+                f"{one_line(text, limit=300)}; it does not take structured output as "
+                f"{method}: use --structured-output {other_methods(method)[0]}"
             )
     elif isinstance(exc, openai.APIResponseValidationError):
         text = f"the model server at {url} sent a reply that is not a chat completion: {exc}"
@@ -166,9 +169,13 @@ def describe_error(exc: BaseException, endpoint: Endpoint) -> str:
     return one_line(text)
 
 
+def _says(exc: BaseException, text: str) -> bool:
+    return isinstance(exc, ValueError) and str(exc).startswith(text)
+
+
 def _server_url(exc: BaseException, endpoint: Endpoint) -> str:
     """The base URL of the server that ``exc`` came from (the judge's may differ)."""
-    for error in (exc, *_causes(exc)):
+    for error in _causes(exc):
         try:  # openai's errors and httpx's carry the request (httpx's may raise: not set)
             url = getattr(getattr(error, "request", None), "url", None)
         except RuntimeError:
@@ -182,19 +189,20 @@ def _server_url(exc: BaseException, endpoint: Endpoint) -> str:
 def judge_message(exc: JudgeError, method: str) -> str:
     """A short line for a judge that gave no valid verdict, with what the command offers.
 
-    A score that parsed but is off the scale or not finite is the model's limit (a
-    stronger model helps); a reply that did not parse may also be the way the verdict
-    is asked for (another ``--structured-output``).
-
     Example:
         ```python
-        judge_message(JudgeError("...", ["the score 2018.73 is outside the scale 0-100"],
-                                 iteration=1), "json_schema")
+        judge_message(JudgeError("...", ["the score 2018 is off the scale"]), "json_schema")
         ```
     """
     problems: Sequence[str] = exc.problems or [str(exc)]
+    if refused_everything(exc):
+        return (
+            "the judge's server refused every way of asking for structured output "
+            f"(last: {one_line(problems[-1], limit=160)}); use --structured-output text "
+            "(a 'Score: N' reply), or a model or server that takes structured output"
+        )
     where = f" at iteration {exc.iteration}" if exc.iteration is not None else ""
-    last = one_line(problems[-1], limit=_PROBLEM_LIMIT)
+    last = one_line(problems[-1], limit=160)
     if all(any(kind in p for kind in _VALUE_PROBLEMS) for p in problems):
         fix = "a stronger model (--model) may keep to the scale"
     else:

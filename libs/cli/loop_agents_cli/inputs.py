@@ -1,10 +1,7 @@
 """Reading a run's texts (task, rubric, instructions) from the command line or a file.
 
-A text file is read only up to a cap (``--max-file-bytes``, 1 MiB by default): a task is
-a few pages at most, and ``--task-file /dev/zero`` must not fill the memory. Files that
-never end (character and block devices such as ``/dev/zero``, ``/dev/urandom`` or a
-terminal), folders and sockets are refused before anything is read; a pipe (``-``,
-``<(command)``) is read up to the cap. Text must be UTF-8, from a file or an argument.
+A file is read up to a cap (``--max-file-bytes``); devices, folders and sockets are
+refused before anything is read; text must be UTF-8.
 """
 
 from __future__ import annotations
@@ -65,9 +62,7 @@ def read_text_file(path: Path, what: str, *, limit: int = DEFAULT_MAX_FILE_BYTES
 
     Example:
         ```python
-        from pathlib import Path
-        Path("task.md").write_text("Name three primes.")
-        assert read_text_file(Path("task.md"), "task") == "Name three primes."
+        task = read_text_file(Path("task.md"), "task")
         ```
     """
     if str(path) == "-":
@@ -84,13 +79,7 @@ def read_text_file(path: Path, what: str, *, limit: int = DEFAULT_MAX_FILE_BYTES
 
 
 def check_utf8(value: str, what: str) -> str:
-    """``value`` when it is valid text; an argument with invalid UTF-8 is refused.
-
-    Python keeps the undecodable bytes of a command-line argument as lone surrogates,
-    which no UTF-8 file or database can store.
-
-    Raises:
-        InputError: ``value`` holds bytes that are not UTF-8.
+    """``value`` when it is valid text; `InputError` for bytes that are not UTF-8.
 
     Example:
         ```python
@@ -111,10 +100,10 @@ def check_utf8(value: str, what: str) -> str:
 def text_argument(
     value: str | None, path: Path | None, what: str, *, required: bool, limit: int
 ) -> str | None:
-    """The text given inline or in a file (``-``: stdin); at most one of the two.
+    """The text given inline or in a file (``-``: stdin), stripped; at most one of the two.
 
     Raises:
-        UsageError: both or (when ``required``) neither are given, or the text is empty.
+        UsageError: both or (``required``) neither are given, or the text is empty.
         InputError: the file cannot be used, or the text is not UTF-8.
 
     Example:

@@ -1,17 +1,11 @@
 """Ctrl-C during a run: the process ends within a bound, with every completed step on disk.
 
-`CtrlC` takes over SIGINT (and SIGTERM, e.g. from ``timeout``) while a run's event loop
-runs. The first Ctrl-C cancels the run (the model call in flight is abandoned; completed
-steps were already saved, since the loop runs with ``durability="sync"``) and starts a
-deadline: `DEADLINE_SECONDS` later the process ends with status 130 (143 after SIGTERM)
-whatever is still winding down (a library that does not let go of a cancelled request, a
-server that takes its time to stop, a machine so loaded that the interpreter's own exit
-is slow). A second Ctrl-C ends it at once. `CtrlC.report` says so once, by whichever
-path comes first; `stop_servers_now` kills the bundled llama.cpp server's processes
-without the graceful wait (after Ctrl-C nothing of theirs is needed).
-
-`ShieldedSqliteSaver` makes the saver's writes run to their end when the run is
-cancelled in the middle of one, so that a step that completed is never lost.
+The first Ctrl-C (or SIGTERM) cancels the run: completed steps are on disk already
+(``durability="sync"``), a checkpoint write in progress gets `GRACE_SECONDS`. Then the
+interruption is reported, the bundled servers are killed and the process ends at once,
+without the interpreter's slow exit (measured: 1.1-1.6 s of it at a load of 16 on 2
+cores). `DEADLINE_SECONDS` after the first Ctrl-C it ends whatever is still winding
+down; a second Ctrl-C ends it at once. Figures: docs/cli.md.
 """
 
 from __future__ import annotations
@@ -23,7 +17,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Coroutine, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata
@@ -38,25 +32,17 @@ GRACE_SECONDS = 0.5
 DEADLINE_SECONDS = 1.0
 """How long after the first Ctrl-C the process ends, whatever is still winding down."""
 
-T = TypeVar("T")
-
 EXIT_STATUS = 130
 """128 + SIGINT, as shells report a command ended by Ctrl-C (143 = 128 + SIGTERM)."""
 
+T = TypeVar("T")
+
 
 class CtrlC:
-    """SIGINT handling for one run (install it from inside the run's event loop).
+    """SIGINT and SIGTERM handling for one run (`install` it from inside the run's event loop).
 
-    Args:
-        on_exit: Records and prints that the run was interrupted; called once, by
-            `report` (the run wound down) or by the deadline's exit, whichever is first.
-        deadline: Seconds between the first Ctrl-C and the end of the process.
-
-    Example:
-        ```python
-        ctrl_c = CtrlC(lambda: print("interrupted"))
-        ctrl_c.install()  # in the coroutine that runs the loop
-        ```
+    ``on_exit`` records and prints the interruption (once); ``deadline``: seconds from the
+    first Ctrl-C to the end of the process.
     """
 
     def __init__(self, on_exit: Callable[[], None], *, deadline: float = DEADLINE_SECONDS) -> None:
@@ -64,19 +50,18 @@ class CtrlC:
         self.deadline = deadline
         self.pressed = 0
         self.exit_status = EXIT_STATUS
+        self.endpoint: Endpoint | None = None
+        """The endpoint whose bundled servers are killed on the way out."""
         self._task: asyncio.Task[Any] | None = None
         self._reported = False
         self._lock = threading.Lock()
 
     def install(self) -> None:
-        """Handle SIGINT and SIGTERM in the running loop.
-
-        A signal that is ignored stays ignored (as SIGINT is for ``cmd &`` in a script).
-        """
+        """Handle SIGINT and SIGTERM in the running loop (an ignored one stays ignored)."""
         loop = asyncio.get_running_loop()
         self._task = asyncio.current_task()
         for number in (signal.SIGINT, signal.SIGTERM):
-            if signal.getsignal(number) is signal.SIG_IGN:
+            if signal.getsignal(number) is signal.SIG_IGN:  # `cmd &` in a script
                 continue
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.add_signal_handler(number, self._pressed, number)
@@ -85,11 +70,9 @@ class CtrlC:
         self.pressed += 1
         if self.pressed > 1 or self._task is None:
             self.exit_now()
-            return
         self.exit_status = 128 + number
-        timer = threading.Timer(self.deadline, self.exit_now)
-        timer.daemon = True  # a thread of its own: it fires even if the event loop is stuck
-        timer.start()
+        # a thread of its own: it fires even if the event loop is stuck
+        threading.Timer(self.deadline, self.exit_now).start()
         self._task.cancel()
 
     def report(self) -> None:
@@ -99,10 +82,12 @@ class CtrlC:
                 self._reported = True
                 self.on_exit()
 
-    def exit_now(self) -> None:
-        """`report`, then end the process with `exit_status` (130 after Ctrl-C)."""
+    def exit_now(self) -> NoReturn:
+        """`report`, kill the bundled servers, end the process with `exit_status` at once."""
         try:
             self.report()
+            if self.endpoint is not None:
+                stop_servers_now(self.endpoint)
         finally:
             for stream in (sys.stdout, sys.stderr):
                 with contextlib.suppress(Exception):
@@ -113,9 +98,7 @@ class CtrlC:
 def stop_servers_now(endpoint: Endpoint) -> None:
     """Kill the bundled llama.cpp server's processes of ``endpoint`` without waiting.
 
-    A graceful stop lets a server finish the answer it is writing (seconds on a loaded
-    machine); after Ctrl-C that answer is abandoned anyway. Other endpoints start no
-    process: nothing happens.
+    After Ctrl-C the answer a server is writing is abandoned: no graceful stop.
 
     Example:
         ```python
@@ -129,41 +112,31 @@ def stop_servers_now(endpoint: Endpoint) -> None:
                 server.process.kill()
 
 
-def run_interruptible(main: Coroutine[Any, Any, T], ctrl_c: CtrlC, endpoint: Endpoint) -> T | None:
-    """``asyncio.run(main)``; ``None`` after Ctrl-C, once it is reported and the servers killed.
+def run_interruptible(main: Coroutine[Any, Any, T], ctrl_c: CtrlC, endpoint: Endpoint) -> T:
+    """``asyncio.run(main)``; after Ctrl-C the process ends, reported and cleaned up.
 
-    ``main`` installs ``ctrl_c`` when it starts. Ctrl-C before that (a plain
-    ``KeyboardInterrupt``) is reported the same way.
+    ``main`` installs ``ctrl_c`` when it starts; a Ctrl-C before that (a plain
+    ``KeyboardInterrupt``) ends it the same way.
 
     Example:
         ```python
         outcome = run_interruptible(run_session(...), ctrl_c, endpoint)
-        if outcome is None:
-            return ctrl_c.exit_status
         ```
     """
+    ctrl_c.endpoint = endpoint
     try:
         return asyncio.run(main)
     except (KeyboardInterrupt, asyncio.CancelledError):
         ctrl_c.report()
         stop_servers_now(endpoint)
-        return None
+        endpoint.close()  # the servers' log folders go
+        ctrl_c.exit_now()
 
 
 class ShieldedSqliteSaver(AsyncSqliteSaver):
     """LangGraph's ``AsyncSqliteSaver`` whose writes finish even if the run is cancelled.
 
-    A cancelled caller stops waiting, the write goes on; `drain` waits for the writes
-    still going (call it before the connection closes).
-
-    Example:
-        ```python
-        async with ShieldedSqliteSaver.from_conn_string("runs.sqlite") as saver:
-            try:
-                ...
-            finally:
-                await saver.drain()
-        ```
+    Call `drain` before the connection closes.
     """
 
     _pending: set[asyncio.Future[Any]]

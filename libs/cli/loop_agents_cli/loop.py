@@ -1,9 +1,7 @@
 """The loop a run's settings describe: the model as agent, then the check and/or the judge.
 
-The loop runs around the agent (`create_loop_agent`), or, with ``run --inside-agent``,
-inside it (``create_agent`` with `LoopMiddleware`): the same loop, the same evaluator,
-another graph. Code that reads a run's state reads it through `loop_output`, which gives
-both in the loop's own form.
+The loop runs around the agent (`create_loop_agent`) or, with ``--inside-agent``, inside
+it (``create_agent`` with `LoopMiddleware`); read either's state with `loop_output`.
 """
 
 from __future__ import annotations
@@ -47,11 +45,7 @@ CHECK_NAME = "check"
 
 
 def build_evaluator(spec: RunSpec, endpoint: Endpoint) -> Evaluator:
-    """The check (``--check``), the judge (``--rubric``), or the check then the judge.
-
-    Raises:
-        ValueError: the check command is unusable (see `command_check`).
-    """
+    """The check (``--check``), the judge (``--rubric``), or the check then the judge."""
     members: list[Evaluator] = []
     if spec.check is not None:
         members.append(
@@ -130,8 +124,6 @@ def reading_loop(
     max_iterations: int, *, checkpointer: Checkpointer, inside: bool = False
 ) -> RunGraph:
     """A loop of the same shape that only reads saved state (``aget_state``); no model.
-
-    ``inside``: the run's loop ran inside the agent (``run --inside-agent``).
 
     Example:
         ```python

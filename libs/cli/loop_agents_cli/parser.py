@@ -9,11 +9,18 @@ and a handler module.
 from __future__ import annotations
 
 import argparse
+import difflib
+import re
+import sys
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, entry_points, version
 from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
 
 PROG = "loop-agents"
 
@@ -76,18 +83,9 @@ and "error" when the run failed.
 class Command:
     """A subcommand: its name, its help, its arguments and where its handler is.
 
-    Attributes:
-        name: The subcommand, e.g. ``"run"``.
-        help: One line for ``loop-agents --help``.
-        description: The paragraph of ``loop-agents NAME --help``.
-        arguments: Adds the subcommand's arguments to its parser.
-        handler: ``"module:function"``; the function takes the parsed arguments and
-            returns the exit status.
-        epilog: Text after the options in ``--help``.
-        check: ``"module:function"`` of a light check of the arguments
-            (`loop_agents_cli.arguments`), run before the handler's module is imported,
-            so that bad arguments are reported as fast as ``--help``.
-
+    ``handler`` and ``check`` are ``"module:function"``: the handler takes the parsed
+    arguments and returns the exit status; the check (`loop_agents_cli.arguments`) runs
+    before the handler's module is imported, so that bad arguments are reported fast.
     """
 
     name: str
@@ -260,6 +258,12 @@ def resume_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--env-file", type=Path, metavar="FILE", help="read OPENAI_API_KEY etc. from this file"
     )
+    parser.add_argument(
+        "--structured-output",
+        choices=STRUCTURED_OUTPUT_METHODS,
+        help="ask for the judge's verdict this way from now on, instead of as saved (for a "
+        "server that refused the saved way)",
+    )
 
 
 def runs_arguments(parser: argparse.ArgumentParser) -> None:
@@ -393,8 +397,6 @@ def _any_arguments(parser: argparse.ArgumentParser) -> None:
 
 def not_installed(args: argparse.Namespace) -> int:
     """The handler of a subcommand whose distribution is not installed: say which."""
-    import sys
-
     if args.command in OPTIONAL and not any(
         point.name == args.command for point in entry_points(group=PLUGIN_GROUP)
     ):
@@ -418,6 +420,30 @@ def package_version() -> str:
         return "(not installed)"
 
 
+def closest(word: str, choices: Sequence[str], cutoff: float = 0.6) -> str | None:
+    """The choice ``word`` is likeliest a typo of (of the close ones, the nearest in length).
+
+    Example:
+        ```python
+        closest("runz", ["run", "resume", "runs"])  # 'runs'
+        ```
+    """
+    close = difflib.get_close_matches(word, choices, n=3, cutoff=cutoff)
+    return min(close, key=lambda choice: abs(len(choice) - len(word)), default=None)
+
+
+class _Parser(argparse.ArgumentParser):
+    def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
+        if message:  # argparse hides a write that fails: a closed stdout (`--help | head`)
+            (file or sys.stderr).write(message)
+
+    def error(self, message: str) -> NoReturn:
+        found = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+        if found and (guess := closest(found[1], re.findall(r"[\w.-]+", found[2]))):
+            message += f" (did you mean {guess}?)"
+        super().error(message)
+
+
 def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
     """The command's parser (``loop-agents --help`` shows it), and each subcommand's.
 
@@ -427,7 +453,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
         commands["run"].print_help()
         ```
     """
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog=PROG,
         description=_wrap(
             "Loop agents from the shell: an agent answers, a judge scores the answer "

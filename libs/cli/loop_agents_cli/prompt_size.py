@@ -1,10 +1,4 @@
-"""Whether a run's prompts fit the model's context, checked before the first model call.
-
-On a model whose context is known (the bundled llama.cpp server's), a task too long for
-it would only fail at the first call, with an error that says little, and a resume would
-fail the same way. `check_prompt_size` counts the tokens with the server's tokenizer
-first and says how much too long the task is.
-"""
+"""Whether a run's prompts fit the model's context, checked before the first model call."""
 
 from __future__ import annotations
 
@@ -19,17 +13,15 @@ from loop_agents_cli.spec import RunSpec
 
 
 def check_prompt_size(spec: RunSpec, endpoint: Endpoint) -> None:
-    """Raise `UsageError` when the first iteration's prompts cannot fit the context.
+    """Raise `UsageError` when the first iteration's prompts cannot fit the known context.
 
-    The agent is sent its instructions and the task, and writes up to ``max_tokens``;
-    the judge is sent its instructions (with the rubric), the task and an answer of up to
-    ``max_tokens``, and writes up to ``max_tokens``. Nothing is checked when the
-    context is not known (a server at a URL) or the answers are not capped.
+    The agent gets its instructions and the task; the judge its instructions, the task and an
+    answer of ``max_tokens``; each writes up to ``max_tokens``. Nothing is checked when the
+    context is unknown or the answers are not capped.
 
     Example:
         ```python
-        with endpoint:
-            check_prompt_size(spec, endpoint)
+        check_prompt_size(spec, endpoint)
         ```
     """
     window, cap = endpoint.context_window, endpoint.spec.max_tokens

@@ -1,7 +1,4 @@
-"""A run's result as ``run --json`` prints it (and ``show --json`` prints it again).
-
-Every read of an iteration record's answer goes through `record_answer`.
-"""
+"""A run's result as ``run --json`` prints it (and ``show --json`` prints it again)."""
 
 from __future__ import annotations
 
@@ -11,24 +8,29 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 
 from loop_agents.loop.records import choose
+from loop_agents.loop.records import record_answer as answer_of
+
+ROLES = {
+    "agent": ("input_tokens", "output_tokens", "cached_input_tokens"),
+    "evaluator": ("evaluator_input_tokens", "evaluator_output_tokens", "evaluator_cached_tokens"),
+    "history": ("history_input_tokens", "history_output_tokens", "history_cached_tokens"),
+    "advisor": ("advisor_input_tokens", "advisor_output_tokens", "advisor_cached_tokens"),
+}
+"""Each role's token keys in a record: input, output, cached input."""
 
 
 def record_answer(record: Mapping[str, Any], values: Mapping[str, Any]) -> str:
-    """The text of an iteration record's answer (``values`` is the loop's state).
+    """The text of an iteration record's answer (``values``: the loop's state); "" if none.
 
     Example:
         ```python
         texts = [record_answer(r, state) for r in state["records"]]
         ```
     """
-    answer = record.get("answer")
-    if isinstance(answer, BaseMessage):
-        return answer.text
-    answer_id = record.get("answer_id")  # records that refer to a message in `messages`
-    for message in values.get("messages") or []:
-        if isinstance(message, BaseMessage) and message.id == answer_id:
-            return message.text
-    return ""
+    try:
+        return answer_of(record, values).text  # type: ignore[arg-type]
+    except KeyError:
+        return ""
 
 
 def _plain(value: Any) -> Any:
@@ -41,49 +43,38 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _reported(record: Mapping[str, Any], keys: Sequence[str]) -> bool:
+    """Whether a role's server reported its tokens (a call always has some: 0 means none)."""
+    return any(record.get(key) for key in keys[:2])
+
+
 def record_json(record: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
-    """One record as JSON: its fields, with the answer as text."""
+    """One record as JSON: its fields, the answer as text, ``null`` for unreported tokens."""
     fields = {k: _plain(v) for k, v in record.items() if k not in ("answer", "answer_id")}
-    return {"iteration": fields.pop("iteration", None), "answer": record_answer(record, values)} | (
-        fields
-    )
+    for keys in ROLES.values():
+        if not _reported(record, keys):
+            fields |= {key: None for key in keys if key in fields}
+    first = {"iteration": fields.pop("iteration", None), "answer": record_answer(record, values)}
+    return first | fields
 
 
-TOKEN_KEYS = {
-    "input": (
-        "input_tokens",
-        "evaluator_input_tokens",
-        "history_input_tokens",
-        "advisor_input_tokens",
-    ),
-    "output": (
-        "output_tokens",
-        "evaluator_output_tokens",
-        "history_output_tokens",
-        "advisor_output_tokens",
-    ),
-    "cached_input": (
-        "cached_input_tokens",
-        "evaluator_cached_tokens",
-        "history_cached_tokens",
-        "advisor_cached_tokens",
-    ),
-}
-"""The run's token totals: the record keys each sums (every role's calls)."""
-
-
-def token_totals(records: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+def token_totals(records: Sequence[Mapping[str, Any]]) -> dict[str, int | None]:
     """Input, output and cached input tokens over every call of ``records``.
+
+    ``None`` for a kind no server reported.
 
     Example:
         ```python
         token_totals(result["records"])  # {'input': 1200, 'output': 300, 'cached_input': 800}
         ```
     """
-    return {
-        name: sum(int(r.get(key) or 0) for r in records for key in keys)
-        for name, keys in TOKEN_KEYS.items()
-    }
+    totals: dict[str, int | None] = dict.fromkeys(("input", "output", "cached_input"))
+    for record in records:
+        for keys in ROLES.values():
+            if _reported(record, keys):
+                for name, key in zip(totals, keys, strict=True):
+                    totals[name] = (totals[name] or 0) + int(record.get(key) or 0)
+    return totals
 
 
 def result_json(
@@ -93,17 +84,10 @@ def result_json(
     error: str | None = None,
     failure: str | None = None,
 ) -> dict[str, Any]:
-    """The result of a run: id, answer, stop reason, iterations, selection, records.
+    """The result of a run: id, answer, stop reason, iterations, selection, tokens, records.
 
-    For a finished loop the answer is the loop's answer. For one that failed or was
-    interrupted it is the best answer so far (the best-scored record's, else the latest
-    one), and ``error`` says what went wrong.
-
-    Args:
-        values: The loop's state (saved or returned).
-        run_id: The saved run's id, or ``None``.
-        error: What went wrong, on one line; added as ``"error"``.
-        failure: The stop reason when the loop did not finish (e.g. ``judge_invalid``).
+    A loop that did not finish (``failure`` is its stop reason, ``error`` why) answers
+    with its best answer so far: the best-scored record's, else the latest.
 
     Example:
         ```python
@@ -114,18 +98,12 @@ def result_json(
     finished = values.get("stop_reason") is not None
     selected: int | None = values.get("selected_iteration")
     score: float | None = values.get("selected_score")
-    answer: str | None
-    if finished:
-        last = values.get("last_response")
-        answer = last.text if isinstance(last, BaseMessage) else None
-    else:
-        best = choose(records, "best") if records else None
-        if best is not None:
-            answer = record_answer(best, values)
-            selected, score = best.get("iteration"), best.get("score")
-        else:  # an answer that was never judged is still the run's work
-            last = values.get("last_response")
-            answer = last.text if isinstance(last, BaseMessage) else None
+    last = values.get("last_response")
+    answer: str | None = last.text if isinstance(last, BaseMessage) else None
+    best = None if finished or not records else choose(records, "best")
+    if best is not None:
+        answer = record_answer(best, values)
+        selected, score = best.get("iteration"), best.get("score")
     result: dict[str, Any] = {
         "run_id": run_id,
         "answer": answer,

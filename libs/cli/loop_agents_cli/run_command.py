@@ -1,15 +1,15 @@
 """``loop-agents run`` and ``loop-agents resume``: put a task through a loop, or go on with one.
 
-Both print which model they use, then the run's id; stream the loop to the console (or,
-with ``--json``, print one JSON object); and exit 0 when the loop ran, 1 when it failed
-(the result so far is printed, the error is one line on stderr), 130 on Ctrl-C (with the
-command that resumes the run).
+Both print which model they use and the run's id, stream the loop to the console (or print
+one JSON object with ``--json``), and exit 0 when the loop ran, 1 when it failed, 130 on
+Ctrl-C (with the command that resumes the run).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import sqlite3
@@ -23,7 +23,7 @@ from loop_agents_cli.interrupt import CtrlC, run_interruptible
 from loop_agents_cli.loop import DEFAULT_SYSTEM
 from loop_agents_cli.models.endpoints import Endpoint, endpoint_from_spec
 from loop_agents_cli.models.local_model import LocalModelError
-from loop_agents_cli.models.settings import Environment, SettingsError
+from loop_agents_cli.models.settings import Environment, SettingsError, StructuredOutputMethod
 from loop_agents_cli.parser import PROG
 from loop_agents_cli.prompt_size import check_prompt_size
 from loop_agents_cli.results import result_json
@@ -49,6 +49,21 @@ class Printer:
             )
 
 
+@dataclass(frozen=True)
+class Resuming:
+    """How to print the command that resumes a run (`resume_command`)."""
+
+    as_json: bool
+    env_file: Path | None
+    home: Path | None
+
+    def command(self, run_id: str, method: str | None = None) -> str:
+        """The command that resumes ``run_id`` (asking for ``method`` when given)."""
+        return resume_command(
+            run_id, as_json=self.as_json, env_file=self.env_file, home=self.home, method=method
+        )
+
+
 def run(args: argparse.Namespace) -> int:
     """``loop-agents run``: save and run the loop that `check_run` checked the input of."""
     endpoint: Endpoint = args.endpoint  # resolved by the check, not started yet
@@ -72,7 +87,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def resume(args: argparse.Namespace) -> int:
-    """``loop-agents resume RUN_ID``: go on with the saved run `check_saved_run` found."""
+    """``loop-agents resume RUN_ID``: go on with the saved run `check_saved_run` found.
+
+    ``--structured-output`` replaces the saved way of asking for the judge's verdict
+    (and is saved with the run).
+    """
     store: RunStore = args.store
     saved: SavedRun = args.saved
     if saved.state == "finished":
@@ -86,6 +105,11 @@ def resume(args: argparse.Namespace) -> int:
         return print_run(store, saved, as_json=args.json)
     try:
         spec = RunSpec.from_dict(saved.settings)
+        method: StructuredOutputMethod | None = args.structured_output
+        if method is not None and method != spec.endpoint.structured_output_method:
+            endpoint_spec = dataclasses.replace(spec.endpoint, structured_output_method=method)
+            spec = dataclasses.replace(spec, endpoint=endpoint_spec)
+            store.update(saved.run_id, settings=spec.to_dict())
         endpoint = endpoint_from_spec(spec.endpoint, environment=Environment.read(args.env_file))
     except SettingsError as exc:
         raise UsageError(str(exc)) from exc
@@ -107,16 +131,17 @@ def execute(
     view = None if as_json else LoopConsole()
     out = Printer(view)
     resuming = run_id is not None
+    again = Resuming(as_json, env_file, store.folder if store is not None else None)
     try:
         if endpoint.spec.kind == "local":
             out.say("starting the bundled llama.cpp server ...")
-        with endpoint:
+        # a run without a rubric has no judge: no judge's server is started for it
+        with contextlib.closing(endpoint.open(judge=spec.rubric is not None)):
             out.say(endpoint.describe())
             check_prompt_size(spec, endpoint)  # before any model call and any saving
             if run_id is None:
-                if store is None:
-                    run_id = "unsaved"
-                else:
+                run_id = "unsaved"
+                if store is not None:
                     run_id = store.create(spec.task, spec.to_dict(), spec.max_iterations)
             elif store is not None:
                 store.update(run_id, status="running", pid=os.getpid(), error=None)
@@ -126,11 +151,16 @@ def execute(
                 out.say("run not saved (--no-save)")
             progress = Progress()
             stopped = run_id  # for the closure: the id of the run Ctrl-C interrupts
+            ctrl_c = CtrlC(lambda: _interrupted(store, stopped, progress, spec, again))
 
-            def record_interruption() -> None:
-                _interrupted(store, stopped, progress, spec, as_json, env_file)
+            def fix(method: str) -> str:
+                asked = f"pass --structured-output {method} to ask for it at once"
+                if resuming:
+                    return f"resume it with `{again.command(stopped, method)}` next time"
+                if store is None:
+                    return asked
+                return f"{asked} (this run: `{again.command(stopped, method)}`)"
 
-            ctrl_c = CtrlC(record_interruption)
             session = run_session(
                 spec,
                 endpoint,
@@ -140,26 +170,20 @@ def execute(
                 progress=progress,
                 resuming=resuming,
                 say=out.say,
+                fix=fix,
                 ctrl_c=ctrl_c,
             )
             outcome = run_interruptible(session, ctrl_c, endpoint)
-            if outcome is None:
-                return ctrl_c.exit_status
     except SettingsError as exc:
         raise UsageError(str(exc)) from exc
     except LocalModelError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 1
-    return _report(outcome, store, run_id, view, as_json=as_json, env_file=env_file)
+    return _report(outcome, store, run_id, view, again)
 
 
 def _interrupted(
-    store: RunStore | None,
-    run_id: str,
-    progress: Progress,
-    spec: RunSpec,
-    as_json: bool,
-    env_file: Path | None,
+    store: RunStore | None, run_id: str, progress: Progress, spec: RunSpec, again: Resuming
 ) -> None:
     if store is None:
         print(
@@ -171,25 +195,22 @@ def _interrupted(
         store.update(run_id, status="interrupted", pid=None, timeout=0.3)
     done = f"{progress.iterations} of {spec.max_iterations} iterations are saved"
     print(
-        f"\n{PROG}: interrupted; {done}. Resume the run with:\n"
-        f"  {resume_command(run_id, as_json=as_json, env_file=env_file, home=store.folder)}",
+        f"\n{PROG}: interrupted; {done}. Resume the run with:\n  {again.command(run_id)}",
         file=sys.stderr,
         flush=True,
     )
 
 
 def _report(
-    outcome: Outcome,
-    store: RunStore | None,
-    run_id: str,
-    view: LoopConsole | None,
-    *,
-    as_json: bool,
-    env_file: Path | None,
+    outcome: Outcome, store: RunStore | None, run_id: str, view: LoopConsole | None, again: Resuming
 ) -> int:
+    failure = outcome.failure
     saved_id = run_id if store is not None else None
     result = result_json(
-        outcome.values, run_id=saved_id, error=outcome.error, failure=outcome.failure
+        outcome.values,
+        run_id=saved_id,
+        error=failure.error if failure else None,
+        failure=failure.reason if failure else None,
     )
     problem = outcome.store_error
     if store is not None and problem is None:
@@ -202,28 +223,25 @@ def _report(
                 stop_reason=result["stop_reason"],
                 iterations=len(records),
                 best_score=max(scores) if scores else None,
-                error=outcome.error,
+                error=failure.error if failure else None,
                 pid=None,
             )
         except InputError as exc:
             problem = exc.__cause__ or exc
-    if as_json:
+    if view is None:
         print(json.dumps(result, ensure_ascii=False, indent=2))
-    elif view is not None:
-        if outcome.error is not None and outcome.failure is not None:
-            view.failed(outcome.failure)
+    else:
+        if failure is not None:
+            view.failed(failure.reason)
         if result["answer"]:
             view.print_answer(result["answer"])
     if problem is not None and store is not None:
         # the answers made so far are printed above, and their steps are in the file
-        again = resume_command(run_id, as_json=as_json, env_file=env_file, home=store.folder)
-        raise store_problem(problem, store.path, resume=again)
-    if outcome.error is None:
+        raise store_problem(problem, store.path, resume=again.command(run_id))
+    if failure is None:
         return 0
-    print(f"{PROG}: error: {outcome.error}", file=sys.stderr)
-    if saved_id is not None and outcome.resumable:
-        again = resume_command(
-            saved_id, as_json=as_json, env_file=env_file, home=store.folder if store else None
-        )
-        print(f"{PROG}: the run is saved; resume it with: {again}", file=sys.stderr)
+    print(f"{PROG}: error: {failure.error}", file=sys.stderr)
+    if saved_id is not None and failure.resumable:
+        command = again.command(saved_id, failure.method)
+        print(f"{PROG}: the run is saved; resume it with: {command}", file=sys.stderr)
     return 1

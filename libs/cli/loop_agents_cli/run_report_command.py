@@ -1,8 +1,4 @@
-"""``loop-agents show RUN_ID --report PAGE.html``: a saved run as an HTML page.
-
-The page (`loop_agents_cli.console.run_page`) is drawn from what ``show --json`` prints (the
-run's records: each iteration's answer, score and feedback) and the run's saved settings.
-"""
+"""``loop-agents show RUN_ID --report PAGE.html``: a saved run as an HTML page."""
 
 from __future__ import annotations
 
@@ -12,8 +8,6 @@ from typing import Any
 from loop_agents_checks.sandbox.text_files import utf8_text
 from loop_agents_cli.errors import UsageError
 from loop_agents_cli.store import SavedRun
-
-__all__ = ["check_page_path", "write_run_report"]
 
 
 def check_page_path(path: Path) -> Path:
@@ -43,10 +37,6 @@ def _threshold(run: SavedRun) -> float | None:
 
 def write_run_report(run: SavedRun, result: dict[str, Any], path: Path) -> None:
     """Write the page of ``run`` (its result as ``show --json`` prints it) to ``path``.
-
-    Raises:
-        UsageError: ``path`` cannot be written (check its name first with
-            `check_page_path`).
 
     Example:
         ```python

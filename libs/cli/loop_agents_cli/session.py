@@ -1,10 +1,8 @@
 """Running a saved loop: stream it, keep its index up to date, read back what it did.
 
-`run_session` drives the loop with ``durability="sync"`` (every completed step is on disk
-before the next starts), so Ctrl-C or a failure loses nothing that was paid for: the
-caller reads the state back, prints the result so far, and ``resume`` goes on from the
-last completed step. A failure becomes a one-line error in the `Outcome`; Ctrl-C
-(``asyncio`` cancels the run) is left to propagate.
+The loop runs with ``durability="sync"``: every completed step is on disk before the
+next starts, so after Ctrl-C or a failure the state read back holds all that was paid
+for, and ``resume`` goes on from the last completed step.
 """
 
 from __future__ import annotations
@@ -12,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.messages import HumanMessage
@@ -25,15 +23,14 @@ from langgraph.types import StreamMode
 from loop_agents.hosts.middleware import loop_output
 from loop_agents.loop.events import LoopEvent, is_loop_event
 from loop_agents_cli.console.loop_console import LoopConsole
-from loop_agents_cli.failures import context_overflow, describe_error, failure_reason
+from loop_agents_cli.errors import judge_switches
+from loop_agents_cli.failures import Failure, explain
 from loop_agents_cli.interrupt import CtrlC
 from loop_agents_cli.loop import RunGraph, build_loop
 from loop_agents_cli.models.endpoints import Endpoint
 from loop_agents_cli.spec import RunSpec
 from loop_agents_cli.store import RunStore
 from loop_agents_cli.store_errors import is_disk_full
-
-__all__ = ["Outcome", "Progress", "checkpointer", "describe_error", "run_session", "stream_loop"]
 
 
 @dataclass
@@ -43,8 +40,6 @@ class Progress:
     iterations: int = 0
     best_score: float | None = None
     stop_reason: str | None = None
-    started_at_iteration: int = 1
-    scores: list[float | None] = field(default_factory=list)
 
     def take(self, event: LoopEvent) -> bool:
         """Note ``event``; say whether the index should be updated."""
@@ -63,20 +58,22 @@ class Progress:
 
 @dataclass
 class Outcome:
-    """How a session ended: the loop's state, and the error that stopped it, if any."""
+    """How a session ended: the loop's state, and what stopped it, if anything did.
+
+    Attributes:
+        values: The loop's state, read back.
+        failure: Why the run failed (``None`` when the loop ran).
+        store_error: A write to (or read of) the runs file that failed.
+    """
 
     values: dict[str, Any]
-    error: str | None = None
-    failure: str | None = None
+    failure: Failure | None = None
     store_error: BaseException | None = None
-    """A write to (or read of) the runs file that failed: a full disk, a lock, damage."""
-    resumable: bool = True
-    """Whether a resume could go on (not for a prompt over the model's context)."""
 
     @property
     def finished(self) -> bool:
         """Whether the loop reached its end (a stop reason of its own)."""
-        return self.error is None and self.values.get("stop_reason") is not None
+        return self.failure is None and self.values.get("stop_reason") is not None
 
 
 @contextlib.asynccontextmanager
@@ -99,26 +96,13 @@ async def run_session(
     progress: Progress,
     resuming: bool = False,
     say: Callable[[str], None] = lambda line: None,
+    fix: Callable[[str], str] = lambda method: f"--structured-output {method}",
     ctrl_c: CtrlC | None = None,
 ) -> Outcome:
-    """Run (or resume) the loop of ``spec`` on thread ``run_id``; return how it ended.
+    """Run (or, ``resuming``, go on with) the loop of ``spec`` on thread ``run_id``.
 
-    Args:
-        spec: The run's settings.
-        endpoint: The opened endpoint.
-        store: Where the run is saved; ``None`` for an unsaved run (kept in memory).
-        run_id: The run's id, its thread.
-        view: The console to stream to, or ``None`` (``--json``).
-        progress: Filled in from the loop's events; the index is updated from it.
-        resuming: Continue the saved thread instead of starting on the task.
-        say: Prints a line of news (e.g. where a resumed run goes on from).
-        ctrl_c: Takes over SIGINT while the loop runs (see `CtrlC`).
-
-    Example:
-        ```python
-        outcome = await run_session(spec, endpoint, store=store, run_id=run_id,
-                                    view=LoopConsole(), progress=Progress())
-        ```
+    ``say`` prints news; ``fix(method)`` tells how to ask the judge's server for ``method``
+    (`judge_switches`); ``ctrl_c`` takes SIGINT over; ``progress`` follows the loop's events.
     """
     config: RunnableConfig = {"configurable": {"thread_id": run_id}}
     if ctrl_c is not None:
@@ -133,35 +117,57 @@ async def run_session(
                 return Outcome(values)
             if values or snapshot.next:
                 request = None  # go on from the last completed step
-                records = list(values.get("records") or [])
-                progress.iterations = len(records)
-                progress.started_at_iteration = len(records) + 1
-                pending = _unjudged_answer(values, len(records))
-                done = f"{len(records)} of {spec.max_iterations} iterations were done"
-                if pending is None:
-                    say(f"resuming run {run_id}: {done}; going on from the last completed step")
-                else:
-                    say(
-                        f"resuming run {run_id}: {done}; the answer of iteration {pending[0]} "
-                        f"is saved and is judged now"
-                    )
-                if view is not None:
-                    view.restore(records, spec.max_iterations)
-                    if pending is not None:  # with its saved agent call's figures
-                        run = snapshot.values.get("agent_run") or {}
-                        view.show_saved_answer(
-                            *pending,
-                            seconds=float(run.get("seconds", 0.0)),
-                            tokens=int(run.get("input_tokens", 0))
-                            + int(run.get("output_tokens", 0)),
-                        )
+                _say_resumed(spec, run_id, snapshot.values, values, view, progress, say)
 
         async def on_event(event: LoopEvent) -> None:
-            if progress.take(event):
-                await _save_progress(store, saver, run_id, progress)
+            if progress.take(event) and store is not None and isinstance(saver, AsyncSqliteSaver):
+                await store.aupdate(
+                    saver,
+                    run_id,
+                    iterations=progress.iterations,
+                    best_score=progress.best_score,
+                    stop_reason=progress.stop_reason,
+                )
 
-        return await stream_loop(
-            loop, request, config, endpoint=endpoint, view=view, on_event=on_event
+        with judge_switches(say, fix):
+            return await stream_loop(
+                loop, request, config, endpoint=endpoint, view=view, on_event=on_event
+            )
+
+
+def _say_resumed(
+    spec: RunSpec,
+    run_id: str,
+    state: dict[str, Any],
+    values: dict[str, Any],
+    view: LoopConsole | None,
+    progress: Progress,
+    say: Callable[[str], None],
+) -> None:
+    """Say where a resumed run goes on from; show what the console would have shown."""
+    records = list(values.get("records") or [])
+    progress.iterations = len(records)
+    done = f"{len(records)} of {spec.max_iterations} iterations were done"
+    iteration, last = int(values.get("iteration") or 0), values.get("last_response")
+    pending = iteration > len(records) and last is not None and values.get("stop_reason") is None
+    if pending:
+        say(
+            f"resuming run {run_id}: {done}; the answer of iteration {iteration} is saved "
+            f"and is judged now"
+        )
+    else:
+        say(f"resuming run {run_id}: {done}; going on from the last completed step")
+    if view is None:
+        return
+    view.restore(records, spec.max_iterations)
+    if pending:  # with its saved agent call's figures
+        run = state.get("agent_run") or {}
+        tokens = int(run.get("input_tokens", 0)) + int(run.get("output_tokens", 0))
+        view.show_saved_answer(
+            iteration,
+            str(getattr(last, "text", "")),
+            seconds=float(run.get("seconds", 0.0)),
+            tokens=tokens,
         )
 
 
@@ -176,30 +182,12 @@ async def stream_loop(
 ) -> Outcome:
     """Stream ``loop`` (it needs a checkpointer) to ``view``; return how it ended.
 
-    The loop runs with ``durability="sync"``. A failure mid-run does not propagate: it
-    becomes the `Outcome`'s one-line ``error`` (see `describe_error`) and ``failure``
-    (``judge_invalid`` or ``error``), and the state read back holds every completed
-    step. Ctrl-C (a cancellation) propagates.
-
-    Args:
-        loop: A compiled loop with a checkpointer (or an agent with the loop inside: its
-            state is read back in the loop's form, `loop_output`).
-        request: The loop's input, or ``None`` to go on from the last completed step.
-        config: The run's config, with its thread id.
-        endpoint: The endpoint, named in errors.
-        view: The console to stream to, or ``None`` (loop events only).
-        on_event: Awaited with each loop event (e.g. to save progress).
-
-    Example:
-        ```python
-        outcome = await stream_loop(loop, {"messages": [HumanMessage("Hi")]}, config,
-                                    endpoint=endpoint, view=LoopConsole())
-        ```
+    A failure mid-run becomes the `Outcome`'s `Failure` (`explain`), with the state read back;
+    Ctrl-C propagates. ``request`` ``None`` goes on from the last completed step.
     """
     modes: list[StreamMode] = ["messages", "custom"] if view is not None else ["custom"]
-    error: str | None = None
-    failure: str | None = None
-    resumable = True
+    failure: Failure | None = None
+    store_error: BaseException | None = None
     try:
         async for _namespace, mode, payload in loop.astream(
             request, config, stream_mode=modes, subgraphs=True, durability="sync"
@@ -210,41 +198,14 @@ async def stream_loop(
                 await on_event(payload)
     except Exception as exc:  # a failure mid-run: the result so far is still printed
         if isinstance(exc, sqlite3.Error) or is_disk_full(exc):
-            store_error: BaseException | None = exc
+            store_error = exc
         else:
-            store_error = None
-            error = describe_error(exc, endpoint)
-            failure = failure_reason(exc)
-            resumable = context_overflow(exc) is None
-    else:
-        store_error = None
+            failure = explain(exc, endpoint)
     finally:
         if view is not None:
             view.close()
     try:
         snapshot = await loop.aget_state(config)
     except sqlite3.Error as exc:
-        return Outcome({}, error, failure, store_error or exc, resumable)
-    return Outcome(loop_output(snapshot.values), error, failure, store_error, resumable)
-
-
-def _unjudged_answer(values: dict[str, Any], judged: int) -> tuple[int, str] | None:
-    """The iteration and text of an answer that was saved but not judged, if any."""
-    iteration = int(values.get("iteration") or 0)
-    last = values.get("last_response")
-    if iteration > judged and last is not None and values.get("stop_reason") is None:
-        return iteration, str(getattr(last, "text", ""))
-    return None
-
-
-async def _save_progress(
-    store: RunStore | None, saver: BaseCheckpointSaver[Any], run_id: str, progress: Progress
-) -> None:
-    if store is not None and isinstance(saver, AsyncSqliteSaver):
-        await store.aupdate(
-            saver,
-            run_id,
-            iterations=progress.iterations,
-            best_score=progress.best_score,
-            stop_reason=progress.stop_reason,
-        )
+        return Outcome({}, failure, store_error or exc)
+    return Outcome(loop_output(snapshot.values), failure, store_error)

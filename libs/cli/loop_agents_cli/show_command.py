@@ -1,9 +1,6 @@
 """``loop-agents show RUN_ID``: a saved run, replayed as the console showed it, or as JSON.
 
-The run's state is read back from its checkpoints (LangGraph), so this handler imports
-the loop; its arguments (the run id, a ``--report`` page's name) are checked before
-(`loop_agents_cli.arguments.check_saved_run`). A run that was interrupted or failed ends with
-the command that resumes it, also when it stopped before its first iteration.
+A run that was interrupted or failed ends with the command that resumes it.
 """
 
 from __future__ import annotations
@@ -11,6 +8,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -46,10 +44,7 @@ def show(args: argparse.Namespace) -> int:
 
 
 def print_run(store: RunStore, run: SavedRun, *, as_json: bool, report: Path | None = None) -> int:
-    """Print a saved run: as ``run --json`` did, or replayed as the console showed it.
-
-    With ``report``, the run's HTML page is written there instead of the replay (the
-    JSON is still printed with ``as_json``).
+    """Print a saved run: as ``run --json`` did, or replayed; with ``report``, its HTML page.
 
     Example:
         ```python
@@ -86,7 +81,12 @@ def print_run(store: RunStore, run: SavedRun, *, as_json: bool, report: Path | N
     if result["answer"]:
         view.print_answer(result["answer"])
     if run.state in ("interrupted", "failed"):
-        again = resume_command(run.run_id, as_json=False, env_file=None, home=store.folder)
+        # a run the server refused the judge's way for: its error names the way to resume with
+        fix = re.search(r"use --structured-output (\w+)", run.error or "")
+        method = fix[1] if fix else None
+        again = resume_command(
+            run.run_id, as_json=False, env_file=None, home=store.folder, method=method
+        )
         done = f"{len(result['records'])} of {run.max_iterations} iterations are saved"
         console.print()
         console.print(f"{run.state}; {done}. Resume the run with:", markup=False)

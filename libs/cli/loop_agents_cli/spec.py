@@ -19,22 +19,9 @@ SPEC_VERSION = 1
 class RunSpec:
     """Everything that defines a run of ``loop-agents run`` (never an API key).
 
-    Attributes:
-        task: The task sent to the model.
-        rubric: The judge's rubric, or ``None`` for no judge.
-        check: The ``--check`` command, or ``None``.
-        check_timeout: Seconds the check may run per answer.
-        threshold: The judge's score that accepts an answer.
-        max_iterations: The most answers the model writes.
-        system: The model's instructions.
-        cwd: The folder the check runs in (where ``run`` was started).
-        endpoint: Which server and model.
-        select: Which answer is the run's: ``best`` (the best-scored) or ``last``. A run
-            saved before this setting existed reads as ``last``, as it ran.
-        inside: Whether the loop runs inside the agent (``create_agent`` with
-            `LoopMiddleware`) rather than around it (`create_loop_agent`). A run saved
-            before this setting existed ran around it.
-
+    ``check`` runs in ``cwd`` (where ``run`` was started) for at most ``check_timeout``
+    seconds; ``select`` is ``best`` or ``last`` (a run saved before it existed reads as
+    ``last``); ``inside``: the loop runs inside the agent (``run --inside-agent``).
     """
 
     task: str
@@ -68,10 +55,7 @@ class RunSpec:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RunSpec:
-        """The settings saved by `to_dict`.
-
-        Raises:
-            SettingsError: ``data`` is not such settings (or of a later form).
+        """The settings saved by `to_dict`; `SettingsError` if ``data`` is not such settings.
 
         Example:
             ```python

@@ -1,14 +1,9 @@
 """Saved runs: one SQLite file with LangGraph's checkpoints and an index of the runs.
 
-Each run is a thread of LangGraph's ``AsyncSqliteSaver`` (the thread id is the run id),
-written with ``durability="sync"`` so that an interrupted run resumes exactly. Beside
-the checkpoint tables the file holds ``loop_agents_runs``, one row per run: its id,
-times, settings (task, rubric, check, endpoint; never an API key), status, stop reason,
-iterations and best score, for ``loop-agents runs`` and ``resume``.
-
-The file is ``$LOOP_AGENTS_HOME/runs.sqlite``; ``LOOP_AGENTS_HOME`` defaults to
-``$XDG_STATE_HOME/loop-agents`` (``~/.local/state/loop-agents``). The folder is made
-private to the user (mode 0700), as are the file and its journal (0600).
+Each run is a thread of ``AsyncSqliteSaver`` (the run id is the thread id) written with
+``durability="sync"``; the table ``loop_agents_runs`` indexes them (settings, never an
+API key). The file is ``$LOOP_AGENTS_HOME/runs.sqlite`` (default
+``~/.local/state/loop-agents``), private to the user.
 """
 
 from __future__ import annotations
@@ -28,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from loop_agents_cli.errors import UsageError
+from loop_agents_cli.models.server_process import alive
 from loop_agents_cli.parser import PROG
 from loop_agents_cli.store_errors import BUSY_TIMEOUT, store_problem
 
@@ -61,7 +57,9 @@ _COLUMNS = (
     "run_id, created_at, updated_at, task, settings, status, stop_reason, iterations, "
     "max_iterations, best_score, error, pid"
 )
-_UPDATABLE = frozenset({"status", "stop_reason", "iterations", "best_score", "error", "pid"})
+_UPDATABLE = frozenset(
+    {"status", "stop_reason", "iterations", "best_score", "error", "pid", "settings"}
+)
 
 
 def store_home(environ: Mapping[str, str] | None = None) -> Path:
@@ -82,13 +80,17 @@ def store_home(environ: Mapping[str, str] | None = None) -> Path:
 
 
 def resume_command(
-    run_id: str, *, as_json: bool, env_file: Path | None, home: Path | None = None
+    run_id: str,
+    *,
+    as_json: bool,
+    env_file: Path | None,
+    home: Path | None = None,
+    method: str | None = None,
 ) -> str:
     """The exact command that resumes run ``run_id``, ready to copy into a shell.
 
-    When the run is saved somewhere other than the default folder (``LOOP_AGENTS_HOME``
-    was set, in the environment or a ``.env`` file), the command sets it too, so that
-    it finds the run from any shell and folder.
+    It sets ``LOOP_AGENTS_HOME`` when the run is not in the default folder, and asks for the
+    judge's verdict by ``method`` (``--structured-output``) when given.
 
     Example:
         ```python
@@ -101,6 +103,8 @@ def resume_command(
         words.append("--json")
     if env_file is not None:
         words += ["--env-file", str(env_file.resolve())]
+    if method is not None:
+        words += ["--structured-output", method]
     return with_home(shlex.join(words), home)
 
 
@@ -110,25 +114,12 @@ def with_home(command: str, home: Path | None) -> str:
     Example:
         ```python
         with_home("loop-agents show 3f9a2c1b", Path("/tmp/runs"))
-        # 'LOOP_AGENTS_HOME=/tmp/runs loop-agents show 3f9a2c1b'
         ```
     """
     default = store_home({k: v for k, v in os.environ.items() if k != HOME_VARIABLE})
     if home is None or home.absolute() == default.absolute():
         return command
     return f"{HOME_VARIABLE}={shlex.quote(str(home.absolute()))} {command}"
-
-
-def _alive(pid: int | None) -> bool:
-    if not pid:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 @dataclass(frozen=True)
@@ -151,14 +142,17 @@ class SavedRun:
     @property
     def state(self) -> RunStatus:
         """The status, with a run whose process is gone shown as ``interrupted``."""
-        if self.status == "running" and not _alive(self.pid):
+        if self.status == "running" and not (self.pid and alive(self.pid)):
             return "interrupted"
         return self.status
 
     @property
     def running_elsewhere(self) -> bool:
         """Whether another live process runs it now."""
-        return self.status == "running" and self.pid != os.getpid() and _alive(self.pid)
+        pid = self.pid
+        if self.status != "running" or pid is None or pid in (0, os.getpid()):
+            return False
+        return alive(pid)
 
     @property
     def started(self) -> str:
@@ -174,13 +168,9 @@ class SavedRun:
 class RunStore:
     """The saved runs in ``folder``: an index and LangGraph checkpoints, in one file.
 
-    Args:
-        folder: Where the file is (created, private, on first write).
-
     Example:
         ```python
-        store = RunStore(store_home())
-        for run in store.list():
+        for run in RunStore(store_home()).list():
             print(run.run_id, run.title)
         ```
     """
@@ -192,11 +182,7 @@ class RunStore:
     # -- the file -------------------------------------------------------------------------
 
     def prepare(self) -> None:
-        """Create the folder and the index (private to the user) if they are missing.
-
-        Raises:
-            UsageError: the folder or file cannot be created or written.
-        """
+        """Create the folder and the index (private) if missing; `UsageError` if it cannot."""
         try:
             self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
             if not self.path.exists():
@@ -229,10 +215,7 @@ class RunStore:
 
     @contextlib.asynccontextmanager
     async def checkpointer(self) -> AsyncIterator[AsyncSqliteSaver]:
-        """LangGraph's ``AsyncSqliteSaver`` on the file (one thread per run).
-
-        Its writes run to their end when the run is cancelled (Ctrl-C), and are waited
-        for before the file is closed.
+        """LangGraph's ``AsyncSqliteSaver`` on the file; writes finish though a run is cancelled.
 
         Example:
             ```python
@@ -286,11 +269,10 @@ class RunStore:
         raise RuntimeError("no free run id after 100 tries")  # pragma: no cover
 
     def update(self, run_id: str, *, timeout: float = BUSY_TIMEOUT, **fields: Any) -> None:
-        """Set some fields of a run's row.
+        """Set some fields of a run's row (not while this process's saver is open: `aupdate`).
 
-        The fields: ``status``, ``stop_reason``, ``iterations``, ``best_score``,
-        ``error`` and ``pid``. Not while the run's checkpointer is open in this process
-        (its open write would block this one): use `aupdate` there.
+        The fields: ``status``, ``stop_reason``, ``iterations``, ``best_score``, ``error``,
+        ``pid``, ``settings``.
 
         Example:
             ```python
@@ -302,13 +284,7 @@ class RunStore:
             connection.execute(sql, parameters)
 
     async def aupdate(self, saver: AsyncSqliteSaver, run_id: str, **fields: Any) -> None:
-        """`update` through the checkpointer's own connection, in turn with its writes.
-
-        Example:
-            ```python
-            await store.aupdate(saver, run_id, iterations=2, best_score=81.0)
-            ```
-        """
+        """`update` through the checkpointer's own connection, in turn with its writes."""
         sql, parameters = _update(run_id, fields)
         async with saver.lock:
             await saver.conn.execute(sql, parameters)
@@ -333,10 +309,7 @@ class RunStore:
         return [_saved(row) for row in rows]
 
     def find(self, run_id: str) -> SavedRun:
-        """The run with this id, or the one run whose id starts with it.
-
-        Raises:
-            UsageError: no run, or several, match; or ``run_id`` is not an id's form.
+        """The run with this id, or the one run whose id starts with it; `UsageError` else.
 
         Example:
             ```python
@@ -364,10 +337,7 @@ class RunStore:
 
 
 def saved_runs(env_file: Path | None = None) -> RunStore:
-    """The store of saved runs that the environment (and the ``.env`` file) names.
-
-    Raises:
-        UsageError: the ``.env`` file's settings are malformed.
+    """The store of saved runs that the environment (and ``.env``) names; `UsageError` if bad.
 
     Example:
         ```python
@@ -388,9 +358,10 @@ def _update(run_id: str, fields: Mapping[str, Any]) -> tuple[str, tuple[Any, ...
     if unknown or not fields:
         raise ValueError(f"cannot update {sorted(unknown) or 'nothing'} of a saved run")
     assignments = ", ".join(f"{name} = ?" for name in fields)
+    values = (json.dumps(v) if isinstance(v, dict) else v for v in fields.values())
     return (
         f"UPDATE loop_agents_runs SET {assignments}, updated_at = ? WHERE run_id = ?",
-        (*fields.values(), time.time(), run_id),
+        (*values, time.time(), run_id),
     )
 
 

@@ -1,9 +1,4 @@
-"""What went wrong with the file of saved runs, as one line that says what to do.
-
-The file (``runs.sqlite``) can be damaged or not a database at all, locked by another
-process, on a full disk, or not writable. Each becomes an `InputError` naming the file
-and the fix, which the command prints as one line with exit status 2.
-"""
+"""What went wrong with the file of saved runs, as an `InputError` naming it and the fix."""
 
 from __future__ import annotations
 
@@ -39,13 +34,11 @@ def is_disk_full(exc: BaseException) -> bool:
 def store_problem(exc: BaseException, path: Path, *, resume: str | None = None) -> InputError:
     """The `InputError` for ``exc``, raised while using the runs file ``path``.
 
-    ``resume``: the command that resumes the run, when one was under way (its completed
-    steps are in the file).
+    ``resume``: the command that resumes the run under way (its steps are in the file).
 
     Example:
         ```python
         error = store_problem(sqlite3.DatabaseError("file is not a database"), Path("r.db"))
-        assert "mv r.db r.db.broken" in str(error)
         ```
     """
     where = str(path)

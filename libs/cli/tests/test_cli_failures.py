@@ -90,11 +90,45 @@ def test_ctrl_c_stops_the_demo_at_once(tmp_path):
             status, _seconds, _out, err = running.interrupt()
         finally:
             running.close()
+        # the composer's call never ends: exiting at all means the demo did not wait for it
+        assert server.abandoned.wait(10)
     assert status == 130, err
-    # the composer's call never ends: exiting at all means the demo did not wait for it
-    assert server.abandoned.wait(10)
     assert "Traceback" not in err
     assert "loop-agents: interrupted (a demo is not saved: nothing to resume)" in err
+
+
+SLOW_EXIT = """\
+import time
+
+
+class _SlowExit:
+    def __del__(self):  # runs in the interpreter's exit, when no other thread may run
+        time.sleep(60)
+
+
+_slow_exit = _SlowExit()
+"""
+
+
+@pytest.mark.parametrize("command", ["run", "demo"])
+def test_ctrl_c_does_not_wait_for_the_interpreters_exit(command, tmp_path):
+    # an interpreter's exit can take seconds on a loaded machine (garbage, modules); here a
+    # sitecustomize makes it take a minute: after Ctrl-C the command must not wait for it
+    (tmp_path / "slow").mkdir()
+    (tmp_path / "slow" / "sitecustomize.py").write_text(SLOW_EXIT)
+    server = ScriptedOpenAI([Hang("A graph")])
+    with server.serve() as url:
+        env = cli_env(tmp_path / "home", OPENAI_BASE_URL=url, PYTHONPATH=str(tmp_path / "slow"))
+        args = [TASK, "--rubric", RUBRIC] if command == "run" else ["song-lyrics"]
+        running = Running(command, *args, env=env, cwd=tmp_path)
+        try:
+            assert server.hanging.wait(60), "the model was never asked"
+            running.still_waiting()
+            status, seconds, _out, err = running.interrupt(timeout=90)
+        finally:
+            running.close()
+    assert status == 130, err
+    assert seconds < 30, f"the command waited {seconds:.1f} s for the interpreter's exit"
 
 
 @pytest.mark.parametrize("command", ["run", "demo"])
@@ -199,7 +233,8 @@ def test_a_server_without_json_schema_is_judged_with_function_calling(tmp_path):
         proc = loop_agents("run", TASK, "--rubric", RUBRIC, "--json", env=env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["stop_reason"] == "accepted"
-    assert proc.stderr.count('the judge now uses method="function_calling"') == 1
+    assert proc.stderr.count("the judge now uses function_calling: pass --structured-output") == 1
+    assert "UserWarning" not in proc.stderr
     assert "Traceback" not in proc.stderr
     assert "tools" in server.requests[-1]
 
@@ -285,8 +320,8 @@ def test_sigint_during_a_call_that_is_not_streamed(tmp_path):
             status, _seconds, out, err = running.interrupt(signal.SIGINT)
         finally:
             running.close()
+        # the call never ends: exiting at all means the command did not wait for it
+        assert server.abandoned.wait(10)
     assert status == 130, err
-    # the call never ends: exiting at all means the command did not wait for it
-    assert server.abandoned.wait(10)
     assert out == ""
     assert "interrupted; 0 of 3 iterations are saved" in err

@@ -10,7 +10,9 @@ import sys
 import pytest
 
 import loop_agents_cli as cli
+from loop_agents_cli.console.output import section_header
 from tests.cli_helpers import CLOSED_PORT_URL, clear_model_settings
+from tests.scripted_openai import ScriptedOpenAI
 
 
 @pytest.fixture
@@ -61,6 +63,68 @@ def test_a_mistyped_option_is_named_with_the_one_meant(typed, meant, settings, c
         cli.main(["run", "task", typed, "x"])
     assert exit_info.value.code == 2
     assert f"unrecognized arguments: {typed} x (did you mean {meant}?)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("typed", "meant"), [("runz", "runs"), ("rn", "run"), ("shwo", "show"), ("resme", "resume")]
+)
+def test_a_mistyped_subcommand_is_named_with_the_one_meant(typed, meant, settings, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main([typed])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert f"invalid choice: '{typed}'" in err
+    assert err.rstrip().endswith(f"(did you mean {meant}?)")
+
+
+def test_a_subcommand_like_nothing_known_gets_no_guess(settings, capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["frobnicate"])
+    assert "did you mean" not in capsys.readouterr().err
+
+
+def test_run_shows_an_unclosed_code_fence_tidied(settings, capsys):
+    answer = "Here it is:\n```python\nprint('hello')"  # the closing fence never came
+    server = ScriptedOpenAI([answer])
+    with server.serve() as url:
+        assert cli.main(["run", "Write it.", "--check", "true", "--base-url", url]) == 0
+    shown = capsys.readouterr().out.split(section_header("Answer"))[1]
+    assert shown.strip() == "Here it is:\nprint('hello')"
+    assert cli.main(["runs", "--json"]) == 0
+    run_id = json.loads(capsys.readouterr().out)[0]["run_id"]
+    assert cli.main(["show", run_id, "--json"]) == 0  # what is kept is the answer as written
+    assert json.loads(capsys.readouterr().out)["answer"] == answer
+    assert cli.main(["show", run_id]) == 0
+    replayed = capsys.readouterr().out
+    assert "```" not in replayed
+
+
+def test_tokens_no_server_reported_are_null_not_zero(settings, capsys):
+    server = ScriptedOpenAI(["An answer."])
+    server._usage = lambda *args: None  # a server that reports no usage at all
+    with server.serve() as url:
+        assert cli.main(["run", "Write it.", "--check", "true", "--base-url", url, "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["tokens"] == {"input": None, "output": None, "cached_input": None}
+    (record,) = result["records"]
+    for key in ("input_tokens", "output_tokens", "evaluator_input_tokens"):
+        assert record[key] is None, key
+    assert cli.main(["show", result["run_id"], "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["records"] == result["records"]
+    assert cli.main(["show", result["run_id"]]) == 0
+    (row,) = [line for line in capsys.readouterr().out.splitlines() if "| accepted" in line]
+    assert row.split("|")[4].strip() == "-"  # the tokens column: none reported, not 0
+
+
+def test_reported_tokens_stay_numbers(settings, capsys):
+    server = ScriptedOpenAI(["An answer."])
+    with server.serve() as url:
+        assert cli.main(["run", "Write it.", "--check", "true", "--base-url", url, "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["tokens"] == {"input": 11, "output": 7, "cached_input": 0}
+    (record,) = result["records"]
+    assert (record["input_tokens"], record["output_tokens"]) == (11, 7)
+    assert record["evaluator_input_tokens"] is None  # the check calls no model
 
 
 def test_an_option_like_nothing_known_gets_no_guess(settings, capsys):

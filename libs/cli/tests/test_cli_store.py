@@ -265,3 +265,11 @@ def test_a_disk_that_fills_mid_run_keeps_the_answers_and_the_run_resumes(tmp_pat
         result = json.loads(done.stdout)
         assert result["stop_reason"] == "accepted"
         assert [r["answer"] for r in result["records"]] == [DRAFT_1, DRAFT_2]
+
+
+def test_a_running_run_without_a_process_is_interrupted_not_running_elsewhere():
+    from loop_agents_cli.store import SavedRun
+
+    run = SavedRun("3f9a2c1b", 0.0, 0.0, "t", {}, "running", None, 0, 3, None, None, None)
+    assert run.state == "interrupted"
+    assert not run.running_elsewhere

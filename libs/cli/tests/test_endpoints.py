@@ -135,7 +135,7 @@ def test_a_seed_is_for_the_bundled_server_only(tmp_path, no_local, monkeypatch):
         def __init__(self, gguf, **options):
             started.append(options)
 
-        def start(self):
+        def start(self, *, judge=True):
             return self
 
     monkeypatch.setattr(local_model, "LocalModelPair", Pair)

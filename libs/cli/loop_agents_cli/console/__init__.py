@@ -1,11 +1,5 @@
 """A loop for people to look at: live in a terminal (rich), or afterwards as an HTML page.
 
-- `loop_console`: `LoopConsole`, `stream_to_console` and `astream_to_console`, which
-  render what a loop streams; the demos and the ``loop-agents`` command use them.
-- `html_page` and `svg_charts`: self-contained HTML pages (inline SVG charts, no script,
-  everything escaped), and `run_page`, one run's page (``loop-agents show --report``);
-  the eval's page (`loop_agents_evals.html_report`) is built from the same parts.
-
 ```python
 from loop_agents_cli.console import stream_to_console
 
@@ -26,7 +20,6 @@ __all__ = ["LoopConsole", "astream_to_console", "stream_to_console"]
 
 
 def __getattr__(name: str) -> Any:
-    """The console's names, imported on first use (rich and LangGraph load then)."""
     if name in __all__:
         from loop_agents_cli.console import loop_console
 

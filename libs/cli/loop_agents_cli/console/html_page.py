@@ -1,15 +1,11 @@
 """Self-contained HTML pages: escaping, the page shell, tables, folded sections.
 
-A page made here needs nothing else: its style is inline, its charts are inline SVG
-(`loop_agents_cli.console.svg_charts`), it runs no script, and its Content-Security-Policy
-forbids scripts and every network fetch, so a page opened from disk cannot call out even
-if some text slipped through unescaped. Nothing slips through: every piece of text goes
-through `escape` unless it is already `Html` (markup built here from escaped parts).
+A page needs nothing else: inline style and SVG, no script, and a Content-Security-Policy
+that forbids scripts and fetches. Every text goes through `escape` unless it is `Html`.
 
 Example:
     ```python
-    body = heading("Results") + table(["task", "passed"], [["t1", "yes"], ["<b>", "no"]])
-    Path("page.html").write_text(page("An eval", body), encoding="utf-8")
+    Path("page.html").write_text(page("An eval", heading("Results") + table(...)))
     ```
 """
 
@@ -21,22 +17,6 @@ from pathlib import Path
 
 from loop_agents.runtime.numbers import finite_float
 
-__all__ = [
-    "PAGE_SUFFIXES",
-    "Html",
-    "check_report_path",
-    "definition_list",
-    "escape",
-    "folded",
-    "heading",
-    "join",
-    "number_text",
-    "page",
-    "preformatted",
-    "table",
-    "tag",
-]
-
 
 class Html(str):
     """Markup that is safe as it is: built here from escaped text. Plain `str` is text."""
@@ -44,11 +24,9 @@ class Html(str):
     __slots__ = ()
 
     def __add__(self, other: str) -> Html:
-        """``self`` then ``other`` (escaped unless it is `Html`)."""
         return Html(str.__add__(self, escape(other)))
 
     def __radd__(self, other: str) -> Html:
-        """``other`` (escaped unless it is `Html`) then ``self``."""
         return Html(str.__add__(escape(other), self))
 
 
@@ -68,15 +46,11 @@ def escape(value: object) -> Html:
 def number_text(value: object, digits: int | None = 1) -> str:
     """A number as a page shows it; ``"—"`` for ``None``; anything else as its text.
 
-    Args:
-        value: The value, from a file that may hold anything.
-        digits: Digits after the point, with thousands separated; ``None``: as short as
-            the number is (``72.5``, ``86``).
+    ``digits``: after the point, thousands separated; ``None``: as short as it is.
 
     Example:
         ```python
         assert number_text(1182.4, 0) == "1,182"
-        assert number_text(None) == "—"
         ```
     """
     number = finite_float(value)
@@ -93,9 +67,7 @@ def join(parts: Iterable[object], separator: str = "") -> Html:
 def tag(name: str, content: object = "", /, **attributes: object) -> Html:
     """``<name attr="value">content</name>``; attribute values and text are escaped.
 
-    An attribute whose value is ``None`` or ``False`` is left out, one whose value is
-    ``True`` is written bare (``open``); ``class_`` is written ``class``, ``aria_label``
-    ``aria-label``.
+    ``None``/``False`` attributes are left out, ``True`` ones bare; ``class_`` is ``class``.
 
     Example:
         ```python
@@ -243,11 +215,9 @@ def _same_file(first: Path, second: Path) -> bool:
 def check_report_path(
     report: Path | None, *, out: Path | None = None, source: Path | None = None
 ) -> Path | None:
-    """Check where the page goes: an ``.html`` file, not a folder, not one of the JSON files.
+    """Check where the page goes: an ``.html`` file, not a folder, not ``out`` or ``source``.
 
-    Raises:
-        ValueError: the name does not end in ``.html``/``.htm``, is a folder, or is the
-            ``--out`` or ``--from`` file (which the page would overwrite).
+    Raises `ValueError` saying what to give instead.
 
     Example:
         ```python

@@ -1,12 +1,8 @@
 """Watch a loop think: its agent's tokens, the evaluator's verdicts and a summary, in a terminal.
 
-`LoopConsole` renders what a loop streams (``stream_mode=["messages", "custom"]``): every
-iteration starts with a one-line status (iteration i of N, elapsed time, the scores so
-far), the agent's answer follows token by token under ``----Agent----``, the evaluator's
-feedback under ``----Evaluator----``, and a table sums the loop up at the end (iteration,
-score, seconds, tokens, stop reason). In a terminal it uses colour and shows a spinner
-while the loop waits for a model; in a pipe or a CI log it prints the same content as
-plain lines, without control codes. Rendering is done by ``rich``.
+Each iteration starts with a status line; the agent's answer follows under
+``----Agent----`` as it streams, the feedback under ``----Evaluator----``, and a table sums
+the loop up. Colour and a spinner in a terminal, plain lines elsewhere (rich).
 
 ```python
 result = await astream_to_console(loop, {"messages": [HumanMessage("Write a haiku.")]})
@@ -51,7 +47,7 @@ from loop_agents_cli.console.output import (
     format_seconds,
     section_header,
 )
-from loop_agents_cli.console.tidy import TidyStream, shown_feedback, tidy
+from loop_agents_cli.console.tidy import TidyStream, shown_feedback, tidy, without_unclosed_fence
 
 INTERRUPT = "__interrupt__"
 """The key under which a paused run's ``values`` (and ``ainvoke``'s output) list its interrupts."""
@@ -100,25 +96,15 @@ class _Waiting:
 
 
 class LoopConsole:
-    """Renders a loop's ``messages`` and ``custom`` streams on a ``rich`` console.
-
-    Feed it every item of a stream with `handle` (or let `astream_to_console` do it).
-    Tokens of the agent (``loop_role == "agent"`` in their metadata) are printed as they
-    arrive; an agent that does not stream has its answer printed when it finishes.
-    Everything else on the streams is ignored.
+    """Renders a loop's ``messages`` and ``custom`` streams on a ``rich`` console (`handle`).
 
     Args:
-        console: Where to print; default `loop_agents_cli.console.output.command_console`
-            on stdout: colour and a spinner in a terminal, plain lines that are never
-            wrapped elsewhere.
-        clock: Seconds from a monotonic clock, for the elapsed times in the status
-            lines (injectable for tests).
+        console: Where to print; default `command_console` on stdout.
+        clock: Seconds from a monotonic clock, for the status lines (tests inject one).
         agent_title: The title of the agent's sections.
         evaluator_title: The title of the evaluator's sections.
-        tidy: Show a small model's text tidied (`loop_agents_cli.console.tidy`): answers
-            without code fences, chat-template tokens and control characters, feedback
-            that is not readable text as "(the judge gave no readable feedback)". Only
-            what is shown changes, never what the loop keeps.
+        tidy: Show a small model's text tidied (`loop_agents_cli.console.tidy`); what the
+            loop keeps never changes. Without it only an unclosed code fence is dropped.
 
     Example:
         ```python
@@ -128,7 +114,6 @@ class LoopConsole:
         ):
             view.handle(mode, payload)
         ```
-
     """
 
     def __init__(
@@ -160,12 +145,7 @@ class LoopConsole:
     # -- input ---------------------------------------------------------------------------
 
     def handle(self, mode: str, payload: Any) -> None:
-        """Render one stream item: ``mode`` is ``"messages"`` or ``"custom"``.
-
-        For ``"messages"`` the payload is LangGraph's ``(message_chunk, metadata)``;
-        for ``"custom"`` it is what a node wrote (loop events are rendered, other
-        values ignored). Items of other modes are ignored.
-        """
+        """Render one stream item (``"messages"`` or ``"custom"``; other modes are ignored)."""
         if self._started is None:
             self._started = self.clock()
         if mode == "messages" and isinstance(payload, tuple) and len(payload) == 2:
@@ -196,11 +176,8 @@ class LoopConsole:
     def failed(self, reason: str, *, iterations: int | None = None) -> None:
         """End the view of a loop that stopped before its end: the summary so far.
 
-        ``reason`` (e.g. ``"error"``) takes the place of the stop reason; the answer
-        is the best-scored iteration's (else the last one's). The iterations counted
-        are those whose answer came, as the loop's ``iteration`` counts them: an
-        iteration whose model call failed is not one. ``iterations`` gives that count
-        when the console did not see the answers (a replay of saved records).
+        ``reason`` takes the place of the stop reason; ``iterations`` the count of answered
+        iterations when the console did not see them (a replay).
 
         Example:
             ```python
@@ -242,11 +219,7 @@ class LoopConsole:
         self.console.print(self._answer(answer), markup=False, highlight=False, soft_wrap=True)
 
     def restore(self, rows: Sequence[Mapping[str, Any]], max_iterations: int) -> None:
-        """Know iterations that ran before (a resumed run's), without printing them.
-
-        Each row is an iteration record (``iteration``, ``score``, ``stop``,
-        ``agent_seconds``, ``evaluation_seconds`` and the token counts); they appear in
-        the status lines and the summary table as if they had been streamed.
+        """Know iterations that ran before (a resumed run's records), without printing them.
 
         Example:
             ```python
@@ -276,18 +249,12 @@ class LoopConsole:
     def show_saved_answer(
         self, iteration: int, answer: str, *, seconds: float = 0.0, tokens: int = 0
     ) -> None:
-        """Show an answer saved before a resume that is judged next, as a fresh run shows it.
+        """Show a saved answer that is judged next (a run resumed after its agent had answered).
 
-        A run resumed after its agent had answered (the evaluation was cut off) goes on
-        with the evaluation: this prints the iteration's status line and the saved answer
-        under the agent's header, then waits for the evaluator with the live line (in a
-        terminal), so that the evaluator's feedback follows the answer it is about. Call
-        it after `restore`. ``seconds`` and ``tokens`` are the saved agent call's: the
-        iteration's row counts them, as its record will.
+        Call it after `restore`; ``seconds`` and ``tokens`` are the saved agent call's.
 
         Example:
             ```python
-            view.restore(records, max_iterations=3)
             view.show_saved_answer(2, state["last_response"].text, seconds=3.1, tokens=263)
             ```
         """
@@ -504,7 +471,7 @@ class LoopConsole:
                 str(row.tokens) if row.tokens else "-",  # none reported
             ]
             if cached:
-                cells.append(str(row.cached))
+                cells.append(str(row.cached) if row.tokens else "-")
             if priced:
                 cells.append(format_cost(row.cost))
             table.add_row(*cells, outcome)
@@ -513,11 +480,7 @@ class LoopConsole:
     def summary_line(self) -> str:
         """The closing line: why the loop stopped, after how many iterations, the best score.
 
-        E.g. ``stopped: accepted after 2 of 3 iterations · best score 81 (iteration 2) ·
-        9.9s in all``. When the loop's answer is not its last attempt (``AnswerSelection("best")``),
-        the line says which iteration's it is. The time "in all" is the summary table's
-        seconds added up (every iteration's agent and evaluator), so a resumed run and
-        its replay from the saved records (``loop-agents show``) say the same.
+        The time "in all" adds up the table's seconds, so a resumed run and its replay agree.
         """
         elapsed = self.clock() - (self._started if self._started is not None else self.clock())
         finished = self.finished
@@ -550,7 +513,7 @@ class LoopConsole:
     # -- output helpers ------------------------------------------------------------------
 
     def _answer(self, answer: str) -> str:
-        return tidy(utf8_text(answer)) if self.tidy else utf8_text(answer)
+        return (tidy if self.tidy else without_unclosed_fence)(utf8_text(answer))
 
     def _print_answer_text(self, answer: str) -> None:
         shown = self._answer(answer)
@@ -619,28 +582,14 @@ async def astream_to_console(
 ) -> Any:
     """Run ``graph`` (a loop, or a graph with loops inside) and render it as it runs.
 
-    The graph is streamed with ``stream_mode=["messages", "custom", "values"]`` and
-    ``subgraphs=True`` (so the tokens of a graph agent and the events of a loop nested in
-    a parent graph are seen too); the items go to ``view``.
-
-    Args:
-        graph: A compiled graph, e.g. from `create_loop_agent`.
-        input: The graph's input, e.g. ``{"messages": [HumanMessage(...)]}``.
-        config: The run's config (thread id, callbacks, ...).
-        view: The renderer; default a `LoopConsole` on stdout.
-        **kwargs: More arguments of ``graph.astream`` (e.g. ``context``).
-
-    Returns:
-        The graph's output (its last state, its output keys only), as ``ainvoke`` would
-        return it, with ``"__interrupt__"`` when the run paused at an interrupt (the view
-        says so); ``None`` if it produced none.
+    It streams ``messages``, ``custom`` and ``values`` with ``subgraphs=True`` to ``view``
+    (default a `LoopConsole`); ``kwargs`` go to ``graph.astream``. Returns the graph's output
+    as ``ainvoke`` would (with ``"__interrupt__"`` when it paused), or ``None``.
 
     Example:
         ```python
         result = await astream_to_console(loop, {"messages": [HumanMessage("Hi")]})
-        print(result["stop_reason"])
         ```
-
     """
     collector = _Collector(graph, view if view is not None else LoopConsole())
     try:
@@ -667,7 +616,6 @@ def stream_to_console(
         ```python
         result = stream_to_console(loop, {"messages": [HumanMessage("Hi")]})
         ```
-
     """
     collector = _Collector(graph, view if view is not None else LoopConsole())
     try:

@@ -1,21 +1,12 @@
 """The rich ``Console`` a command prints on: the terminal's, or one that never wraps a line.
 
-In a terminal rich fits the output to the window, with colour. In a pipe, a file or a CI
-log there is no window: rich would break every line at 80 columns, in the middle of a
-value ("90.6" at the end of one line, "s" at the start of the next) and of a table's
-title. `command_console` keeps the terminal's behaviour and, elsewhere, never breaks a
-line of text; tables are laid out at ``COLUMNS`` characters when it is set, else at
-`PIPE_WIDTH`, so that a row stays on one line.
-
-```python
-from loop_agents_cli.console.output import command_console
-
-command_console().print("a long line that a pipe receives whole ...")
-```
+Outside a terminal rich would break every line at 80 columns, mid-value; there text is
+never wrapped and tables are laid out at ``COLUMNS`` (else `PIPE_WIDTH`) characters.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 
 from rich.console import Console
@@ -25,24 +16,26 @@ PIPE_WIDTH = 200
 
 
 def command_console(*, stderr: bool = False) -> Console:
-    """The console for a command's output on stdout (or ``stderr``).
-
-    In a terminal (or with ``FORCE_COLOR`` set): rich's own, as wide as the window. Not
-    in a terminal: text is never wrapped (``soft_wrap``), and tables are laid out at
-    ``COLUMNS`` characters when it is set, else at `PIPE_WIDTH`.
+    """The console for a command's output on stdout (or ``stderr``); see the module docstring.
 
     Example:
         ```python
-        console = command_console()
-        console.print("iteration 1 of 3 · 0.0s elapsed", style="dim")
+        command_console().print("iteration 1 of 3 · 0.0s elapsed", style="dim")
         ```
     """
-    console = Console(stderr=stderr)
+    console = _Console(stderr=stderr)
     if console.is_terminal:
         return console
     columns = os.environ.get("COLUMNS", "").strip()
     width = int(columns) if columns.isdigit() and int(columns) > 0 else PIPE_WIDTH
-    return Console(stderr=stderr, soft_wrap=True, width=width)
+    return _Console(stderr=stderr, soft_wrap=True, width=width)
+
+
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        # rich exits with status 1 here; the command's `main` ends as SIGPIPE would (141)
+        self.quiet = True
+        raise BrokenPipeError(errno.EPIPE, "the reader of the output went away")
 
 
 def section_header(title: str) -> str:

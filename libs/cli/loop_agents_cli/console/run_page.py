@@ -1,15 +1,7 @@
 """One loop run as a self-contained HTML page (``loop-agents show RUN_ID --report``).
 
-The page is drawn from the run's result as ``run --json`` prints it (``records`` with each
-iteration's answer, score, feedback, seconds and tokens) and what is known of the run
-(its task, settings, model): the score per iteration (with the threshold, when the run
-had one), a table of the iterations, each iteration's answer and the feedback it got
-(the selected one open), the final answer and the settings. Every text is escaped.
-
-Example:
-    ```python
-    text = run_page(result, title="Run 3f9a2c1b", task="Write a limerick.", threshold=80)
-    ```
+Drawn from the run's result as ``run --json`` prints it: the score per iteration, a table
+of the iterations, each answer and its feedback, the final answer and the settings.
 """
 
 from __future__ import annotations
@@ -31,8 +23,6 @@ from loop_agents_cli.console.html_page import (
     tag,
 )
 from loop_agents_cli.console.svg_charts import PALETTE, Series, line_chart
-
-__all__ = ["run_page"]
 
 
 def _records(result: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -142,16 +132,9 @@ def run_page(
     threshold: float | None = None,
     settings: Mapping[str, Any] | None = None,
 ) -> str:
-    """The HTML page of one run.
+    """The HTML page of one run (``result``: as `result_json` makes it).
 
-    Args:
-        result: The run's result as ``run --json`` prints it (`result_json`).
-        title: The page's heading, e.g. ``"Run 3f9a2c1b"``.
-        facts: One line of ``name: value`` under the heading (started, status, model).
-        task: The task the model was given.
-        rubric: The judge's rubric, if the run had one.
-        threshold: The score that accepts an answer, drawn on the score chart.
-        settings: The run's settings, listed at the end.
+    ``facts`` make the line under the ``title``; ``threshold`` is drawn on the score chart.
 
     Example:
         ```python

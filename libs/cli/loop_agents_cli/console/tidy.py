@@ -1,18 +1,10 @@
 r"""What a console shows of a small model's text: no code fences, no debris, no gibberish.
 
-A tiny model (the bundled 135M one) ends a poem with a stray code fence, writes
-chat-template tokens (``<|im_end|>``) and control characters, and its judge's feedback
-can be letters at random ("mopbeznbla;gwjrldh6,"). `LoopConsole` with ``tidy=True``
-(the Song-lyrics demo) shows the text through these functions; what the loop stores,
-returns and saves is never changed.
+`LoopConsole` with ``tidy=True`` (the demo) shows text through these functions; what the
+loop keeps is never changed.
 
 ```python
-from loop_agents_cli.console.tidy import tidy, shown_feedback
-
 assert tidy("相见欢\n```\n无言独上西楼") == "相见欢\n无言独上西楼"
-assert shown_feedback("mopbeznbla;gwjrldh6,\n\nScore: 12") == (
-    "(the judge gave no readable feedback)\n\nScore: 12"
-)
 ```
 """
 
@@ -58,6 +50,21 @@ def tidy(text: str) -> str:
     return _tidy_lines(text).strip("\n")
 
 
+def without_unclosed_fence(text: str) -> str:
+    r"""``text`` without the fence line of a code block that never closes (as run shows it).
+
+    Example:
+        ```python
+        assert without_unclosed_fence("```python\nprint(1)") == "print(1)"
+        ```
+    """
+    lines = text.split("\n")
+    fences = [i for i, line in enumerate(lines) if _FENCE_LINE.match(line)]
+    if len(fences) % 2:  # fences pair up in order: the last one opens a block never closed
+        del lines[fences[-1]]
+    return "\n".join(lines)
+
+
 def readable(text: str) -> bool:
     """Whether ``text`` reads as words: Chinese, or mostly pronounceable Latin words.
 
@@ -96,10 +103,6 @@ def shown_feedback(text: str) -> str:
 class TidyStream:
     r"""`tidy` for text that arrives in pieces: what may still become debris is held back.
 
-    A line that may still be a fence (it has only blanks and backticks so far), and the
-    end of a line that may still be a chat-template token (``<|im_``) or a run of
-    backticks, wait for the next piece; everything else is shown at once.
-
     Example:
         ```python
         stream = TidyStream()
@@ -109,7 +112,6 @@ class TidyStream:
     """
 
     def __init__(self) -> None:
-        """Start with nothing received."""
         self._text = ""
         self._shown = 0  # the characters of the tidied text shown so far
 

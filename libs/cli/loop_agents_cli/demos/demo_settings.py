@@ -1,9 +1,4 @@
-"""The Song-lyrics demo's own settings, read before any model library is imported.
-
-``loop-agents demo`` checks them with its other arguments (`loop_agents_cli.arguments`),
-so a bad setting is reported as fast as ``--help``: only the standard library and the
-package's light settings module are imported here.
-"""
+"""The Song-lyrics demo's own settings, read before any model library is imported."""
 
 from __future__ import annotations
 
@@ -21,19 +16,14 @@ FORM_CHECK_VARIABLE = "LOOP_AGENTS_FORM_CHECK"
 
 
 def form_check_from_env(environ: Mapping[str, str] | None = None) -> bool:
-    """Read `FORM_CHECK_VARIABLE`: on unless it is ``0``/``false``/``no``/``off``.
+    """Read `FORM_CHECK_VARIABLE`: on unless ``0``/``false``/``no``/``off``; `SettingsError` else.
 
-    The form check is on by default: the article's reviewer alone scores a copy of the
-    source poem 90 and accepts it, and a small model's reviewer cannot count characters.
-
-    Raises:
-        SettingsError: the value is neither a yes nor a no.
+    On by default: the article's reviewer alone scores a copy of the source poem 90.
 
     Example:
         ```python
-        assert form_check_from_env({}) and not form_check_from_env({"LOOP_AGENTS_FORM_CHECK": "0"})
+        assert not form_check_from_env({"LOOP_AGENTS_FORM_CHECK": "0"})
         ```
-
     """
     value = (os.environ if environ is None else environ).get(FORM_CHECK_VARIABLE, "")
     flag = value.strip().lower()
@@ -48,17 +38,7 @@ def form_check_from_env(environ: Mapping[str, str] | None = None) -> bool:
 
 
 def check_review_method(method: str | None) -> None:
-    """Refuse the ``text`` verdict form: the demo's reviewer needs structured output.
-
-    Raises:
-        SettingsError: ``method`` is ``"text"``; the message names the other forms.
-
-    Example:
-        ```python
-        check_review_method("function_calling")
-        ```
-
-    """
+    """Refuse the ``text`` verdict form (`SettingsError`): the reviewer needs structured output."""
     if method == "text":
         raise SettingsError(
             "the Song-lyrics reviewer reads a structured review (comments and a score), so "

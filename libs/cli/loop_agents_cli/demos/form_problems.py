@@ -1,10 +1,4 @@
-"""The form of 相见欢 as data, and what the form checker tells the composer.
-
-`PATTERN` holds the phrase lengths; `FormProblem` is one thing wrong with a draft; the
-functions below word each kind of problem, in Chinese (``"zh"``, for the composer of the
-Song-lyrics demo) or English (``"en"``). `loop_agents_cli.demos.xiangjianhuan` finds
-the problems.
-"""
+"""The form of 相见欢 as data (`PATTERN`), and how each problem is worded (``zh`` or ``en``)."""
 
 from __future__ import annotations
 
@@ -43,12 +37,7 @@ def is_han(char: str) -> bool:
 
 @dataclass(frozen=True)
 class Segment:
-    """A stretch of the draft between two breaks (punctuation, spaces, line ends).
-
-    Attributes:
-        text: Its Chinese characters (what is counted).
-        block: The blank-line-separated block it is in (0 = first).
-    """
+    """A stretch of the draft between two breaks: its Chinese characters, and its block."""
 
     text: str
     block: int
@@ -58,14 +47,9 @@ class Segment:
 class FormProblem:
     """One thing wrong with a draft's form.
 
-    Attributes:
-        kind: ``length`` (a phrase has the wrong number of characters), ``break`` (a
-            phrase is broken in the wrong place), ``missing``, ``extra``, ``merged`` (two
-            phrases run together without a break), ``stanza`` (the stanza break is in the
-            wrong place), ``foreign`` (letters or digits in the ci) or ``empty``.
-        phrase: The pattern phrase concerned (1-7), or ``None``.
-        text: The draft's text concerned.
-        message: What is wrong and how to fix it, for the composer.
+    ``kind`` is ``length``, ``break`` (broken in the wrong place), ``missing``, ``extra``,
+    ``merged`` (two phrases without a break), ``stanza``, ``foreign`` or ``empty``; ``phrase``
+    the pattern's phrase (1-7) or ``None``; ``text`` the draft's text; ``message`` the fix.
     """
 
     kind: ProblemKind

@@ -1,18 +1,10 @@
 """The Song-lyrics demo: a composer writes a ci to the tune 相见欢, a reviewer scores it.
 
-The composer is a ``create_agent`` agent; the reviewer an `llm_judge` whose verdict is
-a `Review` (the judge policy of ``loop-agents run``: an unusable review is asked for
-again, then stops the loop). Before the reviewer, the 相见欢 form check reads each draft
-(on unless ``LOOP_AGENTS_FORM_CHECK=0``): a draft without the form goes back to the
-composer with what is wrong and a score for how near it is, at no reviewer call (the
-reviewer alone accepts a copy of the source poem). While the score is below `PASS_SCORE`
-the feedback goes back to the composer, at most `MAX_ITERATIONS` times; the best-scored
-draft is the answer. `run` streams the loop to the console: the composer's tokens under
-``----Agent----``, each review under ``----Evaluator----``, a status line per iteration,
-then the summary, the verdict and the selected draft. A run that fails part-way prints
-the same for what it did and raises `DemoFailed`, whose message says what went wrong.
-
-Run it with ``loop-agents demo song-lyrics`` or ``python examples/song_lyrics.py``.
+The composer is a ``create_agent`` agent, the reviewer an `llm_judge` scoring into
+`Review`; the 相见欢 form check reads each draft first (unless ``LOOP_AGENTS_FORM_CHECK=0``).
+Below `PASS_SCORE` the feedback goes back, at most `MAX_ITERATIONS` times; the best-scored
+draft is the answer. Run it with ``loop-agents demo song-lyrics`` or
+``python examples/song_lyrics.py``; docs/cli.md says what it shows.
 """
 
 from __future__ import annotations
@@ -82,26 +74,14 @@ def build_loop(
 ) -> LoopAgent:
     """The composer/reviewer loop of the article, for the given model settings.
 
-    Args:
-        settings: Where the model is (see `loop_agents_cli.models.settings.ModelSettings`).
-        judge_settings: Where the reviewer's model is (default ``settings``): on the
-            bundled server, the judge's own process, so that the composer's and the
-            reviewer's prompts keep their cached prefixes.
-        http_async_client: An ``httpx.AsyncClient`` for both models (tests use a
-            scripted transport); default: the OpenAI client's own.
-        form_check: Check each draft's form (`xiangjianhuan_form`) before the
-            reviewer sees it: a malformed draft goes back to the composer with what is
-            wrong, at no reviewer call. Default: ``LOOP_AGENTS_FORM_CHECK`` in the
-            environment (`form_check_from_env`: on unless set to 0).
-        checkpointer: Passed to `create_loop_agent` (the command reads the state of
-            a run that failed back from it).
+    ``judge_settings``: the reviewer's (default ``settings``; on the bundled server, the
+    judge's own process); ``http_async_client``: for both models; ``form_check``: default
+    `form_check_from_env`; ``checkpointer``: for `create_loop_agent`.
 
     Example:
         ```python
-        loop = build_loop(ModelSettings.from_env())
-        result = await loop.ainvoke({"messages": [HumanMessage(prompt)]})
+        result = await build_loop(ModelSettings.from_env()).ainvoke({"messages": [request]})
         ```
-
     """
     evaluator: Evaluator = reviewer(judge_settings or settings, http_async_client=http_async_client)
     if form_check_from_env() if form_check is None else form_check:
@@ -125,7 +105,6 @@ def composer(
         ```python
         loop = create_loop_agent(composer(settings), reviewer(settings), 3)
         ```
-
     """
     return create_agent(
         model=settings.chat_model(**_client(http_async_client)),
@@ -138,17 +117,13 @@ def reviewer(
 ) -> LoopEvaluatorRunnable:
     """The article's reviewer: an `llm_judge` scoring into `Review`, accepting at `PASS_SCORE`.
 
-    It has the judge policy of ``loop-agents run``: a review that does not parse or
-    scores off the 0-100 scale (or not a finite number) is asked for again, at most
-    `REVIEW_RETRIES` times, then `loop_agents.evaluators.JudgeError` stops the loop:
-    a broken review never passes a ci, and the loop never goes on as if it had been
-    judged. The feedback is the article's: the comments, then ``综合得分：N``.
+    An unusable review is asked for again (`REVIEW_RETRIES` times), then `JudgeError` stops
+    the loop; the feedback is the comments, then ``综合得分：N``.
 
     Example:
         ```python
         loop = create_loop_agent(composer, reviewer(ModelSettings.from_env()), 3)
         ```
-
     """
     check_review_method(settings.structured_output_method)
     method = cast(ReviewMethod, settings.structured_output_method)  # not "text": checked
@@ -169,18 +144,14 @@ def _client(http_async_client: httpx.AsyncClient | None) -> dict[str, Any]:
 
 
 def verdict(result: Mapping[str, Any], *, stop_reason: str | None = None) -> str:
-    """A short account of the run: iterations, the score of each try, why it stopped.
+    """A short account of the run: iterations, each try's score, why it stopped.
 
-    Args:
-        result: The loop's output (or its state, read back).
-        stop_reason: Why the loop stopped, when it did not finish (``judge_invalid``,
-            ``error``); default the loop's own stop reason.
+    ``stop_reason`` overrides the loop's own, for a run that did not finish.
 
     Example:
         ```python
-        print(verdict(await build_loop(settings).ainvoke({"messages": [request]})))
+        print(verdict(result))
         ```
-
     """
     records = result.get("records") or []
     scores = ", ".join(
@@ -213,13 +184,7 @@ def verdict(result: Mapping[str, Any], *, stop_reason: str | None = None) -> str
 
 
 class DemoFailed(RuntimeError):
-    """The demo's loop stopped part-way; the message says why, on one line.
-
-    Attributes:
-        values: The loop's state when it stopped (every completed step).
-        stop_reason: ``judge_invalid`` (no usable review) or ``error``.
-
-    """
+    """The demo's loop stopped part-way: the message says why; ``values`` and ``stop_reason``."""
 
     def __init__(self, message: str, values: Mapping[str, Any], stop_reason: str) -> None:
         super().__init__(message)
@@ -228,16 +193,12 @@ class DemoFailed(RuntimeError):
 
 
 def selected_draft(values: Mapping[str, Any]) -> str | None:
-    """The draft that is the run's answer: the loop's (the best-scored), else the best so far.
-
-    For a loop that stopped part-way it is the best-scored draft so far (the later on a
-    tie), else the latest one.
+    """The draft that is the run's answer: the loop's, else (stopped part-way) the best so far.
 
     Example:
         ```python
-        print(selected_draft(await build_loop(settings).ainvoke({"messages": [request]})))
+        print(selected_draft(result))
         ```
-
     """
     last = values.get("last_response")
     records = list(values.get("records") or [])
@@ -255,7 +216,6 @@ def report(values: Mapping[str, Any], view: LoopConsole, *, stop_reason: str | N
         ```python
         report(result, LoopConsole(tidy=True))
         ```
-
     """
     view.console.print()
     view.console.print(verdict(values, stop_reason=stop_reason), markup=False, highlight=False)
@@ -265,14 +225,7 @@ def report(values: Mapping[str, Any], view: LoopConsole, *, stop_reason: str | N
 
 
 def describe_failure(exc: BaseException) -> str:
-    """What stopped the demo, on one line, without a library's advice to its developer.
-
-    Example:
-        ```python
-        describe_failure(JudgeError("...", ["the score 316098 is outside the scale 0-100"]))
-        ```
-
-    """
+    """What stopped the demo, on one line."""
     if isinstance(exc, JudgeError):
         last = exc.problems[-1] if exc.problems else str(exc)
         text = (
@@ -287,15 +240,10 @@ def describe_failure(exc: BaseException) -> str:
 def advice(*, offline: bool) -> str:
     """One line: the exact commands that run this demo on a stronger model.
 
-    Printed at the end of a run on the bundled model, and when the reviewer gave no usable
-    review (the model's limits). A server that could not be reached or died is not the
-    model's fault, and its error says what to do.
-
     Example:
         ```python
         print(advice(offline=True))
         ```
-
     """
     demo = f"{_command()} demo song-lyrics"
     tiny = "the bundled model has 135M parameters; " if offline else ""
@@ -307,11 +255,7 @@ def advice(*, offline: bool) -> str:
 
 
 def _command() -> str:
-    """How the ``loop-agents`` command is typed here.
-
-    Its name when it is on ``PATH`` (this Python's), else its path (a virtual environment
-    that is not activated, as ``make demo`` leaves it).
-    """
+    """How ``loop-agents`` is typed here: its name on ``PATH``, else its path."""
     script = Path(sys.executable).parent / "loop-agents"
     found = shutil.which("loop-agents")
     if found is not None and Path(found).absolute() == script.absolute():
@@ -329,26 +273,15 @@ async def run(
     http_async_client: httpx.AsyncClient | None = None,
     view: LoopConsole | None = None,
 ) -> LoopOutput:
-    """Run the demo once, streamed to the console; then the verdict and the selected draft.
-
-    Args:
-        settings: Where the model is.
-        judge_settings: Where the reviewer's model is (default ``settings``).
-        http_async_client: Passed to `build_loop`.
-        view: The renderer; default a `LoopConsole` on stdout that shows the text tidied.
-
-    Returns:
-        The loop's output.
+    """Run the demo once, streamed to ``view`` (default tidied); then the verdict and the draft.
 
     Raises:
-        DemoFailed: the loop stopped part-way (a server error, no usable review); what
-            it did is printed first (the summary so far, the best draft).
+        DemoFailed: the loop stopped part-way; what it did is printed first.
 
     Example:
         ```python
         result = asyncio.run(run(ModelSettings.from_env()))
         ```
-
     """
     loop = build_loop(
         settings,
@@ -379,28 +312,11 @@ async def run_offline(
     view: LoopConsole | None = None,
     seed: int | None = None,
 ) -> LoopOutput:
-    """Run the demo on the bundled offline model (the ``local`` extra), with a banner.
-
-    Used when neither ``OPENAI_API_KEY`` nor ``OPENAI_BASE_URL`` is set. Nothing is
-    installed here: without the extra this raises with the one command that installs it.
-
-    Args:
-        settings: Read for ``max_tokens`` only (default `LOCAL_MAX_TOKENS`).
-        view: The renderer; default a `LoopConsole` on stdout that shows the text tidied.
-        seed: The servers' random seed (see `loop_agents_cli.models.local_model.LocalModelPair`);
-            default a new one every run, printed, so that two runs are two samples.
+    """Run the demo on the bundled offline model, with a banner (``settings``: for its cap only).
 
     Raises:
-        SettingsError: the ``local`` extra is not installed; the message says how to
-            install it or how to point the demo at a model server instead.
-        loop_agents_cli.models.local_model.LocalModelServerDied: a server process stopped
-            mid-run (its role, how, its log and the fix).
-
-    Example:
-        ```python
-        result = asyncio.run(run_offline())
-        ```
-
+        SettingsError: the ``local`` extra is not installed (the message says what to do).
+        LocalModelServerDied: a server process stopped mid-run.
     """
     if not local_model.is_installed():
         raise SettingsError(local_model.no_endpoint_message())

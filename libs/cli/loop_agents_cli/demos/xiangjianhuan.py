@@ -1,21 +1,11 @@
-"""The form of the ci pattern 相见欢, checked phrase by phrase.
+"""The form of the ci pattern 相见欢 (Li Yu's "无言独上西楼"), checked phrase by phrase.
 
-The standard form (Li Yu's "无言独上西楼") has 36 characters in two stanzas:
-
-- first stanza: phrases of 6, 3 and 9 characters;
-- second stanza: phrases of 3, 3, 3 and 9 characters.
-
-A nine-character phrase is read in one breath or breaks after its sixth character
-("笑把青丝低绾、倚层楼"); any other break, e.g. 4+5 ("一诺轻轻，笑语付疏妆"), is wrong.
-A title line ("相见欢·淇水旧盟", a Latin-letter title), headings such as 【相见欢】 and
-punctuation are not counted.
-
-`check_xiangjianhuan` splits the draft at its punctuation and line breaks into segments
-and aligns them with the seven phrases of the pattern (an edit-distance alignment), so
-that it can say exactly which phrase is missing, too long or too short, broken in the
-wrong place, run together with the next, or extra (the wording is in
-`loop_agents_cli.demos.form_problems`). `xiangjianhuan_form` is the checker as an
-evaluator.
+36 characters in two stanzas: phrases of 6, 3 and 9, then 3, 3, 3 and 9; a nine-character
+phrase is one breath or breaks after its sixth character. Titles, headings and punctuation
+are not counted. `check_xiangjianhuan` aligns the draft's segments with the seven phrases
+(edit distance) to say which phrase is missing, too long or short, broken wrongly, run
+together or extra (the wording: `loop_agents_cli.demos.form_problems`);
+`xiangjianhuan_form` is the checker as an evaluator.
 """
 
 from __future__ import annotations
@@ -86,13 +76,10 @@ class FormReport:
 
     Attributes:
         ok: The draft has the form.
-        characters: The Chinese characters counted (title, headings and punctuation
-            excluded).
+        characters: The Chinese characters counted (title, headings, punctuation excluded).
         phrases: The draft's text for each of the seven phrases ("" when missing).
         problems: What is wrong, in reading order.
-        layout: The draft's phrase lengths as found, per stanza of the pattern
-            (``"4+5"`` for a phrase written in two parts), e.g.
-            ``(("6", "3", "4+5"), ("3", "3", "3", "4+5"))``.
+        layout: The phrase lengths found per stanza (``"4+5"``: a phrase in two parts).
         language: The language of the messages.
     """
 
@@ -105,13 +92,10 @@ class FormReport:
 
     @property
     def score(self) -> float:
-        """How near the draft is to the form, from 0 to 100: a score for best-of selection.
+        """How near the draft is to the form, 0 to 100 (100 with it).
 
-        100 with the form; without it `NEAREST_SCORE` for one problem and a tenth less
-        for each further one (`PROBLEM_FACTOR`), so that drafts far off still differ (0
-        for a draft with no verse). It stays below the demo's pass mark (75), so a draft
-        that has the form and that the reviewer accepts always beats one without the
-        form, and among drafts without it the nearest is the best.
+        Without it `NEAREST_SCORE` for one problem, a tenth less for each further one: always
+        below the demo's pass mark.
         """
         if self.ok:
             return 100.0
@@ -282,13 +266,7 @@ def _align(lengths: Sequence[int]) -> list[_Step]:
 def check_xiangjianhuan(text: str, *, language: Language = "zh") -> FormReport:
     """Check a draft against the form of 相见欢; say which phrase is wrong and how.
 
-    Args:
-        text: The draft, as the composer wrote it (title and headings allowed).
-        language: The language of the messages: ``"zh"`` (default) or ``"en"``.
-
-    Returns:
-        A `FormReport`: ``ok``, the characters counted, the draft's seven phrases and
-        the problems found, with ``feedback`` ready to send to the composer.
+    ``language`` is that of the messages: ``"zh"`` (default) or ``"en"``.
 
     Example:
         ```python
@@ -296,7 +274,6 @@ def check_xiangjianhuan(text: str, *, language: Language = "zh") -> FormReport:
                                      "剪不断，理还乱，是离愁。别是一般滋味在心头。")
         assert report.ok and report.characters == 36
         ```
-
     """
     if language not in ("zh", "en"):
         raise ValueError(f"language must be 'zh' or 'en'; got {language!r}")
@@ -381,28 +358,13 @@ def xiangjianhuan_form(
 ) -> Runnable[LoopContext, LoopEvaluation]:
     """An evaluator that checks the answer has the form of 相见欢 (no model call).
 
-    A draft with the form passes (``stop=True``: accepted, or in ``all_of`` handed on to
-    the next evaluator, e.g. an LLM judge); otherwise the composer is told which phrase
-    is wrong and how (see `check_xiangjianhuan`). Either way the verdict's score says how
-    near the draft is to the form (`FormReport.score`: 100 with it), so
-    ``AnswerSelection("best")`` picks the nearest draft when none has the form.
-
-    Args:
-        language: The language of the feedback: ``"zh"`` (default) or ``"en"``.
-        name: The evaluator's name in records and traces.
-
-    Returns:
-        A runnable evaluator (works with ``invoke`` and ``ainvoke`` of the loop).
+    A draft with the form passes (``stop=True``); else the composer is told what is wrong.
+    The score is `FormReport.score`, so ``AnswerSelection("best")`` picks the nearest draft.
 
     Example:
         ```python
-        from loop_agents import all_of, create_loop_agent, llm_judge
-        from loop_agents_cli.demos.xiangjianhuan import xiangjianhuan_form
-
         evaluator = all_of(xiangjianhuan_form(), llm_judge(model, rubric, threshold=75))
-        loop = create_loop_agent(composer, evaluator, max_iterations=3)
         ```
-
     """
     if language not in ("zh", "en"):
         raise ValueError(f"language must be 'zh' or 'en'; got {language!r}")

@@ -1,31 +1,13 @@
 """Where the model is: one resolution order for every command, and a chat-model factory.
 
-`resolve_endpoint` picks the model server, in this order:
-
-1. options: ``base_url`` (``--base-url``) or ``gguf`` (``--gguf``, the bundled llama.cpp
-   server on another GGUF file);
-2. the environment, then a ``.env`` file: ``OPENAI_BASE_URL``, ``LOOP_AGENTS_GGUF``,
-   ``OPENAI_API_KEY`` (OpenAI itself);
-3. a running Ollama (``LOOP_AGENTS_OLLAMA_URL``, default ``http://127.0.0.1:11434``;
-   ``off`` not to look): the model named by ``model``/``LOOP_AGENTS_MODEL``, else the
-   first one it lists;
-4. the bundled offline model, when the ``local`` extra is installed;
-
-and else raises `NoEndpointError`, whose message names both remedies. The `Endpoint`
-it returns makes the chat models (on the bundled server the agent's and the judge's
-each talk to a server process of their own: see
-`loop_agents_cli.models.local_model.LocalModelPair`): every one talks through
-`LlamaCppTransport` (which smooths llama.cpp's deviations and changes nothing for servers
-that follow OpenAI's API) and asks streamed answers for their token usage.
-`EndpointSpec` is what a saved run keeps of it (never an API key); `endpoint_from_spec`
-opens the same endpoint again.
+`resolve_endpoint` picks the server: ``--base-url`` or ``--gguf``; else ``OPENAI_BASE_URL``,
+``LOOP_AGENTS_GGUF`` or ``OPENAI_API_KEY`` (the environment, then ``.env``); else a running
+Ollama; else the bundled model; else `NoEndpointError`. The `Endpoint` makes the chat
+models (through `LlamaCppTransport`); `EndpointSpec` is what a saved run keeps of it.
 
 Example:
     ```python
-    from loop_agents_cli.models.endpoints import resolve_endpoint
-
     with resolve_endpoint(model="qwen3:4b") as endpoint:
-        print(endpoint.describe())
         answer = endpoint.chat_model().invoke("Say hello.")
     ```
 """
@@ -83,12 +65,10 @@ class EndpointSpec:
     Attributes:
         kind: ``openai``, ``server`` (an OpenAI-compatible URL), ``ollama`` or ``local``.
         model: The model name sent to the server.
-        base_url: The server's base URL (``None`` for OpenAI and the bundled server,
-            whose port is picked when it starts).
+        base_url: The server's base URL (``None`` for OpenAI and the bundled server).
         structured_output_method: How the judge's verdict is requested.
         max_tokens: A cap on each answer's length, or ``None``.
         gguf: For ``local``: a GGUF file other than the bundled one.
-
     """
 
     kind: EndpointKind
@@ -104,10 +84,7 @@ class EndpointSpec:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> EndpointSpec:
-        """The spec saved by `to_dict`.
-
-        Raises:
-            SettingsError: ``data`` is not such a spec.
+        """The spec saved by `to_dict`; `SettingsError` if ``data`` is not one.
 
         Example:
             ```python
@@ -131,21 +108,9 @@ class EndpointSpec:
 class Endpoint:
     """A model server to talk to, and the chat models for it.
 
-    Made by `resolve_endpoint` or `endpoint_from_spec`. Use it as a context manager (or
-    call `open` and `close`): for the bundled model, opening starts llama.cpp's server
-    and closing stops it.
-
-    Args:
-        spec: Which server and model.
-        source: Why this endpoint was chosen, for `describe` (e.g. ``"from --base-url"``).
-        api_key: The API key (read from ``OPENAI_API_KEY``, never saved).
-        threads: CPU threads of each bundled server process (``--threads``,
-            ``LOOP_AGENTS_THREADS``); default half the cores. Other servers ignore it.
-        seed: The bundled server's random seed (its judge process takes the next
-            number; see `loop_agents_cli.models.local_model.LocalModelPair`); default a new
-            one drawn when it opens (a fresh llama.cpp server would otherwise replay its
-            fixed seed, and every run would write the same answers). Other servers
-            ignore it.
+    Use it as a context manager (or `open` and `close`): for the bundled model, opening starts
+    llama.cpp's server (a process per role) and closing stops it. ``api_key`` is never saved;
+    ``threads`` and ``seed`` are the bundled server's (default: half the cores, a new seed).
 
     Example:
         ```python
@@ -175,7 +140,6 @@ class Endpoint:
         self._clients: tuple[httpx.Client, httpx.AsyncClient] | None = None
 
     def __enter__(self) -> Endpoint:
-        """Open the endpoint (see `open`)."""
         return self.open()
 
     def __exit__(
@@ -184,7 +148,6 @@ class Endpoint:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        """Close the endpoint, whatever ended the block."""
         self.close()
 
     @property
@@ -192,8 +155,10 @@ class Endpoint:
         """The bundled server's agent process, once open (``None`` for other endpoints)."""
         return self.servers.agent if self.servers is not None else None
 
-    def open(self) -> Endpoint:
-        """Start the bundled server, one process per role (``local`` endpoints); return ``self``.
+    def open(self, *, judge: bool = True) -> Endpoint:
+        """Start the bundled server's processes (``local`` endpoints); return ``self``.
+
+        ``judge`` false: the agent's process only (a run without a judge).
 
         Raises:
             SettingsError: the ``local`` extra is missing (the message says how to
@@ -220,7 +185,7 @@ class Endpoint:
                 n_threads=self.threads,
                 seed=self.seed,
                 stop_timeout=LOCAL_STOP_TIMEOUT,
-            ).start()
+            ).start(judge=judge)
         return self
 
     def close(self) -> None:
@@ -235,17 +200,7 @@ class Endpoint:
     def server_failure(self, error: BaseException | None = None) -> str | None:
         """Why a bundled server process stopped by itself mid-run, or ``None``.
 
-        The text names the process's role (agent or judge), how it ended, the end of its
-        log and the fix (see `loop_agents_cli.models.local_model.server_failure`, which this
-        calls, and which waits a moment for the exit when ``error``, a request's, is a
-        lost connection). ``None`` for other endpoints, and while the bundled servers run.
-
-        Example:
-            ```python
-            problem = endpoint.server_failure()
-            if problem is not None:
-                print(problem)
-            ```
+        See `loop_agents_cli.models.local_model.server_failure` (``error``: a request's exception).
         """
         if self.servers is None:
             return None
@@ -254,14 +209,11 @@ class Endpoint:
         return server_failure(self, error)
 
     def base_url_of(self, url: str) -> str | None:
-        """The base URL of this endpoint's server that ``url`` (a request's URL) is under.
-
-        On the bundled server the agent's and the judge's processes have a base URL each.
+        """The base URL of this endpoint's server that ``url`` (a request's) is under, if any.
 
         Example:
             ```python
-            endpoint.base_url_of("http://127.0.0.1:41003/v1/chat/completions")
-            # 'http://127.0.0.1:41003/v1' (the judge's, say)
+            endpoint.base_url_of("http://127.0.0.1:41003/v1/chat/completions")  # the judge's, say
             ```
         """
         candidates = [self.role_base_url("agent"), self.role_base_url("judge")]
@@ -276,14 +228,7 @@ class Endpoint:
         return self.server.n_ctx if self.server is not None else None
 
     def count_tokens(self, text: str) -> int | None:
-        """``text``'s tokens by the model's tokenizer (the bundled server's), else ``None``.
-
-        Example:
-            ```python
-            with endpoint:
-                print(endpoint.count_tokens(task), "of", endpoint.context_window)
-            ```
-        """
+        """``text``'s tokens by the model's tokenizer (the bundled server's), else ``None``."""
         return self.server.count_tokens(text) if self.server is not None else None
 
     @property
@@ -292,16 +237,10 @@ class Endpoint:
         return self.role_base_url("agent")
 
     def role_base_url(self, role: Role) -> str | None:
-        """The base URL ``role``'s requests go to: its own process on the bundled server.
-
-        Example:
-            ```python
-            with endpoint:
-                print(endpoint.role_base_url("judge"))
-            ```
-        """
+        """The base URL ``role``'s requests go to (``None``: OpenAI, or a role not started)."""
         if self.servers is not None:
-            return self.servers.server(role).base_url
+            server = self.servers.server(role)
+            return server.base_url if server.port is not None else None
         return self.spec.base_url
 
     @property
@@ -312,15 +251,13 @@ class Endpoint:
     def role_settings(self, role: Role) -> ModelSettings:
         """`ModelSettings` for ``role`` (``"agent"`` or ``"judge"``), with the API key.
 
-        They differ only on the bundled server, where each role has a process of its own.
-
         Example:
             ```python
             judge_settings = endpoint.role_settings("judge")
             ```
         """
-        if self.spec.kind == "local" and self.servers is None:
-            raise SettingsError("the bundled model's server is not started: call open()")
+        if self.spec.kind == "local" and self.role_base_url(role) is None:
+            raise SettingsError(f"the bundled model's {role} server is not started: call open()")
         return ModelSettings(
             api_key=self.api_key,
             base_url=self.role_base_url(role),
@@ -352,8 +289,7 @@ class Endpoint:
 
         Example:
             ```python
-            print(endpoint.describe())
-            # model: qwen3:4b · server: Ollama at http://127.0.0.1:11434/v1 · ...
+            print(endpoint.describe())  # model: qwen3:4b · server: Ollama at http://... · ...
             ```
         """
         spec = self.spec
@@ -366,11 +302,12 @@ class Endpoint:
             where += f" on {spec.gguf}" if spec.gguf else ""
             if self.servers is not None:
                 agent, judge = self.servers.agent, self.servers.judge
-                where += (
-                    f" at {agent.base_url} (judge: {judge.base_url}; "
-                    f"{agent.n_threads} thread{'s' if agent.n_threads != 1 else ''} each"
-                    f"{self._seed_words()})"
-                )
+                threads = f"{agent.n_threads} thread{'s' if agent.n_threads != 1 else ''}"
+                if judge.port is not None:
+                    where += f" at {agent.base_url} (judge: {judge.base_url}; {threads} each"
+                else:
+                    where += f" at {agent.base_url} ({threads}"
+                where += f"{self._seed_words()})"
         else:
             where = str(self.base_url)
         return f"model: {spec.model} · server: {where} · {self.source}"
@@ -421,30 +358,17 @@ def resolve_endpoint(
     seed: int | None = None,
     environment: Environment | None = None,
 ) -> Endpoint:
-    """Find the model server, in the order of the module docstring; nothing is started.
+    """Find the model server, in the module docstring's order; nothing is started.
 
-    Args:
-        model: The model name (else ``LOOP_AGENTS_MODEL``, else a default per server).
-        base_url: An OpenAI-compatible server's base URL (``--base-url``).
-        gguf: A GGUF file for the bundled llama.cpp server (``--gguf``).
-        structured_output: How the judge's verdict is requested (else
-            ``LOOP_AGENTS_STRUCTURED_OUTPUT``, else ``function_calling`` on the bundled
-            server and ``json_schema`` elsewhere).
-        max_tokens: A cap per answer (else ``LOOP_AGENTS_MAX_TOKENS``; the bundled
-            server defaults to 256).
-        threads: CPU threads of each bundled server process (``--threads``; else
-            ``LOOP_AGENTS_THREADS``, else half the cores).
-        seed: The bundled server's random seed (``--seed``; else ``LOOP_AGENTS_SEED``,
-            else a new one when the endpoint opens); only for the bundled server, whose
-            randomness the package starts.
-        environment: The settings to read; default `Environment.read()`.
-
-    Returns:
-        An `Endpoint`, not yet opened.
+    Each argument is an option's value; unset, the environment's (``LOOP_AGENTS_MODEL``,
+    ``LOOP_AGENTS_STRUCTURED_OUTPUT``, ``LOOP_AGENTS_MAX_TOKENS``, ``LOOP_AGENTS_THREADS``,
+    ``LOOP_AGENTS_SEED``; ``environment`` default `Environment.read()`) applies. On the bundled
+    server the method defaults to ``function_calling`` and the cap to 256; ``seed`` is refused
+    for other servers.
 
     Raises:
         SettingsError: a setting is malformed or two settings conflict.
-        NoEndpointError: no endpoint was found; the message says what to set or install.
+        NoEndpointError: none was found; the message says what to set or install.
 
     Example:
         ```python
@@ -544,7 +468,7 @@ def resolve_endpoint(
 
 
 def endpoint_from_spec(spec: EndpointSpec, *, environment: Environment | None = None) -> Endpoint:
-    """The endpoint ``spec`` describes (a saved run's), with the API key of the environment.
+    """The endpoint ``spec`` describes (a saved run's), with the environment's API key.
 
     Example:
         ```python

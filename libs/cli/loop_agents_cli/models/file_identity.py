@@ -1,17 +1,7 @@
 """A model file's identity: its SHA-256, computed once per file version and cached.
 
-Hashing a 1 GB GGUF file takes seconds, so `file_digest` keeps each digest in a small
-JSON cache (``~/.cache/loop_agents/file-digests.json``, or under ``$XDG_CACHE_HOME``)
-keyed by the file's absolute path, size and modification time in nanoseconds: a file
-that is replaced or rewritten gets a new key and is hashed again. A cache that cannot be
-read or written is ignored (the digest is then computed every time).
-
-Example:
-    ```python
-    from loop_agents_cli.models.file_identity import file_digest
-
-    print(file_digest("models/qwen2.5-0.5b-instruct-q4_k_m.gguf"))  # 'a3f1...'
-    ```
+The cache (``$XDG_CACHE_HOME/loop_agents/file-digests.json``) is keyed by the file's path,
+size and modification time; one that cannot be used is ignored.
 """
 
 from __future__ import annotations
@@ -21,21 +11,11 @@ import json
 import os
 from pathlib import Path
 
-__all__ = ["default_cache_path", "file_digest"]
-
 _CHUNK = 1 << 20
 
 
 def default_cache_path() -> Path:
-    """Where the digests are cached: ``$XDG_CACHE_HOME/loop_agents/file-digests.json``.
-
-    ``$XDG_CACHE_HOME`` defaults to ``~/.cache``.
-
-    Example:
-        ```python
-        print(default_cache_path())  # /home/me/.cache/loop_agents/file-digests.json
-        ```
-    """
+    """Where the digests are cached: ``$XDG_CACHE_HOME/loop_agents/file-digests.json``."""
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "loop_agents" / "file-digests.json"
 
@@ -61,22 +41,14 @@ def _write_cache(path: Path, data: dict[str, str]) -> None:
 
 
 def file_digest(path: str | Path, *, cache: Path | None = None) -> str:
-    """The SHA-256 (hex) of a file, read from the cache when the file is unchanged.
-
-    Args:
-        path: The file.
-        cache: The cache file (default `default_cache_path`).
-
-    Returns:
-        64 lowercase hex digits.
+    """The SHA-256 (hex) of a file, from the cache (default `default_cache_path`) when unchanged.
 
     Raises:
-        OSError: the file cannot be read (missing, a folder, no permission).
+        OSError: the file cannot be read.
 
     Example:
         ```python
-        digest = file_digest("model.gguf")
-        assert len(digest) == 64
+        assert len(file_digest("model.gguf")) == 64
         ```
     """
     file = Path(path).expanduser().resolve()

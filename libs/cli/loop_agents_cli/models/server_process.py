@@ -1,20 +1,10 @@
 """The bundled server's process: whether a port is served by it, how it ended, its log folders.
 
-`LocalModelServer` starts ``python -m llama_cpp.server`` on a port it picked free a moment
-before; another process can take that port first. An answer on the port then proves
-nothing: `serves_port` asks the system which process listens there. When the server ends
-by itself, `exit_description` says how (an exit status, or the signal that killed it and
-what that usually means). Each server keeps its log in a folder of its own in the temporary
-folder (`new_log_folder`); a process killed without cleaning up leaves it behind, and
-`remove_stale_log_folders` removes the folders whose processes are all gone.
-
-Only the standard library is used. Which process listens on a port is read from Linux's
-``/proc``; elsewhere `serves_port` answers ``None`` (unknown).
+Only the standard library is used; which process listens on a port is read from Linux's
+``/proc`` (`serves_port` answers ``None`` elsewhere).
 
 Example:
     ```python
-    from loop_agents_cli.models.server_process import exit_description
-
     exit_description(-11)  # 'killed by signal 11 (SIGSEGV, a crash)'
     ```
 """
@@ -30,15 +20,6 @@ import socket
 import tempfile
 import time
 from pathlib import Path
-
-__all__ = [
-    "LOG_FOLDER_PREFIX",
-    "crashed",
-    "exit_description",
-    "new_log_folder",
-    "remove_stale_log_folders",
-    "serves_port",
-]
 
 LOG_FOLDER_PREFIX = "loop_agents_llama_"
 """The name of every server's log folder starts with this, then the starting process's id."""
@@ -73,9 +54,7 @@ def _signal_of(code: int) -> int | None:
 
 
 def crashed(code: int) -> bool:
-    """Whether exit code ``code`` is a crash (SIGSEGV, SIGILL, SIGBUS, SIGFPE, SIGABRT).
-
-    A crashing llama.cpp is most often a build for other CPU features (a native build).
+    """Whether exit code ``code`` (Popen's ``-N`` or a shell's ``128+N``) is a crash.
 
     Example:
         ```python
@@ -91,8 +70,6 @@ def exit_description(code: int) -> str:
 
     Example:
         ```python
-        exit_description(3)    # 'exit status 3'
-        exit_description(-9)   # 'killed by signal 9 (SIGKILL, killed from outside: ...)'
         exit_description(139)  # 'exit status 139: signal 11 (SIGSEGV, a crash)'
         ```
     """
@@ -116,19 +93,12 @@ def exit_description(code: int) -> str:
 def default_threads(cpu_count: int | None = None) -> int:
     """The bundled server's CPU threads when none are set: half the cores, at least 1.
 
-    llama.cpp's threads meet at a barrier after every operation of every token, so one
-    thread that the OS deschedules (the machine is busy with the loop itself, a test
-    runner, a compiler) stalls all of them: on a loaded machine, as many threads as cores
-    is slower than half as many. A loop's agent and judge never compute at the same time,
-    so each role's server gets this many threads; when they do (an eval running pairs at
-    once), the two together use at most all the cores.
-
-    Args:
-        cpu_count: The cores to share; default ``os.cpu_count()``.
+    llama.cpp's threads meet at a barrier per operation: on a loaded machine one thread per
+    core is slower than half as many. Agent and judge rarely compute at once.
 
     Example:
         ```python
-        assert default_threads(2) == 1 and default_threads(8) == 4 and default_threads(1) == 1
+        assert default_threads(2) == 1 and default_threads(8) == 4
         ```
     """
     cores = cpu_count if cpu_count is not None else (os.cpu_count() or 1)
@@ -136,27 +106,14 @@ def default_threads(cpu_count: int | None = None) -> int:
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that is free on ``host`` right now (the OS picks it).
-
-    Example:
-        ```python
-        port = free_port()
-        ```
-    """
+    """A TCP port that is free on ``host`` right now (the OS picks it)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
 
 
 def someone_listens(host: str, port: int) -> bool:
-    """Whether a process listens on ``host``'s TCP ``port`` already.
-
-    Example:
-        ```python
-        if someone_listens("127.0.0.1", 8080):
-            print("port 8080 is taken")
-        ```
-    """
+    """Whether a process listens on ``host``'s TCP ``port`` already."""
     address = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)
     try:
         with socket.create_connection((address, port), timeout=1.0):
@@ -199,10 +156,7 @@ def _socket_inodes(pid: int) -> set[str]:
 
 
 def serves_port(pid: int, port: int) -> bool | None:
-    """Whether process ``pid`` is the one listening on TCP ``port``.
-
-    ``True``: it listens there; ``False``: another process does, or none; ``None``: this
-    system does not say (no Linux ``/proc``).
+    """Whether process ``pid`` is the one listening on TCP ``port`` (``None``: no ``/proc``).
 
     Example:
         ```python
@@ -220,17 +174,12 @@ def serves_port(pid: int, port: int) -> bool | None:
 
 
 def new_log_folder() -> str:
-    """A new log folder in the temporary folder, named after this process (its id).
-
-    Example:
-        ```python
-        folder = new_log_folder()  # /tmp/loop_agents_llama_4242_k2j3h4
-        ```
-    """
+    """A new log folder in the temporary folder, named after this process's id."""
     return tempfile.mkdtemp(prefix=f"{LOG_FOLDER_PREFIX}{os.getpid()}_")
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (another user's too)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -255,15 +204,10 @@ def _open_paths_under(folder: Path) -> set[Path] | None:
 
 
 def remove_stale_log_folders(folder: str | Path | None = None) -> list[Path]:
-    """Remove the log folders of servers that are gone; return the ones removed.
+    """Remove the log folders of servers that are gone (the current user's); return them.
 
-    A folder is left alone while the process that made it (the id in its name) is alive,
-    while any process holds a file in it open (a server whose parent died, still
-    stopping), and, for a folder of an older version without an id in its name, for a
-    minute after its last change. Only the current user's folders are looked at.
-
-    Args:
-        folder: Where to look; default the temporary folder.
+    A folder stays while the process that made it (the id in its name) lives, while a process
+    holds a file in it open, and (an older version's, without an id) for a minute.
 
     Example:
         ```python
@@ -287,7 +231,7 @@ def remove_stale_log_folders(folder: str | Path | None = None) -> list[Path]:
     for entry in candidates:
         owner = _OWNER.match(entry.name)
         if owner is not None:
-            if _alive(int(owner[1])):
+            if alive(int(owner[1])):
                 continue
         else:
             with contextlib.suppress(OSError):

@@ -1,18 +1,9 @@
-"""Model settings read from the environment (``.env``), shared by the examples and tools.
+"""Model settings read from the environment and ``.env``, shared by the command and examples.
 
-- ``OPENAI_API_KEY``: the API key.
-- ``OPENAI_BASE_URL``: any OpenAI-compatible server (llama.cpp, vLLM, a proxy);
-  unset means OpenAI.
-- ``LOOP_AGENTS_MODEL``: the model name (default ``gpt-5.4-mini``).
-- ``LOOP_AGENTS_STRUCTURED_OUTPUT``: ``json_schema`` (default), ``function_calling``
-  or ``json_mode``.
-- ``LOOP_AGENTS_MAX_TOKENS``: a cap on each answer's length, in tokens (default: none).
-- ``LOOP_AGENTS_THREADS``: CPU threads of the bundled llama.cpp server (`parse_threads`).
-- ``LOOP_AGENTS_SEED``: the bundled llama.cpp server's random seed (`parse_seed`; default a
-  new one every run).
-
-`Environment` reads them from the process environment over a ``.env`` file and says
-where each was set.
+``OPENAI_API_KEY``, ``OPENAI_BASE_URL`` (unset: OpenAI), ``LOOP_AGENTS_MODEL``,
+``LOOP_AGENTS_STRUCTURED_OUTPUT``, ``LOOP_AGENTS_MAX_TOKENS``, ``LOOP_AGENTS_THREADS`` and
+``LOOP_AGENTS_SEED`` (docs/cli.md). `Environment` reads the process environment over a
+``.env`` file and says where each was set.
 """
 
 from __future__ import annotations
@@ -52,14 +43,7 @@ class SettingsError(ValueError):
 
 
 def parse_seed(text: str | int, origin: str = SEED_VARIABLE) -> int:
-    """A random seed for the bundled llama.cpp server: a whole number from 0 to `MAX_SEED`.
-
-    Args:
-        text: The value (``--seed`` or `SEED_VARIABLE`).
-        origin: Where it was set, for the error message.
-
-    Raises:
-        SettingsError: ``text`` is not such a number.
+    """A random seed for the bundled server, from 0 to `MAX_SEED` (``origin``: for the error).
 
     Example:
         ```python
@@ -73,8 +57,6 @@ def parse_seed(text: str | int, origin: str = SEED_VARIABLE) -> int:
 def check_seed(seed: object, where: str) -> int:
     """``seed`` if it is an int from 0 to `MAX_SEED`; else a `SettingsError` naming ``where``.
 
-    `SettingsError` is a ``ValueError``.
-
     Example:
         ```python
         check_seed(7, "--seed")  # 7
@@ -86,14 +68,7 @@ def check_seed(seed: object, where: str) -> int:
 
 
 def parse_threads(text: str | int, origin: str = THREADS_VARIABLE) -> int:
-    """A number of CPU threads for the bundled llama.cpp server: a whole number >= 1.
-
-    Args:
-        text: The value (``--threads`` or `THREADS_VARIABLE`).
-        origin: Where it was set, for the error message.
-
-    Raises:
-        SettingsError: ``text`` is not a whole number >= 1.
+    """A number of CPU threads for the bundled server: a whole number >= 1.
 
     Example:
         ```python
@@ -121,12 +96,10 @@ class ModelSettings:
         api_key: ``OPENAI_API_KEY``.
         base_url: ``OPENAI_BASE_URL``; ``None`` means OpenAI itself.
         model: ``LOOP_AGENTS_MODEL``.
-        structured_output_method: ``LOOP_AGENTS_STRUCTURED_OUTPUT``; servers such as
-            llama.cpp reject ``json_schema`` and need ``function_calling``; ``text``
-            asks a judge for a plain ``Score: N`` / ``Feedback: ...`` reply instead.
-        max_tokens: ``LOOP_AGENTS_MAX_TOKENS``; sent as ``max_completion_tokens`` and,
-            for servers at ``base_url`` that ignore it (llama.cpp), as ``max_tokens`` too.
-
+        structured_output_method: ``LOOP_AGENTS_STRUCTURED_OUTPUT`` (``text``: a plain
+            ``Score: N`` reply).
+        max_tokens: ``LOOP_AGENTS_MAX_TOKENS``; also sent as ``max_tokens`` to a server at
+            ``base_url`` (llama.cpp ignores ``max_completion_tokens``).
     """
 
     api_key: str | None = None
@@ -137,20 +110,12 @@ class ModelSettings:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> ModelSettings:
-        """Read the settings from ``environ`` (default: ``os.environ``).
-
-        Raises:
-            SettingsError: a value is malformed; the message names the variable.
+        """Read the settings from ``environ`` (default ``os.environ``); `SettingsError` if bad.
 
         Example:
             ```python
-            from dotenv import load_dotenv
-
-            load_dotenv()
-            settings = ModelSettings.from_env()
-            composer = settings.chat_model()
+            composer = ModelSettings.from_env().chat_model()
             ```
-
         """
         env = os.environ if environ is None else environ
         method = env.get("LOOP_AGENTS_STRUCTURED_OUTPUT", "").strip() or "json_schema"
@@ -185,18 +150,10 @@ class ModelSettings:
         return bool(self.api_key or self.base_url)
 
     def chat_model(self, **kwargs: Any) -> ChatOpenAI:
-        """A ``ChatOpenAI`` for these settings; ``kwargs`` go to ``ChatOpenAI``.
+        """A ``ChatOpenAI`` for these settings (through `LlamaCppTransport`); ``kwargs`` go to it.
 
-        The model talks through `loop_agents_cli.models.llama_cpp_http.LlamaCppTransport` (unless
-        ``kwargs`` bring HTTP clients), which refuses an answer that ends without a finish
-        reason (a transport error, retried as one) and smooths llama.cpp's deviations.
-        Streamed answers ask for their token usage (``stream_options.include_usage``),
-        which ``ChatOpenAI`` leaves off for servers at a base URL; OpenAI-compatible
-        servers that do not know the option ignore it. For a server on this machine
-        (a loopback address) the wait for a streamed answer's first chunk is not limited
-        (langchain-openai gives up after 120 s by default): such a server computes on this
-        machine's CPU, and reading a long prompt on a busy machine takes longer than that
-        (measured: over 2 minutes for the Song-lyrics reviewer's prompt on 2 loaded cores).
+        Streamed answers ask for their usage; on a loopback server the wait between chunks is not
+        limited (reading a long prompt on a busy machine took over 2 minutes).
 
         Raises:
             SettingsError: neither ``OPENAI_API_KEY`` nor ``OPENAI_BASE_URL`` is set.
@@ -205,7 +162,6 @@ class ModelSettings:
             ```python
             model = ModelSettings(base_url="http://127.0.0.1:8080/v1").chat_model()
             ```
-
         """
         if not self.configured:
             raise SettingsError(
@@ -222,7 +178,7 @@ class ModelSettings:
         }
         if self.base_url:
             options["base_url"] = self.base_url
-            if _is_loopback(self.base_url) and "stream_chunk_timeout" in ChatOpenAI.model_fields:
+            if is_loopback(self.base_url) and "stream_chunk_timeout" in ChatOpenAI.model_fields:
                 options["stream_chunk_timeout"] = None
         if self.max_tokens is not None:
             options["max_tokens"] = self.max_tokens
@@ -237,21 +193,15 @@ class ModelSettings:
         return ChatOpenAI(**(options | kwargs))
 
 
-def _is_loopback(url: str) -> bool:
+def is_loopback(url: str) -> bool:
+    """Whether ``url``'s host is this machine (a loopback address)."""
     host = urlsplit(url).hostname or ""
     return host in ("localhost", "::1") or host.startswith("127.")
 
 
 @dataclass(frozen=True)
 class Environment:
-    """The settings of the process environment over those of a ``.env`` file.
-
-    Attributes:
-        values: Every variable: the ``.env`` file's, then the environment's over them.
-        dotenv: The ``.env`` file read, if any.
-        process: The names set (non-empty) in the process environment.
-
-    """
+    """The process environment's settings (``process``) over a ``.env`` file's (``dotenv``)."""
 
     values: Mapping[str, str]
     dotenv: Path | None = None
@@ -263,10 +213,8 @@ class Environment:
     ) -> Environment:
         """Read ``environ`` (default ``os.environ``) over ``env_file``.
 
-        Without ``env_file``, a ``.env`` file is looked for from the current folder up.
-
-        Raises:
-            SettingsError: ``env_file`` is given and is not a file.
+        Without ``env_file``, a ``.env`` is looked for from the current folder up;
+        `SettingsError` if ``env_file`` is not a file.
 
         Example:
             ```python

@@ -1,21 +1,9 @@
 """A loop whose task, rubric and pass mark are chosen per run: the generic served loop.
 
-`configurable_loop` builds one compiled loop around a chat model: the agent is the model
-with the run's ``task`` as its system prompt, the evaluator an LLM judge (`llm_judge`)
-with the run's ``rubric`` and ``threshold``, optionally followed by a person
-(`human_review`) when the run asks for ``human_review``. The settings are read on every
-call, from the run's context (``invoke(..., context={...})``; on LangGraph Server the
-``context`` of a run or assistant) or from ``config["configurable"]``, so one deployed
-graph serves any task:
-
-```python
-loop = configurable_loop(ChatOpenAI(model="gpt-5.4-mini"))
-result = loop.invoke(
-    {"messages": [HumanMessage("Summarise the report below ...")]},
-    context={"task": "You write executive summaries.", "rubric": "Score brevity ...",
-             "threshold": 80},
-)
-```
+The agent is the model with the run's ``task`` as system prompt, the evaluator an
+`llm_judge` with the run's ``rubric`` and ``threshold`` (then `human_review` when the run
+asks for ``human_review``), read on every call from the run's context or
+``config["configurable"]`` (docs/composition.md).
 """
 
 from __future__ import annotations
@@ -56,17 +44,7 @@ DEFAULT_THRESHOLD = 75.0
 
 
 class LoopSettings(TypedDict, total=False):
-    """The per-run settings of a `configurable_loop`.
-
-    Attributes:
-        task: The agent's instructions (its system prompt).
-        rubric: The judge's instructions: what to check and how to score (0-100).
-        threshold: The judge's pass mark, 0 to 100: an answer scored at or above it is
-            accepted.
-        human_review: When true, an answer the judge accepts is shown to a person
-            (the loop pauses with an interrupt) who approves it or sends feedback.
-
-    """
+    """A `configurable_loop`'s run: ``task``, ``rubric``, ``threshold``, ``human_review``."""
 
     task: str
     rubric: str
@@ -82,21 +60,12 @@ def loop_settings(
 ) -> LoopSettings:
     """The settings in force for a run: ``defaults``, then configurable, then context.
 
-    Keys other than the `LoopSettings` keys are ignored (the config carries others).
-
-    Args:
-        config: The run's config (its ``configurable`` is read).
-        defaults: The settings used when the run gives none.
-
-    Raises:
-        ValueError: a setting has the wrong type or is out of range; the message names it.
+    Other keys are ignored; `ValueError` names a setting of the wrong type or range.
 
     Example:
         ```python
-        settings = loop_settings({"configurable": {"threshold": 90}})
-        assert settings["threshold"] == 90.0
+        assert loop_settings({"configurable": {"threshold": 90}})["threshold"] == 90.0
         ```
-
     """
     settings: dict[str, Any] = {
         "task": DEFAULT_TASK,
@@ -165,48 +134,21 @@ def configurable_loop(
     show_criteria: bool = False,
     controls: Sequence[LoopControl] = (),
 ) -> LoopAgent:
-    r"""Build a loop whose task, rubric, pass mark and human review are set per run.
+    """Build a loop whose task, rubric, pass mark and human review are set per run.
 
-    The agent is ``model`` with the run's ``task`` as system prompt; the evaluator is
-    `llm_judge` on ``judge_model`` with the run's ``rubric`` and ``threshold`` (feedback
-    ``"{feedback}\n\nScore: {score}"``), and with ``human_review`` set, `human_review`
-    after it (the loop then needs a checkpointer: LangGraph Server provides one). See
-    `LoopSettings` and `loop_settings` for where the settings come from.
-
-    Args:
-        model: The agent's chat model.
-        judge_model: The judge's chat model (default: ``model``).
-        method: How the judge's verdict is requested: ``"json_schema"`` (OpenAI),
-            ``"function_calling"`` (llama.cpp's server), ``"json_mode"``, or ``"text"``
-            (``Score: N`` and ``Feedback: ...``, for models without tool calling).
-        max_iterations: The most attempts per loop.
-        defaults: Settings used when a run gives none (default: a general-purpose
-            task and rubric, threshold 75, no human review).
-        name: The loop's name.
-        checkpointer: A LangGraph checkpointer (not needed on LangGraph Server).
-        output_mode: As for `create_loop_agent`.
-        show_criteria: Show the run's ``rubric`` to the agent: it is added to the
-            agent's system prompt (after the ``task``), on every call of that run.
-        controls: The loop's controls, as for `create_loop_agent` (e.g.
-            ``[Candidates(2), Budgets(request_budget=10)]``).
-
-    Returns:
-        The compiled loop.
-
-    Raises:
-        ValueError: ``defaults`` has a bad setting (a bad per-run setting raises when
-            that run starts).
+    ``judge_model`` defaults to ``model``; ``method`` is how the verdict is requested
+    (``"text"``: a ``Score: N`` reply); ``defaults`` apply when a run gives no setting
+    (checked now); ``show_criteria`` adds the run's rubric to the agent's system prompt; the
+    rest is as for `create_loop_agent`.
 
     Example:
         ```python
         loop = configurable_loop(ChatOpenAI(model="gpt-5.4-mini"), max_iterations=4)
         result = await loop.ainvoke(
             {"messages": [HumanMessage("Name our new ETL tool.")]},
-            context={"rubric": "Score 0-100: short, memorable, no clash with known tools.",
-                     "threshold": 85},
+            context={"rubric": "Score 0-100: short, memorable.", "threshold": 85},
         )
         ```
-
     """
     fixed = loop_settings(None, defaults)  # checks the defaults now
     judge_model = judge_model or model

@@ -1,22 +1,8 @@
 """The graphs ``langgraph.json`` serves, built from the environment's model settings.
 
-LangGraph Server (``langgraph dev`` locally, LangGraph Platform or a self-hosted server)
-loads the graphs named in ``langgraph.json``: compiled graphs (a loop's
-``LoopAgent.graph``; the server guards its threads itself, with its
-``multitask_strategy``). Each entry here is a graph factory: the server calls it when it
-needs the graph, and it builds the loop from the model settings in the environment
-(``OPENAI_API_KEY``, ``OPENAI_BASE_URL``, ``LOOP_AGENTS_MODEL``,
-``LOOP_AGENTS_STRUCTURED_OUTPUT``, ``LOOP_AGENTS_MAX_TOKENS``; see `loop_agents_cli.models`),
-once per distinct settings. Missing settings fail the run with a message saying what to
-set, not the server's start. The server reads ``.env`` itself (``"env": ".env"`` in
-``langgraph.json``); called in your own program, the factories read ``os.environ`` only.
-
-- ``song_lyrics``: the Song-lyrics loop of the article (composer and reviewer;
-  ``LOOP_AGENTS_FORM_CHECK=1`` checks each draft's form before the reviewer).
-- ``configurable_loop``: `loop_agents_cli.serving.configurable.configurable_loop`; each run sets
-  ``task``, ``rubric``, ``threshold`` and ``human_review`` in its context (or
-  ``config["configurable"]``). ``LOOP_AGENTS_MAX_ITERATIONS`` caps its attempts
-  (default 3).
+Each entry is a graph factory the server calls: ``song_lyrics`` (the article's loop;
+``LOOP_AGENTS_FORM_CHECK``) and ``configurable_loop`` (`configurable_loop`;
+``LOOP_AGENTS_MAX_ITERATIONS``). Missing settings fail a run, not the server's start.
 """
 
 from __future__ import annotations
@@ -45,16 +31,12 @@ def _settings() -> ModelSettings:
 
 
 def max_iterations_from_env(environ: Mapping[str, str] | None = None) -> int:
-    """``LOOP_AGENTS_MAX_ITERATIONS`` (default 3).
-
-    Raises:
-        SettingsError: the value is not a whole number >= 1.
+    """``LOOP_AGENTS_MAX_ITERATIONS`` (default 3); `SettingsError` unless a whole number >= 1.
 
     Example:
         ```python
         assert max_iterations_from_env({"LOOP_AGENTS_MAX_ITERATIONS": "5"}) == 5
         ```
-
     """
     raw = (os.environ if environ is None else environ).get("LOOP_AGENTS_MAX_ITERATIONS", "")
     if not raw.strip():
@@ -98,31 +80,10 @@ def _configurable(
 
 
 def song_lyrics() -> CompiledStateGraph[Any, Any, Any, Any]:
-    """The Song-lyrics loop for the environment's model settings (a graph factory).
-
-    Raises:
-        SettingsError: no model endpoint is configured, or a setting is malformed.
-
-    Example:
-        ```python
-        loop = song_lyrics()  # reads OPENAI_API_KEY / OPENAI_BASE_URL, ...
-        ```
-
-    """
+    """The Song-lyrics loop for the environment's model settings (a graph factory)."""
     return _song_lyrics(_settings(), form_check_from_env())
 
 
 def configurable_loop() -> CompiledStateGraph[Any, Any, Any, Any]:
-    """The configurable loop for the environment's model settings (a graph factory).
-
-    Raises:
-        SettingsError: no model endpoint is configured, or a setting is malformed.
-
-    Example:
-        ```python
-        loop = configurable_loop()
-        await loop.ainvoke(inputs, context={"rubric": "...", "threshold": 80})
-        ```
-
-    """
+    """The configurable loop for the environment's model settings (a graph factory)."""
     return _configurable(_settings(), max_iterations_from_env())

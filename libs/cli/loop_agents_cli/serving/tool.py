@@ -1,12 +1,4 @@
-"""A loop offered to a tool-calling agent as a tool.
-
-`loop_as_tool` wraps a compiled loop into a LangChain tool with the name and description
-you choose. The calling agent's model writes a request; the loop runs on it (its agent
-answers, its evaluator judges, until accepted or out of attempts) and the final answer
-is the tool's result. The calling model is told when the evaluator did not accept the
-answer; the loop's stop reason, iteration count, scores and feedback come with the
-``ToolMessage`` as its ``artifact`` (not sent to the model).
-"""
+"""A loop offered to a tool-calling agent as a tool (`loop_as_tool`)."""
 
 from __future__ import annotations
 
@@ -36,19 +28,7 @@ class LoopToolInput(BaseModel):
 
 
 class LoopToolArtifact(TypedDict, total=False):
-    """What a loop tool attaches to its ``ToolMessage`` as ``artifact``.
-
-    Keys are present when the loop's output has them (``output_mode="full_state"``, the
-    default); a loop built with ``"full_history"`` or ``"last_message"`` returns only
-    messages, so its artifact is empty.
-
-    Attributes:
-        stop_reason: Why the loop ended (``accepted``, ``max_iterations``, ...).
-        iteration: How many attempts the loop made.
-        scores: Each attempt's score (``None`` where the evaluator gave none).
-        feedback: Each evaluation's feedback, oldest first.
-
-    """
+    """What a loop tool's ``ToolMessage`` carries as ``artifact`` (what the output has)."""
 
     stop_reason: str
     iteration: int
@@ -59,49 +39,19 @@ class LoopToolArtifact(TypedDict, total=False):
 def loop_as_tool(
     loop: PregelProtocol[Any, Any, Any, Any], *, name: str, description: str
 ) -> BaseTool:
-    """Offer a compiled loop to a tool-calling agent as a tool.
+    """Offer a compiled loop to a tool-calling agent as a tool named ``name``.
 
-    The tool takes one argument, ``request`` (a string). Each call runs the loop on
-    ``{"messages": [HumanMessage(request)]}`` with the calling run's config (its
-    callbacks, tags and checkpointer namespace), so the loop shows up in traces and on
-    ``stream(..., subgraphs=True)`` as a subgraph of the calling agent. The tool's result
-    is the text of the loop's final answer; when the evaluator did not accept it (the
-    loop ran out of attempts or steps), a line saying so and giving the last feedback
-    follows, so the calling model does not take it for an approved answer. The
-    `LoopToolArtifact` rides along as the ``ToolMessage``'s ``artifact``.
-
-    Sync and async both work: ``invoke`` runs the loop with ``invoke``, ``ainvoke`` with
-    ``ainvoke`` (a loop with an async agent or evaluator needs the async form).
-
-    Args:
-        loop: A compiled loop, as returned by `create_loop_agent` (any output mode).
-        name: The tool's name, as the calling model sees it: letters, digits, ``_``
-            and ``-``, at most 64 characters.
-        description: What the tool does and when to use it, as the calling model sees
-            it (e.g. "Refine a draft until the style judge passes it.").
-
-    Returns:
-        A LangChain tool (``response_format="content_and_artifact"``).
-
-    Raises:
-        TypeError: ``loop`` is not a compiled graph.
-        ValueError: ``name`` or ``description`` is empty or malformed.
+    The tool takes ``request`` (a string) and runs the loop on it with the calling run's
+    config (sync or async); its result is the loop's final answer, with a line saying so when
+    the evaluator did not accept it; the `LoopToolArtifact` is the ``artifact``. `TypeError`
+    for a ``loop`` that is not a compiled graph, `ValueError` for a bad ``name`` (letters,
+    digits, ``_``, ``-``; at most 64) or an empty ``description``.
 
     Example:
         ```python
-        from langchain.agents import create_agent
-        from loop_agents import create_loop_agent
-        from loop_agents_cli.serving.tool import loop_as_tool
-
-        editor = create_loop_agent(writer, style_judge, max_iterations=3)
-        refine = loop_as_tool(
-            editor,
-            name="refine_draft",
-            description="Rewrite a draft until the style judge passes it. Give the draft.",
-        )
+        refine = loop_as_tool(editor, name="refine_draft", description="Rewrite a draft ...")
         assistant = create_agent("openai:gpt-5.4-mini", tools=[refine])
         ```
-
     """
     if not isinstance(loop, PregelProtocol):
         raise TypeError(
@@ -146,7 +96,6 @@ def tool_result(output: Mapping[str, Any]) -> tuple[str, LoopToolArtifact]:
         ```python
         content, artifact = tool_result(loop.invoke({"messages": [request]}))
         ```
-
     """
     answer = output.get("last_response")
     if not isinstance(answer, AIMessage):
