@@ -11,6 +11,7 @@ import json
 import pytest
 
 from loop_agents_cli import main
+from loop_agents_cli.models import local_model
 from loop_agents_cli.models.local_server import LocalModelServer
 from tests.cli_helpers import clear_model_settings
 
@@ -24,6 +25,8 @@ def test_only_the_processes_a_run_uses_are_started(
     judging, roles, fake_llama, tmp_path, monkeypatch, capsys
 ):
     clear_model_settings(monkeypatch, tmp_path)
+    # the fake server stands in for the `local` extra, which the offline tests run without
+    monkeypatch.setattr(local_model, "missing_parts", lambda: [])
     record = tmp_path / "requests.jsonl"
     monkeypatch.setenv("FAKE_LLAMA_RECORD", str(record))
     started: list[str | None] = []
