@@ -383,7 +383,7 @@ async def run(parts: set[str], plan: Plan) -> str:
             "",
             "## 8. The loop inside create_agent",
             "",
-            "The same loop (every retry a repair: `controls=[Repair()]`) on the same instant",
+            "The same loop (every retry a repair, the default) on the same instant",
             "fake chat model and async evaluator (it accepts the last allowed answer):",
             "`create_agent(model, middleware=[LoopMiddleware(evaluator, n)])` against",
             "`create_loop_agent(create_agent(model), evaluator, n)`. CPU time of this process",

@@ -1,7 +1,7 @@
 """Where a loop's time goes: cProfile of a loop next to its baseline, and instruction counts.
 
 ``python -m benchmarks.hotspots [overhead|middleware] [ITERATIONS]`` profiles, with the
-instant fake model, `create_loop_agent` with ``controls=[Repair()]`` next to the minimal
+instant fake model, `create_loop_agent` (the default repair loop) next to the minimal
 LangGraph loop (``overhead``, the default) or ``LoopMiddleware`` next to the 15-line
 ``after_agent`` hook (``middleware``), and prints, per package (per module of ours), the
 own CPU time per iteration of each (profiler overhead included, so compare the columns,
@@ -15,7 +15,7 @@ iteration are the reported total over ``ITERATIONS * RUNS``. Instruction counts 
 move with the machine's load::
 
     PYTHONHASHSEED=0 valgrind --tool=callgrind --instr-atstart=no \
-        python -m benchmarks.hotspots count overhead "create_loop_agent, Repair()" 5 10
+        python -m benchmarks.hotspots count overhead "create_loop_agent" 5 10
 """
 
 from __future__ import annotations

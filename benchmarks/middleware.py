@@ -1,8 +1,7 @@
 """Benchmark 8: the loop inside ``create_agent`` (`LoopMiddleware`) against the loop around it.
 
-Every contender runs the same loop (every retry a repair: ``controls=[Repair()]``, what
-the loop does by default from this release on) on the same instant fake chat model and
-the same async evaluator (it accepts the last allowed answer):
+Every contender runs the same loop (every retry a repair, the default) on the same
+instant fake chat model and the same async evaluator (it accepts the last allowed answer):
 
 - ``create_agent + LoopMiddleware``: one agent graph; the loop's hooks run in its steps
   (``before_agent``, ``wrap_model_call`` around each model call, ``after_agent``).
@@ -32,7 +31,6 @@ from langgraph.checkpoint.memory import InMemorySaver
 from benchmarks.contenders import FakeChat, accept_at
 from benchmarks.measure import Samples, interleaved, paired_ratio, table
 from loop_agents import LoopMiddleware, create_loop_agent
-from loop_agents.controls import Repair
 
 INSIDE = "create_agent + LoopMiddleware"
 AROUND = "create_loop_agent(create_agent(...))"
@@ -66,10 +64,10 @@ def contenders(iterations: int) -> dict[str, Callable[[], Awaitable[object]]]:
     evaluator = accept_at(iterations)
 
     def loop() -> LoopMiddleware:
-        return LoopMiddleware(evaluator, iterations, controls=[Repair()])
+        return LoopMiddleware(evaluator, iterations)
 
     inside: Any = create_agent(model, middleware=[loop()])
-    around = create_loop_agent(create_agent(model), evaluator, iterations, controls=[Repair()])
+    around = create_loop_agent(create_agent(model), evaluator, iterations)
     hook: Any = create_agent(model, middleware=[JumpBack(evaluator, iterations)])
     inside_saved: Any = create_agent(model, middleware=[loop()], checkpointer=InMemorySaver())
     hook_saved: Any = create_agent(

@@ -25,7 +25,6 @@ from urllib.parse import urlsplit
 import httpx
 
 from loop_agents_cli.models.llama_cpp_extras import StreamWatch, chat_body, chat_request
-from loop_agents_cli.models.settings import is_loopback
 
 _ARGUMENT_OVERHEAD_TOKENS = 24  # a forced call's JSON punctuation, keys and numbers
 _TOKENS_PER_CHARACTER = 3  # the most one character may take (a byte-fallback CJK one)
@@ -121,6 +120,12 @@ class LlamaCppTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
         """Close the wrapped async transport."""
         if self._async_transport is not None:
             await self._async_transport.aclose()
+
+
+def is_loopback(url: str) -> bool:
+    """Whether ``url``'s host is this machine (a loopback address)."""
+    host = urlsplit(url).hostname or ""
+    return host in ("localhost", "::1") or host.startswith("127.")
 
 
 def http_clients(

@@ -13,7 +13,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast, get_args
-from urllib.parse import urlsplit
 
 from dotenv import dotenv_values, find_dotenv
 
@@ -171,6 +170,8 @@ class ModelSettings:
             )
         from langchain_openai import ChatOpenAI
 
+        from loop_agents_cli.models.llama_cpp_http import http_clients, is_loopback
+
         options: dict[str, Any] = {
             "model": self.model,
             "api_key": self.api_key or NO_KEY_PLACEHOLDER,
@@ -185,18 +186,10 @@ class ModelSettings:
             if self.base_url:
                 options["extra_body"] = {"max_tokens": self.max_tokens}
         if "openai_proxy" not in kwargs:  # the proxy is the clients' (ChatOpenAI: not both)
-            from loop_agents_cli.models.llama_cpp_http import http_clients
-
             sync_client, async_client = http_clients(self.base_url)
             clients = {"http_client": sync_client, "http_async_client": async_client}
             options |= {name: client for name, client in clients.items() if name not in kwargs}
         return ChatOpenAI(**(options | kwargs))
-
-
-def is_loopback(url: str) -> bool:
-    """Whether ``url``'s host is this machine (a loopback address)."""
-    host = urlsplit(url).hostname or ""
-    return host in ("localhost", "::1") or host.startswith("127.")
 
 
 @dataclass(frozen=True)
