@@ -305,6 +305,18 @@ def test_the_library_imports_no_distribution_of_libs():
     assert not stray
 
 
+CORE_LINES = 12_500
+"""The library's size in lines, blank lines, docstrings and comments included: what the
+breadth in libs/ keeps out of it."""
+
+
+def test_the_library_stays_within_its_size():
+    lines = sum(len(path.read_text().splitlines()) for path in PACKAGE.rglob("*.py"))
+    assert lines <= CORE_LINES, (
+        f"loop_agents/ holds {lines:,} lines, over {CORE_LINES:,}: merge or remove before adding"
+    )
+
+
 def test_the_library_s_front_door_loads_none_of_the_breadth():
     # what a LangChain user who wants the loop imports loads nothing of the siblings, nor
     # what only the command, the demo or the evals need, beyond what LangGraph and
