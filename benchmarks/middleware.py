@@ -10,6 +10,9 @@ instant fake chat model and the same async evaluator (it accepts the last allowe
 - ``create_agent + a 15-line after_agent hook``: the least a loop inside ``create_agent``
   can be: a hook that asks the evaluator and jumps back to the model with its feedback
   (no records, no budgets, no streaming events, no resume of an evaluation).
+- the same hook beside a pass-through ``awrap_model_call``: what ``create_agent`` adds to
+  every model call of an agent with a model-call hook (it runs each hook as a LangSmith
+  ``traceable``, tracing on or off), which `LoopMiddleware` has to name and count its calls.
 
 The middleware and the hook run once more each with an ``InMemorySaver`` (every run on a
 thread of its own). What is measured is the framework around the model: CPU time of this
@@ -35,6 +38,7 @@ from loop_agents import LoopMiddleware, create_loop_agent
 INSIDE = "create_agent + LoopMiddleware"
 AROUND = "create_loop_agent(create_agent(...))"
 HOOK = "create_agent + a 15-line after_agent hook"
+HOOK_WRAPPED = HOOK + " + a pass-through awrap_model_call"
 SAVED = " (InMemorySaver)"
 INSIDE_SAVED = INSIDE + SAVED
 HOOK_SAVED = HOOK + SAVED
@@ -58,6 +62,13 @@ class JumpBack(AgentMiddleware[Any, Any, Any]):
         return {"messages": [HumanMessage(verdict["feedback"])], "jump_to": "model"}
 
 
+class PassThrough(AgentMiddleware[Any, Any, Any]):
+    """A model-call hook that does nothing: the cost of having one."""
+
+    async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+        return await handler(request)
+
+
 def contenders(iterations: int) -> dict[str, Callable[[], Awaitable[object]]]:
     """One ``ainvoke`` of each, ``iterations`` iterations long."""
     model = FakeChat()
@@ -69,6 +80,7 @@ def contenders(iterations: int) -> dict[str, Callable[[], Awaitable[object]]]:
     inside: Any = create_agent(model, middleware=[loop()])
     around = create_loop_agent(create_agent(model), evaluator, iterations)
     hook: Any = create_agent(model, middleware=[JumpBack(evaluator, iterations)])
+    wrapped: Any = create_agent(model, middleware=[JumpBack(evaluator, iterations), PassThrough()])
     inside_saved: Any = create_agent(model, middleware=[loop()], checkpointer=InMemorySaver())
     hook_saved: Any = create_agent(
         model, middleware=[JumpBack(evaluator, iterations)], checkpointer=InMemorySaver()
@@ -84,6 +96,7 @@ def contenders(iterations: int) -> dict[str, Callable[[], Awaitable[object]]]:
         INSIDE: lambda: inside.ainvoke(request()),
         AROUND: lambda: around.ainvoke(request()),
         HOOK: lambda: hook.ainvoke(request()),
+        HOOK_WRAPPED: lambda: wrapped.ainvoke(request()),
         INSIDE_SAVED: lambda: inside_saved.ainvoke(request(), thread()),
         HOOK_SAVED: lambda: hook_saved.ainvoke(request(), thread()),
     }
@@ -98,6 +111,8 @@ class InsideAgent:
     ratio: float  # the middleware / the wrapped loop, CPU, median of paired rounds
     hook_ratio: float  # the middleware / the 15-line hook, CPU, median of paired rounds
     saved_hook_ratio: float  # the same, both with a checkpointer
+    wrap_ratio: float  # the hook beside a pass-through model-call hook / the hook alone
+    wrapped_hook_ratio: float  # the middleware / the hook beside a pass-through one
 
     def per_iteration_us(self, name: str) -> float:
         return self.samples[name].median_cpu() / self.iterations * 1e6
@@ -115,6 +130,8 @@ async def measure(iterations: int, rounds: int) -> InsideAgent:
         paired_ratio(samples, INSIDE, AROUND),
         paired_ratio(samples, INSIDE, HOOK),
         paired_ratio(samples, INSIDE_SAVED, HOOK_SAVED),
+        paired_ratio(samples, HOOK_WRAPPED, HOOK),
+        paired_ratio(samples, INSIDE, HOOK_WRAPPED),
     )
 
 
@@ -126,10 +143,11 @@ def middleware_table(results: list[InsideAgent]) -> str:
         hook = {
             INSIDE: f"{result.hook_ratio:.2f}x",
             HOOK: "1.00x",
+            HOOK_WRAPPED: f"{result.wrap_ratio:.2f}x",
             INSIDE_SAVED: f"{result.saved_hook_ratio:.2f}x",
             HOOK_SAVED: "1.00x",
         }
-        for name in (INSIDE, AROUND, HOOK, INSIDE_SAVED, HOOK_SAVED):
+        for name in (INSIDE, AROUND, HOOK, HOOK_WRAPPED, INSIDE_SAVED, HOOK_SAVED):
             rows.append(
                 [
                     result.iterations,

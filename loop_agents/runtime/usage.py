@@ -37,9 +37,10 @@ class TokenCounter(BaseCallbackHandler):
     ignore_chain = ignore_agent = ignore_retriever = ignore_custom_event = True
     ignore_chat_model = ignore_retry = True
 
+    _lock = threading.Lock()  # one for all counters: a sum is short, and one is made per call
+
     def __init__(self) -> None:
         super().__init__()
-        self._lock = threading.Lock()
         self._usage = NO_USAGE
 
     def on_llm_end(self, response: LLMResult, **kwargs: Any) -> None:
@@ -180,6 +181,8 @@ class CallUsage:
     @classmethod
     def of_stored(cls, stored: Mapping[str, Any]) -> CallUsage:
         """The usage `stored` gave (older forms without cached tokens included)."""
+        if not stored:  # NO_USAGE's form, read several times an iteration
+            return NO_USAGE
         models = {
             n: (int(c[0]), int(c[1]), int(c[2]) if len(c) > 2 else 0)
             for n, c in (stored.get("models") or {}).items()
