@@ -100,13 +100,10 @@ Program: TypeAlias = Generator["Call | Fanout", Any, T]
 """A generator that yields `Call` and `Fanout` effects and returns its result."""
 
 
-_UNCOUNTED = nullcontext()  # a with block that does nothing (it keeps no state: shared)
-
-
 def measure_sync(call: Call) -> Measured[Any]:
     """Make ``call`` synchronously, within its time limit, and measure it."""
     started = time.perf_counter()
-    with _UNCOUNTED if call.counted else counting_tokens() as counter:
+    with nullcontext() if call.counted else counting_tokens() as counter:
         value = call.sync(call.input, call.config) if call.limit is None else call.limit.run(call)
     usage = call.counted(value) if call.counted else cast(TokenCounter, counter).usage()
     return Measured(value, time.perf_counter() - started, usage)
@@ -115,7 +112,7 @@ def measure_sync(call: Call) -> Measured[Any]:
 async def measure_async(call: Call) -> Measured[Any]:
     """Make ``call`` asynchronously, within its time limit, and measure it."""
     started = time.perf_counter()
-    with _UNCOUNTED if call.counted else counting_tokens() as counter:
+    with nullcontext() if call.counted else counting_tokens() as counter:
         value = await (
             call.async_(call.input, call.config) if call.limit is None else call.limit.arun(call)
         )

@@ -37,10 +37,9 @@ class TokenCounter(BaseCallbackHandler):
     ignore_chain = ignore_agent = ignore_retriever = ignore_custom_event = True
     ignore_chat_model = ignore_retry = True
 
-    _lock = threading.Lock()  # one for all counters: a sum is short, and one is made per call
-
     def __init__(self) -> None:
         super().__init__()
+        self._lock = threading.Lock()
         self._usage = NO_USAGE
 
     def on_llm_end(self, response: LLMResult, **kwargs: Any) -> None:
